@@ -1,0 +1,218 @@
+// Package api is the HTTP face of TuFT: the Tinker routes under /api/v1, their JSON and
+// protobuf codecs (through package wire), authentication (X-API-Key → tenant), request
+// limits and error replies. It is the only package that knows about HTTP.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Options configure the handler.
+type Options struct {
+	LongPoll        time.Duration // how long retrieve_future holds a request (default 30 s)
+	MaxRequestBytes int64         // request body cap (default 64 MiB)
+	PublicURL       string        // base URL for archive links (default: from the listener)
+	ArchiveTTL      time.Duration // lifetime of archive links (default 15 min)
+	Logger          *slog.Logger
+}
+
+// Handler serves the Tinker API.
+type Handler struct {
+	svc       *service.Service
+	opt       Options
+	log       *slog.Logger
+	mux       *http.ServeMux
+	root      http.Handler
+	enc       encoder
+	publicURL atomic.Pointer[string]
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+type tenantKey struct{}
+
+// New builds the handler with every route.
+func New(svc *service.Service, o Options) *Handler {
+	if o.LongPoll <= 0 {
+		o.LongPoll = 30 * time.Second
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 64 << 20
+	}
+	if o.ArchiveTTL <= 0 {
+		o.ArchiveTTL = 15 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	h := &Handler{svc: svc, opt: o, log: o.Logger, mux: http.NewServeMux(), closing: make(chan struct{})}
+	if o.PublicURL != "" {
+		h.SetPublicURL(o.PublicURL)
+	}
+	h.routes()
+	h.root = telemetry.HTTPMiddleware(h.recoverer(h.mux))
+	return h
+}
+
+// SetPublicURL sets the base URL archive links are built on.
+func (h *Handler) SetPublicURL(u string) {
+	u = strings.TrimRight(u, "/")
+	h.publicURL.Store(&u)
+}
+
+// BeginShutdown makes pending long-polls return at once, so HTTP shutdown is not held
+// up by them.
+func (h *Handler) BeginShutdown() { h.closeOnce.Do(func() { close(h.closing) }) }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.root.ServeHTTP(w, r) }
+
+// recoverer turns a handler panic into a 500 with a JSON body instead of a dropped
+// connection, and logs the stack.
+func (h *Handler) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.ErrorContext(r.Context(), "handler panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeJSON(w, http.StatusInternalServerError, errorBody{Detail: "internal server error", Category: "server"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authed wraps a route that needs an API key: it resolves the tenant and caps the body.
+func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		if key == "" {
+			if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+				key = strings.TrimPrefix(a, "Bearer ")
+			}
+		}
+		if key == "" {
+			h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it in the X-API-Key header"})
+			return
+		}
+		tenant, ok := h.svc.Authenticate(key)
+		if !ok {
+			h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, h.opt.MaxRequestBytes)
+		f(w, r, tenant)
+	}
+}
+
+// errorBody is every error reply: never an empty 400 (the SDK retries those as
+// Cloudflare rejections).
+type errorBody struct {
+	Detail   string `json:"detail"`
+	Category string `json:"category,omitempty"`
+}
+
+func status(k service.Kind) int {
+	switch k {
+	case service.KindInvalid:
+		return http.StatusBadRequest
+	case service.KindNotFound:
+		return http.StatusNotFound
+	case service.KindConflict:
+		return http.StatusConflict
+	case service.KindTooMany:
+		return http.StatusTooManyRequests
+	case service.KindUnavailable:
+		return http.StatusServiceUnavailable
+	case service.KindUnauthorized:
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+// fail writes err as a JSON error reply with the status its kind maps to.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *service.Error
+	if !errors.As(err, &se) {
+		se = &service.Error{Kind: service.KindOf(err), Msg: err.Error()}
+	}
+	code := status(se.Kind)
+	cat := "user"
+	if code >= 500 {
+		cat = "server"
+		h.log.ErrorContext(r.Context(), "request failed", "route", r.Pattern, "error", err)
+	}
+	switch code {
+	case http.StatusTooManyRequests:
+		secs := int(se.RetryAfter.Round(time.Second) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	case http.StatusConflict, http.StatusBadRequest, http.StatusNotFound, http.StatusUnauthorized:
+		// The SDK would otherwise retry some of these (409) for minutes; a user error does
+		// not heal by waiting.
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	writeJSON(w, code, errorBody{Detail: se.Msg, Category: cat})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"detail":"internal server error: response encoding failed","category":"server"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// readBody reads the whole (capped) body; an oversized body is a 413 with a message.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
+				Detail: fmt.Sprintf("request body exceeds limits.max_request_bytes (%d bytes)", mbe.Limit), Category: "user"})
+			return nil, false
+		}
+		writeJSON(w, http.StatusBadRequest, errorBody{Detail: "could not read the request body: " + err.Error(), Category: "user"})
+		return nil, false
+	}
+	return b, true
+}
+
+// badRequest is a 400 naming the problem.
+func (h *Handler) badRequest(w http.ResponseWriter, r *http.Request, err error) {
+	h.fail(w, r, &service.Error{Kind: service.KindInvalid, Msg: err.Error(), Err: err})
+}
+
+func (h *Handler) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-h.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

@@ -1,0 +1,330 @@
+package api
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tuft-go/tuft/api/wire"
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+func checkpointWire(c service.Checkpoint) wire.Checkpoint {
+	size := c.SizeBytes
+	return wire.Checkpoint{CheckpointID: c.ID(), CheckpointType: c.Type, Time: c.CreatedAt.UTC(), TinkerPath: c.TinkerPath(),
+		SizeBytes: &size, Public: c.Public, ExpiresAt: c.ExpiresAt}
+}
+
+func runWire(v service.RunView) wire.TrainingRun {
+	rank := v.Lora.Rank
+	tr := wire.TrainingRun{TrainingRunID: v.ID, BaseModel: v.BaseModel, ModelOwner: v.Tenant, IsLora: true,
+		Corrupted: v.Corrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC()}
+	if v.LastCheckpointRec != nil {
+		c := checkpointWire(*v.LastCheckpointRec)
+		tr.LastCheckpoint = &c
+	}
+	if v.LastSamplerRec != nil {
+		c := checkpointWire(*v.LastSamplerRec)
+		tr.LastSamplerCheckpoint = &c
+	}
+	if len(v.UserMetadata) > 0 {
+		tr.UserMetadata = map[string]string{}
+		for k, x := range v.UserMetadata {
+			tr.UserMetadata[k] = fmt.Sprint(x)
+		}
+	}
+	return tr
+}
+
+func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, tenant string) {
+	limit, err := queryInt(r, "limit", 20, 1000)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	offset, err := queryInt(r, "offset", 0, 1<<30)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	runs, total := h.svc.ListRuns(tenant, limit, offset)
+	resp := wire.TrainingRunsResponse{TrainingRuns: []wire.TrainingRun{}, Cursor: wire.Cursor{Offset: offset, Limit: limit, TotalCount: total}}
+	for _, v := range runs {
+		resp.TrainingRuns = append(resp.TrainingRuns, runWire(v))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, tenant string) {
+	v, err := h.svc.GetRun(tenant, r.PathValue("run_id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runWire(v))
+}
+
+func (h *Handler) listRunCheckpoints(w http.ResponseWriter, r *http.Request, tenant string) {
+	cs, err := h.svc.ListCheckpoints(tenant, r.PathValue("run_id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp := wire.CheckpointsListResponse{Checkpoints: []wire.Checkpoint{}}
+	for _, c := range cs {
+		resp.Checkpoints = append(resp.Checkpoints, checkpointWire(c))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant string) {
+	limit, err := queryInt(r, "limit", 100, 10000)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	offset, err := queryInt(r, "offset", 0, 1<<30)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	cs, total := h.svc.ListAllCheckpoints(tenant, limit, offset)
+	resp := wire.CheckpointsListResponse{Checkpoints: []wire.Checkpoint{}, Cursor: &wire.Cursor{Offset: offset, Limit: limit, TotalCount: total}}
+	for _, c := range cs {
+		resp.Checkpoints = append(resp.Checkpoints, checkpointWire(c))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// splitCkpt separates a checkpoint id from a trailing action ("weights/x/publish").
+func splitCkpt(tail string) (id, action string) {
+	for _, a := range []string{"publish", "ttl", "archive"} {
+		if strings.HasSuffix(tail, "/"+a) {
+			return strings.TrimSuffix(tail, "/"+a), a
+		}
+	}
+	return tail, ""
+}
+
+func (h *Handler) checkpointDelete(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, action := splitCkpt(r.PathValue("ckpt"))
+	var err error
+	switch action {
+	case "":
+		err = h.svc.DeleteCheckpoint(r.Context(), tenant, r.PathValue("run_id"), id)
+	case "publish":
+		err = h.svc.SetPublic(r.Context(), tenant, r.PathValue("run_id"), id, false)
+	default:
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route DELETE " + r.URL.Path})
+		return
+	}
+	h.empty(w, r, err)
+}
+
+func (h *Handler) checkpointPost(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, action := splitCkpt(r.PathValue("ckpt"))
+	if action != "publish" {
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route POST " + r.URL.Path})
+		return
+	}
+	h.empty(w, r, h.svc.SetPublic(r.Context(), tenant, r.PathValue("run_id"), id, true))
+}
+
+func (h *Handler) checkpointPut(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, action := splitCkpt(r.PathValue("ckpt"))
+	if action != "ttl" {
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route PUT " + r.URL.Path})
+		return
+	}
+	var req wire.CheckpointTTLRequest
+	if _, ok := h.decode(w, r, &req); !ok {
+		return
+	}
+	h.empty(w, r, h.svc.SetTTL(r.Context(), tenant, r.PathValue("run_id"), id, req.TTLSeconds))
+}
+
+func (h *Handler) empty(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkpointGet answers the archive route with a 302 to a signed link on this server.
+func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, action := splitCkpt(r.PathValue("ckpt"))
+	if action != "archive" {
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route GET " + r.URL.Path})
+		return
+	}
+	tok, exp, err := h.svc.ArchiveToken(tenant, r.PathValue("run_id"), id, h.opt.ArchiveTTL)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	base := ""
+	if p := h.publicURL.Load(); p != nil {
+		base = *p
+	}
+	if base == "" {
+		base = "http://" + r.Host
+	}
+	w.Header().Set("Location", base+"/api/v1/archive/"+url.PathEscape(tok))
+	w.Header().Set("Expires", exp.UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusFound)
+}
+
+// archiveDownload streams a tar of the checkpoint directory for a valid signed token.
+func (h *Handler) archiveDownload(w http.ResponseWriter, r *http.Request) {
+	c, err := h.svc.OpenArchive(r.PathValue("token"))
+	if err != nil {
+		if errors.Is(err, service.ErrBadToken) {
+			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
+			return
+		}
+		h.fail(w, r, err)
+		return
+	}
+	entries, err := os.ReadDir(c.Dir)
+	if err != nil {
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "checkpoint files are missing on the server"})
+		return
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(c.RunID, ":", "_")+"_"+c.Name+".tar"))
+	tw := tar.NewWriter(w)
+	for _, n := range names {
+		if err := addFile(tw, filepath.Join(c.Dir, n), n); err != nil {
+			h.log.WarnContext(r.Context(), "archive stream failed", "checkpoint", c.TinkerPath(), "error", err)
+			return // headers are sent; the truncated tar fails the client's extraction
+		}
+	}
+	_ = tw.Close()
+}
+
+func addFile(tw *tar.Writer, path, name string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
+}
+
+func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant string) {
+	limit, err := queryInt(r, "limit", 20, 1000)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	offset, err := queryInt(r, "offset", 0, 1<<30)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	ids := h.svc.ListSessions(tenant, limit, offset)
+	if ids == nil {
+		ids = []string{}
+	}
+	writeJSON(w, http.StatusOK, wire.ListSessionsResponse{Sessions: ids})
+}
+
+func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	runs, samplers, err := h.svc.SessionInfo(tenant, r.PathValue("session_id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []string{}
+	}
+	if samplers == nil {
+		samplers = []string{}
+	}
+	writeJSON(w, http.StatusOK, wire.GetSessionResponse{TrainingRunIDs: runs, SamplerIDs: samplers})
+}
+
+func (h *Handler) setSessionProject(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req wire.SessionProjectRequest
+	if _, ok := h.decode(w, r, &req); !ok {
+		return
+	}
+	h.empty(w, r, h.svc.SetSessionProject(r.Context(), tenant, r.PathValue("session_id"), req.ProjectID))
+}
+
+// recordClientTelemetry turns the SDK's telemetry events into log records correlated
+// with the client's session, instead of throwing them away: an unhandled client
+// exception shows up next to the server spans of the same session.
+func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req *wire.TelemetrySendRequest) {
+	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: req.SessionID})
+	for _, ev := range req.Events {
+		level := slog.LevelInfo
+		switch strings.ToUpper(ev.Severity) {
+		case "DEBUG":
+			level = slog.LevelDebug
+		case "WARNING":
+			level = slog.LevelWarn
+		case "ERROR", "CRITICAL":
+			level = slog.LevelError
+		}
+		attrs := []slog.Attr{
+			slog.String("source", "tinker-sdk"), slog.String("tenant", tenant),
+			slog.String(telemetry.AttrSessionID, req.SessionID), slog.String("client.event", ev.Event),
+			slog.String("client.event_id", ev.EventID), slog.String("client.platform", req.Platform),
+			slog.String("client.sdk_version", req.SDKVersion), slog.String("client.process_uuid", req.ProcessUUID),
+		}
+		if !ev.Timestamp.IsZero() {
+			attrs = append(attrs, slog.Time("client.timestamp", ev.Timestamp))
+		}
+		msg := "client event " + ev.Event
+		switch ev.Event {
+		case "UNHANDLED_EXCEPTION":
+			msg = "client unhandled exception: " + ev.ErrorType + ": " + ev.ErrorMessage
+			attrs = append(attrs, slog.String("exception.type", ev.ErrorType), slog.String("exception.message", ev.ErrorMessage),
+				slog.String("exception.stacktrace", ev.Traceback))
+			if level < slog.LevelError {
+				level = slog.LevelError
+			}
+		case "GENERIC_EVENT":
+			msg = "client event " + ev.EventName
+			attrs = append(attrs, slog.String("client.event_name", ev.EventName))
+			if len(ev.EventData) > 0 {
+				attrs = append(attrs, slog.String("client.event_data", string(ev.EventData)))
+			}
+		case "SESSION_END":
+			if ev.Duration != "" {
+				attrs = append(attrs, slog.String("client.duration", ev.Duration))
+			}
+		}
+		h.log.LogAttrs(ctx, level, msg, attrs...)
+	}
+}
+
+var _ = time.Second

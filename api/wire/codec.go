@@ -1,0 +1,509 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tuft-go/tuft/api/wire/tinkerpb"
+	"github.com/tuft-go/tuft/engine"
+)
+
+// Error is a decoding error naming the offending field.
+type Error struct {
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+func errf(field, format string, args ...any) error {
+	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// maxElements caps any one tensor, so a forged shape cannot make the server allocate
+// more than a request could plausibly carry.
+const maxElements = 1 << 26
+
+// DecodeJSON decodes one JSON value into v with errors that say where the problem is,
+// and rejects trailing data.
+func DecodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return errf("", "malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.As(err, &te):
+			f := te.Field
+			if f == "" {
+				f = "body"
+			}
+			return errf(f, "expected %s, got JSON %s", te.Type, te.Value)
+		case errors.Is(err, io.EOF):
+			return errf("", "empty body: a JSON object is required")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return errf("", "malformed JSON: unexpected end of input")
+		}
+		return errf("", "invalid JSON: %v", err)
+	}
+	if dec.More() {
+		return errf("", "malformed JSON: trailing data after the object")
+	}
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); err != io.EOF {
+		return errf("", "malformed JSON: trailing data after the object")
+	}
+	return nil
+}
+
+// Decompress undoes a Content-Encoding (identity or zstd), refusing output larger than
+// maxBytes (decompression bombs).
+func Decompress(encoding string, body []byte, maxBytes int64) ([]byte, error) {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "", "identity":
+		return body, nil
+	case "zstd":
+		d, err := zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderMaxMemory(uint64(maxBytes)), zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, errf("Content-Encoding", "zstd: %v", err)
+		}
+		defer d.Close()
+		out, err := io.ReadAll(io.LimitReader(d, maxBytes+1))
+		if err != nil {
+			return nil, errf("Content-Encoding", "zstd body is corrupt: %v", err)
+		}
+		if int64(len(out)) > maxBytes {
+			return nil, errf("Content-Encoding", "decompressed body exceeds %d bytes", maxBytes)
+		}
+		return out, nil
+	}
+	return nil, errf("Content-Encoding", "%q is not supported (use zstd or none)", encoding)
+}
+
+// ForwardBackwardCall is a decoded forward or forward_backward request.
+type ForwardBackwardCall struct {
+	ModelID     string
+	SeqID       int64
+	HasSeqID    bool
+	ForwardOnly bool
+	Req         engine.ForwardRequest
+}
+
+func le32(b []byte) []int32 {
+	out := make([]int32, len(b)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func leF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func leI64(b []byte) []int64 {
+	out := make([]int64, len(b)/8)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out
+}
+
+// DecodeForwardBackwardProto decodes the SDK 0.25 protobuf body.
+func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
+	var m tinkerpb.ForwardBackwardRequest
+	if err := proto.Unmarshal(body, &m); err != nil {
+		return nil, errf("body", "malformed ForwardBackwardRequest protobuf: %v", err)
+	}
+	call := &ForwardBackwardCall{ModelID: m.ModelId, SeqID: int64(m.SeqId), HasSeqID: true, ForwardOnly: m.ForwardOnly,
+		Req: engine.ForwardRequest{LossFn: m.LossFn, LossFnConfig: m.LossFnConfig}}
+	if m.ModelId == "" {
+		return nil, errf("model_id", "is required")
+	}
+	if len(m.Data) == 0 {
+		return nil, errf("data", "is empty: at least one datum is required")
+	}
+	for i, d := range m.Data {
+		f := fmt.Sprintf("data[%d]", i)
+		var toks []int32
+		for j, c := range d.ModelInput {
+			switch ch := c.Chunk.(type) {
+			case *tinkerpb.Chunk_EncodedText:
+				if len(ch.EncodedText.Tokens)%4 != 0 {
+					return nil, errf(fmt.Sprintf("%s.model_input[%d].tokens", f, j), "%d bytes is not a whole number of int32 tokens", len(ch.EncodedText.Tokens))
+				}
+				toks = append(toks, le32(ch.EncodedText.Tokens)...)
+			case nil:
+				return nil, errf(fmt.Sprintf("%s.model_input[%d]", f, j), "empty chunk")
+			default:
+				return nil, errf(fmt.Sprintf("%s.model_input[%d]", f, j), "only encoded_text chunks are supported (images and audio are not)")
+			}
+		}
+		inputs := map[string]engine.Tensor{}
+		for name, t := range d.LossFnInputs {
+			et, err := tensorFromProto(t)
+			if err != nil {
+				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
+			}
+			inputs[name] = et
+		}
+		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
+	}
+	return call, nil
+}
+
+func prefix(field string, err error) error {
+	var we *Error
+	if errors.As(err, &we) {
+		if we.Field == "" {
+			return &Error{Field: field, Msg: we.Msg}
+		}
+		return &Error{Field: field + "." + we.Field, Msg: we.Msg}
+	}
+	return &Error{Field: field, Msg: err.Error()}
+}
+
+func shapeLen(shape []int64) (int, error) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, errf("shape", "negative dimension %d", d)
+		}
+		n *= d
+		if n > maxElements {
+			return 0, errf("shape", "%v has more than %d elements", shape, maxElements)
+		}
+	}
+	return int(n), nil
+}
+
+func intsOf(shape []int64) []int {
+	out := make([]int, len(shape))
+	for i, d := range shape {
+		out[i] = int(d)
+	}
+	return out
+}
+
+// tensorFromProto decodes a dense or CSR tensor; INT32 widens to int64, BFLOAT16 to float32.
+func tensorFromProto(t *tinkerpb.Tensor) (engine.Tensor, error) {
+	var et engine.Tensor
+	var width int
+	switch t.Dtype {
+	case tinkerpb.DType_DTYPE_FLOAT32:
+		et.DType, width = engine.Float32, 4
+	case tinkerpb.DType_DTYPE_BFLOAT16:
+		et.DType, width = engine.Float32, 2
+	case tinkerpb.DType_DTYPE_INT64:
+		et.DType, width = engine.Int64, 8
+	case tinkerpb.DType_DTYPE_INT32:
+		et.DType, width = engine.Int64, 4
+	default:
+		return et, errf("dtype", "%v is not supported (float32, bfloat16, int64 or int32)", t.Dtype)
+	}
+	decode := func(b []byte, field string) ([]float32, []int64, error) {
+		if len(b)%width != 0 {
+			return nil, nil, errf(field, "%d bytes is not a whole number of %d-byte elements", len(b), width)
+		}
+		switch t.Dtype {
+		case tinkerpb.DType_DTYPE_FLOAT32:
+			return leF32(b), nil, nil
+		case tinkerpb.DType_DTYPE_BFLOAT16:
+			f := make([]float32, len(b)/2)
+			for i := range f {
+				f[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+			}
+			return f, nil, nil
+		case tinkerpb.DType_DTYPE_INT64:
+			return nil, leI64(b), nil
+		default:
+			v := le32(b)
+			out := make([]int64, len(v))
+			for i, x := range v {
+				out[i] = int64(x)
+			}
+			return nil, out, nil
+		}
+	}
+	switch enc := t.Encoding.(type) {
+	case *tinkerpb.Tensor_Dense:
+		f, i, err := decode(enc.Dense, "dense")
+		if err != nil {
+			return et, err
+		}
+		et.F32, et.I64 = f, i
+		n := len(f) + len(i)
+		if len(t.Shape) == 0 {
+			et.Shape = []int{n}
+		} else {
+			want, err := shapeLen(t.Shape)
+			if err != nil {
+				return et, err
+			}
+			if want != n {
+				return et, errf("shape", "%v describes %d elements but the data has %d", t.Shape, want, n)
+			}
+			et.Shape = intsOf(t.Shape)
+		}
+		return et, nil
+	case *tinkerpb.Tensor_SparseCsr:
+		if len(t.Shape) != 2 {
+			return et, errf("shape", "a sparse CSR tensor needs a 2-D shape, got %v", t.Shape)
+		}
+		n, err := shapeLen(t.Shape)
+		if err != nil {
+			return et, err
+		}
+		vf, vi, err := decode(enc.SparseCsr.Values, "sparse_csr.values")
+		if err != nil {
+			return et, err
+		}
+		if len(enc.SparseCsr.CrowIndices)%8 != 0 || len(enc.SparseCsr.ColIndices)%8 != 0 {
+			return et, errf("sparse_csr", "indices must be int64 arrays")
+		}
+		return csrToDense(et.DType, intsOf(t.Shape), n, vf, vi, leI64(enc.SparseCsr.CrowIndices), leI64(enc.SparseCsr.ColIndices))
+	case nil:
+		return et, errf("encoding", "tensor has neither dense nor sparse_csr data")
+	}
+	return et, errf("encoding", "unknown tensor encoding")
+}
+
+func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, crow, col []int64) (engine.Tensor, error) {
+	rows, cols := shape[0], shape[1]
+	nnz := len(vf) + len(vi)
+	if len(crow) != rows+1 {
+		return engine.Tensor{}, errf("sparse_csr.crow_indices", "has %d entries, want rows+1 = %d", len(crow), rows+1)
+	}
+	if len(col) != nnz {
+		return engine.Tensor{}, errf("sparse_csr.col_indices", "has %d entries but there are %d values", len(col), nnz)
+	}
+	if crow[0] != 0 || crow[rows] != int64(nnz) {
+		return engine.Tensor{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
+	}
+	t := engine.Tensor{DType: dt, Shape: shape}
+	if dt == engine.Float32 {
+		t.F32 = make([]float32, n)
+	} else {
+		t.I64 = make([]int64, n)
+	}
+	for r := 0; r < rows; r++ {
+		a, b := crow[r], crow[r+1]
+		if b < a {
+			return engine.Tensor{}, errf("sparse_csr.crow_indices", "decreases at row %d", r)
+		}
+		for k := a; k < b; k++ {
+			c := col[k]
+			if c < 0 || c >= int64(cols) {
+				return engine.Tensor{}, errf("sparse_csr.col_indices", "column %d out of range [0, %d)", c, cols)
+			}
+			if dt == engine.Float32 {
+				t.F32[r*cols+int(c)] = vf[k]
+			} else {
+				t.I64[r*cols+int(c)] = vi[k]
+			}
+		}
+	}
+	return t, nil
+}
+
+// TensorData is the JSON form of a tensor.
+type TensorData struct {
+	Data              []json.Number `json:"data"`
+	DType             string        `json:"dtype"`
+	Shape             []int64       `json:"shape,omitempty"`
+	SparseCrowIndices []int64       `json:"sparse_crow_indices,omitempty"`
+	SparseColIndices  []int64       `json:"sparse_col_indices,omitempty"`
+}
+
+func (td *TensorData) engine(name string) (engine.Tensor, error) {
+	dt := engine.Float32
+	switch td.DType {
+	case "float32", "float", "bfloat16":
+	case "int64", "int32", "int":
+		dt = engine.Int64
+	case "":
+		// The SDK coerces plain lists by key; do the same.
+		if name == "target_tokens" {
+			dt = engine.Int64
+		}
+	default:
+		return engine.Tensor{}, errf("dtype", "%q is not supported (float32 or int64)", td.DType)
+	}
+	vf := make([]float32, 0)
+	vi := make([]int64, 0)
+	for i, num := range td.Data {
+		if dt == engine.Float32 {
+			f, err := num.Float64()
+			if err != nil {
+				return engine.Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%q is not a number", num)
+			}
+			vf = append(vf, float32(f))
+		} else {
+			v, err := num.Int64()
+			if err != nil {
+				f, ferr := num.Float64()
+				if ferr != nil || f != math.Trunc(f) {
+					return engine.Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%q is not an integer", num)
+				}
+				v = int64(f)
+			}
+			vi = append(vi, v)
+		}
+	}
+	if td.SparseCrowIndices != nil || td.SparseColIndices != nil {
+		if len(td.Shape) != 2 {
+			return engine.Tensor{}, errf("shape", "a sparse tensor needs a 2-D shape, got %v", td.Shape)
+		}
+		n, err := shapeLen(td.Shape)
+		if err != nil {
+			return engine.Tensor{}, err
+		}
+		if dt == engine.Float32 {
+			vi = nil
+		} else {
+			vf = nil
+		}
+		return csrToDense(dt, intsOf(td.Shape), n, vf, vi, td.SparseCrowIndices, td.SparseColIndices)
+	}
+	t := engine.Tensor{DType: dt}
+	n := len(td.Data)
+	if dt == engine.Float32 {
+		t.F32 = vf
+	} else {
+		t.I64 = vi
+	}
+	if len(td.Shape) == 0 {
+		t.Shape = []int{n}
+		return t, nil
+	}
+	want, err := shapeLen(td.Shape)
+	if err != nil {
+		return t, err
+	}
+	if want != n {
+		return t, errf("shape", "%v describes %d elements but data has %d", td.Shape, want, n)
+	}
+	t.Shape = intsOf(td.Shape)
+	return t, nil
+}
+
+// ModelInput is the JSON prompt / model input.
+type ModelInput struct {
+	Chunks []Chunk `json:"chunks"`
+}
+
+// Chunk is one JSON chunk of a ModelInput.
+type Chunk struct {
+	Type   string  `json:"type"`
+	Tokens []int64 `json:"tokens,omitempty"`
+}
+
+func (mi ModelInput) tokens(field string) ([]int32, error) {
+	var out []int32
+	for j, c := range mi.Chunks {
+		f := fmt.Sprintf("%s.chunks[%d]", field, j)
+		switch c.Type {
+		case "encoded_text", "":
+			for _, t := range c.Tokens {
+				if t < math.MinInt32 || t > math.MaxInt32 {
+					return nil, errf(f+".tokens", "token id %d is out of range", t)
+				}
+				out = append(out, int32(t))
+			}
+		default:
+			return nil, errf(f, "chunk type %q is not supported: only encoded_text chunks are", c.Type)
+		}
+	}
+	return out, nil
+}
+
+// DatumJSON is the JSON form of a datum.
+type DatumJSON struct {
+	ModelInput   ModelInput                 `json:"model_input"`
+	LossFnInputs map[string]json.RawMessage `json:"loss_fn_inputs"`
+}
+
+type forwardInput struct {
+	Data         []DatumJSON        `json:"data"`
+	LossFn       string             `json:"loss_fn"`
+	LossFnConfig map[string]float64 `json:"loss_fn_config,omitempty"`
+}
+
+type forwardBackwardJSON struct {
+	ForwardBackwardInput *forwardInput `json:"forward_backward_input"`
+	ForwardInput         *forwardInput `json:"forward_input"`
+	ModelID              string        `json:"model_id"`
+	SeqID                *int64        `json:"seq_id"`
+}
+
+// DecodeForwardBackwardJSON decodes the JSON bodies of SDK 0.18–0.24's /forward_backward
+// and /forward.
+func DecodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardCall, error) {
+	var m forwardBackwardJSON
+	if err := DecodeJSON(body, &m); err != nil {
+		return nil, err
+	}
+	in, field := m.ForwardBackwardInput, "forward_backward_input"
+	if in == nil {
+		in, field = m.ForwardInput, "forward_input"
+		forwardOnly = forwardOnly || in != nil
+	}
+	if in == nil {
+		return nil, errf("forward_backward_input", "is required")
+	}
+	if m.ModelID == "" {
+		return nil, errf("model_id", "is required")
+	}
+	call := &ForwardBackwardCall{ModelID: m.ModelID, ForwardOnly: forwardOnly, Req: engine.ForwardRequest{LossFn: in.LossFn, LossFnConfig: in.LossFnConfig}}
+	if m.SeqID != nil {
+		call.SeqID, call.HasSeqID = *m.SeqID, true
+	}
+	if len(in.Data) == 0 {
+		return nil, errf(field+".data", "is empty: at least one datum is required")
+	}
+	for i, d := range in.Data {
+		f := fmt.Sprintf("%s.data[%d]", field, i)
+		toks, err := d.ModelInput.tokens(f + ".model_input")
+		if err != nil {
+			return nil, err
+		}
+		inputs := map[string]engine.Tensor{}
+		for name, raw := range d.LossFnInputs {
+			var td TensorData
+			if len(raw) > 0 && raw[0] == '[' { // a plain list
+				if err := DecodeJSON(raw, &td.Data); err != nil {
+					return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
+				}
+			} else if err := DecodeJSON(raw, &td); err != nil {
+				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
+			}
+			t, err := td.engine(name)
+			if err != nil {
+				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
+			}
+			inputs[name] = t
+		}
+		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
+	}
+	return call, nil
+}

@@ -1,0 +1,511 @@
+package wire
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tuft-go/tuft/api/wire/tinkerpb"
+	"github.com/tuft-go/tuft/engine"
+)
+
+func tensorBytes(t engine.Tensor) ([]byte, tinkerpb.DType) {
+	if t.DType == engine.Int64 {
+		b := make([]byte, 8*len(t.I64))
+		for i, v := range t.I64 {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+		}
+		return b, tinkerpb.DType_DTYPE_INT64
+	}
+	b := make([]byte, 4*len(t.F32))
+	for i, v := range t.F32 {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b, tinkerpb.DType_DTYPE_FLOAT32
+}
+
+// recordSig identifies the layout of one datum's outputs; a new ArrayRecord starts
+// whenever it changes.
+func recordSig(out map[string]engine.Tensor) string {
+	names := make([]string, 0, len(out))
+	for n := range out {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	s := ""
+	for _, n := range names {
+		t := out[n]
+		s += fmt.Sprintf("%s:%d:%v;", n, t.DType, trailing(t))
+	}
+	return s
+}
+
+func trailing(t engine.Tensor) []int64 {
+	if len(t.Shape) <= 1 {
+		return nil
+	}
+	out := make([]int64, len(t.Shape)-1)
+	for i, d := range t.Shape[1:] {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+// EncodeForwardBackwardOutputProto encodes a result as the SDK 0.25 ForwardBackwardOutput.
+func EncodeForwardBackwardOutputProto(res engine.ForwardResult, lossFn string) ([]byte, error) {
+	m := &tinkerpb.ForwardBackwardOutput{LossFnOutputType: "ArrayRecord", Metrics: res.Metrics}
+	if m.Metrics == nil {
+		m.Metrics = map[string]float64{}
+	}
+	var cur *tinkerpb.ArrayRecord
+	var curSig string
+	offsets := map[string][]int64{}
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		for name, bt := range cur.Fields {
+			ob := make([]byte, 8*len(offsets[name]))
+			for i, o := range offsets[name] {
+				binary.LittleEndian.PutUint64(ob[8*i:], uint64(o))
+			}
+			bt.Offsets = ob
+		}
+		m.LossFnOutputs = append(m.LossFnOutputs, cur)
+	}
+	for _, out := range res.Outputs {
+		sig := recordSig(out)
+		if cur == nil || sig != curSig {
+			flush()
+			cur = &tinkerpb.ArrayRecord{TypeTag: "ArrayRecord", Fields: map[string]*tinkerpb.BatchedTensor{}}
+			curSig = sig
+			offsets = map[string][]int64{}
+			for name, t := range out {
+				_, dt := tensorBytes(engine.Tensor{DType: t.DType})
+				cur.Fields[name] = &tinkerpb.BatchedTensor{Dtype: dt, TrailingShape: trailing(t)}
+				offsets[name] = []int64{0}
+			}
+		}
+		for name, t := range out {
+			b, _ := tensorBytes(t)
+			bt := cur.Fields[name]
+			bt.Data = append(bt.Data, b...)
+			offsets[name] = append(offsets[name], int64(len(bt.Data)))
+		}
+		cur.NumDatums++
+	}
+	flush()
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// ForwardBackwardOutput is a decoded result (client side, and the JSON form).
+type ForwardBackwardOutput struct {
+	LossFnOutputType string              `json:"loss_fn_output_type"`
+	LossFnOutputs    []map[string]Tensor `json:"loss_fn_outputs"`
+	Metrics          map[string]float64  `json:"metrics"`
+}
+
+// Tensor is the JSON form of an output tensor.
+type Tensor struct {
+	Data  any    `json:"data"`
+	DType string `json:"dtype"`
+	Shape []int  `json:"shape"`
+}
+
+func jsonTensor(t engine.Tensor) Tensor {
+	if t.DType == engine.Int64 {
+		return Tensor{Data: t.I64, DType: "int64", Shape: t.Shape}
+	}
+	return Tensor{Data: floatsJSON(t.F32), DType: "float32", Shape: t.Shape}
+}
+
+// floatsJSON keeps NaN and infinities encodable (JSON has no literal for them).
+func floatsJSON(f []float32) []any {
+	out := make([]any, len(f))
+	for i, v := range f {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			out[i] = nil
+		} else {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// DecodeForwardBackwardOutputProto decodes a ForwardBackwardOutput (client side).
+func DecodeForwardBackwardOutputProto(pb []byte) (engine.ForwardResult, error) {
+	var m tinkerpb.ForwardBackwardOutput
+	if err := proto.Unmarshal(pb, &m); err != nil {
+		return engine.ForwardResult{}, errf("body", "malformed ForwardBackwardOutput: %v", err)
+	}
+	res := engine.ForwardResult{Metrics: m.Metrics}
+	for ri, rec := range m.LossFnOutputs {
+		outs := make([]map[string]engine.Tensor, rec.NumDatums)
+		for i := range outs {
+			outs[i] = map[string]engine.Tensor{}
+		}
+		for name, bt := range rec.Fields {
+			if len(bt.Offsets) != 8*(int(rec.NumDatums)+1) {
+				return res, errf(fmt.Sprintf("loss_fn_outputs[%d].fields[%q].offsets", ri, name), "want %d offsets", rec.NumDatums+1)
+			}
+			offs := leI64(bt.Offsets)
+			tr := 1
+			for _, d := range bt.TrailingShape {
+				tr *= int(d)
+			}
+			for i := range outs {
+				a, b := offs[i], offs[i+1]
+				if a < 0 || b < a || b > int64(len(bt.Data)) {
+					return res, errf(fmt.Sprintf("loss_fn_outputs[%d].fields[%q].offsets", ri, name), "out of range")
+				}
+				chunk := bt.Data[a:b]
+				var t engine.Tensor
+				switch bt.Dtype {
+				case tinkerpb.DType_DTYPE_FLOAT32:
+					t = engine.Tensor{DType: engine.Float32, F32: leF32(chunk)}
+				case tinkerpb.DType_DTYPE_INT64:
+					t = engine.Tensor{DType: engine.Int64, I64: leI64(chunk)}
+				default:
+					pt, err := tensorFromProto(&tinkerpb.Tensor{Dtype: bt.Dtype, Encoding: &tinkerpb.Tensor_Dense{Dense: chunk}})
+					if err != nil {
+						return res, err
+					}
+					t = pt
+				}
+				n := len(t.F32) + len(t.I64)
+				if tr == 0 {
+					tr = 1
+				}
+				t.Shape = append([]int{n / tr}, intsOf(bt.TrailingShape)...)
+				outs[i][name] = t
+			}
+		}
+		res.Outputs = append(res.Outputs, outs...)
+	}
+	return res, nil
+}
+
+// ForwardBackwardOutputJSON is the JSON form of a result (SDK ≤ 0.24).
+func ForwardBackwardOutputJSON(res engine.ForwardResult, lossFn string) ([]byte, error) {
+	o := ForwardBackwardOutput{LossFnOutputType: "ArrayRecord", Metrics: res.Metrics, LossFnOutputs: []map[string]Tensor{}}
+	if o.Metrics == nil {
+		o.Metrics = map[string]float64{}
+	}
+	for _, out := range res.Outputs {
+		m := map[string]Tensor{}
+		for n, t := range out {
+			m[n] = jsonTensor(t)
+		}
+		o.LossFnOutputs = append(o.LossFnOutputs, m)
+	}
+	return json.Marshal(o)
+}
+
+// ForwardBackwardOutputProtoToJSON converts a stored protobuf result for a JSON client.
+func ForwardBackwardOutputProtoToJSON(pb []byte) ([]byte, error) {
+	res, err := DecodeForwardBackwardOutputProto(pb)
+	if err != nil {
+		return nil, err
+	}
+	var m tinkerpb.ForwardBackwardOutput
+	_ = proto.Unmarshal(pb, &m)
+	return ForwardBackwardOutputJSON(res, m.LossFnOutputType)
+}
+
+// EncodeForwardBackwardProto encodes a request (client side).
+func EncodeForwardBackwardProto(call ForwardBackwardCall) ([]byte, error) {
+	m := &tinkerpb.ForwardBackwardRequest{ModelId: call.ModelID, SeqId: int32(call.SeqID), LossFn: call.Req.LossFn,
+		LossFnConfig: call.Req.LossFnConfig, ForwardOnly: call.ForwardOnly}
+	for _, d := range call.Req.Data {
+		tb := make([]byte, 4*len(d.Tokens))
+		for i, t := range d.Tokens {
+			binary.LittleEndian.PutUint32(tb[4*i:], uint32(t))
+		}
+		pd := &tinkerpb.Datum{ModelInput: []*tinkerpb.Chunk{{Chunk: &tinkerpb.Chunk_EncodedText{EncodedText: &tinkerpb.EncodedTextChunk{Tokens: tb}}}},
+			LossFnInputs: map[string]*tinkerpb.Tensor{}}
+		for name, t := range d.LossInputs {
+			b, dt := tensorBytes(t)
+			shape := make([]int64, len(t.Shape))
+			for i, s := range t.Shape {
+				shape[i] = int64(s)
+			}
+			pd.LossFnInputs[name] = &tinkerpb.Tensor{Encoding: &tinkerpb.Tensor_Dense{Dense: b}, Dtype: dt, Shape: shape}
+		}
+		m.Data = append(m.Data, pd)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// SampleCall is a decoded asample request.
+type SampleCall struct {
+	SamplingSessionID string
+	BaseModel         string
+	ModelPath         string
+	SeqID             int64
+	Req               engine.SampleRequest
+}
+
+// Stop is sampling_params.stop: a string, a list of strings, a list of token ids, or null.
+type Stop struct {
+	Strings []string
+	Tokens  []int32
+}
+
+// UnmarshalJSON accepts every form the SDK sends.
+func (s *Stop) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		s.Strings = []string{one}
+		return nil
+	}
+	var strs []string
+	if json.Unmarshal(b, &strs) == nil {
+		s.Strings = strs
+		return nil
+	}
+	var toks []int64
+	if json.Unmarshal(b, &toks) == nil {
+		for _, t := range toks {
+			if t < 0 || t > math.MaxInt32 {
+				return fmt.Errorf("stop token id %d is out of range", t)
+			}
+			s.Tokens = append(s.Tokens, int32(t))
+		}
+		return nil
+	}
+	return fmt.Errorf("stop must be a string, a list of strings or a list of token ids")
+}
+
+// MarshalJSON writes the list form.
+func (s Stop) MarshalJSON() ([]byte, error) {
+	if len(s.Tokens) > 0 {
+		return json.Marshal(s.Tokens)
+	}
+	if s.Strings == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(s.Strings)
+}
+
+// SamplingParams is sampling_params.
+type SamplingParams struct {
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	Stop        *Stop    `json:"stop,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopK        *int     `json:"top_k,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+}
+
+// SampleRequest is the JSON body of /asample.
+type SampleRequest struct {
+	NumSamples         *int           `json:"num_samples,omitempty"`
+	Prompt             ModelInput     `json:"prompt"`
+	SamplingParams     SamplingParams `json:"sampling_params"`
+	BaseModel          *string        `json:"base_model,omitempty"`
+	ModelPath          *string        `json:"model_path,omitempty"`
+	SamplingSessionID  *string        `json:"sampling_session_id,omitempty"`
+	SeqID              *int64         `json:"seq_id,omitempty"`
+	PromptLogprobs     *bool          `json:"prompt_logprobs,omitempty"`
+	TopkPromptLogprobs int            `json:"topk_prompt_logprobs"`
+	Type               string         `json:"type,omitempty"`
+}
+
+// DecodeSampleRequest decodes /asample.
+func DecodeSampleRequest(body []byte) (*SampleCall, error) {
+	var m SampleRequest
+	if err := DecodeJSON(body, &m); err != nil {
+		return nil, err
+	}
+	toks, err := m.Prompt.tokens("prompt")
+	if err != nil {
+		return nil, err
+	}
+	c := &SampleCall{Req: engine.SampleRequest{Prompt: toks, NumSamples: 1, TopKPromptLogprobs: m.TopkPromptLogprobs}}
+	if m.NumSamples != nil {
+		c.Req.NumSamples = *m.NumSamples
+	}
+	if m.SamplingSessionID != nil {
+		c.SamplingSessionID = *m.SamplingSessionID
+	}
+	if m.BaseModel != nil {
+		c.BaseModel = *m.BaseModel
+	}
+	if m.ModelPath != nil {
+		c.ModelPath = *m.ModelPath
+	}
+	if m.SeqID != nil {
+		c.SeqID = *m.SeqID
+	}
+	if m.PromptLogprobs != nil {
+		c.Req.PromptLogprobs = *m.PromptLogprobs
+	}
+	if m.TopkPromptLogprobs < 0 {
+		return nil, errf("topk_prompt_logprobs", "%d must not be negative", m.TopkPromptLogprobs)
+	}
+	p := m.SamplingParams
+	c.Req.Params = engine.SampleParams{Temperature: 1, TopK: -1, TopP: 1, Seed: p.Seed}
+	if p.MaxTokens != nil {
+		if *p.MaxTokens < 1 {
+			return nil, errf("sampling_params.max_tokens", "%d must be at least 1", *p.MaxTokens)
+		}
+		c.Req.Params.MaxTokens = *p.MaxTokens
+	}
+	if p.Temperature != nil {
+		c.Req.Params.Temperature = *p.Temperature
+	}
+	if p.TopK != nil {
+		c.Req.Params.TopK = *p.TopK
+	}
+	if p.TopP != nil {
+		c.Req.Params.TopP = *p.TopP
+	}
+	if p.Stop != nil {
+		c.Req.Params.StopStrings, c.Req.Params.StopTokens = p.Stop.Strings, p.Stop.Tokens
+	}
+	return c, nil
+}
+
+// TopKSentinel marks an empty top-k cell in the protobuf encoding.
+const TopKSentinel = -99999.0
+
+// EncodeSampleResponseProto encodes a sampling result as the SDK 0.25 SampleResponse.
+func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
+	m := &tinkerpb.SampleResponse{}
+	for _, s := range res.Sequences {
+		tb := make([]byte, 4*len(s.Tokens))
+		for i, t := range s.Tokens {
+			binary.LittleEndian.PutUint32(tb[4*i:], uint32(t))
+		}
+		lb, _ := tensorBytes(engine.Tensor{DType: engine.Float32, F32: s.Logprobs})
+		sr := tinkerpb.StopReason_STOP_REASON_STOP
+		if s.StopReason == engine.StopReasonLength {
+			sr = tinkerpb.StopReason_STOP_REASON_LENGTH
+		}
+		m.Sequences = append(m.Sequences, &tinkerpb.SampledSequence{StopReason: sr, Tokens: tb, Logprobs: lb})
+	}
+	if res.PromptLogprobs != nil {
+		b, _ := tensorBytes(engine.Tensor{DType: engine.Float32, F32: res.PromptLogprobs})
+		m.PromptLogprobs = b
+	}
+	if res.TopKPrompt != nil {
+		k := 0
+		for _, row := range res.TopKPrompt {
+			k = max(k, len(row))
+		}
+		n := len(res.TopKPrompt)
+		ids := make([]byte, 4*n*k)
+		lps := make([]byte, 4*n*k)
+		for i, row := range res.TopKPrompt {
+			for j := 0; j < k; j++ {
+				tok, lp := int32(0), float32(TopKSentinel)
+				if j < len(row) {
+					tok, lp = row[j].Token, row[j].Logprob
+				}
+				binary.LittleEndian.PutUint32(ids[4*(i*k+j):], uint32(tok))
+				binary.LittleEndian.PutUint32(lps[4*(i*k+j):], math.Float32bits(lp))
+			}
+		}
+		m.TopkPromptLogprobs = &tinkerpb.TopkPromptLogprobs{TokenIds: ids, Logprobs: lps, K: uint32(k), PromptLength: uint32(n)}
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// DecodeSampleResponseProto decodes a SampleResponse (client side).
+func DecodeSampleResponseProto(pb []byte) (engine.SampleResult, error) {
+	var m tinkerpb.SampleResponse
+	if err := proto.Unmarshal(pb, &m); err != nil {
+		return engine.SampleResult{}, errf("body", "malformed SampleResponse: %v", err)
+	}
+	var res engine.SampleResult
+	for i, s := range m.Sequences {
+		if len(s.Tokens)%4 != 0 || len(s.Logprobs)%4 != 0 {
+			return res, errf(fmt.Sprintf("sequences[%d]", i), "arrays are not whole int32/float32 arrays")
+		}
+		sq := engine.Sequence{Tokens: le32(s.Tokens), Logprobs: leF32(s.Logprobs), StopReason: engine.StopReasonStop}
+		if s.StopReason == tinkerpb.StopReason_STOP_REASON_LENGTH {
+			sq.StopReason = engine.StopReasonLength
+		}
+		res.Sequences = append(res.Sequences, sq)
+		res.OutputTokens += len(sq.Tokens)
+	}
+	if m.PromptLogprobs != nil {
+		res.PromptLogprobs = leF32(m.PromptLogprobs)
+	}
+	if t := m.TopkPromptLogprobs; t != nil {
+		k, n := int(t.K), int(t.PromptLength)
+		if len(t.TokenIds) != 4*n*k || len(t.Logprobs) != 4*n*k {
+			return res, errf("topk_prompt_logprobs", "size does not match k×prompt_length")
+		}
+		ids, lps := le32(t.TokenIds), leF32(t.Logprobs)
+		for i := 0; i < n; i++ {
+			var row []engine.TokenLogprob
+			for j := 0; j < k; j++ {
+				if lps[i*k+j] == TopKSentinel {
+					continue
+				}
+				row = append(row, engine.TokenLogprob{Token: ids[i*k+j], Logprob: lps[i*k+j]})
+			}
+			res.TopKPrompt = append(res.TopKPrompt, row)
+		}
+	}
+	return res, nil
+}
+
+// SampleResponseJSON is the JSON form of a sampling result (SDK ≤ 0.24).
+type SampleResponseJSON struct {
+	Type                 string            `json:"type"`
+	Sequences            []SampledSequence `json:"sequences"`
+	PromptLogprobs       []*float32        `json:"prompt_logprobs,omitempty"`
+	TopkPromptLogprobs   []*[][2]any       `json:"topk_prompt_logprobs,omitempty"`
+	PromptCacheHitTokens int               `json:"prompt_cache_hit_tokens"`
+}
+
+// SampledSequence is one JSON sequence.
+type SampledSequence struct {
+	Tokens     []int32   `json:"tokens"`
+	Logprobs   []float32 `json:"logprobs"`
+	StopReason string    `json:"stop_reason"`
+}
+
+// SampleResponseProtoToJSON converts a stored protobuf result for a JSON client.
+func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
+	res, err := DecodeSampleResponseProto(pb)
+	if err != nil {
+		return nil, err
+	}
+	out := SampleResponseJSON{Type: "sample", Sequences: []SampledSequence{}}
+	for _, s := range res.Sequences {
+		out.Sequences = append(out.Sequences, SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
+	}
+	for _, lp := range res.PromptLogprobs {
+		if math.IsNaN(float64(lp)) {
+			out.PromptLogprobs = append(out.PromptLogprobs, nil)
+		} else {
+			v := lp
+			out.PromptLogprobs = append(out.PromptLogprobs, &v)
+		}
+	}
+	for _, row := range res.TopKPrompt {
+		if len(row) == 0 {
+			out.TopkPromptLogprobs = append(out.TopkPromptLogprobs, nil)
+			continue
+		}
+		r := make([][2]any, len(row))
+		for j, e := range row {
+			r[j] = [2]any{e.Token, e.Logprob}
+		}
+		out.TopkPromptLogprobs = append(out.TopkPromptLogprobs, &r)
+	}
+	return json.Marshal(out)
+}
+
+var _ = slices.Contains[[]string]

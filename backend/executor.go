@@ -1,0 +1,52 @@
+// Package backend is the seam between the controllers and the models. Executor is the
+// one interface both the in-process model host (Local) and the gRPC client to a
+// `tuft worker` implement; Backend wraps any Executor with the caller-side spans.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tuft-go/tuft/engine"
+)
+
+// ModelInfo describes a hosted base model.
+type ModelInfo struct {
+	Name             string
+	Arch             string
+	VocabSize        int
+	MaxContextLength int
+	// Signature identifies the weights and architecture, so a store written under another
+	// model is detected at start.
+	Signature string
+	// Config is the architecture, for validating requests before they are queued.
+	Config engine.Config
+}
+
+// Executor runs model operations. Adapters are addressed by (model, loraID); loraID ""
+// means the base model (sampling only). Implementations serialise operations on one
+// adapter themselves; different adapters may run concurrently.
+type Executor interface {
+	Models() []ModelInfo
+	CreateAdapter(ctx context.Context, model, loraID string, cfg engine.LoraConfig) error
+	RemoveAdapter(ctx context.Context, model, loraID string) error
+	ForwardBackward(ctx context.Context, model, loraID string, req engine.ForwardRequest) (engine.ForwardResult, error)
+	OptimStep(ctx context.Context, model, loraID string, p engine.AdamParams) (map[string]float64, error)
+	// SaveState writes the adapter (and, with optimizer, its optimizer state) in PEFT
+	// format into dir, atomically.
+	SaveState(ctx context.Context, model, loraID, dir string, optimizer bool) error
+	// LoadState creates or replaces the adapter loraID from dir.
+	LoadState(ctx context.Context, model, loraID, dir string, optimizer bool) error
+	Sample(ctx context.Context, model, loraID string, req engine.SampleRequest) (engine.SampleResult, error)
+	Close() error
+}
+
+// ErrUnknownModel is returned for a base model the executor does not host.
+var ErrUnknownModel = errors.New("unknown base model")
+
+// ErrUnknownAdapter is returned for an adapter the executor does not hold.
+var ErrUnknownAdapter = errors.New("unknown adapter")
+
+// UnknownModel builds an ErrUnknownModel error naming the model.
+func UnknownModel(name string) error { return fmt.Errorf("%w %q", ErrUnknownModel, name) }

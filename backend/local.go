@@ -1,0 +1,302 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Local hosts base models in this process and runs operations on them directly. It is the
+// default executor; `tuft worker` serves the same type over gRPC.
+type Local struct {
+	mu       sync.Mutex
+	models   map[string]*hosted
+	infos    []ModelInfo
+	adapters map[adapterKey]*slot
+}
+
+type hosted struct {
+	model *engine.Model
+	// compute admits one heavy operation at a time per base model: the engine already
+	// uses every core for one operation, so more would only thrash caches.
+	compute chan struct{}
+}
+
+type adapterKey struct{ model, lora string }
+
+// slot serialises the operations of one adapter.
+type slot struct {
+	mu sync.Mutex
+	a  *engine.Adapter
+}
+
+// NewLocal hosts the given models; info supplies each model's advertised limits.
+func NewLocal(models []*engine.Model, infos []ModelInfo) *Local {
+	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: infos}
+	for _, m := range models {
+		l.models[m.Name] = &hosted{model: m, compute: make(chan struct{}, 1)}
+	}
+	return l
+}
+
+// Models lists the hosted models.
+func (l *Local) Models() []ModelInfo { return append([]ModelInfo(nil), l.infos...) }
+
+// Close releases nothing today; models are garbage collected.
+func (l *Local) Close() error { return nil }
+
+func (l *Local) model(name string) (*hosted, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.models[name]
+	if !ok {
+		return nil, UnknownModel(name)
+	}
+	return h, nil
+}
+
+func (l *Local) slot(model, lora string) (*slot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.adapters[adapterKey{model, lora}]
+	if !ok {
+		return nil, fmt.Errorf("%w %q on %q", ErrUnknownAdapter, lora, model)
+	}
+	return s, nil
+}
+
+// acquire waits for the model's compute slot, honouring ctx.
+func (h *hosted) acquire(ctx context.Context) error {
+	select {
+	case h.compute <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *hosted) release() { <-h.compute }
+
+func (l *Local) span(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	attrs = append(attrs, attribute.String(telemetry.AttrLoraID, lora))
+	return telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeModel), name, attrs...)
+}
+
+// CreateAdapter creates a fresh LoRA adapter.
+func (l *Local) CreateAdapter(ctx context.Context, model, lora string, cfg engine.LoraConfig) (err error) {
+	ctx, sp := l.span(ctx, telemetry.SpanHFCreateAdapter, lora, attribute.Int(telemetry.AttrLoraRank, cfg.Rank))
+	defer func() { telemetry.End(sp, err) }()
+	h, err := l.model(model)
+	if err != nil {
+		return err
+	}
+	a, err := h.model.NewAdapter(cfg)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.adapters[adapterKey{model, lora}] = &slot{a: a}
+	return nil
+}
+
+// RemoveAdapter drops an adapter; removing a missing one is not an error.
+func (l *Local) RemoveAdapter(ctx context.Context, model, lora string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.adapters, adapterKey{model, lora})
+	return nil
+}
+
+// ForwardBackward runs a forward (and backward, when req.Backward) pass.
+func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req engine.ForwardRequest) (res engine.ForwardResult, err error) {
+	name := telemetry.SpanHFForward
+	if req.Backward {
+		name = telemetry.SpanHFForwardBackward
+	}
+	ctx, sp := l.span(ctx, name, lora, attribute.Bool(telemetry.AttrBackward, req.Backward),
+		attribute.Int(telemetry.AttrDataCount, len(req.Data)), attribute.Int(telemetry.AttrNumMicroBatches, 1))
+	defer func() {
+		if sp.IsRecording() {
+			sp.SetAttributes(attribute.Int(telemetry.AttrTokens, res.Tokens))
+		}
+		telemetry.End(sp, err)
+	}()
+	h, err := l.model(model)
+	if err != nil {
+		return res, err
+	}
+	var a *engine.Adapter
+	if lora != "" {
+		s, err := l.slot(model, lora)
+		if err != nil {
+			return res, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		a = s.a
+	}
+	if err := h.acquire(ctx); err != nil {
+		return res, err
+	}
+	defer h.release()
+	return h.model.ForwardBackward(ctx, a, req)
+}
+
+// OptimStep applies AdamW to the adapter.
+func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.AdamParams) (m map[string]float64, err error) {
+	ctx, sp := l.span(ctx, telemetry.SpanHFOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate))
+	defer func() { telemetry.End(sp, err) }()
+	h, err := l.model(model)
+	if err != nil {
+		return nil, err
+	}
+	s, err := l.slot(model, lora)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return h.model.OptimStep(ctx, s.a, p)
+}
+
+// SaveState writes the adapter into dir.
+func (l *Local) SaveState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
+	_, sp := l.span(ctx, telemetry.SpanHFSaveState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
+	defer func() { telemetry.End(sp, err) }()
+	h, err := l.model(model)
+	if err != nil {
+		return err
+	}
+	s, err := l.slot(model, lora)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return h.model.SaveAdapter(s.a, dir, optimizer)
+}
+
+// LoadState creates or replaces the adapter from dir.
+func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
+	_, sp := l.span(ctx, telemetry.SpanHFLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
+	defer func() { telemetry.End(sp, err) }()
+	h, err := l.model(model)
+	if err != nil {
+		return err
+	}
+	a, err := h.model.LoadAdapter(dir, optimizer)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.adapters[adapterKey{model, lora}]; ok {
+		s.mu.Lock()
+		s.a = a
+		s.mu.Unlock()
+		return nil
+	}
+	l.adapters[adapterKey{model, lora}] = &slot{a: a}
+	return nil
+}
+
+// Sample generates continuations, tracing the request's lifecycle slices
+// (preprocess, schedule, prefill, decode with a first_token event, postprocess).
+func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (res engine.SampleResult, err error) {
+	ctx, sp := l.span(ctx, telemetry.SpanHFSample, lora, attribute.Bool(telemetry.AttrHasLora, lora != ""),
+		attribute.Int(telemetry.AttrNumSamples, req.NumSamples), attribute.String(telemetry.AttrGenAIRequestModel, model))
+	defer func() {
+		if sp.IsRecording() {
+			reasons := make([]string, 0, len(res.Sequences))
+			for _, s := range res.Sequences {
+				reasons = append(reasons, string(s.StopReason))
+			}
+			sp.SetAttributes(
+				attribute.Int(telemetry.AttrPromptTokens, res.PromptTokens),
+				attribute.Int(telemetry.AttrOutputTokens, res.OutputTokens),
+				attribute.Int(telemetry.AttrGenAIInputTokens, res.PromptTokens),
+				attribute.Int(telemetry.AttrGenAIOutputTokens, res.OutputTokens),
+				attribute.StringSlice(telemetry.AttrGenAIFinishReasons, reasons),
+				attribute.Int(telemetry.AttrTokens, res.PromptTokens+res.OutputTokens))
+		}
+		telemetry.End(sp, err)
+	}()
+	h, err := l.model(model)
+	if err != nil {
+		return res, err
+	}
+	var lw *engine.LoraWeights[float32]
+	if lora != "" {
+		s, err := l.slot(model, lora)
+		if err != nil {
+			return res, err
+		}
+		// Sampling reads the weights; hold the slot so a concurrent LoadState cannot swap
+		// them halfway through a generation.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		lw = &s.a.W
+	}
+	slices := newSampleSlices(ctx)
+	defer slices.close()
+	slices.begin(telemetry.SpanSampleSchedule)
+	if err := h.acquire(ctx); err != nil {
+		return res, err
+	}
+	defer h.release()
+	slices.end()
+	return h.model.SampleWithHooks(ctx, lw, req, engine.SampleHooks{
+		OnPhase: func(phase string, start bool) {
+			if start {
+				slices.begin("sample." + phase)
+			} else {
+				slices.end()
+			}
+		},
+		OnFirstToken: slices.firstToken,
+	})
+}
+
+// sampleSlices opens one child span per lifecycle phase of a sample request.
+type sampleSlices struct {
+	ctx   context.Context
+	cur   trace.Span
+	on    bool
+	start time.Time
+}
+
+func newSampleSlices(ctx context.Context) *sampleSlices {
+	return &sampleSlices{ctx: ctx, on: trace.SpanFromContext(ctx).IsRecording(), start: time.Now()}
+}
+
+func (s *sampleSlices) begin(name string) {
+	if !s.on {
+		return
+	}
+	s.end()
+	_, s.cur = telemetry.StartSpan(s.ctx, telemetry.Tracer(telemetry.ScopeModel), name)
+}
+
+func (s *sampleSlices) end() {
+	if s.cur != nil {
+		s.cur.End()
+		s.cur = nil
+	}
+}
+
+func (s *sampleSlices) firstToken() {
+	if s.cur != nil {
+		s.cur.AddEvent(telemetry.EventFirstToken, trace.WithAttributes(
+			attribute.Float64("tuft.time_to_first_token_ms", float64(time.Since(s.start).Microseconds())/1000)))
+	}
+}
+
+func (s *sampleSlices) close() { s.end() }

@@ -1,0 +1,423 @@
+// Package config defines tuft_config.yaml: its schema, the embedded defaults, environment
+// overrides and validation. Everything is checked once, up front, and a bad key or value
+// is reported by its path (for example `models[0].max_lora_rank`).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Config is the whole tuft_config.yaml.
+type Config struct {
+	Server        Server           `yaml:"server"`
+	Models        []Model          `yaml:"models"`
+	CheckpointDir string           `yaml:"checkpoint_dir"`
+	Auth          Auth             `yaml:"auth"`
+	Persistence   Persistence      `yaml:"persistence"`
+	Sessions      Sessions         `yaml:"sessions"`
+	Limits        Limits           `yaml:"limits"`
+	Telemetry     telemetry.Config `yaml:"telemetry"`
+
+	// Home is TUFT_HOME (not a YAML key): the directory for the embedded store, the
+	// generated API key, preset models and, by default, checkpoints.
+	Home string `yaml:"-"`
+}
+
+// Server holds the listener settings (overridden by flags and TUFT_HOST / TUFT_PORT).
+type Server struct {
+	Host     string `yaml:"host"`
+	Port     int    `yaml:"port"`
+	LogLevel string `yaml:"log_level"` // debug | info | warn | error
+	// PublicURL is the base URL clients reach this server at; archive download links are
+	// built on it. Default: http://HOST:PORT.
+	PublicURL string `yaml:"public_url"`
+	// LongPollSeconds is how long retrieve_future holds a request before answering 408
+	// try_again; it must stay well under the SDK's 45 s client timeout.
+	LongPollSeconds float64 `yaml:"long_poll_seconds"`
+	// ShutdownTimeoutSeconds bounds graceful shutdown.
+	ShutdownTimeoutSeconds float64 `yaml:"shutdown_timeout_seconds"`
+}
+
+// Model is one base model that clients may name as base_model.
+type Model struct {
+	Name             string `yaml:"name"`
+	Path             string `yaml:"path"`   // local directory in HuggingFace layout
+	Preset           string `yaml:"preset"` // a built-in preset (see `tuft model init`)
+	MaxContextLength int    `yaml:"max_context_length"`
+	MaxLoraRank      int    `yaml:"max_lora_rank"`
+	// LoraAlphaRatio sets lora_alpha = rank × ratio for new adapters (Tinker leaves alpha to
+	// the server; 1 gives scale 1).
+	LoraAlphaRatio float64 `yaml:"lora_alpha_ratio"`
+}
+
+// Auth lists the API keys, by SHA-256, and the tenant each belongs to.
+type Auth struct {
+	APIKeys []APIKey `yaml:"api_keys"`
+}
+
+// APIKey maps one key (never stored in clear) to a tenant.
+type APIKey struct {
+	Tenant    string `yaml:"tenant"`
+	KeySHA256 string `yaml:"key_sha256"`
+}
+
+// Persistence selects the store.
+type Persistence struct {
+	Mode             string `yaml:"mode"` // embedded | redis | memory
+	Path             string `yaml:"path"` // embedded: the database file; default $TUFT_HOME/tuft.db
+	RedisURL         string `yaml:"redis_url"`
+	Namespace        string `yaml:"namespace"`
+	FutureTTLSeconds int    `yaml:"future_ttl_seconds"`
+}
+
+// Sessions controls client session lifetime.
+type Sessions struct {
+	// HeartbeatTimeoutSeconds: a session with no heartbeat for this long expires and its
+	// training runs and sampling sessions are unloaded (their records and checkpoints stay).
+	HeartbeatTimeoutSeconds float64 `yaml:"heartbeat_timeout_seconds"`
+}
+
+// Limits bound what one tenant or one request may ask for.
+type Limits struct {
+	MaxQueuedPerTenant int   `yaml:"max_queued_per_tenant"`
+	MaxRequestBytes    int64 `yaml:"max_request_bytes"`
+	MaxTokensPerBatch  int   `yaml:"max_tokens_per_batch"`
+	MaxSampleTokens    int   `yaml:"max_sample_tokens"`
+	MaxNumSamples      int   `yaml:"max_num_samples"`
+}
+
+// DefaultModelName is the base_model name of the built-in model served without a config.
+const DefaultModelName = "tuft/tiny"
+
+// Default returns the embedded defaults: the built-in tiny model, the embedded store under
+// home, checkpoints under home.
+func Default(home string) Config {
+	return Config{
+		Server: Server{Host: "127.0.0.1", Port: 10610, LogLevel: "info", LongPollSeconds: 30, ShutdownTimeoutSeconds: 30},
+		Models: []Model{{Name: DefaultModelName, Preset: "tiny"}},
+		Persistence: Persistence{
+			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
+		},
+		Sessions:  Sessions{HeartbeatTimeoutSeconds: 300},
+		Limits:    Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128},
+		Telemetry: telemetry.DefaultConfig(),
+		Home:      home,
+	}
+}
+
+// DefaultHome is TUFT_HOME, else ~/.tuft.
+func DefaultHome() string {
+	if h := os.Getenv("TUFT_HOME"); h != "" {
+		return h
+	}
+	if u, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(u, ".tuft")
+	}
+	return ".tuft"
+}
+
+// Load reads a YAML file over the defaults. Unknown keys are errors naming their path.
+func Load(path, home string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data, home)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML over the defaults, then fills derived defaults and validates.
+func Parse(data []byte, home string) (Config, error) {
+	c := Default(home)
+	if len(bytes.TrimSpace(data)) > 0 {
+		var root yaml.Node
+		if err := yaml.Unmarshal(data, &root); err != nil {
+			return Config{}, fmt.Errorf("invalid YAML: %w", err)
+		}
+		if len(root.Content) > 0 {
+			if err := checkKeys(root.Content[0], reflect.TypeOf(c), ""); err != nil {
+				return Config{}, err
+			}
+			// Models given in the file replace the default list rather than merge into it.
+			c.Models = nil
+			if err := root.Content[0].Decode(&c); err != nil {
+				return Config{}, fmt.Errorf("invalid value: %w", err)
+			}
+		}
+	}
+	c.fill()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// checkKeys walks the YAML mapping against the struct's yaml tags and reports the first
+// unknown key by its full path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+				return nil
+			}
+			return fmt.Errorf("%s: expected a mapping", displayPath(path))
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f.Type
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			ft, ok := fields[k]
+			if !ok {
+				return fmt.Errorf("unknown key %q", joinPath(path, k))
+			}
+			if err := checkKeys(n.Content[i+1], ft, joinPath(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			for i, e := range n.Content {
+				if err := checkKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func joinPath(p, k string) string {
+	if p == "" {
+		return k
+	}
+	return p + "." + k
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "document"
+	}
+	return p
+}
+
+// fill sets defaults that depend on other fields.
+func (c *Config) fill() {
+	if c.CheckpointDir == "" {
+		c.CheckpointDir = filepath.Join(c.Home, "checkpoints")
+	}
+	c.CheckpointDir = expandHome(c.CheckpointDir)
+	if c.Persistence.Mode == "embedded" && c.Persistence.Path == "" {
+		c.Persistence.Path = filepath.Join(c.Home, "tuft.db")
+	}
+	c.Persistence.Path = expandHome(c.Persistence.Path)
+	for i := range c.Models {
+		m := &c.Models[i]
+		m.Path = expandHome(m.Path)
+		if m.MaxLoraRank == 0 {
+			m.MaxLoraRank = 64
+		}
+		if m.LoraAlphaRatio == 0 {
+			m.LoraAlphaRatio = 1
+		}
+	}
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if u, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(u, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}
+
+var (
+	hexSHA256  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	tenantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	namespace  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// Validate reports every bad value, each by its key path.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Server.Port < 0 || c.Server.Port > 65535 {
+		bad("server.port", "%d is not a TCP port", c.Server.Port)
+	}
+	switch c.Server.LogLevel {
+	case "debug", "info", "warn", "warning", "error":
+	default:
+		bad("server.log_level", "%q is not one of debug, info, warn, error", c.Server.LogLevel)
+	}
+	if c.Server.LongPollSeconds <= 0 || c.Server.LongPollSeconds > 40 {
+		bad("server.long_poll_seconds", "%g must be in (0, 40]: the Tinker SDK times out a poll after 45 s", c.Server.LongPollSeconds)
+	}
+	if c.Server.ShutdownTimeoutSeconds <= 0 {
+		bad("server.shutdown_timeout_seconds", "%g must be positive", c.Server.ShutdownTimeoutSeconds)
+	}
+	if len(c.Models) == 0 {
+		bad("models", "at least one model is required")
+	}
+	seen := map[string]bool{}
+	for i, m := range c.Models {
+		k := fmt.Sprintf("models[%d]", i)
+		if m.Name == "" {
+			bad(k+".name", "is required")
+		} else if seen[m.Name] {
+			bad(k+".name", "%q is listed twice", m.Name)
+		}
+		seen[m.Name] = true
+		switch {
+		case m.Path == "" && m.Preset == "":
+			bad(k, "needs either path (a HuggingFace-layout directory) or preset")
+		case m.Path != "" && m.Preset != "":
+			bad(k, "has both path and preset; choose one")
+		}
+		if m.MaxContextLength < 0 {
+			bad(k+".max_context_length", "%d must not be negative", m.MaxContextLength)
+		}
+		if m.MaxLoraRank < 1 || m.MaxLoraRank > 1024 {
+			bad(k+".max_lora_rank", "%d must be in [1, 1024]", m.MaxLoraRank)
+		}
+		if m.LoraAlphaRatio <= 0 {
+			bad(k+".lora_alpha_ratio", "%g must be positive", m.LoraAlphaRatio)
+		}
+	}
+	for i, a := range c.Auth.APIKeys {
+		k := fmt.Sprintf("auth.api_keys[%d]", i)
+		if !tenantName.MatchString(a.Tenant) {
+			bad(k+".tenant", "%q must be 1-64 letters, digits, '.', '_' or '-'", a.Tenant)
+		}
+		if !hexSHA256.MatchString(a.KeySHA256) {
+			bad(k+".key_sha256", "must be 64 lower-case hex digits (sha256 of the key; `tuft key hash` prints it)")
+		}
+	}
+	p := c.Persistence
+	switch p.Mode {
+	case "embedded":
+		if p.Path == "" {
+			bad("persistence.path", "is required in embedded mode")
+		}
+	case "redis":
+		if !strings.HasPrefix(p.RedisURL, "redis://") && !strings.HasPrefix(p.RedisURL, "rediss://") && !strings.HasPrefix(p.RedisURL, "unix://") {
+			bad("persistence.redis_url", "%q must be a redis://, rediss:// or unix:// URL", redact(p.RedisURL))
+		}
+	case "memory":
+	default:
+		bad("persistence.mode", "%q is not one of embedded, redis, memory", p.Mode)
+	}
+	if !namespace.MatchString(p.Namespace) {
+		bad("persistence.namespace", "%q must be 1-64 letters, digits, '.', '_' or '-'", p.Namespace)
+	}
+	if p.FutureTTLSeconds < 60 {
+		bad("persistence.future_ttl_seconds", "%d must be at least 60", p.FutureTTLSeconds)
+	}
+	if c.Sessions.HeartbeatTimeoutSeconds < 15 {
+		bad("sessions.heartbeat_timeout_seconds", "%g must be at least 15 (the SDK heartbeats every 10 s)", c.Sessions.HeartbeatTimeoutSeconds)
+	}
+	l := c.Limits
+	if l.MaxQueuedPerTenant < 1 {
+		bad("limits.max_queued_per_tenant", "%d must be at least 1", l.MaxQueuedPerTenant)
+	}
+	if l.MaxRequestBytes < 1<<10 {
+		bad("limits.max_request_bytes", "%d must be at least 1024", l.MaxRequestBytes)
+	}
+	if l.MaxTokensPerBatch < 1 {
+		bad("limits.max_tokens_per_batch", "%d must be at least 1", l.MaxTokensPerBatch)
+	}
+	if l.MaxSampleTokens < 1 {
+		bad("limits.max_sample_tokens", "%d must be at least 1", l.MaxSampleTokens)
+	}
+	if l.MaxNumSamples < 1 {
+		bad("limits.max_num_samples", "%d must be at least 1", l.MaxNumSamples)
+	}
+	if err := c.Telemetry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func redact(u string) string {
+	if i := strings.Index(u, "@"); i > 0 {
+		if j := strings.Index(u, "://"); j > 0 && j < i {
+			return u[:j+3] + "***" + u[i:]
+		}
+	}
+	return u
+}
+
+// ApplyEnv overrides settings from TUFT_HOST, TUFT_PORT, TUFT_LOG_LEVEL and
+// TUFT_CHECKPOINT_DIR (flags are applied after this by the caller).
+func (c *Config) ApplyEnv() error {
+	if v := os.Getenv("TUFT_HOST"); v != "" {
+		c.Server.Host = v
+	}
+	if v := os.Getenv("TUFT_PORT"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("TUFT_PORT: %q is not a number", v)
+		}
+		c.Server.Port = p
+	}
+	if v := os.Getenv("TUFT_LOG_LEVEL"); v != "" {
+		c.Server.LogLevel = strings.ToLower(v)
+	}
+	if v := os.Getenv("TUFT_CHECKPOINT_DIR"); v != "" {
+		c.CheckpointDir = expandHome(v)
+	}
+	return nil
+}
+
+// FutureTTL is persistence.future_ttl_seconds as a duration.
+func (c Config) FutureTTL() time.Duration {
+	return time.Duration(c.Persistence.FutureTTLSeconds) * time.Second
+}
+
+// LongPoll is server.long_poll_seconds as a duration.
+func (c Config) LongPoll() time.Duration {
+	return time.Duration(c.Server.LongPollSeconds * float64(time.Second))
+}
+
+// HeartbeatTimeout is sessions.heartbeat_timeout_seconds as a duration.
+func (c Config) HeartbeatTimeout() time.Duration {
+	return time.Duration(c.Sessions.HeartbeatTimeoutSeconds * float64(time.Second))
+}
+
+// Model returns the configured model named name.
+func (c Config) Model(name string) (Model, bool) {
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Model{}, false
+}

@@ -1,0 +1,127 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	c, err := Parse(nil, "/tmp/tufthome")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Models[0].Name != DefaultModelName || c.Models[0].Preset != "tiny" {
+		t.Fatalf("default model = %+v", c.Models[0])
+	}
+	if c.Persistence.Path != "/tmp/tufthome/tuft.db" || c.CheckpointDir != "/tmp/tufthome/checkpoints" {
+		t.Fatalf("derived paths: %q %q", c.Persistence.Path, c.CheckpointDir)
+	}
+	if c.Server.Port != 10610 {
+		t.Fatalf("port %d", c.Server.Port)
+	}
+}
+
+func TestParseErrorsNameTheKey(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown top key", "modles: []", `unknown key "modles"`},
+		{"unknown nested key", "models:\n  - name: a\n    preset: tiny\n    pathh: x", `unknown key "models[0].pathh"`},
+		{"unknown persistence key", "persistence:\n  mdoe: redis", `unknown key "persistence.mdoe"`},
+		{"unknown telemetry key", "telemetry:\n  enabeld: true", `unknown key "telemetry.enabeld"`},
+		{"bad mode", "persistence:\n  mode: sqlite", "persistence.mode"},
+		{"redis url", "persistence:\n  mode: redis\n  redis_url: localhost:6379", "persistence.redis_url"},
+		{"no models", "models: []", "models: at least one model"},
+		{"path and preset", "models:\n  - name: a\n    preset: tiny\n    path: /x", "has both path and preset"},
+		{"duplicate name", "models:\n  - {name: a, preset: tiny}\n  - {name: a, preset: tiny}", `"a" is listed twice`},
+		{"rank", "models:\n  - {name: a, preset: tiny, max_lora_rank: -3}\n", "max_lora_rank"},
+		{"bad hash", "auth:\n  api_keys:\n    - {tenant: t, key_sha256: abc}", "auth.api_keys[0].key_sha256"},
+		{"bad tenant", "auth:\n  api_keys:\n    - {tenant: 'a b', key_sha256: " + strings.Repeat("a", 64) + "}", "auth.api_keys[0].tenant"},
+		{"port", "server:\n  port: 70000", "server.port"},
+		{"long poll", "server:\n  long_poll_seconds: 50", "server.long_poll_seconds"},
+		{"log level", "server:\n  log_level: loud", "server.log_level"},
+		{"ttl", "persistence:\n  future_ttl_seconds: 1", "persistence.future_ttl_seconds"},
+		{"heartbeat", "sessions:\n  heartbeat_timeout_seconds: 5", "sessions.heartbeat_timeout_seconds"},
+		{"limits", "limits:\n  max_queued_per_tenant: 0", "limits.max_queued_per_tenant"},
+		{"wrong type", "server:\n  port: abc", "invalid value"},
+		{"bad yaml", "models: [", "invalid YAML"},
+		{"telemetry ratio", "telemetry:\n  sampling_ratio: 2", "telemetry.sampling_ratio"},
+		{"telemetry protocol", "telemetry:\n  protocol: carrier-pigeon", "telemetry.protocol"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "/h")
+			if err == nil {
+				t.Fatalf("no error for %q", tc.yaml)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseFull(t *testing.T) {
+	y := `
+server: {host: 0.0.0.0, port: 8000, log_level: debug}
+models:
+  - name: Qwen/Qwen2.5-0.5B
+    path: /models/qwen
+    max_context_length: 4096
+    max_lora_rank: 32
+checkpoint_dir: /data/ckpt
+auth:
+  api_keys:
+    - tenant: alice
+      key_sha256: ` + strings.Repeat("ab", 32) + `
+persistence: {mode: redis, redis_url: "redis://:secret@localhost:6379/0", namespace: prod, future_ttl_seconds: 3600}
+limits: {max_queued_per_tenant: 10, max_request_bytes: 1048576, max_tokens_per_batch: 1000}
+telemetry:
+  enabled: true
+  sampling_ratio: 0.5
+`
+	c, err := Parse([]byte(y), "/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Models) != 1 || c.Models[0].MaxLoraRank != 32 || c.Models[0].Path != "/models/qwen" {
+		t.Fatalf("models: %+v", c.Models)
+	}
+	if c.Persistence.Mode != "redis" || c.Persistence.Namespace != "prod" || c.Limits.MaxQueuedPerTenant != 10 {
+		t.Fatalf("parsed: %+v %+v", c.Persistence, c.Limits)
+	}
+	if c.Limits.MaxSampleTokens != 4096 {
+		t.Fatal("unset limits must keep their defaults")
+	}
+	if !c.Telemetry.Enabled || c.Telemetry.SamplingRatio != 0.5 {
+		t.Fatalf("telemetry: %+v", c.Telemetry)
+	}
+	if m, ok := c.Model("Qwen/Qwen2.5-0.5B"); !ok || m.LoraAlphaRatio != 1 {
+		t.Fatalf("Model lookup: %+v %v", m, ok)
+	}
+}
+
+func TestRedactHidesPassword(t *testing.T) {
+	_, err := Parse([]byte("persistence:\n  mode: redis\n  redis_url: http://user:hunter2@host"), "/h")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("password leaked or no error: %v", err)
+	}
+}
+
+func TestApplyEnv(t *testing.T) {
+	t.Setenv("TUFT_HOST", "0.0.0.0")
+	t.Setenv("TUFT_PORT", "1234")
+	t.Setenv("TUFT_LOG_LEVEL", "DEBUG")
+	t.Setenv("TUFT_CHECKPOINT_DIR", "/ck")
+	c := Default("/h")
+	if err := c.ApplyEnv(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Host != "0.0.0.0" || c.Server.Port != 1234 || c.Server.LogLevel != "debug" || c.CheckpointDir != "/ck" {
+		t.Fatalf("%+v %q", c.Server, c.CheckpointDir)
+	}
+	t.Setenv("TUFT_PORT", "x")
+	if err := c.ApplyEnv(); err == nil || !strings.Contains(err.Error(), "TUFT_PORT") {
+		t.Fatalf("bad TUFT_PORT: %v", err)
+	}
+}

@@ -1,0 +1,90 @@
+// Package kern holds the engine's numeric kernels: matrix products in the three layouts a
+// transformer's forward and backward passes need, and a few vector ops. Every function is
+// generic over float32 and float64: float64 serves the finite-difference gradient checks,
+// float32 is the fast path (assembly where it pays, with a pure-Go fallback).
+//
+// All matrices are dense row-major slices. Shapes are given explicitly; callers guarantee
+// the slices are long enough.
+package kern
+
+// Float is the element type of every kernel.
+type Float interface{ ~float32 | ~float64 }
+
+// MatMulNT computes C[m×n] = A[m×k]·B[n×k]ᵀ (or adds it to C when acc is true).
+// This is a Linear layer's forward pass with W stored [out, in].
+func MatMulNT[T Float](c, a, b []T, m, n, k int, acc bool) {
+	for i := 0; i < m; i++ {
+		ar := a[i*k : i*k+k]
+		cr := c[i*n : i*n+n]
+		for j := 0; j < n; j++ {
+			br := b[j*k : j*k+k]
+			var s T
+			for p := range ar {
+				s += ar[p] * br[p]
+			}
+			if acc {
+				cr[j] += s
+			} else {
+				cr[j] = s
+			}
+		}
+	}
+}
+
+// MatMulNN computes C[m×n] = A[m×k]·B[k×n] (or adds it to C when acc is true).
+// This is a Linear layer's input gradient: dX = dY·W.
+func MatMulNN[T Float](c, a, b []T, m, n, k int, acc bool) {
+	for i := 0; i < m; i++ {
+		cr := c[i*n : i*n+n]
+		if !acc {
+			clear(cr)
+		}
+		for p := 0; p < k; p++ {
+			av := a[i*k+p]
+			if av == 0 {
+				continue
+			}
+			br := b[p*n : p*n+n]
+			for j := range cr {
+				cr[j] += av * br[j]
+			}
+		}
+	}
+}
+
+// MatMulTN computes C[m×n] = A[k×m]ᵀ·B[k×n] (or adds it to C when acc is true).
+// This is a Linear layer's weight gradient: dW[out×in] = dY[T×out]ᵀ·X[T×in].
+func MatMulTN[T Float](c, a, b []T, m, n, k int, acc bool) {
+	if !acc {
+		clear(c[:m*n])
+	}
+	for p := 0; p < k; p++ {
+		ar := a[p*m : p*m+m]
+		br := b[p*n : p*n+n]
+		for i, av := range ar {
+			if av == 0 {
+				continue
+			}
+			cr := c[i*n : i*n+n]
+			for j := range cr {
+				cr[j] += av * br[j]
+			}
+		}
+	}
+}
+
+// Dot returns Σ a[i]·b[i].
+func Dot[T Float](a, b []T) T {
+	var s T
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// Axpy computes y += alpha·x.
+func Axpy[T Float](alpha T, x, y []T) {
+	for i := range x {
+		y[i] += alpha * x[i]
+	}
+}

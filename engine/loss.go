@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// lossSpec describes a Tinker loss: its inputs and config keys with defaults.
+type lossSpec struct {
+	required []string
+	optional []string
+	config   map[string]float64
+}
+
+var losses = map[string]lossSpec{
+	"cross_entropy":       {required: []string{"target_tokens"}, optional: []string{"weights"}},
+	"importance_sampling": {required: []string{"target_tokens", "logprobs", "advantages"}, optional: []string{"weights"}},
+	"ppo": {required: []string{"target_tokens", "logprobs", "advantages"}, optional: []string{"weights"},
+		config: map[string]float64{"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}},
+	"cispo": {required: []string{"target_tokens", "logprobs", "advantages"}, optional: []string{"weights"},
+		config: map[string]float64{"clip_low_threshold": 0.0, "clip_high_threshold": 4.0}},
+	"dro": {required: []string{"target_tokens", "logprobs", "advantages"}, optional: []string{"weights"},
+		config: map[string]float64{"beta": 0.01}},
+}
+
+// LossNames lists the supported loss functions.
+func LossNames() []string {
+	out := make([]string, 0, len(losses))
+	for n := range losses {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// resolveLoss validates the loss name and config, returning the config with defaults.
+func resolveLoss(name string, cfg map[string]float64) (lossSpec, map[string]float64, error) {
+	spec, ok := losses[name]
+	if !ok {
+		return spec, nil, Inputf("unknown loss_fn %q (supported: %s)", name, strings.Join(LossNames(), ", "))
+	}
+	out := map[string]float64{}
+	for k, v := range spec.config {
+		out[k] = v
+	}
+	for k, v := range cfg {
+		if _, ok := spec.config[k]; !ok {
+			keys := make([]string, 0, len(spec.config))
+			for kk := range spec.config {
+				keys = append(keys, kk)
+			}
+			sort.Strings(keys)
+			allowed := "none"
+			if len(keys) > 0 {
+				allowed = strings.Join(keys, ", ")
+			}
+			return spec, nil, Inputf("loss_fn_config key %q is not used by %s (accepted keys: %s)", k, name, allowed)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return spec, nil, Inputf("loss_fn_config[%q] must be a finite number", k)
+		}
+		out[k] = v
+	}
+	if name == "ppo" || name == "cispo" {
+		if out["clip_low_threshold"] > out["clip_high_threshold"] {
+			return spec, nil, Inputf("loss_fn_config: clip_low_threshold %g is above clip_high_threshold %g", out["clip_low_threshold"], out["clip_high_threshold"])
+		}
+	}
+	return spec, out, nil
+}
+
+// datumLoss evaluates a loss for one datum from its target logprobs lp (n·k values) and
+// returns the loss and dL/dlp for each value.
+func datumLoss(name string, cfg map[string]float64, lp []float64, in map[string]Tensor) (float64, []float64) {
+	grad := make([]float64, len(lp))
+	w := func(i int) float64 {
+		if t, ok := in["weights"]; ok {
+			return float64(t.F32[i])
+		}
+		return 1
+	}
+	var loss float64
+	switch name {
+	case "cross_entropy":
+		for i, v := range lp {
+			loss -= w(i) * v
+			grad[i] = -w(i)
+		}
+		return loss, grad
+	}
+	old, adv := in["logprobs"].F32, in["advantages"].F32
+	for i, v := range lp {
+		m := w(i)
+		if m == 0 {
+			continue
+		}
+		o, a := float64(old[i]), float64(adv[i])
+		r := math.Exp(v - o)
+		switch name {
+		case "importance_sampling":
+			loss -= m * r * a
+			grad[i] = -m * r * a
+		case "ppo":
+			lo, hi := cfg["clip_low_threshold"], cfg["clip_high_threshold"]
+			cr := math.Min(math.Max(r, lo), hi)
+			un, cl := r*a, cr*a
+			if un <= cl {
+				loss -= m * un
+				grad[i] = -m * r * a
+			} else {
+				loss -= m * cl
+				if r > lo && r < hi {
+					grad[i] = -m * r * a
+				}
+			}
+		case "cispo":
+			lo, hi := cfg["clip_low_threshold"], cfg["clip_high_threshold"]
+			cr := math.Min(math.Max(r, lo), hi)
+			loss -= m * cr * v * a
+			grad[i] = -m * cr * a
+		case "dro":
+			b := cfg["beta"]
+			d := v - o
+			loss -= m * (v*a - 0.5*b*d*d)
+			grad[i] = -m * (a - b*d)
+		}
+	}
+	return loss, grad
+}
+
+// validateDatum checks one datum against the loss and the model.
+func validateDatum(i int, d Datum, spec lossSpec, c Config) (k int, err error) {
+	n := len(d.Tokens)
+	if n == 0 {
+		return 0, Inputf("data[%d]: model_input is empty", i)
+	}
+	if n > c.MaxPositions {
+		return 0, Inputf("data[%d]: %d tokens exceed the model's %d positions", i, n, c.MaxPositions)
+	}
+	for j, t := range d.Tokens {
+		if t < 0 || int(t) >= c.VocabSize {
+			return 0, Inputf("data[%d]: token id %d at position %d is outside the vocabulary [0, %d)", i, t, j, c.VocabSize)
+		}
+	}
+	allowed := map[string]bool{}
+	for _, r := range spec.required {
+		allowed[r] = true
+		if _, ok := d.LossInputs[r]; !ok {
+			return 0, Inputf("data[%d]: loss_fn_inputs needs %q", i, r)
+		}
+	}
+	for _, o := range spec.optional {
+		allowed[o] = true
+	}
+	for name := range d.LossInputs {
+		if !allowed[name] {
+			keys := append(append([]string(nil), spec.required...), spec.optional...)
+			return 0, Inputf("data[%d]: loss_fn_inputs key %q is not used by this loss (accepted: %s)", i, name, strings.Join(keys, ", "))
+		}
+	}
+	tt := d.LossInputs["target_tokens"]
+	if tt.DType != Int64 {
+		return 0, Inputf("data[%d]: target_tokens must be int64, got %s", i, tt.DType)
+	}
+	switch {
+	case len(tt.Shape) == 1 && tt.Shape[0] == n:
+		k = 1
+	case len(tt.Shape) == 2 && tt.Shape[0] == n && tt.Shape[1] >= 1:
+		k = tt.Shape[1]
+	default:
+		return 0, Inputf("data[%d]: target_tokens shape %v does not match the %d input tokens (want [%d] or [%d, K])", i, tt.Shape, n, n, n)
+	}
+	if len(tt.I64) != n*k {
+		return 0, Inputf("data[%d]: target_tokens has %d values for shape %v", i, len(tt.I64), tt.Shape)
+	}
+	for j, t := range tt.I64 {
+		if t < 0 || int(t) >= c.VocabSize {
+			return 0, Inputf("data[%d]: target_tokens[%d] = %d is outside the vocabulary [0, %d)", i, j, t, c.VocabSize)
+		}
+	}
+	if k > 1 && len(spec.required) > 1 {
+		return 0, Inputf("data[%d]: 2-D target_tokens (top-K) are only supported by cross_entropy", i)
+	}
+	for name, t := range d.LossInputs {
+		if name == "target_tokens" {
+			continue
+		}
+		if t.DType != Float32 {
+			return 0, Inputf("data[%d]: %s must be float32, got %s", i, name, t.DType)
+		}
+		if !sameShape(t.Shape, tt.Shape) || len(t.F32) != n*k {
+			return 0, Inputf("data[%d]: %s shape %v does not match target_tokens %v", i, name, t.Shape, tt.Shape)
+		}
+		for j, v := range t.F32 {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return 0, Inputf("data[%d]: %s[%d] is not finite", i, name, j)
+			}
+		}
+	}
+	return k, nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// ValidateForward checks a forward / forward_backward request against a model config
+// without running it, so a server can refuse bad input before queueing it.
+func ValidateForward(c Config, req ForwardRequest) error {
+	spec, _, err := resolveLoss(req.LossFn, req.LossFnConfig)
+	if err != nil {
+		return err
+	}
+	if len(req.Data) == 0 {
+		return Inputf("data is empty")
+	}
+	for i, d := range req.Data {
+		if _, err := validateDatum(i, d, spec, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

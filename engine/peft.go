@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/tuft-go/tuft/engine/safetensors"
+)
+
+// PEFT file names.
+const (
+	AdapterConfigFile    = "adapter_config.json"
+	AdapterWeightsFile   = "adapter_model.safetensors"
+	OptimizerWeightsFile = "optimizer.safetensors"
+)
+
+type peftConfig struct {
+	PeftType            string         `json:"peft_type"`
+	TaskType            string         `json:"task_type"`
+	R                   int            `json:"r"`
+	LoraAlpha           float64        `json:"lora_alpha"`
+	LoraDropout         float64        `json:"lora_dropout"`
+	TargetModules       []string       `json:"target_modules"`
+	Bias                string         `json:"bias"`
+	FanInFanOut         bool           `json:"fan_in_fan_out"`
+	BaseModelNameOrPath string         `json:"base_model_name_or_path"`
+	InferenceMode       bool           `json:"inference_mode"`
+	UseRslora           bool           `json:"use_rslora"`
+	UseDora             bool           `json:"use_dora"`
+	ModulesToSave       []string       `json:"modules_to_save"`
+	RankPattern         map[string]int `json:"rank_pattern"`
+	AlphaPattern        map[string]int `json:"alpha_pattern"`
+	InitLoraWeights     bool           `json:"init_lora_weights"`
+	Revision            *string        `json:"revision"`
+}
+
+// peftName is PEFT's tensor name of a layer projection's A or B.
+func peftName(l int, p Proj, ab string) string {
+	mod := "self_attn"
+	if p >= ProjGate {
+		mod = "mlp"
+	}
+	return fmt.Sprintf("base_model.model.model.layers.%d.%s.%s.lora_%s.weight", l, mod, p.ModuleName(), ab)
+}
+
+const lmHeadA, lmHeadB = "base_model.model.lm_head.lora_A.weight", "base_model.model.lm_head.lora_B.weight"
+
+func loraTensors(lw *LoraWeights[float32], suffix string) []safetensors.Tensor {
+	var out []safetensors.Tensor
+	for l := range lw.Layers {
+		for p := Proj(0); p < NumLayerProj; p++ {
+			if q := lw.Layers[l][p]; q != nil {
+				out = append(out,
+					safetensors.FromFloat32(peftName(l, p, "A")+suffix, []int{lw.Rank, q.In}, q.A),
+					safetensors.FromFloat32(peftName(l, p, "B")+suffix, []int{q.Out, lw.Rank}, q.B))
+			}
+		}
+	}
+	if q := lw.LMHead; q != nil {
+		out = append(out, safetensors.FromFloat32(lmHeadA+suffix, []int{lw.Rank, q.In}, q.A),
+			safetensors.FromFloat32(lmHeadB+suffix, []int{q.Out, lw.Rank}, q.B))
+	}
+	return out
+}
+
+// SaveAdapter writes dir/adapter_config.json and dir/adapter_model.safetensors in PEFT's
+// format and, withOptimizer, dir/optimizer.safetensors (AdamW moments, step, gradients
+// not yet applied). The directory is replaced atomically.
+func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("save adapter: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tmp-"+filepath.Base(dir)+"-")
+	if err != nil {
+		return fmt.Errorf("save adapter: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	var mods []string
+	t := targets(a.Config)
+	for p := Proj(0); p < NumLayerProj; p++ {
+		if t[p] {
+			mods = append(mods, p.ModuleName())
+		}
+	}
+	if a.Config.TrainUnembed {
+		mods = append(mods, "lm_head")
+	}
+	sort.Strings(mods)
+	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: a.Config.Rank, LoraAlpha: a.Config.Alpha, TargetModules: mods,
+		Bias: "none", BaseModelNameOrPath: m.Name, InferenceMode: true, RankPattern: map[string]int{}, AlphaPattern: map[string]int{},
+		InitLoraWeights: true}
+	cb, err := json.MarshalIndent(pc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, AdapterConfigFile), append(cb, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save adapter: %w", err)
+	}
+	meta := map[string]string{"format": "pt", "seed": strconv.FormatInt(a.Config.Seed, 10)}
+	if err := safetensors.WriteFile(filepath.Join(tmp, AdapterWeightsFile), loraTensors(&a.W, ""), meta); err != nil {
+		return fmt.Errorf("save adapter weights: %w", err)
+	}
+	if withOptimizer {
+		var ts []safetensors.Tensor
+		ts = append(ts, loraTensors(&a.M, ".exp_avg")...)
+		ts = append(ts, loraTensors(&a.V, ".exp_avg_sq")...)
+		ts = append(ts, loraTensors(&a.Grad, ".grad")...)
+		om := map[string]string{"step": strconv.FormatInt(a.Step, 10), "optimizer": "adamw"}
+		if err := safetensors.WriteFile(filepath.Join(tmp, OptimizerWeightsFile), ts, om); err != nil {
+			return fmt.Errorf("save optimizer state: %w", err)
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	old := dir + ".old"
+	_ = os.RemoveAll(old)
+	if _, err := os.Stat(dir); err == nil {
+		if err := os.Rename(dir, old); err != nil {
+			return fmt.Errorf("save adapter: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("save adapter: %w", err)
+	}
+	_ = os.RemoveAll(old)
+	return syncDir(filepath.Dir(dir))
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// LoadAdapter reads an adapter saved by SaveAdapter (or any PEFT LoRA adapter for this
+// architecture with the supported targets), checking every tensor against the model.
+func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
+	cb, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
+	if err != nil {
+		return nil, fmt.Errorf("load adapter: %w", err)
+	}
+	var pc peftConfig
+	if err := json.Unmarshal(cb, &pc); err != nil {
+		return nil, fmt.Errorf("load adapter: %s: %w", filepath.Join(dir, AdapterConfigFile), err)
+	}
+	cfgPath := filepath.Join(dir, AdapterConfigFile)
+	if pc.PeftType != "LORA" || pc.R < 1 {
+		return nil, fmt.Errorf("load adapter: %s: peft_type %q with r %d is not a LoRA adapter", cfgPath, pc.PeftType, pc.R)
+	}
+	if pc.UseDora || pc.UseRslora || len(pc.RankPattern) > 0 || len(pc.AlphaPattern) > 0 {
+		return nil, fmt.Errorf("load adapter: %s: DoRA, rsLoRA and per-module rank/alpha patterns are not supported", cfgPath)
+	}
+	cfg := LoraConfig{Rank: pc.R, Alpha: pc.LoraAlpha}
+	for _, mod := range pc.TargetModules {
+		switch mod {
+		case "q_proj", "k_proj", "v_proj", "o_proj":
+			cfg.TrainAttn = true
+		case "gate_proj", "up_proj", "down_proj":
+			cfg.TrainMLP = true
+		case "lm_head":
+			cfg.TrainUnembed = true
+		default:
+			return nil, fmt.Errorf("load adapter: %s: target module %q is not supported", cfgPath, mod)
+		}
+	}
+	wf := filepath.Join(dir, AdapterWeightsFile)
+	f, err := safetensors.ReadFile(wf)
+	if err != nil {
+		return nil, fmt.Errorf("load adapter: %w", err)
+	}
+	if s, ok := f.Metadata["seed"]; ok {
+		cfg.Seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	a := &Adapter{Config: cfg, W: zeroLike(m.Cfg, cfg), Grad: zeroLike(m.Cfg, cfg), M: zeroLike(m.Cfg, cfg), V: zeroLike(m.Cfg, cfg)}
+	a.W.Scale = float32(cfg.Alpha / float64(cfg.Rank))
+	if err := fill(&a.W, f, "", wf, true); err != nil {
+		return nil, err
+	}
+	if withOptimizer {
+		of := filepath.Join(dir, OptimizerWeightsFile)
+		o, err := safetensors.ReadFile(of)
+		if err != nil {
+			return nil, fmt.Errorf("load optimizer state: %w", err)
+		}
+		for _, x := range []struct {
+			lw *LoraWeights[float32]
+			s  string
+		}{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}, {&a.Grad, ".grad"}} {
+			if err := fill(x.lw, o, x.s, of, x.s != ".grad"); err != nil {
+				return nil, err
+			}
+		}
+		a.Step, err = strconv.ParseInt(o.Metadata["step"], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("load optimizer state: %s: bad step %q", of, o.Metadata["step"])
+		}
+	}
+	return a, nil
+}
+
+// fill copies tensors into lw, checking names and shapes; required makes a missing
+// tensor an error.
+func fill(lw *LoraWeights[float32], f *safetensors.File, suffix, file string, required bool) error {
+	get := func(name string, shape []int, dst []float32) error {
+		t, ok := f.Get(name + suffix)
+		if !ok {
+			if required {
+				return fmt.Errorf("load adapter: %s: tensor %s is missing", file, name+suffix)
+			}
+			return nil
+		}
+		if !sameShape(t.Shape, shape) {
+			return fmt.Errorf("load adapter: %s: tensor %s has shape %v, the model needs %v", file, name+suffix, t.Shape, shape)
+		}
+		v, err := t.Float32()
+		if err != nil {
+			return fmt.Errorf("load adapter: %s: %w", file, err)
+		}
+		for i, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("load adapter: %s: tensor %s holds a non-finite value at %d", file, name+suffix, i)
+			}
+		}
+		copy(dst, v)
+		return nil
+	}
+	for l := range lw.Layers {
+		for p := Proj(0); p < NumLayerProj; p++ {
+			if q := lw.Layers[l][p]; q != nil {
+				if err := get(peftName(l, p, "A"), []int{lw.Rank, q.In}, q.A); err != nil {
+					return err
+				}
+				if err := get(peftName(l, p, "B"), []int{q.Out, lw.Rank}, q.B); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if q := lw.LMHead; q != nil {
+		if err := get(lmHeadA, []int{lw.Rank, q.In}, q.A); err != nil {
+			return err
+		}
+		return get(lmHeadB, []int{q.Out, lw.Rank}, q.B)
+	}
+	return nil
+}

@@ -1,0 +1,420 @@
+// Package tokenizer implements HuggingFace's byte-level BPE (tokenizer.json): added and
+// special tokens, the ByteLevel and Split pre-tokenizers (the GPT-2, Qwen2 and Llama 3
+// patterns, through a regex engine with lookahead), merges by rank, and decoding back
+// to bytes.
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/dlclark/regexp2"
+)
+
+// GPT2Pattern is the ByteLevel pre-tokenizer's split pattern (use_regex: true).
+const GPT2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+// AddedToken is an entry of added_tokens.
+type AddedToken struct {
+	ID         int32  `json:"id"`
+	Content    string `json:"content"`
+	Special    bool   `json:"special"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	SingleWord bool   `json:"single_word"`
+	Normalized bool   `json:"normalized"`
+}
+
+// Tokenizer is a loaded byte-level BPE tokenizer. It is safe for concurrent use.
+type Tokenizer struct {
+	vocab    map[string]int32
+	inv      []string
+	ranks    map[[2]string]int
+	added    []AddedToken // longest content first
+	addedID  map[int32]bool
+	splits   []*regexp2.Regexp
+	cacheMu  sync.Mutex
+	cache    map[string][]int32
+	byteEnc  [256]rune
+	byteDec  map[rune]byte
+	prefixSp bool
+}
+
+type rawTokenizer struct {
+	AddedTokens  []AddedToken    `json:"added_tokens"`
+	Normalizer   json.RawMessage `json:"normalizer"`
+	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
+	Decoder      json.RawMessage `json:"decoder"`
+	Model        struct {
+		Type   string           `json:"type"`
+		Vocab  map[string]int32 `json:"vocab"`
+		Merges json.RawMessage  `json:"merges"`
+	} `json:"model"`
+}
+
+type preTok struct {
+	Type           string          `json:"type"`
+	AddPrefixSpace bool            `json:"add_prefix_space"`
+	UseRegex       *bool           `json:"use_regex"`
+	Pattern        json.RawMessage `json:"pattern"`
+	Behavior       string          `json:"behavior"`
+	Invert         bool            `json:"invert"`
+	PreTokenizers  []preTok        `json:"pretokenizers"`
+}
+
+// Load reads tokenizer.json.
+func Load(path string) (*Tokenizer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Parse decodes tokenizer.json bytes.
+func Parse(data []byte) (*Tokenizer, error) {
+	var r rawTokenizer
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("tokenizer.json is not valid JSON: %w", err)
+	}
+	if r.Model.Type != "BPE" {
+		return nil, fmt.Errorf("tokenizer model %q is not supported (byte-level BPE only)", r.Model.Type)
+	}
+	if len(r.Normalizer) > 0 && string(r.Normalizer) != "null" {
+		var n struct{ Type string }
+		_ = json.Unmarshal(r.Normalizer, &n)
+		if n.Type != "NFC" {
+			return nil, fmt.Errorf("normalizer %q is not supported", n.Type)
+		}
+		// NFC leaves the ASCII and already-composed text that byte-level BPE vocabularies
+		// are trained on unchanged; decomposed input is encoded byte by byte, losslessly.
+	}
+	t := &Tokenizer{vocab: r.Model.Vocab, ranks: map[[2]string]int{}, addedID: map[int32]bool{}, cache: map[string][]int32{}, byteDec: map[rune]byte{}}
+	t.byteEnc = bytesToUnicode()
+	for b, ru := range t.byteEnc {
+		t.byteDec[ru] = byte(b)
+	}
+	maxID := int32(-1)
+	for _, id := range t.vocab {
+		maxID = max(maxID, id)
+	}
+	for _, a := range r.AddedTokens {
+		maxID = max(maxID, a.ID)
+	}
+	t.inv = make([]string, maxID+1)
+	for s, id := range t.vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("vocab entry %q has negative id %d", s, id)
+		}
+		t.inv[id] = s
+	}
+	for _, a := range r.AddedTokens {
+		if a.Content == "" {
+			return nil, fmt.Errorf("added token %d has empty content", a.ID)
+		}
+		t.inv[a.ID] = a.Content
+		t.addedID[a.ID] = true
+		t.added = append(t.added, a)
+	}
+	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].Content) > len(t.added[j].Content) })
+	if err := t.parseMerges(r.Model.Merges); err != nil {
+		return nil, err
+	}
+	if err := t.parsePre(r.PreTokenizer); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) parseMerges(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var strs []string
+	if err := json.Unmarshal(raw, &strs); err == nil {
+		for i, m := range strs {
+			a, b, ok := strings.Cut(m, " ")
+			if !ok {
+				return fmt.Errorf("merge %d %q is not two symbols", i, m)
+			}
+			t.ranks[[2]string{a, b}] = i
+		}
+		return nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return fmt.Errorf("model.merges must be a list of \"a b\" strings or [a, b] pairs: %w", err)
+	}
+	for i, p := range pairs {
+		t.ranks[p] = i
+	}
+	return nil
+}
+
+func (t *Tokenizer) parsePre(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var p preTok
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	var walk func(p preTok) error
+	walk = func(p preTok) error {
+		switch p.Type {
+		case "Sequence":
+			for _, c := range p.PreTokenizers {
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+		case "ByteLevel":
+			t.prefixSp = t.prefixSp || p.AddPrefixSpace
+			if p.UseRegex == nil || *p.UseRegex {
+				t.splits = append(t.splits, regexp2.MustCompile(GPT2Pattern, regexp2.Unicode))
+			}
+		case "Split":
+			var pat struct{ Regex, String string }
+			if err := json.Unmarshal(p.Pattern, &pat); err != nil {
+				return fmt.Errorf("pre_tokenizer Split pattern: %w", err)
+			}
+			if p.Invert || (p.Behavior != "Isolated" && p.Behavior != "") {
+				return fmt.Errorf("pre_tokenizer Split with behavior %q invert %v is not supported", p.Behavior, p.Invert)
+			}
+			expr := pat.Regex
+			if expr == "" {
+				expr = regexp2.Escape(pat.String)
+			}
+			re, err := regexp2.Compile(expr, regexp2.Unicode)
+			if err != nil {
+				return fmt.Errorf("pre_tokenizer Split pattern %q: %w", expr, err)
+			}
+			t.splits = append(t.splits, re)
+		case "Digits", "Punctuation", "Whitespace", "Metaspace":
+			return fmt.Errorf("pre_tokenizer %s is not supported", p.Type)
+		default:
+			return fmt.Errorf("pre_tokenizer %q is not supported", p.Type)
+		}
+		return nil
+	}
+	return walk(p)
+}
+
+// bytesToUnicode is GPT-2's reversible map from bytes to printable runes.
+func bytesToUnicode() [256]rune {
+	var m [256]rune
+	var bs []int
+	for b := '!'; b <= '~'; b++ {
+		bs = append(bs, int(b))
+	}
+	for b := 0xA1; b <= 0xAC; b++ {
+		bs = append(bs, b)
+	}
+	for b := 0xAE; b <= 0xFF; b++ {
+		bs = append(bs, b)
+	}
+	in := map[int]bool{}
+	for _, b := range bs {
+		in[b] = true
+		m[b] = rune(b)
+	}
+	n := 0
+	for b := 0; b < 256; b++ {
+		if !in[b] {
+			m[b] = rune(256 + n)
+			n++
+		}
+	}
+	return m
+}
+
+// VocabSize is the number of token ids (highest id + 1).
+func (t *Tokenizer) VocabSize() int { return len(t.inv) }
+
+// TokenID looks up a token string.
+func (t *Tokenizer) TokenID(s string) (int32, bool) {
+	for _, a := range t.added {
+		if a.Content == s {
+			return a.ID, true
+		}
+	}
+	id, ok := t.vocab[s]
+	return id, ok
+}
+
+// IDToken returns a token's string (byte-level form for vocabulary tokens).
+func (t *Tokenizer) IDToken(id int32) (string, bool) {
+	if id < 0 || int(id) >= len(t.inv) || t.inv[id] == "" {
+		return "", false
+	}
+	return t.inv[id], true
+}
+
+// Encode tokenizes text, recognising added and special tokens.
+func (t *Tokenizer) Encode(text string) ([]int32, error) { return t.encode(text, true) }
+
+// EncodeOrdinary tokenizes text treating special tokens as plain text.
+func (t *Tokenizer) EncodeOrdinary(text string) ([]int32, error) { return t.encode(text, false) }
+
+func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
+	var out []int32
+	for len(text) > 0 {
+		pos, tok := len(text), AddedToken{}
+		if special {
+			for _, a := range t.added {
+				if i := strings.Index(text, a.Content); i >= 0 && i < pos {
+					pos, tok = i, a
+				}
+			}
+		}
+		seg := text[:pos]
+		if tok.Content != "" {
+			if tok.LStrip {
+				seg = strings.TrimRight(seg, " \t\n\r")
+			}
+		}
+		ids, err := t.encodeSegment(seg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+		if tok.Content == "" {
+			break
+		}
+		out = append(out, tok.ID)
+		text = text[pos+len(tok.Content):]
+		if tok.RStrip {
+			text = strings.TrimLeft(text, " \t\n\r")
+		}
+	}
+	return out, nil
+}
+
+func (t *Tokenizer) encodeSegment(s string) ([]int32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	words := []string{s}
+	for _, re := range t.splits {
+		var next []string
+		for _, w := range words {
+			ws, err := splitIsolated(re, w)
+			if err != nil {
+				return nil, err
+			}
+			next = append(next, ws...)
+		}
+		words = next
+	}
+	var out []int32
+	for _, w := range words {
+		ids, err := t.bpe(w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	return out, nil
+}
+
+// splitIsolated splits s into the regex's matches and the text between them.
+func splitIsolated(re *regexp2.Regexp, s string) ([]string, error) {
+	rs := []rune(s)
+	var out []string
+	last := 0
+	m, err := re.FindRunesMatch(rs)
+	for m != nil && err == nil {
+		if m.Index > last {
+			out = append(out, string(rs[last:m.Index]))
+		}
+		if m.Length > 0 {
+			out = append(out, string(rs[m.Index:m.Index+m.Length]))
+		}
+		last = m.Index + m.Length
+		m, err = re.FindNextMatch(m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pre-tokenize: %w", err)
+	}
+	if last < len(rs) {
+		out = append(out, string(rs[last:]))
+	}
+	return out, nil
+}
+
+// bpe encodes one pre-token.
+func (t *Tokenizer) bpe(word string) ([]int32, error) {
+	t.cacheMu.Lock()
+	if ids, ok := t.cache[word]; ok {
+		t.cacheMu.Unlock()
+		return ids, nil
+	}
+	t.cacheMu.Unlock()
+	syms := make([]string, 0, len(word))
+	for i := 0; i < len(word); i++ {
+		syms = append(syms, string(t.byteEnc[word[i]]))
+	}
+	for len(syms) > 1 {
+		best, at := -1, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+				best, at = r, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		// Merging the leftmost best pair one at a time equals HF's left-to-right
+		// non-overlapping merge of every occurrence: the pair stays the best until done.
+		out := append(syms[:at:at], syms[at]+syms[at+1])
+		out = append(out, syms[at+2:]...)
+		syms = out
+	}
+	ids := make([]int32, 0, len(syms))
+	for _, s := range syms {
+		id, ok := t.vocab[s]
+		if !ok {
+			return nil, fmt.Errorf("token %q is not in the vocabulary (incomplete byte-level vocab?)", s)
+		}
+		ids = append(ids, id)
+	}
+	t.cacheMu.Lock()
+	if len(t.cache) > 100000 {
+		t.cache = map[string][]int32{}
+	}
+	t.cache[word] = ids
+	t.cacheMu.Unlock()
+	return ids, nil
+}
+
+// Decode turns ids back into text; byte sequences that are not valid UTF-8 are kept
+// as they are.
+func (t *Tokenizer) Decode(ids []int32) string {
+	var b strings.Builder
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.inv) {
+			continue
+		}
+		s := t.inv[id]
+		if t.addedID[id] {
+			b.WriteString(s)
+			continue
+		}
+		for _, r := range s {
+			if by, ok := t.byteDec[r]; ok {
+				b.WriteByte(by)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}

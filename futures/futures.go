@@ -1,0 +1,848 @@
+// Package futures runs the control plane's asynchronous operations: every training and
+// sampling call becomes a future with an unguessable request id. Operations of one
+// training run execute strictly in seq_id order (out-of-order arrivals wait); tenants
+// share each execution pool fairly (round-robin across tenants); results are persisted
+// and stay retrievable for a TTL; a restart resolves every future left in flight.
+package futures
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Status of a future.
+type Status string
+
+// Future states.
+const (
+	StatusPending Status = "pending"
+	StatusRunning Status = "running"
+	StatusReady   Status = "ready"
+	StatusFailed  Status = "failed"
+)
+
+// Category is the Tinker failure category.
+type Category string
+
+// Failure categories (the lower-case values the SDK expects).
+const (
+	CategoryUser    Category = "user"
+	CategoryServer  Category = "server"
+	CategoryUnknown Category = "unknown"
+)
+
+// Queue states reported by try_again replies.
+const (
+	QueueActive          = "active"
+	QueuePausedCapacity  = "paused_capacity"
+	QueuePausedRateLimit = "paused_rate_limit"
+)
+
+// Result is an operation's encoded result.
+type Result struct {
+	ContentType string `json:"content_type"`
+	Kind        string `json:"kind"`
+	Body        []byte `json:"body"`
+}
+
+// Failure is a failed operation's error, as the client sees it.
+type Failure struct {
+	Message  string   `json:"message"`
+	Category Category `json:"category"`
+}
+
+// Record is a future's persisted state.
+type Record struct {
+	ID          string    `json:"id"`
+	Tenant      string    `json:"tenant"`
+	QueueKey    string    `json:"queue_key"`
+	OpType      string    `json:"op_type"`
+	ModelID     string    `json:"model_id"`
+	Pool        string    `json:"pool"`
+	SeqID       int64     `json:"seq_id"`
+	Ordered     bool      `json:"ordered"`
+	Status      Status    `json:"status"`
+	QueueState  string    `json:"queue_state,omitempty"`
+	PayloadHash string    `json:"payload_hash,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	DoneAt      time.Time `json:"done_at,omitzero"`
+	Result      *Result   `json:"result,omitempty"`
+	Failure     *Failure  `json:"failure,omitempty"`
+}
+
+// Done reports whether the future has resolved.
+func (r *Record) Done() bool { return r.Status == StatusReady || r.Status == StatusFailed }
+
+// Task is an operation to run.
+type Task struct {
+	Tenant      string
+	QueueKey    string // ordering domain: a training run id or a sampling session id
+	Ordered     bool   // enforce strict SeqID order within QueueKey
+	SeqID       int64
+	OpType      string // telemetry.Op* values
+	ModelID     string // for spans and metrics
+	Pool        string // execution pool (the base model): tasks of one pool share its workers
+	PayloadHash string // identical (QueueKey, SeqID, PayloadHash) resubmission returns the same id
+	Run         func(ctx context.Context) (Result, error)
+}
+
+// Options configure a Manager.
+type Options struct {
+	Store              store.Store
+	TTL                time.Duration // result retention after completion (default 24 h)
+	MaxQueuedPerTenant int           // unfinished futures per tenant (default 256)
+	WorkersPerPool     int           // concurrent operations per pool (default 1)
+	SeqGapTimeout      time.Duration // how long ordered tasks wait for a missing seq_id (default 10 min)
+	Logger             *slog.Logger
+	Now                func() time.Time
+}
+
+// Errors of Submit and Wait.
+var (
+	ErrNotFound     = errors.New("future not found")
+	ErrShuttingDown = errors.New("the server is shutting down")
+)
+
+// ConflictError: the same (queue, seq_id) was submitted with a different payload.
+type ConflictError struct {
+	QueueKey   string
+	SeqID      int64
+	ExistingID string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("seq_id %d of %s was already submitted with a different payload (request %s); each operation needs a new seq_id", e.SeqID, e.QueueKey, e.ExistingID)
+}
+
+// SeqError: an ordered task's seq_id is below what the queue expects next.
+type SeqError struct {
+	QueueKey string
+	SeqID    int64
+	Next     int64
+}
+
+func (e *SeqError) Error() string {
+	return fmt.Sprintf("seq_id %d of %s was already executed (the next expected seq_id is %d)", e.SeqID, e.QueueKey, e.Next)
+}
+
+// OverLimitError: the tenant has too many unfinished futures.
+type OverLimitError struct {
+	Limit      int
+	RetryAfter time.Duration
+}
+
+func (e *OverLimitError) Error() string {
+	return fmt.Sprintf("too many queued operations: at most %d unfinished operations per tenant; retry after %s", e.Limit, e.RetryAfter)
+}
+
+// CategoryOf returns the category of an operation error: errors that implement
+// Category() report their own; everything else is a server error.
+func CategoryOf(err error) Category {
+	var c interface{ Category() Category }
+	if errors.As(err, &c) {
+		return c.Category()
+	}
+	return CategoryServer
+}
+
+type userError struct{ err error }
+
+func (u userError) Error() string      { return u.err.Error() }
+func (u userError) Unwrap() error      { return u.err }
+func (u userError) Category() Category { return CategoryUser }
+
+// UserError marks err as the client's fault.
+func UserError(err error) error { return userError{err} }
+
+// entry is an in-memory future.
+type entry struct {
+	rec    Record
+	task   Task
+	link   trace.SpanContext
+	keys   telemetry.Keys
+	done   chan struct{}
+	queued time.Time
+}
+
+// orderedQueue buffers the tasks of one ordering domain until their turn.
+type orderedQueue struct {
+	next     int64
+	waiting  map[int64]*entry
+	waitedAt time.Time // when the queue started waiting for next
+}
+
+// pool runs the runnable tasks of one pool, round-robin across tenants.
+type pool struct {
+	name    string
+	tenants map[string][]*entry // runnable FIFO per tenant
+	order   []string            // round-robin ring of tenants with runnable work
+	rr      int
+	running int
+}
+
+// Manager owns every future of this process.
+type Manager struct {
+	o   Options
+	log *slog.Logger
+	now func() time.Time
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	entries   map[string]*entry
+	byKey     map[string]string // queue/seq → id (dedupe)
+	queues    map[string]*orderedQueue
+	pools     map[string]*pool
+	perTenant map[string]int
+	closing   bool
+	running   sync.WaitGroup
+	workers   sync.WaitGroup
+	stop      chan struct{}
+}
+
+// New creates a Manager.
+func New(o Options) (*Manager, error) {
+	if o.Store == nil {
+		return nil, errors.New("futures: a store is required")
+	}
+	if o.TTL <= 0 {
+		o.TTL = 24 * time.Hour
+	}
+	if o.MaxQueuedPerTenant <= 0 {
+		o.MaxQueuedPerTenant = 256
+	}
+	if o.WorkersPerPool <= 0 {
+		o.WorkersPerPool = 1
+	}
+	if o.SeqGapTimeout <= 0 {
+		o.SeqGapTimeout = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m := &Manager{o: o, log: o.Logger, now: o.Now, entries: map[string]*entry{}, byKey: map[string]string{},
+		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, perTenant: map[string]int{}, stop: make(chan struct{})}
+	m.cond = sync.NewCond(&m.mu)
+	m.workers.Add(1)
+	go m.janitor()
+	return m, nil
+}
+
+const (
+	keyFuture = "future/"
+	keyIndex  = "futidx/"
+)
+
+func indexKey(queue string, seq int64) string { return fmt.Sprintf("%s%s/%d", keyIndex, queue, seq) }
+
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	b := make([]byte, 26)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return "req_" + string(b)
+}
+
+func (m *Manager) persist(ctx context.Context, rec *Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode future %s: %w", rec.ID, err)
+	}
+	ops := []store.Op{{Key: keyFuture + rec.ID, Value: b}}
+	if rec.Done() {
+		ops[0].TTL = m.o.TTL
+		if rec.QueueKey != "" {
+			ops = append(ops, store.Op{Key: indexKey(rec.QueueKey, rec.SeqID), Value: []byte(rec.ID), TTL: m.o.TTL})
+		}
+	} else if rec.QueueKey != "" {
+		ops = append(ops, store.Op{Key: indexKey(rec.QueueKey, rec.SeqID), Value: []byte(rec.ID)})
+	}
+	return m.o.Store.Apply(ctx, ops)
+}
+
+// Recover resolves every future a previous process left pending or running: it fails
+// them with a message that says the server restarted, and forgets their seq_id so the
+// client can submit the operation again. It returns how many it failed.
+func (m *Manager) Recover(ctx context.Context) (int, error) {
+	var stale []Record
+	err := m.o.Store.Scan(ctx, keyFuture, func(_ string, v []byte) error {
+		var r Record
+		if err := json.Unmarshal(v, &r); err != nil {
+			m.log.Warn("skipping unreadable future record", "error", err)
+			return nil
+		}
+		if !r.Done() {
+			stale = append(stale, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("scan futures: %w", err)
+	}
+	for i := range stale {
+		r := &stale[i]
+		r.Status = StatusFailed
+		r.DoneAt = m.now()
+		r.Failure = &Failure{Category: CategoryServer,
+			Message: fmt.Sprintf("the server restarted while this %s operation was pending, so it never ran; submit it again", r.OpType)}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return i, err
+		}
+		ops := []store.Op{{Key: keyFuture + r.ID, Value: b, TTL: m.o.TTL}}
+		if r.QueueKey != "" {
+			ops = append(ops, store.Op{Key: indexKey(r.QueueKey, r.SeqID)}) // the seq_id is free again
+		}
+		if err := m.o.Store.Apply(ctx, ops); err != nil {
+			return i, fmt.Errorf("fail stale future %s: %w", r.ID, err)
+		}
+	}
+	return len(stale), nil
+}
+
+// SetNextSeq sets the next expected seq_id of an ordered queue.
+func (m *Manager) SetNextSeq(queueKey string, next int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.queue(queueKey)
+	q.next = next
+	q.waitedAt = m.now()
+	m.promote(queueKey, q)
+}
+
+// NextSeq is the next expected seq_id of an ordered queue.
+func (m *Manager) NextSeq(queueKey string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.queue(queueKey).next
+}
+
+func (m *Manager) queue(key string) *orderedQueue {
+	q, ok := m.queues[key]
+	if !ok {
+		q = &orderedQueue{next: 1, waiting: map[int64]*entry{}, waitedAt: m.now()}
+		m.queues[key] = q
+	}
+	return q
+}
+
+func (m *Manager) pool(name string) *pool {
+	p, ok := m.pools[name]
+	if !ok {
+		p = &pool{name: name, tenants: map[string][]*entry{}}
+		m.pools[name] = p
+		for i := 0; i < m.o.WorkersPerPool; i++ {
+			m.workers.Add(1)
+			go m.worker(p)
+		}
+	}
+	return p
+}
+
+// Submit queues a task and returns its request id.
+func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
+	if t.Run == nil {
+		return "", errors.New("futures: task has no Run function")
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return "", ErrShuttingDown
+	}
+	var ik string
+	if t.QueueKey != "" {
+		ik = indexKey(t.QueueKey, t.SeqID)
+		if id, ok := m.byKey[ik]; ok {
+			if e, ok := m.entries[id]; ok && e.rec.Tenant == t.Tenant {
+				m.mu.Unlock()
+				if e.rec.PayloadHash == t.PayloadHash {
+					return id, nil
+				}
+				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
+			}
+		}
+	}
+	if t.Ordered {
+		if q := m.queue(t.QueueKey); t.SeqID < q.next {
+			m.mu.Unlock()
+			// A resubmission of an operation finished before a restart: look it up.
+			if id, rec, ok := m.lookupIndex(ctx, ik, t.Tenant); ok {
+				if rec.PayloadHash == t.PayloadHash {
+					return id, nil
+				}
+				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
+			}
+			return "", &SeqError{QueueKey: t.QueueKey, SeqID: t.SeqID, Next: q.next}
+		}
+	}
+	if n := m.perTenant[t.Tenant]; n >= m.o.MaxQueuedPerTenant {
+		m.mu.Unlock()
+		return "", &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: m.retryAfter(t.Pool)}
+	}
+	now := m.now()
+	e := &entry{
+		rec: Record{ID: newID(), Tenant: t.Tenant, QueueKey: t.QueueKey, OpType: t.OpType, ModelID: t.ModelID, Pool: t.Pool,
+			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now},
+		task: t, link: trace.SpanContextFromContext(ctx), keys: telemetry.KeysFrom(ctx), done: make(chan struct{}), queued: now,
+	}
+	m.entries[e.rec.ID] = e
+	if ik != "" {
+		m.byKey[ik] = e.rec.ID
+	}
+	m.perTenant[t.Tenant]++
+	rec := e.rec
+	m.mu.Unlock()
+
+	// Persist before the task can run, so a crash never loses an accepted future.
+	if err := m.persist(ctx, &rec); err != nil {
+		m.mu.Lock()
+		delete(m.entries, rec.ID)
+		if ik != "" && m.byKey[ik] == rec.ID {
+			delete(m.byKey, ik)
+		}
+		m.perTenant[t.Tenant]--
+		m.mu.Unlock()
+		return "", fmt.Errorf("persist future: %w", err)
+	}
+	ins := telemetry.Metrics()
+	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrOperationType, t.OpType)}
+	if ins.ModelIDAttribute && t.ModelID != "" {
+		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, t.ModelID))
+	}
+	ins.FuturesCreated.Add(ctx, 1, metric.WithAttributes(attrs...))
+	ins.FuturesQueueLength.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrQueueState, QueueActive)))
+
+	m.mu.Lock()
+	if t.Ordered {
+		q := m.queue(t.QueueKey)
+		q.waiting[t.SeqID] = e
+		m.promote(t.QueueKey, q)
+	} else {
+		m.enqueue(e)
+	}
+	m.mu.Unlock()
+	return rec.ID, nil
+}
+
+// lookupIndex reads a dedupe entry persisted by an earlier process.
+func (m *Manager) lookupIndex(ctx context.Context, ik, tenant string) (string, Record, bool) {
+	if ik == "" {
+		return "", Record{}, false
+	}
+	id, err := m.o.Store.Get(ctx, ik)
+	if err != nil {
+		return "", Record{}, false
+	}
+	b, err := m.o.Store.Get(ctx, keyFuture+string(id))
+	if err != nil {
+		return "", Record{}, false
+	}
+	var r Record
+	if json.Unmarshal(b, &r) != nil || r.Tenant != tenant {
+		return "", Record{}, false
+	}
+	return r.ID, r, true
+}
+
+func (m *Manager) retryAfter(poolName string) time.Duration {
+	d := time.Second
+	if p, ok := m.pools[poolName]; ok {
+		n := 0
+		for _, q := range p.tenants {
+			n += len(q)
+		}
+		// A rough estimate: a tenth of a second per queued operation ahead, capped.
+		if est := time.Duration(n) * 100 * time.Millisecond; est > d {
+			d = est
+		}
+	}
+	if d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	return d
+}
+
+// promote moves the ordered queue's next task, if it has arrived, to its pool.
+// Callers hold m.mu.
+func (m *Manager) promote(key string, q *orderedQueue) {
+	if e, ok := q.waiting[q.next]; ok {
+		delete(q.waiting, q.next)
+		m.enqueue(e)
+	}
+}
+
+// enqueue makes e runnable in its pool. Callers hold m.mu.
+func (m *Manager) enqueue(e *entry) {
+	p := m.pool(e.task.Pool)
+	t := e.rec.Tenant
+	if len(p.tenants[t]) == 0 {
+		p.order = append(p.order, t)
+	}
+	p.tenants[t] = append(p.tenants[t], e)
+	m.cond.Broadcast()
+}
+
+// next picks the next runnable entry of p, round-robin across tenants. Callers hold m.mu.
+func (p *pool) next() *entry {
+	if len(p.order) == 0 {
+		return nil
+	}
+	if p.rr >= len(p.order) {
+		p.rr = 0
+	}
+	t := p.order[p.rr]
+	q := p.tenants[t]
+	e := q[0]
+	if len(q) == 1 {
+		delete(p.tenants, t)
+		p.order = append(p.order[:p.rr], p.order[p.rr+1:]...)
+	} else {
+		p.tenants[t] = q[1:]
+		p.rr++
+	}
+	return e
+}
+
+func (m *Manager) worker(p *pool) {
+	defer m.workers.Done()
+	for {
+		m.mu.Lock()
+		var e *entry
+		for {
+			if m.closing {
+				m.mu.Unlock()
+				return
+			}
+			if e = p.next(); e != nil {
+				break
+			}
+			m.cond.Wait()
+		}
+		p.running++
+		m.running.Add(1)
+		e.rec.Status, e.rec.StartedAt = StatusRunning, m.now()
+		m.mu.Unlock()
+		m.execute(e)
+		m.mu.Lock()
+		p.running--
+		m.mu.Unlock()
+		m.running.Done()
+	}
+}
+
+// execute runs one task under its span and records its outcome.
+func (m *Manager) execute(e *entry) {
+	ctx := telemetry.WithKeys(context.Background(), e.keys)
+	ctx = telemetry.WithKeys(ctx, telemetry.Keys{RequestID: e.rec.ID, OperationType: e.rec.OpType})
+	wait := e.rec.StartedAt.Sub(e.queued)
+	opts := []trace.SpanStartOption{trace.WithNewRoot()}
+	if e.link.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: e.link}))
+	}
+	ctx, span := telemetry.Tracer(telemetry.ScopeFutures).Start(ctx, telemetry.SpanFutureExecute, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.KeyAttributes(telemetry.KeysFrom(ctx))...)
+		span.SetAttributes(attribute.String(telemetry.AttrModelID, e.rec.ModelID),
+			attribute.Float64(telemetry.AttrQueueWaitMs, float64(wait.Microseconds())/1000))
+		if e.rec.Ordered {
+			span.SetAttributes(attribute.Int64(telemetry.AttrSeqID, e.rec.SeqID))
+		}
+	}
+	ins := telemetry.Metrics()
+	opAttr := metric.WithAttributes(attribute.String(telemetry.MAttrOperationType, e.rec.OpType))
+	ins.FuturesWaitTime.Record(ctx, wait.Seconds(), opAttr)
+
+	start := time.Now()
+	res, err := m.run(ctx, e)
+	ins.FuturesExecutionTime.Record(ctx, time.Since(start).Seconds(), opAttr)
+	telemetry.End(span, err)
+
+	m.mu.Lock()
+	e.rec.DoneAt = m.now()
+	if err != nil {
+		e.rec.Status = StatusFailed
+		e.rec.Failure = &Failure{Message: err.Error(), Category: CategoryOf(err)}
+	} else {
+		e.rec.Status = StatusReady
+		e.rec.Result = &res
+	}
+	rec := e.rec
+	m.mu.Unlock()
+	if perr := m.persist(context.Background(), &rec); perr != nil {
+		m.log.Error("persist future result", "request_id", rec.ID, "error", perr)
+	}
+	m.finish(e, rec.Status)
+}
+
+// run calls the task, turning a panic into a server failure.
+func (m *Manager) run(ctx context.Context, e *entry) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.log.ErrorContext(ctx, "operation panicked", "request_id", e.rec.ID, "op", e.rec.OpType, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error while running %s: %v", e.rec.OpType, v)
+		}
+	}()
+	return e.task.Run(ctx)
+}
+
+// finish wakes waiters, frees the tenant's slot and lets the next seq_id run.
+func (m *Manager) finish(e *entry, st Status) {
+	m.mu.Lock()
+	m.perTenant[e.rec.Tenant]--
+	if e.rec.Ordered {
+		q := m.queue(e.rec.QueueKey)
+		if e.rec.SeqID >= q.next {
+			// A failed operation consumes its seq_id too: otherwise the client's pipeline
+			// (which already sent the next seq_id) would wait forever.
+			q.next = e.rec.SeqID + 1
+			q.waitedAt = m.now()
+		}
+		m.promote(e.rec.QueueKey, q)
+	}
+	close(e.done)
+	m.mu.Unlock()
+	ins := telemetry.Metrics()
+	ins.FuturesQueueLength.Add(context.Background(), -1, metric.WithAttributes(attribute.String(telemetry.MAttrQueueState, QueueActive)))
+	ins.FuturesCompleted.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String(telemetry.MAttrOperationType, e.rec.OpType), attribute.String(telemetry.MAttrStatus, string(st))))
+}
+
+// fail resolves a not-yet-running entry as failed. Callers must not hold m.mu.
+func (m *Manager) fail(e *entry, msg string) {
+	m.mu.Lock()
+	e.rec.Status, e.rec.DoneAt = StatusFailed, m.now()
+	e.rec.Failure = &Failure{Message: msg, Category: CategoryServer}
+	rec := e.rec
+	m.mu.Unlock()
+	if err := m.persist(context.Background(), &rec); err != nil {
+		m.log.Error("persist failed future", "request_id", rec.ID, "error", err)
+	}
+	m.finish(e, StatusFailed)
+}
+
+// queueState describes why a pending entry has not run. Callers hold m.mu.
+func (m *Manager) queueState(e *entry) string {
+	switch e.rec.Status {
+	case StatusRunning:
+		return QueueActive
+	case StatusPending:
+	default:
+		return ""
+	}
+	if m.perTenant[e.rec.Tenant] >= m.o.MaxQueuedPerTenant {
+		return QueuePausedRateLimit
+	}
+	if e.rec.Ordered {
+		if q := m.queues[e.rec.QueueKey]; q != nil && e.rec.SeqID > q.next {
+			return QueuePausedCapacity // waiting for an earlier seq_id
+		}
+	}
+	if p := m.pools[e.task.Pool]; p != nil {
+		if q := p.tenants[e.rec.Tenant]; len(q) > 0 && q[0] == e && p.running < m.o.WorkersPerPool {
+			return QueueActive
+		}
+		if p.running >= m.o.WorkersPerPool {
+			return QueuePausedCapacity
+		}
+	}
+	return QueueActive
+}
+
+// Get returns a future's current record.
+func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
+	m.mu.Lock()
+	if e, ok := m.entries[id]; ok {
+		defer m.mu.Unlock()
+		if e.rec.Tenant != tenant {
+			return Record{}, ErrNotFound
+		}
+		r := e.rec
+		r.QueueState = m.queueState(e)
+		return r, nil
+	}
+	m.mu.Unlock()
+	b, err := m.o.Store.Get(ctx, keyFuture+id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Record{}, ErrNotFound
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("read future %s: %w", id, err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("future %s record is corrupt: %w", id, err)
+	}
+	if r.Tenant != tenant {
+		return Record{}, ErrNotFound
+	}
+	return r, nil
+}
+
+// Wait long-polls: it returns as soon as the future resolves, or after maxWait with the
+// current record and its queue state.
+func (m *Manager) Wait(ctx context.Context, tenant, id string, maxWait time.Duration) (Record, error) {
+	m.mu.Lock()
+	e, ok := m.entries[id]
+	m.mu.Unlock()
+	if !ok || e.rec.Tenant != tenant {
+		return m.Get(ctx, tenant, id)
+	}
+	t := time.NewTimer(maxWait)
+	defer t.Stop()
+	select {
+	case <-e.done:
+	case <-t.C:
+	case <-ctx.Done():
+		return Record{}, ctx.Err()
+	}
+	return m.Get(ctx, tenant, id)
+}
+
+// DropQueue fails every queued (not running) task of an ordered queue.
+func (m *Manager) DropQueue(queueKey, reason string) {
+	m.mu.Lock()
+	var victims []*entry
+	if q, ok := m.queues[queueKey]; ok {
+		for _, e := range q.waiting {
+			victims = append(victims, e)
+		}
+		q.waiting = map[int64]*entry{}
+	}
+	for _, p := range m.pools {
+		for t, q := range p.tenants {
+			keep := q[:0]
+			for _, e := range q {
+				if e.rec.QueueKey == queueKey {
+					victims = append(victims, e)
+				} else {
+					keep = append(keep, e)
+				}
+			}
+			if len(keep) == 0 {
+				delete(p.tenants, t)
+				for i, name := range p.order {
+					if name == t {
+						p.order = append(p.order[:i], p.order[i+1:]...)
+						break
+					}
+				}
+			} else {
+				p.tenants[t] = keep
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range victims {
+		m.fail(e, reason)
+	}
+}
+
+// janitor fails ordered tasks whose predecessor never arrives, and forgets resolved
+// futures from memory after the TTL (they stay in the store until it expires them).
+func (m *Manager) janitor() {
+	defer m.workers.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		now := m.now()
+		var victims []*entry
+		var missing []int64
+		m.mu.Lock()
+		for key, q := range m.queues {
+			if len(q.waiting) > 0 && now.Sub(q.waitedAt) > m.o.SeqGapTimeout {
+				for _, e := range q.waiting {
+					victims = append(victims, e)
+					missing = append(missing, q.next)
+				}
+				q.waiting = map[int64]*entry{}
+				_ = key
+			}
+		}
+		for id, e := range m.entries {
+			select {
+			case <-e.done:
+				if now.Sub(e.rec.DoneAt) > m.o.TTL {
+					delete(m.entries, id)
+					if e.rec.QueueKey != "" {
+						ik := indexKey(e.rec.QueueKey, e.rec.SeqID)
+						if m.byKey[ik] == id {
+							delete(m.byKey, ik)
+						}
+					}
+				}
+			default:
+			}
+		}
+		m.mu.Unlock()
+		for i, e := range victims {
+			m.fail(e, fmt.Sprintf("seq_id %d of %s waited %s for seq_id %d, which never arrived", e.rec.SeqID, e.rec.QueueKey, m.o.SeqGapTimeout, missing[i]))
+		}
+	}
+}
+
+// Shutdown stops accepting tasks, lets running ones finish within ctx and fails the
+// queued ones with a message that says why.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	var victims []*entry
+	for _, q := range m.queues {
+		for _, e := range q.waiting {
+			victims = append(victims, e)
+		}
+		q.waiting = map[int64]*entry{}
+	}
+	for _, p := range m.pools {
+		for _, q := range p.tenants {
+			victims = append(victims, q...)
+		}
+		p.tenants, p.order = map[string][]*entry{}, nil
+	}
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	close(m.stop)
+	for _, e := range victims {
+		m.fail(e, "the server is shutting down; submit the operation again")
+	}
+	done := make(chan struct{})
+	go func() { m.running.Wait(); m.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("operations still running at shutdown: %w", ctx.Err())
+	}
+}
+
+var _ = strings.TrimSpace

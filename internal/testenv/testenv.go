@@ -1,0 +1,217 @@
+// Package testenv starts in-process TuFT servers for tests: a real engine on the built-in
+// tiny preset (written once per test binary), a chosen store, and an HTTP client that
+// speaks the Tinker wire formats.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/server"
+)
+
+// Keys of the two test tenants.
+const (
+	KeyA = "tml-test-key-tenant-a-0123456789"
+	KeyB = "tml-test-key-tenant-b-0123456789"
+	// Model is the base model name tests use.
+	Model = "tuft/tiny"
+)
+
+var (
+	presetOnce sync.Once
+	presetDir  string
+	presetErr  error
+)
+
+// TinyDir returns a directory holding the tiny preset, written once per process.
+func TinyDir(t testing.TB) string {
+	presetOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tuft-tiny-*")
+		if err != nil {
+			presetErr = err
+			return
+		}
+		presetDir = filepath.Join(dir, "tiny")
+		presetErr = engine.WritePreset("tiny", presetDir)
+	})
+	if presetErr != nil {
+		t.Fatalf("write tiny preset: %v", presetErr)
+	}
+	return presetDir
+}
+
+func hash(k string) string {
+	s := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(s[:])
+}
+
+// Config returns a config for a test server under dir: tiny model from TinyDir, two
+// tenants, the given persistence mode.
+func Config(t testing.TB, dir, mode string) config.Config {
+	cfg := config.Default(dir)
+	cfg.Models = []config.Model{{Name: Model, Path: TinyDir(t), MaxLoraRank: 32, LoraAlphaRatio: 1}}
+	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "alice", KeySHA256: hash(KeyA)}, {Tenant: "bob", KeySHA256: hash(KeyB)}}
+	cfg.Persistence.Mode = mode
+	cfg.Persistence.Path = filepath.Join(dir, "tuft.db")
+	cfg.CheckpointDir = filepath.Join(dir, "checkpoints")
+	cfg.Server.Port = 0
+	cfg.Server.LongPollSeconds = 2
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// Start runs a server with cfg until the test ends.
+func Start(t testing.TB, cfg config.Config) *server.Server {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s, err := server.Start(context.Background(), cfg, server.Options{Logger: log})
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s
+}
+
+// Client is a minimal HTTP client for the Tinker routes.
+type Client struct {
+	T    testing.TB
+	Base string
+	Key  string
+	HTTP *http.Client
+}
+
+// NewClient returns a client for base with key.
+func NewClient(t testing.TB, base, key string) *Client {
+	return &Client{T: t, Base: base, Key: key, HTTP: &http.Client{Timeout: 60 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// Response is a finished HTTP exchange.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test on error.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %d body %q: %v", r.Status, r.Body, err)
+	}
+}
+
+// Do sends a request; body may be nil, []byte or a value marshalled as JSON.
+func (c *Client) Do(method, path string, body any, header map[string]string) *Response {
+	c.T.Helper()
+	var rd io.Reader
+	ct := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			c.T.Fatalf("marshal: %v", err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		c.T.Fatalf("new request: %v", err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", ct)
+	}
+	if c.Key != "" {
+		req.Header.Set("X-API-Key", c.Key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		c.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.T.Fatalf("read body: %v", err)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Post sends a JSON POST and requires a 2xx answer decoded into out (if non-nil).
+func (c *Client) Post(path string, body, out any) *Response {
+	c.T.Helper()
+	r := c.Do("POST", path, body, nil)
+	if r.Status/100 != 2 {
+		c.T.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+	}
+	if out != nil {
+		r.JSON(c.T, out)
+	}
+	return r
+}
+
+// Wait polls retrieve_future until the future resolves and returns the final response.
+func (c *Client) Wait(requestID string, accept string) *Response {
+	c.T.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		h := map[string]string{}
+		if accept != "" {
+			h["Accept"] = accept
+		}
+		r := c.Do("POST", "/api/v1/retrieve_future", map[string]any{"request_id": requestID, "allow_metadata_only": false}, h)
+		if r.Status == http.StatusRequestTimeout {
+			continue
+		}
+		return r
+	}
+	c.T.Fatalf("future %s did not resolve", requestID)
+	return nil
+}
+
+// Result waits for a future and requires success, decoding a JSON result into out.
+func (c *Client) Result(requestID string, out any) *Response {
+	c.T.Helper()
+	r := c.Wait(requestID, "")
+	if r.Status != 200 {
+		c.T.Fatalf("future %s: %d %s", requestID, r.Status, r.Body)
+	}
+	var probe map[string]any
+	if json.Unmarshal(r.Body, &probe) == nil {
+		if e, ok := probe["error"]; ok {
+			c.T.Fatalf("future %s failed: %v (%v)", requestID, e, probe["category"])
+		}
+	}
+	if out != nil {
+		r.JSON(c.T, out)
+	}
+	return r
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the full test suite needs on a fresh Debian machine: Go module
+# dependencies, a Redis server, Python's venv module (for the conformance suite's
+# official Tinker SDK). Safe to run repeatedly; each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: apt-get install ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+echo "setup: go mod download"
+go mod download
+
+if [ -f tests/conformance/requirements.txt ]; then
+  venv="${TUFT_VENV:-$HOME/.cache/tuft/venv}"
+  stamp="$venv/.requirements.sha256"
+  want="$(sha256sum tests/conformance/requirements.txt | cut -d' ' -f1)"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: python venv with tests/conformance/requirements.txt at $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/conformance/requirements.txt
+    echo "$want" > "$stamp"
+  fi
+fi
+
+if [ -x tools/otelcol/build.sh ]; then
+  echo "setup: OpenTelemetry Collector (cached)"
+  tools/otelcol/build.sh
+fi
+echo "setup: done"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs prerequisites (scripts/setup.sh),
+# then static checks, unit and integration tests (with the race detector on the control
+# plane), the persistence suite against a real Redis, the end-to-end telemetry test
+# against a real OpenTelemetry Collector, and the Tinker SDK conformance suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TUFT_REQUIRE_REDIS=1
+
+bash scripts/setup.sh
+
+echo "== go vet"
+go vet ./...
+
+echo "== gofmt"
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
+if [ -n "$unformatted" ]; then echo "not gofmt-ed:"; echo "$unformatted"; exit 1; fi
+
+echo "== go test (engine and numeric packages)"
+go test -count=1 -timeout 20m ./engine/...
+
+echo "== go test -race (control plane, telemetry, stores)"
+go test -count=1 -race -timeout 20m $(go list ./... | grep -v '/engine')
+
+if [ -d tests/conformance ]; then
+  echo "== Tinker SDK conformance suite"
+  bash tests/conformance/run.sh
+fi
+echo "== all tests passed"

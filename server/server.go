@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tuft-go/tuft/api"
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/store/bolt"
+	"github.com/tuft-go/tuft/store/memory"
+	redisstore "github.com/tuft-go/tuft/store/redis"
+)
+
+// Server is a running control plane.
+type Server struct {
+	Cfg      config.Config
+	Log      *slog.Logger
+	Store    store.Store
+	Futures  *futures.Manager
+	Service  *service.Service
+	Handler  *api.Handler
+	Executor backend.Executor
+
+	http     *http.Server
+	ln       net.Listener
+	serveErr chan error
+	once     sync.Once
+}
+
+// Options adjust Start.
+type Options struct {
+	Logger *slog.Logger
+	// Executor replaces the in-process model host (tests, remote workers).
+	Executor backend.Executor
+	// Listener replaces net.Listen on the configured host and port.
+	Listener net.Listener
+}
+
+// OpenStore opens the configured store.
+func OpenStore(ctx context.Context, cfg config.Config) (store.Store, error) {
+	p := cfg.Persistence
+	switch p.Mode {
+	case "embedded":
+		s, err := bolt.Open(p.Path, p.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		return store.Instrument(s), nil
+	case "redis":
+		return redisstore.Open(ctx, p.RedisURL, p.Namespace)
+	case "memory":
+		return store.Instrument(memory.New()), nil
+	}
+	return nil, fmt.Errorf("persistence.mode %q is not supported", p.Mode)
+}
+
+// EnsureAPIKey makes sure a config with no keys has one: the key in $TUFT_HOME/api_key,
+// generated (tml- prefix, as the Tinker SDK requires) on first start. It returns the
+// key when it was newly generated, so the caller can print it once.
+func EnsureAPIKey(cfg *config.Config) (newKey string, err error) {
+	if len(cfg.Auth.APIKeys) > 0 {
+		return "", nil
+	}
+	path := filepath.Join(cfg.Home, "api_key")
+	b, err := os.ReadFile(path)
+	key := strings.TrimSpace(string(b))
+	switch {
+	case err == nil && key != "":
+	case err == nil || errors.Is(err, os.ErrNotExist):
+		raw := make([]byte, 24)
+		if _, err := rand.Read(raw); err != nil {
+			return "", err
+		}
+		key = "tml-" + hex.EncodeToString(raw)
+		if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+			return "", fmt.Errorf("create TUFT_HOME: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("write %s: %w", path, err)
+		}
+		newKey = key
+	default:
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	sum := sha256.Sum256([]byte(key))
+	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "default", KeySHA256: hex.EncodeToString(sum[:])}}
+	return newKey, nil
+}
+
+// Start assembles and starts a server. It returns once the listener is open.
+func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{Cfg: cfg, Log: log, serveErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close(context.Background())
+		}
+	}()
+	exec := o.Executor
+	if exec == nil {
+		models, infos, err := LoadModels(cfg)
+		if err != nil {
+			return nil, err
+		}
+		exec = backend.NewLocal(models, infos)
+	}
+	s.Executor = exec
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Store = st
+	fut, err := futures.New(futures.Options{
+		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Futures = fut
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.Service = svc
+	s.Handler = api.New(svc, api.Options{
+		LongPoll: cfg.LongPoll(), MaxRequestBytes: cfg.Limits.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
+	})
+	ln := o.Listener
+	if ln == nil {
+		ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Server.Host, fmt.Sprint(cfg.Server.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+	}
+	s.ln = ln
+	if cfg.Server.PublicURL == "" {
+		s.Handler.SetPublicURL("http://" + ln.Addr().String())
+	}
+	s.http = &http.Server{Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() { s.serveErr <- s.http.Serve(ln) }()
+	ok = true
+	return s, nil
+}
+
+// Addr is the listening address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the base URL of the API.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Done reports a failure of the HTTP server.
+func (s *Server) Done() <-chan error { return s.serveErr }
+
+// Shutdown stops accepting requests, ends long-polls, lets running operations finish
+// (or fails them) within ctx, fails queued ones with a clear error, and flushes the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.once.Do(func() { err = s.close(ctx) })
+	return err
+}
+
+func (s *Server) close(ctx context.Context) error {
+	var errs []error
+	if s.Handler != nil {
+		s.Handler.BeginShutdown()
+	}
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+		}
+	}
+	if s.Futures != nil {
+		if err := s.Futures.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("futures: %w", err))
+		}
+	}
+	if s.Service != nil {
+		s.Service.Close()
+	}
+	if s.Executor != nil {
+		if err := s.Executor.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %w", err))
+		}
+	}
+	if s.Store != nil {
+		if err := s.Store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

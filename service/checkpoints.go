@@ -1,0 +1,296 @@
+package service
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tuft-go/tuft/futures"
+)
+
+// ParseTinkerPath splits tinker://<run>/<weights|sampler_weights>/<name>.
+func ParseTinkerPath(p string) (runID, kind, name string, err error) {
+	rest, ok := strings.CutPrefix(p, "tinker://")
+	if !ok {
+		return "", "", "", invalidf("path %q must start with tinker://", p)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return "", "", "", invalidf("path %q must look like tinker://<training_run_id>/weights/<name> or .../sampler_weights/<name>", p)
+	}
+	if parts[1] != "weights" && parts[1] != "sampler_weights" {
+		return "", "", "", invalidf("path %q: the second part must be weights or sampler_weights, not %q", p, parts[1])
+	}
+	if err := validCheckpointName(parts[2]); err != nil {
+		return "", "", "", err
+	}
+	return parts[0], parts[1], parts[2], nil
+}
+
+// RunView is a training run as the REST API shows it.
+type RunView struct {
+	Run
+	LastCheckpointRec *Checkpoint
+	LastSamplerRec    *Checkpoint
+}
+
+func (s *Service) view(r *Run) RunView {
+	v := RunView{Run: *r}
+	if c, ok := s.ckpts[r.ID][r.LastCheckpoint]; ok {
+		cc := *c
+		v.LastCheckpointRec = &cc
+	}
+	if c, ok := s.ckpts[r.ID][r.LastSamplerCkpt]; ok {
+		cc := *c
+		v.LastSamplerRec = &cc
+	}
+	return v
+}
+
+// ListRuns lists the tenant's training runs, most recently used first.
+func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []*Run
+	for _, r := range s.runs {
+		if r.Tenant == tenant {
+			all = append(all, r)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
+			return all[i].LastRequestTime.After(all[j].LastRequestTime)
+		}
+		return all[i].ID < all[j].ID
+	})
+	var out []RunView
+	for _, r := range page(all, limit, offset) {
+		out = append(out, s.view(r))
+	}
+	return out, len(all)
+}
+
+// GetRun describes one training run.
+func (s *Service) GetRun(tenant, id string) (RunView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.ownedRun(tenant, id)
+	if err != nil {
+		return RunView{}, err
+	}
+	return s.view(r), nil
+}
+
+// ListCheckpoints lists one run's checkpoints, oldest first.
+func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.ownedRun(tenant, runID); err != nil {
+		return nil, err
+	}
+	out := make([]Checkpoint, 0, len(s.ckpts[runID]))
+	for _, c := range s.ckpts[runID] {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID() < out[j].ID()
+	})
+	return out, nil
+}
+
+// ListAllCheckpoints lists every checkpoint of the tenant, newest first.
+func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
+	s.mu.Lock()
+	var all []Checkpoint
+	for _, m := range s.ckpts {
+		for _, c := range m {
+			if c.Tenant == tenant {
+				all = append(all, *c)
+			}
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].TinkerPath() < all[j].TinkerPath()
+	})
+	return page(all, limit, offset), len(all)
+}
+
+// ownedCheckpoint finds a tenant's checkpoint by run and checkpoint id ("weights/<name>",
+// "sampler_weights/<name>", or a bare name, tried as weights then sampler_weights).
+// Callers hold s.mu.
+func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, error) {
+	if _, err := s.ownedRun(tenant, runID); err != nil {
+		return nil, err
+	}
+	ids := []string{ckptID}
+	if !strings.Contains(ckptID, "/") {
+		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID}
+	}
+	for _, id := range ids {
+		if c, ok := s.ckpts[runID][id]; ok {
+			return c, nil
+		}
+	}
+	return nil, notFoundf("checkpoint %q not found in training run %s", ckptID, runID)
+}
+
+// DeleteCheckpoint removes a checkpoint's files and record.
+func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID string) error {
+	s.mu.Lock()
+	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return classify(s.removeCheckpoint(ctx, c))
+}
+
+func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
+	// Record first: a crash between the two leaves orphan files, never a record that
+	// points at nothing.
+	if err := s.st.Del(ctx, ckptKey(c.RunID, c.Type, c.Name)); err != nil {
+		return fmt.Errorf("delete checkpoint record: %w", err)
+	}
+	s.mu.Lock()
+	delete(s.ckpts[c.RunID], c.ID())
+	if r, ok := s.runs[c.RunID]; ok {
+		if r.LastCheckpoint == c.ID() {
+			r.LastCheckpoint = ""
+		}
+		if r.LastSamplerCkpt == c.ID() {
+			r.LastSamplerCkpt = ""
+		}
+	}
+	s.mu.Unlock()
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("delete checkpoint files: %w", err)
+	}
+	return nil
+}
+
+// SetPublic publishes or unpublishes a checkpoint (published ones are readable by every
+// tenant: loadable and samplable).
+func (s *Service) SetPublic(ctx context.Context, tenant, runID, ckptID string, public bool) error {
+	return s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public = public })
+}
+
+// SetTTL sets (ttl > 0) or clears (nil) a checkpoint's expiry.
+func (s *Service) SetTTL(ctx context.Context, tenant, runID, ckptID string, ttl *int64) error {
+	if ttl != nil && *ttl <= 0 {
+		return invalidf("ttl_seconds %d must be positive (or null to keep the checkpoint)", *ttl)
+	}
+	now := s.now()
+	return s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) {
+		if ttl == nil {
+			c.ExpiresAt = nil
+			return
+		}
+		t := now.Add(time.Duration(*ttl) * time.Second)
+		c.ExpiresAt = &t
+	})
+}
+
+func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID string, f func(*Checkpoint)) error {
+	s.mu.Lock()
+	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	f(c)
+	cc := *c
+	s.mu.Unlock()
+	return classify(putJSON(ctx, s.st, ckptKey(cc.RunID, cc.Type, cc.Name), &cc))
+}
+
+// ArchiveToken returns a signed, expiring token for downloading a checkpoint's archive.
+func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) (string, time.Time, error) {
+	s.mu.Lock()
+	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+	s.mu.Unlock()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	exp := s.now().Add(ttl).Truncate(time.Second)
+	payload := c.TinkerPath()
+	buf := make([]byte, 8, 8+len(payload))
+	binary.BigEndian.PutUint64(buf, uint64(exp.Unix()))
+	buf = append(buf, payload...)
+	mac := hmac.New(sha256.New, s.secret)
+	mac.Write(buf)
+	tok := base64.RawURLEncoding.EncodeToString(buf) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	return tok, exp, nil
+}
+
+// ErrBadToken is returned for an archive token that is malformed, forged or expired.
+var ErrBadToken = errors.New("archive link is invalid or expired")
+
+// OpenArchive verifies a token and returns the checkpoint it grants.
+func (s *Service) OpenArchive(tok string) (Checkpoint, error) {
+	a, b, ok := strings.Cut(tok, ".")
+	if !ok {
+		return Checkpoint{}, ErrBadToken
+	}
+	buf, err1 := base64.RawURLEncoding.DecodeString(a)
+	sig, err2 := base64.RawURLEncoding.DecodeString(b)
+	if err1 != nil || err2 != nil || len(buf) < 9 {
+		return Checkpoint{}, ErrBadToken
+	}
+	mac := hmac.New(sha256.New, s.secret)
+	mac.Write(buf)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return Checkpoint{}, ErrBadToken
+	}
+	if s.now().Unix() > int64(binary.BigEndian.Uint64(buf[:8])) {
+		return Checkpoint{}, ErrBadToken
+	}
+	runID, kind, name, err := ParseTinkerPath(string(buf[8:]))
+	if err != nil {
+		return Checkpoint{}, ErrBadToken
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.ckpts[runID][kind+"/"+name]
+	if !ok {
+		return Checkpoint{}, notFoundf("checkpoint %s no longer exists", string(buf[8:]))
+	}
+	return *c, nil
+}
+
+// WeightsInfo describes the checkpoint a tinker:// path names.
+func (s *Service) WeightsInfo(tenant, path string) (Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.resolvePath(tenant, path)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return *c, nil
+}
+
+// Retrieve long-polls a future of tenant.
+func (s *Service) Retrieve(ctx context.Context, tenant, id string, wait time.Duration) (futures.Record, error) {
+	rec, err := s.fut.Wait(ctx, tenant, id, wait)
+	if errors.Is(err, futures.ErrNotFound) {
+		return rec, notFoundf("future %q not found (unknown, expired after %s, or not yours)", id, s.cfg.FutureTTL())
+	}
+	if err != nil {
+		return rec, classify(err)
+	}
+	return rec, nil
+}

@@ -1,0 +1,141 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/store"
+)
+
+// Store keys. Every record is JSON; ids are global and records carry their tenant.
+const (
+	keySession   = "session/"
+	keyRun       = "run/"
+	keyCkpt      = "ckpt/"
+	keySampler   = "sampler/"
+	keySignature = "meta/signature"
+	keySecret    = "meta/archive_secret"
+)
+
+// Session is a client session (one ServiceClient).
+type Session struct {
+	ID            string            `json:"id"`
+	Tenant        string            `json:"tenant"`
+	Tags          []string          `json:"tags,omitempty"`
+	UserMetadata  map[string]any    `json:"user_metadata,omitempty"`
+	SDKVersion    string            `json:"sdk_version,omitempty"`
+	ProjectID     string            `json:"project_id,omitempty"`
+	CreatedAt     time.Time         `json:"created_at"`
+	LastHeartbeat time.Time         `json:"last_heartbeat"`
+	Expired       bool              `json:"expired,omitempty"`
+	Extra         map[string]string `json:"extra,omitempty"`
+}
+
+// Run is a training run: one LoRA adapter on a base model.
+type Run struct {
+	ID              string            `json:"id"`
+	Tenant          string            `json:"tenant"`
+	SessionID       string            `json:"session_id"`
+	ModelSeqID      int64             `json:"model_seq_id"`
+	BaseModel       string            `json:"base_model"`
+	Lora            engine.LoraConfig `json:"lora"`
+	UserMetadata    map[string]any    `json:"user_metadata,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	LastRequestTime time.Time         `json:"last_request_time"`
+	// NextSeq is the next seq_id the run expects; persisted after every operation.
+	NextSeq int64 `json:"next_seq"`
+	// Loaded is true while the adapter exists in the executor.
+	Loaded    bool   `json:"loaded"`
+	Ready     bool   `json:"ready"` // create_model finished
+	Unloaded  bool   `json:"unloaded,omitempty"`
+	Corrupted bool   `json:"corrupted,omitempty"`
+	Note      string `json:"note,omitempty"` // why the run is unloaded or corrupted
+	// AutosaveSeq is the seq_id after which the autosaved state was written (0: none).
+	AutosaveSeq     int64     `json:"autosave_seq,omitempty"`
+	AutosaveAt      time.Time `json:"autosave_at,omitempty"`
+	EphemeralCount  int64     `json:"ephemeral_count,omitempty"`
+	RequestID       string    `json:"create_request_id,omitempty"`
+	CreatePayload   string    `json:"create_payload_hash,omitempty"`
+	LastCheckpoint  string    `json:"last_checkpoint,omitempty"`   // checkpoint id "weights/<name>"
+	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
+}
+
+// Checkpoint types as the REST API names them.
+const (
+	CkptTraining = "training"
+	CkptSampler  = "sampler"
+)
+
+// Checkpoint is the metadata of a saved adapter on disk.
+type Checkpoint struct {
+	RunID     string            `json:"run_id"`
+	Tenant    string            `json:"tenant"`
+	Type      string            `json:"type"` // training | sampler
+	Name      string            `json:"name"`
+	Dir       string            `json:"dir"`
+	CreatedAt time.Time         `json:"created_at"`
+	SizeBytes int64             `json:"size_bytes"`
+	Public    bool              `json:"public"`
+	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
+	SeqID     int64             `json:"seq_id"`
+	BaseModel string            `json:"base_model"`
+	Lora      engine.LoraConfig `json:"lora"`
+}
+
+// ID is the checkpoint id of the REST API: "weights/<name>" or "sampler_weights/<name>".
+func (c *Checkpoint) ID() string { return ckptKindDir(c.Type) + "/" + c.Name }
+
+// TinkerPath is tinker://<run>/<weights|sampler_weights>/<name>.
+func (c *Checkpoint) TinkerPath() string { return "tinker://" + c.RunID + "/" + c.ID() }
+
+func ckptKindDir(typ string) string {
+	if typ == CkptSampler {
+		return "sampler_weights"
+	}
+	return "weights"
+}
+
+// Sampler is a sampling session: a base model, optionally with an adapter loaded from a
+// sampler checkpoint.
+type Sampler struct {
+	ID         string    `json:"id"`
+	Tenant     string    `json:"tenant"`
+	SessionID  string    `json:"session_id"`
+	SeqID      int64     `json:"seq_id"`
+	BaseModel  string    `json:"base_model"`
+	ModelPath  string    `json:"model_path,omitempty"` // tinker:// path, "" for the base model
+	AdapterDir string    `json:"adapter_dir,omitempty"`
+	Lora       bool      `json:"lora"`
+	Ephemeral  bool      `json:"ephemeral,omitempty"` // created by save_weights_and_get_sampling_client
+	RunID      string    `json:"run_id,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	Closed     bool      `json:"closed,omitempty"`
+}
+
+var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// validCheckpointName rejects names that could escape the run's directory or break
+// tinker:// parsing (which allows no '/').
+func validCheckpointName(name string) error {
+	if !checkpointName.MatchString(name) {
+		return invalidf("checkpoint name %q is invalid: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/')", name)
+	}
+	return nil
+}
+
+func putJSON(ctx context.Context, st store.Store, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	if err := st.Set(ctx, key, b, 0); err != nil {
+		return fmt.Errorf("persist %s: %w", key, err)
+	}
+	return nil
+}
+
+func ckptKey(runID, typ, name string) string { return keyCkpt + runID + "/" + typ + "/" + name }

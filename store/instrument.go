@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Instrument wraps a store with telemetry at its seam: a span per operation
+// ("store.SET", "store.GET", …) with db.system and db.operation (never keys' values), and
+// the tuft.redis.operation.duration histogram. The Redis store instruments itself with a
+// go-redis hook instead.
+func Instrument(s Store) Store { return &instrumented{s: s, system: s.Kind()} }
+
+type instrumented struct {
+	s      Store
+	system string
+}
+
+func (i *instrumented) start(ctx context.Context, span, op string) (context.Context, trace.Span, time.Time) {
+	ctx, sp := telemetry.Tracer(telemetry.ScopeStore).Start(ctx, span, trace.WithSpanKind(trace.SpanKindClient))
+	if sp.IsRecording() {
+		sp.SetAttributes(attribute.String(telemetry.AttrDBSystem, i.system), attribute.String(telemetry.AttrDBOperation, op))
+	}
+	return ctx, sp, time.Now()
+}
+
+func (i *instrumented) end(ctx context.Context, sp trace.Span, t0 time.Time, op string, err error) {
+	telemetry.Metrics().RedisOperationDuration.Record(ctx, time.Since(t0).Seconds(),
+		metric.WithAttributes(attribute.String(telemetry.MAttrOperation, op)))
+	if err == ErrNotFound {
+		err = nil // a miss is an answer, not a failure
+	}
+	telemetry.End(sp, err)
+}
+
+func (i *instrumented) Get(ctx context.Context, key string) ([]byte, error) {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreGET, "GET")
+	v, err := i.s.Get(ctx, key)
+	i.end(ctx, sp, t0, "GET", err)
+	return v, err
+}
+
+func (i *instrumented) Set(ctx context.Context, key string, v []byte, ttl time.Duration) error {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreSET, "SET")
+	err := i.s.Set(ctx, key, v, ttl)
+	i.end(ctx, sp, t0, "SET", err)
+	return err
+}
+
+func (i *instrumented) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreSETNX, "SETNX")
+	ok, err := i.s.SetNX(ctx, key, v, ttl)
+	i.end(ctx, sp, t0, "SETNX", err)
+	return ok, err
+}
+
+func (i *instrumented) Del(ctx context.Context, keys ...string) error {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreDEL, "DEL")
+	err := i.s.Del(ctx, keys...)
+	i.end(ctx, sp, t0, "DEL", err)
+	return err
+}
+
+func (i *instrumented) Scan(ctx context.Context, prefix string, fn func(string, []byte) error) error {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreSCAN, "SCAN")
+	err := i.s.Scan(ctx, prefix, fn)
+	i.end(ctx, sp, t0, "SCAN", err)
+	return err
+}
+
+func (i *instrumented) Apply(ctx context.Context, ops []Op) error {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreAPPLY, "APPLY")
+	err := i.s.Apply(ctx, ops)
+	i.end(ctx, sp, t0, "APPLY", err)
+	return err
+}
+
+func (i *instrumented) Clear(ctx context.Context) error {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreCLEAR, "CLEAR")
+	err := i.s.Clear(ctx)
+	i.end(ctx, sp, t0, "CLEAR", err)
+	return err
+}
+
+func (i *instrumented) Kind() string { return i.s.Kind() }
+func (i *instrumented) Close() error { return i.s.Close() }

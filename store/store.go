@@ -1,0 +1,46 @@
+// Package store persists the control plane's records: sessions, training runs, sampling
+// sessions, checkpoint metadata, futures and their results. One interface, three
+// implementations: embedded (crash-safe single file, the default), Redis (shared by
+// several API replicas) and memory (tests, ephemeral deployments).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by Get for a missing or expired key.
+var ErrNotFound = errors.New("store: key not found")
+
+// Op is one write inside an atomic batch: a Set (Value non-nil) or a Del (Value nil).
+type Op struct {
+	Key   string
+	Value []byte
+	TTL   time.Duration // 0 = no expiry
+}
+
+// Store is a namespaced key-value store. Keys are plain strings chosen by the caller
+// (e.g. "run/<id>"); implementations prefix them with their namespace. Values are opaque
+// bytes. All methods are safe for concurrent use.
+type Store interface {
+	// Get returns the value of key, or ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Set writes key; ttl 0 keeps it until deleted.
+	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	// SetNX writes key only if it does not exist; it reports whether it wrote.
+	SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+	// Del removes keys; missing keys are not an error.
+	Del(ctx context.Context, keys ...string) error
+	// Scan calls fn for every live key with the prefix, in key order for the embedded and
+	// memory stores (unordered for Redis). Returning an error from fn stops the scan.
+	Scan(ctx context.Context, prefix string, fn func(key string, value []byte) error) error
+	// Apply performs all ops atomically: all are visible, or none.
+	Apply(ctx context.Context, ops []Op) error
+	// Clear deletes every key of the namespace (tuft clear persistence).
+	Clear(ctx context.Context) error
+	// Kind names the implementation ("bbolt", "redis", "memory").
+	Kind() string
+	// Close flushes and releases the store.
+	Close() error
+}

@@ -1,0 +1,103 @@
+package telemetry
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Keys are the correlation ("share") keys of spec §3. They travel in the context, so a
+// span started anywhere below a handler carries them without the code repeating them.
+type Keys struct {
+	SessionID         string
+	TrainingRunID     string
+	SamplingSessionID string
+	RequestID         string
+	OperationType     string
+	BaseModel         string
+	LoraRank          int
+	Backward          *bool
+}
+
+type keysCtx struct{}
+
+// WithKeys merges k into the keys already in ctx (non-zero fields of k win).
+func WithKeys(ctx context.Context, k Keys) context.Context {
+	cur, _ := ctx.Value(keysCtx{}).(Keys)
+	if k.SessionID != "" {
+		cur.SessionID = k.SessionID
+	}
+	if k.TrainingRunID != "" {
+		cur.TrainingRunID = k.TrainingRunID
+	}
+	if k.SamplingSessionID != "" {
+		cur.SamplingSessionID = k.SamplingSessionID
+	}
+	if k.RequestID != "" {
+		cur.RequestID = k.RequestID
+	}
+	if k.OperationType != "" {
+		cur.OperationType = k.OperationType
+	}
+	if k.BaseModel != "" {
+		cur.BaseModel = k.BaseModel
+	}
+	if k.LoraRank != 0 {
+		cur.LoraRank = k.LoraRank
+	}
+	if k.Backward != nil {
+		cur.Backward = k.Backward
+	}
+	return context.WithValue(ctx, keysCtx{}, cur)
+}
+
+// KeysFrom returns the keys in ctx.
+func KeysFrom(ctx context.Context) Keys {
+	k, _ := ctx.Value(keysCtx{}).(Keys)
+	return k
+}
+
+// KeyAttributes returns the known keys as span attributes.
+func KeyAttributes(k Keys) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, 8)
+	add := func(key, v string) {
+		if v != "" {
+			out = append(out, attribute.String(key, v))
+		}
+	}
+	add(AttrSessionID, k.SessionID)
+	add(AttrTrainingRunID, k.TrainingRunID)
+	add(AttrSamplingSessionID, k.SamplingSessionID)
+	add(AttrRequestID, k.RequestID)
+	add(AttrOperationType, k.OperationType)
+	add(AttrBaseModel, k.BaseModel)
+	if k.LoraRank != 0 {
+		out = append(out, attribute.Int(AttrLoraRank, k.LoraRank))
+	}
+	if k.Backward != nil {
+		out = append(out, attribute.Bool(AttrBackward, *k.Backward))
+	}
+	return out
+}
+
+// StartSpan starts a span that carries every correlation key in ctx plus attrs. When
+// the span is not recording (tracing off or sampled out) no attribute is built.
+func StartSpan(ctx context.Context, tr trace.Tracer, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, sp := tr.Start(ctx, name)
+	if sp.IsRecording() {
+		sp.SetAttributes(KeyAttributes(KeysFrom(ctx))...)
+		sp.SetAttributes(attrs...)
+	}
+	return ctx, sp
+}
+
+// End ends a span, marking it failed with the error when err is not nil.
+func End(sp trace.Span, err error) {
+	if err != nil && sp.IsRecording() {
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, err.Error())
+	}
+	sp.End()
+}

@@ -1,0 +1,105 @@
+package telemetry
+
+import (
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Instruments holds every instrument of the "tuft" meter, created once per meter provider.
+type Instruments struct {
+	TrainingModelsActive     metric.Int64UpDownCounter
+	TrainingTokensPerSecond  metric.Float64Histogram
+	TrainingCheckpointsSaved metric.Int64Counter
+	TrainingCheckpointSize   metric.Int64Histogram
+	SamplingSessionsActive   metric.Int64UpDownCounter
+	SamplingRequests         metric.Int64Counter
+	SamplingDuration         metric.Float64Histogram
+	SamplingTokensPerSecond  metric.Float64Histogram
+	SamplingOutputTokens     metric.Int64Histogram
+	FuturesQueueLength       metric.Int64UpDownCounter
+	FuturesCreated           metric.Int64Counter
+	FuturesCompleted         metric.Int64Counter
+	FuturesWaitTime          metric.Float64Histogram
+	FuturesExecutionTime     metric.Float64Histogram
+	RedisOperationDuration   metric.Float64Histogram
+
+	// ModelIDAttribute is false when telemetry.metrics.model_id_attribute is off:
+	// callers then leave model_id off the metrics that carry it.
+	ModelIDAttribute bool
+}
+
+// SecondsBuckets are the explicit bucket boundaries of every histogram in seconds.
+var SecondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// TokensPerSecondBuckets are the bucket boundaries of the throughput histograms.
+var TokensPerSecondBuckets = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000}
+
+// TokenCountBuckets are the bucket boundaries of token-count histograms.
+var TokenCountBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536}
+
+// ByteBuckets are the bucket boundaries of size histograms.
+var ByteBuckets = []float64{1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30, 1 << 32}
+
+var current atomic.Pointer[Instruments]
+
+// Metrics returns the registry bound to the current global meter provider.
+func Metrics() *Instruments {
+	if m := current.Load(); m != nil {
+		return m
+	}
+	m := NewInstruments(otel.GetMeterProvider(), true)
+	current.CompareAndSwap(nil, m)
+	return current.Load()
+}
+
+// SetMetrics replaces the registry (Setup calls it after installing a provider; tests
+// use it with a provider that has a manual reader).
+func SetMetrics(m *Instruments) { current.Store(m) }
+
+// NewInstruments creates every instrument on mp's "tuft" meter.
+func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments {
+	m := mp.Meter(MeterTuft)
+	in := &Instruments{ModelIDAttribute: modelIDAttribute}
+	// Instrument creation only fails for invalid names or units, which are constants here;
+	// the SDK returns a usable no-op instrument alongside the error.
+	in.TrainingModelsActive, _ = m.Int64UpDownCounter(MetricTrainingModelsActive, metric.WithUnit("{model}"),
+		metric.WithDescription("Training runs (LoRA adapters) currently loaded."))
+	in.TrainingTokensPerSecond, _ = m.Float64Histogram(MetricTrainingTokensPerSecond, metric.WithUnit("{token}/s"),
+		metric.WithDescription("Input tokens per second of each forward / forward_backward."),
+		metric.WithExplicitBucketBoundaries(TokensPerSecondBuckets...))
+	in.TrainingCheckpointsSaved, _ = m.Int64Counter(MetricTrainingCheckpointsSaved, metric.WithUnit("{checkpoint}"),
+		metric.WithDescription("Checkpoints saved."))
+	in.TrainingCheckpointSize, _ = m.Int64Histogram(MetricTrainingCheckpointSize, metric.WithUnit("By"),
+		metric.WithDescription("Size of each saved checkpoint."), metric.WithExplicitBucketBoundaries(ByteBuckets...))
+	in.SamplingSessionsActive, _ = m.Int64UpDownCounter(MetricSamplingSessionsActive, metric.WithUnit("{session}"),
+		metric.WithDescription("Sampling sessions currently open."))
+	in.SamplingRequests, _ = m.Int64Counter(MetricSamplingRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Sample requests executed."))
+	in.SamplingDuration, _ = m.Float64Histogram(MetricSamplingDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each sample request."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+	in.SamplingTokensPerSecond, _ = m.Float64Histogram(MetricSamplingTokensPerSecond, metric.WithUnit("{token}/s"),
+		metric.WithDescription("Output tokens per second of each sample request."),
+		metric.WithExplicitBucketBoundaries(TokensPerSecondBuckets...))
+	in.SamplingOutputTokens, _ = m.Int64Histogram(MetricSamplingOutputTokens, metric.WithUnit("{token}"),
+		metric.WithDescription("Output tokens of each returned sequence."), metric.WithExplicitBucketBoundaries(TokenCountBuckets...))
+	in.FuturesQueueLength, _ = m.Int64UpDownCounter(MetricFuturesQueueLength, metric.WithUnit("{future}"),
+		metric.WithDescription("Futures waiting or running."))
+	in.FuturesCreated, _ = m.Int64Counter(MetricFuturesCreated, metric.WithUnit("{future}"),
+		metric.WithDescription("Futures created."))
+	in.FuturesCompleted, _ = m.Int64Counter(MetricFuturesCompleted, metric.WithUnit("{future}"),
+		metric.WithDescription("Futures completed, by status."))
+	in.FuturesWaitTime, _ = m.Float64Histogram(MetricFuturesWaitTime, metric.WithUnit("s"),
+		metric.WithDescription("Time from enqueue to the start of execution."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+	in.FuturesExecutionTime, _ = m.Float64Histogram(MetricFuturesExecutionTime, metric.WithUnit("s"),
+		metric.WithDescription("Execution time of each future."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+	in.RedisOperationDuration, _ = m.Float64Histogram(MetricRedisOperationDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each persistence operation."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+	return in
+}
+
+// Tracer returns a tracer of the current global provider (the project's get_tracer).
+// It is looked up per call so that a provider installed later is honoured.
+func Tracer(name string) trace.Tracer { return otel.Tracer(name) }

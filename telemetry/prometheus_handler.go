@@ -1,0 +1,9 @@
+package telemetry
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func promHandler() http.Handler { return promhttp.Handler() }
