@@ -178,7 +178,7 @@ func TestSFTFlowOverJSON(t *testing.T) {
 	h.a.Post("/api/v1/create_sampling_session", map[string]any{"session_id": sess, "sampling_session_seq_id": 0, "model_path": saved.Path, "type": "create_sampling_session"}, &ss)
 	var sf future
 	h.a.Post("/api/v1/asample", map[string]any{"num_samples": 3, "prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": tokens(1, 4)}}},
-		"sampling_params": map[string]any{"max_tokens": 5, "seed": 3, "temperature": 1.0, "top_k": -1, "top_p": 1.0},
+		"sampling_params":     map[string]any{"max_tokens": 5, "seed": 3, "temperature": 1.0, "top_k": -1, "top_p": 1.0},
 		"sampling_session_id": ss.SamplingSessionID, "seq_id": 0, "prompt_logprobs": true, "topk_prompt_logprobs": 2, "type": "sample"}, &sf)
 	var sample struct {
 		Sequences []struct {

@@ -322,8 +322,8 @@ func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
-		OpMeta:  service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)},
-		Name:    deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID}, h.enc)
+		OpMeta: service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)},
+		Name:   deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID}, h.enc)
 	h.future(w, r, id, req.ModelID, err)
 }
 
