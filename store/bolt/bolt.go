@@ -39,20 +39,67 @@ func WithSweepInterval(d time.Duration) Option {
 	return func(s *Store) { s.sweep = d }
 }
 
-// Open opens (creating if needed) the store file at path.
-func Open(path, namespace string, opts ...Option) (*Store, error) {
-	if namespace == "" {
-		return nil, errors.New("bolt store: empty namespace")
+// shared lets several namespaces of one process use one file: bbolt locks a file per
+// open handle, so the handle is shared and reference-counted.
+var (
+	sharedMu sync.Mutex
+	shared   = map[string]*sharedDB{}
+)
+
+type sharedDB struct {
+	db   *bbolt.DB
+	refs int
+}
+
+func openShared(path string) (*bbolt.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if s, ok := shared[abs]; ok {
+		s.refs++
+		return s.db, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
+	db, err := bbolt.Open(abs, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("store file %s is locked by another process (is another tuft running?)", path)
 		}
 		return nil, fmt.Errorf("store file %s: %w", path, err)
+	}
+	db.MaxBatchDelay = 2 * time.Millisecond
+	shared[abs] = &sharedDB{db: db, refs: 1}
+	return db, nil
+}
+
+func closeShared(db *bbolt.DB) error {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	for k, s := range shared {
+		if s.db == db {
+			s.refs--
+			if s.refs > 0 {
+				return nil
+			}
+			delete(shared, k)
+		}
+	}
+	return db.Close()
+}
+
+// Open opens (creating if needed) the store file at path and the namespace's bucket.
+func Open(path, namespace string, opts ...Option) (*Store, error) {
+	if namespace == "" {
+		return nil, errors.New("bolt store: empty namespace")
+	}
+	db, err := openShared(path)
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{db: db, path: path, bucket: []byte(namespace), now: time.Now, stop: make(chan struct{}), sweep: time.Minute}
 	for _, o := range opts {
@@ -62,10 +109,9 @@ func Open(path, namespace string, opts ...Option) (*Store, error) {
 		_, err := tx.CreateBucketIfNotExists(s.bucket)
 		return err
 	}); err != nil {
-		db.Close()
+		closeShared(db)
 		return nil, fmt.Errorf("store file %s: %w", path, err)
 	}
-	db.MaxBatchDelay = 2 * time.Millisecond
 	s.wg.Add(1)
 	go s.sweeper()
 	return s, nil
@@ -247,7 +293,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 	}
 	s.wg.Wait()
-	return s.db.Close()
+	return closeShared(s.db)
 }
 
 func (s *Store) sweeper() {
