@@ -36,7 +36,7 @@ func errf(field, format string, args ...any) error {
 
 // maxElements caps any one tensor, so a forged shape cannot make the server allocate
 // more than a request could plausibly carry.
-const maxElements = 1 << 26
+const maxElements = 1 << 24
 
 // DecodeJSON decodes one JSON value into v with errors that say where the problem is,
 // and rejects trailing data.
