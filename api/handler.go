@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -215,4 +217,15 @@ func (h *Handler) waitCtx(ctx context.Context) (context.Context, context.CancelF
 		}
 	}()
 	return ctx, cancel
+}
+
+// annotate puts correlation keys on the request's server span and into its context, so
+// a query by tuft.training_run_id (or session, sampler) finds the HTTP span too, and
+// futures enqueued by this request carry the keys to their execution.
+func annotate(r *http.Request, k telemetry.Keys) *http.Request {
+	ctx := telemetry.WithKeys(r.Context(), k)
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		sp.SetAttributes(telemetry.KeyAttributes(telemetry.KeysFrom(ctx))...)
+	}
+	return r.WithContext(ctx)
 }

@@ -117,6 +117,7 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant s
 		h.fail(w, r, err)
 		return
 	}
+	annotate(r, telemetry.Keys{SessionID: se.ID})
 	writeJSON(w, http.StatusOK, wire.CreateSessionResponse{SessionID: se.ID, Type: "create_session"})
 }
 
@@ -125,6 +126,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, tenant strin
 	if _, ok := h.decode(w, r, &req); !ok {
 		return
 	}
+	r = annotate(r, telemetry.Keys{SessionID: req.SessionID})
 	if err := h.svc.Heartbeat(r.Context(), tenant, req.SessionID); err != nil {
 		h.fail(w, r, err)
 		return
@@ -137,12 +139,14 @@ func (h *Handler) createSamplingSession(w http.ResponseWriter, r *http.Request, 
 	if _, ok := h.decode(w, r, &req); !ok {
 		return
 	}
+	r = annotate(r, telemetry.Keys{SessionID: req.SessionID})
 	base, path := deref(req.BaseModel), deref(req.ModelPath)
 	sm, err := h.svc.CreateSamplingSession(r.Context(), tenant, req.SessionID, req.SamplingSessionSeqID, base, path)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	annotate(r, telemetry.Keys{SamplingSessionID: sm.ID})
 	writeJSON(w, http.StatusOK, wire.CreateSamplingSessionResponse{SamplingSessionID: sm.ID, Type: "create_sampling_session"})
 }
 
@@ -177,6 +181,8 @@ func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant str
 		h.badRequest(w, r, fmt.Errorf("lora_config is required: only LoRA training is supported"))
 		return
 	}
+	r = annotate(r, telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
+		OperationType: telemetry.OpCreateModel, TrainingRunID: fmt.Sprintf("%s:train:%d", req.SessionID, req.ModelSeqID)})
 	lc := engine.LoraConfig{Rank: req.LoraConfig.Rank, TrainAttn: req.LoraConfig.TrainAttn, TrainMLP: req.LoraConfig.TrainMLP,
 		TrainUnembed: req.LoraConfig.TrainUnembed}
 	if req.LoraConfig.Seed != nil {
@@ -216,6 +222,7 @@ func (h *Handler) unloadModel(w http.ResponseWriter, r *http.Request, tenant str
 	if _, ok := h.decode(w, r, &req); !ok {
 		return
 	}
+	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpUnloadModel})
 	id, err := h.svc.UnloadModel(r.Context(), tenant, req.ModelID, h.enc)
 	h.future(w, r, id, req.ModelID, err)
 }
@@ -225,6 +232,7 @@ func (h *Handler) future(w http.ResponseWriter, r *http.Request, id, modelID str
 		h.fail(w, r, err)
 		return
 	}
+	annotate(r, telemetry.Keys{RequestID: id})
 	f := wire.UntypedAPIFuture{RequestID: id}
 	if modelID != "" {
 		f.ModelID = &modelID
@@ -284,6 +292,11 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	}
 	req := call.Req
 	req.Backward = !call.ForwardOnly
+	op := telemetry.OpForward
+	if req.Backward {
+		op = telemetry.OpForwardBackward
+	}
+	r = annotate(r, telemetry.Keys{TrainingRunID: call.ModelID, OperationType: op, Backward: &req.Backward})
 	id, err := h.svc.ForwardBackward(r.Context(), tenant, service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash}, req, h.enc)
 	h.future(w, r, id, call.ModelID, err)
 }
@@ -295,6 +308,7 @@ func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant strin
 		return
 	}
 	p := req.AdamParams.Engine()
+	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep})
 	id, err := h.svc.OptimStep(r.Context(), tenant, service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)}, p, h.enc)
 	h.future(w, r, id, req.ModelID, err)
 }
@@ -305,6 +319,7 @@ func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant str
 	if !ok {
 		return
 	}
+	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeights})
 	name := deref(req.Path)
 	if name == "" {
 		name = fmt.Sprintf("%06d", deref(req.SeqID))
@@ -337,6 +352,7 @@ func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant str
 		h.badRequest(w, r, fmt.Errorf("load_weights needs model_id (create the training run first; create_model_via_load_weights is not enabled)"))
 		return
 	}
+	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpLoadWeights})
 	id, err := h.svc.Load(r.Context(), tenant, service.LoadInput{
 		OpMeta: service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)},
 		Path:   req.Path, Optimizer: req.Optimizer}, h.enc)
@@ -357,6 +373,7 @@ func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string)
 		h.badRequest(w, r, fmt.Errorf("asample with model_path is not supported: create a sampling session for the checkpoint first"))
 		return
 	}
+	r = annotate(r, telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel})
 	id, err := h.svc.Sample(r.Context(), tenant, service.SampleInput{
 		SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
 		PayloadHash: payloadHash(body), Req: call.Req}, h.enc)
@@ -368,6 +385,7 @@ func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant 
 	if _, ok := h.decode(w, r, &req); !ok {
 		return
 	}
+	r = annotate(r, telemetry.Keys{RequestID: req.RequestID})
 	ctx, cancel := h.waitCtx(r.Context())
 	defer cancel()
 	rec, err := h.svc.Retrieve(ctx, tenant, req.RequestID, h.opt.LongPoll)
@@ -448,5 +466,3 @@ func (h *Handler) telemetryIntake(w http.ResponseWriter, r *http.Request, tenant
 	h.recordClientTelemetry(r.Context(), tenant, &req)
 	writeJSON(w, http.StatusOK, wire.TelemetryResponse{Status: "accepted"})
 }
-
-var _ = telemetry.AttrSessionID

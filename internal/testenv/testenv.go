@@ -83,7 +83,13 @@ func Start(t testing.TB, cfg config.Config) *server.Server {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	s, err := server.Start(context.Background(), cfg, server.Options{Logger: log})
+	return StartWith(t, cfg, server.Options{Logger: log})
+}
+
+// StartWith runs a server with cfg and options until the test ends.
+func StartWith(t testing.TB, cfg config.Config, o server.Options) *server.Server {
+	t.Helper()
+	s, err := server.Start(context.Background(), cfg, o)
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
