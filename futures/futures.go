@@ -557,9 +557,15 @@ func (m *Manager) execute(e *entry) {
 	ctx := telemetry.WithKeys(context.Background(), e.keys)
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{RequestID: e.rec.ID, OperationType: e.rec.OpType})
 	wait := e.rec.StartedAt.Sub(e.queued)
-	opts := []trace.SpanStartOption{trace.WithNewRoot()}
+	// The execution continues the enqueuing request's trace (so one trace runs from the
+	// HTTP span down to the model executor) and also links to the enqueuing span, the
+	// conventional marker of an asynchronous hand-off.
+	var opts []trace.SpanStartOption
 	if e.link.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: e.link}))
+		ctx = trace.ContextWithRemoteSpanContext(ctx, e.link)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: e.link, Attributes: []attribute.KeyValue{attribute.String("tuft.link", "enqueued_by")}}))
+	} else {
+		opts = append(opts, trace.WithNewRoot())
 	}
 	ctx, span := telemetry.Tracer(telemetry.ScopeFutures).Start(ctx, telemetry.SpanFutureExecute, opts...)
 	if span.IsRecording() {

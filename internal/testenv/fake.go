@@ -21,7 +21,9 @@ func NewNoopExecutor() *NoopExecutor { return &NoopExecutor{adapters: map[string
 
 // Models implements backend.Executor.
 func (e *NoopExecutor) Models() []backend.ModelInfo {
-	return []backend.ModelInfo{{Name: Model, Arch: "llama", VocabSize: 512, MaxContextLength: 2048, Signature: "noop"}}
+	return []backend.ModelInfo{{Name: Model, Arch: "llama", VocabSize: 512, MaxContextLength: 2048, Signature: "noop",
+		Config: engine.Config{Arch: "llama", VocabSize: 512, Hidden: 8, Intermediate: 8, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: 8,
+			RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 2048}}}
 }
 
 // CreateAdapter implements backend.Executor.

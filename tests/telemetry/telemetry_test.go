@@ -124,6 +124,7 @@ func TestFullFlowMeetsTheContract(t *testing.T) {
 		tb := byID[hf.Parent().SpanID()]
 		tc := byID[tb.Parent().SpanID()]
 		fut := byID[tc.Parent().SpanID()]
+		_ = fut
 		if tb == nil || tb.Name() != telemetry.SpanTBForwardBackward || tc == nil || tc.Name() != telemetry.SpanTCRunForwardBackward ||
 			fut == nil || fut.Name() != telemetry.SpanFutureExecute {
 			t.Fatalf("broken parent chain above %s", hf.Name())
@@ -134,6 +135,9 @@ func TestFullFlowMeetsTheContract(t *testing.T) {
 		http := byID[fut.Links()[0].SpanContext.SpanID()]
 		if http == nil || http.Name() != "POST /api/v1/forward_backward" {
 			t.Fatalf("future links to %v", http)
+		}
+		if hf.SpanContext().TraceID() != http.SpanContext().TraceID() || fut.Parent().SpanID() != http.SpanContext().SpanID() {
+			t.Fatal("the executor span is not in the HTTP request's trace")
 		}
 		if attrs(hf)[telemetry.AttrTrainingRunID] != attrs(http)[telemetry.AttrTrainingRunID] {
 			t.Fatal("run id differs between HTTP and executor spans")

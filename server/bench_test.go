@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/server"
+	"github.com/tuft-go/tuft/store/storetest"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// runLoad has `clients` concurrent clients, each with its own training run, submit a
+// trivial operation (optim_step on a no-op executor) and retrieve its result, until
+// total operations are done. It returns each submit+retrieve latency and the wall time.
+func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, time.Duration) {
+	type runner struct {
+		c     *testenv.Client
+		model string
+		seq   int
+	}
+	rs := make([]*runner, clients)
+	for i := range rs {
+		c := testenv.NewClient(b, url, testenv.KeyA)
+		var se struct {
+			SessionID string `json:"session_id"`
+		}
+		c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "bench"}, &se)
+		var f struct {
+			RequestID string `json:"request_id"`
+			ModelID   string `json:"model_id"`
+		}
+		c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model, "lora_config": map[string]any{"rank": 1}}, &f)
+		c.Result(f.RequestID, nil)
+		rs[i] = &runner{c: c, model: f.ModelID, seq: 1}
+	}
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, total)
+	per := total / clients
+	if per < 1 {
+		per = 1
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Add(1)
+		go func(r *runner) {
+			defer wg.Done()
+			local := make([]time.Duration, 0, per)
+			for i := 0; i < per; i++ {
+				t0 := time.Now()
+				var f struct {
+					RequestID string `json:"request_id"`
+				}
+				r.c.Post("/api/v1/optim_step", map[string]any{"model_id": r.model, "seq_id": r.seq, "adam_params": map[string]any{"learning_rate": 0.001}}, &f)
+				r.seq++
+				r.c.Result(f.RequestID, nil)
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}(r)
+	}
+	wg.Wait()
+	return lat, time.Since(start)
+}
+
+func report(b *testing.B, lat []time.Duration, wall time.Duration) (opsPerSec float64, p50, p99 time.Duration) {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p50, p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	opsPerSec = float64(len(lat)) / wall.Seconds()
+	b.ReportMetric(opsPerSec, "ops/s")
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+	return
+}
+
+func startNoop(b *testing.B, mode string, mut func(*config.Config)) *server.Server {
+	dir := b.TempDir()
+	cfg := config.Default(dir)
+	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "alice", KeySHA256: "a1f3b2c71cd2a1e8c6c6d39b4e6b3fbf7d9bb0c0dfdc2d3c1e8b5e9c1f4a7d20"}}
+	cfg.Persistence.Mode = mode
+	cfg.Persistence.Path = filepath.Join(dir, "tuft.db")
+	cfg.CheckpointDir = filepath.Join(dir, "ck")
+	cfg.Limits.MaxQueuedPerTenant = 1 << 20
+	if mut != nil {
+		mut(&cfg)
+	}
+	cfg.Auth.APIKeys[0].KeySHA256 = hashKey(testenv.KeyA)
+	return testenv.StartWith(b, cfg, server.Options{Executor: testenv.NewNoopExecutor()})
+}
+
+// BenchmarkControlPlane prints ops/s, p50 and p99 of submit+retrieve of a trivial
+// operation from 32 concurrent clients over loopback, per store.
+func BenchmarkControlPlane(b *testing.B) {
+	for _, mode := range []string{"embedded", "redis", "memory"} {
+		b.Run(mode, func(b *testing.B) {
+			s := startNoop(b, mode, func(c *config.Config) {
+				if mode == "redis" {
+					c.Persistence.RedisURL = storetest.StartRedis(b)
+				}
+			})
+			b.ResetTimer()
+			lat, wall := runLoad(b, s.URL(), 32, max(b.N, 64))
+			ops, p50, p99 := report(b, lat, wall)
+			fmt.Fprintf(os.Stderr, "control plane %-8s %7.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  (%d ops)\n", mode, ops, ms(p50), ms(p99), len(lat))
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkTelemetryOverhead compares control-plane throughput with telemetry disabled,
+// with sampling ratio 0, and fully on against a live collector (TUFT_BENCH_OTLP, e.g.
+// http://127.0.0.1:4317; the last mode is skipped without it), in one run.
+func BenchmarkTelemetryOverhead(b *testing.B) {
+	modes := []struct {
+		name string
+		cfg  func(*telemetry.Config)
+	}{
+		{"disabled", func(c *telemetry.Config) { c.Enabled = false }},
+		{"sampling0", func(c *telemetry.Config) { c.Enabled, c.SamplingRatio, c.OTLPEndpoint = true, 0, os.Getenv("TUFT_BENCH_OTLP") }},
+		{"full", func(c *telemetry.Config) { c.Enabled, c.SamplingRatio, c.OTLPEndpoint = true, 1, os.Getenv("TUFT_BENCH_OTLP") }},
+	}
+	base := 0.0
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) {
+			if m.name != "disabled" && os.Getenv("TUFT_BENCH_OTLP") == "" {
+				b.Skip("set TUFT_BENCH_OTLP to a live collector")
+			}
+			tc := telemetry.DefaultConfig()
+			m.cfg(&tc)
+			tel, err := telemetry.Setup(context.Background(), tc, "server", telemetry.WithLogLevel("error"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			s := startNoop(b, "memory", nil)
+			b.ResetTimer()
+			lat, wall := runLoad(b, s.URL(), 32, max(b.N, 64))
+			ops, p50, p99 := report(b, lat, wall)
+			if m.name == "disabled" {
+				base = ops
+			}
+			ratio := 1.0
+			if base > 0 {
+				ratio = ops / base
+			}
+			fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s (%.3f of disabled)  p50 %6.2f ms  p99 %6.2f ms\n", m.name, ops, ratio, ms(p50), ms(p99))
+		})
+	}
+}

@@ -1,0 +1,11 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+func hashKey(k string) string {
+	s := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(s[:])
+}
