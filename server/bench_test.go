@@ -128,8 +128,12 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 		cfg  func(*telemetry.Config)
 	}{
 		{"disabled", func(c *telemetry.Config) { c.Enabled = false }},
-		{"sampling0", func(c *telemetry.Config) { c.Enabled, c.SamplingRatio, c.OTLPEndpoint = true, 0, os.Getenv("TUFT_BENCH_OTLP") }},
-		{"full", func(c *telemetry.Config) { c.Enabled, c.SamplingRatio, c.OTLPEndpoint = true, 1, os.Getenv("TUFT_BENCH_OTLP") }},
+		{"sampling0", func(c *telemetry.Config) {
+			c.Enabled, c.SamplingRatio, c.OTLPEndpoint = true, 0, os.Getenv("TUFT_BENCH_OTLP")
+		}},
+		{"full", func(c *telemetry.Config) {
+			c.Enabled, c.SamplingRatio, c.OTLPEndpoint = true, 1, os.Getenv("TUFT_BENCH_OTLP")
+		}},
 	}
 	base := 0.0
 	for _, m := range modes {
