@@ -210,6 +210,7 @@ type Manager struct {
 	pools     map[string]*pool
 	perTenant map[string]int
 	closing   bool
+	recovered map[string]int64 // per ordered queue: one past the highest seq_id resolved before a restart
 	running   sync.WaitGroup
 	workers   sync.WaitGroup
 	stop      chan struct{}
@@ -287,6 +288,7 @@ func (m *Manager) persist(ctx context.Context, rec *Record) error {
 // client can submit the operation again. It returns how many it failed.
 func (m *Manager) Recover(ctx context.Context) (int, error) {
 	var stale []Record
+	hw := map[string]int64{}
 	err := m.o.Store.Scan(ctx, keyFuture, func(_ string, v []byte) error {
 		var r Record
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -295,9 +297,14 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		}
 		if !r.Done() {
 			stale = append(stale, r)
+		} else if r.Ordered && r.SeqID+1 > hw[r.QueueKey] {
+			hw[r.QueueKey] = r.SeqID + 1
 		}
 		return nil
 	})
+	m.mu.Lock()
+	m.recovered = hw
+	m.mu.Unlock()
 	if err != nil {
 		return 0, fmt.Errorf("scan futures: %w", err)
 	}
@@ -320,6 +327,15 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		}
 	}
 	return len(stale), nil
+}
+
+// RecoveredNextSeq is one past the highest seq_id of queueKey that was resolved before
+// the restart Recover handled (0 when none): the persisted results are the ground truth
+// of how far an ordered queue got.
+func (m *Manager) RecoveredNextSeq(queueKey string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.recovered[queueKey]
 }
 
 // SetNextSeq sets the next expected seq_id of an ordered queue.
@@ -596,10 +612,17 @@ func (m *Manager) execute(e *entry) {
 	}
 	rec := e.rec
 	m.mu.Unlock()
-	if perr := m.persist(context.Background(), &rec); perr != nil {
-		m.log.Error("persist future result", "request_id", rec.ID, "error", perr)
-	}
-	m.finish(e, rec.Status)
+	// The result is persisted while the worker moves on: consecutive results then share
+	// one store commit. Waiters are woken, and the queue's next seq_id released, only
+	// once the result is durable.
+	m.running.Add(1)
+	go func() {
+		defer m.running.Done()
+		if perr := m.persist(context.Background(), &rec); perr != nil {
+			m.log.Error("persist future result", "request_id", rec.ID, "error", perr)
+		}
+		m.finish(e, rec.Status)
+	}()
 }
 
 // run calls the task, turning a panic into a server failure.

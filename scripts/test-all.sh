@@ -5,7 +5,7 @@
 # against a real OpenTelemetry Collector, and the Tinker SDK conformance suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export TUFT_REQUIRE_REDIS=1
+export TUFT_REQUIRE_REDIS=1 TUFT_REQUIRE_OTELCOL=1
 
 bash scripts/setup.sh
 

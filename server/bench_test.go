@@ -100,7 +100,7 @@ func startNoop(b *testing.B, mode string, mut func(*config.Config)) *server.Serv
 }
 
 // BenchmarkControlPlane prints ops/s, p50 and p99 of submit+retrieve of a trivial
-// operation from 32 concurrent clients over loopback, per store.
+// operation from concurrent clients (TUFT_BENCH_CLIENTS, default 16) over loopback, per store.
 func BenchmarkControlPlane(b *testing.B) {
 	for _, mode := range []string{"embedded", "redis", "memory"} {
 		b.Run(mode, func(b *testing.B) {
@@ -110,7 +110,7 @@ func BenchmarkControlPlane(b *testing.B) {
 				}
 			})
 			b.ResetTimer()
-			lat, wall := runLoad(b, s.URL(), 32, max(b.N, 64))
+			lat, wall := runLoad(b, s.URL(), benchClients(), max(b.N, 64))
 			ops, p50, p99 := report(b, lat, wall)
 			fmt.Fprintf(os.Stderr, "control plane %-8s %7.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  (%d ops)\n", mode, ops, ms(p50), ms(p99), len(lat))
 		})
@@ -150,7 +150,7 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			defer tel.Shutdown(context.Background())
 			s := startNoop(b, "memory", nil)
 			b.ResetTimer()
-			lat, wall := runLoad(b, s.URL(), 32, max(b.N, 64))
+			lat, wall := runLoad(b, s.URL(), benchClients(), max(b.N, 64))
 			ops, p50, p99 := report(b, lat, wall)
 			if m.name == "disabled" {
 				base = ops
@@ -162,4 +162,13 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s (%.3f of disabled)  p50 %6.2f ms  p99 %6.2f ms\n", m.name, ops, ratio, ms(p50), ms(p99))
 		})
 	}
+}
+
+// benchClients is TUFT_BENCH_CLIENTS, default 16 concurrent clients.
+func benchClients() int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("TUFT_BENCH_CLIENTS"), &n); err == nil && n > 0 {
+		return n
+	}
+	return 16
 }

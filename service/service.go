@@ -46,6 +46,10 @@ type Service struct {
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
+
+	dirtyMu sync.Mutex
+	dirty   map[string]*Run // run records to write, coalesced by the flusher
+	kick    chan struct{}
 }
 
 // Options wires a Service.
@@ -66,6 +70,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		models: map[string]backend.ModelInfo{}, keys: map[[32]byte]string{},
 		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
 		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}),
+		dirty: map[string]*Run{}, kick: make(chan struct{}, 1),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -97,9 +102,62 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.restore(ctx); err != nil {
 		return nil, err
 	}
-	s.stopped.Add(1)
+	s.stopped.Add(2)
 	go s.reaper()
+	go s.flusher()
 	return s, nil
+}
+
+// markDirty queues a run record for writing; the flusher coalesces many updates into one
+// store commit. Losing the last few updates in a crash is harmless: NextSeq is rebuilt
+// from the persisted futures, and the rest is bookkeeping.
+func (s *Service) markDirty(r *Run) {
+	s.mu.Lock()
+	c := *r
+	s.mu.Unlock()
+	s.dirtyMu.Lock()
+	s.dirty[c.ID] = &c
+	s.dirtyMu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) flusher() {
+	defer s.stopped.Done()
+	for {
+		select {
+		case <-s.stop:
+			s.flush(context.Background())
+			return
+		case <-s.kick:
+		}
+		time.Sleep(2 * time.Millisecond) // let more updates join this commit
+		s.flush(context.Background())
+	}
+}
+
+func (s *Service) flush(ctx context.Context) {
+	s.dirtyMu.Lock()
+	batch := s.dirty
+	s.dirty = map[string]*Run{}
+	s.dirtyMu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	ops := make([]store.Op, 0, len(batch))
+	for id, r := range batch {
+		b, err := json.Marshal(r)
+		if err != nil {
+			s.log.Error("encode run record", "run", id, "error", err)
+			continue
+		}
+		ops = append(ops, store.Op{Key: keyRun + id, Value: b})
+	}
+	if err := s.st.Apply(ctx, ops); err != nil {
+		s.log.Error("persist run records", "count", len(ops), "error", err)
+	}
 }
 
 // Close stops background work. It does not close the store or the futures manager.
@@ -295,6 +353,10 @@ func (s *Service) restore(ctx context.Context) error {
 
 // restoreRun brings a run's adapter back from the newest of its autosave and checkpoints.
 func (s *Service) restoreRun(ctx context.Context, r *Run) error {
+	// Run records are written lazily; the persisted futures say how far the run got.
+	if n := s.fut.RecoveredNextSeq(r.ID); n > r.NextSeq {
+		r.NextSeq = n
+	}
 	s.fut.SetNextSeq(r.ID, r.NextSeq)
 	if r.Unloaded || r.Corrupted {
 		r.Loaded = false
@@ -334,17 +396,20 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 }
 
 // latestState picks the most recent saved state of a run: the autosave written after
-// every optim_step, or a checkpoint if one is newer.
+// every optim_step and load, or a checkpoint if one was written later. Time decides, from
+// the files themselves, so a run record written lazily cannot point at stale state.
 func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) {
-	bestSeq := int64(-1)
-	if r.AutosaveSeq > 0 {
-		if _, err := os.Stat(filepath.Join(s.autosaveDir(r.ID), "adapter_model.safetensors")); err == nil {
-			dir, optimizer, from, bestSeq = s.autosaveDir(r.ID), true, fmt.Sprintf("autosave at seq %d", r.AutosaveSeq), r.AutosaveSeq
-		}
+	var best time.Time
+	if fi, err := os.Stat(filepath.Join(s.autosaveDir(r.ID), "adapter_model.safetensors")); err == nil {
+		dir, optimizer, from, best = s.autosaveDir(r.ID), true, "the autosave of its last optim_step", fi.ModTime()
 	}
 	for _, c := range s.ckpts[r.ID] {
-		if c.SeqID > bestSeq {
-			dir, optimizer, from, bestSeq = c.Dir, c.Type == CkptTraining, c.TinkerPath(), c.SeqID
+		t := c.CreatedAt
+		if fi, err := os.Stat(filepath.Join(c.Dir, "adapter_model.safetensors")); err == nil && fi.ModTime().After(t) {
+			t = fi.ModTime()
+		}
+		if dir == "" || t.After(best) {
+			dir, optimizer, from, best = c.Dir, c.Type == CkptTraining, c.TinkerPath(), t
 		}
 	}
 	return dir, optimizer, from

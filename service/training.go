@@ -209,11 +209,8 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 			if m.SeqID+1 > r.NextSeq {
 				r.NextSeq = m.SeqID + 1
 			}
-			c := *r
 			s.mu.Unlock()
-			if perr := putJSON(ctx, s.st, keyRun+r.ID, &c); perr != nil && err == nil {
-				err = perr
-			}
+			s.markDirty(r)
 			return res, classify(err)
 		},
 	})

@@ -72,7 +72,7 @@ func openShared(path string) (*bbolt.DB, error) {
 		}
 		return nil, fmt.Errorf("store file %s: %w", path, err)
 	}
-	db.MaxBatchDelay = 2 * time.Millisecond
+	db.MaxBatchDelay = 500 * time.Microsecond
 	shared[abs] = &sharedDB{db: db, refs: 1}
 	return db, nil
 }
