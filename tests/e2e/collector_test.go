@@ -276,6 +276,11 @@ telemetry:
 	defer c2.stop()
 	back := workload(t, c, &seq, f.ModelID, se.SessionID, 2)
 	t.Logf("median request latency: collector up %v, down %v, back %v", median(up), median(down), median(back))
+	smoke := exec.Command(bin, "smoke", "--config", cfgPath)
+	smoke.Env = append(os.Environ(), "TUFT_HOME="+home)
+	if out, err := smoke.CombinedOutput(); err != nil || !strings.Contains(string(out), "export OK") {
+		t.Errorf("tuft smoke against a live collector: %v\n%s", err, out)
+	}
 	if median(down) > 3*median(up)+50*time.Millisecond {
 		t.Errorf("a dead collector slowed requests: %v vs %v", median(down), median(up))
 	}
