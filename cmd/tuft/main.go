@@ -25,6 +25,8 @@ func commands() []command {
 		{"clear", "clear persistence [--config FILE] [-f]: delete every stored record", cmdClear},
 		{"model", "model init --preset NAME --out DIR: write a built-in model; model presets", cmdModel},
 		{"key", "key hash KEY | key new: manage API keys", cmdKey},
+		{"runs", "runs list | runs show RUN_ID: training runs (--url, --api-key)", cmdRuns},
+		{"checkpoints", "checkpoints list [RUN] | download PATH [-o F] | delete | publish | unpublish PATH", cmdCheckpoints},
 		{"smoke", "smoke [--config FILE] [--otlp-endpoint URL]: send one trace, metric batch and log; report export", cmdSmoke},
 	}
 }

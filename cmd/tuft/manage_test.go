@@ -1,0 +1,103 @@
+package main
+
+import (
+	"archive/tar"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tuft-go/tuft/client"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/testenv"
+)
+
+func TestManagementCommands(t *testing.T) {
+	s := testenv.Start(t, testenv.Config(t, t.TempDir(), "memory"))
+	ctx := context.Background()
+	sc, err := client.NewServiceClient(ctx, s.URL(), testenv.KeyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	tc, err := sc.CreateLoRATrainingClient(ctx, testenv.Model, client.DefaultLora(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := engine.Datum{Tokens: []int32{1, 2, 3}, LossInputs: map[string]engine.Tensor{"target_tokens": {DType: engine.Int64, Shape: []int{3}, I64: []int64{2, 3, 4}}}}
+	fb, _ := tc.ForwardBackward(ctx, []engine.Datum{d}, "cross_entropy", nil)
+	if _, err := fb.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := tc.SaveWeightsForSampler(ctx, "cli")
+	path, err := f.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "tuft")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	run := func(args ...string) string {
+		args = append(args, "--url", s.URL(), "--api-key", testenv.KeyA)
+		// Flags go after the subcommand's verb; positional arguments last.
+		out, err := exec.Command(bin, reorder(args)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tuft %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("runs", "list"); !strings.Contains(out, tc.ModelID) {
+		t.Fatalf("runs list:\n%s", out)
+	}
+	if out := run("runs", "show", tc.ModelID); !strings.Contains(out, "lora rank:     4") {
+		t.Fatalf("runs show:\n%s", out)
+	}
+	if out := run("checkpoints", "list", tc.ModelID); !strings.Contains(out, path) {
+		t.Fatalf("checkpoints list:\n%s", out)
+	}
+	tarPath := filepath.Join(t.TempDir(), "a.tar")
+	run("checkpoints", "download", "-o", tarPath, path)
+	tf, err := os.Open(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	tr := tar.NewReader(tf)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names[h.Name] = true
+	}
+	tf.Close()
+	if !names["adapter_config.json"] || !names["adapter_model.safetensors"] {
+		t.Fatalf("archive holds %v", names)
+	}
+	run("checkpoints", "publish", path)
+	if out := run("checkpoints", "list", tc.ModelID); !strings.Contains(out, "true") {
+		t.Fatalf("not public:\n%s", out)
+	}
+	run("checkpoints", "delete", path)
+	if out := run("checkpoints", "list", tc.ModelID); strings.Contains(out, path) {
+		t.Fatalf("not deleted:\n%s", out)
+	}
+}
+
+// reorder puts flags (and their values) before positional arguments, after the verb.
+func reorder(args []string) []string {
+	head := args[:2]
+	var flags, pos []string
+	for i := 2; i < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			flags = append(flags, args[i], args[i+1])
+			i++
+		} else {
+			pos = append(pos, args[i])
+		}
+	}
+	return append(append(append([]string{}, head...), flags...), pos...)
+}
