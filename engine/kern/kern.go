@@ -13,6 +13,14 @@ type Float interface{ ~float32 | ~float64 }
 // MatMulNT computes C[m×n] = A[m×k]·B[n×k]ᵀ (or adds it to C when acc is true).
 // This is a Linear layer's forward pass with W stored [out, in].
 func MatMulNT[T Float](c, a, b []T, m, n, k int, acc bool) {
+	if c32, ok := any(c).([]float32); ok {
+		matMulNT32(c32, any(a).([]float32), any(b).([]float32), m, n, k, acc)
+		return
+	}
+	refNT(c, a, b, m, n, k, acc)
+}
+
+func refNT[T Float](c, a, b []T, m, n, k int, acc bool) {
 	for i := 0; i < m; i++ {
 		ar := a[i*k : i*k+k]
 		cr := c[i*n : i*n+n]
@@ -34,6 +42,14 @@ func MatMulNT[T Float](c, a, b []T, m, n, k int, acc bool) {
 // MatMulNN computes C[m×n] = A[m×k]·B[k×n] (or adds it to C when acc is true).
 // This is a Linear layer's input gradient: dX = dY·W.
 func MatMulNN[T Float](c, a, b []T, m, n, k int, acc bool) {
+	if c32, ok := any(c).([]float32); ok {
+		matMulNN32(c32, any(a).([]float32), any(b).([]float32), m, n, k, acc)
+		return
+	}
+	refNN(c, a, b, m, n, k, acc)
+}
+
+func refNN[T Float](c, a, b []T, m, n, k int, acc bool) {
 	for i := 0; i < m; i++ {
 		cr := c[i*n : i*n+n]
 		if !acc {
@@ -55,6 +71,14 @@ func MatMulNN[T Float](c, a, b []T, m, n, k int, acc bool) {
 // MatMulTN computes C[m×n] = A[k×m]ᵀ·B[k×n] (or adds it to C when acc is true).
 // This is a Linear layer's weight gradient: dW[out×in] = dY[T×out]ᵀ·X[T×in].
 func MatMulTN[T Float](c, a, b []T, m, n, k int, acc bool) {
+	if c32, ok := any(c).([]float32); ok {
+		matMulTN32(c32, any(a).([]float32), any(b).([]float32), m, n, k, acc)
+		return
+	}
+	refTN(c, a, b, m, n, k, acc)
+}
+
+func refTN[T Float](c, a, b []T, m, n, k int, acc bool) {
 	if !acc {
 		clear(c[:m*n])
 	}
@@ -75,6 +99,9 @@ func MatMulTN[T Float](c, a, b []T, m, n, k int, acc bool) {
 
 // Dot returns Σ a[i]·b[i].
 func Dot[T Float](a, b []T) T {
+	if a32, ok := any(a).([]float32); ok {
+		return T(dot32(a32, any(b).([]float32)))
+	}
 	var s T
 	for i := range a {
 		s += a[i] * b[i]
@@ -84,6 +111,10 @@ func Dot[T Float](a, b []T) T {
 
 // Axpy computes y += alpha·x.
 func Axpy[T Float](alpha T, x, y []T) {
+	if x32, ok := any(x).([]float32); ok {
+		axpy32(float32(alpha), x32, any(y).([]float32))
+		return
+	}
 	for i := range x {
 		y[i] += alpha * x[i]
 	}

@@ -1,0 +1,76 @@
+package kern
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64())
+	}
+	return s
+}
+
+func close32(t *testing.T, name string, got, want []float32, k int) {
+	t.Helper()
+	tol := 1e-5 * math.Sqrt(float64(k)+1) * 4
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); d > tol*math.Max(1, math.Abs(float64(want[i]))) {
+			t.Fatalf("%s: element %d = %v, want %v", name, i, got[i], want[i])
+		}
+	}
+}
+
+func TestFastKernelsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	shapes := [][3]int{{1, 1, 1}, {1, 7, 3}, {3, 5, 17}, {4, 4, 4}, {5, 9, 63}, {7, 65, 129}, {16, 33, 64}, {1, 300, 96}, {130, 70, 40}, {2, 1000, 50}}
+	for _, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		for _, acc := range []bool{false, true} {
+			name := fmt.Sprintf("%dx%dx%d acc=%v", m, n, k, acc)
+			a, bt, bn := randSlice(rng, m*k), randSlice(rng, n*k), randSlice(rng, k*n)
+			at := randSlice(rng, k*m)
+			init := randSlice(rng, m*n)
+			for _, tc := range []struct {
+				op   string
+				fast func(c []float32)
+				ref  func(c []float32)
+			}{
+				{"NT", func(c []float32) { MatMulNT(c, a, bt, m, n, k, acc) }, func(c []float32) { refNT(c, a, bt, m, n, k, acc) }},
+				{"NN", func(c []float32) { MatMulNN(c, a, bn, m, n, k, acc) }, func(c []float32) { refNN(c, a, bn, m, n, k, acc) }},
+				{"TN", func(c []float32) { MatMulTN(c, at, bn, m, n, k, acc) }, func(c []float32) { refTN(c, at, bn, m, n, k, acc) }},
+			} {
+				got, want := append([]float32(nil), init...), append([]float32(nil), init...)
+				tc.fast(got)
+				tc.ref(want)
+				close32(t, tc.op+" "+name, got, want, k)
+			}
+		}
+	}
+	x, y := randSlice(rng, 37), randSlice(rng, 37)
+	var want float64
+	for i := range x {
+		want += float64(x[i]) * float64(y[i])
+	}
+	if d := math.Abs(float64(Dot(x, y)) - want); d > 1e-4 {
+		t.Fatalf("dot %v vs %v", Dot(x, y), want)
+	}
+}
+
+func benchNT(b *testing.B, m, n, k int) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, w, c := randSlice(rng, m*k), randSlice(rng, n*k), make([]float32, m*n)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		MatMulNT(c, a, w, m, n, k, false)
+	}
+	b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+func BenchmarkNT512x576x1536(b *testing.B) { benchNT(b, 512, 1536, 576) }
+func BenchmarkNTDecode16(b *testing.B)     { benchNT(b, 16, 1536, 576) }
+func BenchmarkNTGEMV(b *testing.B)         { benchNT(b, 1, 1536, 576) }
