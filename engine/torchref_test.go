@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tuft-go/tuft/engine/safetensors"
+)
+
+// TestMatchesPyTorchReference compares the engine on the tiny preset with the fixtures
+// that tools/torchref/reference.py computed in float64 with PyTorch: base logprobs, each
+// loss's value, per-token logprobs and every LoRA gradient, and one AdamW step (with
+// global-norm clipping and weight decay) against torch.optim.AdamW.
+func TestMatchesPyTorchReference(t *testing.T) {
+	dir := filepath.Join("testdata", "torchref")
+	var in struct {
+		Datums []struct {
+			Tokens       []int32   `json:"tokens"`
+			TargetTokens []int64   `json:"target_tokens"`
+			Weights      []float32 `json:"weights"`
+			Logprobs     []float32 `json:"logprobs"`
+			Advantages   []float32 `json:"advantages"`
+		} `json:"datums"`
+		Losses map[string]map[string]float64 `json:"losses"`
+		AdamW  struct {
+			LearningRate float64 `json:"learning_rate"`
+			Beta1        float64 `json:"beta1"`
+			Beta2        float64 `json:"beta2"`
+			Eps          float64 `json:"eps"`
+			WeightDecay  float64 `json:"weight_decay"`
+			GradClipNorm float64 `json:"grad_clip_norm"`
+		} `json:"adamw"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "inputs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]float64
+	b, _ = os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err := json.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := safetensors.ReadFile(filepath.Join(dir, "expected.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(name string) []float32 {
+		tt, ok := exp.Get(name)
+		if !ok {
+			t.Fatalf("fixture has no %s", name)
+		}
+		v, _ := tt.Float32()
+		return v
+	}
+	// relErr is ‖got − want‖ / ‖want‖.
+	relErr := func(got, want []float32) float64 {
+		var d, n float64
+		for i := range want {
+			d += (float64(got[i]) - float64(want[i])) * (float64(got[i]) - float64(want[i]))
+			n += float64(want[i]) * float64(want[i])
+		}
+		return math.Sqrt(d / math.Max(n, 1e-30))
+	}
+	m := tinyModel(t)
+	req := func(loss string, backward bool) ForwardRequest {
+		r := ForwardRequest{LossFn: loss, LossFnConfig: in.Losses[loss], Backward: backward}
+		for _, d := range in.Datums {
+			n := len(d.Tokens)
+			li := map[string]Tensor{"target_tokens": {DType: Int64, Shape: []int{n}, I64: d.TargetTokens}}
+			if loss == "cross_entropy" {
+				li["weights"] = Tensor{DType: Float32, Shape: []int{n}, F32: d.Weights}
+			} else {
+				li["logprobs"] = Tensor{DType: Float32, Shape: []int{n}, F32: d.Logprobs}
+				li["advantages"] = Tensor{DType: Float32, Shape: []int{n}, F32: d.Advantages}
+			}
+			r.Data = append(r.Data, Datum{Tokens: d.Tokens, LossInputs: li})
+		}
+		return r
+	}
+	base, err := m.ForwardBackward(context.Background(), nil, req("cross_entropy", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := relErr(base.Outputs[0]["logprobs"].F32, want("base/logprobs/0")); e > 1e-5 {
+		t.Fatalf("base logprobs differ from PyTorch: relative error %.2e", e)
+	}
+	for loss := range in.Losses {
+		t.Run(loss, func(t *testing.T) {
+			a, err := m.LoadAdapter(filepath.Join(dir, "adapter"), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := m.ForwardBackward(context.Background(), a, req(loss, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, w := res.Metrics["loss:sum"], values[loss]; math.Abs(got-w) > 1e-4*math.Max(1, math.Abs(w)) {
+				t.Fatalf("loss %v, PyTorch %v", got, w)
+			}
+			for i := range in.Datums {
+				if e := relErr(res.Outputs[i]["logprobs"].F32, want(fmt.Sprintf("%s/logprobs/%d", loss, i))); e > 1e-5 {
+					t.Fatalf("datum %d logprobs: relative error %.2e", i, e)
+				}
+			}
+			for _, tt := range loraTensors(&a.Grad, "") {
+				g, _ := tt.Float32()
+				if e := relErr(g, want(loss+"/grad/"+tt.Name)); e > 1e-3 {
+					t.Fatalf("gradient of %s: relative error %.2e", tt.Name, e)
+				}
+			}
+			if loss != "cross_entropy" {
+				return
+			}
+			p := in.AdamW
+			if _, err := m.OptimStep(context.Background(), a, AdamParams{LearningRate: p.LearningRate, Beta1: p.Beta1, Beta2: p.Beta2,
+				Eps: p.Eps, WeightDecay: p.WeightDecay, GradClipNorm: p.GradClipNorm}); err != nil {
+				t.Fatal(err)
+			}
+			for _, tt := range loraTensors(&a.W, "") {
+				w, _ := tt.Float32()
+				if e := relErr(w, want("adamw/"+tt.Name)); e > 1e-5 {
+					t.Fatalf("weights of %s after AdamW: relative error %.2e", tt.Name, e)
+				}
+			}
+		})
+	}
+}
