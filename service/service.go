@@ -446,12 +446,15 @@ func (s *Service) reaper() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.reap(context.Background())
+			s.Reap(context.Background())
 		}
 	}
 }
 
-func (s *Service) reap(ctx context.Context) {
+// Reap runs one expiry pass: sessions without a heartbeat for sessions.heartbeat_timeout_seconds
+// release their adapters, and checkpoints past their TTL are deleted. The background
+// reaper calls it every few seconds.
+func (s *Service) Reap(ctx context.Context) {
 	now := s.now()
 	timeout := s.cfg.HeartbeatTimeout()
 	var expired []*Session

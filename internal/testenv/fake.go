@@ -77,3 +77,10 @@ func (e *NoopExecutor) Sample(_ context.Context, _, _ string, req engine.SampleR
 
 // Close implements backend.Executor.
 func (e *NoopExecutor) Close() error { return nil }
+
+// Has reports whether the executor holds the adapter.
+func (e *NoopExecutor) Has(lora string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.adapters[lora]
+}

@@ -1,0 +1,100 @@
+package service_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/store/memory"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+type enc struct{}
+
+func (enc) CreateModel(string) (futures.Result, error) {
+	return futures.Result{Body: []byte("{}")}, nil
+}
+func (enc) UnloadModel(string) (futures.Result, error) { return futures.Result{}, nil }
+func (enc) ForwardBackward(engine.ForwardResult, string) (futures.Result, error) {
+	return futures.Result{}, nil
+}
+func (enc) OptimStep(map[string]float64) (futures.Result, error) { return futures.Result{}, nil }
+func (enc) SaveWeights(string) (futures.Result, error)           { return futures.Result{}, nil }
+func (enc) SaveWeightsForSampler(string, string) (futures.Result, error) {
+	return futures.Result{}, nil
+}
+func (enc) LoadWeights(string, string) (futures.Result, error) { return futures.Result{}, nil }
+func (enc) Sample(engine.SampleResult) (futures.Result, error) { return futures.Result{}, nil }
+
+func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
+	ctx := context.Background()
+	ck := &clock{t: time.Unix(1_800_000_000, 0)}
+	cfg := config.Default(t.TempDir())
+	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
+	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	cfg.Sessions.HeartbeatTimeoutSeconds = 60
+	st := memory.New()
+	fut, _ := futures.New(futures.Options{Store: st})
+	defer fut.Shutdown(ctx)
+	exec := testenv.NewNoopExecutor()
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	live, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
+	dead, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
+	var runs []string
+	for _, se := range []*service.Session{live, dead} {
+		id, run, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
+			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Retrieve(ctx, "alice", id, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	ck.add(45 * time.Second)
+	if err := svc.Heartbeat(ctx, "alice", live.ID); err != nil {
+		t.Fatal(err)
+	}
+	ck.add(30 * time.Second) // dead: 75 s without a heartbeat; live: 30 s
+	svc.Reap(ctx)
+	if err := svc.Heartbeat(ctx, "alice", dead.ID); service.KindOf(err) != service.KindNotFound {
+		t.Fatalf("expired session's heartbeat: %v", err)
+	}
+	if err := svc.Heartbeat(ctx, "alice", live.ID); err != nil {
+		t.Fatalf("live session expired: %v", err)
+	}
+	if _, err := svc.ForwardBackward(ctx, "alice", service.OpMeta{ModelID: runs[1], SeqID: 1}, engine.ForwardRequest{}, enc{}); err == nil {
+		t.Fatal("the expired session's run still accepts work")
+	}
+	// The adapter is gone from the executor; the record stays for the REST API.
+	if exec.Has(runs[1]) || !exec.Has(runs[0]) {
+		t.Fatalf("adapters after expiry: expired run held %v, live run held %v", exec.Has(runs[1]), exec.Has(runs[0]))
+	}
+	v, err := svc.GetRun("alice", runs[1])
+	if err != nil || !v.Unloaded {
+		t.Fatalf("expired run record: %+v %v", v.Run, err)
+	}
+	if v, _ := svc.GetRun("alice", runs[0]); v.Unloaded {
+		t.Fatal("the live session's run was unloaded")
+	}
+}
