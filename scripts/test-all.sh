@@ -16,11 +16,11 @@ echo "== gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [ -n "$unformatted" ]; then echo "not gofmt-ed:"; echo "$unformatted"; exit 1; fi
 
-echo "== go test (engine and numeric packages)"
-go test -count=1 -timeout 20m ./engine/...
+echo "== go test (engine, numeric kernels, examples: compute-heavy, without the race detector)"
+go test -count=1 -timeout 20m ./engine/... ./examples/...
 
-echo "== go test -race (control plane, telemetry, stores)"
-go test -count=1 -race -timeout 20m $(go list ./... | grep -v '/engine')
+echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"
+go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples')
 
 if [ -d tests/conformance ]; then
   echo "== Tinker SDK conformance suite"
