@@ -48,14 +48,8 @@ func runWire(v service.RunView) wire.TrainingRun {
 }
 
 func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, tenant string) {
-	limit, err := queryInt(r, "limit", 20, 1000)
-	if err != nil {
-		h.badRequest(w, r, err)
-		return
-	}
-	offset, err := queryInt(r, "offset", 0, 1<<30)
-	if err != nil {
-		h.badRequest(w, r, err)
+	limit, offset, ok := h.page(w, r, 20, 1000)
+	if !ok {
 		return
 	}
 	runs, total := h.svc.ListRuns(tenant, limit, offset)
@@ -89,14 +83,8 @@ func (h *Handler) listRunCheckpoints(w http.ResponseWriter, r *http.Request, ten
 }
 
 func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant string) {
-	limit, err := queryInt(r, "limit", 100, 10000)
-	if err != nil {
-		h.badRequest(w, r, err)
-		return
-	}
-	offset, err := queryInt(r, "offset", 0, 1<<30)
-	if err != nil {
-		h.badRequest(w, r, err)
+	limit, offset, ok := h.page(w, r, 100, 10000)
+	if !ok {
 		return
 	}
 	cs, total := h.svc.ListAllCheckpoints(tenant, limit, offset)
@@ -239,14 +227,8 @@ func addFile(tw *tar.Writer, path, name string) error {
 }
 
 func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant string) {
-	limit, err := queryInt(r, "limit", 20, 1000)
-	if err != nil {
-		h.badRequest(w, r, err)
-		return
-	}
-	offset, err := queryInt(r, "offset", 0, 1<<30)
-	if err != nil {
-		h.badRequest(w, r, err)
+	limit, offset, ok := h.page(w, r, 20, 1000)
+	if !ok {
 		return
 	}
 	ids := h.svc.ListSessions(tenant, limit, offset)
@@ -328,3 +310,16 @@ func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req 
 }
 
 var _ = time.Second
+
+// page reads the limit and offset query parameters, answering 400 itself when they are bad.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, defLimit, maxLimit int) (limit, offset int, ok bool) {
+	limit, err := queryInt(r, "limit", defLimit, maxLimit)
+	if err == nil {
+		offset, err = queryInt(r, "offset", 0, 1<<30)
+	}
+	if err != nil {
+		h.badRequest(w, r, err)
+		return 0, 0, false
+	}
+	return limit, offset, true
+}

@@ -95,7 +95,7 @@ func startNoop(b *testing.B, mode string, mut func(*config.Config)) *server.Serv
 	if mut != nil {
 		mut(&cfg)
 	}
-	cfg.Auth.APIKeys[0].KeySHA256 = hashKey(testenv.KeyA)
+	cfg.Auth.APIKeys[0].KeySHA256 = testenv.HashKey(testenv.KeyA)
 	return testenv.StartWith(b, cfg, server.Options{Executor: testenv.NewNoopExecutor()})
 }
 

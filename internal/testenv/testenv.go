@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -220,4 +221,18 @@ func (c *Client) Result(requestID string, out any) *Response {
 		r.JSON(c.T, out)
 	}
 	return r
+}
+
+// HashKey is the SHA-256 of an API key, as auth.api_keys stores it.
+func HashKey(k string) string { return hash(k) }
+
+// FreePort returns a loopback TCP port that is free now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -34,15 +34,6 @@ func collectorBinary(t *testing.T) string {
 	return p
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func repoRoot(t *testing.T) string {
 	wd, _ := os.Getwd()
 	return filepath.Join(wd, "..", "..")
@@ -56,7 +47,7 @@ func startCollector(t *testing.T, bin, out string, grpcPort int) *collector {
 	t.Helper()
 	cmd := exec.Command(bin, "--config", filepath.Join(repoRoot(t), "deploy", "otel", "collector-dev.yaml"))
 	cmd.Env = append(os.Environ(), "TUFT_OTEL_OUT="+out, fmt.Sprintf("TUFT_OTEL_GRPC=127.0.0.1:%d", grpcPort),
-		fmt.Sprintf("TUFT_OTEL_HTTP=127.0.0.1:%d", freePort(t)))
+		fmt.Sprintf("TUFT_OTEL_HTTP=127.0.0.1:%d", testenv.FreePort(t)))
 	lf, _ := os.OpenFile(filepath.Join(out, "collector.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
@@ -212,7 +203,7 @@ func TestCollectorReceivesAllSignalsAndSurvivesAnOutage(t *testing.T) {
 	}
 	col := collectorBinary(t)
 	out := t.TempDir()
-	grpcPort := freePort(t)
+	grpcPort := testenv.FreePort(t)
 	c1 := startCollector(t, col, out, grpcPort)
 
 	bin := filepath.Join(t.TempDir(), "tuft")
@@ -220,7 +211,7 @@ func TestCollectorReceivesAllSignalsAndSurvivesAnOutage(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, b)
 	}
 	home := t.TempDir()
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	cfg := fmt.Sprintf(`server: {host: 127.0.0.1, port: %d}
 models:
   - {name: tuft/tiny, path: %s}
@@ -232,7 +223,7 @@ telemetry:
   timeout_seconds: 1
   metrics: {export_interval_seconds: 1}
   resource_attributes: {deployment.environment: e2e}
-`, port, testenv.TinyDir(t), hashKey(testenv.KeyA), grpcPort)
+`, port, testenv.TinyDir(t), testenv.HashKey(testenv.KeyA), grpcPort)
 	cfgPath := filepath.Join(home, "tuft.yaml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o644)
 	srv := exec.Command(bin, "launch", "--config", cfgPath)

@@ -28,15 +28,6 @@ func buildTuft(t *testing.T) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 type proc struct {
 	cmd *exec.Cmd
 	log *os.File
@@ -83,7 +74,7 @@ func TestSIGKILLMidRunLosesNothingCompleted(t *testing.T) {
 	}
 	bin := buildTuft(t)
 	home := t.TempDir()
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	cfgPath := filepath.Join(home, "tuft_config.yaml")
 	cfg := fmt.Sprintf(`server: {host: 127.0.0.1, port: %d, long_poll_seconds: 2}
 models:
@@ -92,7 +83,7 @@ auth:
   api_keys:
     - {tenant: alice, key_sha256: %s}
 persistence: {mode: embedded}
-`, port, testenv.TinyDir(t), hashKey(testenv.KeyA))
+`, port, testenv.TinyDir(t), testenv.HashKey(testenv.KeyA))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
