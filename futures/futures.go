@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,8 @@ type Record struct {
 	DoneAt      time.Time `json:"done_at,omitzero"`
 	Result      *Result   `json:"result,omitempty"`
 	Failure     *Failure  `json:"failure,omitempty"`
+	// Abandoned marks a future that a restart failed before it ran: its seq_id is free.
+	Abandoned bool `json:"abandoned,omitempty"`
 }
 
 // Done reports whether the future has resolved.
@@ -178,7 +181,17 @@ type entry struct {
 	keys   telemetry.Keys
 	done   chan struct{}
 	queued time.Time
+	// With a queued store: the acceptance is written only if the result is not queued
+	// within acceptDelay (accept), and never after the result (resultQueued). Both are
+	// guarded by Manager.mu.
+	accept       *time.Timer
+	resultQueued bool
 }
+
+// acceptDelay is how long an operation may stay unresolved before its acceptance is
+// written to a store that queues writes. Most control-plane operations resolve sooner,
+// so they cost one write (the result), not two.
+const acceptDelay = 20 * time.Millisecond
 
 // orderedQueue buffers the tasks of one ordering domain until their turn.
 type orderedQueue struct {
@@ -210,7 +223,11 @@ type Manager struct {
 	pools     map[string]*pool
 	perTenant map[string]int
 	closing   bool
-	recovered map[string]int64 // per ordered queue: one past the highest seq_id resolved before a restart
+	recovered map[string]int64    // per ordered queue: one past the highest seq_id resolved before a restart
+	prior     map[string]priorRef // queue/seq → future resolved by an earlier process (dedupe)
+	doneList  []*entry            // resolved entries in completion order, for expiry
+	started   time.Time           // when this Manager (process) started
+	queued    bool                // the store queues writes (store.Queuer)
 	running   sync.WaitGroup
 	workers   sync.WaitGroup
 	stop      chan struct{}
@@ -239,7 +256,8 @@ func New(o Options) (*Manager, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	m := &Manager{o: o, log: o.Logger, now: o.Now, entries: map[string]*entry{}, byKey: map[string]string{},
+	_, queued := o.Store.(store.Queuer)
+	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{},
 		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, perTenant: map[string]int{}, stop: make(chan struct{})}
 	m.cond = sync.NewCond(&m.mu)
 	m.workers.Add(1)
@@ -247,40 +265,118 @@ func New(o Options) (*Manager, error) {
 	return m, nil
 }
 
-const (
-	keyFuture = "future/"
-	keyIndex  = "futidx/"
-)
+const keyFuture = "future/"
 
-func indexKey(queue string, seq int64) string { return fmt.Sprintf("%s%s/%d", keyIndex, queue, seq) }
+// priorRef points at a future an earlier process resolved, for dedupe of resubmissions.
+type priorRef struct {
+	id   string
+	done time.Time
+}
 
+// indexKey names an ordered operation for dedupe. The index lives in memory only: it is
+// rebuilt from the future records on restart, so a write costs one key, not two.
+func indexKey(queue string, seq int64) string { return queue + "/" + strconv.FormatInt(seq, 10) }
+
+// newID returns "req_" + 10 characters of the current time in milliseconds + 16
+// random characters (80 bits). Ids sort by creation time, so a new future's record lands
+// at the end of the embedded store's B+tree (one dirty page per commit instead of one
+// random leaf per write).
 func newID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	const alphabet = "234567abcdefghijklmnopqrstuvwxyz" // base32 in ASCII order
 	b := make([]byte, 26)
-	if _, err := rand.Read(b); err != nil {
+	if _, err := rand.Read(b[10:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	for i := range b {
+	ms := uint64(time.Now().UnixMilli())
+	for i := 9; i >= 0; i-- {
+		b[i] = alphabet[ms&31]
+		ms >>= 5
+	}
+	for i := 10; i < len(b); i++ {
 		b[i] = alphabet[b[i]&31]
 	}
 	return "req_" + string(b)
 }
 
+// idTime decodes the creation time newID put in an id.
+func idTime(id string) (time.Time, bool) {
+	const alphabet = "234567abcdefghijklmnopqrstuvwxyz"
+	s, ok := strings.CutPrefix(id, "req_")
+	if !ok || len(s) != 26 {
+		return time.Time{}, false
+	}
+	var ms uint64
+	for i := 0; i < 10; i++ {
+		d := strings.IndexByte(alphabet, s[i])
+		if d < 0 {
+			return time.Time{}, false
+		}
+		ms = ms<<5 | uint64(d)
+	}
+	return time.UnixMilli(int64(ms)), true
+}
+
 func (m *Manager) persist(ctx context.Context, rec *Record) error {
+	b, ttl, err := m.encode(rec)
+	if err != nil {
+		return err
+	}
+	return m.o.Store.Set(ctx, keyFuture+rec.ID, b, ttl)
+}
+
+func (m *Manager) encode(rec *Record) ([]byte, time.Duration, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("encode future %s: %w", rec.ID, err)
+		return nil, 0, fmt.Errorf("encode future %s: %w", rec.ID, err)
 	}
-	ops := []store.Op{{Key: keyFuture + rec.ID, Value: b}}
+	var ttl time.Duration
 	if rec.Done() {
-		ops[0].TTL = m.o.TTL
-		if rec.QueueKey != "" {
-			ops = append(ops, store.Op{Key: indexKey(rec.QueueKey, rec.SeqID), Value: []byte(rec.ID), TTL: m.o.TTL})
-		}
-	} else if rec.QueueKey != "" {
-		ops = append(ops, store.Op{Key: indexKey(rec.QueueKey, rec.SeqID), Value: []byte(rec.ID)})
+		ttl = m.o.TTL
 	}
-	return m.o.Store.Apply(ctx, ops)
+	return b, ttl, nil
+}
+
+// persistAccepted writes a still-unresolved entry's record, unless its result is
+// already queued (which it must never overwrite). The write is queued under m.mu, so a
+// result queued later lands after it.
+func (m *Manager) persistAccepted(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.resultQueued {
+		return
+	}
+	rec := e.rec
+	rec.QueueState = ""
+	id := rec.ID
+	m.persistThen(context.Background(), &rec, func(err error) {
+		if err != nil {
+			m.log.Error("persist accepted future", "request_id", id, "error", err)
+		}
+	})
+}
+
+// persistThen writes rec and calls then with the outcome once it is durable, without
+// blocking the caller: through the store's write queue where it has one (then runs on
+// the commit goroutine), else on a goroutine of its own.
+func (m *Manager) persistThen(ctx context.Context, rec *Record, then func(error)) {
+	m.running.Add(1)
+	b, ttl, err := m.encode(rec)
+	if err != nil {
+		then(err)
+		m.running.Done()
+		return
+	}
+	if m.queued {
+		store.SetQueued(ctx, m.o.Store, keyFuture+rec.ID, b, ttl, func(err error) {
+			then(err)
+			m.running.Done()
+		})
+		return
+	}
+	go func() {
+		defer m.running.Done()
+		then(m.o.Store.Set(ctx, keyFuture+rec.ID, b, ttl))
+	}()
 }
 
 // Recover resolves every future a previous process left pending or running: it fails
@@ -289,28 +385,36 @@ func (m *Manager) persist(ctx context.Context, rec *Record) error {
 func (m *Manager) Recover(ctx context.Context) (int, error) {
 	var stale []Record
 	hw := map[string]int64{}
+	prior := map[string]priorRef{}
 	err := m.o.Store.Scan(ctx, keyFuture, func(_ string, v []byte) error {
 		var r Record
 		if err := json.Unmarshal(v, &r); err != nil {
 			m.log.Warn("skipping unreadable future record", "error", err)
 			return nil
 		}
-		if !r.Done() {
+		switch {
+		case !r.Done():
 			stale = append(stale, r)
-		} else if r.Ordered && r.SeqID+1 > hw[r.QueueKey] {
-			hw[r.QueueKey] = r.SeqID + 1
+		case r.Abandoned: // never ran; its seq_id was freed
+		default:
+			if r.Ordered && r.SeqID+1 > hw[r.QueueKey] {
+				hw[r.QueueKey] = r.SeqID + 1
+			}
+			if r.QueueKey != "" {
+				prior[indexKey(r.QueueKey, r.SeqID)] = priorRef{id: r.ID, done: r.DoneAt}
+			}
 		}
 		return nil
 	})
 	m.mu.Lock()
-	m.recovered = hw
+	m.recovered, m.prior = hw, prior
 	m.mu.Unlock()
 	if err != nil {
 		return 0, fmt.Errorf("scan futures: %w", err)
 	}
 	for i := range stale {
 		r := &stale[i]
-		r.Status = StatusFailed
+		r.Status, r.Abandoned = StatusFailed, true
 		r.DoneAt = m.now()
 		r.Failure = &Failure{Category: CategoryServer,
 			Message: fmt.Sprintf("the server restarted while this %s operation was pending, so it never ran; submit it again", r.OpType)}
@@ -318,11 +422,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		ops := []store.Op{{Key: keyFuture + r.ID, Value: b, TTL: m.o.TTL}}
-		if r.QueueKey != "" {
-			ops = append(ops, store.Op{Key: indexKey(r.QueueKey, r.SeqID)}) // the seq_id is free again
-		}
-		if err := m.o.Store.Apply(ctx, ops); err != nil {
+		if err := m.o.Store.Set(ctx, keyFuture+r.ID, b, m.o.TTL); err != nil {
 			return i, fmt.Errorf("fail stale future %s: %w", r.ID, err)
 		}
 	}
@@ -431,8 +531,15 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	rec := e.rec
 	m.mu.Unlock()
 
-	// Persist before the task can run, so a crash never loses an accepted future.
-	if err := m.persist(ctx, &rec); err != nil {
+	// Where the store queues writes in order, the acceptance is queued, not waited for:
+	// the result is written after it, and only the result must be durable before anyone
+	// sees it. A crash before the acceptance commits looks, after the restart, like a
+	// future the restart abandoned (see lostFuture). Other stores write it now.
+	if m.queued {
+		m.mu.Lock()
+		e.accept = time.AfterFunc(acceptDelay, func() { m.persistAccepted(e) })
+		m.mu.Unlock()
+	} else if err := m.persist(ctx, &rec); err != nil {
 		m.mu.Lock()
 		delete(m.entries, rec.ID)
 		if ik != "" && m.byKey[ik] == rec.ID {
@@ -462,16 +569,18 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	return rec.ID, nil
 }
 
-// lookupIndex reads a dedupe entry persisted by an earlier process.
+// lookupIndex finds an operation resolved by an earlier process (see Recover).
 func (m *Manager) lookupIndex(ctx context.Context, ik, tenant string) (string, Record, bool) {
 	if ik == "" {
 		return "", Record{}, false
 	}
-	id, err := m.o.Store.Get(ctx, ik)
-	if err != nil {
+	m.mu.Lock()
+	ref, ok := m.prior[ik]
+	m.mu.Unlock()
+	if !ok {
 		return "", Record{}, false
 	}
-	b, err := m.o.Store.Get(ctx, keyFuture+string(id))
+	b, err := m.o.Store.Get(ctx, keyFuture+ref.id)
 	if err != nil {
 		return "", Record{}, false
 	}
@@ -610,19 +719,18 @@ func (m *Manager) execute(e *entry) {
 		e.rec.Status = StatusReady
 		e.rec.Result = &res
 	}
+	e.noteResultQueued()
 	rec := e.rec
 	m.mu.Unlock()
 	// The result is persisted while the worker moves on: consecutive results then share
 	// one store commit. Waiters are woken, and the queue's next seq_id released, only
 	// once the result is durable.
-	m.running.Add(1)
-	go func() {
-		defer m.running.Done()
-		if perr := m.persist(context.Background(), &rec); perr != nil {
+	m.persistThen(context.Background(), &rec, func(perr error) {
+		if perr != nil {
 			m.log.Error("persist future result", "request_id", rec.ID, "error", perr)
 		}
 		m.finish(e, rec.Status)
-	}()
+	})
 }
 
 // run calls the task, turning a panic into a server failure.
@@ -651,6 +759,7 @@ func (m *Manager) finish(e *entry, st Status) {
 		m.promote(e.rec.QueueKey, q)
 	}
 	close(e.done)
+	m.doneList = append(m.doneList, e)
 	m.mu.Unlock()
 	ins := telemetry.Metrics()
 	ins.FuturesQueueLength.Add(context.Background(), -1, metric.WithAttributes(attribute.String(telemetry.MAttrQueueState, QueueActive)))
@@ -663,12 +772,22 @@ func (m *Manager) fail(e *entry, msg string) {
 	m.mu.Lock()
 	e.rec.Status, e.rec.DoneAt = StatusFailed, m.now()
 	e.rec.Failure = &Failure{Message: msg, Category: CategoryServer}
+	e.noteResultQueued()
 	rec := e.rec
 	m.mu.Unlock()
 	if err := m.persist(context.Background(), &rec); err != nil {
 		m.log.Error("persist failed future", "request_id", rec.ID, "error", err)
 	}
 	m.finish(e, StatusFailed)
+}
+
+// noteResultQueued records that the entry's final record is about to be written, so a
+// pending acceptance write is skipped. Callers hold m.mu.
+func (e *entry) noteResultQueued() {
+	e.resultQueued = true
+	if e.accept != nil {
+		e.accept.Stop()
+	}
 }
 
 // queueState describes why a pending entry has not run. Callers hold m.mu.
@@ -714,6 +833,9 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
 	m.mu.Unlock()
 	b, err := m.o.Store.Get(ctx, keyFuture+id)
 	if errors.Is(err, store.ErrNotFound) {
+		if r, ok := m.lostFuture(tenant, id); ok {
+			return r, nil
+		}
 		return Record{}, ErrNotFound
 	}
 	if err != nil {
@@ -727,6 +849,26 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
 		return Record{}, ErrNotFound
 	}
 	return r, nil
+}
+
+// lostFuture answers for a future an earlier process accepted but crashed before
+// recording (its acceptance was still in the store's write queue): the id's timestamp is
+// from before this process started and within the TTL. It never ran to a durable result,
+// so it is reported like the futures Recover abandons. Nothing about the id's owner is
+// known or revealed: every caller gets the same answer.
+func (m *Manager) lostFuture(tenant, id string) (Record, bool) {
+	if !m.queued {
+		return Record{}, false
+	}
+	created, ok := idTime(id)
+	// Ids carry milliseconds: one made in the millisecond this process started is ours.
+	start := m.started.Truncate(time.Millisecond)
+	if !ok || !created.Before(start) || start.Sub(created) > m.o.TTL {
+		return Record{}, false
+	}
+	return Record{ID: id, Tenant: tenant, Status: StatusFailed, Abandoned: true, CreatedAt: created, DoneAt: m.started,
+		Failure: &Failure{Category: CategoryServer,
+			Message: "the server restarted before this operation was recorded, so it never completed; submit it again"}}, true
 }
 
 // Wait long-polls: it returns as soon as the future resolves, or after maxWait with the
@@ -814,20 +956,29 @@ func (m *Manager) janitor() {
 				_ = key
 			}
 		}
-		for id, e := range m.entries {
-			select {
-			case <-e.done:
-				if now.Sub(e.rec.DoneAt) > m.o.TTL {
-					delete(m.entries, id)
-					if e.rec.QueueKey != "" {
-						ik := indexKey(e.rec.QueueKey, e.rec.SeqID)
-						if m.byKey[ik] == id {
-							delete(m.byKey, ik)
-						}
-					}
-				}
-			default:
+		for ik, ref := range m.prior {
+			if now.Sub(ref.done) > m.o.TTL {
+				delete(m.prior, ik)
 			}
+		}
+		// Expire resolved entries oldest first; the walk stops at the first live one, so
+		// the lock is held for the expired entries only, not for all of them.
+		n := 0
+		for _, e := range m.doneList {
+			if now.Sub(e.rec.DoneAt) <= m.o.TTL {
+				break
+			}
+			n++
+			delete(m.entries, e.rec.ID)
+			if e.rec.QueueKey != "" {
+				ik := indexKey(e.rec.QueueKey, e.rec.SeqID)
+				if m.byKey[ik] == e.rec.ID {
+					delete(m.byKey, ik)
+				}
+			}
+		}
+		if n > 0 {
+			m.doneList = append(m.doneList[:0:0], m.doneList[n:]...)
 		}
 		m.mu.Unlock()
 		for i, e := range victims {

@@ -1,11 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -20,9 +24,10 @@ import (
 // runLoad has `clients` concurrent clients, each with its own training run, submit a
 // trivial operation (optim_step on a no-op executor) and retrieve its result, until
 // total operations are done. It returns each submit+retrieve latency and the wall time.
+// The load generator shares the machine with the server, so it is kept lean: request
+// bodies are built with append, and replies are checked with a byte search, not decoded.
 func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, time.Duration) {
 	type runner struct {
-		c     *testenv.Client
 		model string
 		seq   int
 	}
@@ -39,7 +44,30 @@ func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, tim
 		}
 		c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model, "lora_config": map[string]any{"rank": 1}}, &f)
 		c.Result(f.RequestID, nil)
-		rs[i] = &runner{c: c, model: f.ModelID, seq: 1}
+		rs[i] = &runner{model: f.ModelID, seq: 1}
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients + 1, DisableCompression: true}, Timeout: time.Minute}
+	defer hc.CloseIdleConnections()
+	post := func(path string, body []byte) []byte {
+		req, err := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return nil
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", testenv.KeyA)
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Error(err)
+			return nil
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Errorf("%s: %d %s", path, resp.StatusCode, out)
+			return nil
+		}
+		return out
 	}
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, total)
@@ -54,14 +82,28 @@ func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, tim
 		go func(r *runner) {
 			defer wg.Done()
 			local := make([]time.Duration, 0, per)
+			var body []byte
 			for i := 0; i < per; i++ {
 				t0 := time.Now()
-				var f struct {
-					RequestID string `json:"request_id"`
-				}
-				r.c.Post("/api/v1/optim_step", map[string]any{"model_id": r.model, "seq_id": r.seq, "adam_params": map[string]any{"learning_rate": 0.001}}, &f)
+				body = append(body[:0], `{"model_id":"`...)
+				body = append(body, r.model...)
+				body = append(body, `","seq_id":`...)
+				body = strconv.AppendInt(body, int64(r.seq), 10)
+				body = append(body, `,"adam_params":{"learning_rate":0.001}}`...)
+				out := post("/api/v1/optim_step", body)
 				r.seq++
-				r.c.Result(f.RequestID, nil)
+				id := requestID(out)
+				if id == "" {
+					b.Errorf("optim_step reply without request_id: %s", out)
+					return
+				}
+				body = append(body[:0], `{"request_id":"`...)
+				body = append(body, id...)
+				body = append(body, `"}`...)
+				if res := post("/api/v1/retrieve_future", body); !bytes.Contains(res, []byte(`"metrics"`)) {
+					b.Errorf("retrieve_future %s: %s", id, res)
+					return
+				}
 				local = append(local, time.Since(t0))
 			}
 			mu.Lock()
@@ -71,6 +113,21 @@ func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, tim
 	}
 	wg.Wait()
 	return lat, time.Since(start)
+}
+
+// requestID finds "request_id":"…" in a reply.
+func requestID(b []byte) string {
+	const k = `"request_id":"`
+	i := bytes.Index(b, []byte(k))
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len(k):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
 }
 
 func report(b *testing.B, lat []time.Duration, wall time.Duration) (opsPerSec float64, p50, p99 time.Duration) {

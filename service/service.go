@@ -124,6 +124,10 @@ func (s *Service) markDirty(r *Run) {
 	}
 }
 
+// flushDelay is how long the flusher lets run-record updates gather before one commit.
+// Per-operation bookkeeping (last request time, next seq_id) is all that waits here.
+const flushDelay = 20 * time.Millisecond
+
 func (s *Service) flusher() {
 	defer s.stopped.Done()
 	for {
@@ -133,7 +137,7 @@ func (s *Service) flusher() {
 			return
 		case <-s.kick:
 		}
-		time.Sleep(2 * time.Millisecond) // let more updates join this commit
+		time.Sleep(flushDelay) // let more updates join this commit
 		s.flush(context.Background())
 	}
 }

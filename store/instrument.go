@@ -53,6 +53,15 @@ func (i *instrumented) Set(ctx context.Context, key string, v []byte, ttl time.D
 	return err
 }
 
+// SetQueued implements Queuer: the span and the duration cover the wait until durable.
+func (i *instrumented) SetQueued(ctx context.Context, key string, v []byte, ttl time.Duration, done func(error)) {
+	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreSET, "SET")
+	SetQueued(ctx, i.s, key, v, ttl, func(err error) {
+		i.end(ctx, sp, t0, "SET", err)
+		done(err)
+	})
+}
+
 func (i *instrumented) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
 	ctx, sp, t0 := i.start(ctx, telemetry.SpanStoreSETNX, "SETNX")
 	ok, err := i.s.SetNX(ctx, key, v, ttl)

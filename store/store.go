@@ -44,3 +44,22 @@ type Store interface {
 	// Close flushes and releases the store.
 	Close() error
 }
+
+// Queuer is implemented by stores that can queue a write without waiting for it to be
+// durable (the embedded store's group commit). Writes commit in the order they were
+// queued or issued: a write issued after SetQueued returns is never applied before it.
+type Queuer interface {
+	// SetQueued queues a Set and returns at once; done is called with the outcome once the
+	// write is durable. done runs on the store's commit goroutine and must not block.
+	SetQueued(ctx context.Context, key string, value []byte, ttl time.Duration, done func(error))
+}
+
+// SetQueued queues a write on s if it is a Queuer, and otherwise performs it at once; in
+// both cases done receives the outcome, and a later write is never applied before it.
+func SetQueued(ctx context.Context, s Store, key string, value []byte, ttl time.Duration, done func(error)) {
+	if q, ok := s.(Queuer); ok {
+		q.SetQueued(ctx, key, value, ttl, done)
+		return
+	}
+	done(s.Set(ctx, key, value, ttl))
+}

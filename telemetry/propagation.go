@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -25,12 +26,27 @@ func Extract(ctx context.Context, m map[string]string) context.Context {
 // HTTPMiddleware traces every request with a server span named "METHOD /route/pattern"
 // (the ServeMux pattern, never a raw path with ids), continues an incoming traceparent,
 // and records the standard HTTP server metrics.
+// With telemetry disabled (Setup with enabled: false, or never called) requests skip it
+// entirely, so a disabled pipeline costs nothing measurable.
 func HTTPMiddleware(h http.Handler) http.Handler {
-	return otelhttp.NewHandler(h, "http",
+	traced := otelhttp.NewHandler(h, "http",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			if r.Pattern != "" {
 				return r.Pattern
 			}
 			return r.Method
 		}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if active.Load() {
+			traced.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
+
+// active is true while a telemetry pipeline set up by Setup is live.
+var active atomic.Bool
+
+// Active reports whether telemetry is on: the last Setup ran with telemetry enabled. Hot paths use it to skip building attributes no one will read.
+func Active() bool { return active.Load() }

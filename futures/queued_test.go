@@ -1,0 +1,160 @@
+package futures
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/store/bolt"
+)
+
+// storedStatus reads a future's persisted record ("" when absent).
+func storedStatus(t *testing.T, st store.Store, id string) Status {
+	t.Helper()
+	b, err := st.Get(context.Background(), keyFuture+id)
+	if errors.Is(err, store.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Status
+}
+
+func openBolt(t *testing.T, path string) store.Store {
+	t.Helper()
+	st, err := bolt.Open(path, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// On the embedded store a fast operation costs one write (its result); one that stays
+// unresolved past acceptDelay has its acceptance written too, and the result still wins.
+func TestQueuedStoreWritesAcceptanceOnlyForSlowOperations(t *testing.T) {
+	st := openBolt(t, filepath.Join(t.TempDir(), "f.db"))
+	defer st.Close()
+	m := newManager(t, Options{Store: st})
+
+	release := make(chan struct{})
+	slow, err := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: func(context.Context) (Result, error) {
+		<-release
+		return Result{Kind: "json", Body: []byte(`"slow"`)}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for storedStatus(t, st, slow) == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the acceptance of a long operation was never written")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := storedStatus(t, st, slow); s == StatusReady || s == StatusFailed {
+		t.Fatalf("unfinished future stored as %s", s)
+	}
+	close(release)
+	wait(t, m, "a", slow)
+	if s := storedStatus(t, st, slow); s != StatusReady {
+		t.Fatalf("finished future stored as %q", s)
+	}
+
+	fast, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"fast"`)})
+	wait(t, m, "a", fast)
+	time.Sleep(2 * acceptDelay) // a stray acceptance write would land by now
+	if s := storedStatus(t, st, fast); s != StatusReady {
+		t.Fatalf("fast future stored as %q, want %s", s, StatusReady)
+	}
+}
+
+// A future whose acceptance had not reached the file when the process died is answered
+// after the restart like one the restart abandoned; unknown ids of this process are 404.
+func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	st := openBolt(t, path)
+	m1, _ := New(Options{Store: st})
+	lost := newID() // accepted, never written: the process died first
+	done, _ := m1.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"kept"`)})
+	wait(t, m1, "a", done)
+	time.Sleep(2 * time.Millisecond) // ids carry milliseconds
+	st.Close()
+
+	st2 := openBolt(t, path)
+	defer st2.Close()
+	m2 := newManager(t, Options{Store: st2})
+	if _, err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m2.Get(context.Background(), "b", lost)
+	if err != nil || r.Status != StatusFailed || r.Failure.Category != CategoryServer || !strings.Contains(r.Failure.Message, "restarted") {
+		t.Fatalf("lost future after restart: %+v %v", r, err)
+	}
+	if r, err := m2.Get(context.Background(), "a", done); err != nil || string(r.Result.Body) != `"kept"` {
+		t.Fatalf("completed future after restart: %+v %v", r, err)
+	}
+	if _, err := m2.Get(context.Background(), "b", done); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another tenant's stored future: %v, want not found", err)
+	}
+	for _, id := range []string{newID(), "req_garbage", "req_" + strings.Repeat("z", 26)} {
+		if _, err := m2.Get(context.Background(), "a", id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unknown id %s: %v, want not found", id, err)
+		}
+	}
+}
+
+// After a restart, a resubmission of an ordered operation that completed before it gets
+// the same request id (dedupe from the rebuilt index), a different payload gets a conflict.
+func TestDedupeSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	st := openBolt(t, path)
+	m1, _ := New(Options{Store: st})
+	task := Task{Tenant: "a", QueueKey: "run-1", Ordered: true, SeqID: 1, Pool: "p", PayloadHash: "h1", Run: ok(`1`)}
+	id, err := m1.Submit(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, m1, "a", id)
+	_ = m1.Shutdown(context.Background())
+	st.Close()
+
+	st2 := openBolt(t, path)
+	defer st2.Close()
+	m2 := newManager(t, Options{Store: st2})
+	if _, err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m2.SetNextSeq("run-1", m2.RecoveredNextSeq("run-1"))
+	again, err := m2.Submit(context.Background(), task)
+	if err != nil || again != id {
+		t.Fatalf("resubmission after restart: %q %v, want %q", again, err, id)
+	}
+	task.PayloadHash = "other"
+	var ce *ConflictError
+	if _, err := m2.Submit(context.Background(), task); !errors.As(err, &ce) {
+		t.Fatalf("changed payload after restart: %v, want a conflict", err)
+	}
+}
+
+func TestIDsSortByCreationTime(t *testing.T) {
+	a := newID()
+	time.Sleep(2 * time.Millisecond)
+	b := newID()
+	if !(a < b) {
+		t.Fatalf("%s !< %s", a, b)
+	}
+	ta, ok := idTime(a)
+	if !ok || time.Since(ta) > time.Minute || time.Since(ta) < 0 {
+		t.Fatalf("idTime(%s) = %v %v", a, ta, ok)
+	}
+}
