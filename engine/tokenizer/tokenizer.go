@@ -1,7 +1,8 @@
 // Package tokenizer implements HuggingFace's byte-level BPE (tokenizer.json): added and
-// special tokens, the ByteLevel and Split pre-tokenizers (the GPT-2, Qwen2 and Llama 3
-// patterns, through a regex engine with lookahead), merges by rank, and decoding back
-// to bytes.
+// special tokens, the NFC normalizer, the ByteLevel and Split pre-tokenizers (the GPT-2,
+// Qwen2 and Llama 3 patterns, through a regex engine with lookahead), merges by rank
+// (and ignore_merges), and decoding back to bytes. reference_test.go checks it against
+// HuggingFace tokenizers (fixtures from tools/tokref).
 package tokenizer
 
 import (
@@ -11,8 +12,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/dlclark/regexp2"
+	"golang.org/x/text/unicode/norm"
 )
 
 // GPT2Pattern is the ByteLevel pre-tokenizer's split pattern (use_regex: true).
@@ -42,6 +45,10 @@ type Tokenizer struct {
 	byteEnc  [256]rune
 	byteDec  map[rune]byte
 	prefixSp bool
+	nfc      bool // normalizer NFC, applied to the text between added tokens
+	// ignoreMerges (model.ignore_merges, as in Llama 3): a pre-token that is itself in
+	// the vocabulary becomes that token without applying merges.
+	ignoreMerges bool
 }
 
 type rawTokenizer struct {
@@ -50,9 +57,10 @@ type rawTokenizer struct {
 	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
 	Decoder      json.RawMessage `json:"decoder"`
 	Model        struct {
-		Type   string           `json:"type"`
-		Vocab  map[string]int32 `json:"vocab"`
-		Merges json.RawMessage  `json:"merges"`
+		Type         string           `json:"type"`
+		Vocab        map[string]int32 `json:"vocab"`
+		Merges       json.RawMessage  `json:"merges"`
+		IgnoreMerges bool             `json:"ignore_merges"`
 	} `json:"model"`
 }
 
@@ -94,10 +102,14 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if n.Type != "NFC" {
 			return nil, fmt.Errorf("normalizer %q is not supported", n.Type)
 		}
-		// NFC leaves the ASCII and already-composed text that byte-level BPE vocabularies
-		// are trained on unchanged; decomposed input is encoded byte by byte, losslessly.
 	}
 	t := &Tokenizer{vocab: r.Model.Vocab, ranks: map[[2]string]int{}, addedID: map[int32]bool{}, cache: map[string][]int32{}, byteDec: map[rune]byte{}}
+	t.nfc = len(r.Normalizer) > 0 && string(r.Normalizer) != "null"
+	t.ignoreMerges = r.Model.IgnoreMerges
+	if t.vocab == nil {
+		t.vocab = map[string]int32{}
+	}
+	assignAddedIDs(r.AddedTokens, t.vocab)
 	t.byteEnc = bytesToUnicode()
 	for b, ru := range t.byteEnc {
 		t.byteDec[ru] = byte(b)
@@ -132,6 +144,30 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// assignAddedIDs gives added tokens the ids HuggingFace tokenizers gives them on load,
+// whatever their "id" field says: the vocabulary's id when the content is a vocabulary
+// token, otherwise the next id after the vocabulary (its entry count) and the added
+// tokens so far. Files written by tokenizers itself always agree with this.
+func assignAddedIDs(added []AddedToken, vocab map[string]int32) {
+	size := int32(len(vocab))
+	seen := map[string]int32{}
+	maxID := int32(-1)
+	for i := range added {
+		a := &added[i]
+		if id, ok := vocab[a.Content]; ok {
+			a.ID = id
+		} else if id, ok := seen[a.Content]; ok {
+			a.ID = id
+		} else if maxID >= size || size == 0 {
+			a.ID = maxID + 1
+		} else {
+			a.ID = size
+		}
+		seen[a.Content] = a.ID
+		maxID = max(maxID, a.ID)
+	}
 }
 
 func (t *Tokenizer) parseMerges(raw json.RawMessage) error {
@@ -276,10 +312,11 @@ func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
 			}
 		}
 		seg := text[:pos]
-		if tok.Content != "" {
-			if tok.LStrip {
-				seg = strings.TrimRight(seg, " \t\n\r")
-			}
+		if tok.LStrip {
+			seg = strings.TrimRightFunc(seg, unicode.IsSpace)
+		}
+		if t.nfc {
+			seg = norm.NFC.String(seg)
 		}
 		ids, err := t.encodeSegment(seg)
 		if err != nil {
@@ -292,7 +329,7 @@ func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
 		out = append(out, tok.ID)
 		text = text[pos+len(tok.Content):]
 		if tok.RStrip {
-			text = strings.TrimLeft(text, " \t\n\r")
+			text = strings.TrimLeftFunc(text, unicode.IsSpace)
 		}
 	}
 	return out, nil
@@ -361,6 +398,11 @@ func (t *Tokenizer) bpe(word string) ([]int32, error) {
 	syms := make([]string, 0, len(word))
 	for i := 0; i < len(word); i++ {
 		syms = append(syms, string(t.byteEnc[word[i]]))
+	}
+	if t.ignoreMerges {
+		if _, ok := t.vocab[strings.Join(syms, "")]; ok {
+			syms = []string{strings.Join(syms, "")}
+		}
 	}
 	for len(syms) > 1 {
 		best, at := -1, -1

@@ -95,6 +95,10 @@ func Train(spec TrainSpec) ([]byte, map[string]int32, error) {
 	special := map[string]int32{}
 	var added []AddedToken
 	for _, s := range spec.Special {
+		// The special tokens are vocabulary entries as well (as in GPT-2's tokenizer.json):
+		// HuggingFace tokenizers gives an added token that is not in the vocabulary the
+		// next id after the vocabulary, which the unused padding below would move.
+		vocab[s] = next
 		special[s] = next
 		added = append(added, AddedToken{ID: next, Content: s, Special: true})
 		next++
