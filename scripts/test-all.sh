@@ -16,6 +16,11 @@ echo "== gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [ -n "$unformatted" ]; then echo "not gofmt-ed:"; echo "$unformatted"; exit 1; fi
 
+echo "== NVML GPU metrics (cgo, -tags nvml; the test skips where there is no GPU or driver)"
+CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go vet -tags nvml ./telemetry/
+nvml_out="$(CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go test -count=1 -tags nvml -run NVML -v ./telemetry/ 2>&1)" || { echo "$nvml_out"; exit 1; }
+echo "$nvml_out" | grep -E '^(---|ok)|gpu_nvml' || true
+
 echo "== go test (engine, numeric kernels, examples: compute-heavy, without the race detector)"
 go test -count=1 -timeout 20m ./engine/... ./examples/...
 
