@@ -123,104 +123,220 @@ func (m *Model) rope() *ropeTables {
 // accumulating gradients into a. a nil adapter is the base model (forward only). Inputs
 // are validated before any gradient is touched.
 func (m *Model) ForwardBackward(ctx context.Context, a *Adapter, req ForwardRequest) (ForwardResult, error) {
-	var lw, grad *LoraWeights[float32]
-	if a != nil {
-		lw = &a.W
-		if req.Backward {
-			grad = &a.Grad
-		}
-	} else if req.Backward {
-		return ForwardResult{}, Inputf("forward_backward needs a LoRA adapter: the base model is frozen")
-	}
-	return forwardBackward(ctx, m.Cfg, m.W, m.rope(), lw, grad, req)
+	res, errs := m.ForwardBackwardBatch(ctx, []BatchItem{{Adapter: a, Request: req}})
+	return res[0], errs[0]
 }
 
+// BatchItem is one adapter's request in a multi-LoRA batch.
+type BatchItem struct {
+	Adapter *Adapter // nil: the base model (forward only)
+	Request ForwardRequest
+}
+
+// ForwardBackwardBatch runs the requests of several adapters (or one adapter's several
+// requests) together: their datums are packed so that each projection reads the shared
+// base weights once for all of them, while LoRA terms, attention, losses and gradients
+// stay per datum and per adapter. The results equal separate ForwardBackward calls. An
+// invalid request fails alone (its error is in errs, nothing of it is applied); a
+// cancelled context fails them all and applies no gradient.
+func (m *Model) ForwardBackwardBatch(ctx context.Context, items []BatchItem) ([]ForwardResult, []error) {
+	fb := make([]*fbItem[float32], len(items))
+	for i, it := range items {
+		fb[i] = &fbItem[float32]{req: it.Request}
+		if a := it.Adapter; a != nil {
+			fb[i].lw = &a.W
+			if it.Request.Backward {
+				fb[i].grad = &a.Grad
+			}
+		} else if it.Request.Backward {
+			fb[i].err = Inputf("forward_backward needs a LoRA adapter: the base model is frozen")
+		}
+	}
+	runBatch(ctx, m.Cfg, m.W, m.rope(), fb)
+	res, errs := make([]ForwardResult, len(fb)), make([]error, len(fb))
+	for i, it := range fb {
+		res[i], errs[i] = it.res, it.err
+	}
+	return res, errs
+}
+
+// forwardBackward is the single-request form of runBatch (tests use it with float64).
 func forwardBackward[T kern.Float](ctx context.Context, c Config, w *Weights[T], rope *ropeTables, lw, grad *LoraWeights[T], req ForwardRequest) (ForwardResult, error) {
-	spec, cfg, err := resolveLoss(req.LossFn, req.LossFnConfig)
+	it := &fbItem[T]{lw: lw, grad: grad, req: req}
+	runBatch(ctx, c, w, rope, []*fbItem[T]{it})
+	return it.res, it.err
+}
+
+// fbItem is one request of a batch and what becomes of it.
+type fbItem[T kern.Float] struct {
+	lw, grad *LoraWeights[T]
+	req      ForwardRequest
+	spec     lossSpec
+	cfg      map[string]float64
+	ks       []int
+	scratch  *LoraWeights[T] // gradients land here first: a failed call adds nothing
+	total    float64
+	res      ForwardResult
+	err      error
+}
+
+// maxPackRows bounds the rows packed into one pass: the log-probabilities alone take
+// rows × vocabulary floats.
+const maxPackRows = 1024
+
+type datumRef struct{ item, datum int }
+
+func runBatch[T kern.Float](ctx context.Context, c Config, w *Weights[T], rope *ropeTables, items []*fbItem[T]) {
+	var train, infer []datumRef
+	for i, it := range items {
+		if it.err != nil {
+			continue
+		}
+		if it.err = it.validate(c); it.err != nil {
+			continue
+		}
+		it.res = ForwardResult{Outputs: make([]map[string]Tensor, len(it.req.Data)), Metrics: map[string]float64{}}
+		if it.grad != nil {
+			s := zeroLoraLike(it.grad)
+			it.scratch = &s
+		}
+		for d := range it.req.Data {
+			if it.grad != nil {
+				train = append(train, datumRef{i, d})
+			} else {
+				infer = append(infer, datumRef{i, d})
+			}
+		}
+	}
+	// Datums that need gradients and those that do not go in separate passes, so no
+	// backward runs over rows that cannot use it.
+	for _, refs := range [][]datumRef{train, infer} {
+		for len(refs) > 0 {
+			if err := ctx.Err(); err != nil {
+				failAll(items, err)
+				return
+			}
+			rows, k := 0, 0
+			for k < len(refs) && (k == 0 || rows+len(items[refs[k].item].req.Data[refs[k].datum].Tokens) <= maxPackRows) {
+				rows += len(items[refs[k].item].req.Data[refs[k].datum].Tokens)
+				k++
+			}
+			runPack(c, w, rope, items, refs[:k])
+			refs = refs[k:]
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		failAll(items, err)
+		return
+	}
+	for _, it := range items {
+		if it.err != nil {
+			continue
+		}
+		if it.scratch != nil {
+			addLora(it.grad, it.scratch)
+		}
+		it.res.Metrics["loss:sum"] = it.total
+	}
+}
+
+func failAll[T kern.Float](items []*fbItem[T], err error) {
+	for _, it := range items {
+		if it.err == nil {
+			it.err, it.res = err, ForwardResult{}
+		}
+	}
+}
+
+func (it *fbItem[T]) validate(c Config) error {
+	spec, cfg, err := resolveLoss(it.req.LossFn, it.req.LossFnConfig)
 	if err != nil {
-		return ForwardResult{}, err
+		return err
 	}
-	if len(req.Data) == 0 {
-		return ForwardResult{}, Inputf("data is empty")
+	if len(it.req.Data) == 0 {
+		return Inputf("data is empty")
 	}
-	ks := make([]int, len(req.Data))
-	for i, d := range req.Data {
-		if ks[i], err = validateDatum(i, d, spec, c); err != nil {
-			return ForwardResult{}, err
+	it.spec, it.cfg = spec, cfg
+	it.ks = make([]int, len(it.req.Data))
+	for i, d := range it.req.Data {
+		if it.ks[i], err = validateDatum(i, d, spec, c); err != nil {
+			return err
 		}
 	}
-	sm := &seqModel[T]{c: c, w: w, lw: lw, grad: grad, rope: rope}
-	if lw != nil {
-		sm.scale = lw.Scale
+	return nil
+}
+
+// runPack runs forward (and backward where the datums' items train) over one pack.
+func runPack[T kern.Float](c Config, w *Weights[T], rope *ropeTables, items []*fbItem[T], refs []datumRef) {
+	segs := make([]segment[T], len(refs))
+	var tokens []int32
+	backward := false
+	for i, r := range refs {
+		it := items[r.item]
+		d := it.req.Data[r.datum]
+		segs[i] = segment[T]{start: len(tokens), n: len(d.Tokens), lw: it.lw, grad: it.scratch}
+		if it.lw != nil {
+			segs[i].scale = it.lw.Scale
+		}
+		backward = backward || it.scratch != nil
+		tokens = append(tokens, d.Tokens...)
 	}
-	// Gradients go into a scratch copy first, so a cancelled call adds nothing.
-	var scratch *LoraWeights[T]
-	if grad != nil {
-		s := zeroLoraLike(grad)
-		scratch = &s
-		sm.grad = scratch
-	}
-	res := ForwardResult{Metrics: map[string]float64{}}
-	var total float64
+	sm := newSeqModel(c, w, rope, segs)
+	act := sm.forward(tokens, backward)
 	V := c.VocabSize
-	for i, d := range req.Data {
-		if err := ctx.Err(); err != nil {
-			return ForwardResult{}, err
-		}
-		n, k := len(d.Tokens), ks[i]
-		act := sm.forward(d.Tokens, grad != nil)
+	var dl []T
+	if backward {
+		dl = make([]T, len(tokens)*V)
+	}
+	for i, r := range refs {
+		it := items[r.item]
+		d := it.req.Data[r.datum]
+		sg := segs[i]
+		n, k := sg.n, it.ks[r.datum]
+		logp := act.logp[sg.start*V : (sg.start+n)*V]
 		tt := d.LossInputs["target_tokens"].I64
 		lp := make([]float64, n*k)
 		out := make([]float32, n*k)
 		for j := range lp {
-			lp[j] = float64(act.logp[(j/k)*V+int(tt[j])])
+			lp[j] = float64(logp[(j/k)*V+int(tt[j])])
 			out[j] = float32(lp[j])
 		}
-		loss, dlp := datumLoss(req.LossFn, cfg, lp, d.LossInputs)
-		total += loss
+		loss, dlp := datumLoss(it.req.LossFn, it.cfg, lp, d.LossInputs)
+		it.total += loss
 		shape := []int{n}
 		if k > 1 {
 			shape = []int{n, k}
 		}
-		res.Outputs = append(res.Outputs, map[string]Tensor{"logprobs": {DType: Float32, Shape: shape, F32: out}})
-		res.Tokens += n
-		if grad != nil {
-			// dL/dlogits = Σ_k dL/dlp_k · (onehot(target_k) − softmax).
-			dl := make([]T, n*V)
-			for r := 0; r < n; r++ {
-				var sum float64
-				for kk := 0; kk < k; kk++ {
-					sum += dlp[r*k+kk]
-				}
-				if sum == 0 {
-					nonzero := false
-					for kk := 0; kk < k; kk++ {
-						nonzero = nonzero || dlp[r*k+kk] != 0
-					}
-					if !nonzero {
-						continue
-					}
-				}
-				row := dl[r*V : r*V+V]
-				lrow := act.logp[r*V : r*V+V]
-				for v := range row {
-					row[v] = T(-sum * math.Exp(float64(lrow[v])))
-				}
-				for kk := 0; kk < k; kk++ {
-					row[tt[r*k+kk]] += T(dlp[r*k+kk])
-				}
+		it.res.Outputs[r.datum] = map[string]Tensor{"logprobs": {DType: Float32, Shape: shape, F32: out}}
+		it.res.Tokens += n
+		if it.scratch == nil {
+			continue
+		}
+		// dL/dlogits = Σ_k dL/dlp_k · (onehot(target_k) − softmax).
+		drows := dl[sg.start*V : (sg.start+n)*V]
+		for r := 0; r < n; r++ {
+			var sum float64
+			nonzero := false
+			for kk := 0; kk < k; kk++ {
+				sum += dlp[r*k+kk]
+				nonzero = nonzero || dlp[r*k+kk] != 0
 			}
-			sm.backward(act, dl)
+			if !nonzero {
+				continue
+			}
+			row := drows[r*V : r*V+V]
+			lrow := logp[r*V : r*V+V]
+			for v := range row {
+				row[v] = T(-sum * math.Exp(float64(lrow[v])))
+			}
+			for kk := 0; kk < k; kk++ {
+				row[tt[r*k+kk]] += T(dlp[r*k+kk])
+			}
 		}
 	}
-	if grad != nil {
-		if err := ctx.Err(); err != nil {
-			return ForwardResult{}, err
-		}
-		addLora(grad, scratch)
+	if backward {
+		sm.backward(act, dl)
 	}
-	res.Metrics["loss:sum"] = total
-	return res, nil
 }
 
 func zeroLoraLike[T kern.Float](lw *LoraWeights[T]) LoraWeights[T] {

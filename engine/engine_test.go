@@ -385,8 +385,7 @@ func TestKVCacheDecodingEqualsFullForward(t *testing.T) {
 		}
 		lw.Scale = 1
 		toks := []int32{1, 5, 9, 3, 30, 12, 7, 44, 2}
-		sm := &seqModel[float32]{c: c, w: w, lw: &lw, rope: m.rope(), scale: 1}
-		full := sm.forward(toks, false)
+		full := singleSeq(c, w, m.rope(), &lw, nil, len(toks)).forward(toks, false)
 		cache := newKVCache(c, len(toks))
 		V := c.VocabSize
 		for i, tok := range toks {

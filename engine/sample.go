@@ -202,11 +202,7 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	res := SampleResult{PromptTokens: len(req.Prompt)}
 	V := c.VocabSize
 	if req.PromptLogprobs || req.TopKPromptLogprobs > 0 {
-		sm := &seqModel[float32]{c: c, w: m.W, lw: lw, rope: m.rope()}
-		if lw != nil {
-			sm.scale = lw.Scale
-		}
-		act := sm.forward(req.Prompt, false)
+		act := singleSeq(c, m.W, m.rope(), lw, nil, len(req.Prompt)).forward(req.Prompt, false)
 		n := len(req.Prompt)
 		if req.PromptLogprobs {
 			res.PromptLogprobs = make([]float32, n)
