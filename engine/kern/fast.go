@@ -33,12 +33,44 @@ func split(n, work, align int, f func(lo, hi int)) {
 // matMulNT32 is C = A·Bᵀ for float32: a 4×4 register block over k, the four rows of B
 // streamed once per four rows of A.
 func matMulNT32(c, a, b []float32, m, n, k int, acc bool) {
+	if usePacked(m, n, k) {
+		gemm32(c, a, b, m, n, k, false, true, acc)
+		return
+	}
+	if useAVX2 && m < mr {
+		// GEMV-like: packing B would cost as much as the product; assembly dots instead.
+		split(n, m*n*k, 4, func(lo, hi int) { nt32dots(c, a, b, m, lo, hi, n, k, acc) })
+		return
+	}
 	if m >= n || m >= 8 {
 		split(m, m*n*k, 4, func(lo, hi int) { nt32rows(c, a, b, lo, hi, n, k, acc) })
 		return
 	}
 	// Few rows (decode): split the output columns instead, so both cores stream half of B.
 	split(n, m*n*k, 4, func(lo, hi int) { nt32cols(c, a, b, m, lo, hi, n, k, acc) })
+}
+
+// usePacked says whether the packed assembly GEMM pays: it needs AVX2+FMA, at least a
+// full tile of rows (fewer waste most of each 6×16 tile) and enough work to amortise
+// packing.
+func usePacked(m, n, k int) bool {
+	return useAVX2 && m >= mr && n >= nr/2 && m*n*k >= 1<<12
+}
+
+// nt32dots computes columns [lo, hi) of C = A·Bᵀ as one dot product per element.
+func nt32dots(c, a, b []float32, m, lo, hi, n, k int, acc bool) {
+	for i := 0; i < m; i++ {
+		ar := a[i*k : i*k+k]
+		cr := c[i*n : i*n+n]
+		for j := lo; j < hi; j++ {
+			s := dot32(ar, b[j*k:j*k+k])
+			if acc {
+				cr[j] += s
+			} else {
+				cr[j] = s
+			}
+		}
+	}
 }
 
 func nt32rows(c, a, b []float32, lo, hi, n, k int, acc bool) {
@@ -149,7 +181,16 @@ func store4(c []float32, s0, s1, s2, s3 float32, acc bool) {
 	c[0], c[1], c[2], c[3] = s0, s1, s2, s3
 }
 
+// dot32 is Σ a[i]·b[i] over len(a).
 func dot32(a, b []float32) float32 {
+	if useAVX2 && len(a) >= 8 {
+		_ = b[:len(a)] // the assembly trusts the length
+		return dot32AVX(a, b)
+	}
+	return dot32Go(a, b)
+}
+
+func dot32Go(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -165,8 +206,18 @@ func dot32(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// axpy32 is y += alpha·x, unrolled.
+// axpy32 is y += alpha·x over len(x).
 func axpy32(alpha float32, x, y []float32) {
+	if useAVX2 && len(x) >= 8 {
+		_ = y[:len(x)] // the assembly trusts the length
+		axpy32AVX(alpha, x, y)
+		return
+	}
+	axpy32Go(alpha, x, y)
+}
+
+// axpy32Go is the portable axpy, unrolled.
+func axpy32Go(alpha float32, x, y []float32) {
 	y = y[:len(x)]
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -182,6 +233,10 @@ func axpy32(alpha float32, x, y []float32) {
 
 // matMulNN32 is C = A·B (B k×n) as row axpys, parallel over rows of C.
 func matMulNN32(c, a, b []float32, m, n, k int, acc bool) {
+	if usePacked(m, n, k) {
+		gemm32(c, a, b, m, n, k, false, false, acc)
+		return
+	}
 	split(m, m*n*k, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			cr := c[i*n : i*n+n]
@@ -200,6 +255,10 @@ func matMulNN32(c, a, b []float32, m, n, k int, acc bool) {
 
 // matMulTN32 is C = Aᵀ·B (A k×m, B k×n), parallel over rows of C.
 func matMulTN32(c, a, b []float32, m, n, k int, acc bool) {
+	if usePacked(m, n, k) {
+		gemm32(c, a, b, m, n, k, true, false, acc)
+		return
+	}
 	split(m, m*n*k, 1, func(lo, hi int) {
 		if !acc {
 			clear(c[lo*n : hi*n])

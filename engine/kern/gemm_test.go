@@ -1,0 +1,248 @@
+package kern
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// closeRel checks got against want element-wise, within tol relative to mag, the sum of
+// |a|·|b| (plus |C| when accumulating) that bounds each element's rounding error.
+func closeRel(t testing.TB, name string, got, want, mag []float32, tol float64) {
+	t.Helper()
+	for i := range want {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		if d > tol*(float64(mag[i])+1e-30) || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s: element %d = %v, want %v (|a||b| %v)", name, i, got[i], want[i], mag[i])
+		}
+	}
+}
+
+func abs32(s []float32) []float32 {
+	o := make([]float32, len(s))
+	for i, v := range s {
+		o[i] = float32(math.Abs(float64(v)))
+	}
+	return o
+}
+
+type mmCase struct {
+	op        string
+	m, n, k   int
+	acc       bool
+	a, b, c0  []float32
+	fast, ref func(c, a, b []float32)
+	want, mag []float32 // filled by check
+}
+
+// mmCases builds the three layouts for one shape with random operands.
+func mmCases(rng *rand.Rand, m, n, k int, acc bool) []*mmCase {
+	var out []*mmCase
+	for _, op := range []string{"NT", "NN", "TN"} {
+		tc := &mmCase{op: op, m: m, n: n, k: k, acc: acc, a: randSlice(rng, m*k), b: randSlice(rng, n*k), c0: randSlice(rng, m*n)}
+		switch op {
+		case "NT":
+			tc.fast = func(c, a, b []float32) { MatMulNT(c, a, b, m, n, k, acc) }
+			tc.ref = func(c, a, b []float32) { refNT(c, a, b, m, n, k, acc) }
+		case "NN":
+			tc.fast = func(c, a, b []float32) { MatMulNN(c, a, b, m, n, k, acc) }
+			tc.ref = func(c, a, b []float32) { refNN(c, a, b, m, n, k, acc) }
+		case "TN":
+			tc.fast = func(c, a, b []float32) { MatMulTN(c, a, b, m, n, k, acc) }
+			tc.ref = func(c, a, b []float32) { refTN(c, a, b, m, n, k, acc) }
+		}
+		out = append(out, tc)
+	}
+	return out
+}
+
+// check runs fast and compares it with the reference; the reference result and its
+// magnitude bound (the same product on |A| and |B|) are computed once per case.
+func (tc *mmCase) check(t testing.TB, fast func(c, a, b []float32), path string) {
+	t.Helper()
+	if tc.want == nil {
+		tc.want = append([]float32(nil), tc.c0...)
+		tc.ref(tc.want, tc.a, tc.b)
+		tc.mag = abs32(tc.c0)
+		if !tc.acc {
+			clear(tc.mag)
+		}
+		tc.refAbs(tc.mag)
+	}
+	got := append([]float32(nil), tc.c0...)
+	fast(got, tc.a, tc.b)
+	closeRel(t, fmt.Sprintf("%s %s %dx%dx%d acc=%v", path, tc.op, tc.m, tc.n, tc.k, tc.acc), got, tc.want, tc.mag, 1e-4)
+}
+
+func (tc *mmCase) refAbs(mag []float32) {
+	aa, ba := abs32(tc.a), abs32(tc.b)
+	switch tc.op {
+	case "NT":
+		refNT(mag, aa, ba, tc.m, tc.n, tc.k, true)
+	case "NN":
+		refNN(mag, aa, ba, tc.m, tc.n, tc.k, true)
+	case "TN":
+		refTN(mag, aa, ba, tc.m, tc.n, tc.k, true)
+	}
+}
+
+// packed calls the packed driver directly, whatever shape thresholds the dispatch uses.
+func (tc *mmCase) packed(c, a, b []float32) {
+	switch tc.op {
+	case "NT":
+		gemm32(c, a, b, tc.m, tc.n, tc.k, false, true, tc.acc)
+	case "NN":
+		gemm32(c, a, b, tc.m, tc.n, tc.k, false, false, tc.acc)
+	case "TN":
+		gemm32(c, a, b, tc.m, tc.n, tc.k, true, false, tc.acc)
+	}
+}
+
+// withGeneric runs f with the assembly disabled, so the pure-Go fallback is exercised.
+func withGeneric(f func()) {
+	old := useAVX2
+	useAVX2 = false
+	defer func() { useAVX2 = old }()
+	f()
+}
+
+var testShapes = [][3]int{
+	{1, 1, 1}, {1, 7, 3}, {3, 5, 17}, {4, 4, 4}, {5, 9, 63}, {6, 16, 1}, {6, 16, 8},
+	{7, 13, 33}, {7, 65, 129}, {12, 32, 256}, {13, 17, 257}, {16, 33, 64}, {1, 300, 96},
+	{300, 1, 96}, {300, 2, 5}, {130, 70, 40}, {2, 1000, 50}, {16, 1536, 576},
+	{97, 150, 600}, {120, 4100, 3}, {512, 576, 576},
+}
+
+func TestMatMulShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, s := range testShapes {
+		for _, acc := range []bool{false, true} {
+			if acc && s[0]*s[1]*s[2] > 1<<24 {
+				continue // accumulation is covered by the smaller shapes; keeps -race quick
+			}
+			for _, tc := range mmCases(rng, s[0], s[1], s[2], acc) {
+				tc.check(t, tc.fast, "dispatch")
+				tc.check(t, tc.packed, "packed")
+				withGeneric(func() { tc.check(t, tc.fast, "generic") })
+			}
+		}
+	}
+}
+
+func TestMatMulZeroK(t *testing.T) {
+	c := []float32{1, 2, 3, 4}
+	MatMulNT(c, nil, nil, 2, 2, 0, true)
+	if c[3] != 4 {
+		t.Fatalf("acc with k=0 changed C: %v", c)
+	}
+	gemm32(c, nil, nil, 2, 2, 0, false, true, false)
+	if c[0] != 0 || c[3] != 0 {
+		t.Fatalf("k=0 did not clear C: %v", c)
+	}
+}
+
+func TestDotAxpy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 1000} {
+		x, y := randSlice(rng, n), randSlice(rng, n)
+		var want, mag float64
+		for i := range x {
+			want += float64(x[i]) * float64(y[i])
+			mag += math.Abs(float64(x[i]) * float64(y[i]))
+		}
+		for _, path := range []string{"dispatch", "generic"} {
+			var got float32
+			var ya []float32
+			run := func() {
+				got = Dot(x, y)
+				ya = append([]float32(nil), y...)
+				Axpy(0.5, x, ya)
+			}
+			if path == "generic" {
+				withGeneric(run)
+			} else {
+				run()
+			}
+			if d := math.Abs(float64(got) - want); d > 1e-5*(mag+1) {
+				t.Fatalf("%s dot n=%d: %v want %v", path, n, got, want)
+			}
+			for i := range ya {
+				w := float64(y[i]) + 0.5*float64(x[i])
+				if math.Abs(float64(ya[i])-w) > 1e-6*(math.Abs(w)+1) {
+					t.Fatalf("%s axpy n=%d [%d]: %v want %v", path, n, i, ya[i], w)
+				}
+			}
+		}
+	}
+}
+
+func FuzzGemm(f *testing.F) {
+	f.Add(uint8(1), uint8(1), uint8(1), false, uint64(1))
+	f.Add(uint8(7), uint8(13), uint8(33), true, uint64(2))
+	f.Add(uint8(6), uint8(16), uint8(255), false, uint64(3))
+	f.Fuzz(func(t *testing.T, m, n, k uint8, acc bool, seed uint64) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		// Keep shapes small so each input runs fast; k up to 300 crosses the kc block.
+		mm, nn, kk := int(m%40)+1, int(n%70)+1, int(k)+int(seed%50)
+		for _, tc := range mmCases(rng, mm, nn, kk, acc) {
+			tc.check(t, tc.packed, "packed")
+			tc.check(t, tc.fast, "dispatch")
+		}
+	})
+}
+
+func benchMM(b *testing.B, op string, m, n, k int, generic bool) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, w, c := randSlice(rng, m*k), randSlice(rng, n*k), make([]float32, m*n)
+	f := map[string]func(){
+		"NT": func() { MatMulNT(c, a, w, m, n, k, false) },
+		"NN": func() { MatMulNN(c, a, w, m, n, k, false) },
+		"TN": func() { MatMulTN(c, a, w, m, n, k, false) },
+	}[op]
+	if generic {
+		old := useAVX2
+		useAVX2 = false
+		defer func() { useAVX2 = old }()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		f()
+	}
+	b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// Shapes of a 135M-parameter model (hidden 576, MLP 1536) at 512 tokens.
+func BenchmarkMatMul(b *testing.B) {
+	for _, s := range []struct {
+		op      string
+		m, n, k int
+	}{
+		{"NT", 512, 576, 576}, {"NT", 512, 1536, 576}, {"NN", 512, 576, 1536}, {"TN", 576, 576, 512},
+		{"NT", 16, 1536, 576}, {"NT", 1, 1536, 576},
+	} {
+		for _, path := range []string{"asm", "purego"} {
+			b.Run(fmt.Sprintf("%s_%dx%dx%d/%s", s.op, s.m, s.n, s.k, path), func(b *testing.B) {
+				benchMM(b, s.op, s.m, s.n, s.k, path == "purego")
+			})
+		}
+	}
+}
+
+func BenchmarkDot64(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x, y := randSlice(rng, 64), randSlice(rng, 64)
+	var s float32
+	for b.Loop() {
+		s += Dot(x, y)
+	}
+	_ = s
+}
+
+func BenchmarkAxpy64(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x, y := randSlice(rng, 64), randSlice(rng, 64)
+	for b.Loop() {
+		Axpy(1e-3, x, y)
+	}
+}
