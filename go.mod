@@ -3,6 +3,7 @@ module github.com/tuft-go/tuft
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-0
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/klauspost/compress v1.20.3
 	github.com/nikolalohinski/gonja/v2 v2.9.1
@@ -12,6 +13,7 @@ require (
 	github.com/shirou/gopsutil/v4 v4.26.10
 	go.etcd.io/bbolt v1.5.0
 	go.opentelemetry.io/contrib/bridges/otelslog v0.21.0
+	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/contrib/instrumentation/runtime v0.72.0
 	go.opentelemetry.io/otel v1.47.0
@@ -40,7 +42,6 @@ require (
 )
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -30,6 +30,10 @@ type Config struct {
 	Sessions      Sessions         `yaml:"sessions"`
 	Limits        Limits           `yaml:"limits"`
 	Telemetry     telemetry.Config `yaml:"telemetry"`
+	// Workers is how an API server reaches `tuft worker` processes (models with remote: true).
+	Workers Workers `yaml:"workers"`
+	// Worker configures a `tuft worker` process.
+	Worker Worker `yaml:"worker"`
 
 	// Home is TUFT_HOME (not a YAML key): the directory for the embedded store, the
 	// generated API key, preset models and, by default, checkpoints.
@@ -61,6 +65,90 @@ type Model struct {
 	// LoraAlphaRatio sets lora_alpha = rank × ratio for new adapters (Tinker leaves alpha to
 	// the server; 1 gives scale 1).
 	LoraAlphaRatio float64 `yaml:"lora_alpha_ratio"`
+	// Remote: the model is hosted by `tuft worker` processes (see workers), not here.
+	Remote bool `yaml:"remote"`
+}
+
+// Workers is the API server's side of the worker connection.
+type Workers struct {
+	// TokenFile holds the shared secret workers require (also TUFT_WORKER_TOKEN).
+	TokenFile string `yaml:"token_file"`
+	// TLS is the client side of (mutual) TLS to the workers; empty is plaintext.
+	TLS TLSFiles `yaml:"tls"`
+	// Pinned lists workers by address, with the models they must host.
+	Pinned []PinnedWorker `yaml:"pinned"`
+	// Discover finds workers that registered themselves in the shared store (Redis).
+	Discover bool `yaml:"discover"`
+	// CallTimeoutSeconds bounds one operation on a worker (default 600).
+	CallTimeoutSeconds float64 `yaml:"call_timeout_seconds"`
+	// StartTimeoutSeconds is how long start-up waits for the remote models' workers (default 120).
+	StartTimeoutSeconds float64 `yaml:"start_timeout_seconds"`
+	// CheckSeconds is how often workers are discovered and checked (default 5).
+	CheckSeconds float64 `yaml:"check_seconds"`
+}
+
+// PinnedWorker is a worker at a fixed address.
+type PinnedWorker struct {
+	Address string   `yaml:"address"`
+	Models  []string `yaml:"models"`
+}
+
+// Worker configures the `tuft worker` process; it hosts the models listed under models.
+type Worker struct {
+	// Listen is the gRPC address (default 0.0.0.0:10620; --listen overrides).
+	Listen string `yaml:"listen"`
+	// Advertise is the address API replicas dial, written to the registration (default:
+	// the listen address).
+	Advertise string `yaml:"advertise"`
+	// TokenFile holds the shared secret callers must present (also TUFT_WORKER_TOKEN).
+	TokenFile string `yaml:"token_file"`
+	// TLS serves TLS; with client_ca_file set, only clients with a certificate from that CA
+	// are admitted (mutual TLS).
+	TLS TLSFiles `yaml:"tls"`
+	// Register publishes the worker in the shared store (persistence must be redis).
+	Register bool `yaml:"register"`
+	// HeartbeatSeconds is the registration renewal interval (default 5; TTL is 3×).
+	HeartbeatSeconds float64 `yaml:"heartbeat_seconds"`
+}
+
+// TLSFiles names PEM files.
+type TLSFiles struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	CAFile       string `yaml:"ca_file"`        // client: the CA that signed the workers' certificates
+	ClientCAFile string `yaml:"client_ca_file"` // worker: the CA of admitted clients (mutual TLS)
+	ServerName   string `yaml:"server_name"`    // client: the name in the workers' certificates
+}
+
+// RemoteModels lists the models hosted by workers.
+func (c Config) RemoteModels() []string {
+	var out []string
+	for _, m := range c.Models {
+		if m.Remote {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// WorkerToken reads the shared worker secret from TUFT_WORKER_TOKEN or file ("" if
+// neither is set).
+func WorkerToken(file string) (string, error) {
+	if t := strings.TrimSpace(os.Getenv("TUFT_WORKER_TOKEN")); t != "" {
+		return t, nil
+	}
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(expandHome(file))
+	if err != nil {
+		return "", fmt.Errorf("worker token: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("worker token file %s is empty", file)
+	}
+	return t, nil
 }
 
 // Auth lists the API keys, by SHA-256, and the tenant each belongs to.
@@ -237,6 +325,21 @@ func (c *Config) fill() {
 		c.Persistence.Path = filepath.Join(c.Home, "tuft.db")
 	}
 	c.Persistence.Path = expandHome(c.Persistence.Path)
+	if c.Workers.CallTimeoutSeconds == 0 {
+		c.Workers.CallTimeoutSeconds = 600
+	}
+	if c.Workers.StartTimeoutSeconds == 0 {
+		c.Workers.StartTimeoutSeconds = 120
+	}
+	if c.Workers.CheckSeconds == 0 {
+		c.Workers.CheckSeconds = 5
+	}
+	if c.Worker.Listen == "" {
+		c.Worker.Listen = "127.0.0.1:10620"
+	}
+	if c.Worker.HeartbeatSeconds == 0 {
+		c.Worker.HeartbeatSeconds = 5
+	}
 	for i := range c.Models {
 		m := &c.Models[i]
 		m.Path = expandHome(m.Path)
@@ -297,6 +400,9 @@ func (c Config) Validate() error {
 		}
 		seen[m.Name] = true
 		switch {
+		case m.Remote && (m.Path != "" || m.Preset != ""):
+			bad(k, "is remote (hosted by workers); path and preset belong in the workers' configuration")
+		case m.Remote:
 		case m.Path == "" && m.Preset == "":
 			bad(k, "needs either path (a HuggingFace-layout directory) or preset")
 		case m.Path != "" && m.Preset != "":
@@ -311,6 +417,43 @@ func (c Config) Validate() error {
 		if m.LoraAlphaRatio <= 0 {
 			bad(k+".lora_alpha_ratio", "%g must be positive", m.LoraAlphaRatio)
 		}
+	}
+	if len(c.RemoteModels()) > 0 && len(c.Workers.Pinned) == 0 && !c.Workers.Discover {
+		bad("workers", "models marked remote need workers.pinned addresses or workers.discover: true")
+	}
+	if c.Workers.Discover && c.Persistence.Mode != "redis" {
+		bad("workers.discover", "needs persistence.mode: redis (workers register in the shared store)")
+	}
+	if c.Worker.Register && c.Persistence.Mode != "redis" {
+		bad("worker.register", "needs persistence.mode: redis (replicas read registrations from the shared store)")
+	}
+	for i, w := range c.Workers.Pinned {
+		if !strings.Contains(w.Address, ":") {
+			bad(fmt.Sprintf("workers.pinned[%d].address", i), "%q must be host:port", w.Address)
+		}
+		for _, m := range w.Models {
+			if mc, ok := c.Model(m); !ok || !mc.Remote {
+				bad(fmt.Sprintf("workers.pinned[%d].models", i), "%q is not a model with remote: true", m)
+			}
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"workers.call_timeout_seconds", c.Workers.CallTimeoutSeconds}, {"workers.start_timeout_seconds", c.Workers.StartTimeoutSeconds},
+		{"workers.check_seconds", c.Workers.CheckSeconds}, {"worker.heartbeat_seconds", c.Worker.HeartbeatSeconds}} {
+		if f.v < 0 {
+			bad(f.key, "%g must not be negative", f.v)
+		}
+	}
+	if (c.Worker.TLS.CertFile == "") != (c.Worker.TLS.KeyFile == "") {
+		bad("worker.tls", "cert_file and key_file go together")
+	}
+	if c.Worker.TLS.ClientCAFile != "" && c.Worker.TLS.CertFile == "" {
+		bad("worker.tls.client_ca_file", "mutual TLS needs the worker's own cert_file and key_file")
+	}
+	if (c.Workers.TLS.CertFile == "") != (c.Workers.TLS.KeyFile == "") {
+		bad("workers.tls", "cert_file and key_file go together")
 	}
 	for i, a := range c.Auth.APIKeys {
 		k := fmt.Sprintf("auth.api_keys[%d]", i)

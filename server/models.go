@@ -26,6 +26,9 @@ func LoadModels(cfg config.Config) ([]*engine.Model, []backend.ModelInfo, error)
 	var models []*engine.Model
 	var infos []backend.ModelInfo
 	for i, mc := range cfg.Models {
+		if mc.Remote {
+			continue // hosted by workers
+		}
 		dir := mc.Path
 		if mc.Preset != "" {
 			dir = PresetDir(cfg.Home, mc.Preset)

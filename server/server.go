@@ -25,6 +25,7 @@ import (
 	"github.com/tuft-go/tuft/store/bolt"
 	"github.com/tuft-go/tuft/store/memory"
 	redisstore "github.com/tuft-go/tuft/store/redis"
+	"github.com/tuft-go/tuft/worker"
 )
 
 // Server is a running control plane.
@@ -41,6 +42,8 @@ type Server struct {
 	ln       net.Listener
 	serveErr chan error
 	once     sync.Once
+	// stopWorkers ends worker discovery (nil without workers).
+	stopWorkers context.CancelFunc
 }
 
 // Options adjust Start.
@@ -116,20 +119,26 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			s.close(context.Background())
 		}
 	}()
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Store = st
 	exec := o.Executor
 	if exec == nil {
 		models, infos, err := LoadModels(cfg)
 		if err != nil {
 			return nil, err
 		}
-		exec = backend.NewLocal(models, infos)
+		local := backend.NewLocal(models, infos)
+		exec = local
+		if remote := cfg.RemoteModels(); len(remote) > 0 {
+			if exec, err = s.connectWorkers(ctx, cfg, local, len(models) > 0, remote); err != nil {
+				return nil, err
+			}
+		}
 	}
 	s.Executor = exec
-	st, err := OpenStore(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.Store = st
 	fut, err := futures.New(futures.Options{
 		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log,
 	})
@@ -162,6 +171,46 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	ok = true
 	return s, nil
 }
+
+// connectWorkers builds the router over the in-process models and the workers, and waits
+// (workers.start_timeout_seconds) until every remote model has a worker.
+func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *backend.Local, hasLocal bool, remote []string) (backend.Executor, error) {
+	token, err := config.WorkerToken(cfg.Workers.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := worker.ClientTLS(cfg.Workers.TLS)
+	if err != nil {
+		return nil, err
+	}
+	if token == "" && tlsCfg == nil {
+		return nil, errors.New("workers: set workers.token_file (or TUFT_WORKER_TOKEN) or workers.tls: workers accept only an authenticated server")
+	}
+	router := backend.NewRouter()
+	if hasLocal {
+		router.Set(worker.LocalMember, local)
+	}
+	d := &worker.Directory{Router: router, Log: s.Log,
+		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds)}}
+	for _, p := range cfg.Workers.Pinned {
+		d.Pinned = append(d.Pinned, p.Address)
+	}
+	if cfg.Workers.Discover {
+		d.Store = s.Store
+	}
+	wctx, cancel := context.WithTimeout(ctx, seconds(cfg.Workers.StartTimeoutSeconds))
+	defer cancel()
+	if err := d.WaitFor(wctx, remote, time.Second); err != nil {
+		router.Close()
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	dctx, stop := context.WithCancel(context.Background())
+	s.stopWorkers = stop
+	go d.Run(dctx, seconds(cfg.Workers.CheckSeconds))
+	return router, nil
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // Addr is the listening address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -197,6 +246,9 @@ func (s *Server) close(ctx context.Context) error {
 	}
 	if s.Service != nil {
 		s.Service.Close()
+	}
+	if s.stopWorkers != nil {
+		s.stopWorkers()
 	}
 	if s.Executor != nil {
 		if err := s.Executor.Close(); err != nil {

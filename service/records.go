@@ -62,6 +62,10 @@ type Run struct {
 	CreatePayload   string    `json:"create_payload_hash,omitempty"`
 	LastCheckpoint  string    `json:"last_checkpoint,omitempty"`   // checkpoint id "weights/<name>"
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
+
+	// pendingGrads is true while forward_backward has accumulated gradients that no
+	// optim_step has consumed (they live only in the executor's memory).
+	pendingGrads bool
 }
 
 // Checkpoint types as the REST API names them.

@@ -2,12 +2,14 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -181,6 +183,13 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 				attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 			start := time.Now()
 			res, err := s.be.Sample(ctx, base, lora, req)
+			if errors.Is(err, backend.ErrUnknownAdapter) && sm != nil && sm.AdapterDir != "" {
+				// The worker holding the sampler's weights restarted or left: load them
+				// again (from the checkpoint directory) and sample once more.
+				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, sm.AdapterDir); lerr == nil {
+					res, err = s.be.Sample(ctx, base, lora, req)
+				}
+			}
 			telemetry.End(sp, err)
 			if err != nil {
 				return futures.Result{}, classify(err)

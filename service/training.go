@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -234,10 +235,19 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 			attribute.Bool(telemetry.AttrBackward, req.Backward), attribute.Int(telemetry.AttrDataCount, len(req.Data)),
 			attribute.String(telemetry.AttrLossFn, req.LossFn), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		start := time.Now()
-		res, err := s.be.ForwardBackward(ctx, r.BaseModel, r.ID, req)
+		var res engine.ForwardResult
+		err := s.onAdapter(ctx, r, func() (err error) {
+			res, err = s.be.ForwardBackward(ctx, r.BaseModel, r.ID, req)
+			return err
+		})
 		telemetry.End(sp, err)
 		if err != nil {
 			return futures.Result{}, err
+		}
+		if req.Backward {
+			s.mu.Lock()
+			r.pendingGrads = true
+			s.mu.Unlock()
 		}
 		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
 			telemetry.Metrics().TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
@@ -285,8 +295,15 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, p engi
 	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
 			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
-		metrics, err := s.be.OptimStep(ctx, r.BaseModel, r.ID, p)
+		var metrics map[string]float64
+		err := s.onAdapter(ctx, r, func() (err error) {
+			metrics, err = s.be.OptimStep(ctx, r.BaseModel, r.ID, p)
+			return err
+		})
 		if err == nil {
+			s.mu.Lock()
+			r.pendingGrads = false
+			s.mu.Unlock()
 			err = s.autosave(ctx, r, m.SeqID)
 		}
 		telemetry.End(sp, err)
@@ -362,7 +379,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		n := r.EphemeralCount
 		s.mu.Unlock()
 		dir := filepath.Join(s.runDir(r.ID), "_ephemeral", fmt.Sprint(n))
-		if err := s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false); err != nil {
+		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			return futures.Result{}, err
 		}
 		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true)
@@ -372,7 +389,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
 	dir := filepath.Join(s.runDir(r.ID), ckptKindDir(typ), in.Name)
-	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining); err != nil {
+	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining) }); err != nil {
 		return futures.Result{}, err
 	}
 	now := s.now()
@@ -457,6 +474,9 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
 		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer)
 		if err == nil {
+			s.mu.Lock()
+			r.pendingGrads = false // the loaded state replaces the gradients too
+			s.mu.Unlock()
 			// The loaded state is the run's state now: make it what a restart restores.
 			err = s.autosave(ctx, r, in.SeqID)
 		}
@@ -545,4 +565,42 @@ func (s *Service) GetInfo(tenant, runID string) (RunInfo, error) {
 		return RunInfo{}, err
 	}
 	return RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank}, nil
+}
+
+// onAdapter runs op on run r's adapter. A worker that restarted (or left, moving the
+// run to another worker) no longer holds the adapter: when the executor answers that it
+// is unknown although r is loaded, the adapter is restored from its latest saved state
+// (the autosave after every optim_step, or a newer checkpoint) and op runs once more.
+// If forward_backward had accumulated gradients since the last optim_step, they died
+// with the worker: the operation then fails with an error that says so, rather than
+// training silently on less.
+func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error {
+	err := op()
+	if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
+		return err
+	}
+	s.mu.Lock()
+	loaded := r.Loaded && !r.Unloaded && !r.Corrupted
+	lost := r.pendingGrads
+	r.pendingGrads = false
+	s.mu.Unlock()
+	if !loaded {
+		return err
+	}
+	dir, optimizer, from := s.latestState(r)
+	if dir == "" {
+		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora) // same seed: the same initial adapter
+		from = "its initial state (it had no saved state)"
+	} else {
+		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer)
+	}
+	if err != nil {
+		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s lost its adapter, and restoring it from %s failed: %v", r.ID, from, err), Err: err}
+	}
+	s.log.WarnContext(ctx, "adapter restored after its worker lost it", "run", r.ID, "from", from)
+	if lost {
+		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s restarted or left; the adapter was restored from %s, "+
+			"but the gradients accumulated by forward_backward since the last optim_step were lost: run those forward_backward calls again", r.ID, from)}
+	}
+	return op()
 }

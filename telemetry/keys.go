@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -100,4 +101,48 @@ func End(sp trace.Span, err error) {
 		sp.SetStatus(codes.Error, err.Error())
 	}
 	sp.End()
+}
+
+// Baggage member names for the correlation keys: they cross process boundaries (a gRPC
+// call to a worker) in W3C baggage beside the trace context.
+var baggageKeys = []string{AttrSessionID, AttrTrainingRunID, AttrSamplingSessionID, AttrRequestID, AttrOperationType, AttrBaseModel}
+
+func keyFields(k *Keys) []*string {
+	return []*string{&k.SessionID, &k.TrainingRunID, &k.SamplingSessionID, &k.RequestID, &k.OperationType, &k.BaseModel}
+}
+
+// KeysToBaggage adds ctx's correlation keys to its W3C baggage, so the process on the
+// other side of a call (see KeysFromBaggage) tags its spans and logs with them too.
+func KeysToBaggage(ctx context.Context) context.Context {
+	k := KeysFrom(ctx)
+	bag := baggage.FromContext(ctx)
+	for i, f := range keyFields(&k) {
+		if *f == "" {
+			continue
+		}
+		m, err := baggage.NewMemberRaw(baggageKeys[i], *f)
+		if err != nil {
+			continue
+		}
+		if b, err := bag.SetMember(m); err == nil {
+			bag = b
+		}
+	}
+	return baggage.ContextWithBaggage(ctx, bag)
+}
+
+// KeysFromBaggage merges the correlation keys found in ctx's baggage into its keys.
+func KeysFromBaggage(ctx context.Context) context.Context {
+	bag := baggage.FromContext(ctx)
+	var k Keys
+	found := false
+	for i, f := range keyFields(&k) {
+		if v := bag.Member(baggageKeys[i]).Value(); v != "" {
+			*f, found = v, true
+		}
+	}
+	if !found {
+		return ctx
+	}
+	return WithKeys(ctx, k)
 }

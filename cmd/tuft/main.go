@@ -20,6 +20,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"launch", "run the server (embedded defaults without a config)", cmdLaunch},
+		{"worker", "worker --config FILE [--listen ADDR]: host models for API replicas over gRPC", cmdWorker},
 		{"version", "print the version", func([]string) error { fmt.Println("tuft", version); return nil }},
 		{"config", "config check FILE: validate a tuft_config.yaml", cmdConfig},
 		{"clear", "clear persistence [--config FILE] [-f]: delete every stored record", cmdClear},

@@ -206,10 +206,7 @@ func TestCollectorReceivesAllSignalsAndSurvivesAnOutage(t *testing.T) {
 	grpcPort := testenv.FreePort(t)
 	c1 := startCollector(t, col, out, grpcPort)
 
-	bin := filepath.Join(t.TempDir(), "tuft")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/tuft-go/tuft/cmd/tuft").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, b)
-	}
+	bin := buildTuft(t)
 	home := t.TempDir()
 	port := testenv.FreePort(t)
 	cfg := fmt.Sprintf(`server: {host: 127.0.0.1, port: %d}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/store/storetest"
+)
+
+func buildTuft(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tuft")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/tuft-go/tuft/cmd/tuft").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	return bin
+}
+
+// startProc runs bin with args and env, logging to log; the test cleans it up.
+func startProc(t *testing.T, bin, log string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	lf, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); lf.Close() })
+	return cmd
+}
+
+func waitFor(t *testing.T, what, log string, ok func() bool) {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		if ok() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(log)
+	t.Fatalf("%s did not happen; log:\n%s", what, b)
+}
+
+func stopProc(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _, _ = cmd.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// An API server and a `tuft worker` as real processes, finding each other through a real
+// Redis: a full SFT-and-sample flow runs on the worker; one trace spans the server's HTTP
+// span and the worker's executor spans (read from what a real collector received); the
+// worker is killed with SIGKILL in the middle of an operation, which fails promptly
+// with a server error; the restarted worker gets the run's adapter back and training
+// continues.
+func TestWorkerProcessTraceKillAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	col := collectorBinary(t)
+	redisURL := storetest.StartRedis(t)
+	out := t.TempDir()
+	otlpPort := testenv.FreePort(t)
+	collector := startCollector(t, col, out, otlpPort)
+	defer collector.stop()
+	bin := buildTuft(t)
+	dir := t.TempDir()
+	ns := fmt.Sprintf("e2e%d", time.Now().UnixNano())
+	telemetryBlock := fmt.Sprintf(`telemetry:
+  enabled: true
+  otlp_endpoint: http://127.0.0.1:%d
+  timeout_seconds: 1
+  metrics: {export_interval_seconds: 1}
+`, otlpPort)
+
+	wport := testenv.FreePort(t)
+	waddr := fmt.Sprintf("127.0.0.1:%d", wport)
+	wcfg := filepath.Join(dir, "worker.yaml")
+	os.WriteFile(wcfg, []byte(fmt.Sprintf(`models:
+  - {name: tuft/tiny, path: %s}
+persistence: {mode: redis, redis_url: %q, namespace: %s}
+worker: {register: true, heartbeat_seconds: 1}
+%s`, testenv.TinyDir(t), redisURL, ns, telemetryBlock)), 0o644)
+	env := []string{"TUFT_WORKER_TOKEN=e2e-worker-token", "TUFT_HOME=" + dir}
+	wlog := filepath.Join(dir, "worker.log")
+	startWorker := func() *exec.Cmd {
+		w := startProc(t, bin, wlog, env, "worker", "--config", wcfg, "--listen", waddr)
+		waitFor(t, "worker start", wlog, func() bool {
+			b, _ := os.ReadFile(wlog)
+			return strings.Count(string(b), "tuft worker is serving") > 0 && w.ProcessState == nil
+		})
+		return w
+	}
+	w := startWorker()
+
+	port := testenv.FreePort(t)
+	scfg := filepath.Join(dir, "server.yaml")
+	os.WriteFile(scfg, []byte(fmt.Sprintf(`server: {host: 127.0.0.1, port: %d}
+models:
+  - {name: tuft/tiny, remote: true}
+checkpoint_dir: %s
+auth:
+  api_keys: [{tenant: alice, key_sha256: %s}]
+persistence: {mode: redis, redis_url: %q, namespace: %s}
+workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_timeout_seconds: 60}
+%s`, port, filepath.Join(dir, "checkpoints"), testenv.HashKey(testenv.KeyA), redisURL, ns, telemetryBlock)), 0o644)
+	slog := filepath.Join(dir, "server.log")
+	srv := startProc(t, bin, slog, env, "launch", "--config", scfg)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c := testenv.NewClient(t, base, testenv.KeyA)
+	waitFor(t, "server start", slog, func() bool {
+		b, _ := os.ReadFile(slog)
+		return strings.Contains(string(b), "tuft is serving")
+	})
+
+	var se struct {
+		SessionID string `json:"session_id"`
+	}
+	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
+	var f struct {
+		RequestID string `json:"request_id"`
+		ModelID   string `json:"model_id"`
+	}
+	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
+	c.Result(f.RequestID, nil)
+	model := f.ModelID
+	seq := 1
+	workload(t, c, &seq, model, se.SessionID, 0)
+
+	// SIGKILL the worker while it runs a long forward_backward.
+	var data []any
+	toks := make([]int, 200)
+	for i := range toks {
+		toks[i] = i%400 + 1
+	}
+	for i := 0; i < 40; i++ {
+		data = append(data, map[string]any{"model_input": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": toks}}},
+			"loss_fn_inputs": map[string]any{"target_tokens": map[string]any{"data": toks, "dtype": "int64"}}})
+	}
+	c.Post("/api/v1/forward_backward", map[string]any{"model_id": model, "seq_id": seq, "forward_backward_input": map[string]any{"data": data, "loss_fn": "cross_entropy"}}, &f)
+	seq++
+	time.Sleep(300 * time.Millisecond)
+	_ = w.Process.Kill()
+	killed := time.Now()
+	r := c.Wait(f.RequestID, "")
+	var fail struct {
+		Error    string `json:"error"`
+		Category string `json:"category"`
+	}
+	json.Unmarshal(r.Body, &fail)
+	if fail.Category != "server" || !strings.Contains(fail.Error, "worker") {
+		t.Fatalf("operation on a killed worker: %d %s", r.Status, r.Body)
+	}
+	if d := time.Since(killed); d > 15*time.Second {
+		t.Fatalf("the failure took %v", d)
+	}
+	t.Logf("killed worker: the operation failed after %v: %s", time.Since(killed).Round(time.Millisecond), fail.Error)
+
+	// The restarted worker (a new instance at the same address) gets the adapter back
+	// from the autosave of the last optim_step; training and sampling go on.
+	w = startWorker()
+	time.Sleep(4 * time.Second) // discovery notices the new instance
+	workload(t, c, &seq, model, se.SessionID, 1)
+	if b, _ := os.ReadFile(slog); !strings.Contains(string(b), "adapter restored after its worker lost it") {
+		t.Error("the server log does not mention restoring the adapter")
+	}
+
+	// Flush both processes' telemetry, then read what the collector received.
+	stopProc(srv)
+	stopProc(w)
+	time.Sleep(2 * time.Second)
+	collector.stop()
+	spans, _, _ := readOTLP(t, out)
+	serverTraces := map[string]bool{}
+	for _, a := range spans["POST /api/v1/forward_backward"] {
+		if a["_role"] == "server" {
+			serverTraces[a["_trace"]] = true
+		}
+	}
+	joined := false
+	for _, a := range spans["hf_model.forward_backward"] {
+		if a["_role"] != "worker" {
+			t.Fatalf("hf_model.forward_backward exported with tuft.role=%q, want worker", a["_role"])
+		}
+		if serverTraces[a["_trace"]] && a["tuft.training_run_id"] == model {
+			joined = true
+		}
+	}
+	if !joined {
+		t.Errorf("no trace holds both the server's HTTP span and the worker's hf_model span with the run's keys (%d server traces, %d worker spans)",
+			len(serverTraces), len(spans["hf_model.forward_backward"]))
+	}
+	for _, name := range []string{"training_backend.forward_backward", "hf_model.optim_step", "hf_model.sample"} {
+		if len(spans[name]) == 0 {
+			t.Errorf("no %s span", name)
+		}
+	}
+}

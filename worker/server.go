@@ -1,0 +1,247 @@
+// Package worker is the `tuft worker` process: it hosts base models and their adapters
+// (an in-process backend.Executor) and serves them over gRPC to `tuft launch` replicas.
+// Trace context arrives with every call (otelgrpc), so the model spans opened here are
+// descendants of the API server's backend spans in one trace.
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/telemetry"
+	"github.com/tuft-go/tuft/worker/workerpb"
+)
+
+// Options configures the gRPC server.
+type Options struct {
+	// Token is the shared secret callers must present ("authorization: Bearer TOKEN").
+	// Empty disables the check, which New refuses unless TLS verifies client certificates.
+	Token string
+	// TLS, when set, serves TLS; with ClientAuth = RequireAndVerifyClientCert it is mutual
+	// TLS and only holders of a certificate from the configured CA get in.
+	TLS *tls.Config
+}
+
+// Service implements workerpb.ExecutorServer over an Executor.
+type Service struct {
+	workerpb.UnimplementedExecutorServer
+	ex       backend.Executor
+	instance string
+}
+
+// NewService wraps ex. Each Service has a fresh instance id, so callers notice restarts.
+func NewService(ex backend.Executor) *Service {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return &Service{ex: ex, instance: hex.EncodeToString(b)}
+}
+
+// Instance identifies this worker process.
+func (s *Service) Instance() string { return s.instance }
+
+// NewServer builds the gRPC server: the executor, the standard health service (for
+// Kubernetes probes, open without the token), otelgrpc, and the caller check.
+func NewServer(svc *Service, o Options) (*grpc.Server, *health.Server, error) {
+	mutual := o.TLS != nil && o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+	if o.Token == "" && !mutual {
+		return nil, nil, errors.New("worker: refusing to serve without a shared token or mutual TLS (set worker.token_file or worker.tls)")
+	}
+	opts := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.MaxRecvMsgSize(backend.MaxMessageBytes), grpc.MaxSendMsgSize(backend.MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(authInterceptor(o.Token), keysInterceptor),
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	srv := grpc.NewServer(opts...)
+	workerpb.RegisterExecutorServer(srv, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	return srv, hs, nil
+}
+
+// authInterceptor admits calls that carry the shared token; health checks are open.
+func authInterceptor(token string) grpc.UnaryServerInterceptor {
+	want := sha256.Sum256([]byte(token))
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if token == "" || strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
+			return h(ctx, req)
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		var got string
+		if v := md.Get("authorization"); len(v) > 0 {
+			got, _ = strings.CutPrefix(v[0], "Bearer ")
+		}
+		// Compare digests: constant time, and the length of the token does not leak.
+		sum := sha256.Sum256([]byte(got))
+		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			return nil, status.Error(codes.Unauthenticated, "this worker accepts only its tuft server: missing or wrong worker token")
+		}
+		return h(ctx, req)
+	}
+}
+
+// keysInterceptor restores the caller's correlation keys from the baggage otelgrpc
+// extracted, so hf_model.* spans here carry tuft.training_run_id and the rest.
+func keysInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(telemetry.KeysFromBaggage(ctx), req)
+}
+
+// toStatus maps executor errors to gRPC codes that backend.Remote maps back.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *engine.InputError
+	switch {
+	case errors.As(err, &ie):
+		return status.Error(codes.InvalidArgument, ie.Msg)
+	case errors.Is(err, backend.ErrUnknownModel), errors.Is(err, backend.ErrUnknownAdapter):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// Info implements workerpb.ExecutorServer.
+func (s *Service) Info(context.Context, *workerpb.InfoRequest) (*workerpb.InfoReply, error) {
+	rep := &workerpb.InfoReply{Instance: s.instance}
+	for _, m := range s.ex.Models() {
+		rep.Models = append(rep.Models, &workerpb.ModelInfo{Name: m.Name, Arch: m.Arch, VocabSize: int32(m.VocabSize),
+			MaxContextLength: int32(m.MaxContextLength), Signature: m.Signature, Config: workerpb.FromConfig(m.Config)})
+	}
+	return rep, nil
+}
+
+// CreateAdapter implements workerpb.ExecutorServer.
+func (s *Service) CreateAdapter(ctx context.Context, r *workerpb.CreateAdapterRequest) (*workerpb.Empty, error) {
+	a := r.GetAdapter()
+	return &workerpb.Empty{}, toStatus(s.ex.CreateAdapter(ctx, a.GetModel(), a.GetLoraId(), workerpb.ToLoraConfig(r.GetConfig())))
+}
+
+// RemoveAdapter implements workerpb.ExecutorServer.
+func (s *Service) RemoveAdapter(ctx context.Context, a *workerpb.AdapterRef) (*workerpb.Empty, error) {
+	return &workerpb.Empty{}, toStatus(s.ex.RemoveAdapter(ctx, a.GetModel(), a.GetLoraId()))
+}
+
+// ForwardBackward implements workerpb.ExecutorServer.
+func (s *Service) ForwardBackward(ctx context.Context, r *workerpb.ForwardBackwardRequest) (*workerpb.ForwardBackwardReply, error) {
+	req, err := workerpb.ToForwardRequest(r)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	res, err := s.ex.ForwardBackward(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return workerpb.FromForwardResult(res), nil
+}
+
+// OptimStep implements workerpb.ExecutorServer.
+func (s *Service) OptimStep(ctx context.Context, r *workerpb.OptimStepRequest) (*workerpb.OptimStepReply, error) {
+	m, err := s.ex.OptimStep(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), workerpb.ToAdamParams(r.GetParams()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &workerpb.OptimStepReply{Metrics: m}, nil
+}
+
+// SaveState implements workerpb.ExecutorServer.
+func (s *Service) SaveState(ctx context.Context, r *workerpb.StateRequest) (*workerpb.Empty, error) {
+	return &workerpb.Empty{}, toStatus(s.ex.SaveState(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), r.GetDir(), r.GetOptimizer()))
+}
+
+// LoadState implements workerpb.ExecutorServer.
+func (s *Service) LoadState(ctx context.Context, r *workerpb.StateRequest) (*workerpb.Empty, error) {
+	return &workerpb.Empty{}, toStatus(s.ex.LoadState(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), r.GetDir(), r.GetOptimizer()))
+}
+
+// Sample implements workerpb.ExecutorServer.
+func (s *Service) Sample(ctx context.Context, r *workerpb.SampleRequest) (*workerpb.SampleReply, error) {
+	res, err := s.ex.Sample(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), workerpb.ToSampleRequest(r))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return workerpb.FromSampleResult(res), nil
+}
+
+// ClientTLS builds the API server's side of TLS to workers (nil when no file is set).
+func ClientTLS(f config.TLSFiles) (*tls.Config, error) {
+	if f.CAFile == "" && f.CertFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
+	if f.CAFile != "" {
+		pool, err := readPool(f.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("workers.tls.ca_file: %w", err)
+		}
+		c.RootCAs = pool
+	}
+	if f.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("workers.tls: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// ServerTLS builds the worker's TLS (nil when no certificate is set); with a client CA
+// it requires and verifies client certificates (mutual TLS).
+func ServerTLS(f config.TLSFiles) (*tls.Config, error) {
+	if f.CertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("worker.tls: %w", err)
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if f.ClientCAFile != "" {
+		pool, err := readPool(f.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("worker.tls.client_ca_file: %w", err)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+func readPool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}

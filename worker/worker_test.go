@@ -1,0 +1,239 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/worker"
+)
+
+const token = "s3cret-worker-token"
+
+// tinyLocal hosts the tiny preset in process.
+func tinyLocal(t testing.TB) *backend.Local {
+	m, err := engine.Load(testenv.TinyDir(t), "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backend.NewLocal([]*engine.Model{m}, []backend.ModelInfo{{Name: "tiny", Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
+		MaxContextLength: m.Cfg.MaxPositions, Signature: "sig", Config: m.Cfg}})
+}
+
+// serve runs a worker over ex on a loopback port and returns its address.
+func serve(t testing.TB, ex backend.Executor) (string, *worker.Service) {
+	svc := worker.NewService(ex)
+	srv, _, err := worker.NewServer(svc, worker.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String(), svc
+}
+
+func ceRequest(toks []int32) engine.ForwardRequest {
+	n := len(toks) - 1
+	tt := make([]int64, n)
+	for i := range tt {
+		tt[i] = int64(toks[i+1])
+	}
+	return engine.ForwardRequest{LossFn: "cross_entropy", Backward: true, Data: []engine.Datum{{Tokens: toks[:n],
+		LossInputs: map[string]engine.Tensor{"target_tokens": {DType: engine.Int64, Shape: []int{n}, I64: tt}}}}}
+}
+
+// The remote executor gives exactly what the in-process one gives, step for step.
+func TestRemoteEqualsLocal(t *testing.T) {
+	addr, svc := serve(t, tinyLocal(t))
+	ctx := context.Background()
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Close()
+	if rem.Instance() != svc.Instance() || len(rem.Models()) != 1 || rem.Models()[0].Config.VocabSize == 0 {
+		t.Fatalf("info: %s %+v", rem.Instance(), rem.Models())
+	}
+	local := tinyLocal(t)
+	lc := engine.LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true, Seed: 3}
+	req := ceRequest([]int32{5, 17, 99, 3, 42, 7, 8, 250})
+	for _, ex := range []backend.Executor{rem, local} {
+		if err := ex.CreateAdapter(ctx, "tiny", "run-1", lc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := 0; step < 3; step++ {
+		var got [2]engine.ForwardResult
+		for i, ex := range []backend.Executor{rem, local} {
+			if got[i], err = ex.ForwardBackward(ctx, "tiny", "run-1", req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ex.OptimStep(ctx, "tiny", "run-1", engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got[0].Metrics["loss:sum"] != got[1].Metrics["loss:sum"] {
+			t.Fatalf("step %d: remote loss %v, local %v", step, got[0].Metrics["loss:sum"], got[1].Metrics["loss:sum"])
+		}
+		r, l := got[0].Outputs[0]["logprobs"].F32, got[1].Outputs[0]["logprobs"].F32
+		for i := range l {
+			if r[i] != l[i] {
+				t.Fatalf("step %d logprob %d: %v vs %v", step, i, r[i], l[i])
+			}
+		}
+	}
+	seed := int64(11)
+	sreq := engine.SampleRequest{Prompt: []int32{1, 2, 3}, NumSamples: 2, PromptLogprobs: true, TopKPromptLogprobs: 2,
+		Params: engine.SampleParams{MaxTokens: 5, Temperature: 1, TopP: 1, Seed: &seed}}
+	rs, err := rem.Sample(ctx, "tiny", "run-1", sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, _ := local.Sample(ctx, "tiny", "run-1", sreq)
+	if fmt.Sprint(rs.Sequences) != fmt.Sprint(ls.Sequences) || len(rs.TopKPrompt) != len(ls.TopKPrompt) || !math.IsNaN(float64(rs.PromptLogprobs[0])) {
+		t.Fatalf("sample: remote %+v local %+v", rs, ls)
+	}
+	dir := t.TempDir()
+	if err := rem.SaveState(ctx, "tiny", "run-1", dir, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/adapter_model.safetensors"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rem.LoadState(ctx, "tiny", "run-2", dir, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Errors come back as the in-process executor's errors, so callers classify them alike.
+func TestErrorsKeepTheirMeaning(t *testing.T) {
+	addr, _ := serve(t, tinyLocal(t))
+	ctx := context.Background()
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Close()
+	_, err = rem.ForwardBackward(ctx, "tiny", "nope", ceRequest([]int32{1, 2, 3}))
+	if !errors.Is(err, backend.ErrUnknownAdapter) {
+		t.Fatalf("unknown adapter: %v", err)
+	}
+	if err := rem.CreateAdapter(ctx, "no-such-model", "x", engine.LoraConfig{Rank: 1}); !errors.Is(err, backend.ErrUnknownModel) {
+		t.Fatalf("unknown model: %v", err)
+	}
+	rem.CreateAdapter(ctx, "tiny", "a", engine.LoraConfig{Rank: 2, TrainAttn: true})
+	bad := ceRequest([]int32{1, 2, 3})
+	bad.LossFn = "no_such_loss"
+	_, err = rem.ForwardBackward(ctx, "tiny", "a", bad)
+	var ie *engine.InputError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "no_such_loss") {
+		t.Fatalf("bad input: %v", err)
+	}
+}
+
+// Only callers with the shared token get in; the health service stays open for probes.
+func TestWorkerAcceptsOnlyItsServer(t *testing.T) {
+	addr, _ := serve(t, tinyLocal(t))
+	ctx := context.Background()
+	for _, tok := range []string{"", "wrong"} {
+		_, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: tok})
+		if err == nil || !strings.Contains(err.Error(), "worker token") {
+			t.Fatalf("token %q: %v", tok, err)
+		}
+	}
+	if _, _, err := worker.NewServer(worker.NewService(tinyLocal(t)), worker.Options{}); err == nil {
+		t.Fatal("a worker without a token or mutual TLS was allowed")
+	}
+}
+
+// A call that outlives the deadline fails with a deadline error instead of hanging.
+func TestSlowWorkerHitsTheDeadline(t *testing.T) {
+	addr, _ := serve(t, slowExecutor{testenv.NewNoopExecutor()})
+	rem, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token, CallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Close()
+	t0 := time.Now()
+	_, err = rem.OptimStep(context.Background(), testenv.Model, "x", engine.AdamParams{})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 5*time.Second {
+		t.Fatalf("slow call: %v after %v", err, time.Since(t0))
+	}
+}
+
+// An unreachable worker is an unavailable error, promptly.
+func TestDeadWorkerIsUnavailable(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	t0 := time.Now()
+	_, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token, ConnectTimeout: 2 * time.Second})
+	if !errors.Is(err, backend.ErrWorkerUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dead worker: %v", err)
+	}
+	if time.Since(t0) > 5*time.Second {
+		t.Fatalf("took %v", time.Since(t0))
+	}
+}
+
+type slowExecutor struct{ *testenv.NoopExecutor }
+
+func (s slowExecutor) OptimStep(ctx context.Context, _, _ string, _ engine.AdamParams) (map[string]float64, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(time.Minute):
+		return nil, nil
+	}
+}
+
+// BenchmarkRemoteHop prints the cost of the process boundary: forward_backward on the
+// tiny preset in process versus through a worker on loopback, as a ratio in one run.
+func BenchmarkRemoteHop(b *testing.B) {
+	ctx := context.Background()
+	local := tinyLocal(b)
+	addr, _ := serve(b, tinyLocal(b))
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rem.Close()
+	toks := make([]int32, 65)
+	for i := range toks {
+		toks[i] = int32(i*7%500 + 1)
+	}
+	req := ceRequest(toks)
+	lc := engine.LoraConfig{Rank: 8, TrainAttn: true, TrainMLP: true}
+	per := map[string]float64{}
+	for _, c := range []struct {
+		name string
+		ex   backend.Executor
+	}{{"in-process", local}, {"worker", rem}} {
+		c.ex.CreateAdapter(ctx, "tiny", "bench", lc)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.ex.ForwardBackward(ctx, "tiny", "bench", req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per[c.name] = float64(b.Elapsed().Microseconds()) / float64(b.N)
+		})
+	}
+	if per["in-process"] > 0 && per["worker"] > 0 {
+		fmt.Fprintf(os.Stderr, "forward_backward (tiny, 64 tokens): in-process %.0f µs, through a local worker %.0f µs: ratio %.3f (hop %+.0f µs)\n",
+			per["in-process"], per["worker"], per["worker"]/per["in-process"], per["worker"]-per["in-process"])
+	}
+}
