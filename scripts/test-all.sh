@@ -27,6 +27,11 @@ go test -count=1 -timeout 20m ./engine/... ./examples/...
 echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"
 go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples')
 
+# --- Kubernetes manifests (deploy/k8s), checked offline by tools/kubecheck, a separate Go
+# --- module so the product module gains no Kubernetes dependencies.
+echo "== Kubernetes manifests"
+(cd tools/kubecheck && go test ./... && go run . ../../deploy/k8s)
+
 if [ -d tests/conformance ]; then
   echo "== Tinker SDK conformance suite"
   bash tests/conformance/run.sh
