@@ -120,7 +120,7 @@ func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant s
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.opt.MaxRequestBytes)
-		f(w, r, tenant)
+		f(w, h.keepBody(r), tenant)
 	}
 }
 
@@ -151,6 +151,10 @@ func status(k service.Kind) int {
 
 // fail writes err as a JSON error reply with the status its kind maps to.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ee *service.ElsewhereError
+	if errors.As(err, &ee) && h.relay(w, r, ee) {
+		return
+	}
 	var se *service.Error
 	if !errors.As(err, &se) {
 		se = &service.Error{Kind: service.KindOf(err), Msg: err.Error()}

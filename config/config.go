@@ -51,6 +51,14 @@ type Server struct {
 	// LongPollSeconds is how long retrieve_future holds a request before answering 408
 	// try_again; it must stay well under the SDK's 45 s client timeout.
 	LongPollSeconds float64 `yaml:"long_poll_seconds"`
+	// ReplicaID names this API replica when several share one Redis (also TUFT_REPLICA_ID,
+	// e.g. the pod name). Each session and everything in it belongs to the replica that
+	// created it; the others forward requests about it there (at its public_url). Empty:
+	// a single server.
+	ReplicaID string `yaml:"replica_id"`
+	// ReplicaURL is where the other replicas reach this one (also TUFT_REPLICA_URL, e.g.
+	// http://$(POD_IP):10610). Default: http://HOST:PORT of the listener.
+	ReplicaURL string `yaml:"replica_url"`
 	// ShutdownTimeoutSeconds bounds graceful shutdown.
 	ShutdownTimeoutSeconds float64 `yaml:"shutdown_timeout_seconds"`
 }
@@ -421,6 +429,12 @@ func (c Config) Validate() error {
 	if len(c.RemoteModels()) > 0 && len(c.Workers.Pinned) == 0 && !c.Workers.Discover {
 		bad("workers", "models marked remote need workers.pinned addresses or workers.discover: true")
 	}
+	if c.Server.ReplicaID != "" && c.Persistence.Mode != "redis" {
+		bad("server.replica_id", "replicas share state through Redis: set persistence.mode: redis")
+	}
+	if c.Server.ReplicaID != "" && !namespace.MatchString(c.Server.ReplicaID) {
+		bad("server.replica_id", "%q must be 1-64 letters, digits, '.', '_' or '-'", c.Server.ReplicaID)
+	}
 	if c.Workers.Discover && c.Persistence.Mode != "redis" {
 		bad("workers.discover", "needs persistence.mode: redis (workers register in the shared store)")
 	}
@@ -530,6 +544,12 @@ func (c *Config) ApplyEnv() error {
 			return fmt.Errorf("TUFT_PORT: %q is not a number", v)
 		}
 		c.Server.Port = p
+	}
+	if v := os.Getenv("TUFT_REPLICA_ID"); v != "" {
+		c.Server.ReplicaID = v
+	}
+	if v := os.Getenv("TUFT_REPLICA_URL"); v != "" {
+		c.Server.ReplicaURL = v
 	}
 	if v := os.Getenv("TUFT_LOG_LEVEL"); v != "" {
 		c.Server.LogLevel = strings.ToLower(v)

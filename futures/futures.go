@@ -87,6 +87,8 @@ type Record struct {
 	Failure     *Failure  `json:"failure,omitempty"`
 	// Abandoned marks a future that a restart failed before it ran: its seq_id is free.
 	Abandoned bool `json:"abandoned,omitempty"`
+	// Owner is the API replica that runs the future ("" for a single server).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Done reports whether the future has resolved.
@@ -114,6 +116,9 @@ type Options struct {
 	SeqGapTimeout      time.Duration // how long ordered tasks wait for a missing seq_id (default 10 min)
 	Logger             *slog.Logger
 	Now                func() time.Time
+	// Owner names this API replica: futures record it, and Recover resolves only its
+	// own (another replica's in-flight futures are alive, not abandoned). Empty: single.
+	Owner string
 }
 
 // Errors of Submit and Wait.
@@ -392,6 +397,9 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 			m.log.Warn("skipping unreadable future record", "error", err)
 			return nil
 		}
+		if r.Owner != "" && r.Owner != m.o.Owner {
+			return nil // another replica's: alive there, not abandoned
+		}
 		switch {
 		case !r.Done():
 			stale = append(stale, r)
@@ -519,7 +527,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	}
 	now := m.now()
 	e := &entry{
-		rec: Record{ID: newID(), Tenant: t.Tenant, QueueKey: t.QueueKey, OpType: t.OpType, ModelID: t.ModelID, Pool: t.Pool,
+		rec: Record{ID: newID(), Owner: m.o.Owner, Tenant: t.Tenant, QueueKey: t.QueueKey, OpType: t.OpType, ModelID: t.ModelID, Pool: t.Pool,
 			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now},
 		task: t, link: trace.SpanContextFromContext(ctx), keys: telemetry.KeysFrom(ctx), done: make(chan struct{}), queued: now,
 	}

@@ -44,6 +44,8 @@ type Server struct {
 	once     sync.Once
 	// stopWorkers ends worker discovery (nil without workers).
 	stopWorkers context.CancelFunc
+	// stopReplica withdraws this replica's registration (nil for a single server).
+	stopReplica func()
 }
 
 // Options adjust Start.
@@ -140,7 +142,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 	s.Executor = exec
 	fut, err := futures.New(futures.Options{
-		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log,
+		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log, Owner: cfg.Server.ReplicaID,
 	})
 	if err != nil {
 		return nil, err
@@ -168,6 +170,16 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.http = &http.Server{Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
+	if cfg.Server.ReplicaID != "" {
+		url := cfg.Server.ReplicaURL
+		if url == "" {
+			url = "http://" + ln.Addr().String()
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); svc.RegisterReplica(rctx, strings.TrimRight(url, "/")) }()
+		s.stopReplica = func() { stop(); <-done }
+	}
 	ok = true
 	return s, nil
 }
@@ -231,6 +243,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) close(ctx context.Context) error {
 	var errs []error
+	if s.stopReplica != nil {
+		s.stopReplica() // peers stop forwarding here first
+	}
 	if s.Handler != nil {
 		s.Handler.BeginShutdown()
 	}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -65,6 +66,7 @@ func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 			all = append(all, r)
 		}
 	}
+	foreignRecords(s, keyRun, tenant, func(r *Run) { all = append(all, r) })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
 			return all[i].LastRequestTime.After(all[j].LastRequestTime)
@@ -113,14 +115,26 @@ func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
 	s.mu.Lock()
 	var all []Checkpoint
+	seen := map[string]bool{}
 	for _, m := range s.ckpts {
 		for _, c := range m {
 			if c.Tenant == tenant {
 				all = append(all, *c)
+				seen[c.TinkerPath()] = true
 			}
 		}
 	}
 	s.mu.Unlock()
+	if s.self != "" {
+		// Other replicas' runs write checkpoints this one has not loaded.
+		_ = s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
+			var c Checkpoint
+			if json.Unmarshal(v, &c) == nil && c.Tenant == tenant && !seen[c.TinkerPath()] {
+				all = append(all, c)
+			}
+			return nil
+		})
+	}
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
 			return all[i].CreatedAt.After(all[j].CreatedAt)
@@ -286,6 +300,10 @@ func (s *Service) WeightsInfo(tenant, path string) (Checkpoint, error) {
 // Retrieve long-polls a future of tenant.
 func (s *Service) Retrieve(ctx context.Context, tenant, id string, wait time.Duration) (futures.Record, error) {
 	rec, err := s.fut.Wait(ctx, tenant, id, wait)
+	if err == nil && !rec.Done() && rec.Owner != s.self {
+		// Another replica runs it: only it can wait for the result.
+		return rec, &ElsewhereError{Owner: rec.Owner, What: "future " + id}
+	}
 	if errors.Is(err, futures.ErrNotFound) {
 		return rec, notFoundf("future %q not found (unknown, expired after %s, or not yours)", id, s.cfg.FutureTTL())
 	}

@@ -19,6 +19,7 @@ const (
 	keySampler   = "sampler/"
 	keySignature = "meta/signature"
 	keySecret    = "meta/archive_secret"
+	keyReplica   = "replica/"
 )
 
 // Session is a client session (one ServiceClient).
@@ -33,11 +34,15 @@ type Session struct {
 	LastHeartbeat time.Time         `json:"last_heartbeat"`
 	Expired       bool              `json:"expired,omitempty"`
 	Extra         map[string]string `json:"extra,omitempty"`
+	// Owner is the API replica that holds the session and everything created in it
+	// ("" for a single server).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Run is a training run: one LoRA adapter on a base model.
 type Run struct {
 	ID              string            `json:"id"`
+	Owner           string            `json:"owner,omitempty"` // the API replica that runs it
 	Tenant          string            `json:"tenant"`
 	SessionID       string            `json:"session_id"`
 	ModelSeqID      int64             `json:"model_seq_id"`
@@ -107,6 +112,7 @@ func ckptKindDir(typ string) string {
 // sampler checkpoint.
 type Sampler struct {
 	ID         string    `json:"id"`
+	Owner      string    `json:"owner,omitempty"` // the API replica that serves it
 	Tenant     string    `json:"tenant"`
 	SessionID  string    `json:"session_id"`
 	SeqID      int64     `json:"seq_id"`

@@ -67,7 +67,7 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		s.closeSampler(ctx, old)
 		s.mu.Lock()
 	}
-	sm := &Sampler{ID: id, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
+	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
 		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now()}
 	s.samplers[id] = sm
 	s.mu.Unlock()
@@ -111,6 +111,9 @@ func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
 	defer s.mu.Unlock()
 	sm, ok := s.samplers[id]
 	if !ok || sm.Tenant != tenant {
+		if err := s.elsewhere(keySampler+id, tenant); err != nil {
+			return nil, err
+		}
 		return nil, notFoundf("sampler %q not found", id)
 	}
 	c := *sm

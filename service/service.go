@@ -43,6 +43,7 @@ type Service struct {
 	runs     map[string]*Run
 	samplers map[string]*Sampler
 	ckpts    map[string]map[string]*Checkpoint // run → checkpoint id → record
+	self     string                            // this API replica ("" for a single server)
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -70,7 +71,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		models: map[string]backend.ModelInfo{}, keys: map[[32]byte]string{},
 		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
 		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}),
-		dirty: map[string]*Run{}, kick: make(chan struct{}, 1),
+		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -287,6 +288,9 @@ func (s *Service) restore(ctx context.Context) error {
 		if err := json.Unmarshal(b, &x); err != nil {
 			return err
 		}
+		if x.Owner != s.self {
+			return nil // another replica's
+		}
 		s.sessions[x.ID] = &x
 		return nil
 	}); err != nil {
@@ -296,6 +300,9 @@ func (s *Service) restore(ctx context.Context) error {
 		var x Run
 		if err := json.Unmarshal(b, &x); err != nil {
 			return err
+		}
+		if x.Owner != s.self {
+			return nil
 		}
 		s.runs[x.ID] = &x
 		return nil
@@ -319,6 +326,9 @@ func (s *Service) restore(ctx context.Context) error {
 		var x Sampler
 		if err := json.Unmarshal(b, &x); err != nil {
 			return err
+		}
+		if x.Owner != s.self {
+			return nil
 		}
 		s.samplers[x.ID] = &x
 		return nil

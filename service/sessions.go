@@ -19,7 +19,7 @@ type CreateSessionInput struct {
 func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSessionInput) (*Session, error) {
 	now := s.now()
 	se := &Session{
-		ID: newID("sess_"), Tenant: tenant, Tags: in.Tags, UserMetadata: in.UserMetadata,
+		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: in.UserMetadata,
 		SDKVersion: in.SDKVersion, ProjectID: in.ProjectID, CreatedAt: now, LastHeartbeat: now,
 	}
 	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
@@ -38,6 +38,9 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 func (s *Service) ownedSession(tenant, id string) (*Session, error) {
 	se, ok := s.sessions[id]
 	if !ok || se.Tenant != tenant {
+		if err := s.elsewhere(keySession+id, tenant); err != nil {
+			return nil, err
+		}
 		return nil, notFoundf("session %q not found", id)
 	}
 	return se, nil
@@ -78,6 +81,7 @@ func (s *Service) ListSessions(tenant string, limit, offset int) []string {
 			all = append(all, se)
 		}
 	}
+	foreignRecords(s, keySession, tenant, func(se *Session) { all = append(all, se) })
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))

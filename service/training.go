@@ -85,7 +85,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		return "", "", conflictf("training run %s already exists (model_seq_id %d was used by another create_model)", runID, in.ModelSeqID)
 	}
 	now := s.now()
-	r := &Run{ID: runID, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
+	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash}
 	s.runs[runID] = r
 	s.mu.Unlock()
@@ -159,6 +159,9 @@ func (s *Service) submitError(err error) error {
 func (s *Service) ownedRun(tenant, id string) (*Run, error) {
 	r, ok := s.runs[id]
 	if !ok || r.Tenant != tenant {
+		if err := s.elsewhere(keyRun+id, tenant); err != nil {
+			return nil, err
+		}
 		return nil, notFoundf("training run %q not found", id)
 	}
 	return r, nil

@@ -77,12 +77,15 @@ func (c *collector) stop() {
 	}
 }
 
-// workload runs an SFT step and a sample, returning per-request latencies.
-func workload(t *testing.T, c *testenv.Client, seq *int, model, sess string, step int) []time.Duration {
+// workload runs an SFT step and a sample, returning per-request latencies. Each request
+// goes to the next of clients in turn (several API replicas), or all to one.
+func workload(t *testing.T, clients []*testenv.Client, seq *int, model, sess string, step int) []time.Duration {
 	var lat []time.Duration
+	n := 0
+	next := func() *testenv.Client { n++; return clients[n%len(clients)] }
 	timed := func(path string, body any, out any) {
 		t0 := time.Now()
-		c.Post(path, body, out)
+		next().Post(path, body, out)
 		lat = append(lat, time.Since(t0))
 	}
 	datum := map[string]any{"model_input": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2, 3, 4}}}},
@@ -93,25 +96,25 @@ func workload(t *testing.T, c *testenv.Client, seq *int, model, sess string, ste
 		}
 		timed("/api/v1/forward_backward", map[string]any{"model_id": model, "seq_id": *seq, "forward_backward_input": map[string]any{"data": []any{datum}, "loss_fn": "cross_entropy"}}, &f)
 		*seq++
-		c.Result(f.RequestID, nil)
+		next().Result(f.RequestID, nil)
 		timed("/api/v1/optim_step", map[string]any{"model_id": model, "seq_id": *seq, "adam_params": map[string]any{"learning_rate": 0.001}}, &f)
 		*seq++
-		c.Result(f.RequestID, nil)
+		next().Result(f.RequestID, nil)
 	}
 	var f struct {
 		RequestID string `json:"request_id"`
 	}
-	c.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "seq_id": *seq, "path": fmt.Sprintf("e2e-%d", step)}, &f)
+	next().Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "seq_id": *seq, "path": fmt.Sprintf("e2e-%d", step)}, &f)
 	*seq++
 	var saved struct{ Path string }
-	c.Result(f.RequestID, &saved)
+	next().Result(f.RequestID, &saved)
 	var ss struct {
 		SamplingSessionID string `json:"sampling_session_id"`
 	}
 	timed("/api/v1/create_sampling_session", map[string]any{"session_id": sess, "sampling_session_seq_id": step, "model_path": saved.Path}, &ss)
-	c.Post("/api/v1/asample", map[string]any{"sampling_session_id": ss.SamplingSessionID, "seq_id": 0, "num_samples": 2,
+	next().Post("/api/v1/asample", map[string]any{"sampling_session_id": ss.SamplingSessionID, "seq_id": 0, "num_samples": 2,
 		"prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}}, "sampling_params": map[string]any{"max_tokens": 3}}, &f)
-	c.Result(f.RequestID, nil)
+	next().Result(f.RequestID, nil)
 	return lat
 }
 
@@ -255,14 +258,14 @@ telemetry:
 	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
 	c.Result(f.RequestID, nil)
 	seq := 1
-	up := workload(t, c, &seq, f.ModelID, se.SessionID, 0)
+	up := workload(t, []*testenv.Client{c}, &seq, f.ModelID, se.SessionID, 0)
 
 	// Outage: the collector goes away; requests must keep their latency.
 	c1.stop()
-	down := workload(t, c, &seq, f.ModelID, se.SessionID, 1)
+	down := workload(t, []*testenv.Client{c}, &seq, f.ModelID, se.SessionID, 1)
 	c2 := startCollector(t, col, out, grpcPort)
 	defer c2.stop()
-	back := workload(t, c, &seq, f.ModelID, se.SessionID, 2)
+	back := workload(t, []*testenv.Client{c}, &seq, f.ModelID, se.SessionID, 2)
 	t.Logf("median request latency: collector up %v, down %v, back %v", median(up), median(down), median(back))
 	smoke := exec.Command(bin, "smoke", "--config", cfgPath)
 	smoke.Env = append(os.Environ(), "TUFT_HOME="+home)

@@ -143,7 +143,7 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 	c.Result(f.RequestID, nil)
 	model := f.ModelID
 	seq := 1
-	workload(t, c, &seq, model, se.SessionID, 0)
+	workload(t, []*testenv.Client{c}, &seq, model, se.SessionID, 0)
 
 	// SIGKILL the worker while it runs a long forward_backward.
 	var data []any
@@ -178,7 +178,7 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 	// from the autosave of the last optim_step; training and sampling go on.
 	w = startWorker()
 	time.Sleep(4 * time.Second) // discovery notices the new instance
-	workload(t, c, &seq, model, se.SessionID, 1)
+	workload(t, []*testenv.Client{c}, &seq, model, se.SessionID, 1)
 	if b, _ := os.ReadFile(slog); !strings.Contains(string(b), "adapter restored after its worker lost it") {
 		t.Error("the server log does not mention restoring the adapter")
 	}
@@ -211,6 +211,98 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 	for _, name := range []string{"training_backend.forward_backward", "hf_model.optim_step", "hf_model.sample"} {
 		if len(spans[name]) == 0 {
 			t.Errorf("no %s span", name)
+		}
+	}
+}
+
+// Two API replicas on one Redis and one worker, as real processes: a client alternates
+// between the replicas on every request through a full SFT-and-sample flow; requests
+// about a session another replica owns are forwarded there, and listings show every
+// replica's records.
+func TestTwoReplicasShareOneWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	redisURL := storetest.StartRedis(t)
+	bin := buildTuft(t)
+	dir := t.TempDir()
+	ns := fmt.Sprintf("rep%d", time.Now().UnixNano())
+	env := []string{"TUFT_WORKER_TOKEN=e2e-worker-token", "TUFT_HOME=" + dir}
+	waddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	wcfg := filepath.Join(dir, "worker.yaml")
+	os.WriteFile(wcfg, []byte(fmt.Sprintf(`models:
+  - {name: tuft/tiny, path: %s}
+persistence: {mode: redis, redis_url: %q, namespace: %s}
+worker: {register: true, heartbeat_seconds: 1}
+`, testenv.TinyDir(t), redisURL, ns)), 0o644)
+	wlog := filepath.Join(dir, "worker.log")
+	startProc(t, bin, wlog, env, "worker", "--config", wcfg, "--listen", waddr)
+	waitFor(t, "worker start", wlog, func() bool {
+		b, _ := os.ReadFile(wlog)
+		return strings.Contains(string(b), "tuft worker is serving")
+	})
+
+	var clients []*testenv.Client
+	for _, id := range []string{"api-a", "api-b"} {
+		port := testenv.FreePort(t)
+		cfg := filepath.Join(dir, id+".yaml")
+		os.WriteFile(cfg, []byte(fmt.Sprintf(`server: {host: 127.0.0.1, port: %d, replica_id: %s}
+models:
+  - {name: tuft/tiny, remote: true}
+checkpoint_dir: %s
+auth:
+  api_keys: [{tenant: alice, key_sha256: %s}, {tenant: bob, key_sha256: %s}]
+persistence: {mode: redis, redis_url: %q, namespace: %s}
+workers: {discover: true, check_seconds: 1}
+`, port, id, filepath.Join(dir, "checkpoints"), testenv.HashKey(testenv.KeyA), testenv.HashKey(testenv.KeyB), redisURL, ns)), 0o644)
+		log := filepath.Join(dir, id+".log")
+		startProc(t, bin, log, env, "launch", "--config", cfg)
+		waitFor(t, id+" start", log, func() bool {
+			b, _ := os.ReadFile(log)
+			return strings.Contains(string(b), "tuft is serving")
+		})
+		clients = append(clients, testenv.NewClient(t, fmt.Sprintf("http://127.0.0.1:%d", port), testenv.KeyA))
+	}
+	a, b := clients[0], clients[1]
+	var se struct {
+		SessionID string `json:"session_id"`
+	}
+	a.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
+	var f struct {
+		RequestID string `json:"request_id"`
+		ModelID   string `json:"model_id"`
+	}
+	// The session lives on api-a; create_model sent to api-b runs there too.
+	b.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
+	a.Result(f.RequestID, nil)
+	seq := 1
+	workload(t, clients, &seq, f.ModelID, se.SessionID, 0)
+	workload(t, []*testenv.Client{b, a}, &seq, f.ModelID, se.SessionID, 1)
+
+	// Both replicas describe the run and list it; another tenant sees nothing of it.
+	for i, c := range clients {
+		var run struct {
+			TrainingRunID string `json:"training_run_id"`
+		}
+		if r := c.Do("GET", "/api/v1/training_runs/"+f.ModelID, nil, nil); r.Status != 200 {
+			t.Fatalf("replica %d: GET run: %d %s", i, r.Status, r.Body)
+		} else {
+			r.JSON(t, &run)
+		}
+		if r := c.Do("GET", "/api/v1/training_runs", nil, nil); !strings.Contains(string(r.Body), f.ModelID) {
+			t.Errorf("replica %d does not list the run: %s", i, r.Body)
+		}
+		if r := c.Do("GET", "/api/v1/checkpoints", nil, nil); !strings.Contains(string(r.Body), "e2e-1") {
+			t.Errorf("replica %d does not list the checkpoint saved through the other: %s", i, r.Body)
+		}
+		other := testenv.NewClient(t, c.Base, testenv.KeyB)
+		if r := other.Do("GET", "/api/v1/training_runs/"+f.ModelID, nil, nil); r.Status != 404 {
+			t.Errorf("replica %d: another tenant got %d for the run", i, r.Status)
+		}
+		if r := other.Do("POST", "/api/v1/forward_backward", map[string]any{"model_id": f.ModelID, "seq_id": 99,
+			"forward_backward_input": map[string]any{"data": []any{map[string]any{"model_input": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}},
+				"loss_fn_inputs": map[string]any{"target_tokens": map[string]any{"data": []int{2, 3}, "dtype": "int64"}}}}, "loss_fn": "cross_entropy"}}, nil); r.Status != 404 {
+			t.Errorf("replica %d: another tenant's forward_backward got %d %s", i, r.Status, r.Body)
 		}
 	}
 }

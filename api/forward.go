@@ -1,0 +1,102 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/tuft-go/tuft/service"
+)
+
+// With several API replicas, a request about a session that another replica owns is
+// forwarded there unchanged (method, path, headers, body) and the owner's reply is
+// relayed: the client may talk to any replica.
+
+// forwardedHeader marks a forwarded request, so a stale ownership view cannot bounce a
+// request between replicas.
+const forwardedHeader = "X-Tuft-Forwarded-By"
+
+type bodyKey struct{}
+
+// bodyCopy keeps what a handler read of the body, to replay it to the owner.
+type bodyCopy struct {
+	r   io.ReadCloser
+	buf bytes.Buffer
+}
+
+func (b *bodyCopy) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.buf.Write(p[:n])
+	return n, err
+}
+
+func (b *bodyCopy) Close() error { return b.r.Close() }
+
+// keepBody arranges for r's body to be replayable (replica mode only: a single server
+// never forwards).
+func (h *Handler) keepBody(r *http.Request) *http.Request {
+	if h.svc.ReplicaID() == "" {
+		return r
+	}
+	bc := &bodyCopy{r: r.Body}
+	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, bc))
+	r.Body = bc
+	return r
+}
+
+var peerClient = &http.Client{Timeout: 2 * time.Minute}
+
+// relay sends r to the replica that owns what it is about. It reports false when it
+// wrote nothing (single server, or no replayable body), leaving the error to the caller.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, ee *service.ElsewhereError) bool {
+	bc, _ := r.Context().Value(bodyKey{}).(*bodyCopy)
+	if bc == nil {
+		return false
+	}
+	if by := r.Header.Get(forwardedHeader); by != "" {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Category: "server",
+			Detail: fmt.Sprintf("%s, but replica %s forwarded the request here; ownership is changing, retry", ee.Error(), by)})
+		return true
+	}
+	url, ok := h.svc.ReplicaURL(r.Context(), ee.Owner)
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Category: "server",
+			Detail: fmt.Sprintf("%s, which is not running now; retry when it is back", ee.Error())})
+		return true
+	}
+	body := io.MultiReader(bytes.NewReader(bc.buf.Bytes()), bc.r)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), body)
+	if err != nil {
+		return false
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set(forwardedHeader, h.svc.ReplicaID())
+	otel.GetTextMapPropagator().Inject(r.Context(), propagation.HeaderCarrier(req.Header))
+	resp, err := peerClient.Do(req)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return true // the client went away
+		}
+		w.Header().Set("Retry-After", "2")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Category: "server",
+			Detail: fmt.Sprintf("%s, which did not answer: %v", ee.Error(), err)})
+		return true
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	return true
+}
