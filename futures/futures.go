@@ -563,7 +563,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, t.ModelID))
 	}
 	ins.FuturesCreated.Add(ctx, 1, metric.WithAttributes(attrs...))
-	ins.FuturesQueueLength.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrQueueState, QueueActive)))
+	ins.FuturesQueueLength.Add(ctx, 1, telemetry.Attrs(telemetry.MAttrQueueState, QueueActive))
 
 	m.mu.Lock()
 	if t.Ordered {
@@ -710,7 +710,7 @@ func (m *Manager) execute(e *entry) {
 		}
 	}
 	ins := telemetry.Metrics()
-	opAttr := metric.WithAttributes(attribute.String(telemetry.MAttrOperationType, e.rec.OpType))
+	opAttr := telemetry.Attrs(telemetry.MAttrOperationType, e.rec.OpType)
 	ins.FuturesWaitTime.Record(ctx, wait.Seconds(), opAttr)
 
 	start := time.Now()
@@ -770,9 +770,8 @@ func (m *Manager) finish(e *entry, st Status) {
 	m.doneList = append(m.doneList, e)
 	m.mu.Unlock()
 	ins := telemetry.Metrics()
-	ins.FuturesQueueLength.Add(context.Background(), -1, metric.WithAttributes(attribute.String(telemetry.MAttrQueueState, QueueActive)))
-	ins.FuturesCompleted.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String(telemetry.MAttrOperationType, e.rec.OpType), attribute.String(telemetry.MAttrStatus, string(st))))
+	ins.FuturesQueueLength.Add(context.Background(), -1, telemetry.Attrs(telemetry.MAttrQueueState, QueueActive))
+	ins.FuturesCompleted.Add(context.Background(), 1, telemetry.Attrs(telemetry.MAttrOperationType, e.rec.OpType, telemetry.MAttrStatus, string(st)))
 }
 
 // fail resolves a not-yet-running entry as failed. Callers must not hold m.mu.

@@ -199,7 +199,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 			}
 			d := time.Since(start).Seconds()
 			m := telemetry.Metrics()
-			attrs := metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, base))
+			attrs := telemetry.Attrs(telemetry.MAttrBaseModel, base)
 			m.SamplingRequests.Add(ctx, 1, attrs)
 			m.SamplingDuration.Record(ctx, d, attrs)
 			if d > 0 {

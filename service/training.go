@@ -254,7 +254,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 		}
 		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
 			telemetry.Metrics().TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
-				metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
+				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
 		}
 		return enc.ForwardBackward(res, req.LossFn)
 	})

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/telemetry"
@@ -32,7 +31,7 @@ func (i *instrumented) start(ctx context.Context, span, op string) (context.Cont
 
 func (i *instrumented) end(ctx context.Context, sp trace.Span, t0 time.Time, op string, err error) {
 	telemetry.Metrics().RedisOperationDuration.Record(ctx, time.Since(t0).Seconds(),
-		metric.WithAttributes(attribute.String(telemetry.MAttrOperation, op)))
+		telemetry.Attrs(telemetry.MAttrOperation, op))
 	if err == ErrNotFound {
 		err = nil // a miss is an answer, not a failure
 	}

@@ -1,9 +1,12 @@
 package telemetry
 
 import (
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -103,3 +106,25 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 // Tracer returns a tracer of the current global provider (the project's get_tracer).
 // It is looked up per call so that a provider installed later is honoured.
 func Tracer(name string) trace.Tracer { return otel.Tracer(name) }
+
+// attrCache holds measurement options for attribute sets that repeat on hot paths (an
+// operation type, a status): building an attribute.Set sorts and allocates, and these
+// few combinations are recorded thousands of times a second.
+var attrCache sync.Map // string → metric.MeasurementOption
+
+// Attrs returns the measurement option of the given string attributes (key, value,
+// key, value, ...), built once per distinct combination. Use it only for attributes of
+// bounded cardinality.
+func Attrs(kv ...string) metric.MeasurementOption {
+	key := strings.Join(kv, "\x00")
+	if o, ok := attrCache.Load(key); ok {
+		return o.(metric.MeasurementOption)
+	}
+	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	attrCache.Store(key, o)
+	return o
+}

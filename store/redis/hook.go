@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/telemetry"
@@ -58,7 +57,7 @@ func start(ctx context.Context, op string) (context.Context, trace.Span, time.Ti
 
 func end(ctx context.Context, sp trace.Span, t0 time.Time, op string, err error) {
 	telemetry.Metrics().RedisOperationDuration.Record(ctx, time.Since(t0).Seconds(),
-		metric.WithAttributes(attribute.String(telemetry.MAttrOperation, op)))
+		telemetry.Attrs(telemetry.MAttrOperation, op))
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
