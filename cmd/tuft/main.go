@@ -29,6 +29,7 @@ func commands() []command {
 		{"runs", "runs list | runs show RUN_ID: training runs (--url, --api-key)", cmdRuns},
 		{"checkpoints", "checkpoints list [RUN] | download PATH [-o F] | delete | publish | unpublish PATH", cmdCheckpoints},
 		{"smoke", "smoke [--config FILE] [--otlp-endpoint URL]: send one trace, metric batch and log; report export", cmdSmoke},
+		{"bench", "bench engine [--preset NAME] [--tokens N] [--torch auto|off] [--json]: training/sampling speed and memory vs PyTorch", cmdBench},
 	}
 }
 

@@ -1,0 +1,485 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tuft-go/tuft/engine"
+)
+
+// `tuft bench engine` measures the engine on this machine — LoRA training tokens/s,
+// sampling tokens/s at batch 1 and 16, peak RSS — beside the same figures from the PyTorch
+// reference (tools/torchref/bench.py) run on the same model directory in a subprocess.
+
+const benchPromptTokens = 32
+
+// benchPresetInChild writes the preset in a child `tuft model init` so that generating the
+// weights does not count towards this process's peak RSS. Tests (whose binary is not tuft)
+// write it in-process.
+var benchPresetInChild = true
+
+type benchOptions struct {
+	preset, modelDir      string
+	tokens, rank, steps   int
+	sampleTokens          int
+	torch, python, script string
+	jsonOut               bool
+	seed                  int64
+}
+
+// benchTrain is the training figure of one implementation.
+type benchTrain struct {
+	Tokens     int       `json:"tokens"`
+	Steps      int       `json:"steps"`
+	StepS      []float64 `json:"step_s"`
+	MedianS    float64   `json:"median_s"`
+	TokensPerS float64   `json:"tokens_per_s"`
+	FirstLoss  float64   `json:"first_loss"` // warm-up step's loss per token (sanity check)
+}
+
+// benchSample is one sampling figure (prefill of the prompt included in Seconds).
+type benchSample struct {
+	Batch        int     `json:"batch"`
+	OutputTokens int     `json:"output_tokens"`
+	Seconds      float64 `json:"seconds"`
+	TokensPerS   float64 `json:"tokens_per_s"`
+}
+
+// benchSide is everything one implementation reports (Go or PyTorch: same JSON shape).
+type benchSide struct {
+	Impl         string        `json:"impl"`
+	TorchVersion string        `json:"torch_version,omitempty"`
+	Python       string        `json:"python,omitempty"`
+	Threads      int           `json:"threads"`
+	LoadS        float64       `json:"load_s"`
+	Train        benchTrain    `json:"train"`
+	Sample       []benchSample `json:"sample"`
+	PeakRSSMiB   float64       `json:"peak_rss_mib"`
+}
+
+func (s *benchSide) sample(batch int) *benchSample {
+	for i := range s.Sample {
+		if s.Sample[i].Batch == batch {
+			return &s.Sample[i]
+		}
+	}
+	return nil
+}
+
+type benchReport struct {
+	Preset       string             `json:"preset,omitempty"`
+	ModelDir     string             `json:"model_dir"`
+	Arch         string             `json:"arch"`
+	Layers       int                `json:"layers"`
+	Hidden       int                `json:"hidden"`
+	Vocab        int                `json:"vocab"`
+	Tokens       int                `json:"tokens"`
+	Rank         int                `json:"rank"`
+	Targets      []string           `json:"lora_targets"`
+	Steps        int                `json:"steps"`
+	PromptTokens int                `json:"prompt_tokens"`
+	SampleTokens int                `json:"sample_tokens"`
+	CPUs         int                `json:"cpus"`
+	GOOS         string             `json:"goos"`
+	GOARCH       string             `json:"goarch"`
+	Go           benchSide          `json:"go"`
+	Torch        *benchSide         `json:"torch"`
+	TorchSkipped string             `json:"torch_skipped,omitempty"`
+	TorchPython  string             `json:"torch_python,omitempty"`
+	Ratios       map[string]float64 `json:"ratios_go_over_torch,omitempty"`
+}
+
+func cmdBench(args []string) error { return runBench(args, os.Stdout, os.Stderr) }
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) < 1 || args[0] != "engine" {
+		return fmt.Errorf("usage: tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--torch auto|on|off] [--json]")
+	}
+	fs := flag.NewFlagSet("bench engine", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o benchOptions
+	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
+	fs.StringVar(&o.modelDir, "model", "", "use this model directory (HuggingFace layout) instead of a preset")
+	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
+	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
+	fs.IntVar(&o.steps, "steps", 3, "timed training steps (after one warm-up step); the median is reported")
+	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens to sample after a 32-token prompt")
+	fs.StringVar(&o.torch, "torch", "auto", "PyTorch reference: auto (when python3 can import torch), on (required), off")
+	fs.StringVar(&o.python, "python", "", "Python interpreter for the reference (default: python3 on PATH, then /usr/bin/python3)")
+	fs.StringVar(&o.script, "torch-script", "", "path of tools/torchref/bench.py (default: found from the working directory)")
+	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
+	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	switch {
+	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
+		return fmt.Errorf("--tokens must be ≥ 2 and --rank, --steps, --sample-tokens ≥ 1")
+	case o.torch != "auto" && o.torch != "on" && o.torch != "off":
+		return fmt.Errorf("--torch must be auto, on or off, not %q", o.torch)
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
+
+	rep := benchReport{Tokens: o.tokens, Rank: o.rank, Steps: o.steps, PromptTokens: benchPromptTokens,
+		SampleTokens: o.sampleTokens, CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}
+	dir := o.modelDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "tuft-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+		rep.Preset = o.preset
+		logf("writing preset %s to %s", o.preset, dir)
+		if err := benchWritePreset(o.preset, dir); err != nil {
+			return err
+		}
+	}
+	rep.ModelDir = dir
+
+	// Find the reference before the long Go run, so a misconfiguration fails fast.
+	var python, script string
+	if o.torch != "off" {
+		var why string
+		python, script, why = findTorchRef(o.python, o.script)
+		if why != "" {
+			if o.torch == "on" {
+				return fmt.Errorf("PyTorch reference unavailable: %s", why)
+			}
+			rep.TorchSkipped = why
+			python = ""
+		}
+	} else {
+		rep.TorchSkipped = "--torch off"
+	}
+
+	goSide, m, err := benchGo(context.Background(), dir, o, logf)
+	if err != nil {
+		return err
+	}
+	rep.Go = *goSide
+	rep.Arch, rep.Layers, rep.Hidden, rep.Vocab = m.Cfg.Arch, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize
+	m = nil
+	runtime.GC()
+
+	if python != "" {
+		rep.TorchPython = python
+		ts, err := benchTorch(python, script, dir, o, stderr)
+		if err != nil {
+			if o.torch == "on" {
+				return err
+			}
+			rep.TorchSkipped = "reference run failed: " + err.Error()
+		} else {
+			rep.Torch = ts
+			rep.Ratios = benchRatios(goSide, ts)
+		}
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printBench(stdout, &rep)
+	return nil
+}
+
+func benchWritePreset(name, dir string) error {
+	if benchPresetInChild {
+		if exe, err := os.Executable(); err == nil {
+			out, err := exec.Command(exe, "model", "init", "--preset", name, "--out", dir).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("tuft model init: %v\n%s", err, out)
+			}
+			return nil
+		}
+	}
+	return engine.WritePreset(name, dir)
+}
+
+// benchTokens are deterministic token ids; tools/torchref/bench.py uses the same formula, so
+// both sides train on (and prompt with) the same tokens.
+func benchTokens(n, vocab, salt int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32((i*7919 + salt) % vocab)
+	}
+	return out
+}
+
+func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any)) (*benchSide, *engine.Model, error) {
+	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
+	t0 := time.Now()
+	m, err := engine.Load(dir, "bench")
+	if err != nil {
+		return nil, nil, err
+	}
+	side.LoadS = time.Since(t0).Seconds()
+	logf("loaded %s in %.2fs", dir, side.LoadS)
+	if o.tokens > m.Cfg.MaxPositions || benchPromptTokens+o.sampleTokens > m.Cfg.MaxPositions {
+		return nil, nil, fmt.Errorf("the model has %d positions: --tokens %d or 32 + --sample-tokens %d is too many", m.Cfg.MaxPositions, o.tokens, o.sampleTokens)
+	}
+	// Generate exactly --sample-tokens tokens, as the reference does: no stop at EOS.
+	m.Cfg.EOSTokenIDs = nil
+
+	a, err := m.NewAdapter(engine.LoraConfig{Rank: o.rank, Alpha: float64(o.rank), Seed: o.seed, TrainAttn: true, TrainMLP: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	toks := benchTokens(o.tokens+1, m.Cfg.VocabSize, 13)
+	targets := make([]int64, o.tokens)
+	for i := range targets {
+		targets[i] = int64(toks[i+1])
+	}
+	req := engine.ForwardRequest{LossFn: "cross_entropy", Backward: true, Data: []engine.Datum{{
+		Tokens:     toks[:o.tokens],
+		LossInputs: map[string]engine.Tensor{"target_tokens": {DType: engine.Int64, Shape: []int{o.tokens}, I64: targets}},
+	}}}
+	adam := engine.AdamParams{LearningRate: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+	tr := benchTrain{Tokens: o.tokens, Steps: o.steps}
+	for step := 0; step <= o.steps; step++ {
+		t := time.Now()
+		res, err := m.ForwardBackward(ctx, a, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := m.OptimStep(ctx, a, adam); err != nil {
+			return nil, nil, err
+		}
+		dt := time.Since(t).Seconds()
+		if step == 0 {
+			tr.FirstLoss = res.Metrics["loss:sum"] / float64(o.tokens)
+			logf("train warm-up step %.2fs, loss/token %.6f", dt, tr.FirstLoss)
+			continue
+		}
+		tr.StepS = append(tr.StepS, dt)
+		logf("train step %d/%d %.2fs", step, o.steps, dt)
+	}
+	tr.MedianS = median(tr.StepS)
+	tr.TokensPerS = float64(o.tokens) / tr.MedianS
+	side.Train = tr
+
+	prompt := benchTokens(benchPromptTokens, m.Cfg.VocabSize, 101)
+	for _, batch := range []int{1, 16} {
+		seed := o.seed
+		t := time.Now()
+		res, err := m.Sample(ctx, &a.W, engine.SampleRequest{Prompt: prompt, NumSamples: batch,
+			Params: engine.SampleParams{MaxTokens: o.sampleTokens, Temperature: 1, TopK: -1, TopP: 1, Seed: &seed}})
+		if err != nil {
+			return nil, nil, err
+		}
+		dt := time.Since(t).Seconds()
+		side.Sample = append(side.Sample, benchSample{Batch: batch, OutputTokens: res.OutputTokens, Seconds: dt,
+			TokensPerS: float64(res.OutputTokens) / dt})
+		logf("sample batch %d: %d tokens in %.2fs", batch, res.OutputTokens, dt)
+	}
+	side.PeakRSSMiB = maxRSSMiB()
+	return side, m, nil
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// maxRSSMiB is this process's peak resident set size (ru_maxrss is KiB on Linux).
+func maxRSSMiB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	kib := float64(ru.Maxrss)
+	if runtime.GOOS == "darwin" {
+		kib /= 1024 // bytes there
+	}
+	return kib / 1024
+}
+
+// findTorchRef picks an interpreter that can import torch and locates bench.py; why says
+// what is missing when it fails.
+func findTorchRef(python, script string) (string, string, string) {
+	if script == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", "", err.Error()
+		}
+		for d := wd; ; d = filepath.Dir(d) {
+			p := filepath.Join(d, "tools", "torchref", "bench.py")
+			if _, err := os.Stat(p); err == nil {
+				script = p
+				break
+			}
+			if filepath.Dir(d) == d {
+				return "", "", "tools/torchref/bench.py not found above " + wd + " (run from the repository or pass --torch-script)"
+			}
+		}
+	} else if _, err := os.Stat(script); err != nil {
+		return "", "", err.Error()
+	}
+	cands := []string{python}
+	if python == "" {
+		cands = []string{"python3", "/usr/bin/python3"}
+	}
+	var whys []string
+	seen := map[string]bool{}
+	for _, c := range cands {
+		p, err := exec.LookPath(c)
+		if err != nil {
+			whys = append(whys, c+": not found")
+			continue
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		out, err := exec.Command(p, "-c", "import torch, numpy").CombinedOutput()
+		if err != nil {
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			whys = append(whys, fmt.Sprintf("%s: cannot import torch/numpy (%s)", p, lines[len(lines)-1]))
+			continue
+		}
+		return p, script, ""
+	}
+	return "", "", strings.Join(whys, "; ")
+}
+
+func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*benchSide, error) {
+	cmd := exec.Command(python, script, "--model", dir, "--tokens", fmt.Sprint(o.tokens), "--rank", fmt.Sprint(o.rank),
+		"--steps", fmt.Sprint(o.steps), "--sample-tokens", fmt.Sprint(o.sampleTokens), "--prompt-tokens", fmt.Sprint(benchPromptTokens),
+		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0)))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", filepath.Base(python), filepath.Base(script), err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var ts benchSide
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ts); err != nil {
+		return nil, fmt.Errorf("parse reference output: %w\n%s", err, out.String())
+	}
+	if ts.Train.TokensPerS <= 0 || ts.sample(1) == nil || ts.sample(16) == nil {
+		return nil, errors.New("reference output lacks figures: " + lines[len(lines)-1])
+	}
+	return &ts, nil
+}
+
+func benchRatios(g, t *benchSide) map[string]float64 {
+	r := map[string]float64{}
+	div := func(k string, a, b float64) {
+		if b > 0 {
+			r[k] = a / b
+		}
+	}
+	div("train_tokens_per_s", g.Train.TokensPerS, t.Train.TokensPerS)
+	for _, b := range []int{1, 16} {
+		if gs, ts := g.sample(b), t.sample(b); gs != nil && ts != nil {
+			div(fmt.Sprintf("sample_b%d_tokens_per_s", b), gs.TokensPerS, ts.TokensPerS)
+		}
+	}
+	div("peak_rss_mib", g.PeakRSSMiB, t.PeakRSSMiB)
+	return r
+}
+
+func printBench(w io.Writer, r *benchReport) {
+	name := r.Preset
+	if name == "" {
+		name = r.ModelDir
+	}
+	fmt.Fprintf(w, "tuft bench engine: %s (%s, %d layers, hidden %d, vocab %d), float32\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab)
+	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
+		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
+	t := r.Torch
+	if t != nil {
+		fmt.Fprintf(w, "reference: PyTorch %s (%s, Python %s), %d threads\n", t.TorchVersion, r.TorchPython, t.Python, t.Threads)
+	} else {
+		fmt.Fprintf(w, "reference: PyTorch skipped: %s\n", r.TorchSkipped)
+	}
+	type row struct{ label, g, t, ratio string }
+	f1 := func(x float64) string { return fmt.Sprintf("%.1f", x) }
+	rows := []row{{"", "Go (tuft)", "PyTorch", "Go/PyTorch"}}
+	add := func(label string, g float64, tv func(*benchSide) float64, ratio string, format func(float64) string) {
+		rw := row{label: label, g: format(g)}
+		if t != nil {
+			rw.t = format(tv(t))
+			if ratio != "" {
+				rw.ratio = fmtRatio(r.Ratios[ratio])
+			}
+		}
+		rows = append(rows, rw)
+	}
+	add(fmt.Sprintf("train tokens/s (%d tok, fwd+bwd+AdamW, median of %d)", r.Tokens, r.Steps), r.Go.Train.TokensPerS,
+		func(s *benchSide) float64 { return s.Train.TokensPerS }, "train_tokens_per_s", f1)
+	for _, b := range []int{1, 16} {
+		if gs := r.Go.sample(b); gs != nil {
+			add(fmt.Sprintf("sample tokens/s, batch %d (%d new each)", b, r.SampleTokens), gs.TokensPerS,
+				func(s *benchSide) float64 {
+					if x := s.sample(b); x != nil {
+						return x.TokensPerS
+					}
+					return 0
+				}, fmt.Sprintf("sample_b%d_tokens_per_s", b), f1)
+		}
+	}
+	add("peak RSS, MiB (lower is better)", r.Go.PeakRSSMiB, func(s *benchSide) float64 { return s.PeakRSSMiB }, "peak_rss_mib",
+		func(x float64) string { return fmt.Sprintf("%.0f", x) })
+	rows = append(rows, row{})
+	add("train step, s (median)", r.Go.Train.MedianS, func(s *benchSide) float64 { return s.Train.MedianS }, "",
+		func(x float64) string { return fmt.Sprintf("%.3f", x) })
+	lossLabel := "warm-up step loss/token"
+	if t != nil {
+		lossLabel += " (must agree)"
+	}
+	add(lossLabel, r.Go.Train.FirstLoss, func(s *benchSide) float64 { return s.Train.FirstLoss }, "",
+		func(x float64) string { return fmt.Sprintf("%.6f", x) })
+	add("model load, s", r.Go.LoadS, func(s *benchSide) float64 { return s.LoadS }, "",
+		func(x float64) string { return fmt.Sprintf("%.2f", x) })
+	width := 0
+	for _, rw := range rows {
+		width = max(width, len(rw.label))
+	}
+	fmt.Fprintln(w)
+	for _, rw := range rows {
+		line := fmt.Sprintf("%-*s  %10s", width, rw.label, rw.g)
+		if t != nil {
+			line += fmt.Sprintf("  %10s  %10s", rw.t, rw.ratio)
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintln(w)
+	if t != nil {
+		fmt.Fprintln(w, "Go/PyTorch: throughput above 1 means Go is faster; peak RSS below 1 means Go uses less memory.")
+	}
+	fmt.Fprintln(w, "Sampling: time includes the 32-token prompt prefill; temperature 1, fixed seed, no stop at EOS.")
+	fmt.Fprintln(w, "Peak RSS: each process's ru_maxrss (PyTorch's includes importing torch).")
+}
+
+func fmtRatio(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
