@@ -116,6 +116,10 @@ type Options struct {
 	SeqGapTimeout      time.Duration // how long ordered tasks wait for a missing seq_id (default 10 min)
 	Logger             *slog.Logger
 	Now                func() time.Time
+	// KeepInMemory is how long a resolved future stays in memory before it is served
+	// from the store (default 10 s, at most TTL): clients long-poll results as they
+	// come, so older ones are rarely read and need not weigh on the heap.
+	KeepInMemory time.Duration
 	// Owner names this API replica: futures record it, and Recover resolves only its
 	// own (another replica's in-flight futures are alive, not abandoned). Empty: single.
 	Owner string
@@ -229,7 +233,7 @@ type Manager struct {
 	perTenant map[string]int
 	closing   bool
 	recovered map[string]int64    // per ordered queue: one past the highest seq_id resolved before a restart
-	prior     map[string]priorRef // queue/seq → future resolved by an earlier process (dedupe)
+	prior     map[string]priorRef // queue/seq → future resolved earlier, only in the store now (dedupe)
 	doneList  []*entry            // resolved entries in completion order, for expiry
 	started   time.Time           // when this Manager (process) started
 	queued    bool                // the store queues writes (store.Queuer)
@@ -258,11 +262,14 @@ func New(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.KeepInMemory <= 0 {
+		o.KeepInMemory = 10 * time.Second
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	_, queued := o.Store.(store.Queuer)
-	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{},
+	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{}, prior: map[string]priorRef{},
 		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, perTenant: map[string]int{}, stop: make(chan struct{})}
 	m.cond = sync.NewCond(&m.mu)
 	m.workers.Add(1)
@@ -415,7 +422,10 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		return nil
 	})
 	m.mu.Lock()
-	m.recovered, m.prior = hw, prior
+	m.recovered = hw
+	for ik, ref := range prior {
+		m.prior[ik] = ref
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return 0, fmt.Errorf("scan futures: %w", err)
@@ -506,6 +516,17 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 				}
 				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
 			}
+		} else if _, ok := m.prior[ik]; ok {
+			// Resolved earlier (before a restart, or long enough ago to live only in the
+			// store): the same resubmission gets the same id.
+			m.mu.Unlock()
+			if id, rec, ok := m.lookupIndex(ctx, ik, t.Tenant); ok {
+				if rec.PayloadHash == t.PayloadHash {
+					return id, nil
+				}
+				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
+			}
+			m.mu.Lock()
 		}
 	}
 	if t.Ordered {
@@ -767,6 +788,7 @@ func (m *Manager) finish(e *entry, st Status) {
 		m.promote(e.rec.QueueKey, q)
 	}
 	close(e.done)
+	e.task.Run = nil // release what the operation's closure holds (request data)
 	m.doneList = append(m.doneList, e)
 	m.mu.Unlock()
 	ins := telemetry.Metrics()
@@ -970,9 +992,13 @@ func (m *Manager) janitor() {
 		}
 		// Expire resolved entries oldest first; the walk stops at the first live one, so
 		// the lock is held for the expired entries only, not for all of them.
+		// After memoryTTL a result is served from the store; only its dedupe reference
+		// stays in memory (until the TTL), which keeps the heap, and so the garbage
+		// collector's work, bounded under load.
+		keep := min(m.o.TTL, m.o.KeepInMemory)
 		n := 0
 		for _, e := range m.doneList {
-			if now.Sub(e.rec.DoneAt) <= m.o.TTL {
+			if now.Sub(e.rec.DoneAt) <= keep {
 				break
 			}
 			n++
@@ -981,6 +1007,9 @@ func (m *Manager) janitor() {
 				ik := indexKey(e.rec.QueueKey, e.rec.SeqID)
 				if m.byKey[ik] == e.rec.ID {
 					delete(m.byKey, ik)
+					if now.Sub(e.rec.DoneAt) <= m.o.TTL {
+						m.prior[ik] = priorRef{id: e.rec.ID, done: e.rec.DoneAt}
+					}
 				}
 			}
 		}

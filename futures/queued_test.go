@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/store"
-	"github.com/tuft-go/tuft/store/bolt"
+	"github.com/tuft-go/tuft/store/logstore"
 )
 
 // storedStatus reads a future's persisted record ("" when absent).
@@ -30,9 +30,9 @@ func storedStatus(t *testing.T, st store.Store, id string) Status {
 	return r.Status
 }
 
-func openBolt(t *testing.T, path string) store.Store {
+func openStore(t *testing.T, path string) store.Store {
 	t.Helper()
-	st, err := bolt.Open(path, "test")
+	st, err := logstore.Open(path, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func openBolt(t *testing.T, path string) store.Store {
 // On the embedded store a fast operation costs one write (its result); one that stays
 // unresolved past acceptDelay has its acceptance written too, and the result still wins.
 func TestQueuedStoreWritesAcceptanceOnlyForSlowOperations(t *testing.T) {
-	st := openBolt(t, filepath.Join(t.TempDir(), "f.db"))
+	st := openStore(t, filepath.Join(t.TempDir(), "f.db"))
 	defer st.Close()
 	m := newManager(t, Options{Store: st})
 
@@ -82,7 +82,7 @@ func TestQueuedStoreWritesAcceptanceOnlyForSlowOperations(t *testing.T) {
 // after the restart like one the restart abandoned; unknown ids of this process are 404.
 func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
-	st := openBolt(t, path)
+	st := openStore(t, path)
 	m1, _ := New(Options{Store: st})
 	lost := newID() // accepted, never written: the process died first
 	done, _ := m1.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"kept"`)})
@@ -90,7 +90,7 @@ func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 	time.Sleep(2 * time.Millisecond) // ids carry milliseconds
 	st.Close()
 
-	st2 := openBolt(t, path)
+	st2 := openStore(t, path)
 	defer st2.Close()
 	m2 := newManager(t, Options{Store: st2})
 	if _, err := m2.Recover(context.Background()); err != nil {
@@ -117,7 +117,7 @@ func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 // the same request id (dedupe from the rebuilt index), a different payload gets a conflict.
 func TestDedupeSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
-	st := openBolt(t, path)
+	st := openStore(t, path)
 	m1, _ := New(Options{Store: st})
 	task := Task{Tenant: "a", QueueKey: "run-1", Ordered: true, SeqID: 1, Pool: "p", PayloadHash: "h1", Run: ok(`1`)}
 	id, err := m1.Submit(context.Background(), task)
@@ -128,7 +128,7 @@ func TestDedupeSurvivesRestart(t *testing.T) {
 	_ = m1.Shutdown(context.Background())
 	st.Close()
 
-	st2 := openBolt(t, path)
+	st2 := openStore(t, path)
 	defer st2.Close()
 	m2 := newManager(t, Options{Store: st2})
 	if _, err := m2.Recover(context.Background()); err != nil {
@@ -156,5 +156,43 @@ func TestIDsSortByCreationTime(t *testing.T) {
 	ta, ok := idTime(a)
 	if !ok || time.Since(ta) > time.Minute || time.Since(ta) < 0 {
 		t.Fatalf("idTime(%s) = %v %v", a, ta, ok)
+	}
+}
+
+// A resolved future leaves memory after KeepInMemory; it is then answered from the store,
+// and a resubmission still gets the same id (or a conflict for another payload).
+func TestResolvedFuturesMoveToTheStore(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "f.db"))
+	defer st.Close()
+	m := newManager(t, Options{Store: st, KeepInMemory: 10 * time.Millisecond})
+	task := Task{Tenant: "a", QueueKey: "run-1", Ordered: true, SeqID: 1, Pool: "p", PayloadHash: "h1", Run: ok(`"one"`)}
+	id, err := m.Submit(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, m, "a", id)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		_, inMemory := m.entries[id]
+		m.mu.Unlock()
+		if !inMemory {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the resolved future never left memory")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r, err := m.Get(context.Background(), "a", id); err != nil || string(r.Result.Body) != `"one"` {
+		t.Fatalf("from the store: %+v %v", r, err)
+	}
+	if again, err := m.Submit(context.Background(), task); err != nil || again != id {
+		t.Fatalf("resubmission: %q %v, want %q", again, err, id)
+	}
+	task.PayloadHash = "other"
+	var ce *ConflictError
+	if _, err := m.Submit(context.Background(), task); !errors.As(err, &ce) {
+		t.Fatalf("changed payload: %v", err)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +28,7 @@ import (
 // total operations are done. It returns each submit+retrieve latency and the wall time.
 // The load generator shares the machine with the server, so it is kept lean: request
 // bodies are built with append, and replies are checked with a byte search, not decoded.
-func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, time.Duration) {
+func runLoad(b testing.TB, url string, clients, total int) ([]time.Duration, time.Duration) {
 	type runner struct {
 		model string
 		seq   int
@@ -115,6 +117,58 @@ func runLoad(b *testing.B, url string, clients, total int) ([]time.Duration, tim
 	return lat, time.Since(start)
 }
 
+// loadInChild runs the load generator in a child process (this test binary, see
+// TestLoadGenerator), so that its allocations and garbage collections do not land on the
+// server's heap: in a deployment the clients are other processes. Both share the cores.
+func loadInChild(b *testing.B, url string, clients, total int) ([]time.Duration, time.Duration) {
+	b.Helper()
+	b.StopTimer()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadGenerator$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "TUFT_LOADGEN_URL="+url, fmt.Sprintf("TUFT_LOADGEN=%d,%d", clients, total))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b.StartTimer()
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("load generator: %v\n%s\n%s", err, out, stderr.Bytes())
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "LOADGEN" {
+			continue
+		}
+		wall, _ := strconv.ParseInt(f[1], 10, 64)
+		lat := make([]time.Duration, 0, len(f)-2)
+		for _, x := range f[2:] {
+			v, _ := strconv.ParseInt(x, 10, 64)
+			lat = append(lat, time.Duration(v))
+		}
+		return lat, time.Duration(wall)
+	}
+	b.Fatalf("load generator printed no result:\n%s", out)
+	return nil, 0
+}
+
+// TestLoadGenerator is the benchmarks' client process: TUFT_LOADGEN_URL and
+// TUFT_LOADGEN=clients,total select it; it prints its latencies. Skipped otherwise.
+func TestLoadGenerator(t *testing.T) {
+	url := os.Getenv("TUFT_LOADGEN_URL")
+	if url == "" {
+		t.Skip("the control-plane benchmark runs this as its client process")
+	}
+	var clients, total int
+	if _, err := fmt.Sscanf(os.Getenv("TUFT_LOADGEN"), "%d,%d", &clients, &total); err != nil {
+		t.Fatal(err)
+	}
+	lat, wall := runLoad(t, url, clients, total)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "LOADGEN %d", wall.Nanoseconds())
+	for _, d := range lat {
+		fmt.Fprintf(&sb, " %d", d.Nanoseconds())
+	}
+	fmt.Println(sb.String())
+}
+
 // requestID finds "request_id":"…" in a reply.
 func requestID(b []byte) string {
 	const k = `"request_id":"`
@@ -159,6 +213,12 @@ func startNoop(b *testing.B, mode string, mut func(*config.Config)) *server.Serv
 // BenchmarkControlPlane prints ops/s, p50 and p99 of submit+retrieve of a trivial
 // operation from concurrent clients (TUFT_BENCH_CLIENTS, default 16) over loopback, per store.
 func BenchmarkControlPlane(b *testing.B) {
+	// As `tuft launch` does without telemetry: the disabled pipeline (no-op providers).
+	tel, err := telemetry.Setup(context.Background(), telemetry.DefaultConfig(), "server", telemetry.WithLogLevel("error"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
 	for _, mode := range []string{"embedded", "redis", "memory"} {
 		b.Run(mode, func(b *testing.B) {
 			s := startNoop(b, mode, func(c *config.Config) {
@@ -167,7 +227,7 @@ func BenchmarkControlPlane(b *testing.B) {
 				}
 			})
 			b.ResetTimer()
-			lat, wall := runLoad(b, s.URL(), benchClients(), max(b.N, 64))
+			lat, wall := loadInChild(b, s.URL(), benchClients(), max(b.N, 64))
 			ops, p50, p99 := report(b, lat, wall)
 			fmt.Fprintf(os.Stderr, "control plane %-8s %7.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  (%d ops)\n", mode, ops, ms(p50), ms(p99), len(lat))
 		})
@@ -207,7 +267,7 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			defer tel.Shutdown(context.Background())
 			s := startNoop(b, "memory", nil)
 			b.ResetTimer()
-			lat, wall := runLoad(b, s.URL(), benchClients(), max(b.N, 64))
+			lat, wall := loadInChild(b, s.URL(), benchClients(), max(b.N, 64))
 			ops, p50, p99 := report(b, lat, wall)
 			if m.name == "disabled" {
 				base = ops

@@ -22,7 +22,7 @@ import (
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store"
-	"github.com/tuft-go/tuft/store/bolt"
+	"github.com/tuft-go/tuft/store/logstore"
 	"github.com/tuft-go/tuft/store/memory"
 	redisstore "github.com/tuft-go/tuft/store/redis"
 	"github.com/tuft-go/tuft/worker"
@@ -62,7 +62,7 @@ func OpenStore(ctx context.Context, cfg config.Config) (store.Store, error) {
 	p := cfg.Persistence
 	switch p.Mode {
 	case "embedded":
-		s, err := bolt.Open(p.Path, p.Namespace)
+		s, err := logstore.Open(p.Path, p.Namespace)
 		if err != nil {
 			return nil, err
 		}

@@ -39,7 +39,7 @@ type Store interface {
 	Apply(ctx context.Context, ops []Op) error
 	// Clear deletes every key of the namespace (tuft clear persistence).
 	Clear(ctx context.Context) error
-	// Kind names the implementation ("bbolt", "redis", "memory").
+	// Kind names the implementation ("tuft-embedded", "redis", "memory").
 	Kind() string
 	// Close flushes and releases the store.
 	Close() error
