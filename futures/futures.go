@@ -279,6 +279,13 @@ func New(o Options) (*Manager, error) {
 
 const keyFuture = "future/"
 
+// dedupeWindow bounds how long a resolved operation's (queue, seq_id) is remembered for
+// dedupe once it lives only in the store: clients resubmit within seconds or minutes (the
+// SDK's retries), and the memory this takes grows with the operation rate. After it, a
+// resubmission of a finished seq_id is refused as already executed instead of answered
+// with the old request id; the result itself stays retrievable for the future TTL.
+const dedupeWindow = time.Hour
+
 // priorRef points at a future an earlier process resolved, for dedupe of resubmissions.
 type priorRef struct {
 	id   string
@@ -985,8 +992,9 @@ func (m *Manager) janitor() {
 				_ = key
 			}
 		}
+		window := min(m.o.TTL, dedupeWindow)
 		for ik, ref := range m.prior {
-			if now.Sub(ref.done) > m.o.TTL {
+			if now.Sub(ref.done) > window {
 				delete(m.prior, ik)
 			}
 		}
@@ -1007,7 +1015,7 @@ func (m *Manager) janitor() {
 				ik := indexKey(e.rec.QueueKey, e.rec.SeqID)
 				if m.byKey[ik] == e.rec.ID {
 					delete(m.byKey, ik)
-					if now.Sub(e.rec.DoneAt) <= m.o.TTL {
+					if now.Sub(e.rec.DoneAt) <= min(m.o.TTL, dedupeWindow) {
 						m.prior[ik] = priorRef{id: e.rec.ID, done: e.rec.DoneAt}
 					}
 				}
