@@ -89,18 +89,12 @@ func cmdLaunch(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	tel, err := telemetry.Setup(ctx, cfg.Telemetry, "server", telemetry.WithLogLevel(cfg.Server.LogLevel), telemetry.WithVersion(version))
+	tel, flush, err := startTelemetry(ctx, cfg, "server")
 	if err != nil {
 		return err
 	}
+	defer flush()
 	log := tel.Logger()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(sctx); err != nil {
-			fmt.Fprintln(os.Stderr, "telemetry shutdown:", err)
-		}
-	}()
 	if newKey != "" {
 		fmt.Fprintf(os.Stderr, "\nGenerated an API key (shown once; also saved in %s/api_key, mode 0600):\n\n    %s\n\n"+
 			"Use it with the Tinker SDK:  export TINKER_API_KEY=%s TINKER_BASE_URL=http://%s:%d\n\n",
@@ -134,6 +128,22 @@ func cmdLaunch(args []string) error {
 		return serveErr
 	}
 	return nil
+}
+
+// startTelemetry sets up the process's telemetry with role; flush shuts it down,
+// exporting what is buffered, under a 5 s deadline.
+func startTelemetry(ctx context.Context, cfg config.Config, role string) (*telemetry.Telemetry, func(), error) {
+	tel, err := telemetry.Setup(ctx, cfg.Telemetry, role, telemetry.WithLogLevel(cfg.Server.LogLevel), telemetry.WithVersion(version))
+	if err != nil {
+		return nil, nil, err
+	}
+	return tel, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			fmt.Fprintln(os.Stderr, "telemetry shutdown:", err)
+		}
+	}, nil
 }
 
 func cmdConfig(args []string) error {

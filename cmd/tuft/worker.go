@@ -16,7 +16,6 @@ import (
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/server"
-	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/worker"
 )
 
@@ -65,18 +64,12 @@ func cmdWorker(args []string) error {
 	// The worker exports its own spans, metrics and logs (tuft.role=worker) and flushes
 	// them on exit: the Python TuFT's Ray actors never start exporters, so their spans
 	// are lost.
-	tel, err := telemetry.Setup(ctx, cfg.Telemetry, "worker", telemetry.WithLogLevel(cfg.Server.LogLevel), telemetry.WithVersion(version))
+	tel, flush, err := startTelemetry(ctx, cfg, "worker")
 	if err != nil {
 		return err
 	}
+	defer flush()
 	log := tel.Logger()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(sctx); err != nil {
-			fmt.Fprintln(os.Stderr, "telemetry shutdown:", err)
-		}
-	}()
 
 	models, infos, err := server.LoadModels(cfg)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -244,4 +245,15 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// BuildTuft compiles the tuft binary into a temporary directory, for tests that run real
+// processes.
+func BuildTuft(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tuft")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/tuft-go/tuft/cmd/tuft").CombinedOutput(); err != nil {
+		t.Fatalf("build tuft: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -209,7 +209,7 @@ func TestCollectorReceivesAllSignalsAndSurvivesAnOutage(t *testing.T) {
 	grpcPort := testenv.FreePort(t)
 	c1 := startCollector(t, col, out, grpcPort)
 
-	bin := buildTuft(t)
+	bin := testenv.BuildTuft(t)
 	home := t.TempDir()
 	port := testenv.FreePort(t)
 	cfg := fmt.Sprintf(`server: {host: 127.0.0.1, port: %d}

@@ -15,15 +15,6 @@ import (
 	"github.com/tuft-go/tuft/store/storetest"
 )
 
-func buildTuft(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tuft")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/tuft-go/tuft/cmd/tuft").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, b)
-	}
-	return bin
-}
-
 // startProc runs bin with args and env, logging to log; the test cleans it up.
 func startProc(t *testing.T, bin, log string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
@@ -81,7 +72,7 @@ func TestWorkerProcessTraceKillAndRestart(t *testing.T) {
 	otlpPort := testenv.FreePort(t)
 	collector := startCollector(t, col, out, otlpPort)
 	defer collector.stop()
-	bin := buildTuft(t)
+	bin := testenv.BuildTuft(t)
 	dir := t.TempDir()
 	ns := fmt.Sprintf("e2e%d", time.Now().UnixNano())
 	telemetryBlock := fmt.Sprintf(`telemetry:
@@ -224,7 +215,7 @@ func TestTwoReplicasShareOneWorker(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 	redisURL := storetest.StartRedis(t)
-	bin := buildTuft(t)
+	bin := testenv.BuildTuft(t)
 	dir := t.TempDir()
 	ns := fmt.Sprintf("rep%d", time.Now().UnixNano())
 	env := []string{"TUFT_WORKER_TOKEN=e2e-worker-token", "TUFT_HOME=" + dir}

@@ -18,16 +18,6 @@ import (
 	"github.com/tuft-go/tuft/internal/testenv"
 )
 
-func buildTuft(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tuft")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/tuft-go/tuft/cmd/tuft")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 type proc struct {
 	cmd *exec.Cmd
 	log *os.File
@@ -72,7 +62,7 @@ func TestSIGKILLMidRunLosesNothingCompleted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	bin := buildTuft(t)
+	bin := testenv.BuildTuft(t)
 	home := t.TempDir()
 	port := testenv.FreePort(t)
 	cfgPath := filepath.Join(home, "tuft_config.yaml")
