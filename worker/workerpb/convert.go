@@ -166,10 +166,15 @@ func FromSampleRequest(ref *AdapterRef, r engine.SampleRequest) *SampleRequest {
 // ToSampleRequest decodes a sampling request.
 func ToSampleRequest(r *SampleRequest) engine.SampleRequest {
 	p := r.GetParams()
+	var seed *int64
+	if p != nil && p.Seed != nil {
+		v := *p.Seed
+		seed = &v
+	}
 	return engine.SampleRequest{Prompt: r.GetPrompt(), NumSamples: int(r.GetNumSamples()), PromptLogprobs: r.GetPromptLogprobs(),
 		TopKPromptLogprobs: int(r.GetTopkPromptLogprobs()),
 		Params: engine.SampleParams{MaxTokens: int(p.GetMaxTokens()), Temperature: p.GetTemperature(), TopK: int(p.GetTopK()),
-			TopP: p.GetTopP(), Seed: p.Seed, StopStrings: p.GetStopStrings(), StopTokens: p.GetStopTokens()}}
+			TopP: p.GetTopP(), Seed: seed, StopStrings: p.GetStopStrings(), StopTokens: p.GetStopTokens()}}
 }
 
 // FromSampleResult encodes sampled sequences.
