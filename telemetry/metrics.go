@@ -13,6 +13,8 @@ import (
 
 // Instruments holds every instrument of the "tuft" meter, created once per meter provider.
 type Instruments struct {
+	// HTTPServerDuration is the standard http.server.request.duration.
+	HTTPServerDuration metric.Float64Histogram
 	TrainingModelsActive     metric.Int64UpDownCounter
 	TrainingTokensPerSecond  metric.Float64Histogram
 	TrainingCheckpointsSaved metric.Int64Counter
@@ -66,6 +68,9 @@ func SetMetrics(m *Instruments) { current.Store(m) }
 func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments {
 	m := mp.Meter(MeterTuft)
 	in := &Instruments{ModelIDAttribute: modelIDAttribute}
+	in.HTTPServerDuration, _ = mp.Meter(ScopeHTTP).Float64Histogram("http.server.request.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of HTTP server requests."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10))
 	// Instrument creation only fails for invalid names or units, which are constants here;
 	// the SDK returns a usable no-op instrument alongside the error.
 	in.TrainingModelsActive, _ = m.Int64UpDownCounter(MetricTrainingModelsActive, metric.WithUnit("{model}"),
