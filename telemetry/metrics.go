@@ -14,7 +14,7 @@ import (
 // Instruments holds every instrument of the "tuft" meter, created once per meter provider.
 type Instruments struct {
 	// HTTPServerDuration is the standard http.server.request.duration.
-	HTTPServerDuration metric.Float64Histogram
+	HTTPServerDuration       metric.Float64Histogram
 	TrainingModelsActive     metric.Int64UpDownCounter
 	TrainingTokensPerSecond  metric.Float64Histogram
 	TrainingCheckpointsSaved metric.Int64Counter
