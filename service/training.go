@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -499,6 +500,10 @@ func (s *Service) resolvePath(tenant, path string) (*Checkpoint, error) {
 		return nil, err
 	}
 	c, ok := s.ckpts[runID][kind+"/"+name]
+	if !ok && s.self != "" {
+		// Saved through another replica after this one started: the record is in the store.
+		c, ok = s.storedCheckpoint(runID, kind, name)
+	}
 	if !ok || (c.Tenant != tenant && !c.Public) {
 		return nil, notFoundf("checkpoint %s not found", path)
 	}
@@ -606,4 +611,21 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 			"but the gradients accumulated by forward_backward since the last optim_step were lost: run those forward_backward calls again", r.ID, from)}
 	}
 	return op()
+}
+
+// storedCheckpoint reads a checkpoint record from the store (callers hold s.mu).
+func (s *Service) storedCheckpoint(runID, kind, name string) (*Checkpoint, bool) {
+	typ := CkptTraining
+	if kind == ckptKindDir(CkptSampler) {
+		typ = CkptSampler
+	}
+	b, err := s.st.Get(context.Background(), ckptKey(runID, typ, name))
+	if err != nil {
+		return nil, false
+	}
+	var c Checkpoint
+	if json.Unmarshal(b, &c) != nil {
+		return nil, false
+	}
+	return &c, true
 }

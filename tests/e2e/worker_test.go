@@ -270,6 +270,21 @@ workers: {discover: true, check_seconds: 1}
 	workload(t, clients, &seq, f.ModelID, se.SessionID, 0)
 	workload(t, []*testenv.Client{b, a}, &seq, f.ModelID, se.SessionID, 1)
 
+	// A session created through api-b (so owned by it) samples from a checkpoint that was
+	// saved through the session on api-a.
+	var se2 struct {
+		SessionID string `json:"session_id"`
+	}
+	b.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se2)
+	var ss struct {
+		SamplingSessionID string `json:"sampling_session_id"`
+	}
+	b.Post("/api/v1/create_sampling_session", map[string]any{"session_id": se2.SessionID, "sampling_session_seq_id": 0,
+		"model_path": "tinker://" + f.ModelID + "/sampler_weights/e2e-1"}, &ss)
+	b.Post("/api/v1/asample", map[string]any{"sampling_session_id": ss.SamplingSessionID, "seq_id": 0, "num_samples": 1,
+		"prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}}, "sampling_params": map[string]any{"max_tokens": 3}}, &f)
+	b.Result(f.RequestID, nil)
+
 	// Both replicas describe the run and list it; another tenant sees nothing of it.
 	for i, c := range clients {
 		var run struct {
