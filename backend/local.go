@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,7 +28,26 @@ type hosted struct {
 	// compute admits one heavy operation at a time per base model: the engine already
 	// uses every core for one operation, so more would only thrash caches.
 	compute chan struct{}
+	// pending holds forward(_backward) requests waiting for compute; whoever gets compute
+	// runs all of them as one multi-LoRA batch (one pass over the base weights).
+	pmu     sync.Mutex
+	pending []*fbCall
+	batches atomic.Int64 // engine batches run (for tests and debugging)
 }
+
+// fbCall is one forward(_backward) waiting to join a batch.
+type fbCall struct {
+	ctx  context.Context
+	a    *engine.Adapter
+	req  engine.ForwardRequest
+	res  engine.ForwardResult
+	err  error
+	size int // batch members it ran with
+	done chan struct{}
+}
+
+// maxBatchTokens bounds the tokens of one multi-LoRA batch.
+const maxBatchTokens = 16384
 
 type adapterKey struct{ model, lora string }
 
@@ -139,15 +159,123 @@ func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req eng
 		if err != nil {
 			return res, err
 		}
-		s.mu.Lock()
+		s.mu.Lock() // held until the batch that carries this request is done
 		defer s.mu.Unlock()
 		a = s.a
 	}
-	if err := h.acquire(ctx); err != nil {
+	c := &fbCall{ctx: ctx, a: a, req: req, done: make(chan struct{})}
+	h.pmu.Lock()
+	h.pending = append(h.pending, c)
+	h.pmu.Unlock()
+	if err := h.runPending(c); err != nil {
 		return res, err
 	}
-	defer h.release()
-	return h.model.ForwardBackward(ctx, a, req)
+	if sp.IsRecording() {
+		sp.SetAttributes(attribute.Int(telemetry.AttrBatchAdapters, c.size))
+	}
+	return c.res, c.err
+}
+
+// runPending waits until c has run: either this goroutine gets the model's compute slot
+// and runs everything pending (c included) as one batch, or another one does.
+func (h *hosted) runPending(c *fbCall) error {
+	for {
+		select {
+		case <-c.done:
+			return nil
+		case h.compute <- struct{}{}:
+		case <-c.ctx.Done():
+			if h.withdraw(c) {
+				return c.ctx.Err()
+			}
+			<-c.done // already taken into a running batch
+			return nil
+		}
+		select {
+		case <-c.done: // ran in the batch that just released compute
+			h.release()
+			return nil
+		default:
+		}
+		h.runBatch()
+		h.release()
+	}
+}
+
+// withdraw removes c from the pending list; false if a batch already took it.
+func (h *hosted) withdraw(c *fbCall) bool {
+	h.pmu.Lock()
+	defer h.pmu.Unlock()
+	for i, p := range h.pending {
+		if p == c {
+			h.pending = append(h.pending[:i], h.pending[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// runBatch takes pending requests (up to maxBatchTokens, at least one) and runs them as
+// one engine batch. The caller holds compute.
+func (h *hosted) runBatch() {
+	h.pmu.Lock()
+	n, tokens := 0, 0
+	for n < len(h.pending) {
+		t := 0
+		for _, d := range h.pending[n].req.Data {
+			t += len(d.Tokens)
+		}
+		if n > 0 && tokens+t > maxBatchTokens {
+			break
+		}
+		tokens += t
+		n++
+	}
+	calls := append([]*fbCall(nil), h.pending[:n]...)
+	h.pending = append(h.pending[:0:0], h.pending[n:]...)
+	h.pmu.Unlock()
+	var live []*fbCall
+	items := make([]engine.BatchItem, 0, len(calls))
+	for _, c := range calls {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+		items = append(items, engine.BatchItem{Adapter: c.a, Request: c.req})
+	}
+	if len(live) == 0 {
+		return
+	}
+	// One context for the batch: it ends only when every member's has.
+	ctx, cancel := allDone(live)
+	defer cancel()
+	h.batches.Add(1)
+	res, errs := h.model.ForwardBackwardBatch(ctx, items)
+	for i, c := range live {
+		c.res, c.err, c.size = res[i], errs[i], len(live)
+		close(c.done)
+	}
+}
+
+// allDone returns a context cancelled once every call's context is done.
+func allDone(calls []*fbCall) (context.Context, context.CancelFunc) {
+	if len(calls) == 1 {
+		return context.WithCancel(calls[0].ctx)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(calls[0].ctx))
+	go func() {
+		for _, c := range calls {
+			select {
+			case <-c.ctx.Done():
+			case <-ctx.Done():
+				return
+			}
+		}
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // OptimStep applies AdamW to the adapter.

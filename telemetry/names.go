@@ -91,6 +91,7 @@ const (
 	AttrLoraID            = "tuft.lora_id"
 	AttrHasLora           = "tuft.has_lora"
 	AttrNumMicroBatches   = "tuft.num_micro_batches"
+	AttrBatchAdapters     = "tuft.batch_adapters" // requests of different adapters run in one engine batch
 	AttrTokens            = "tuft.tokens"
 	AttrOptimizer         = "tuft.optimizer"
 	AttrPromptTokens      = "tuft.prompt_tokens"
