@@ -117,7 +117,7 @@ type Options struct {
 	Logger             *slog.Logger
 	Now                func() time.Time
 	// KeepInMemory is how long a resolved future stays in memory before it is served
-	// from the store (default 10 s, at most TTL): clients long-poll results as they
+	// from the store (default 2 s, at most TTL): clients long-poll results as they
 	// come, so older ones are rarely read and need not weigh on the heap.
 	KeepInMemory time.Duration
 	// Owner names this API replica: futures record it, and Recover resolves only its
@@ -263,7 +263,7 @@ func New(o Options) (*Manager, error) {
 		o.Logger = slog.Default()
 	}
 	if o.KeepInMemory <= 0 {
-		o.KeepInMemory = 10 * time.Second
+		o.KeepInMemory = 2 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
