@@ -8,9 +8,11 @@ package futures
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -232,11 +234,11 @@ type Manager struct {
 	pools     map[string]*pool
 	perTenant map[string]int
 	closing   bool
-	recovered map[string]int64    // per ordered queue: one past the highest seq_id resolved before a restart
-	prior     map[string]priorRef // queue/seq → future resolved earlier, only in the store now (dedupe)
-	doneList  []*entry            // resolved entries in completion order, for expiry
-	started   time.Time           // when this Manager (process) started
-	queued    bool                // the store queues writes (store.Queuer)
+	recovered map[string]int64      // per ordered queue: one past the highest seq_id resolved before a restart
+	prior     map[priorKey]priorRef // queue/seq → future resolved earlier, only in the store now (dedupe)
+	doneList  []*entry              // resolved entries in completion order, for expiry
+	started   time.Time             // when this Manager (process) started
+	queued    bool                  // the store queues writes (store.Queuer)
 	running   sync.WaitGroup
 	workers   sync.WaitGroup
 	stop      chan struct{}
@@ -269,7 +271,7 @@ func New(o Options) (*Manager, error) {
 		o.Now = time.Now
 	}
 	_, queued := o.Store.(store.Queuer)
-	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{}, prior: map[string]priorRef{},
+	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{}, prior: map[priorKey]priorRef{},
 		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, perTenant: map[string]int{}, stop: make(chan struct{})}
 	m.cond = sync.NewCond(&m.mu)
 	m.workers.Add(1)
@@ -286,11 +288,39 @@ const keyFuture = "future/"
 // with the old request id; the result itself stays retrievable for the future TTL.
 const dedupeWindow = time.Hour
 
-// priorRef points at a future an earlier process resolved, for dedupe of resubmissions.
+// priorRef points at a resolved future that lives only in the store, for dedupe of
+// resubmissions. It holds no pointers (nor does its map key, a hash of the queue and
+// seq_id), so the garbage collector never scans the index however large it grows; a
+// hash collision is caught by checking the record found.
 type priorRef struct {
-	id   string
-	done time.Time
+	id   [26]byte // the request id without "req_"
+	done int64    // unix nanoseconds
 }
+
+type priorKey [16]byte
+
+func priorKeyOf(ik string) priorKey {
+	var k priorKey
+	h1, h2 := fnv.New64a(), fnv.New64()
+	h1.Write([]byte(ik))
+	h2.Write([]byte(ik))
+	binary.LittleEndian.PutUint64(k[:8], h1.Sum64())
+	binary.LittleEndian.PutUint64(k[8:], h2.Sum64())
+	return k
+}
+
+func newPriorRef(id string, done time.Time) (priorRef, bool) {
+	var r priorRef
+	s, ok := strings.CutPrefix(id, "req_")
+	if !ok || len(s) != len(r.id) {
+		return r, false
+	}
+	copy(r.id[:], s)
+	r.done = done.UnixNano()
+	return r, true
+}
+
+func (r priorRef) requestID() string { return "req_" + string(r.id[:]) }
 
 // indexKey names an ordered operation for dedupe. The index lives in memory only: it is
 // rebuilt from the future records on restart, so a write costs one key, not two.
@@ -404,7 +434,7 @@ func (m *Manager) persistThen(ctx context.Context, rec *Record, then func(error)
 func (m *Manager) Recover(ctx context.Context) (int, error) {
 	var stale []Record
 	hw := map[string]int64{}
-	prior := map[string]priorRef{}
+	prior := map[priorKey]priorRef{}
 	err := m.o.Store.Scan(ctx, keyFuture, func(_ string, v []byte) error {
 		var r Record
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -423,7 +453,9 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 				hw[r.QueueKey] = r.SeqID + 1
 			}
 			if r.QueueKey != "" {
-				prior[indexKey(r.QueueKey, r.SeqID)] = priorRef{id: r.ID, done: r.DoneAt}
+				if ref, ok := newPriorRef(r.ID, r.DoneAt); ok {
+					prior[priorKeyOf(indexKey(r.QueueKey, r.SeqID))] = ref
+				}
 			}
 		}
 		return nil
@@ -523,7 +555,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 				}
 				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
 			}
-		} else if _, ok := m.prior[ik]; ok {
+		} else if _, ok := m.prior[priorKeyOf(ik)]; ok {
 			// Resolved earlier (before a restart, or long enough ago to live only in the
 			// store): the same resubmission gets the same id.
 			m.mu.Unlock()
@@ -605,24 +637,24 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	return rec.ID, nil
 }
 
-// lookupIndex finds an operation resolved by an earlier process (see Recover).
+// lookupIndex finds an operation resolved earlier that lives only in the store.
 func (m *Manager) lookupIndex(ctx context.Context, ik, tenant string) (string, Record, bool) {
 	if ik == "" {
 		return "", Record{}, false
 	}
 	m.mu.Lock()
-	ref, ok := m.prior[ik]
+	ref, ok := m.prior[priorKeyOf(ik)]
 	m.mu.Unlock()
 	if !ok {
 		return "", Record{}, false
 	}
-	b, err := m.o.Store.Get(ctx, keyFuture+ref.id)
+	b, err := m.o.Store.Get(ctx, keyFuture+ref.requestID())
 	if err != nil {
 		return "", Record{}, false
 	}
 	var r Record
-	if json.Unmarshal(b, &r) != nil || r.Tenant != tenant {
-		return "", Record{}, false
+	if json.Unmarshal(b, &r) != nil || r.Tenant != tenant || indexKey(r.QueueKey, r.SeqID) != ik {
+		return "", Record{}, false // another tenant's, or a hash collision
 	}
 	return r.ID, r, true
 }
@@ -994,7 +1026,7 @@ func (m *Manager) janitor() {
 		}
 		window := min(m.o.TTL, dedupeWindow)
 		for ik, ref := range m.prior {
-			if now.Sub(ref.done) > window {
+			if now.Sub(time.Unix(0, ref.done)) > window {
 				delete(m.prior, ik)
 			}
 		}
@@ -1016,7 +1048,9 @@ func (m *Manager) janitor() {
 				if m.byKey[ik] == e.rec.ID {
 					delete(m.byKey, ik)
 					if now.Sub(e.rec.DoneAt) <= min(m.o.TTL, dedupeWindow) {
-						m.prior[ik] = priorRef{id: e.rec.ID, done: e.rec.DoneAt}
+						if ref, ok := newPriorRef(e.rec.ID, e.rec.DoneAt); ok {
+							m.prior[priorKeyOf(ik)] = ref
+						}
 					}
 				}
 			}
