@@ -293,7 +293,7 @@ const dedupeWindow = time.Hour
 // seq_id), so the garbage collector never scans the index however large it grows; a
 // hash collision is caught by checking the record found.
 type priorRef struct {
-	id   [26]byte // the request id without "req_"
+	id   [idLen]byte // the request id without "req_"
 	done int64    // unix nanoseconds
 }
 
@@ -307,6 +307,12 @@ func priorKeyOf(ik string) priorKey {
 	binary.LittleEndian.PutUint64(k[:8], h1.Sum64())
 	binary.LittleEndian.PutUint64(k[8:], h2.Sum64())
 	return k
+}
+
+// inPrior reports whether ik is in the store-only dedupe index. Callers hold m.mu.
+func (m *Manager) inPrior(ik string) bool {
+	_, ok := m.prior[priorKeyOf(ik)]
+	return ok
 }
 
 func newPriorRef(id string, done time.Time) (priorRef, bool) {
@@ -326,37 +332,40 @@ func (r priorRef) requestID() string { return "req_" + string(r.id[:]) }
 // rebuilt from the future records on restart, so a write costs one key, not two.
 func indexKey(queue string, seq int64) string { return queue + "/" + strconv.FormatInt(seq, 10) }
 
+// idAlphabet is base32 in ASCII order, so ids compare like the times they start with.
+const idAlphabet = "234567abcdefghijklmnopqrstuvwxyz"
+
+// idLen is the length of an id after "req_".
+const idLen = 26
+
 // newID returns "req_" + 10 characters of the current time in milliseconds + 16
-// random characters (80 bits). Ids sort by creation time, so a new future's record lands
-// at the end of the embedded store's B+tree (one dirty page per commit instead of one
-// random leaf per write).
+// random characters (80 bits). Ids sort by creation time, and the time tells a restarted
+// process which unknown ids an earlier process handed out (see lostFuture).
 func newID() string {
-	const alphabet = "234567abcdefghijklmnopqrstuvwxyz" // base32 in ASCII order
-	b := make([]byte, 26)
+	b := make([]byte, idLen)
 	if _, err := rand.Read(b[10:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	ms := uint64(time.Now().UnixMilli())
 	for i := 9; i >= 0; i-- {
-		b[i] = alphabet[ms&31]
+		b[i] = idAlphabet[ms&31]
 		ms >>= 5
 	}
 	for i := 10; i < len(b); i++ {
-		b[i] = alphabet[b[i]&31]
+		b[i] = idAlphabet[b[i]&31]
 	}
 	return "req_" + string(b)
 }
 
 // idTime decodes the creation time newID put in an id.
 func idTime(id string) (time.Time, bool) {
-	const alphabet = "234567abcdefghijklmnopqrstuvwxyz"
 	s, ok := strings.CutPrefix(id, "req_")
-	if !ok || len(s) != 26 {
+	if !ok || len(s) != idLen {
 		return time.Time{}, false
 	}
 	var ms uint64
 	for i := 0; i < 10; i++ {
-		d := strings.IndexByte(alphabet, s[i])
+		d := strings.IndexByte(idAlphabet, s[i])
 		if d < 0 {
 			return time.Time{}, false
 		}
@@ -555,9 +564,10 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 				}
 				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
 			}
-		} else if _, ok := m.prior[priorKeyOf(ik)]; ok {
+		} else if !t.Ordered && m.inPrior(ik) {
 			// Resolved earlier (before a restart, or long enough ago to live only in the
-			// store): the same resubmission gets the same id.
+			// store): the same resubmission gets the same id. (An ordered one is below
+			// its queue's next seq_id, and the check there finds it.)
 			m.mu.Unlock()
 			if id, rec, ok := m.lookupIndex(ctx, ik, t.Tenant); ok {
 				if rec.PayloadHash == t.PayloadHash {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/tuft-go/tuft/store"
 )
 
 // Several API replicas may share one Redis (server.replica_id). Each session, with the
@@ -77,21 +79,9 @@ func (s *Service) RegisterReplica(ctx context.Context, url string) {
 		return
 	}
 	rec, _ := json.Marshal(replicaRecord{ID: s.self, URL: url, Started: s.now().UTC()})
-	t := time.NewTicker(replicaTTL / 3)
-	defer t.Stop()
-	for {
-		if err := s.st.Set(context.WithoutCancel(ctx), keyReplica+s.self, rec, replicaTTL); err != nil {
-			s.log.Warn("replica registration failed; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = s.st.Del(c, keyReplica+s.self)
-			cancel()
-			return
-		case <-t.C:
-		}
-	}
+	store.KeepAlive(ctx, s.st, keyReplica+s.self, rec, replicaTTL/3, func(err error) {
+		s.log.Warn("replica registration failed; retrying", "error", err)
+	})
 }
 
 // owned is implemented by the records replicas own.

@@ -63,3 +63,25 @@ func SetQueued(ctx context.Context, s Store, key string, value []byte, ttl time.
 	}
 	done(s.Set(ctx, key, value, ttl))
 }
+
+// KeepAlive writes key with a TTL of three intervals, renews it every interval until ctx
+// ends, then deletes it: a presence record (a worker's or a replica's registration) that
+// disappears at once on a clean stop and within the TTL after a crash. A failed write is
+// reported to onErr and retried at the next interval.
+func KeepAlive(ctx context.Context, s Store, key string, value []byte, every time.Duration, onErr func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := s.Set(context.WithoutCancel(ctx), key, value, 3*every); err != nil && onErr != nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.Del(c, key)
+			cancel()
+			return
+		case <-t.C:
+		}
+	}
+}

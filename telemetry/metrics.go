@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -112,24 +111,65 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 // It is looked up per call so that a provider installed later is honoured.
 func Tracer(name string) trace.Tracer { return otel.Tracer(name) }
 
-// attrCache holds measurement options for attribute sets that repeat on hot paths (an
-// operation type, a status): building an attribute.Set sorts and allocates, and these
-// few combinations are recorded thousands of times a second.
-var attrCache sync.Map // string → metric.MeasurementOption
+// attrSets holds measurement options for attribute sets that repeat on hot paths (an
+// operation type, a status, an HTTP route): building an attribute.Set sorts and
+// allocates, and these few combinations are recorded thousands of times a second. The
+// key is a comparable struct, so a lookup allocates nothing.
+var attrSets struct {
+	mu sync.RWMutex
+	m  map[attrKey]metric.MeasurementOption
+}
 
-// Attrs returns the measurement option of the given string attributes (key, value,
-// key, value, ...), built once per distinct combination. Use it only for attributes of
+type attrKey struct {
+	k1, v1, k2, v2 string
+	n              int
+}
+
+// cachedSet returns the option for key, building its attributes once.
+func cachedSet(key attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	if o, ok := lookupSet(key); ok {
+		return o
+	}
+	return storeSet(key, build())
+}
+
+func lookupSet(key attrKey) (metric.MeasurementOption, bool) {
+	attrSets.mu.RLock()
+	defer attrSets.mu.RUnlock()
+	o, ok := attrSets.m[key]
+	return o, ok
+}
+
+func storeSet(key attrKey, attrs []attribute.KeyValue) metric.MeasurementOption {
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	attrSets.mu.Lock()
+	defer attrSets.mu.Unlock()
+	if attrSets.m == nil {
+		attrSets.m = map[attrKey]metric.MeasurementOption{}
+	}
+	attrSets.m[key] = o
+	return o
+}
+
+// Attrs returns the measurement option of one or two string attributes (key, value[,
+// key, value]), built once per distinct combination. Use it only for attributes of
 // bounded cardinality.
 func Attrs(kv ...string) metric.MeasurementOption {
-	key := strings.Join(kv, "\x00")
-	if o, ok := attrCache.Load(key); ok {
-		return o.(metric.MeasurementOption)
+	var key attrKey
+	switch len(kv) {
+	case 2:
+		key = attrKey{k1: kv[0], v1: kv[1]}
+	case 4:
+		key = attrKey{k1: kv[0], v1: kv[1], k2: kv[2], v2: kv[3]}
+	default:
+		panic("telemetry.Attrs takes one or two key/value pairs")
+	}
+	if o, ok := lookupSet(key); ok {
+		return o
 	}
 	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
 	}
-	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	attrCache.Store(key, o)
-	return o
+	return storeSet(key, attrs)
 }

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -74,17 +73,13 @@ func HTTPMiddleware(h http.Handler) http.Handler {
 
 // httpAttrs is the cached attribute set of one (method, route, status).
 func httpAttrs(method, route string, code int) metric.MeasurementOption {
-	key := method + " " + route + " " + strconv.Itoa(code)
-	if o, ok := attrCache.Load(key); ok {
-		return o.(metric.MeasurementOption)
-	}
-	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method), semconv.HTTPResponseStatusCode(code), semconv.URLScheme("http")}
-	if route != "" {
-		attrs = append(attrs, semconv.HTTPRoute(route))
-	}
-	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	attrCache.Store(key, o)
-	return o
+	return cachedSet(attrKey{k1: method, v1: route, k2: "\x00http", n: code}, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method), semconv.HTTPResponseStatusCode(code), semconv.URLScheme("http")}
+		if route != "" {
+			attrs = append(attrs, semconv.HTTPRoute(route))
+		}
+		return attrs
+	})
 }
 
 // statusWriter remembers the status code; Unwrap lets http.ResponseController reach

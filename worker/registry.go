@@ -3,7 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -30,22 +30,9 @@ type Registration struct {
 // withdraws it, so a stopped worker disappears at once and a killed one within the TTL.
 func Register(ctx context.Context, st store.Store, reg Registration, every time.Duration, log *slog.Logger) {
 	b, _ := json.Marshal(reg)
-	key := keyWorker + reg.Address
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := st.Set(context.WithoutCancel(ctx), key, b, 3*every); err != nil {
-			log.Warn("worker registration failed; retrying", "address", reg.Address, "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			ctx2, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = st.Del(ctx2, key)
-			cancel()
-			return
-		case <-t.C:
-		}
-	}
+	store.KeepAlive(ctx, st, keyWorker+reg.Address, b, every, func(err error) {
+		log.Warn("worker registration failed; retrying", "address", reg.Address, "error", err)
+	})
 }
 
 // Registrations lists the live worker registrations.
@@ -166,7 +153,7 @@ func (d *Directory) WaitFor(ctx context.Context, models []string, every time.Dur
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("no worker hosts " + joinQuoted(missing) + " (check workers.pinned, worker registration and the worker token)")
+			return fmt.Errorf("no worker hosts %q (check workers.pinned, worker registration and the worker token)", missing)
 		case <-time.After(every):
 		}
 	}
@@ -194,15 +181,4 @@ func missingModels(r *backend.Router, models []string) []string {
 		}
 	}
 	return missing
-}
-
-func joinQuoted(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += `"` + x + `"`
-	}
-	return out
 }
