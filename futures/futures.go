@@ -294,7 +294,7 @@ const dedupeWindow = time.Hour
 // hash collision is caught by checking the record found.
 type priorRef struct {
 	id   [idLen]byte // the request id without "req_"
-	done int64    // unix nanoseconds
+	done int64       // unix nanoseconds
 }
 
 type priorKey [16]byte
