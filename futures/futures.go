@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/store"
@@ -628,11 +627,11 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		return "", fmt.Errorf("persist future: %w", err)
 	}
 	ins := telemetry.Metrics()
-	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrOperationType, t.OpType)}
+	created := telemetry.Attrs(telemetry.MAttrOperationType, t.OpType)
 	if ins.ModelIDAttribute && t.ModelID != "" {
-		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, t.ModelID))
+		created = telemetry.Attrs(telemetry.MAttrOperationType, t.OpType, telemetry.MAttrModelID, t.ModelID)
 	}
-	ins.FuturesCreated.Add(ctx, 1, metric.WithAttributes(attrs...))
+	ins.FuturesCreated.Add(ctx, 1, created)
 	ins.FuturesQueueLength.Add(ctx, 1, telemetry.Attrs(telemetry.MAttrQueueState, QueueActive))
 
 	m.mu.Lock()
@@ -764,10 +763,15 @@ func (m *Manager) execute(e *entry) {
 	// HTTP span down to the model executor) and also links to the enqueuing span, the
 	// conventional marker of an asynchronous hand-off.
 	var opts []trace.SpanStartOption
-	if e.link.IsValid() {
+	switch {
+	case e.link.IsSampled():
 		ctx = trace.ContextWithRemoteSpanContext(ctx, e.link)
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: e.link, Attributes: []attribute.KeyValue{attribute.String("tuft.link", "enqueued_by")}}))
-	} else {
+	case e.link.IsValid():
+		// Sampled out at the request, so sampled out here too: no link to build, but the
+		// trace context stays for the logs of the execution.
+		ctx = trace.ContextWithRemoteSpanContext(ctx, e.link)
+	default:
 		opts = append(opts, trace.WithNewRoot())
 	}
 	ctx, span := telemetry.Tracer(telemetry.ScopeFutures).Start(ctx, telemetry.SpanFutureExecute, opts...)

@@ -5,14 +5,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,11 +284,27 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 		modes = modes[:1]
 		fmt.Fprintln(os.Stderr, "telemetry: set TUFT_BENCH_OTLP to a live collector to measure the enabled modes")
 	}
+	if only := os.Getenv("TUFT_BENCH_MODES"); only != "" { // e.g. "full", to profile one mode
+		var keep = modes[:0:0]
+		for _, m := range modes {
+			if strings.Contains(","+only+",", ","+m.name+",") {
+				keep = append(keep, m)
+			}
+		}
+		modes = keep
+	}
 	rounds := benchRounds()
 	ops := map[string][]float64{}
 	p99s := map[string][]float64{}
+	cpu := map[string][]float64{}    // the server process's CPU time per operation, µs
+	colCPU := map[string][]float64{} // the collector's (TUFT_BENCH_OTLP_PID), µs per operation
+	dropped := map[string]int64{}
 	for r := 0; r < rounds; r++ {
-		for _, m := range modes {
+		// The order rotates from round to round, so no mode always runs first (or always
+		// right after the garbage of the fully-on mode).
+		for i := range modes {
+			m := modes[(i+r)%len(modes)]
+			runtime.GC()
 			tc := telemetry.DefaultConfig()
 			m.cfg(&tc)
 			tel, err := telemetry.Setup(context.Background(), tc, "server", telemetry.WithLogLevel("error"))
@@ -293,21 +312,78 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := startNoop(b, "memory", nil)
+			cpu0, col0 := processCPU(), collectorCPU()
 			lat, wall := loadInChild(b, s.URL(), benchClients(), max(b.N, 64))
+			cpu[m.name] = append(cpu[m.name], float64((processCPU()-cpu0).Microseconds())/float64(len(lat)))
+			colCPU[m.name] = append(colCPU[m.name], float64((collectorCPU()-col0).Microseconds())/float64(len(lat)))
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			ops[m.name] = append(ops[m.name], float64(len(lat))/wall.Seconds())
 			p99s[m.name] = append(p99s[m.name], ms(lat[len(lat)*99/100]))
 			s.Shutdown(context.Background())
 			tel.Shutdown(context.Background())
+			ds, _ := tel.Dropped()
+			dropped[m.name] += ds
 		}
 	}
-	base := median(ops["disabled"])
+	base := math.NaN()
+	if len(ops["disabled"]) > 0 {
+		base = median(ops["disabled"])
+	}
 	for _, m := range modes {
 		o := median(ops[m.name])
+		// Each round runs every mode back to back, so the ratio within a round cancels the
+		// machine's slow drift; the median of those paired ratios is the figure to quote.
+		var paired []float64
+		for r := range min(len(ops[m.name]), len(ops["disabled"])) {
+			paired = append(paired, ops[m.name][r]/ops["disabled"][r])
+		}
+		if len(paired) > 0 {
+			b.ReportMetric(median(paired), m.name+"-ratio")
+		}
 		b.ReportMetric(o, m.name+"-ops/s")
-		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s = %.3f of disabled (median of %d rounds: %v)  p99 %.2f ms\n",
-			m.name, o, o/base, rounds, roundAll(ops[m.name]), median(p99s[m.name]))
+		col := ""
+		if os.Getenv("TUFT_BENCH_OTLP_PID") != "" {
+			col = fmt.Sprintf("  collector CPU %.1f µs/op", median(colCPU[m.name]))
+		}
+		ratio := math.NaN()
+		if len(paired) > 0 {
+			ratio = median(paired)
+		}
+		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  server CPU %.1f µs/op%s  spans dropped %d\n",
+			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), col, dropped[m.name])
 	}
+}
+
+// processCPU is this process's user+system CPU time: the server's, since the load
+// generator is a child process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// collectorCPU is the CPU time of the collector process named by TUFT_BENCH_OTLP_PID
+// (0 without it): on a shared machine the collector's work competes with the server's.
+func collectorCPU() time.Duration {
+	pid := os.Getenv("TUFT_BENCH_OTLP_PID")
+	if pid == "" {
+		return 0
+	}
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command: state is field 3, utime 14, stime 15, in
+	// clock ticks (100 per second on Linux).
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 func roundAll(v []float64) []int {

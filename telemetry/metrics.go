@@ -126,6 +126,10 @@ type attrKey struct {
 }
 
 // cachedSet returns the option for key, building its attributes once.
+// maxCachedSets bounds the attribute-set cache: sets that carry a model id grow with the
+// number of training runs.
+const maxCachedSets = 4096
+
 func cachedSet(key attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
 	if o, ok := lookupSet(key); ok {
 		return o
@@ -147,7 +151,9 @@ func storeSet(key attrKey, attrs []attribute.KeyValue) metric.MeasurementOption 
 	if attrSets.m == nil {
 		attrSets.m = map[attrKey]metric.MeasurementOption{}
 	}
-	attrSets.m[key] = o
+	if len(attrSets.m) < maxCachedSets { // past the cap (very many model ids) sets are built per call
+		attrSets.m[key] = o
+	}
 	return o
 }
 

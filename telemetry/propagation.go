@@ -45,7 +45,10 @@ func HTTPMiddleware(h http.Handler) http.Handler {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, sp := Tracer(ScopeHTTP).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		r2 := r.WithContext(ctx)
+		r2 := r
+		if ctx != r.Context() { // unchanged when the span is sampled out
+			r2 = r.WithContext(ctx)
+		}
 		h.ServeHTTP(sw, r2) // ServeMux sets r2.Pattern
 		route := r2.Pattern
 		if i := strings.IndexByte(route, ' '); i >= 0 {

@@ -22,8 +22,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutlog"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -104,6 +102,16 @@ func parseLevel(s string) slog.Level {
 	return slog.LevelInfo
 }
 
+// Queue sizes of the span and log processors: a few seconds of a busy control plane's
+// spans, so a slow export round does not drop them. The log queue is smaller because
+// the SDK keeps it as an array of full records (about 2.5 KiB each) that the garbage
+// collector scans on every cycle, and logs come at a small fraction of the span rate.
+const (
+	spanQueueSize = 32768
+	spanBatchSize = 2048
+	logQueueSize  = 2048
+)
+
 // Setup installs the global providers, propagator and logger for one process (role
 // "server" or "worker"). With telemetry disabled it installs no exporter and starts no
 // goroutine, but still sets the W3C propagator and the local logger.
@@ -154,16 +162,16 @@ func Setup(ctx context.Context, cfg Config, role string, opts ...Option) (*Telem
 			}
 			tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
 		} else {
-			exp, err := traceExporter(ctx, cfg, ep, timeout)
+			send, err := newSpanSender(cfg, ep)
 			if err != nil {
 				return nil, err
 			}
-			tpOpts = append(tpOpts, sdktrace.WithBatcher(t.dropped.spans(exp), sdktrace.WithMaxQueueSize(8192),
-				sdktrace.WithMaxExportBatchSize(512), sdktrace.WithBatchTimeout(2*time.Second), sdktrace.WithExportTimeout(timeout)))
+			tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(newSpanBatcher(send, t.dropped,
+				spanQueueSize, spanBatchSize, 2*time.Second, timeout)))
 		}
 	}
 	t.tp = sdktrace.NewTracerProvider(tpOpts...)
-	otel.SetTracerProvider(t.tp)
+	otel.SetTracerProvider(&sampledProvider{sdk: t.tp, neverRoot: cfg.SamplingRatio <= 0})
 
 	// Metrics.
 	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(cfg.Metrics.CardinalityLimit)}
@@ -219,7 +227,7 @@ func Setup(ctx context.Context, cfg Config, role string, opts ...Option) (*Telem
 			return nil, fmt.Errorf("telemetry: log exporter: %w", err)
 		}
 		lpOpts = append(lpOpts, sdklog.WithProcessor(sdklog.NewBatchProcessor(t.dropped.logs(exp),
-			sdklog.WithMaxQueueSize(8192), sdklog.WithExportTimeout(timeout))))
+			sdklog.WithMaxQueueSize(logQueueSize), sdklog.WithExportTimeout(timeout))))
 	}
 	t.lp = sdklog.NewLoggerProvider(lpOpts...)
 	global.SetLoggerProvider(t.lp)
@@ -248,27 +256,6 @@ func newResource(ctx context.Context, cfg Config, role, version string) (*resour
 }
 
 func hasScheme(ep string) bool { return strings.Contains(ep, "://") }
-
-func traceExporter(ctx context.Context, cfg Config, ep string, timeout time.Duration) (sdktrace.SpanExporter, error) {
-	if cfg.Protocol == "http/protobuf" {
-		o := []otlptracehttp.Option{otlptracehttp.WithHeaders(cfg.Headers), otlptracehttp.WithTimeout(timeout),
-			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: time.Second, MaxInterval: 5 * time.Second, MaxElapsedTime: 10 * time.Second})}
-		if hasScheme(ep) {
-			o = append(o, otlptracehttp.WithEndpointURL(ep))
-		} else {
-			o = append(o, otlptracehttp.WithEndpoint(ep), otlptracehttp.WithInsecure())
-		}
-		return otlptracehttp.New(ctx, o...)
-	}
-	o := []otlptracegrpc.Option{otlptracegrpc.WithHeaders(cfg.Headers), otlptracegrpc.WithTimeout(timeout),
-		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: time.Second, MaxInterval: 5 * time.Second, MaxElapsedTime: 10 * time.Second})}
-	if hasScheme(ep) {
-		o = append(o, otlptracegrpc.WithEndpointURL(ep))
-	} else {
-		o = append(o, otlptracegrpc.WithEndpoint(ep), otlptracegrpc.WithInsecure())
-	}
-	return otlptracegrpc.New(ctx, o...)
-}
 
 func metricExporter(ctx context.Context, cfg Config, ep string, timeout time.Duration) (sdkmetric.Exporter, error) {
 	if cfg.Protocol == "http/protobuf" {
@@ -316,7 +303,10 @@ func logExporter(ctx context.Context, cfg Config, ep string, timeout time.Durati
 func (t *Telemetry) Logger() *slog.Logger { return t.logger }
 
 // Dropped returns how many spans and log records could not be exported.
-func (t *Telemetry) Dropped() (spans, logs int64) { return t.dropped.s.Load(), t.dropped.l.Load() }
+// Spans count both export failures and spans dropped on a full queue.
+func (t *Telemetry) Dropped() (spans, logs int64) {
+	return t.dropped.s.Load() + t.dropped.queueFull.Load(), t.dropped.l.Load()
+}
 
 // ForceFlush exports everything buffered.
 func (t *Telemetry) ForceFlush(ctx context.Context) error {

@@ -1,0 +1,277 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// spanBatcher is the span processor in front of the OTLP trace export. Like the SDK's
+// BatchSpanProcessor it has a bounded queue, batches, a timer and export timeouts, and
+// never blocks the caller. Unlike it:
+//   - it encodes a span to OTLP protobuf when the span ends (see otlpspans.go), so the
+//     queue is one pointer-free byte buffer rather than thousands of live span objects
+//     that every garbage collection must scan, and the export is a concatenation;
+//   - it counts the spans it drops on a full queue (the SDK's processor drops them
+//     silently, so an operator could not tell a healthy pipeline from one that loses
+//     most of its spans) and says so in a rate-limited line.
+//
+// One batcher serves one tracer provider: the resource is that of the first span.
+type spanBatcher struct {
+	send     spanSender
+	drops    *dropCounter
+	maxQueue int // spans
+	maxBatch int // spans per export request
+	interval time.Duration
+	timeout  time.Duration
+
+	mu       sync.Mutex
+	queue    []byte // records: scope index (varint), span message (length-prefixed)
+	spare    []byte
+	queued   int
+	scopes   map[instrumentation.Scope]int
+	scopeMsg [][]byte // encoded InstrumentationScope per index
+	resource []byte   // encoded Resource, from the first span
+	closed   bool
+	flushes  []chan struct{} // ForceFlush callers waiting for the next export round
+	req      []byte          // the last request's buffer, reused (only the loop goroutine touches it)
+
+	kick chan struct{} // a full batch is waiting, or a flush was asked for
+	stop chan struct{}
+	done chan struct{}
+}
+
+// maxRequestBytes keeps one export request well under the 4 MiB a gRPC server (the
+// collector's OTLP receiver among them) accepts by default.
+const maxRequestBytes = 2 << 20
+
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func newSpanBatcher(send spanSender, drops *dropCounter, maxQueue, maxBatch int, interval, timeout time.Duration) *spanBatcher {
+	b := &spanBatcher{send: send, drops: drops, maxQueue: maxQueue, maxBatch: maxBatch, interval: interval, timeout: timeout,
+		scopes: map[instrumentation.Scope]int{}, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// OnStart implements sdktrace.SpanProcessor.
+func (b *spanBatcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd implements sdktrace.SpanProcessor: it encodes and queues the span or, with the
+// queue full, drops and counts it. It never waits for the exporter.
+func (b *spanBatcher) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	sp := scratchPool.Get().(*[]byte)
+	enc := appendSpan((*sp)[:0], s)
+	b.mu.Lock()
+	if b.closed || b.queued >= b.maxQueue {
+		b.mu.Unlock()
+		*sp = enc
+		scratchPool.Put(sp)
+		b.drops.queueFull.Add(1)
+		return
+	}
+	if b.resource == nil {
+		b.resource = appendResource(make([]byte, 0, 256), s.Resource())
+	}
+	scope := s.InstrumentationScope()
+	idx, ok := b.scopes[scope]
+	if !ok {
+		idx = len(b.scopeMsg)
+		b.scopes[scope] = idx
+		b.scopeMsg = append(b.scopeMsg, appendScope(nil, scope))
+	}
+	b.queue = protowire.AppendVarint(b.queue, uint64(idx))
+	b.queue = protowire.AppendBytes(b.queue, enc)
+	b.queued++
+	full := b.queued%b.maxBatch == 0
+	b.mu.Unlock()
+	*sp = enc
+	scratchPool.Put(sp)
+	if full {
+		b.wake()
+	}
+}
+
+func (b *spanBatcher) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (b *spanBatcher) loop() {
+	defer close(b.done)
+	t := time.NewTimer(b.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.kick:
+		case <-t.C:
+		}
+		b.exportQueued()
+		t.Reset(b.interval)
+	}
+}
+
+// record is one queued span: its scope and its encoded Span message.
+type record struct {
+	scope int
+	span  []byte
+}
+
+// exportQueued takes everything queued so far and sends it in requests of at most
+// maxBatch spans and maxRequestBytes.
+func (b *spanBatcher) exportQueued() {
+	b.mu.Lock()
+	buf, n := b.queue, b.queued
+	b.queue, b.spare, b.queued = b.spare[:0], nil, 0
+	waiting := b.flushes
+	b.flushes = nil
+	resource := b.resource
+	scopes := b.scopeMsg[:len(b.scopeMsg):len(b.scopeMsg)]
+	b.mu.Unlock()
+
+	recs := make([]record, 0, min(n, b.maxBatch))
+	req := b.req
+	size := 0
+	flush := func() {
+		if len(recs) == 0 {
+			return
+		}
+		req = buildRequest(req[:0], resource, scopes, recs)
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		rejected, err := b.send.send(ctx, req)
+		cancel()
+		if err != nil {
+			if rejected == 0 {
+				rejected = int64(len(recs))
+			}
+			b.drops.s.Add(rejected)
+			otel.Handle(err)
+		}
+		recs, size = recs[:0], 0
+	}
+	for rest := buf; len(rest) > 0; {
+		idx, k := protowire.ConsumeVarint(rest)
+		span, m := protowire.ConsumeBytes(rest[k:])
+		if k < 0 || m < 0 {
+			break // cannot happen: the buffer holds only what OnEnd wrote
+		}
+		rest = rest[k+m:]
+		if len(recs) == b.maxBatch || size+len(span) > maxRequestBytes {
+			flush()
+		}
+		recs = append(recs, record{int(idx), span})
+		size += len(span) + 8
+	}
+	flush()
+	if cap(req) <= 2*maxRequestBytes {
+		b.req = req[:0]
+	}
+
+	b.mu.Lock()
+	if b.spare == nil && cap(buf) <= 64<<20 { // a burst's buffer is not kept forever
+		b.spare = buf[:0]
+	}
+	b.mu.Unlock()
+	for _, w := range waiting {
+		close(w)
+	}
+	b.drops.reportQueueFull(os.Stderr, 10*time.Second)
+}
+
+// buildRequest appends an ExportTraceServiceRequest with one ResourceSpans holding one
+// ScopeSpans per scope present in recs.
+func buildRequest(out, resource []byte, scopes [][]byte, recs []record) []byte {
+	var rs int
+	out, rs = beginMsg(out, 1) // ExportTraceServiceRequest.resource_spans
+	var r int
+	out, r = beginMsg(out, 1) // ResourceSpans.resource
+	out = append(out, resource...)
+	out = endMsg(out, r)
+	for si, scope := range scopes {
+		present := false
+		for _, rec := range recs {
+			if rec.scope == si {
+				present = true
+				break
+			}
+		}
+		if !present {
+			continue
+		}
+		var ss int
+		out, ss = beginMsg(out, 2) // ResourceSpans.scope_spans
+		var sc int
+		out, sc = beginMsg(out, 1) // ScopeSpans.scope
+		out = append(out, scope...)
+		out = endMsg(out, sc)
+		for _, rec := range recs {
+			if rec.scope == si {
+				out = protowire.AppendTag(out, 2, protowire.BytesType) // ScopeSpans.spans
+				out = protowire.AppendBytes(out, rec.span)
+			}
+		}
+		out = endMsg(out, ss)
+	}
+	return endMsg(out, rs)
+}
+
+// ForceFlush implements sdktrace.SpanProcessor: it waits until what was queued before
+// the call has been handed to the collector, or ctx ends.
+func (b *spanBatcher) ForceFlush(ctx context.Context) error {
+	w := make(chan struct{})
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.flushes = append(b.flushes, w)
+	b.mu.Unlock()
+	b.wake()
+	select {
+	case <-w:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown implements sdktrace.SpanProcessor: it stops the loop, exports what is queued
+// and closes the connection, all bounded by ctx.
+func (b *spanBatcher) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	finished := make(chan struct{})
+	go func() { b.exportQueued(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), b.send.shutdown(ctx))
+	}
+	return b.send.shutdown(ctx)
+}
