@@ -48,6 +48,10 @@ type spanBatcher struct {
 	done chan struct{}
 }
 
+// maxQueueBytes bounds the queue's memory whatever the spans carry (maxQueue bounds
+// their number).
+const maxQueueBytes = 32 << 20
+
 // maxRequestBytes keeps one export request well under the 4 MiB a gRPC server (the
 // collector's OTLP receiver among them) accepts by default.
 const maxRequestBytes = 2 << 20
@@ -74,7 +78,7 @@ func (b *spanBatcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	sp := scratchPool.Get().(*[]byte)
 	enc := appendSpan((*sp)[:0], s)
 	b.mu.Lock()
-	if b.closed || b.queued >= b.maxQueue {
+	if b.closed || b.queued >= b.maxQueue || len(b.queue)+len(enc) > maxQueueBytes {
 		b.mu.Unlock()
 		*sp = enc
 		scratchPool.Put(sp)
@@ -183,7 +187,7 @@ func (b *spanBatcher) exportQueued() {
 	}
 
 	b.mu.Lock()
-	if b.spare == nil && cap(buf) <= 64<<20 { // a burst's buffer is not kept forever
+	if b.spare == nil && cap(buf) <= 2*maxQueueBytes {
 		b.spare = buf[:0]
 	}
 	b.mu.Unlock()

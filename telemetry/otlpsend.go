@@ -2,12 +2,15 @@ package telemetry
 
 import (
 	"bytes"
+	gz "compress/gzip"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -31,12 +35,96 @@ type spanSender interface {
 }
 
 // newSpanSender makes the sender of cfg.Protocol for endpoint ep. An endpoint without a
-// scheme, or with http://, is plain text; https:// uses TLS with the system's roots.
+// scheme, or with http://, is plain text; https:// uses TLS with the system's roots or
+// the OTEL_EXPORTER_OTLP_* certificate files.
+//
+// The standard exporter variables keep working for traces as they do for the metric and
+// log exporters: OTEL_EXPORTER_OTLP_[TRACES_]HEADERS (config headers win),
+// _COMPRESSION (gzip), _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY.
 func newSpanSender(cfg Config, ep string) (spanSender, error) {
-	if cfg.Protocol == "http/protobuf" {
-		return newHTTPSpanSender(ep, cfg.Headers)
+	o, err := senderOptionsFromEnv(cfg.Headers)
+	if err != nil {
+		return nil, err
 	}
-	return newGRPCSpanSender(ep, cfg.Headers)
+	if cfg.Protocol == "http/protobuf" {
+		return newHTTPSpanSender(ep, o)
+	}
+	return newGRPCSpanSender(ep, o)
+}
+
+// senderOptions are the transport settings beside the endpoint.
+type senderOptions struct {
+	headers map[string]string
+	gzip    bool
+	tls     *tls.Config // for https endpoints
+}
+
+// otlpEnv returns the traces-specific variable OTEL_EXPORTER_OTLP_TRACES_<name>, else
+// the generic OTEL_EXPORTER_OTLP_<name>.
+func otlpEnv(name string) (value, key string) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v, k
+		}
+	}
+	return "", ""
+}
+
+func senderOptionsFromEnv(cfgHeaders map[string]string) (senderOptions, error) {
+	o := senderOptions{headers: map[string]string{}}
+	// Generic first, then traces-specific, then the config file: the most specific wins.
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		v := os.Getenv(k)
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		for _, pair := range strings.Split(v, ",") {
+			name, val, ok := strings.Cut(pair, "=")
+			name = strings.TrimSpace(name)
+			if !ok || name == "" {
+				return o, fmt.Errorf("telemetry: %s: %q is not key=value", k, strings.TrimSpace(pair))
+			}
+			if dec, err := url.QueryUnescape(strings.TrimSpace(val)); err == nil {
+				val = dec
+			}
+			o.headers[name] = val
+		}
+	}
+	for k, v := range cfgHeaders {
+		o.headers[k] = v
+	}
+	switch v, k := otlpEnv("COMPRESSION"); v {
+	case "", "none":
+	case "gzip":
+		o.gzip = true
+	default:
+		return o, fmt.Errorf("telemetry: %s: %q is not gzip or none", k, v)
+	}
+	o.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+	if f, k := otlpEnv("CERTIFICATE"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return o, fmt.Errorf("telemetry: %s: %w", k, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return o, fmt.Errorf("telemetry: %s: no PEM certificate in %s", k, f)
+		}
+		o.tls.RootCAs = pool
+	}
+	cert, ck := otlpEnv("CLIENT_CERTIFICATE")
+	key, kk := otlpEnv("CLIENT_KEY")
+	if (cert == "") != (key == "") {
+		return o, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together (have %s%s)", ck, kk)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return o, fmt.Errorf("telemetry: %s / %s: %w", ck, kk, err)
+		}
+		o.tls.Certificates = []tls.Certificate{pair}
+	}
+	return o, nil
 }
 
 // retryBackoff is the wait before retry n (0-based) of a transient export failure.
@@ -63,9 +151,10 @@ const traceExportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/
 type grpcSpanSender struct {
 	conn    *grpc.ClientConn
 	headers metadata.MD
+	opts    []grpc.CallOption
 }
 
-func newGRPCSpanSender(ep string, headers map[string]string) (*grpcSpanSender, error) {
+func newGRPCSpanSender(ep string, o senderOptions) (*grpcSpanSender, error) {
 	target, creds := ep, credentials.TransportCredentials(insecure.NewCredentials())
 	if hasScheme(ep) {
 		u, err := url.Parse(ep)
@@ -74,14 +163,18 @@ func newGRPCSpanSender(ep string, headers map[string]string) (*grpcSpanSender, e
 		}
 		target = u.Host
 		if u.Scheme == "https" {
-			creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+			creds = credentials.NewTLS(o.tls)
 		}
 	}
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP gRPC client for %q: %w", ep, err)
 	}
-	return &grpcSpanSender{conn: conn, headers: metadata.New(headers)}, nil
+	s := &grpcSpanSender{conn: conn, headers: metadata.New(o.headers), opts: []grpc.CallOption{grpc.ForceCodec(otlpCodec{})}}
+	if o.gzip {
+		s.opts = append(s.opts, grpc.UseCompressor(gzip.Name))
+	}
+	return s, nil
 }
 
 func (s *grpcSpanSender) send(ctx context.Context, req []byte) (int64, error) {
@@ -90,7 +183,7 @@ func (s *grpcSpanSender) send(ctx context.Context, req []byte) (int64, error) {
 	}
 	for n := 0; ; n++ {
 		var resp coltracepb.ExportTraceServiceResponse
-		err := s.conn.Invoke(ctx, traceExportMethod, encodedRequest(req), &resp, grpc.ForceCodec(otlpCodec{}))
+		err := s.conn.Invoke(ctx, traceExportMethod, encodedRequest(req), &resp, s.opts...)
 		if err == nil {
 			return rejectedSpans(&resp)
 		}
@@ -143,10 +236,11 @@ func rejectedSpans(resp *coltracepb.ExportTraceServiceResponse) (int64, error) {
 type httpSpanSender struct {
 	url     string
 	headers map[string]string
+	gzip    bool
 	client  *http.Client
 }
 
-func newHTTPSpanSender(ep string, headers map[string]string) (*httpSpanSender, error) {
+func newHTTPSpanSender(ep string, o senderOptions) (*httpSpanSender, error) {
 	if !hasScheme(ep) {
 		ep = "http://" + ep
 	}
@@ -159,17 +253,27 @@ func newHTTPSpanSender(ep string, headers map[string]string) (*httpSpanSender, e
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	return &httpSpanSender{url: u.String(), headers: headers, client: &http.Client{Transport: tr}}, nil
+	tr.TLSClientConfig = o.tls
+	return &httpSpanSender{url: u.String(), headers: o.headers, gzip: o.gzip, client: &http.Client{Transport: tr}}, nil
 }
 
 func (s *httpSpanSender) send(ctx context.Context, req []byte) (int64, error) {
+	if s.gzip {
+		var zb bytes.Buffer
+		zw := gz.NewWriter(&zb)
+		zw.Write(req)
+		zw.Close()
+		req = zb.Bytes()
+	}
 	for n := 0; ; n++ {
 		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(req))
 		if err != nil {
 			return 0, fmt.Errorf("telemetry: OTLP HTTP trace export: %w", err)
 		}
 		hr.Header.Set("Content-Type", "application/x-protobuf")
+		if s.gzip {
+			hr.Header.Set("Content-Encoding", "gzip")
+		}
 		for k, v := range s.headers {
 			hr.Header.Set(k, v)
 		}

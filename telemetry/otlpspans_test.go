@@ -1,11 +1,15 @@
 package telemetry
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +27,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the test receiver accepts gzip
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
@@ -265,5 +270,102 @@ func TestEndMsgLengths(t *testing.T) {
 		if got := len(r.ProtoReflect().GetUnknown()); got != len(b)-1 {
 			t.Fatalf("length %d: %d bytes kept of %d", n, got, len(b)-1)
 		}
+	}
+}
+
+// The standard exporter variables apply to our span sender as they would to the OTLP
+// exporter: headers (config wins), gzip, and a CA certificate for an https endpoint.
+func TestSpanSenderHonoursOTLPEnvironment(t *testing.T) {
+	var got coltracepb.ExportTraceServiceRequest
+	var hdr http.Header
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr = r.Header.Clone()
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, _ := io.ReadAll(body)
+		if err := proto.Unmarshal(b, &got); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", ca)
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-a=1,x-b=two%20words")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-a=traces")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+	send, err := newSpanSender(Config{Protocol: "http/protobuf", Headers: map[string]string{"x-c": "config"}}, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := send.send(context.Background(), encodeOurs(richSpans(t))); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ResourceSpans) != 1 || hdr.Get("Content-Encoding") != "gzip" || hdr.Get("x-a") != "traces" ||
+		hdr.Get("x-b") != "two words" || hdr.Get("x-c") != "config" {
+		t.Fatalf("request %v, headers %v", &got, hdr)
+	}
+
+	// gzip over gRPC too (the receiver decompresses: the grpc gzip codec is registered).
+	col, addr := startTraceCollector(t)
+	gs, err := newSpanSender(Config{Protocol: "grpc"}, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.shutdown(context.Background())
+	if _, err := gs.send(context.Background(), encodeOurs(richSpans(t))); err != nil {
+		t.Fatal(err)
+	}
+	// grpc-go hides the message encoding from handlers; the request arriving whole through
+	// the gzip codec, with the compressor among the call options, is what can be seen.
+	if reqs := col.take(); len(reqs) != 1 || len(reqs[0].ResourceSpans[0].ScopeSpans) != 2 || len(gs.(*grpcSpanSender).opts) != 2 {
+		t.Fatalf("gRPC: %d requests", len(reqs))
+	}
+}
+
+func TestBadOTLPEnvironmentIsNamed(t *testing.T) {
+	cases := map[string]string{
+		"OTEL_EXPORTER_OTLP_HEADERS":     "novalue",
+		"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd",
+		"OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem",
+		"OTEL_BSP_MAX_QUEUE_SIZE":        "-5",
+		"OTEL_BSP_SCHEDULE_DELAY":        "soon",
+	}
+	for k, v := range cases {
+		t.Run(k, func(t *testing.T) {
+			t.Setenv(k, v)
+			cfg := DefaultConfig()
+			cfg.Enabled, cfg.OTLPEndpoint = true, "127.0.0.1:1"
+			tel, err := Setup(context.Background(), cfg, "server", WithLogLevel("error"))
+			if err == nil {
+				tel.Shutdown(context.Background())
+				t.Fatalf("%s=%s accepted", k, v)
+			}
+			if !strings.Contains(err.Error(), k) {
+				t.Fatalf("error %q does not name %s", err, k)
+			}
+		})
+	}
+}
+
+func TestBatchSettingsFromEnv(t *testing.T) {
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "500")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
+	bs, err := batchSettingsFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.queue != 100 || bs.batch != 100 || bs.delay != 250*time.Millisecond {
+		t.Fatalf("settings %+v", bs)
 	}
 }

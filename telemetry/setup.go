@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,38 @@ const (
 	logQueueSize  = 2048
 )
 
+// batchSettings are the span processor's sizes: the defaults above, or the standard
+// OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE and OTEL_BSP_SCHEDULE_DELAY
+// (milliseconds) variables.
+type batchSettings struct {
+	queue, batch int
+	delay        time.Duration
+}
+
+func batchSettingsFromEnv() (batchSettings, error) {
+	bs := batchSettings{queue: spanQueueSize, batch: spanBatchSize, delay: 2 * time.Second}
+	for _, v := range []struct {
+		key string
+		set func(int)
+	}{
+		{"OTEL_BSP_MAX_QUEUE_SIZE", func(n int) { bs.queue = n }},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", func(n int) { bs.batch = n }},
+		{"OTEL_BSP_SCHEDULE_DELAY", func(n int) { bs.delay = time.Duration(n) * time.Millisecond }},
+	} {
+		raw := strings.TrimSpace(os.Getenv(v.key))
+		if raw == "" {
+			continue
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil || n <= 0 {
+			return bs, fmt.Errorf("telemetry: %s=%q is not a positive integer", v.key, raw)
+		}
+		v.set(n)
+	}
+	bs.batch = min(bs.batch, bs.queue)
+	return bs, nil
+}
+
 // Setup installs the global providers, propagator and logger for one process (role
 // "server" or "worker"). With telemetry disabled it installs no exporter and starts no
 // goroutine, but still sets the W3C propagator and the local logger.
@@ -162,12 +195,16 @@ func Setup(ctx context.Context, cfg Config, role string, opts ...Option) (*Telem
 			}
 			tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
 		} else {
+			bs, err := batchSettingsFromEnv()
+			if err != nil {
+				return nil, err
+			}
 			send, err := newSpanSender(cfg, ep)
 			if err != nil {
 				return nil, err
 			}
 			tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(newSpanBatcher(send, t.dropped,
-				spanQueueSize, spanBatchSize, 2*time.Second, timeout)))
+				bs.queue, bs.batch, bs.delay, timeout)))
 		}
 	}
 	t.tp = sdktrace.NewTracerProvider(tpOpts...)
