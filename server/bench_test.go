@@ -124,6 +124,12 @@ func runLoad(b testing.TB, url string, clients, total int) ([]time.Duration, tim
 // TestLoadGenerator), so that its allocations and garbage collections do not land on the
 // server's heap: in a deployment the clients are other processes. Both share the cores.
 func loadInChild(b *testing.B, url string, clients, total int) ([]time.Duration, time.Duration) {
+	lat, wall, _ := loadInChildCPU(b, url, clients, total)
+	return lat, wall
+}
+
+// loadInChildCPU is loadInChild that also returns the load generator's CPU time.
+func loadInChildCPU(b *testing.B, url string, clients, total int) ([]time.Duration, time.Duration, time.Duration) {
 	b.Helper()
 	b.StopTimer()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadGenerator$", "-test.count=1", "-test.v")
@@ -148,10 +154,10 @@ func loadInChild(b *testing.B, url string, clients, total int) ([]time.Duration,
 			v, _ := strconv.ParseInt(x, 10, 64)
 			lat = append(lat, time.Duration(v))
 		}
-		return lat, time.Duration(wall)
+		return lat, time.Duration(wall), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	b.Fatalf("load generator printed no result:\n%s", out)
-	return nil, 0
+	return nil, 0, 0
 }
 
 // TestLoadGenerator is the benchmarks' client process: TUFT_LOADGEN_URL and
@@ -296,8 +302,9 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 	rounds := benchRounds()
 	ops := map[string][]float64{}
 	p99s := map[string][]float64{}
-	cpu := map[string][]float64{}    // the server process's CPU time per operation, µs
-	colCPU := map[string][]float64{} // the collector's (TUFT_BENCH_OTLP_PID), µs per operation
+	cpu := map[string][]float64{}     // the server process's CPU time per operation, µs
+	colCPU := map[string][]float64{}  // the collector's (TUFT_BENCH_OTLP_PID), µs per operation
+	loadCPU := map[string][]float64{} // the load generator's, µs per operation
 	dropped := map[string]int64{}
 	for r := 0; r < rounds; r++ {
 		// The order rotates from round to round, so no mode always runs first (or always
@@ -313,8 +320,9 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			}
 			s := startNoop(b, "memory", nil)
 			cpu0, col0 := processCPU(), collectorCPU()
-			lat, wall := loadInChild(b, s.URL(), benchClients(), max(b.N, 64))
+			lat, wall, genCPU := loadInChildCPU(b, s.URL(), benchClients(), max(b.N, 64))
 			cpu[m.name] = append(cpu[m.name], float64((processCPU()-cpu0).Microseconds())/float64(len(lat)))
+			loadCPU[m.name] = append(loadCPU[m.name], float64(genCPU.Microseconds())/float64(len(lat)))
 			colCPU[m.name] = append(colCPU[m.name], float64((collectorCPU()-col0).Microseconds())/float64(len(lat)))
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			ops[m.name] = append(ops[m.name], float64(len(lat))/wall.Seconds())
@@ -343,14 +351,14 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 		b.ReportMetric(o, m.name+"-ops/s")
 		col := ""
 		if os.Getenv("TUFT_BENCH_OTLP_PID") != "" {
-			col = fmt.Sprintf("  collector CPU %.1f µs/op", median(colCPU[m.name]))
+			col = fmt.Sprintf(", collector %.1f", median(colCPU[m.name]))
 		}
 		ratio := math.NaN()
 		if len(paired) > 0 {
 			ratio = median(paired)
 		}
-		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  server CPU %.1f µs/op%s  spans dropped %d\n",
-			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), col, dropped[m.name])
+		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  CPU µs/op: server %.1f, load generator %.1f%s  spans dropped %d\n",
+			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), median(loadCPU[m.name]), col, dropped[m.name])
 	}
 }
 
