@@ -42,7 +42,12 @@ func HTTPMiddleware(h http.Handler) http.Handler {
 			return
 		}
 		start := time.Now()
-		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx := r.Context()
+		// Setup installs the W3C trace-context and baggage propagator; most requests carry
+		// neither header, and looking for them is cheaper than running the extraction.
+		if h := r.Header; len(h["Traceparent"]) > 0 || len(h["Baggage"]) > 0 {
+			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
+		}
 		ctx, sp := Tracer(ScopeHTTP).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		r2 := r
