@@ -776,12 +776,14 @@ func (m *Manager) execute(e *entry) {
 	}
 	ctx, span := telemetry.Tracer(telemetry.ScopeFutures).Start(ctx, telemetry.SpanFutureExecute, opts...)
 	if span.IsRecording() {
-		span.SetAttributes(telemetry.KeyAttributes(telemetry.KeysFrom(ctx))...)
-		span.SetAttributes(attribute.String(telemetry.AttrModelID, e.rec.ModelID),
+		k := telemetry.KeysFrom(ctx)
+		attrs := telemetry.AppendKeyAttributes(make([]attribute.KeyValue, 0, 11), k) // keys (≤ 8) + 3
+		attrs = append(attrs, attribute.String(telemetry.AttrModelID, e.rec.ModelID),
 			attribute.Float64(telemetry.AttrQueueWaitMs, float64(wait.Microseconds())/1000))
 		if e.rec.Ordered {
-			span.SetAttributes(attribute.Int64(telemetry.AttrSeqID, e.rec.SeqID))
+			attrs = append(attrs, attribute.Int64(telemetry.AttrSeqID, e.rec.SeqID))
 		}
+		span.SetAttributes(attrs...)
 	}
 	ins := telemetry.Metrics()
 	opAttr := telemetry.Attrs(telemetry.MAttrOperationType, e.rec.OpType)

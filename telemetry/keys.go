@@ -62,10 +62,31 @@ func KeysFrom(ctx context.Context) Keys {
 
 // KeyAttributes returns the known keys as span attributes.
 func KeyAttributes(k Keys) []attribute.KeyValue {
-	out := make([]attribute.KeyValue, 0, 8)
+	return AppendKeyAttributes(make([]attribute.KeyValue, 0, k.count()), k)
+}
+
+// count is how many attributes AppendKeyAttributes adds for k.
+func (k Keys) count() int {
+	n := 0
+	for _, v := range [...]string{k.SessionID, k.TrainingRunID, k.SamplingSessionID, k.RequestID, k.OperationType, k.BaseModel} {
+		if v != "" {
+			n++
+		}
+	}
+	if k.LoraRank != 0 {
+		n++
+	}
+	if k.Backward != nil {
+		n++
+	}
+	return n
+}
+
+// AppendKeyAttributes appends the known keys to dst as span attributes.
+func AppendKeyAttributes(dst []attribute.KeyValue, k Keys) []attribute.KeyValue {
 	add := func(key, v string) {
 		if v != "" {
-			out = append(out, attribute.String(key, v))
+			dst = append(dst, attribute.String(key, v))
 		}
 	}
 	add(AttrSessionID, k.SessionID)
@@ -75,21 +96,24 @@ func KeyAttributes(k Keys) []attribute.KeyValue {
 	add(AttrOperationType, k.OperationType)
 	add(AttrBaseModel, k.BaseModel)
 	if k.LoraRank != 0 {
-		out = append(out, attribute.Int(AttrLoraRank, k.LoraRank))
+		dst = append(dst, attribute.Int(AttrLoraRank, k.LoraRank))
 	}
 	if k.Backward != nil {
-		out = append(out, attribute.Bool(AttrBackward, *k.Backward))
+		dst = append(dst, attribute.Bool(AttrBackward, *k.Backward))
 	}
-	return out
+	return dst
 }
 
 // StartSpan starts a span that carries every correlation key in ctx plus attrs. When
-// the span is not recording (tracing off or sampled out) no attribute is built.
+// the span is not recording (tracing off or sampled out) no attribute is built. The
+// attributes go to the span in one call, in one slice of the exact size: the SDK grows
+// its attribute list on every call, and on the hot path those copies added up.
 func StartSpan(ctx context.Context, tr trace.Tracer, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	ctx, sp := tr.Start(ctx, name)
 	if sp.IsRecording() {
-		sp.SetAttributes(KeyAttributes(KeysFrom(ctx))...)
-		sp.SetAttributes(attrs...)
+		k := KeysFrom(ctx)
+		all := AppendKeyAttributes(make([]attribute.KeyValue, 0, k.count()+len(attrs)), k)
+		sp.SetAttributes(append(all, attrs...)...)
 	}
 	return ctx, sp
 }

@@ -65,11 +65,13 @@ func HTTPMiddleware(h http.Handler) http.Handler {
 				name = r.Method + " " + route
 			}
 			sp.SetName(name)
-			sp.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path),
-				semconv.HTTPResponseStatusCode(sw.code), semconv.URLScheme("http"))
+			attrs := make([]attribute.KeyValue, 4, 5)
+			attrs[0], attrs[1] = semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)
+			attrs[2], attrs[3] = semconv.HTTPResponseStatusCode(sw.code), semconv.URLScheme("http")
 			if route != "" {
-				sp.SetAttributes(semconv.HTTPRoute(route))
+				attrs = append(attrs, semconv.HTTPRoute(route))
 			}
+			sp.SetAttributes(attrs...)
 			if sw.code >= 500 {
 				sp.SetStatus(codes.Error, http.StatusText(sw.code))
 			}
