@@ -13,7 +13,7 @@ import (
 type discardSender struct{}
 
 func (discardSender) send(context.Context, []byte) (int64, error) { return 0, nil }
-func (discardSender) shutdown(context.Context) error             { return nil }
+func (discardSender) shutdown(context.Context) error              { return nil }
 
 // BenchmarkSpanLifecycle is the cost of one sampled span on the control plane's pattern
 // (start, the correlation keys and a few attributes in one call, end), encoded and queued
