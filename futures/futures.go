@@ -627,12 +627,12 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		return "", fmt.Errorf("persist future: %w", err)
 	}
 	ins := telemetry.Metrics()
-	created := telemetry.Attrs(telemetry.MAttrOperationType, t.OpType)
+	created := telemetry.AddAttrs(telemetry.MAttrOperationType, t.OpType)
 	if ins.ModelIDAttribute && t.ModelID != "" {
-		created = telemetry.Attrs(telemetry.MAttrOperationType, t.OpType, telemetry.MAttrModelID, t.ModelID)
+		created = telemetry.AddAttrs(telemetry.MAttrOperationType, t.OpType, telemetry.MAttrModelID, t.ModelID)
 	}
-	ins.FuturesCreated.Add(ctx, 1, created)
-	ins.FuturesQueueLength.Add(ctx, 1, telemetry.Attrs(telemetry.MAttrQueueState, QueueActive))
+	ins.FuturesCreated.Add(ctx, 1, created...)
+	ins.FuturesQueueLength.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrQueueState, QueueActive)...)
 
 	m.mu.Lock()
 	if t.Ordered {
@@ -786,12 +786,12 @@ func (m *Manager) execute(e *entry) {
 		span.SetAttributes(attrs...)
 	}
 	ins := telemetry.Metrics()
-	opAttr := telemetry.Attrs(telemetry.MAttrOperationType, e.rec.OpType)
-	ins.FuturesWaitTime.Record(ctx, wait.Seconds(), opAttr)
+	opAttr := telemetry.RecordAttrs(telemetry.MAttrOperationType, e.rec.OpType)
+	ins.FuturesWaitTime.Record(ctx, wait.Seconds(), opAttr...)
 
 	start := time.Now()
 	res, err := m.run(ctx, e)
-	ins.FuturesExecutionTime.Record(ctx, time.Since(start).Seconds(), opAttr)
+	ins.FuturesExecutionTime.Record(ctx, time.Since(start).Seconds(), opAttr...)
 	telemetry.End(span, err)
 
 	m.mu.Lock()
@@ -847,8 +847,8 @@ func (m *Manager) finish(e *entry, st Status) {
 	m.doneList = append(m.doneList, e)
 	m.mu.Unlock()
 	ins := telemetry.Metrics()
-	ins.FuturesQueueLength.Add(context.Background(), -1, telemetry.Attrs(telemetry.MAttrQueueState, QueueActive))
-	ins.FuturesCompleted.Add(context.Background(), 1, telemetry.Attrs(telemetry.MAttrOperationType, e.rec.OpType, telemetry.MAttrStatus, string(st)))
+	ins.FuturesQueueLength.Add(context.Background(), -1, telemetry.AddAttrs(telemetry.MAttrQueueState, QueueActive)...)
+	ins.FuturesCompleted.Add(context.Background(), 1, telemetry.AddAttrs(telemetry.MAttrOperationType, e.rec.OpType, telemetry.MAttrStatus, string(st))...)
 }
 
 // fail resolves a not-yet-running entry as failed. Callers must not hold m.mu.

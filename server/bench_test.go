@@ -357,8 +357,16 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 		if len(paired) > 0 {
 			ratio = median(paired)
 		}
-		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  CPU µs/op: server %.1f, load generator %.1f%s  spans dropped %d\n",
-			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), median(loadCPU[m.name]), col, dropped[m.name])
+		var cpuPaired []float64 // the server's CPU per operation against disabled, per round
+		for r := range min(len(cpu[m.name]), len(cpu["disabled"])) {
+			cpuPaired = append(cpuPaired, cpu[m.name][r]/cpu["disabled"][r])
+		}
+		cpuRatio := math.NaN()
+		if len(cpuPaired) > 0 {
+			cpuRatio = median(cpuPaired)
+		}
+		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  CPU µs/op: server %.1f (%.3f of disabled), load generator %.1f%s  spans dropped %d\n",
+			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), cpuRatio, median(loadCPU[m.name]), col, dropped[m.name])
 	}
 }
 

@@ -117,7 +117,7 @@ func Tracer(name string) trace.Tracer { return otel.Tracer(name) }
 // key is a comparable struct, so a lookup allocates nothing.
 var attrSets struct {
 	mu sync.RWMutex
-	m  map[attrKey]metric.MeasurementOption
+	m  map[attrKey]*setEntry
 }
 
 type attrKey struct {
@@ -125,42 +125,49 @@ type attrKey struct {
 	n              int
 }
 
-// cachedSet returns the option for key, building its attributes once.
+// setEntry is one cached set in the forms the instruments take. The option slices are
+// passed with "..." (Record(ctx, v, e.rec...)): a one-option variadic call would
+// otherwise allocate its slice on every measurement.
+type setEntry struct {
+	opt metric.MeasurementOption
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
 // maxCachedSets bounds the attribute-set cache: sets that carry a model id grow with the
 // number of training runs.
 const maxCachedSets = 4096
 
-func cachedSet(key attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
-	if o, ok := lookupSet(key); ok {
-		return o
+// cachedSet returns the entry for key, building its attributes once.
+func cachedSet(key attrKey, build func() []attribute.KeyValue) *setEntry {
+	if e, ok := lookupSet(key); ok {
+		return e
 	}
 	return storeSet(key, build())
 }
 
-func lookupSet(key attrKey) (metric.MeasurementOption, bool) {
+func lookupSet(key attrKey) (*setEntry, bool) {
 	attrSets.mu.RLock()
 	defer attrSets.mu.RUnlock()
-	o, ok := attrSets.m[key]
-	return o, ok
+	e, ok := attrSets.m[key]
+	return e, ok
 }
 
-func storeSet(key attrKey, attrs []attribute.KeyValue) metric.MeasurementOption {
+func storeSet(key attrKey, attrs []attribute.KeyValue) *setEntry {
 	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	e := &setEntry{opt: o, rec: []metric.RecordOption{o}, add: []metric.AddOption{o}}
 	attrSets.mu.Lock()
 	defer attrSets.mu.Unlock()
 	if attrSets.m == nil {
-		attrSets.m = map[attrKey]metric.MeasurementOption{}
+		attrSets.m = map[attrKey]*setEntry{}
 	}
 	if len(attrSets.m) < maxCachedSets { // past the cap (very many model ids) sets are built per call
-		attrSets.m[key] = o
+		attrSets.m[key] = e
 	}
-	return o
+	return e
 }
 
-// Attrs returns the measurement option of one or two string attributes (key, value[,
-// key, value]), built once per distinct combination. Use it only for attributes of
-// bounded cardinality.
-func Attrs(kv ...string) metric.MeasurementOption {
+func stringsSet(kv []string) *setEntry {
 	var key attrKey
 	switch len(kv) {
 	case 2:
@@ -170,8 +177,8 @@ func Attrs(kv ...string) metric.MeasurementOption {
 	default:
 		panic("telemetry.Attrs takes one or two key/value pairs")
 	}
-	if o, ok := lookupSet(key); ok {
-		return o
+	if e, ok := lookupSet(key); ok {
+		return e
 	}
 	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -179,3 +186,15 @@ func Attrs(kv ...string) metric.MeasurementOption {
 	}
 	return storeSet(key, attrs)
 }
+
+// Attrs returns the measurement option of one or two string attributes (key, value[,
+// key, value]), built once per distinct combination. Use it only for attributes of
+// bounded cardinality.
+func Attrs(kv ...string) metric.MeasurementOption { return stringsSet(kv).opt }
+
+// RecordAttrs is Attrs as the options of a histogram's Record, to pass with "...": on
+// a hot path it saves the allocation of a one-option variadic slice per measurement.
+func RecordAttrs(kv ...string) []metric.RecordOption { return stringsSet(kv).rec }
+
+// AddAttrs is Attrs as the options of a counter's Add, to pass with "...".
+func AddAttrs(kv ...string) []metric.AddOption { return stringsSet(kv).add }
