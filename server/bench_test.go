@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -305,6 +306,7 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 	cpu := map[string][]float64{}     // the server process's CPU time per operation, µs
 	colCPU := map[string][]float64{}  // the collector's (TUFT_BENCH_OTLP_PID), µs per operation
 	loadCPU := map[string][]float64{} // the load generator's, µs per operation
+	gcs := map[string][]float64{}     // the server's garbage collector's (runtime estimate), µs per operation
 	dropped := map[string]int64{}
 	for r := 0; r < rounds; r++ {
 		// The order rotates from round to round, so no mode always runs first (or always
@@ -319,9 +321,10 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := startNoop(b, "memory", nil)
-			cpu0, col0 := processCPU(), collectorCPU()
+			cpu0, col0, gc0 := processCPU(), collectorCPU(), gcCPU()
 			lat, wall, genCPU := loadInChildCPU(b, s.URL(), benchClients(), max(b.N, 64))
 			cpu[m.name] = append(cpu[m.name], float64((processCPU()-cpu0).Microseconds())/float64(len(lat)))
+			gcs[m.name] = append(gcs[m.name], (gcCPU()-gc0)*1e6/float64(len(lat)))
 			loadCPU[m.name] = append(loadCPU[m.name], float64(genCPU.Microseconds())/float64(len(lat)))
 			colCPU[m.name] = append(colCPU[m.name], float64((collectorCPU()-col0).Microseconds())/float64(len(lat)))
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -365,8 +368,8 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 		if len(cpuPaired) > 0 {
 			cpuRatio = median(cpuPaired)
 		}
-		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  CPU µs/op: server %.1f (%.3f of disabled), load generator %.1f%s  spans dropped %d\n",
-			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), cpuRatio, median(loadCPU[m.name]), col, dropped[m.name])
+		fmt.Fprintf(os.Stderr, "telemetry %-9s %7.0f ops/s, %.3f of disabled (median of %d paired rounds; ratio of medians %.3f; rounds %v)  p99 %.2f ms  CPU µs/op: server %.1f (%.3f of disabled; GC %.1f), load generator %.1f%s  spans dropped %d\n",
+			m.name, o, ratio, rounds, o/base, roundAll(ops[m.name]), median(p99s[m.name]), median(cpu[m.name]), cpuRatio, median(gcs[m.name]), median(loadCPU[m.name]), col, dropped[m.name])
 	}
 }
 
@@ -378,6 +381,16 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcCPU is the runtime's estimate of the CPU seconds its garbage collector has used.
+func gcCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
 }
 
 // collectorCPU is the CPU time of the collector process named by TUFT_BENCH_OTLP_PID
