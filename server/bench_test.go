@@ -75,6 +75,7 @@ func runLoad(b testing.TB, url string, clients, total int) ([]time.Duration, tim
 		}
 		return out
 	}
+	fb := forwardBackwardBody()
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, total)
 	per := total / clients
@@ -95,8 +96,14 @@ func runLoad(b testing.TB, url string, clients, total int) ([]time.Duration, tim
 				body = append(body, r.model...)
 				body = append(body, `","seq_id":`...)
 				body = strconv.AppendInt(body, int64(r.seq), 10)
-				body = append(body, `,"adam_params":{"learning_rate":0.001}}`...)
-				out := post("/api/v1/optim_step", body)
+				route := "/api/v1/optim_step"
+				if fb != nil {
+					route = "/api/v1/forward_backward"
+					body = append(body, fb...)
+				} else {
+					body = append(body, `,"adam_params":{"learning_rate":0.001}}`...)
+				}
+				out := post(route, body)
 				r.seq++
 				id := requestID(out)
 				if id == "" {
@@ -119,6 +126,26 @@ func runLoad(b testing.TB, url string, clients, total int) ([]time.Duration, tim
 	}
 	wg.Wait()
 	return lat, time.Since(start)
+}
+
+// forwardBackwardBody is the tail of a forward_backward request (after model_id and
+// seq_id) of one cross-entropy datum of TUFT_BENCH_FB_TOKENS tokens, or nil when the
+// load is optim_step (TUFT_BENCH_FB_TOKENS unset).
+func forwardBackwardBody() []byte {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("TUFT_BENCH_FB_TOKENS"), &n); err != nil || n <= 0 {
+		return nil
+	}
+	var tok, tgt []byte
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			tok, tgt = append(tok, ','), append(tgt, ',')
+		}
+		tok = strconv.AppendInt(tok, int64(1+i%50), 10)
+		tgt = strconv.AppendInt(tgt, int64(1+(i+1)%50), 10)
+	}
+	return []byte(`,"forward_backward_input":{"loss_fn":"cross_entropy","data":[{"model_input":{"chunks":[{"type":"encoded_text","tokens":[` +
+		string(tok) + `]}]},"loss_fn_inputs":{"target_tokens":{"data":[` + string(tgt) + `],"dtype":"int64"}}}]}}`)
 }
 
 // loadInChild runs the load generator in a child process (this test binary, see
@@ -222,6 +249,18 @@ func startNoop(b *testing.B, mode string, mut func(*config.Config)) *server.Serv
 	return testenv.StartWith(b, cfg, server.Options{Executor: testenv.NewNoopExecutor()})
 }
 
+// startTiny starts a server whose executor is the real engine with the tiny preset.
+func startTiny(b *testing.B) *server.Server {
+	dir := b.TempDir()
+	cfg := config.Default(dir)
+	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "alice", KeySHA256: testenv.HashKey(testenv.KeyA)}}
+	cfg.Persistence.Mode = "memory"
+	cfg.CheckpointDir = filepath.Join(dir, "ck")
+	cfg.Limits.MaxQueuedPerTenant = 1 << 20
+	return testenv.StartWith(b, cfg, server.Options{})
+}
+
 // BenchmarkControlPlane prints ops/s, p50 and p99 of submit+retrieve of a trivial
 // operation from concurrent clients (TUFT_BENCH_CLIENTS, default 12) over loopback, per
 // store: each of TUFT_BENCH_ROUNDS rounds (default 3, b.N operations each) and their
@@ -273,6 +312,8 @@ func benchRounds() int {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // BenchmarkTelemetryOverhead compares control-plane throughput with telemetry disabled,
+// (with TUFT_BENCH_FB_TOKENS=n the load is forward_backward of n tokens on the real tiny
+// engine instead of optim_step on a no-op executor: the cost beside real model work)
 // with sampling ratio 0, and fully on against a live collector (TUFT_BENCH_OTLP, e.g.
 // http://127.0.0.1:4317 with deploy/otel/collector-bench.yaml; without it only the
 // disabled mode runs). The modes alternate over TUFT_BENCH_ROUNDS rounds (default 3) and
@@ -320,7 +361,12 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := startNoop(b, "memory", nil)
+			var s *server.Server
+			if forwardBackwardBody() != nil {
+				s = startTiny(b)
+			} else {
+				s = startNoop(b, "memory", nil)
+			}
 			cpu0, col0, gc0 := processCPU(), collectorCPU(), gcCPU()
 			lat, wall, genCPU := loadInChildCPU(b, s.URL(), benchClients(), max(b.N, 64))
 			cpu[m.name] = append(cpu[m.name], float64((processCPU()-cpu0).Microseconds())/float64(len(lat)))
