@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -201,32 +202,18 @@ func (b *spanBatcher) exportQueued() {
 // ScopeSpans per scope present in recs.
 func buildRequest(out, resource []byte, scopes [][]byte, recs []record) []byte {
 	var rs int
-	out, rs = beginMsg(out, 1) // ExportTraceServiceRequest.resource_spans
-	var r int
-	out, r = beginMsg(out, 1) // ResourceSpans.resource
-	out = append(out, resource...)
-	out = endMsg(out, r)
+	out, rs = beginMsg(out, 1)        // ExportTraceServiceRequest.resource_spans
+	out = appendMsg(out, 1, resource) // ResourceSpans.resource
 	for si, scope := range scopes {
-		present := false
-		for _, rec := range recs {
-			if rec.scope == si {
-				present = true
-				break
-			}
-		}
-		if !present {
+		if !slices.ContainsFunc(recs, func(r record) bool { return r.scope == si }) {
 			continue
 		}
 		var ss int
-		out, ss = beginMsg(out, 2) // ResourceSpans.scope_spans
-		var sc int
-		out, sc = beginMsg(out, 1) // ScopeSpans.scope
-		out = append(out, scope...)
-		out = endMsg(out, sc)
+		out, ss = beginMsg(out, 2)     // ResourceSpans.scope_spans
+		out = appendMsg(out, 1, scope) // ScopeSpans.scope
 		for _, rec := range recs {
 			if rec.scope == si {
-				out = protowire.AppendTag(out, 2, protowire.BytesType) // ScopeSpans.spans
-				out = protowire.AppendBytes(out, rec.span)
+				out = appendMsg(out, 2, rec.span) // ScopeSpans.spans
 			}
 		}
 		out = endMsg(out, ss)

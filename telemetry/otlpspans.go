@@ -53,6 +53,12 @@ func endMsg(b []byte, start int) []byte {
 	return b
 }
 
+// appendMsg appends an already encoded message as length-delimited field num.
+func appendMsg(b []byte, num protowire.Number, msg []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, msg)
+}
+
 func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
@@ -121,25 +127,22 @@ func appendAnyValue(b []byte, num protowire.Number, v attribute.Value) []byte {
 func appendArray(b []byte, v attribute.Value) []byte {
 	switch v.Type() {
 	case attribute.BOOLSLICE:
-		for _, x := range v.AsBoolSlice() {
-			b = appendAnyValue(b, 1, attribute.BoolValue(x))
-		}
+		b = appendValues(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		for _, x := range v.AsInt64Slice() {
-			b = appendAnyValue(b, 1, attribute.Int64Value(x))
-		}
+		b = appendValues(b, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		for _, x := range v.AsFloat64Slice() {
-			b = appendAnyValue(b, 1, attribute.Float64Value(x))
-		}
+		b = appendValues(b, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		for _, x := range v.AsStringSlice() {
-			b = appendAnyValue(b, 1, attribute.StringValue(x))
-		}
+		b = appendValues(b, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		for _, x := range v.AsSlice() {
-			b = appendAnyValue(b, 1, x)
-		}
+		b = appendValues(b, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
+	}
+	return b
+}
+
+func appendValues[T any](b []byte, xs []T, value func(T) attribute.Value) []byte {
+	for _, x := range xs {
+		b = appendAnyValue(b, 1, value(x))
 	}
 	return b
 }
