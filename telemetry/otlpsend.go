@@ -17,6 +17,7 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -166,7 +167,11 @@ func newGRPCSpanSender(ep string, o senderOptions) (*grpcSpanSender, error) {
 			creds = credentials.NewTLS(o.tls)
 		}
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	// grpc-go's reconnect backoff grows to two minutes; a collector that comes back should
+	// get spans again within seconds.
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}}))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP gRPC client for %q: %w", ep, err)
 	}
