@@ -292,7 +292,7 @@ func (s *httpSpanSender) send(ctx context.Context, req []byte) (int64, error) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		switch {
-		case resp.StatusCode == http.StatusOK:
+		case resp.StatusCode/100 == 2:
 			var out coltracepb.ExportTraceServiceResponse
 			if len(body) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-protobuf") {
 				if err := proto.Unmarshal(body, &out); err != nil {

@@ -47,7 +47,11 @@ type sampledTracer struct {
 // Start implements trace.Tracer.
 func (t *sampledTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if t.dropped(ctx, opts) {
-		return ctx, trace.SpanFromContext(ctx)
+		// Never hand out a live span as the caller's own: a record-only parent (from another
+		// provider or sampler) would be ended by the caller. The SDK decides those.
+		if parent := trace.SpanFromContext(ctx); !parent.IsRecording() {
+			return ctx, parent
+		}
 	}
 	return t.sdk.Start(ctx, name, opts...)
 }

@@ -83,3 +83,27 @@ func TestSampledProviderCachesTracers(t *testing.T) {
 		t.Fatalf("a sampled-out child span costs %.0f allocations, want 0", allocs)
 	}
 }
+
+// A parent that records without being sampled (another provider's RecordOnly decision) is
+// not handed to the caller as its own span: ending the child must not end the parent.
+func TestSampledProviderKeepsRecordOnlyParentsAlive(t *testing.T) {
+	recordOnly := sdktrace.NewTracerProvider(sdktrace.WithSampler(recordOnlySampler{}))
+	ctx, parent := recordOnly.Tracer("other").Start(context.Background(), "parent")
+	if !parent.IsRecording() || parent.SpanContext().IsSampled() {
+		t.Fatal("test set-up: the parent should record without being sampled")
+	}
+	p, _ := newSampled(1)
+	_, child := p.Tracer("test").Start(ctx, "child")
+	child.End()
+	if !parent.IsRecording() {
+		t.Fatal("ending the child ended the record-only parent")
+	}
+	parent.End()
+}
+
+type recordOnlySampler struct{}
+
+func (recordOnlySampler) ShouldSample(sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordOnly}
+}
+func (recordOnlySampler) Description() string { return "record only" }
