@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -41,8 +42,11 @@ type spanBatcher struct {
 	scopeMsg [][]byte // encoded InstrumentationScope per index
 	resource []byte   // encoded Resource, from the first span
 	closed   bool
-	flushes  []chan struct{} // ForceFlush callers waiting for the next export round
-	req      []byte          // the last request's buffer, reused (only the loop goroutine touches it)
+	// saturated is set (under mu) when the queue is full or closed, and cleared when an
+	// export round empties it; OnEnd reads it without the lock.
+	saturated atomic.Bool
+	flushes   []chan struct{} // ForceFlush callers waiting for the next export round
+	req       []byte          // the last request's buffer, reused (only the loop goroutine touches it)
 
 	kick chan struct{} // a full batch is waiting, or a flush was asked for
 	stop chan struct{}
@@ -76,10 +80,17 @@ func (b *spanBatcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
+	if b.saturated.Load() { // full or closed: do not spend the encoding on a span to drop
+		b.drops.queueFull.Add(1)
+		return
+	}
 	sp := scratchPool.Get().(*[]byte)
 	enc := appendSpan((*sp)[:0], s)
 	b.mu.Lock()
 	if b.closed || b.queued >= b.maxQueue || len(b.queue)+len(enc) > maxQueueBytes {
+		if b.closed || b.queued >= b.maxQueue { // (one oversized span does not close the door to small ones)
+			b.saturated.Store(true)
+		}
 		b.mu.Unlock()
 		*sp = enc
 		scratchPool.Put(sp)
@@ -143,6 +154,7 @@ func (b *spanBatcher) exportQueued() {
 	b.mu.Lock()
 	buf, n := b.queue, b.queued
 	b.queue, b.spare, b.queued = b.spare[:0], nil, 0
+	b.saturated.Store(b.closed)
 	waiting := b.flushes
 	b.flushes = nil
 	resource := b.resource
@@ -250,6 +262,7 @@ func (b *spanBatcher) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
+	b.saturated.Store(true)
 	b.mu.Unlock()
 	close(b.stop)
 	select {
