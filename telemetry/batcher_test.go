@@ -148,11 +148,15 @@ func TestSpanBatcherCountsQueueFullDrops(t *testing.T) {
 		t.Fatalf("a second report without new drops: %q", line.String())
 	}
 	close(exp.gate)
+	if err := b.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	startSpans(tp, 3) // the queue was emptied: spans are taken again
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := exp.count(); got != 15 {
-		t.Fatalf("exported %d spans, want the 15 that were queued", got)
+	if got := exp.count(); got != 18 || drops.queueFull.Load() != 20 {
+		t.Fatalf("exported %d spans (want the 15 queued + 3 after), dropped %d", got, drops.queueFull.Load())
 	}
 }
 
