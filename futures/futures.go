@@ -776,8 +776,7 @@ func (m *Manager) execute(e *entry) {
 	}
 	ctx, span := telemetry.Tracer(telemetry.ScopeFutures).Start(ctx, telemetry.SpanFutureExecute, opts...)
 	if span.IsRecording() {
-		k := telemetry.KeysFrom(ctx)
-		attrs := telemetry.AppendKeyAttributes(make([]attribute.KeyValue, 0, 11), k) // keys (≤ 8) + 3
+		attrs := telemetry.AppendKeyAttributes(make([]attribute.KeyValue, 0, telemetry.MaxKeyAttributes+3), telemetry.KeysFrom(ctx))
 		attrs = append(attrs, attribute.String(telemetry.AttrModelID, e.rec.ModelID),
 			attribute.Float64(telemetry.AttrQueueWaitMs, float64(wait.Microseconds())/1000))
 		if e.rec.Ordered {

@@ -85,15 +85,15 @@ func (b *spanBatcher) OnEnd(s sdktrace.ReadOnlySpan) {
 		return
 	}
 	sp := scratchPool.Get().(*[]byte)
-	enc := appendSpan((*sp)[:0], s)
+	defer scratchPool.Put(sp)
+	*sp = appendSpan((*sp)[:0], s)
+	enc := *sp
 	b.mu.Lock()
 	if b.closed || b.queued >= b.maxQueue || len(b.queue)+len(enc) > maxQueueBytes {
 		if b.closed || b.queued >= b.maxQueue { // (one oversized span does not close the door to small ones)
 			b.saturated.Store(true)
 		}
 		b.mu.Unlock()
-		*sp = enc
-		scratchPool.Put(sp)
 		b.drops.queueFull.Add(1)
 		return
 	}
@@ -112,8 +112,6 @@ func (b *spanBatcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	b.queued++
 	full := b.queued%b.maxBatch == 0
 	b.mu.Unlock()
-	*sp = enc
-	scratchPool.Put(sp)
 	if full {
 		b.wake()
 	}
@@ -183,9 +181,12 @@ func (b *spanBatcher) exportQueued() {
 	}
 	for rest := buf; len(rest) > 0; {
 		idx, k := protowire.ConsumeVarint(rest)
-		span, m := protowire.ConsumeBytes(rest[k:])
-		if k < 0 || m < 0 {
+		if k < 0 {
 			break // cannot happen: the buffer holds only what OnEnd wrote
+		}
+		span, m := protowire.ConsumeBytes(rest[k:])
+		if m < 0 {
+			break
 		}
 		rest = rest[k+m:]
 		if len(recs) == b.maxBatch || size+len(span) > maxRequestBytes {

@@ -60,26 +60,12 @@ func KeysFrom(ctx context.Context) Keys {
 	return k
 }
 
+// MaxKeyAttributes is the most attributes AppendKeyAttributes adds: one per Keys field.
+const MaxKeyAttributes = 8
+
 // KeyAttributes returns the known keys as span attributes.
 func KeyAttributes(k Keys) []attribute.KeyValue {
-	return AppendKeyAttributes(make([]attribute.KeyValue, 0, k.count()), k)
-}
-
-// count is how many attributes AppendKeyAttributes adds for k.
-func (k Keys) count() int {
-	n := 0
-	for _, v := range [...]string{k.SessionID, k.TrainingRunID, k.SamplingSessionID, k.RequestID, k.OperationType, k.BaseModel} {
-		if v != "" {
-			n++
-		}
-	}
-	if k.LoraRank != 0 {
-		n++
-	}
-	if k.Backward != nil {
-		n++
-	}
-	return n
+	return AppendKeyAttributes(make([]attribute.KeyValue, 0, MaxKeyAttributes), k)
 }
 
 // AppendKeyAttributes appends the known keys to dst as span attributes.
@@ -106,13 +92,12 @@ func AppendKeyAttributes(dst []attribute.KeyValue, k Keys) []attribute.KeyValue 
 
 // StartSpan starts a span that carries every correlation key in ctx plus attrs. When
 // the span is not recording (tracing off or sampled out) no attribute is built. The
-// attributes go to the span in one call, in one slice of the exact size: the SDK grows
-// its attribute list on every call, and on the hot path those copies added up.
+// attributes go to the span in one call: the SDK regrows its attribute list on every
+// call, and on the hot path those copies added up.
 func StartSpan(ctx context.Context, tr trace.Tracer, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	ctx, sp := tr.Start(ctx, name)
 	if sp.IsRecording() {
-		k := KeysFrom(ctx)
-		all := AppendKeyAttributes(make([]attribute.KeyValue, 0, k.count()+len(attrs)), k)
+		all := AppendKeyAttributes(make([]attribute.KeyValue, 0, MaxKeyAttributes+len(attrs)), KeysFrom(ctx))
 		sp.SetAttributes(append(all, attrs...)...)
 	}
 	return ctx, sp

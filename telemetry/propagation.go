@@ -64,9 +64,8 @@ func HTTPMiddleware(h http.Handler) http.Handler {
 				name = r.Method + " " + route
 			}
 			sp.SetName(name)
-			attrs := make([]attribute.KeyValue, 4, 5)
-			attrs[0], attrs[1] = semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)
-			attrs[2], attrs[3] = semconv.HTTPResponseStatusCode(sw.code), semconv.URLScheme("http")
+			attrs := append(make([]attribute.KeyValue, 0, 5), semconv.HTTPRequestMethodKey.String(r.Method),
+				semconv.URLPath(r.URL.Path), semconv.HTTPResponseStatusCode(sw.code), semconv.URLScheme("http"))
 			if route != "" {
 				attrs = append(attrs, semconv.HTTPRoute(route))
 			}
