@@ -16,6 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tuft-go/tuft/api"
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
@@ -25,6 +28,7 @@ import (
 	"github.com/tuft-go/tuft/store/logstore"
 	"github.com/tuft-go/tuft/store/memory"
 	redisstore "github.com/tuft-go/tuft/store/redis"
+	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/worker"
 )
 
@@ -55,10 +59,22 @@ type Options struct {
 	Executor backend.Executor
 	// Listener replaces net.Listen on the configured host and port.
 	Listener net.Listener
+	// TracerProvider, MeterProvider and Instruments receive every component's spans and
+	// measurements (default: the OTel global providers and telemetry.Metrics()).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Instruments    *telemetry.Instruments
 }
 
-// OpenStore opens the configured store.
-func OpenStore(ctx context.Context, cfg config.Config) (store.Store, error) {
+// telemetry resolves the providers every component gets.
+func (o Options) telemetry() telemetry.Settings {
+	return telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithMeterProvider(o.MeterProvider),
+		telemetry.WithInstruments(o.Instruments))
+}
+
+// OpenStore opens the configured store; its spans and measurements go to the providers
+// of opts (default: the globals).
+func OpenStore(ctx context.Context, cfg config.Config, opts ...telemetry.Option) (store.Store, error) {
 	p := cfg.Persistence
 	switch p.Mode {
 	case "embedded":
@@ -66,9 +82,9 @@ func OpenStore(ctx context.Context, cfg config.Config) (store.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return store.Instrument(s), nil
+		return store.Instrument(s, opts...), nil
 	case "redis":
-		return redisstore.Open(ctx, p.RedisURL, p.Namespace)
+		return redisstore.Open(ctx, p.RedisURL, p.Namespace, opts...)
 	case "memory":
 		// Not instrumented: a span around a map write costs more than the write and tells
 		// nothing (the memory store is for tests and throwaway servers).
@@ -117,13 +133,14 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{Cfg: cfg, Log: log, serveErr: make(chan error, 1)}
+	tel := o.telemetry()
 	ok := false
 	defer func() {
 		if !ok {
 			s.close(context.Background())
 		}
 	}()
-	st, err := OpenStore(ctx, cfg)
+	st, err := OpenStore(ctx, cfg, tel.Options()...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +151,10 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		local := backend.NewLocal(models, infos)
+		local := backend.NewLocal(models, infos, tel.Options()...)
 		exec = local
 		if remote := cfg.RemoteModels(); len(remote) > 0 {
-			if exec, err = s.connectWorkers(ctx, cfg, local, len(models) > 0, remote); err != nil {
+			if exec, err = s.connectWorkers(ctx, cfg, local, len(models) > 0, remote, tel); err != nil {
 				return nil, err
 			}
 		}
@@ -149,18 +166,21 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		// one at a time, and runs the forward(_backward)s waiting for it together as one
 		// multi-LoRA batch. Each run's operations stay in seq_id order.
 		WorkersPerPool: 8,
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.Futures = fut
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Logger: log})
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec, tel.Options()...), Logger: log,
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments})
 	if err != nil {
 		return nil, err
 	}
 	s.Service = svc
 	s.Handler = api.New(svc, api.Options{
 		LongPoll: cfg.LongPoll(), MaxRequestBytes: cfg.Limits.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	ln := o.Listener
 	if ln == nil {
@@ -192,7 +212,8 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 
 // connectWorkers builds the router over the in-process models and the workers, and waits
 // (workers.start_timeout_seconds) until every remote model has a worker.
-func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *backend.Local, hasLocal bool, remote []string) (backend.Executor, error) {
+func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *backend.Local, hasLocal bool, remote []string,
+	tel telemetry.Settings) (backend.Executor, error) {
 	token, err := config.WorkerToken(cfg.Workers.TokenFile)
 	if err != nil {
 		return nil, err
@@ -209,7 +230,7 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 		router.Set(worker.LocalMember, local)
 	}
 	d := &worker.Directory{Router: router, Log: s.Log,
-		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds)}}
+		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds), Telemetry: tel.Options()}}
 	for _, p := range cfg.Workers.Pinned {
 		d.Pinned = append(d.Pinned, p.Address)
 	}

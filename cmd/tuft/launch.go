@@ -18,7 +18,7 @@ import (
 
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/server"
-	"github.com/tuft-go/tuft/telemetry"
+	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
 // loadConfig resolves --config / TUFT_CONFIG and TUFT_HOME into a validated config.
@@ -100,7 +100,8 @@ func cmdLaunch(args []string) error {
 			"Use it with the Tinker SDK:  export TINKER_API_KEY=%s TINKER_BASE_URL=http://%s:%d\n\n",
 			cfg.Home, newKey, newKey, cfg.Server.Host, cfg.Server.Port)
 	}
-	srv, err := server.Start(ctx, cfg, server.Options{Logger: log})
+	srv, err := server.Start(ctx, cfg, server.Options{Logger: log,
+		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments()})
 	if err != nil {
 		return err
 	}
@@ -130,13 +131,15 @@ func cmdLaunch(args []string) error {
 	return nil
 }
 
-// startTelemetry sets up the process's telemetry with role; flush shuts it down,
+// startTelemetry sets up the process's telemetry with role and installs it as the
+// process's globals (the OTel providers, slog's default logger); flush shuts it down,
 // exporting what is buffered, under a 5 s deadline.
-func startTelemetry(ctx context.Context, cfg config.Config, role string) (*telemetry.Telemetry, func(), error) {
-	tel, err := telemetry.Setup(ctx, cfg.Telemetry, role, telemetry.WithLogLevel(cfg.Server.LogLevel), telemetry.WithVersion(version))
+func startTelemetry(ctx context.Context, cfg config.Config, role string) (*setup.Telemetry, func(), error) {
+	tel, err := setup.New(ctx, cfg.Telemetry, role, setup.WithLogLevel(cfg.Server.LogLevel), setup.WithVersion(version))
 	if err != nil {
 		return nil, nil, err
 	}
+	tel.InstallGlobal()
 	return tel, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

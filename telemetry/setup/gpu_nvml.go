@@ -1,6 +1,6 @@
 //go:build linux && cgo && nvml
 
-package telemetry
+package setup
 
 import (
 	"errors"

@@ -1,10 +1,11 @@
-package telemetry
+package setup
 
 import (
 	"fmt"
 	"net"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promexp "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
@@ -20,7 +21,7 @@ func startPrometheus(listen string) (sdkmetric.Reader, error) {
 		return nil, fmt.Errorf("telemetry.prometheus.listen %s: %w", listen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promHandler())
+	mux.Handle("/metrics", promhttp.Handler())
 	go func() { _ = http.Serve(ln, mux) }()
 	return exp, nil
 }

@@ -1,4 +1,4 @@
-package telemetry
+package otlptrace
 
 import (
 	"compress/gzip"
@@ -194,7 +194,7 @@ func TestSpanEncodingMatchesTheOTLPExporter(t *testing.T) {
 
 func TestGRPCSpanSenderDeliversWithHeaders(t *testing.T) {
 	col, addr := startTraceCollector(t)
-	send, err := newSpanSender(Config{Protocol: "grpc", Headers: map[string]string{"x-tenant": "t1"}}, "http://"+addr)
+	send, err := newSpanSender(ProtocolGRPC, map[string]string{"x-tenant": "t1"}, "http://"+addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestHTTPSpanSenderRetriesTransientFailures(t *testing.T) {
 		w.Write(out)
 	}))
 	defer srv.Close()
-	send, err := newSpanSender(Config{Protocol: "http/protobuf", Headers: map[string]string{"Authorization": "Bearer k"}}, srv.URL)
+	send, err := newSpanSender(ProtocolHTTP, map[string]string{"Authorization": "Bearer k"}, srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestHTTPSpanSenderRetriesTransientFailures(t *testing.T) {
 		t.Fatalf("calls %d, request %v", calls.Load(), &got)
 	}
 
-	bad, err := newSpanSender(Config{Protocol: "http/protobuf"}, srv.URL) // no Authorization: 400
+	bad, err := newSpanSender(ProtocolHTTP, nil, srv.URL) // no Authorization: 400
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestSpanSenderHonoursOTLPEnvironment(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-a=1,x-b=two%20words")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-a=traces")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
-	send, err := newSpanSender(Config{Protocol: "http/protobuf", Headers: map[string]string{"x-c": "config"}}, srv.URL)
+	send, err := newSpanSender(ProtocolHTTP, map[string]string{"x-c": "config"}, srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestSpanSenderHonoursOTLPEnvironment(t *testing.T) {
 
 	// gzip over gRPC too (the receiver decompresses: the grpc gzip codec is registered).
 	col, addr := startTraceCollector(t)
-	gs, err := newSpanSender(Config{Protocol: "grpc"}, addr)
+	gs, err := newSpanSender(ProtocolGRPC, nil, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,11 +343,9 @@ func TestBadOTLPEnvironmentIsNamed(t *testing.T) {
 	for k, v := range cases {
 		t.Run(k, func(t *testing.T) {
 			t.Setenv(k, v)
-			cfg := DefaultConfig()
-			cfg.Enabled, cfg.OTLPEndpoint = true, "127.0.0.1:1"
-			tel, err := Setup(context.Background(), cfg, "server", WithLogLevel("error"))
+			p, err := New(WithEndpoint("127.0.0.1:1"))
 			if err == nil {
-				tel.Shutdown(context.Background())
+				p.Shutdown(context.Background())
 				t.Fatalf("%s=%s accepted", k, v)
 			}
 			if !strings.Contains(err.Error(), k) {
@@ -361,11 +359,21 @@ func TestBatchSettingsFromEnv(t *testing.T) {
 	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
 	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "500")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
-	bs, err := batchSettingsFromEnv()
+	p, err := New(WithEndpoint("127.0.0.1:1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bs.queue != 100 || bs.batch != 100 || bs.delay != 250*time.Millisecond {
-		t.Fatalf("settings %+v", bs)
+	defer p.Shutdown(context.Background())
+	if p.maxQueue != 100 || p.maxBatch != 100 || p.interval != 250*time.Millisecond {
+		t.Fatalf("queue %d, batch %d, delay %v", p.maxQueue, p.maxBatch, p.interval)
+	}
+	// Options win over the environment.
+	q, err := New(WithEndpoint("127.0.0.1:1"), WithMaxQueueSize(10), WithMaxExportBatchSize(4), WithBatchTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Shutdown(context.Background())
+	if q.maxQueue != 10 || q.maxBatch != 4 || q.interval != time.Second {
+		t.Fatalf("with options: queue %d, batch %d, delay %v", q.maxQueue, q.maxBatch, q.interval)
 	}
 }

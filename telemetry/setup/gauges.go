@@ -1,4 +1,4 @@
-package telemetry
+package setup
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/shirou/gopsutil/v4/process"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // GPUSource reports per-device GPU figures; gpu_nvml.go implements it with NVML when built
@@ -50,11 +52,9 @@ type resourceGauges struct {
 
 var gpuFactory = func() (GPUSource, error) { return nil, fmt.Errorf("GPU metrics disabled: built without the nvml tag") }
 
-func startResourceGauges(mp metric.MeterProvider) (*resourceGauges, error) {
-	return startResourceGaugesWith(mp, 5*time.Second, nil)
-}
-
-func startResourceGaugesWith(mp metric.MeterProvider, every time.Duration, gpu GPUSource) (*resourceGauges, error) {
+// startResourceGauges registers the gauges on mp and samples every interval; gpu nil
+// means NVML where built in.
+func startResourceGauges(mp metric.MeterProvider, every time.Duration, gpu GPUSource) (*resourceGauges, error) {
 	g := &resourceGauges{done: make(chan struct{}), gpu: gpu}
 	if g.gpu == nil {
 		src, err := gpuFactory()
@@ -64,19 +64,19 @@ func startResourceGaugesWith(mp metric.MeterProvider, every time.Duration, gpu G
 			g.gpu = src
 		}
 	}
-	m := mp.Meter(MeterResources)
-	cpuG, _ := m.Float64ObservableGauge(MetricCPUUtilization, metric.WithUnit("%"))
-	memUsed, _ := m.Int64ObservableGauge(MetricMemoryUsed, metric.WithUnit("By"))
-	memTotal, _ := m.Int64ObservableGauge(MetricMemoryTotal, metric.WithUnit("By"))
-	memPct, _ := m.Float64ObservableGauge(MetricMemoryUtilization, metric.WithUnit("%"))
-	rss, _ := m.Int64ObservableGauge(MetricProcessMemoryUsed, metric.WithUnit("By"))
+	m := mp.Meter(telemetry.MeterResources)
+	cpuG, _ := m.Float64ObservableGauge(telemetry.MetricCPUUtilization, metric.WithUnit("%"))
+	memUsed, _ := m.Int64ObservableGauge(telemetry.MetricMemoryUsed, metric.WithUnit("By"))
+	memTotal, _ := m.Int64ObservableGauge(telemetry.MetricMemoryTotal, metric.WithUnit("By"))
+	memPct, _ := m.Float64ObservableGauge(telemetry.MetricMemoryUtilization, metric.WithUnit("%"))
+	rss, _ := m.Int64ObservableGauge(telemetry.MetricProcessMemoryUsed, metric.WithUnit("By"))
 	insts := []metric.Observable{cpuG, memUsed, memTotal, memPct, rss}
 	var gpuU metric.Float64ObservableGauge
 	var gpuUsed, gpuTotal metric.Int64ObservableGauge
 	if g.gpu != nil {
-		gpuU, _ = m.Float64ObservableGauge(MetricGPUUtilization, metric.WithUnit("%"))
-		gpuUsed, _ = m.Int64ObservableGauge(MetricGPUMemoryUsed, metric.WithUnit("By"))
-		gpuTotal, _ = m.Int64ObservableGauge(MetricGPUMemoryTotal, metric.WithUnit("By"))
+		gpuU, _ = m.Float64ObservableGauge(telemetry.MetricGPUUtilization, metric.WithUnit("%"))
+		gpuUsed, _ = m.Int64ObservableGauge(telemetry.MetricGPUMemoryUsed, metric.WithUnit("By"))
+		gpuTotal, _ = m.Int64ObservableGauge(telemetry.MetricGPUMemoryTotal, metric.WithUnit("By"))
 		insts = append(insts, gpuU, gpuUsed, gpuTotal)
 	}
 	g.sample()
@@ -90,7 +90,7 @@ func startResourceGaugesWith(mp metric.MeterProvider, every time.Duration, gpu G
 		o.ObserveFloat64(memPct, s.memPct)
 		o.ObserveInt64(rss, s.rss)
 		for _, d := range s.gpus {
-			a := metric.WithAttributes(attribute.String(MAttrGPUID, d.ID))
+			a := metric.WithAttributes(attribute.String(telemetry.MAttrGPUID, d.ID))
 			o.ObserveFloat64(gpuU, d.UtilizationPct, a)
 			o.ObserveInt64(gpuUsed, d.MemoryUsedBytes, a)
 			o.ObserveInt64(gpuTotal, d.MemoryTotalBytes, a)

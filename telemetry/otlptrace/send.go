@@ -1,4 +1,4 @@
-package telemetry
+package otlptrace
 
 import (
 	"bytes"
@@ -35,19 +35,19 @@ type spanSender interface {
 	shutdown(ctx context.Context) error
 }
 
-// newSpanSender makes the sender of cfg.Protocol for endpoint ep. An endpoint without a
+// newSpanSender makes the sender of protocol for endpoint ep. An endpoint without a
 // scheme, or with http://, is plain text; https:// uses TLS with the system's roots or
 // the OTEL_EXPORTER_OTLP_* certificate files.
 //
 // The standard exporter variables keep working for traces as they do for the metric and
 // log exporters: OTEL_EXPORTER_OTLP_[TRACES_]HEADERS (config headers win),
 // _COMPRESSION (gzip), _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY.
-func newSpanSender(cfg Config, ep string) (spanSender, error) {
-	o, err := senderOptionsFromEnv(cfg.Headers)
+func newSpanSender(protocol string, headers map[string]string, ep string) (spanSender, error) {
+	o, err := senderOptionsFromEnv(headers)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Protocol == "http/protobuf" {
+	if protocol == ProtocolHTTP {
 		return newHTTPSpanSender(ep, o)
 	}
 	return newGRPCSpanSender(ep, o)
@@ -203,6 +203,8 @@ func (s *grpcSpanSender) send(ctx context.Context, req []byte) (int64, error) {
 }
 
 func (s *grpcSpanSender) shutdown(context.Context) error { return s.conn.Close() }
+
+func hasScheme(ep string) bool { return strings.Contains(ep, "://") }
 
 // encodedRequest is an ExportTraceServiceRequest already in wire format.
 type encodedRequest []byte

@@ -1,4 +1,4 @@
-package telemetry
+package otlptrace
 
 import (
 	"bytes"
@@ -77,7 +77,7 @@ func startSpans(tp trace.TracerProvider, n int) {
 
 func TestSpanBatcherExportsInBatches(t *testing.T) {
 	exp := &gatedSender{t: t}
-	b := newSpanBatcher(exp, &dropCounter{}, 100, 8, time.Hour, time.Second)
+	b := newProcessor(exp, &dropCounter{}, 100, 8, time.Hour, time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	startSpans(tp, 20)
 	if err := b.ForceFlush(context.Background()); err != nil {
@@ -102,7 +102,7 @@ func TestSpanBatcherExportsInBatches(t *testing.T) {
 
 func TestSpanBatcherExportsOnTimer(t *testing.T) {
 	exp := &gatedSender{t: t}
-	b := newSpanBatcher(exp, &dropCounter{}, 100, 50, 20*time.Millisecond, time.Second)
+	b := newProcessor(exp, &dropCounter{}, 100, 50, 20*time.Millisecond, time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	defer tp.Shutdown(context.Background())
 	startSpans(tp, 3) // fewer than a batch: only the timer sends them
@@ -120,7 +120,7 @@ func TestSpanBatcherExportsOnTimer(t *testing.T) {
 func TestSpanBatcherCountsQueueFullDrops(t *testing.T) {
 	exp := &gatedSender{t: t, gate: make(chan struct{})}
 	drops := &dropCounter{}
-	b := newSpanBatcher(exp, drops, 10, 5, time.Hour, 10*time.Second)
+	b := newProcessor(exp, drops, 10, 5, time.Hour, 10*time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	done := make(chan struct{})
 	go func() {
@@ -162,7 +162,7 @@ func TestSpanBatcherCountsQueueFullDrops(t *testing.T) {
 
 func TestSpanBatcherShutdownIsBounded(t *testing.T) {
 	exp := &gatedSender{t: t, gate: make(chan struct{})} // never opens
-	b := newSpanBatcher(exp, &dropCounter{}, 100, 10, time.Hour, time.Hour)
+	b := newProcessor(exp, &dropCounter{}, 100, 10, time.Hour, time.Hour)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	startSpans(tp, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -190,7 +190,7 @@ func (c *endCounter) ForceFlush(context.Context) error                { return n
 func TestSpanBatcherAccountsForEverySpan(t *testing.T) {
 	exp := &gatedSender{t: t}
 	drops := &dropCounter{}
-	b := newSpanBatcher(exp, drops, 64, 16, time.Millisecond, time.Second)
+	b := newProcessor(exp, drops, 64, 16, time.Millisecond, time.Second)
 	ends := &endCounter{}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ends), sdktrace.WithSpanProcessor(b))
 	const workers, each = 8, 500

@@ -1,4 +1,4 @@
-package telemetry
+package otlptrace
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 type discardSender struct{}
@@ -19,20 +21,20 @@ func (discardSender) shutdown(context.Context) error              { return nil }
 // (start, the correlation keys and a few attributes in one call, end), encoded and queued
 // by the span batcher, with the export discarded: the per-span floor of the SDK plus ours.
 func BenchmarkSpanLifecycle(b *testing.B) {
-	bt := newSpanBatcher(discardSender{}, &dropCounter{}, 1<<20, 2048, time.Second, time.Second)
+	bt := newProcessor(discardSender{}, &dropCounter{}, 1<<20, 2048, time.Second, time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(bt))
 	defer tp.Shutdown(context.Background())
-	tr := (&sampledProvider{sdk: tp}).Tracer("bench")
+	tr := tp.Tracer("bench")
 	bw := true
-	ctx := WithKeys(context.Background(), Keys{SessionID: "01JD5R8Q2V3W4X5Y6Z7A8B9C0D", TrainingRunID: "run-01JD5R8Q2V3W4X5Y6Z7A8B",
+	ctx := telemetry.WithKeys(context.Background(), telemetry.Keys{SessionID: "01JD5R8Q2V3W4X5Y6Z7A8B9C0D", TrainingRunID: "run-01JD5R8Q2V3W4X5Y6Z7A8B",
 		RequestID: "01JD5R8Q2V3W4X5Y6Z7A8B9C0E", OperationType: "optim_step", BaseModel: "tiny", LoraRank: 8, Backward: &bw})
 	ctx, root := tr.Start(ctx, "root")
 	defer root.End()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, sp := StartSpan(ctx, tr, "training_controller.run_optim_step", attribute.Float64(AttrLearningRate, 1e-3),
-			attribute.Int64(AttrSeqID, 7))
-		End(sp, nil)
+		_, sp := telemetry.StartSpan(ctx, tr, "training_controller.run_optim_step", attribute.Float64(telemetry.AttrLearningRate, 1e-3),
+			attribute.Int64(telemetry.AttrSeqID, 7))
+		telemetry.End(sp, nil)
 	}
 	_ = trace.SpanFromContext(ctx)
 }

@@ -1,6 +1,6 @@
 //go:build linux && cgo && nvml
 
-package telemetry
+package setup
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // On a machine with an NVIDIA driver and GPU the gauges carry real readings; elsewhere
@@ -34,7 +36,7 @@ func TestNVMLGauges(t *testing.T) {
 	}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	g, err := startResourceGaugesWith(mp, time.Hour, src)
+	g, err := startResourceGauges(mp, time.Hour, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,22 +51,22 @@ func TestNVMLGauges(t *testing.T) {
 			switch d := m.Data.(type) {
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
-					if v, ok := p.Attributes.Value(MAttrGPUID); ok && v.AsString() == samples[0].ID {
+					if v, ok := p.Attributes.Value(telemetry.MAttrGPUID); ok && v.AsString() == samples[0].ID {
 						found[m.Name] = true
 					}
 				}
 			case metricdata.Gauge[float64]:
 				for _, p := range d.DataPoints {
-					if v, ok := p.Attributes.Value(MAttrGPUID); ok && v.AsString() == samples[0].ID {
+					if v, ok := p.Attributes.Value(telemetry.MAttrGPUID); ok && v.AsString() == samples[0].ID {
 						found[m.Name] = true
 					}
 				}
 			}
 		}
 	}
-	for _, name := range []string{MetricGPUUtilization, MetricGPUMemoryUsed, MetricGPUMemoryTotal} {
+	for _, name := range []string{telemetry.MetricGPUUtilization, telemetry.MetricGPUMemoryUsed, telemetry.MetricGPUMemoryTotal} {
 		if !found[name] {
-			t.Errorf("%s with %s=%s not exported", name, MAttrGPUID, samples[0].ID)
+			t.Errorf("%s with %s=%s not exported", name, telemetry.MAttrGPUID, samples[0].ID)
 		}
 	}
 }
