@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -128,6 +129,8 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 	in.FuturesWaitTime.Record(ctx, 1)
 	in.FuturesExecutionTime.Record(ctx, 1)
 	in.RedisOperationDuration.Record(ctx, 1)
+	in.StoreOperationDuration.Record(ctx, 1)
+	in.HTTPServerDuration.Record(ctx, 1)
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
@@ -136,7 +139,7 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 		MetricTrainingCheckpointSize: "By", MetricSamplingSessionsActive: "{session}", MetricSamplingRequests: "{request}", MetricSamplingDuration: "s",
 		MetricSamplingTokensPerSecond: "{token}/s", MetricSamplingOutputTokens: "{token}", MetricFuturesQueueLength: "{future}",
 		MetricFuturesCreated: "{future}", MetricFuturesCompleted: "{future}", MetricFuturesWaitTime: "s", MetricFuturesExecutionTime: "s",
-		MetricRedisOperationDuration: "s"}
+		MetricRedisOperationDuration: "s", MetricDBClientOperationDuration: "s", MetricHTTPServerDuration: "s"}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if u, ok := want[m.Name]; ok && u == m.Unit {
@@ -146,5 +149,55 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Fatalf("missing or wrong unit: %v", want)
+	}
+}
+
+func TestSpanNameHelpers(t *testing.T) {
+	for op, want := range map[string]string{"SET": SpanRedisSET, "GET": SpanRedisGET, "DEL": SpanRedisDEL, "SCAN": SpanRedisSCAN,
+		"EXPIRE": "redis.EXPIRE", "MULTI": "redis.MULTI"} {
+		if got := RedisSpan(op); got != want {
+			t.Errorf("RedisSpan(%q) = %q, want %q", op, got, want)
+		}
+	}
+	for phase, want := range map[string]string{"preprocess": SpanSamplePreprocess, "schedule": SpanSampleSchedule,
+		"prefill": SpanSamplePrefill, "decode": SpanSampleDecode, "postprocess": SpanSamplePostprocess} {
+		if got := SampleSpan(phase); got != want {
+			t.Errorf("SampleSpan(%q) = %q, want %q", phase, got, want)
+		}
+	}
+}
+
+// Options resolve to what they name; without them, to the globals; nil options are the
+// defaults, so a component can pass an unset Options field straight through.
+func TestSettings(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	s := NewSettings(WithTracerProvider(tp), WithMeterProvider(mp))
+	_, sp := s.Tracer("t").Start(context.Background(), "x")
+	sp.End()
+	if len(rec.Ended()) != 1 {
+		t.Fatal("the given tracer provider got no span")
+	}
+	s.Instruments.FuturesCreated.Add(context.Background(), 1)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil || len(rm.ScopeMetrics) == 0 {
+		t.Fatalf("the given meter provider got no measurement (%v)", err)
+	}
+	if s.MeterProvider != mp {
+		t.Fatal("meter provider not kept for third-party instrumentation")
+	}
+	own := NewInstruments(mp, false)
+	if got := NewSettings(WithMeterProvider(mp), WithInstruments(own)).Instruments; got != own {
+		t.Fatal("WithInstruments must win over instruments built from the meter provider")
+	}
+	d := NewSettings(WithTracerProvider(nil), WithInstruments(nil), nil)
+	if d.TracerProvider == nil || d.Instruments != Metrics() || d.MeterProvider == nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	// Instruments on a no-op provider say so, so hot paths can skip their work.
+	if !NewInstruments(mp, true).Enabled() || NewInstruments(metricnoop.NewMeterProvider(), true).Enabled() {
+		t.Fatal("Enabled must be false exactly for instruments on a no-op provider")
 	}
 }
