@@ -23,13 +23,11 @@ import (
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/registry"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store"
-	"github.com/tuft-go/tuft/store/logstore"
-	"github.com/tuft-go/tuft/store/memory"
-	redisstore "github.com/tuft-go/tuft/store/redis"
+	"github.com/tuft-go/tuft/store/persistence"
 	"github.com/tuft-go/tuft/telemetry"
-	"github.com/tuft-go/tuft/worker"
 )
 
 // Server is a running control plane.
@@ -70,27 +68,6 @@ type Options struct {
 func (o Options) telemetry() telemetry.Settings {
 	return telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithMeterProvider(o.MeterProvider),
 		telemetry.WithInstruments(o.Instruments))
-}
-
-// OpenStore opens the configured store; its spans and measurements go to the providers
-// of opts (default: the globals).
-func OpenStore(ctx context.Context, cfg config.Config, opts ...telemetry.Option) (store.Store, error) {
-	p := cfg.Persistence
-	switch p.Mode {
-	case "embedded":
-		s, err := logstore.Open(p.Path, p.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		return store.Instrument(s, opts...), nil
-	case "redis":
-		return redisstore.Open(ctx, p.RedisURL, p.Namespace, opts...)
-	case "memory":
-		// Not instrumented: a span around a map write costs more than the write and tells
-		// nothing (the memory store is for tests and throwaway servers).
-		return memory.New(), nil
-	}
-	return nil, fmt.Errorf("persistence.mode %q is not supported", p.Mode)
 }
 
 // EnsureAPIKey makes sure a config with no keys has one: the key in $TUFT_HOME/api_key,
@@ -140,14 +117,14 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			s.close(context.Background())
 		}
 	}()
-	st, err := OpenStore(ctx, cfg, tel.Options()...)
+	st, err := persistence.Open(ctx, cfg.Persistence, tel.Options()...)
 	if err != nil {
 		return nil, err
 	}
 	s.Store = st
 	exec := o.Executor
 	if exec == nil {
-		models, infos, err := LoadModels(cfg)
+		models, infos, err := backend.LoadModels(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +195,7 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := worker.ClientTLS(cfg.Workers.TLS)
+	tlsCfg, err := cfg.Workers.ClientTLS()
 	if err != nil {
 		return nil, err
 	}
@@ -227,16 +204,17 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	}
 	router := backend.NewRouter()
 	if hasLocal {
-		router.Set(worker.LocalMember, local)
+		router.Set(backend.LocalMember, local)
 	}
-	d := &worker.Directory{Router: router, Log: s.Log,
+	do := backend.DirectoryOptions{Logger: s.Log,
 		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds), Telemetry: tel.Options()}}
 	for _, p := range cfg.Workers.Pinned {
-		d.Pinned = append(d.Pinned, p.Address)
+		do.Pinned = append(do.Pinned, p.Address)
 	}
 	if cfg.Workers.Discover {
-		d.Store = s.Store
+		do.Source = registry.NewWorkers(s.Store)
 	}
+	d := backend.NewDirectory(router, do)
 	wctx, cancel := context.WithTimeout(ctx, seconds(cfg.Workers.StartTimeoutSeconds))
 	defer cancel()
 	if err := d.WaitFor(wctx, remote, time.Second); err != nil {

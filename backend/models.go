@@ -1,7 +1,4 @@
-// Package server assembles a running TuFT process from a config: telemetry, models,
-// store, futures, backend, service and the HTTP API. cmd/tuft calls it; integration
-// tests call it in process.
-package server
+package backend
 
 import (
 	"crypto/sha256"
@@ -13,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 )
@@ -21,10 +17,12 @@ import (
 // PresetDir is where a built-in preset is materialised under TUFT_HOME.
 func PresetDir(home, preset string) string { return filepath.Join(home, "models", preset) }
 
-// LoadModels loads every configured model, writing built-in presets on first use.
-func LoadModels(cfg config.Config) ([]*engine.Model, []backend.ModelInfo, error) {
+// LoadModels loads every model of the config that this process hosts (not the remote
+// ones), writing built-in presets on first use. The API server and `tuft worker` both
+// load their models here.
+func LoadModels(cfg config.Config) ([]*engine.Model, []ModelInfo, error) {
 	var models []*engine.Model
-	var infos []backend.ModelInfo
+	var infos []ModelInfo
 	for i, mc := range cfg.Models {
 		if mc.Remote {
 			continue // hosted by workers
@@ -51,7 +49,7 @@ func LoadModels(cfg config.Config) ([]*engine.Model, []backend.ModelInfo, error)
 			maxCtx = mc.MaxContextLength
 		}
 		models = append(models, m)
-		infos = append(infos, backend.ModelInfo{Name: mc.Name, Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
+		infos = append(infos, ModelInfo{Name: mc.Name, Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
 			MaxContextLength: maxCtx, Signature: sig, Config: m.Cfg})
 	}
 	return models, infos, nil
