@@ -23,10 +23,10 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/api/wire"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // APIError is a non-2xx answer from the server.
@@ -119,7 +119,7 @@ func newConn(baseURL, apiKey string, opts []Option) (*conn, error) {
 		if tp == nil {
 			tp = otel.GetTracerProvider()
 		}
-		c.tracer = tp.Tracer("tuft.client")
+		c.tracer = tp.Tracer(telemetry.ScopeClient)
 		hc := *o.http
 		rt := hc.Transport
 		if rt == nil {
@@ -134,19 +134,13 @@ func newConn(baseURL, apiKey string, opts []Option) (*conn, error) {
 	return c, nil
 }
 
-// span starts a client span when tracing is on.
+// span starts the client span name (a telemetry.SpanClient* name) when tracing is on.
 func (c *conn) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, func(error)) {
 	if c.tracer == nil {
 		return ctx, func(error) {}
 	}
-	ctx, sp := c.tracer.Start(ctx, "tuft.client."+name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return ctx, func(err error) {
-		if err != nil {
-			sp.RecordError(err)
-			sp.SetStatus(codes.Error, err.Error())
-		}
-		sp.End()
-	}
+	ctx, sp := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, func(err error) { telemetry.End(sp, err) }
 }
 
 type response struct {

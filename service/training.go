@@ -55,7 +55,7 @@ func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 
 // CreateModel starts a training run; the adapter is created by the returned future.
 func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput, enc ResultEncoder) (requestID, runID string, err error) {
-	mi, ok := s.models[in.BaseModel]
+	_, ok := s.models[in.BaseModel]
 	if !ok {
 		return "", "", invalidf("base_model %q is not served here; available: %v", in.BaseModel, s.modelNames())
 	}
@@ -70,7 +70,6 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		return "", "", invalidf("model_seq_id %d must not be negative", in.ModelSeqID)
 	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
-	_ = mi
 	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
 
 	s.mu.Lock()

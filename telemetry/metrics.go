@@ -114,7 +114,6 @@ var attrSets struct {
 
 type attrKey struct {
 	k1, v1, k2, v2 string
-	n              int
 }
 
 // setEntry is one cached set in the forms the instruments take. The option slices are
@@ -129,14 +128,6 @@ type setEntry struct {
 // maxCachedSets bounds the attribute-set cache: sets that carry a model id grow with the
 // number of training runs.
 const maxCachedSets = 4096
-
-// cachedSet returns the entry for key, building its attributes once.
-func cachedSet(key attrKey, build func() []attribute.KeyValue) *setEntry {
-	if e, ok := lookupSet(key); ok {
-		return e
-	}
-	return storeSet(key, build())
-}
 
 func lookupSet(key attrKey) (*setEntry, bool) {
 	attrSets.mu.RLock()

@@ -93,8 +93,8 @@ func TestStartRefusals(t *testing.T) {
 		want string
 	}{
 		"register without a publisher": {func(c *config.Config) { c.Worker.Register = true }, worker.Options{Executor: testenv.NewNoopExecutor()}, "publisher"},
-		"remote model": {func(c *config.Config) { c.Models = []config.Model{{Name: "m", Remote: true}} }, worker.Options{}, "models[0] (m) is remote"},
-		"no token":     {func(c *config.Config) { t.Setenv("TUFT_WORKER_TOKEN", "") }, worker.Options{Executor: testenv.NewNoopExecutor()}, "token"},
+		"remote model":                 {func(c *config.Config) { c.Models = []config.Model{{Name: "m", Remote: true}} }, worker.Options{}, "models[0] (m) is remote"},
+		"no token":                     {func(c *config.Config) { t.Setenv("TUFT_WORKER_TOKEN", "") }, worker.Options{Executor: testenv.NewNoopExecutor()}, "token"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := workerConfig(t)

@@ -5,9 +5,9 @@
 package safetensors
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -311,7 +311,7 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	bw := newBufWriter(tmp)
+	bw := bufio.NewWriterSize(tmp, 1<<20)
 	if err := Encode(bw, tensors, metadata); err != nil {
 		tmp.Close()
 		return err
@@ -329,5 +329,3 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-var errShort = errors.New("short write")
