@@ -1,6 +1,3 @@
-// Command tuft is TuFT in Go: a multi-tenant LoRA fine-tuning and sampling service that
-// speaks the Tinker API. `tuft launch` runs the server; the other subcommands manage
-// models, configuration, persistence and telemetry checks.
 package main
 
 import (
