@@ -119,7 +119,8 @@ func newConn(baseURL, apiKey string, opts []Option) (*conn, error) {
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
-		hc.Transport = otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp))
+		// The W3C propagator is the contract's, not whatever the application set globally.
+		hc.Transport = otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(telemetry.Propagator()))
 		c.o.http = &hc
 	}
 	nr := *c.o.http
