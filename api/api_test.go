@@ -170,7 +170,6 @@ func TestSFTFlowOverJSON(t *testing.T) {
 		t.Fatalf("save path %q", saved.Path)
 	}
 	h.a.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "path": "s5", "seq_id": seq, "type": "save_weights_for_sampler"}, &sv)
-	seq++
 	h.a.Result(sv.RequestID, &saved)
 	var ss struct {
 		SamplingSessionID string `json:"sampling_session_id"`

@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // With several API replicas, a request about a session that another replica owns is
@@ -81,7 +81,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, ee *service.Else
 		req.Header[k] = v
 	}
 	req.Header.Set(forwardedHeader, h.svc.ReplicaID())
-	otel.GetTextMapPropagator().Inject(r.Context(), propagation.HeaderCarrier(req.Header))
+	telemetry.Propagator().Inject(r.Context(), propagation.HeaderCarrier(req.Header))
 	resp, err := peerClient.Do(req)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
+	"github.com/tuft-go/tuft/telemetry/httpserver"
 )
 
 // Options configure the handler.
@@ -31,6 +32,10 @@ type Options struct {
 	PublicURL       string        // base URL for archive links (default: from the listener)
 	ArchiveTTL      time.Duration // lifetime of archive links (default 15 min)
 	Logger          *slog.Logger
+	// TracerProvider and Instruments receive the HTTP server spans and durations
+	// (default: the OTel global provider and telemetry.Metrics()).
+	TracerProvider trace.TracerProvider
+	Instruments    *telemetry.Instruments
 }
 
 // Handler serves the Tinker API.
@@ -45,8 +50,6 @@ type Handler struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 }
-
-type tenantKey struct{}
 
 // New builds the handler with every route.
 func New(svc *service.Service, o Options) *Handler {
@@ -67,7 +70,7 @@ func New(svc *service.Service, o Options) *Handler {
 		h.SetPublicURL(o.PublicURL)
 	}
 	h.routes()
-	h.root = telemetry.HTTPMiddleware(h.recoverer(h.mux))
+	h.root = httpserver.NewHandler(h.recoverer(h.mux), telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	return h
 }
 

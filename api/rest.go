@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
@@ -277,39 +276,37 @@ func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req 
 			level = slog.LevelError
 		}
 		attrs := []slog.Attr{
-			slog.String("source", "tinker-sdk"), slog.String("tenant", tenant),
-			slog.String(telemetry.AttrSessionID, req.SessionID), slog.String("client.event", ev.Event),
-			slog.String("client.event_id", ev.EventID), slog.String("client.platform", req.Platform),
-			slog.String("client.sdk_version", req.SDKVersion), slog.String("client.process_uuid", req.ProcessUUID),
+			slog.String(telemetry.LogSource, "tinker-sdk"), slog.String(telemetry.LogTenant, tenant),
+			slog.String(telemetry.AttrSessionID, req.SessionID), slog.String(telemetry.LogClientEvent, ev.Event),
+			slog.String(telemetry.LogClientEventID, ev.EventID), slog.String(telemetry.LogClientPlatform, req.Platform),
+			slog.String(telemetry.LogClientSDKVersion, req.SDKVersion), slog.String(telemetry.LogClientProcessUUID, req.ProcessUUID),
 		}
 		if !ev.Timestamp.IsZero() {
-			attrs = append(attrs, slog.Time("client.timestamp", ev.Timestamp))
+			attrs = append(attrs, slog.Time(telemetry.LogClientTimestamp, ev.Timestamp))
 		}
 		msg := "client event " + ev.Event
 		switch ev.Event {
 		case "UNHANDLED_EXCEPTION":
 			msg = "client unhandled exception: " + ev.ErrorType + ": " + ev.ErrorMessage
-			attrs = append(attrs, slog.String("exception.type", ev.ErrorType), slog.String("exception.message", ev.ErrorMessage),
-				slog.String("exception.stacktrace", ev.Traceback))
+			attrs = append(attrs, slog.String(telemetry.LogExceptionType, ev.ErrorType), slog.String(telemetry.LogExceptionMessage, ev.ErrorMessage),
+				slog.String(telemetry.LogExceptionTrace, ev.Traceback))
 			if level < slog.LevelError {
 				level = slog.LevelError
 			}
 		case "GENERIC_EVENT":
 			msg = "client event " + ev.EventName
-			attrs = append(attrs, slog.String("client.event_name", ev.EventName))
+			attrs = append(attrs, slog.String(telemetry.LogClientEventName, ev.EventName))
 			if len(ev.EventData) > 0 {
-				attrs = append(attrs, slog.String("client.event_data", string(ev.EventData)))
+				attrs = append(attrs, slog.String(telemetry.LogClientEventData, string(ev.EventData)))
 			}
 		case "SESSION_END":
 			if ev.Duration != "" {
-				attrs = append(attrs, slog.String("client.duration", ev.Duration))
+				attrs = append(attrs, slog.String(telemetry.LogClientDuration, ev.Duration))
 			}
 		}
 		h.log.LogAttrs(ctx, level, msg, attrs...)
 	}
 }
-
-var _ = time.Second
 
 // page reads the limit and offset query parameters, answering 400 itself when they are bad.
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, defLimit, maxLimit int) (limit, offset int, ok bool) {

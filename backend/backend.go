@@ -14,20 +14,26 @@ import (
 // span (training_backend.* or sampling_backend.*), so the trace shows the hop even when
 // the executor is a remote worker.
 type Backend struct {
-	Exec Executor
+	Exec     Executor
+	training trace.Tracer
+	sampling trace.Tracer
 }
 
-// New wraps an executor.
-func New(e Executor) *Backend { return &Backend{Exec: e} }
+// New wraps an executor. Its spans go to the tracer provider of opts (default: the
+// global one).
+func New(e Executor, opts ...telemetry.Option) *Backend {
+	s := telemetry.NewSettings(opts...)
+	return &Backend{Exec: e, training: s.Tracer(telemetry.ScopeTrainingBackend), sampling: s.Tracer(telemetry.ScopeSamplingBackend)}
+}
 
-func tspan(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+func (b *Backend) tspan(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	attrs = append(attrs, attribute.String(telemetry.AttrLoraID, lora))
-	return telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingBackend), name, attrs...)
+	return telemetry.StartSpan(ctx, b.training, name, attrs...)
 }
 
-func sspan(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+func (b *Backend) sspan(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	attrs = append(attrs, attribute.String(telemetry.AttrLoraID, lora), attribute.Bool(telemetry.AttrHasLora, lora != ""))
-	return telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeSamplingBackend), name, attrs...)
+	return telemetry.StartSpan(ctx, b.sampling, name, attrs...)
 }
 
 // Models lists the executor's models.
@@ -35,14 +41,14 @@ func (b *Backend) Models() []ModelInfo { return b.Exec.Models() }
 
 // CreateAdapter creates a training adapter.
 func (b *Backend) CreateAdapter(ctx context.Context, model, lora string, cfg engine.LoraConfig) (err error) {
-	ctx, sp := tspan(ctx, telemetry.SpanTBCreateAdapter, lora, attribute.Int(telemetry.AttrLoraRank, cfg.Rank))
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBCreateAdapter, lora, attribute.Int(telemetry.AttrLoraRank, cfg.Rank))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.CreateAdapter(ctx, model, lora, cfg)
 }
 
 // RemoveAdapter removes a training adapter.
 func (b *Backend) RemoveAdapter(ctx context.Context, model, lora string) (err error) {
-	ctx, sp := tspan(ctx, telemetry.SpanTBRemoveAdapter, lora)
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBRemoveAdapter, lora)
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.RemoveAdapter(ctx, model, lora)
 }
@@ -53,49 +59,49 @@ func (b *Backend) ForwardBackward(ctx context.Context, model, lora string, req e
 	if req.Backward {
 		name = telemetry.SpanTBForwardBackward
 	}
-	ctx, sp := tspan(ctx, name, lora, attribute.Bool(telemetry.AttrBackward, req.Backward), attribute.Int(telemetry.AttrDataCount, len(req.Data)))
+	ctx, sp := b.tspan(ctx, name, lora, attribute.Bool(telemetry.AttrBackward, req.Backward), attribute.Int(telemetry.AttrDataCount, len(req.Data)))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.ForwardBackward(ctx, model, lora, req)
 }
 
 // OptimStep applies AdamW.
 func (b *Backend) OptimStep(ctx context.Context, model, lora string, p engine.AdamParams) (m map[string]float64, err error) {
-	ctx, sp := tspan(ctx, telemetry.SpanTBOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate))
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.OptimStep(ctx, model, lora, p)
 }
 
 // SaveState saves a training adapter.
 func (b *Backend) SaveState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
-	ctx, sp := tspan(ctx, telemetry.SpanTBSaveState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBSaveState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.SaveState(ctx, model, lora, dir, optimizer)
 }
 
 // LoadState loads a training adapter.
 func (b *Backend) LoadState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
-	ctx, sp := tspan(ctx, telemetry.SpanTBLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.LoadState(ctx, model, lora, dir, optimizer)
 }
 
 // AddSamplerAdapter loads a sampler checkpoint as a sampling adapter.
 func (b *Backend) AddSamplerAdapter(ctx context.Context, model, lora, dir string) (err error) {
-	ctx, sp := sspan(ctx, telemetry.SpanSBAddAdapter, lora)
+	ctx, sp := b.sspan(ctx, telemetry.SpanSBAddAdapter, lora)
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.LoadState(ctx, model, lora, dir, false)
 }
 
 // RemoveSamplerAdapter drops a sampling adapter.
 func (b *Backend) RemoveSamplerAdapter(ctx context.Context, model, lora string) (err error) {
-	ctx, sp := sspan(ctx, telemetry.SpanSBRemoveAdapter, lora)
+	ctx, sp := b.sspan(ctx, telemetry.SpanSBRemoveAdapter, lora)
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.RemoveAdapter(ctx, model, lora)
 }
 
 // Sample generates from the base model (lora "") or a sampling adapter.
 func (b *Backend) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (res engine.SampleResult, err error) {
-	ctx, sp := sspan(ctx, telemetry.SpanSBSample, lora, attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
+	ctx, sp := b.sspan(ctx, telemetry.SpanSBSample, lora, attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.Sample(ctx, model, lora, req)
 }

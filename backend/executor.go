@@ -1,6 +1,3 @@
-// Package backend is the seam between the controllers and the models. Executor is the
-// one interface both the in-process model host (Local) and the gRPC client to a
-// `tuft worker` implement; Backend wraps any Executor with the caller-side spans.
 package backend
 
 import (

@@ -21,6 +21,7 @@ type Local struct {
 	models   map[string]*hosted
 	infos    []ModelInfo
 	adapters map[adapterKey]*slot
+	tracer   trace.Tracer
 }
 
 type hosted struct {
@@ -57,9 +58,11 @@ type slot struct {
 	a  *engine.Adapter
 }
 
-// NewLocal hosts the given models; info supplies each model's advertised limits.
-func NewLocal(models []*engine.Model, infos []ModelInfo) *Local {
-	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: infos}
+// NewLocal hosts the given models; info supplies each model's advertised limits. Its
+// spans (hf_model.*) go to the tracer provider of opts (default: the global one).
+func NewLocal(models []*engine.Model, infos []ModelInfo, opts ...telemetry.Option) *Local {
+	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: infos,
+		tracer: telemetry.NewSettings(opts...).Tracer(telemetry.ScopeModel)}
 	for _, m := range models {
 		l.models[m.Name] = &hosted{model: m, compute: make(chan struct{}, 1)}
 	}
@@ -106,12 +109,12 @@ func (h *hosted) release() { <-h.compute }
 
 func (l *Local) span(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	attrs = append(attrs, attribute.String(telemetry.AttrLoraID, lora))
-	return telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeModel), name, attrs...)
+	return telemetry.StartSpan(ctx, l.tracer, name, attrs...)
 }
 
 // CreateAdapter creates a fresh LoRA adapter.
 func (l *Local) CreateAdapter(ctx context.Context, model, lora string, cfg engine.LoraConfig) (err error) {
-	ctx, sp := l.span(ctx, telemetry.SpanHFCreateAdapter, lora, attribute.Int(telemetry.AttrLoraRank, cfg.Rank))
+	_, sp := l.span(ctx, telemetry.SpanHFCreateAdapter, lora, attribute.Int(telemetry.AttrLoraRank, cfg.Rank))
 	defer func() { telemetry.End(sp, err) }()
 	h, err := l.model(model)
 	if err != nil {
@@ -336,26 +339,31 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 	return nil
 }
 
-// Sample generates continuations, tracing the request's lifecycle slices
-// (preprocess, schedule, prefill, decode with a first_token event, postprocess).
+// Sample generates continuations, tracing the request's lifecycle slices (preprocess,
+// schedule, prefill, decode with a first_token event, postprocess) as children of
+// hf_model.sample.
 func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (res engine.SampleResult, err error) {
-	ctx, sp := l.span(ctx, telemetry.SpanHFSample, lora, attribute.Bool(telemetry.AttrHasLora, lora != ""),
-		attribute.Int(telemetry.AttrNumSamples, req.NumSamples), attribute.String(telemetry.AttrGenAIRequestModel, model))
+	start := time.Now()
+	tr := telemetry.StartRequest(ctx, l.tracer, telemetry.SpanHFSample, attribute.String(telemetry.AttrLoraID, lora),
+		attribute.Bool(telemetry.AttrHasLora, lora != ""), attribute.Int(telemetry.AttrNumSamples, req.NumSamples),
+		attribute.String(telemetry.AttrGenAIRequestModel, model))
+	ctx = tr.Context()
 	defer func() {
-		if sp.IsRecording() {
-			reasons := make([]string, 0, len(res.Sequences))
-			for _, s := range res.Sequences {
-				reasons = append(reasons, string(s.StopReason))
-			}
-			sp.SetAttributes(
-				attribute.Int(telemetry.AttrPromptTokens, res.PromptTokens),
-				attribute.Int(telemetry.AttrOutputTokens, res.OutputTokens),
-				attribute.Int(telemetry.AttrGenAIInputTokens, res.PromptTokens),
-				attribute.Int(telemetry.AttrGenAIOutputTokens, res.OutputTokens),
-				attribute.StringSlice(telemetry.AttrGenAIFinishReasons, reasons),
-				attribute.Int(telemetry.AttrTokens, res.PromptTokens+res.OutputTokens))
+		if !tr.Recording() {
+			tr.End(err)
+			return
 		}
-		telemetry.End(sp, err)
+		reasons := make([]string, 0, len(res.Sequences))
+		for _, s := range res.Sequences {
+			reasons = append(reasons, string(s.StopReason))
+		}
+		tr.End(err,
+			attribute.Int(telemetry.AttrPromptTokens, res.PromptTokens),
+			attribute.Int(telemetry.AttrOutputTokens, res.OutputTokens),
+			attribute.Int(telemetry.AttrGenAIInputTokens, res.PromptTokens),
+			attribute.Int(telemetry.AttrGenAIOutputTokens, res.OutputTokens),
+			attribute.StringSlice(telemetry.AttrGenAIFinishReasons, reasons),
+			attribute.Int(telemetry.AttrTokens, res.PromptTokens+res.OutputTokens))
 	}()
 	h, err := l.model(model)
 	if err != nil {
@@ -373,58 +381,23 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 		defer s.mu.Unlock()
 		lw = &s.a.W
 	}
-	slices := newSampleSlices(ctx)
-	defer slices.close()
-	slices.begin(telemetry.SpanSampleSchedule)
+	tr.StartSlice(telemetry.SpanSampleSchedule)
 	if err := h.acquire(ctx); err != nil {
 		return res, err
 	}
 	defer h.release()
-	slices.end()
+	tr.EndSlice()
 	return h.model.SampleWithHooks(ctx, lw, req, engine.SampleHooks{
-		OnPhase: func(phase string, start bool) {
-			if start {
-				slices.begin("sample." + phase)
+		OnPhase: func(phase string, begin bool) {
+			if begin {
+				tr.StartSlice(telemetry.SampleSpan(phase))
 			} else {
-				slices.end()
+				tr.EndSlice()
 			}
 		},
-		OnFirstToken: slices.firstToken,
+		OnFirstToken: func() {
+			tr.Event(telemetry.EventFirstToken,
+				attribute.Float64(telemetry.AttrTimeToFirstToken, float64(time.Since(start).Microseconds())/1000))
+		},
 	})
 }
-
-// sampleSlices opens one child span per lifecycle phase of a sample request.
-type sampleSlices struct {
-	ctx   context.Context
-	cur   trace.Span
-	on    bool
-	start time.Time
-}
-
-func newSampleSlices(ctx context.Context) *sampleSlices {
-	return &sampleSlices{ctx: ctx, on: trace.SpanFromContext(ctx).IsRecording(), start: time.Now()}
-}
-
-func (s *sampleSlices) begin(name string) {
-	if !s.on {
-		return
-	}
-	s.end()
-	_, s.cur = telemetry.StartSpan(s.ctx, telemetry.Tracer(telemetry.ScopeModel), name)
-}
-
-func (s *sampleSlices) end() {
-	if s.cur != nil {
-		s.cur.End()
-		s.cur = nil
-	}
-}
-
-func (s *sampleSlices) firstToken() {
-	if s.cur != nil {
-		s.cur.AddEvent(telemetry.EventFirstToken, trace.WithAttributes(
-			attribute.Float64("tuft.time_to_first_token_ms", float64(time.Since(s.start).Microseconds())/1000)))
-	}
-}
-
-func (s *sampleSlices) close() { s.end() }

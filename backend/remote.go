@@ -35,6 +35,8 @@ type RemoteOptions struct {
 	CallTimeout time.Duration
 	// ConnectTimeout bounds the first Info call. Default 10 s.
 	ConnectTimeout time.Duration
+	// Telemetry directs the gRPC client spans and metrics (default: the globals).
+	Telemetry []telemetry.Option
 }
 
 // Remote is an Executor served by a `tuft worker` over gRPC. Trace context crosses the
@@ -67,8 +69,10 @@ func DialRemote(ctx context.Context, addr string, o RemoteOptions) (*Remote, err
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 10 * time.Second
 	}
+	tel := telemetry.NewSettings(o.Telemetry...)
 	opts := []grpc.DialOption{
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tel.TracerProvider),
+			otelgrpc.WithMeterProvider(tel.MeterProvider), otelgrpc.WithPropagators(telemetry.Propagator()))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	}
 	if o.TLS != nil {

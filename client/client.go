@@ -1,9 +1,3 @@
-// Package client is the Go client SDK of TuFT (and of any Tinker-compatible server):
-// service, training, sampling and REST clients in the spirit of the Tinker Python SDK.
-// Operations return futures; a training client numbers its operations with ordered
-// seq_ids so they can be pipelined (submit the next step before reading the last);
-// requests are retried with backoff that honours Retry-After; results are long-polled.
-// OpenTelemetry spans and traceparent propagation are available, off by default.
 package client
 
 import (
@@ -23,10 +17,10 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/api/wire"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // APIError is a non-2xx answer from the server.
@@ -119,13 +113,14 @@ func newConn(baseURL, apiKey string, opts []Option) (*conn, error) {
 		if tp == nil {
 			tp = otel.GetTracerProvider()
 		}
-		c.tracer = tp.Tracer("tuft.client")
+		c.tracer = tp.Tracer(telemetry.ScopeClient)
 		hc := *o.http
 		rt := hc.Transport
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
-		hc.Transport = otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp))
+		// The W3C propagator is the contract's, not whatever the application set globally.
+		hc.Transport = otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(telemetry.Propagator()))
 		c.o.http = &hc
 	}
 	nr := *c.o.http
@@ -134,19 +129,13 @@ func newConn(baseURL, apiKey string, opts []Option) (*conn, error) {
 	return c, nil
 }
 
-// span starts a client span when tracing is on.
+// span starts the client span name (a telemetry.SpanClient* name) when tracing is on.
 func (c *conn) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, func(error)) {
 	if c.tracer == nil {
 		return ctx, func(error) {}
 	}
-	ctx, sp := c.tracer.Start(ctx, "tuft.client."+name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return ctx, func(err error) {
-		if err != nil {
-			sp.RecordError(err)
-			sp.SetStatus(codes.Error, err.Error())
-		}
-		sp.End()
-	}
+	ctx, sp := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, func(err error) { telemetry.End(sp, err) }
 }
 
 type response struct {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -184,7 +182,6 @@ func TestTracingSendsTraceparent(t *testing.T) {
 		w.Write([]byte(`{"training_runs":[],"cursor":{"offset":0,"limit":20,"total_count":0}}`))
 	}))
 	defer srv.Close()
-	otel.SetTextMapPropagator(propagation.TraceContext{})
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	off, _ := client.NewRestClient(srv.URL, "tml-x")

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,7 +112,7 @@ func (r *RestClient) ArchiveURL(ctx context.Context, path string) (string, time.
 		return resp.header.Get("Location"), exp, nil
 	case http.StatusOK:
 		var out wire.ArchiveURLResponse
-		if err := jsonUnmarshal(resp.body, &out); err != nil {
+		if err := json.Unmarshal(resp.body, &out); err != nil {
 			return "", time.Time{}, err
 		}
 		return out.URL, out.Expires, nil

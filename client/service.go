@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // ServiceClient is a session with the server: it creates training and sampling clients
@@ -104,7 +106,7 @@ func DefaultLora(r int) LoraOptions {
 
 // CreateLoRATrainingClient starts a training run on baseModel.
 func (s *ServiceClient) CreateLoRATrainingClient(ctx context.Context, baseModel string, lo LoraOptions) (*TrainingClient, error) {
-	ctx, end := s.c.span(ctx, "create_model", attribute.String("tuft.base_model", baseModel))
+	ctx, end := s.c.span(ctx, telemetry.SpanClientCreateModel, attribute.String(telemetry.AttrBaseModel, baseModel))
 	s.mu.Lock()
 	seq := s.modelSeq
 	s.modelSeq++
@@ -205,7 +207,7 @@ func (t *TrainingClient) submit(ctx context.Context, path string, contentType st
 		return "", apiError(r)
 	}
 	var f wire.UntypedAPIFuture
-	if err := jsonUnmarshal(r.body, &f); err != nil {
+	if err := json.Unmarshal(r.body, &f); err != nil {
 		return "", err
 	}
 	t.seq = seq
@@ -223,7 +225,8 @@ func (t *TrainingClient) Forward(ctx context.Context, data []engine.Datum, lossF
 }
 
 func (t *TrainingClient) fwd(ctx context.Context, data []engine.Datum, lossFn string, cfg map[string]float64, forwardOnly bool) (*Future[engine.ForwardResult], error) {
-	ctx, end := t.c.span(ctx, "forward_backward", attribute.String("tuft.training_run_id", t.ModelID), attribute.Int("tuft.data_count", len(data)))
+	ctx, end := t.c.span(ctx, telemetry.SpanClientForwardBackward, attribute.String(telemetry.AttrTrainingRunID, t.ModelID),
+		attribute.Int(telemetry.AttrDataCount, len(data)))
 	id, err := t.submit(ctx, "/api/v1/forward_backward", "application/x-protobuf", func(seq int64) ([]byte, error) {
 		return wire.EncodeForwardBackwardProto(wire.ForwardBackwardCall{ModelID: t.ModelID, SeqID: seq, ForwardOnly: forwardOnly,
 			Req: engine.ForwardRequest{Data: data, LossFn: lossFn, LossFnConfig: cfg}})
@@ -241,12 +244,12 @@ func (t *TrainingClient) fwd(ctx context.Context, data []engine.Datum, lossFn st
 }
 
 func (t *TrainingClient) submitJSON(ctx context.Context, path string, body func(seq int64) any) (string, error) {
-	return t.submit(ctx, path, "application/json", func(seq int64) ([]byte, error) { return jsonMarshal(body(seq)) })
+	return t.submit(ctx, path, "application/json", func(seq int64) ([]byte, error) { return json.Marshal(body(seq)) })
 }
 
 // OptimStep applies AdamW with p.
 func (t *TrainingClient) OptimStep(ctx context.Context, p wire.AdamParams) (*Future[map[string]float64], error) {
-	ctx, end := t.c.span(ctx, "optim_step", attribute.String("tuft.training_run_id", t.ModelID))
+	ctx, end := t.c.span(ctx, telemetry.SpanClientOptimStep, attribute.String(telemetry.AttrTrainingRunID, t.ModelID))
 	id, err := t.submitJSON(ctx, "/api/v1/optim_step", func(seq int64) any {
 		return wire.OptimStepRequest{AdamParams: p, ModelID: t.ModelID, SeqID: &seq, Type: "optim_step"}
 	})
@@ -364,7 +367,8 @@ func (s *SamplingClient) Sample(ctx context.Context, prompt []int32, n int, p Sa
 }
 
 func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p SamplingParams, promptLogprobs bool) (*Future[engine.SampleResult], error) {
-	ctx, end := s.c.span(ctx, "sample", attribute.String("tuft.sampling_session_id", s.ID), attribute.Int("tuft.num_samples", n))
+	ctx, end := s.c.span(ctx, telemetry.SpanClientSample, attribute.String(telemetry.AttrSamplingSessionID, s.ID),
+		attribute.Int(telemetry.AttrNumSamples, n))
 	s.mu.Lock()
 	seq := s.seq
 	s.seq++
@@ -411,4 +415,13 @@ func (s *SamplingClient) ComputeLogprobs(ctx context.Context, prompt []int32) ([
 	}
 	r, err := f.Result(ctx)
 	return r.PromptLogprobs, err
+}
+
+// mustJSON encodes v, which cannot fail for the wire's request types.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

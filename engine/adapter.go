@@ -406,7 +406,6 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 	b1, b2 := float32(p.Beta1), float32(p.Beta2)
 	bc1 := 1 - math.Pow(p.Beta1, t)
 	bc2 := 1 - math.Pow(p.Beta2, t)
-	lr := float32(p.LearningRate)
 	decay := float32(1 - p.LearningRate*p.WeightDecay)
 	stepSize := float32(p.LearningRate / bc1)
 	bc2Sqrt := float32(math.Sqrt(bc2))
@@ -426,6 +425,5 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 		update(wp[i].A, gp[i].A, mp[i].A, vp[i].A)
 		update(wp[i].B, gp[i].B, mp[i].B, vp[i].B)
 	}
-	_ = lr
 	return map[string]float64{"grad_norm:max": norm, "learning_rate:max": p.LearningRate}, nil
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -213,8 +212,6 @@ func sameShape(a, b []int) bool {
 	}
 	return true
 }
-
-func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // ValidateForward checks a forward / forward_backward request against a model config
 // without running it, so a server can refuse bad input before queueing it.

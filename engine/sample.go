@@ -241,7 +241,6 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		idx   int
 		cache *kvCache
 		rng   *rand.Rand
-		text  strings.Builder
 	}
 	seqsOut := make([]Sequence, req.NumSamples)
 	var act []*live

@@ -124,6 +124,10 @@ type Options struct {
 	// Owner names this API replica: futures record it, and Recover resolves only its
 	// own (another replica's in-flight futures are alive, not abandoned). Empty: single.
 	Owner string
+	// TracerProvider and Instruments receive the execution spans and the futures
+	// metrics (default: the OTel global provider and telemetry.Metrics()).
+	TracerProvider trace.TracerProvider
+	Instruments    *telemetry.Instruments
 }
 
 // Errors of Submit and Wait.
@@ -221,9 +225,11 @@ type pool struct {
 
 // Manager owns every future of this process.
 type Manager struct {
-	o   Options
-	log *slog.Logger
-	now func() time.Time
+	o      Options
+	log    *slog.Logger
+	now    func() time.Time
+	tracer trace.Tracer
+	ins    *telemetry.Instruments
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -272,6 +278,8 @@ func New(o Options) (*Manager, error) {
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{}, prior: map[priorKey]priorRef{},
 		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, perTenant: map[string]int{}, stop: make(chan struct{})}
+	tel := telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
+	m.tracer, m.ins = tel.Tracer(telemetry.ScopeFutures), tel.Instruments
 	m.cond = sync.NewCond(&m.mu)
 	m.workers.Add(1)
 	go m.janitor()
@@ -626,7 +634,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		m.mu.Unlock()
 		return "", fmt.Errorf("persist future: %w", err)
 	}
-	ins := telemetry.Metrics()
+	ins := m.ins
 	created := telemetry.AddAttrs(telemetry.MAttrOperationType, t.OpType)
 	if ins.ModelIDAttribute && t.ModelID != "" {
 		created = telemetry.AddAttrs(telemetry.MAttrOperationType, t.OpType, telemetry.MAttrModelID, t.ModelID)
@@ -766,7 +774,7 @@ func (m *Manager) execute(e *entry) {
 	switch {
 	case e.link.IsSampled():
 		ctx = trace.ContextWithRemoteSpanContext(ctx, e.link)
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: e.link, Attributes: []attribute.KeyValue{attribute.String("tuft.link", "enqueued_by")}}))
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: e.link, Attributes: []attribute.KeyValue{attribute.String(telemetry.AttrLink, telemetry.LinkEnqueuedBy)}}))
 	case e.link.IsValid():
 		// Sampled out at the request, so sampled out here too: no link to build, but the
 		// trace context stays for the logs of the execution.
@@ -774,7 +782,7 @@ func (m *Manager) execute(e *entry) {
 	default:
 		opts = append(opts, trace.WithNewRoot())
 	}
-	ctx, span := telemetry.Tracer(telemetry.ScopeFutures).Start(ctx, telemetry.SpanFutureExecute, opts...)
+	ctx, span := m.tracer.Start(ctx, telemetry.SpanFutureExecute, opts...)
 	if span.IsRecording() {
 		attrs := telemetry.AppendKeyAttributes(make([]attribute.KeyValue, 0, telemetry.MaxKeyAttributes+3), telemetry.KeysFrom(ctx))
 		attrs = append(attrs, attribute.String(telemetry.AttrModelID, e.rec.ModelID),
@@ -784,7 +792,7 @@ func (m *Manager) execute(e *entry) {
 		}
 		span.SetAttributes(attrs...)
 	}
-	ins := telemetry.Metrics()
+	ins := m.ins
 	opAttr := telemetry.RecordAttrs(telemetry.MAttrOperationType, e.rec.OpType)
 	ins.FuturesWaitTime.Record(ctx, wait.Seconds(), opAttr...)
 
@@ -845,7 +853,7 @@ func (m *Manager) finish(e *entry, st Status) {
 	e.task.Run = nil // release what the operation's closure holds (request data)
 	m.doneList = append(m.doneList, e)
 	m.mu.Unlock()
-	ins := telemetry.Metrics()
+	ins := m.ins
 	ins.FuturesQueueLength.Add(context.Background(), -1, telemetry.AddAttrs(telemetry.MAttrQueueState, QueueActive)...)
 	ins.FuturesCompleted.Add(context.Background(), 1, telemetry.AddAttrs(telemetry.MAttrOperationType, e.rec.OpType, telemetry.MAttrStatus, string(st))...)
 }
@@ -1029,14 +1037,13 @@ func (m *Manager) janitor() {
 		var victims []*entry
 		var missing []int64
 		m.mu.Lock()
-		for key, q := range m.queues {
+		for _, q := range m.queues {
 			if len(q.waiting) > 0 && now.Sub(q.waitedAt) > m.o.SeqGapTimeout {
 				for _, e := range q.waiting {
 					victims = append(victims, e)
 					missing = append(missing, q.next)
 				}
 				q.waiting = map[int64]*entry{}
-				_ = key
 			}
 		}
 		window := min(m.o.TTL, dedupeWindow)
@@ -1117,5 +1124,3 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("operations still running at shutdown: %w", ctx.Err())
 	}
 }
-
-var _ = strings.TrimSpace

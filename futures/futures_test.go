@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -285,10 +284,7 @@ func TestShutdownFailsQueuedWork(t *testing.T) {
 func TestExecutionSpanIsLinkedToTheEnqueuingSpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	defer otel.SetTracerProvider(prev)
-	m := newManager(t, Options{})
+	m := newManager(t, Options{TracerProvider: tp})
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "POST /api/v1/forward_backward")
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{TrainingRunID: "run-1", SessionID: "s-1"})
 	id, _ := m.Submit(ctx, Task{Tenant: "a", QueueKey: "run-1", Ordered: true, SeqID: 1, Pool: "p", OpType: "forward_backward", ModelID: "run-1", Run: ok(`1`)})
@@ -305,7 +301,7 @@ func TestExecutionSpanIsLinkedToTheEnqueuingSpan(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		for k, want := range map[string]string{telemetry.AttrRequestID: id, telemetry.AttrOperationType: "forward_backward",
 			telemetry.AttrModelID: "run-1", telemetry.AttrTrainingRunID: "run-1", telemetry.AttrSessionID: "s-1", telemetry.AttrSeqID: "1"} {

@@ -33,6 +33,14 @@ if [ -f tests/conformance/requirements.txt ]; then
   fi
 fi
 
+# staticcheck, pinned, built once into the cache (scripts/test-all.sh runs it).
+staticcheck_version=v0.8.2
+staticcheck_bin="$HOME/.cache/tuft/staticcheck-$staticcheck_version/staticcheck"
+if [ ! -x "$staticcheck_bin" ]; then
+  echo "setup: staticcheck $staticcheck_version"
+  GOBIN="$(dirname "$staticcheck_bin")" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+
 if [ -x tools/otelcol/build.sh ]; then
   echo "setup: OpenTelemetry Collector (cached)"
   tools/otelcol/build.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs prerequisites (scripts/setup.sh),
-# then static checks, unit and integration tests (with the race detector on the control
-# plane), the persistence suite against a real Redis, the end-to-end telemetry test
-# against a real OpenTelemetry Collector, and the Tinker SDK conformance suite.
+# then static checks (vet, gofmt, staticcheck, the import rules), unit and integration
+# tests (with the race detector on the control plane), the persistence suite against a
+# real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector, and
+# the Tinker SDK conformance suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUFT_REQUIRE_REDIS=1 TUFT_REQUIRE_OTELCOL=1
@@ -16,9 +17,15 @@ echo "== gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [ -n "$unformatted" ]; then echo "not gofmt-ed:"; echo "$unformatted"; exit 1; fi
 
+echo "== staticcheck (whole module)"
+"$HOME/.cache/tuft/staticcheck-v0.8.2/staticcheck" ./...
+
+echo "== import rules (docs/architecture.md, checked with go list -deps)"
+go test -count=1 ./tests/layers/
+
 echo "== NVML GPU metrics (cgo, -tags nvml; the test skips where there is no GPU or driver)"
-CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go vet -tags nvml ./telemetry/
-nvml_out="$(CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go test -count=1 -tags nvml -run NVML -v ./telemetry/ 2>&1)" || { echo "$nvml_out"; exit 1; }
+CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go vet -tags nvml ./telemetry/setup/
+nvml_out="$(CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go test -count=1 -tags nvml -run NVML -v ./telemetry/setup/ 2>&1)" || { echo "$nvml_out"; exit 1; }
 echo "$nvml_out" | grep -E '^(---|ok)|gpu_nvml' || true
 
 echo "== go test (engine, numeric kernels, examples: compute-heavy, without the race detector)"

@@ -25,6 +25,7 @@ import (
 	"github.com/tuft-go/tuft/server"
 	"github.com/tuft-go/tuft/store/storetest"
 	"github.com/tuft-go/tuft/telemetry"
+	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
 // runLoad has `clients` concurrent clients, each with its own training run, submit a
@@ -267,10 +268,11 @@ func startTiny(b *testing.B) *server.Server {
 // median, since a 2-core machine shared with the load generator is noisy.
 func BenchmarkControlPlane(b *testing.B) {
 	// As `tuft launch` does without telemetry: the disabled pipeline (no-op providers).
-	tel, err := telemetry.Setup(context.Background(), telemetry.DefaultConfig(), "server", telemetry.WithLogLevel("error"))
+	tel, err := setup.New(context.Background(), telemetry.DefaultConfig(), "server", setup.WithLogLevel("error"))
 	if err != nil {
 		b.Fatal(err)
 	}
+	tel.InstallGlobal()
 	defer tel.Shutdown(context.Background())
 	for _, mode := range []string{"embedded", "redis", "memory"} {
 		b.Run(mode, func(b *testing.B) {
@@ -357,10 +359,11 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			runtime.GC()
 			tc := telemetry.DefaultConfig()
 			m.cfg(&tc)
-			tel, err := telemetry.Setup(context.Background(), tc, "server", telemetry.WithLogLevel("error"))
+			tel, err := setup.New(context.Background(), tc, "server", setup.WithLogLevel("error"))
 			if err != nil {
 				b.Fatal(err)
 			}
+			tel.InstallGlobal() // as tuft launch does
 			var s *server.Server
 			if forwardBackwardBody() != nil {
 				s = startTiny(b)

@@ -16,16 +16,18 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tuft-go/tuft/api"
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/registry"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store"
-	"github.com/tuft-go/tuft/store/logstore"
-	"github.com/tuft-go/tuft/store/memory"
-	redisstore "github.com/tuft-go/tuft/store/redis"
-	"github.com/tuft-go/tuft/worker"
+	"github.com/tuft-go/tuft/store/persistence"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // Server is a running control plane.
@@ -55,26 +57,17 @@ type Options struct {
 	Executor backend.Executor
 	// Listener replaces net.Listen on the configured host and port.
 	Listener net.Listener
+	// TracerProvider, MeterProvider and Instruments receive every component's spans and
+	// measurements (default: the OTel global providers and telemetry.Metrics()).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Instruments    *telemetry.Instruments
 }
 
-// OpenStore opens the configured store.
-func OpenStore(ctx context.Context, cfg config.Config) (store.Store, error) {
-	p := cfg.Persistence
-	switch p.Mode {
-	case "embedded":
-		s, err := logstore.Open(p.Path, p.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		return store.Instrument(s), nil
-	case "redis":
-		return redisstore.Open(ctx, p.RedisURL, p.Namespace)
-	case "memory":
-		// Not instrumented: a span around a map write costs more than the write and tells
-		// nothing (the memory store is for tests and throwaway servers).
-		return memory.New(), nil
-	}
-	return nil, fmt.Errorf("persistence.mode %q is not supported", p.Mode)
+// telemetry resolves the providers every component gets.
+func (o Options) telemetry() telemetry.Settings {
+	return telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithMeterProvider(o.MeterProvider),
+		telemetry.WithInstruments(o.Instruments))
 }
 
 // EnsureAPIKey makes sure a config with no keys has one: the key in $TUFT_HOME/api_key,
@@ -117,27 +110,28 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{Cfg: cfg, Log: log, serveErr: make(chan error, 1)}
+	tel := o.telemetry()
 	ok := false
 	defer func() {
 		if !ok {
 			s.close(context.Background())
 		}
 	}()
-	st, err := OpenStore(ctx, cfg)
+	st, err := persistence.Open(ctx, cfg.Persistence, tel.Options()...)
 	if err != nil {
 		return nil, err
 	}
 	s.Store = st
 	exec := o.Executor
 	if exec == nil {
-		models, infos, err := LoadModels(cfg)
+		models, infos, err := backend.LoadModels(cfg)
 		if err != nil {
 			return nil, err
 		}
-		local := backend.NewLocal(models, infos)
+		local := backend.NewLocal(models, infos, tel.Options()...)
 		exec = local
 		if remote := cfg.RemoteModels(); len(remote) > 0 {
-			if exec, err = s.connectWorkers(ctx, cfg, local, len(models) > 0, remote); err != nil {
+			if exec, err = s.connectWorkers(ctx, cfg, local, len(models) > 0, remote, tel); err != nil {
 				return nil, err
 			}
 		}
@@ -149,18 +143,21 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		// one at a time, and runs the forward(_backward)s waiting for it together as one
 		// multi-LoRA batch. Each run's operations stay in seq_id order.
 		WorkersPerPool: 8,
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.Futures = fut
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Logger: log})
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec, tel.Options()...), Logger: log,
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments})
 	if err != nil {
 		return nil, err
 	}
 	s.Service = svc
 	s.Handler = api.New(svc, api.Options{
 		LongPoll: cfg.LongPoll(), MaxRequestBytes: cfg.Limits.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	ln := o.Listener
 	if ln == nil {
@@ -192,12 +189,13 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 
 // connectWorkers builds the router over the in-process models and the workers, and waits
 // (workers.start_timeout_seconds) until every remote model has a worker.
-func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *backend.Local, hasLocal bool, remote []string) (backend.Executor, error) {
+func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *backend.Local, hasLocal bool, remote []string,
+	tel telemetry.Settings) (backend.Executor, error) {
 	token, err := config.WorkerToken(cfg.Workers.TokenFile)
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := worker.ClientTLS(cfg.Workers.TLS)
+	tlsCfg, err := cfg.Workers.ClientTLS()
 	if err != nil {
 		return nil, err
 	}
@@ -206,16 +204,17 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	}
 	router := backend.NewRouter()
 	if hasLocal {
-		router.Set(worker.LocalMember, local)
+		router.Set(backend.LocalMember, local)
 	}
-	d := &worker.Directory{Router: router, Log: s.Log,
-		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds)}}
+	do := backend.DirectoryOptions{Logger: s.Log,
+		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds), Telemetry: tel.Options()}}
 	for _, p := range cfg.Workers.Pinned {
-		d.Pinned = append(d.Pinned, p.Address)
+		do.Pinned = append(do.Pinned, p.Address)
 	}
 	if cfg.Workers.Discover {
-		d.Store = s.Store
+		do.Source = registry.NewWorkers(s.Store)
 	}
+	d := backend.NewDirectory(router, do)
 	wctx, cancel := context.WithTimeout(ctx, seconds(cfg.Workers.StartTimeoutSeconds))
 	defer cancel()
 	if err := d.WaitFor(wctx, remote, time.Second); err != nil {

@@ -20,7 +20,7 @@ import (
 // loaded before it returns.
 func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath string) (sm *Sampler, err error) {
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: sessionID, BaseModel: baseModel})
-	ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCCreateSamplingSession)
+	ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCCreateSamplingSession)
 	defer func() {
 		if sm != nil && sp.IsRecording() {
 			sp.SetAttributes(attribute.String(telemetry.AttrSamplingSessionID, sm.ID), attribute.String(telemetry.AttrBaseModel, sm.BaseModel))
@@ -82,7 +82,7 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 	if err := putJSON(ctx, s.st, keySampler+id, sm); err != nil {
 		return nil, classify(err)
 	}
-	telemetry.Metrics().SamplingSessionsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, baseModel)))
+	s.tel.Instruments.SamplingSessionsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, baseModel)))
 	c := *sm
 	return &c, nil
 }
@@ -101,7 +101,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
 		}
 	}
-	telemetry.Metrics().SamplingSessionsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, sm.BaseModel)))
+	s.tel.Instruments.SamplingSessionsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, sm.BaseModel)))
 	_ = putJSON(ctx, s.st, keySampler+sm.ID, &c)
 }
 
@@ -182,7 +182,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		PayloadHash: in.PayloadHash,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, keys)
-			ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCRunSample,
+			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCRunSample,
 				attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 			start := time.Now()
 			res, err := s.be.Sample(ctx, base, lora, req)
@@ -198,7 +198,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 				return futures.Result{}, classify(err)
 			}
 			d := time.Since(start).Seconds()
-			m := telemetry.Metrics()
+			m := s.tel.Instruments
 			attrs := telemetry.Attrs(telemetry.MAttrBaseModel, base)
 			m.SamplingRequests.Add(ctx, 1, attrs)
 			m.SamplingDuration.Record(ctx, d, attrs)

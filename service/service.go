@@ -1,6 +1,3 @@
-// Package service holds the controllers: sessions, training runs, sampling sessions and
-// checkpoints. It owns ownership checks and seq_id order (through futures) and is, with
-// futures, the only layer that touches the store. It knows nothing of HTTP.
 package service
 
 import (
@@ -20,10 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // Service is the control plane's state and operations.
@@ -34,6 +34,7 @@ type Service struct {
 	be     *backend.Backend
 	log    *slog.Logger
 	now    func() time.Time
+	tel    telemetry.Settings
 	models map[string]backend.ModelInfo
 	keys   map[[32]byte]string // sha256(key) → tenant
 	secret []byte              // signs archive URLs
@@ -61,6 +62,10 @@ type Options struct {
 	Backend *backend.Backend
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// TracerProvider and Instruments receive the controllers' spans and metrics
+	// (default: the OTel global provider and telemetry.Metrics()).
+	TracerProvider trace.TracerProvider
+	Instruments    *telemetry.Instruments
 }
 
 // New builds the service, checks the store's model signature, restores every record and
@@ -72,6 +77,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
 		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
+		tel: telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -55,7 +55,7 @@ func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 
 // CreateModel starts a training run; the adapter is created by the returned future.
 func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput, enc ResultEncoder) (requestID, runID string, err error) {
-	mi, ok := s.models[in.BaseModel]
+	_, ok := s.models[in.BaseModel]
 	if !ok {
 		return "", "", invalidf("base_model %q is not served here; available: %v", in.BaseModel, s.modelNames())
 	}
@@ -70,7 +70,6 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		return "", "", invalidf("model_seq_id %d must not be negative", in.ModelSeqID)
 	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
-	_ = mi
 	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
 
 	s.mu.Lock()
@@ -97,7 +96,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		ModelID: runID, Pool: in.BaseModel, PayloadHash: in.PayloadHash,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpCreateModel))
-			ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCCreateModel)
+			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCCreateModel)
 			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
 			if err == nil {
 				s.mu.Lock()
@@ -105,7 +104,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 				c := *r
 				s.mu.Unlock()
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
-				telemetry.Metrics().TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
+				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 			}
 			telemetry.End(sp, err)
 			if err != nil {
@@ -235,7 +234,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 		return "", err
 	}
 	return s.submitRunOp(ctx, tenant, m, op, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), span,
+		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), span,
 			attribute.Bool(telemetry.AttrBackward, req.Backward), attribute.Int(telemetry.AttrDataCount, len(req.Data)),
 			attribute.String(telemetry.AttrLossFn, req.LossFn), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		start := time.Now()
@@ -254,7 +253,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 			s.mu.Unlock()
 		}
 		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
-			telemetry.Metrics().TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
+			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
 				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
 		}
 		return enc.ForwardBackward(res, req.LossFn)
@@ -297,7 +296,7 @@ func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) er
 // autosaved so a crash loses no completed step.
 func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, p engine.AdamParams, enc ResultEncoder) (string, error) {
 	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
+		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
 			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		var metrics map[string]float64
 		err := s.onAdapter(ctx, r, func() (err error) {
@@ -368,7 +367,7 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 		return "", err
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, op, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint,
+		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint,
 			attribute.String(telemetry.AttrCheckpointType, typ), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
 		res, err := s.doSave(ctx, r, in, typ, ephemeral, enc)
 		telemetry.End(sp, err)
@@ -418,11 +417,11 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	}
 	s.mu.Unlock()
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, typ)}
-	if telemetry.Metrics().ModelIDAttribute {
+	if s.tel.Instruments.ModelIDAttribute {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
 	}
-	telemetry.Metrics().TrainingCheckpointsSaved.Add(ctx, 1, metric.WithAttributes(attrs...))
-	telemetry.Metrics().TrainingCheckpointSize.Record(ctx, c.SizeBytes, metric.WithAttributes(attrs...))
+	s.tel.Instruments.TrainingCheckpointsSaved.Add(ctx, 1, metric.WithAttributes(attrs...))
+	s.tel.Instruments.TrainingCheckpointSize.Record(ctx, c.SizeBytes, metric.WithAttributes(attrs...))
 	if typ == CkptSampler {
 		return enc.SaveWeightsForSampler(c.TinkerPath(), "")
 	}
@@ -474,7 +473,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		return "", err
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpLoadWeights, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
+		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
 			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
 		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer)
 		if err == nil {
@@ -525,7 +524,7 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 		Tenant: tenant, QueueKey: runID + "/unload", OpType: telemetry.OpUnloadModel, ModelID: runID, Pool: r.BaseModel,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpUnloadModel))
-			ctx, sp := telemetry.StartSpan(ctx, telemetry.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCUnloadModel)
+			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCUnloadModel)
 			s.unload(ctx, r, "unload_model was called")
 			telemetry.End(sp, nil)
 			return enc.UnloadModel(runID)
@@ -549,7 +548,7 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
 			s.log.Warn("remove adapter failed", "run", r.ID, "error", err)
 		}
-		telemetry.Metrics().TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
+		s.tel.Instruments.TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 	}
 	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
 		s.log.Error("persist unloaded run", "run", r.ID, "error", err)

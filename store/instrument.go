@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -12,17 +13,26 @@ import (
 
 // Instrument wraps a store with telemetry at its seam: a span per operation
 // ("store.SET", "store.GET", …) with db.system and db.operation (never keys' values), and
-// the tuft.redis.operation.duration histogram. The Redis store instruments itself with a
-// go-redis hook instead.
-func Instrument(s Store) Store { return &instrumented{s: s, system: s.Kind()} }
+// the semantic conventions' db.client.operation.duration histogram with db.system.name
+// and db.operation.name (the contract's tuft.redis.operation.duration is Redis's alone).
+// The Redis store instruments itself with a go-redis hook instead. Spans and
+// measurements go to the providers of opts (default: the globals).
+func Instrument(s Store, opts ...telemetry.Option) Store {
+	set := telemetry.NewSettings(opts...)
+	return &instrumented{s: s, system: s.Kind(), tracer: set.Tracer(telemetry.ScopeStore), ins: set.Instruments}
+}
 
 type instrumented struct {
 	s      Store
 	system string
+	tracer trace.Tracer
+	ins    *telemetry.Instruments
 }
 
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
 func (i *instrumented) start(ctx context.Context, span, op string) (context.Context, trace.Span, time.Time) {
-	ctx, sp := telemetry.Tracer(telemetry.ScopeStore).Start(ctx, span, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, sp := i.tracer.Start(ctx, span, clientSpan...)
 	if sp.IsRecording() {
 		sp.SetAttributes(attribute.String(telemetry.AttrDBSystem, i.system), attribute.String(telemetry.AttrDBOperation, op))
 	}
@@ -30,9 +40,9 @@ func (i *instrumented) start(ctx context.Context, span, op string) (context.Cont
 }
 
 func (i *instrumented) end(ctx context.Context, sp trace.Span, t0 time.Time, op string, err error) {
-	telemetry.Metrics().RedisOperationDuration.Record(ctx, time.Since(t0).Seconds(),
-		telemetry.Attrs(telemetry.MAttrOperation, op))
-	if err == ErrNotFound {
+	i.ins.StoreOperationDuration.Record(ctx, time.Since(t0).Seconds(),
+		telemetry.RecordAttrs(telemetry.MAttrDBSystemName, i.system, telemetry.MAttrDBOperationName, op)...)
+	if errors.Is(err, ErrNotFound) {
 		err = nil // a miss is an answer, not a failure
 	}
 	telemetry.End(sp, err)
@@ -96,5 +106,8 @@ func (i *instrumented) Clear(ctx context.Context) error {
 	return err
 }
 
+// Kind implements Store.
 func (i *instrumented) Kind() string { return i.s.Kind() }
+
+// Close implements Store.
 func (i *instrumented) Close() error { return i.s.Close() }

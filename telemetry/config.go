@@ -130,7 +130,8 @@ func (c Config) Endpoint() string {
 	return "http://localhost:4317"
 }
 
-// modelIDAttr reports whether metrics carry model_id.
-func (c Config) modelIDAttr() bool {
+// ModelIDAttr reports whether metrics carry model_id (metrics.model_id_attribute, on
+// unless set to false).
+func (c Config) ModelIDAttr() bool {
 	return c.Metrics.ModelIDAttribute == nil || *c.Metrics.ModelIDAttribute
 }

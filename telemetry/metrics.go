@@ -2,12 +2,10 @@ package telemetry
 
 import (
 	"sync"
-	"sync/atomic"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
 
 // Instruments holds every instrument of the "tuft" meter, created once per meter provider.
@@ -29,45 +27,41 @@ type Instruments struct {
 	FuturesWaitTime          metric.Float64Histogram
 	FuturesExecutionTime     metric.Float64Histogram
 	RedisOperationDuration   metric.Float64Histogram
+	// StoreOperationDuration is the embedded store's db.client.operation.duration (the
+	// contract's persistence metric names Redis; other stores follow the semantic
+	// conventions instead of posing as Redis).
+	StoreOperationDuration metric.Float64Histogram
 
 	// ModelIDAttribute is false when telemetry.metrics.model_id_attribute is off:
 	// callers then leave model_id off the metrics that carry it.
 	ModelIDAttribute bool
+
+	// noop is true for instruments on a no-op meter provider (telemetry disabled).
+	noop bool
 }
 
-// SecondsBuckets are the explicit bucket boundaries of every histogram in seconds.
-var SecondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+// Enabled reports whether measurements go anywhere: false for instruments on a no-op
+// meter provider, so a hot path can skip building what no one reads.
+func (in *Instruments) Enabled() bool { return !in.noop }
 
-// TokensPerSecondBuckets are the bucket boundaries of the throughput histograms.
-var TokensPerSecondBuckets = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000}
+// secondsBuckets are the explicit bucket boundaries of every histogram in seconds.
+var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-// TokenCountBuckets are the bucket boundaries of token-count histograms.
-var TokenCountBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536}
+// tokensPerSecondBuckets are the bucket boundaries of the throughput histograms.
+var tokensPerSecondBuckets = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000}
 
-// ByteBuckets are the bucket boundaries of size histograms.
-var ByteBuckets = []float64{1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30, 1 << 32}
+// tokenCountBuckets are the bucket boundaries of token-count histograms.
+var tokenCountBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536}
 
-var current atomic.Pointer[Instruments]
-
-// Metrics returns the registry bound to the current global meter provider.
-func Metrics() *Instruments {
-	if m := current.Load(); m != nil {
-		return m
-	}
-	m := NewInstruments(otel.GetMeterProvider(), true)
-	current.CompareAndSwap(nil, m)
-	return current.Load()
-}
-
-// SetMetrics replaces the registry (Setup calls it after installing a provider; tests
-// use it with a provider that has a manual reader).
-func SetMetrics(m *Instruments) { current.Store(m) }
+// byteBuckets are the bucket boundaries of size histograms.
+var byteBuckets = []float64{1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30, 1 << 32}
 
 // NewInstruments creates every instrument on mp's "tuft" meter.
 func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments {
 	m := mp.Meter(MeterTuft)
-	in := &Instruments{ModelIDAttribute: modelIDAttribute}
-	in.HTTPServerDuration, _ = mp.Meter(ScopeHTTP).Float64Histogram("http.server.request.duration", metric.WithUnit("s"),
+	_, noop := mp.(metricnoop.MeterProvider)
+	in := &Instruments{ModelIDAttribute: modelIDAttribute, noop: noop}
+	in.HTTPServerDuration, _ = mp.Meter(ScopeHTTP).Float64Histogram(MetricHTTPServerDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of HTTP server requests."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10))
 	// Instrument creation only fails for invalid names or units, which are constants here;
@@ -76,22 +70,22 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 		metric.WithDescription("Training runs (LoRA adapters) currently loaded."))
 	in.TrainingTokensPerSecond, _ = m.Float64Histogram(MetricTrainingTokensPerSecond, metric.WithUnit("{token}/s"),
 		metric.WithDescription("Input tokens per second of each forward / forward_backward."),
-		metric.WithExplicitBucketBoundaries(TokensPerSecondBuckets...))
+		metric.WithExplicitBucketBoundaries(tokensPerSecondBuckets...))
 	in.TrainingCheckpointsSaved, _ = m.Int64Counter(MetricTrainingCheckpointsSaved, metric.WithUnit("{checkpoint}"),
 		metric.WithDescription("Checkpoints saved."))
 	in.TrainingCheckpointSize, _ = m.Int64Histogram(MetricTrainingCheckpointSize, metric.WithUnit("By"),
-		metric.WithDescription("Size of each saved checkpoint."), metric.WithExplicitBucketBoundaries(ByteBuckets...))
+		metric.WithDescription("Size of each saved checkpoint."), metric.WithExplicitBucketBoundaries(byteBuckets...))
 	in.SamplingSessionsActive, _ = m.Int64UpDownCounter(MetricSamplingSessionsActive, metric.WithUnit("{session}"),
 		metric.WithDescription("Sampling sessions currently open."))
 	in.SamplingRequests, _ = m.Int64Counter(MetricSamplingRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("Sample requests executed."))
 	in.SamplingDuration, _ = m.Float64Histogram(MetricSamplingDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of each sample request."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+		metric.WithDescription("Duration of each sample request."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.SamplingTokensPerSecond, _ = m.Float64Histogram(MetricSamplingTokensPerSecond, metric.WithUnit("{token}/s"),
 		metric.WithDescription("Output tokens per second of each sample request."),
-		metric.WithExplicitBucketBoundaries(TokensPerSecondBuckets...))
+		metric.WithExplicitBucketBoundaries(tokensPerSecondBuckets...))
 	in.SamplingOutputTokens, _ = m.Int64Histogram(MetricSamplingOutputTokens, metric.WithUnit("{token}"),
-		metric.WithDescription("Output tokens of each returned sequence."), metric.WithExplicitBucketBoundaries(TokenCountBuckets...))
+		metric.WithDescription("Output tokens of each returned sequence."), metric.WithExplicitBucketBoundaries(tokenCountBuckets...))
 	in.FuturesQueueLength, _ = m.Int64UpDownCounter(MetricFuturesQueueLength, metric.WithUnit("{future}"),
 		metric.WithDescription("Futures waiting or running."))
 	in.FuturesCreated, _ = m.Int64Counter(MetricFuturesCreated, metric.WithUnit("{future}"),
@@ -99,17 +93,15 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 	in.FuturesCompleted, _ = m.Int64Counter(MetricFuturesCompleted, metric.WithUnit("{future}"),
 		metric.WithDescription("Futures completed, by status."))
 	in.FuturesWaitTime, _ = m.Float64Histogram(MetricFuturesWaitTime, metric.WithUnit("s"),
-		metric.WithDescription("Time from enqueue to the start of execution."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+		metric.WithDescription("Time from enqueue to the start of execution."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.FuturesExecutionTime, _ = m.Float64Histogram(MetricFuturesExecutionTime, metric.WithUnit("s"),
-		metric.WithDescription("Execution time of each future."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+		metric.WithDescription("Execution time of each future."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.RedisOperationDuration, _ = m.Float64Histogram(MetricRedisOperationDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of each persistence operation."), metric.WithExplicitBucketBoundaries(SecondsBuckets...))
+		metric.WithDescription("Duration of each Redis command."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	in.StoreOperationDuration, _ = mp.Meter(ScopeStore).Float64Histogram(MetricDBClientOperationDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each embedded-store operation."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	return in
 }
-
-// Tracer returns a tracer of the current global provider (the project's get_tracer).
-// It is looked up per call so that a provider installed later is honoured.
-func Tracer(name string) trace.Tracer { return otel.Tracer(name) }
 
 // attrSets holds measurement options for attribute sets that repeat on hot paths (an
 // operation type, a status, an HTTP route): building an attribute.Set sorts and
@@ -122,7 +114,6 @@ var attrSets struct {
 
 type attrKey struct {
 	k1, v1, k2, v2 string
-	n              int
 }
 
 // setEntry is one cached set in the forms the instruments take. The option slices are
@@ -137,14 +128,6 @@ type setEntry struct {
 // maxCachedSets bounds the attribute-set cache: sets that carry a model id grow with the
 // number of training runs.
 const maxCachedSets = 4096
-
-// cachedSet returns the entry for key, building its attributes once.
-func cachedSet(key attrKey, build func() []attribute.KeyValue) *setEntry {
-	if e, ok := lookupSet(key); ok {
-		return e
-	}
-	return storeSet(key, build())
-}
 
 func lookupSet(key attrKey) (*setEntry, bool) {
 	attrSets.mu.RLock()

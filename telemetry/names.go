@@ -1,5 +1,7 @@
 package telemetry
 
+import "strings"
+
 // Every span name, attribute key and metric name of ../shared/spec/observability.md is
 // defined here, once. These are stable API: dashboards and alerts are built on them.
 
@@ -59,15 +61,19 @@ const (
 	SpanSampleDecode      = "sample.decode"
 	SpanSamplePostprocess = "sample.postprocess"
 	EventFirstToken       = "first_token"
+	// SpanSamplePrefix is the common prefix of the sampling lifecycle slices.
+	SpanSamplePrefix = "sample."
 
 	SpanRedisSET  = "redis.SET"
 	SpanRedisGET  = "redis.GET"
 	SpanRedisDEL  = "redis.DEL"
 	SpanRedisSCAN = "redis.SCAN"
-	SpanStoreSET  = "store.SET"
-	SpanStoreGET  = "store.GET"
-	SpanStoreDEL  = "store.DEL"
-	SpanStoreSCAN = "store.SCAN"
+	// SpanRedisPrefix prefixes "the other commands used" (spec §3): redis.<COMMAND>.
+	SpanRedisPrefix = "redis."
+	SpanStoreSET    = "store.SET"
+	SpanStoreGET    = "store.GET"
+	SpanStoreDEL    = "store.DEL"
+	SpanStoreSCAN   = "store.SCAN"
 )
 
 // Span attribute keys: the correlation ("share") keys and the per-layer attributes.
@@ -105,6 +111,46 @@ const (
 	AttrGenAIFinishReasons = "gen_ai.response.finish_reasons"
 	AttrDBSystem           = "db.system"
 	AttrDBOperation        = "db.operation"
+
+	// AttrTimeToFirstToken is the first_token event's delay since the request reached the
+	// model executor, in milliseconds.
+	AttrTimeToFirstToken = "tuft.time_to_first_token_ms"
+	// AttrLink names why a span links to another (the future's link to the request that
+	// enqueued it: LinkEnqueuedBy).
+	AttrLink       = "tuft.link"
+	LinkEnqueuedBy = "enqueued_by"
+	// AttrRedisNumCmd is the number of commands in a Redis pipeline or transaction.
+	AttrRedisNumCmd = "db.redis.num_cmd"
+	// AttrSmoke marks the spans `tuft smoke` sends.
+	AttrSmoke = "tuft.smoke"
+)
+
+// Span names of the Go client SDK (tracer ScopeClient): tuft.client.<operation>.
+const (
+	SpanClientCreateModel     = "tuft.client.create_model"
+	SpanClientForwardBackward = "tuft.client.forward_backward"
+	SpanClientOptimStep       = "tuft.client.optim_step"
+	SpanClientSample          = "tuft.client.sample"
+)
+
+// Log attribute keys of the Tinker SDK's telemetry events, which the API turns into log
+// records correlated with the client's session (exception.* are the semantic
+// conventions' keys).
+const (
+	LogSource            = "source"
+	LogTenant            = "tenant"
+	LogClientEvent       = "client.event"
+	LogClientEventID     = "client.event_id"
+	LogClientEventName   = "client.event_name"
+	LogClientEventData   = "client.event_data"
+	LogClientPlatform    = "client.platform"
+	LogClientSDKVersion  = "client.sdk_version"
+	LogClientProcessUUID = "client.process_uuid"
+	LogClientTimestamp   = "client.timestamp"
+	LogClientDuration    = "client.duration"
+	LogExceptionType     = "exception.type"
+	LogExceptionMessage  = "exception.message"
+	LogExceptionTrace    = "exception.stacktrace"
 )
 
 // Operation types (values of tuft.operation_type and the operation_type metric attribute).
@@ -145,6 +191,17 @@ const (
 	MetricRedisOperationDuration   = "tuft.redis.operation.duration"
 )
 
+// Metrics of the semantic conventions, beside the contract's (spec: "where this file is
+// silent, do what the semantic conventions say").
+const (
+	// MetricHTTPServerDuration is the standard HTTP server duration (meter ScopeHTTP).
+	MetricHTTPServerDuration = "http.server.request.duration"
+	// MetricDBClientOperationDuration is the embedded store's operation duration (meter
+	// ScopeStore), with MAttrDBSystemName and MAttrDBOperationName. The contract's
+	// tuft.redis.operation.duration stays Redis's own.
+	MetricDBClientOperationDuration = "db.client.operation.duration"
+)
+
 // Resource gauge names (meter "tuft.resources").
 const (
 	MetricCPUUtilization    = "tuft.resource.cpu.utilization_percent"
@@ -167,6 +224,9 @@ const (
 	MAttrStatus         = "status"
 	MAttrOperation      = "operation"
 	MAttrGPUID          = "gpu_id"
+
+	MAttrDBSystemName    = "db.system.name"
+	MAttrDBOperationName = "db.operation.name"
 )
 
 // Span names of the store operations the spec leaves to "the other commands used".
@@ -175,3 +235,37 @@ const (
 	SpanStoreSETNX = "store.SETNX"
 	SpanStoreCLEAR = "store.CLEAR"
 )
+
+// RedisSpan is the span name of Redis command op (upper case): the constant for the
+// commands the contract lists, redis.<op> for the others.
+func RedisSpan(op string) string {
+	switch op {
+	case "SET":
+		return SpanRedisSET
+	case "GET":
+		return SpanRedisGET
+	case "DEL":
+		return SpanRedisDEL
+	case "SCAN":
+		return SpanRedisSCAN
+	}
+	return SpanRedisPrefix + op
+}
+
+// SampleSpan is the span name of the sampling lifecycle phase the engine reports
+// ("preprocess", "prefill", …).
+func SampleSpan(phase string) string {
+	switch phase {
+	case "preprocess":
+		return SpanSamplePreprocess
+	case "schedule":
+		return SpanSampleSchedule
+	case "prefill":
+		return SpanSamplePrefill
+	case "decode":
+		return SpanSampleDecode
+	case "postprocess":
+		return SpanSamplePostprocess
+	}
+	return SpanSamplePrefix + strings.ToLower(phase)
+}

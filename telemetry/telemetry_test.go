@@ -3,26 +3,16 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
 )
 
 func TestValidateNamesTheKey(t *testing.T) {
@@ -68,50 +58,6 @@ func TestEndpointResolutionOrder(t *testing.T) {
 	}
 }
 
-func TestDisabledStartsNothing(t *testing.T) {
-	before := runtime.NumGoroutine()
-	tel, err := Setup(context.Background(), DefaultConfig(), "server", WithLogWriter(&strings.Builder{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("disabled telemetry started %d goroutines", n-before)
-	}
-	_, sp := Tracer("x").Start(context.Background(), "y")
-	if sp.IsRecording() {
-		t.Fatal("disabled telemetry records spans")
-	}
-	sp.End()
-	if err := tel.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestLocalLogLineCarriesTraceIDs(t *testing.T) {
-	var buf syncBuf
-	rec := tracetest.NewSpanRecorder()
-	tel, err := Setup(context.Background(), DefaultConfig(), "server", WithSpanProcessor(rec), WithLogWriter(&buf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	ctx, sp := Tracer("t").Start(context.Background(), "op")
-	tel.Logger().InfoContext(ctx, "hello")
-	sp.End()
-	line := buf.String()
-	if !strings.Contains(line, "trace_id="+sp.SpanContext().TraceID().String()) || !strings.Contains(line, "span_id=") {
-		t.Fatalf("log line %q", line)
-	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestCorrelationKeysAndErrors(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -123,7 +69,7 @@ func TestCorrelationKeysAndErrors(t *testing.T) {
 	s := rec.Ended()[0]
 	got := map[string]string{}
 	for _, a := range s.Attributes() {
-		got[string(a.Key)] = a.Value.Emit()
+		got[string(a.Key)] = a.Value.String()
 	}
 	for k, v := range map[string]string{AttrSessionID: "s", AttrTrainingRunID: "r", AttrRequestID: "q", AttrLoraRank: "8", AttrBackward: "true", "extra": "1"} {
 		if got[k] != v {
@@ -183,6 +129,8 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 	in.FuturesWaitTime.Record(ctx, 1)
 	in.FuturesExecutionTime.Record(ctx, 1)
 	in.RedisOperationDuration.Record(ctx, 1)
+	in.StoreOperationDuration.Record(ctx, 1)
+	in.HTTPServerDuration.Record(ctx, 1)
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
@@ -191,7 +139,7 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 		MetricTrainingCheckpointSize: "By", MetricSamplingSessionsActive: "{session}", MetricSamplingRequests: "{request}", MetricSamplingDuration: "s",
 		MetricSamplingTokensPerSecond: "{token}/s", MetricSamplingOutputTokens: "{token}", MetricFuturesQueueLength: "{future}",
 		MetricFuturesCreated: "{future}", MetricFuturesCompleted: "{future}", MetricFuturesWaitTime: "s", MetricFuturesExecutionTime: "s",
-		MetricRedisOperationDuration: "s"}
+		MetricRedisOperationDuration: "s", MetricDBClientOperationDuration: "s", MetricHTTPServerDuration: "s"}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if u, ok := want[m.Name]; ok && u == m.Unit {
@@ -204,153 +152,52 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 	}
 }
 
-type fakeGPU struct{}
-
-func (fakeGPU) Sample() ([]GPUSample, error) {
-	return []GPUSample{{ID: "0", UtilizationPct: 50, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 8 << 30}}, nil
+func TestSpanNameHelpers(t *testing.T) {
+	for op, want := range map[string]string{"SET": SpanRedisSET, "GET": SpanRedisGET, "DEL": SpanRedisDEL, "SCAN": SpanRedisSCAN,
+		"EXPIRE": "redis.EXPIRE", "MULTI": "redis.MULTI"} {
+		if got := RedisSpan(op); got != want {
+			t.Errorf("RedisSpan(%q) = %q, want %q", op, got, want)
+		}
+	}
+	for phase, want := range map[string]string{"preprocess": SpanSamplePreprocess, "schedule": SpanSampleSchedule,
+		"prefill": SpanSamplePrefill, "decode": SpanSampleDecode, "postprocess": SpanSamplePostprocess} {
+		if got := SampleSpan(phase); got != want {
+			t.Errorf("SampleSpan(%q) = %q, want %q", phase, got, want)
+		}
+	}
 }
-func (fakeGPU) Close() {}
 
-func TestResourceGauges(t *testing.T) {
+// Options resolve to what they name; without them, to the globals; nil options are the
+// defaults, so a component can pass an unset Options field straight through.
+func TestSettings(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	g, err := startResourceGaugesWith(mp, time.Hour, fakeGPU{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.stop()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]bool{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = true
-		}
-	}
-	for _, n := range []string{MetricCPUUtilization, MetricMemoryUsed, MetricMemoryTotal, MetricMemoryUtilization, MetricProcessMemoryUsed,
-		MetricGPUUtilization, MetricGPUMemoryUsed, MetricGPUMemoryTotal} {
-		if !got[n] {
-			t.Errorf("no gauge %s", n)
-		}
-	}
-}
-
-func TestShutdownWithDeadCollectorIsBounded(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Enabled = true
-	cfg.OTLPEndpoint = "http://127.0.0.1:1"
-	cfg.TimeoutSeconds = 1
-	tel, err := Setup(context.Background(), cfg, "server", WithLogWriter(&strings.Builder{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 100; i++ {
-		_, sp := Tracer("t").Start(context.Background(), "s")
-		sp.End()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	start := time.Now()
-	_ = tel.Shutdown(ctx)
-	if d := time.Since(start); d > 4*time.Second {
-		t.Fatalf("shutdown took %v", d)
-	}
-}
-
-// fakeCollector receives OTLP trace exports.
-type fakeCollector struct {
-	collectortrace.UnimplementedTraceServiceServer
-	mu  sync.Mutex
-	req []*collectortrace.ExportTraceServiceRequest
-}
-
-func (f *fakeCollector) Export(_ context.Context, r *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	f.mu.Lock()
-	f.req = append(f.req, r)
-	f.mu.Unlock()
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
-// TestPropagationAcrossAProcess starts this test binary as a child process with the
-// parent's trace context in its environment; the child continues the trace and exports
-// its own span to a collector that the parent runs.
-func TestPropagationAcrossAProcess(t *testing.T) {
-	if os.Getenv("TUFT_TEST_CHILD") == "1" {
-		child()
-		return
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := &fakeCollector{}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, col)
-	go srv.Serve(lis)
-	defer srv.Stop()
-
-	rec := tracetest.NewSpanRecorder()
-	tel, err := Setup(context.Background(), DefaultConfig(), "server", WithSpanProcessor(rec), WithLogWriter(&strings.Builder{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	m, _ := baggage.NewMember("tenant", "alice")
-	bag, _ := baggage.New(m)
-	ctx := baggage.ContextWithBaggage(context.Background(), bag)
-	ctx, parent := Tracer("parent").Start(ctx, "training_backend.forward_backward")
-	carrier := Inject(ctx)
-	parent.End()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestPropagationAcrossAProcess$")
-	cmd.Env = append(os.Environ(), "TUFT_TEST_CHILD=1", "TUFT_TEST_COLLECTOR="+lis.Addr().String(),
-		"TUFT_TEST_TRACEPARENT="+carrier["traceparent"], "TUFT_TEST_BAGGAGE="+carrier["baggage"])
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	found := false
-	for _, r := range col.req {
-		for _, rs := range r.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					if s.Name != "hf_model.forward_backward" {
-						continue
-					}
-					found = true
-					if fmt.Sprintf("%x", s.TraceId) != parent.SpanContext().TraceID().String() || fmt.Sprintf("%x", s.ParentSpanId) != parent.SpanContext().SpanID().String() {
-						t.Fatalf("child span not in the parent's trace: trace %x parent %x", s.TraceId, s.ParentSpanId)
-					}
-					ok := false
-					for _, a := range s.Attributes {
-						ok = ok || (a.Key == "baggage.tenant" && a.Value.GetStringValue() == "alice")
-					}
-					if !ok {
-						t.Fatal("baggage did not cross the boundary")
-					}
-				}
-			}
-		}
-	}
-	if !found {
-		t.Fatal("the child's span never reached the collector")
-	}
-}
-
-func child() {
-	exp, err := otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpoint(os.Getenv("TUFT_TEST_COLLECTOR")), otlptracegrpc.WithInsecure())
-	if err != nil {
-		panic(err)
-	}
-	tel, err := Setup(context.Background(), DefaultConfig(), "worker", WithSpanProcessor(sdktrace.NewSimpleSpanProcessor(exp)), WithLogWriter(&strings.Builder{}))
-	if err != nil {
-		panic(err)
-	}
-	ctx := Extract(context.Background(), map[string]string{"traceparent": os.Getenv("TUFT_TEST_TRACEPARENT"), "baggage": os.Getenv("TUFT_TEST_BAGGAGE")})
-	_, sp := Tracer("child").Start(ctx, "hf_model.forward_backward")
-	sp.SetAttributes(attribute.String("baggage.tenant", baggage.FromContext(ctx).Member("tenant").Value()))
+	s := NewSettings(WithTracerProvider(tp), WithMeterProvider(mp))
+	_, sp := s.Tracer("t").Start(context.Background(), "x")
 	sp.End()
-	_ = tel.Shutdown(context.Background())
+	if len(rec.Ended()) != 1 {
+		t.Fatal("the given tracer provider got no span")
+	}
+	s.Instruments.FuturesCreated.Add(context.Background(), 1)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil || len(rm.ScopeMetrics) == 0 {
+		t.Fatalf("the given meter provider got no measurement (%v)", err)
+	}
+	if s.MeterProvider != mp {
+		t.Fatal("meter provider not kept for third-party instrumentation")
+	}
+	own := NewInstruments(mp, false)
+	if got := NewSettings(WithMeterProvider(mp), WithInstruments(own)).Instruments; got != own {
+		t.Fatal("WithInstruments must win over instruments built from the meter provider")
+	}
+	d := NewSettings(WithTracerProvider(nil), WithInstruments(nil), nil)
+	if d.TracerProvider == nil || d.Instruments != Metrics() || d.MeterProvider == nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	// Instruments on a no-op provider say so, so hot paths can skip their work.
+	if !NewInstruments(mp, true).Enabled() || NewInstruments(metricnoop.NewMeterProvider(), true).Enabled() {
+		t.Fatal("Enabled must be false exactly for instruments on a no-op provider")
+	}
 }

@@ -1,7 +1,3 @@
-// Package worker is the `tuft worker` process: it hosts base models and their adapters
-// (an in-process backend.Executor) and serves them over gRPC to `tuft launch` replicas.
-// Trace context arrives with every call (otelgrpc), so the model spans opened here are
-// descendants of the API server's backend spans in one trace.
 package worker
 
 import (
@@ -10,11 +6,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -27,20 +20,21 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tuft-go/tuft/backend"
-	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/worker/workerpb"
 )
 
-// Options configures the gRPC server.
-type Options struct {
+// ServerOptions configures the gRPC server.
+type ServerOptions struct {
 	// Token is the shared secret callers must present ("authorization: Bearer TOKEN").
 	// Empty disables the check, which New refuses unless TLS verifies client certificates.
 	Token string
 	// TLS, when set, serves TLS; with ClientAuth = RequireAndVerifyClientCert it is mutual
 	// TLS and only holders of a certificate from the configured CA get in.
 	TLS *tls.Config
+	// Telemetry directs the gRPC server spans and metrics (default: the globals).
+	Telemetry []telemetry.Option
 }
 
 // Service implements workerpb.ExecutorServer over an Executor.
@@ -62,13 +56,15 @@ func (s *Service) Instance() string { return s.instance }
 
 // NewServer builds the gRPC server: the executor, the standard health service (for
 // Kubernetes probes, open without the token), otelgrpc, and the caller check.
-func NewServer(svc *Service, o Options) (*grpc.Server, *health.Server, error) {
+func NewServer(svc *Service, o ServerOptions) (*grpc.Server, *health.Server, error) {
 	mutual := o.TLS != nil && o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 	if o.Token == "" && !mutual {
 		return nil, nil, errors.New("worker: refusing to serve without a shared token or mutual TLS (set worker.token_file or worker.tls)")
 	}
+	tel := telemetry.NewSettings(o.Telemetry...)
 	opts := []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tel.TracerProvider),
+			otelgrpc.WithMeterProvider(tel.MeterProvider), otelgrpc.WithPropagators(telemetry.Propagator()))),
 		grpc.MaxRecvMsgSize(backend.MaxMessageBytes), grpc.MaxSendMsgSize(backend.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(authInterceptor(o.Token), keysInterceptor),
 	}
@@ -188,60 +184,4 @@ func (s *Service) Sample(ctx context.Context, r *workerpb.SampleRequest) (*worke
 		return nil, toStatus(err)
 	}
 	return workerpb.FromSampleResult(res), nil
-}
-
-// ClientTLS builds the API server's side of TLS to workers (nil when no file is set).
-func ClientTLS(f config.TLSFiles) (*tls.Config, error) {
-	if f.CAFile == "" && f.CertFile == "" {
-		return nil, nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
-	if f.CAFile != "" {
-		pool, err := readPool(f.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("workers.tls.ca_file: %w", err)
-		}
-		c.RootCAs = pool
-	}
-	if f.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("workers.tls: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
-}
-
-// ServerTLS builds the worker's TLS (nil when no certificate is set); with a client CA
-// it requires and verifies client certificates (mutual TLS).
-func ServerTLS(f config.TLSFiles) (*tls.Config, error) {
-	if f.CertFile == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("worker.tls: %w", err)
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if f.ClientCAFile != "" {
-		pool, err := readPool(f.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("worker.tls.client_ca_file: %w", err)
-		}
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return c, nil
-}
-
-func readPool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
 }

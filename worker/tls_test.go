@@ -77,11 +77,11 @@ func TestMutualTLS(t *testing.T) {
 	p := newPKI(t)
 	scert, skey := p.issue(t, "worker", true)
 	ccert, ckey := p.issue(t, "api", false)
-	stls, err := worker.ServerTLS(config.TLSFiles{CertFile: scert, KeyFile: skey, ClientCAFile: filepath.Join(p.dir, "ca.pem")})
+	stls, err := config.Worker{TLS: config.TLSFiles{CertFile: scert, KeyFile: skey, ClientCAFile: filepath.Join(p.dir, "ca.pem")}}.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _, err := worker.NewServer(worker.NewService(testenv.NewNoopExecutor()), worker.Options{TLS: stls})
+	srv, _, err := worker.NewServer(worker.NewService(testenv.NewNoopExecutor()), worker.ServerOptions{TLS: stls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestMutualTLS(t *testing.T) {
 	addr := ln.Addr().String()
 	ctx := context.Background()
 
-	good, err := worker.ClientTLS(config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: ccert, KeyFile: ckey})
+	good, err := config.Workers{TLS: config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: ccert, KeyFile: ckey}}.ClientTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +101,13 @@ func TestMutualTLS(t *testing.T) {
 	}
 	rem.Close()
 
-	noCert, _ := worker.ClientTLS(config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem")})
+	noCert, _ := config.Workers{TLS: config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem")}}.ClientTLS()
 	if _, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{TLS: noCert, ConnectTimeout: 3 * time.Second}); err == nil {
 		t.Fatal("a client without a certificate got in")
 	}
 	other := newPKI(t)
 	ocert, okey := other.issue(t, "intruder", false)
-	foreign, _ := worker.ClientTLS(config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: ocert, KeyFile: okey})
+	foreign, _ := config.Workers{TLS: config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: ocert, KeyFile: okey}}.ClientTLS()
 	if _, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{TLS: foreign, ConnectTimeout: 3 * time.Second}); err == nil {
 		t.Fatal("a client with a certificate from another CA got in")
 	}

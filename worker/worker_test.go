@@ -32,7 +32,7 @@ func tinyLocal(t testing.TB) *backend.Local {
 // serve runs a worker over ex on a loopback port and returns its address.
 func serve(t testing.TB, ex backend.Executor) (string, *worker.Service) {
 	svc := worker.NewService(ex)
-	srv, _, err := worker.NewServer(svc, worker.Options{Token: token})
+	srv, _, err := worker.NewServer(svc, worker.ServerOptions{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestWorkerAcceptsOnlyItsServer(t *testing.T) {
 			t.Fatalf("token %q: %v", tok, err)
 		}
 	}
-	if _, _, err := worker.NewServer(worker.NewService(tinyLocal(t)), worker.Options{}); err == nil {
+	if _, _, err := worker.NewServer(worker.NewService(tinyLocal(t)), worker.ServerOptions{}); err == nil {
 		t.Fatal("a worker without a token or mutual TLS was allowed")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -507,5 +506,3 @@ func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
 	}
 	return json.Marshal(out)
 }
-
-var _ = slices.Contains[[]string]

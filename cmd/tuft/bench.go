@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -105,11 +104,12 @@ type benchReport struct {
 func cmdBench(args []string) error { return runBench(args, os.Stdout, os.Stderr) }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	if len(args) < 1 || args[0] != "engine" {
-		return fmt.Errorf("usage: tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--torch auto|on|off] [--json]")
+	_, args, err := verb(args, "engine")
+	if err != nil {
+		return err
 	}
-	fs := flag.NewFlagSet("bench engine", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench engine", "tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--torch auto|on|off] [--json]",
+		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
 	var o benchOptions
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
 	fs.StringVar(&o.modelDir, "model", "", "use this model directory (HuggingFace layout) instead of a preset")
@@ -122,7 +122,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.script, "torch-script", "", "path of tools/torchref/bench.py (default: found from the working directory)")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	switch {

@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -16,35 +11,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/server"
-	"github.com/tuft-go/tuft/telemetry"
 )
 
-// loadConfig resolves --config / TUFT_CONFIG and TUFT_HOME into a validated config.
-func loadConfig(path string) (config.Config, error) {
-	home := config.DefaultHome()
-	if path == "" {
-		path = os.Getenv("TUFT_CONFIG")
-	}
-	var cfg config.Config
-	var err error
-	if path == "" {
-		cfg, err = config.Parse(nil, home)
-	} else {
-		cfg, err = config.Load(path, home)
-	}
-	if err != nil {
-		return cfg, err
-	}
-	if err := cfg.ApplyEnv(); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
-}
-
 func cmdLaunch(args []string) error {
-	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
+	fs := newFlags("launch", "tuft launch [--config FILE] [--host HOST] [--port PORT] [flags]",
+		"Run the API server: embedded defaults (built-in model, embedded store, API on 127.0.0.1:10610) without a config.")
 	cfgPath := fs.String("config", "", "tuft_config.yaml (default $TUFT_CONFIG; none = embedded defaults)")
 	host := fs.String("host", "", "listen host (default 127.0.0.1, $TUFT_HOST)")
 	var port int
@@ -54,7 +26,10 @@ func cmdLaunch(args []string) error {
 	ckptDir := fs.String("checkpoint-dir", "", "checkpoint directory ($TUFT_CHECKPOINT_DIR)")
 	traceEnable := fs.Bool("trace-enable", false, "enable telemetry export (FastDeploy-style alias of telemetry.enabled)")
 	tracesEndpoint := fs.String("otlp-traces-endpoint", "", "OTLP endpoint for telemetry (implies --trace-enable)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := fs.args(0, 0); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -100,7 +75,8 @@ func cmdLaunch(args []string) error {
 			"Use it with the Tinker SDK:  export TINKER_API_KEY=%s TINKER_BASE_URL=http://%s:%d\n\n",
 			cfg.Home, newKey, newKey, cfg.Server.Host, cfg.Server.Port)
 	}
-	srv, err := server.Start(ctx, cfg, server.Options{Logger: log})
+	srv, err := server.Start(ctx, cfg, server.Options{Logger: log,
+		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments()})
 	if err != nil {
 		return err
 	}
@@ -129,94 +105,3 @@ func cmdLaunch(args []string) error {
 	}
 	return nil
 }
-
-// startTelemetry sets up the process's telemetry with role; flush shuts it down,
-// exporting what is buffered, under a 5 s deadline.
-func startTelemetry(ctx context.Context, cfg config.Config, role string) (*telemetry.Telemetry, func(), error) {
-	tel, err := telemetry.Setup(ctx, cfg.Telemetry, role, telemetry.WithLogLevel(cfg.Server.LogLevel), telemetry.WithVersion(version))
-	if err != nil {
-		return nil, nil, err
-	}
-	return tel, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(sctx); err != nil {
-			fmt.Fprintln(os.Stderr, "telemetry shutdown:", err)
-		}
-	}, nil
-}
-
-func cmdConfig(args []string) error {
-	if len(args) != 2 || args[0] != "check" {
-		return fmt.Errorf("usage: tuft config check FILE")
-	}
-	cfg, err := config.Load(args[1], config.DefaultHome())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%s: ok (%d model(s), persistence %s, telemetry enabled=%v)\n", args[1], len(cfg.Models), cfg.Persistence.Mode, cfg.Telemetry.Enabled)
-	return nil
-}
-
-func cmdClear(args []string) error {
-	if len(args) < 1 || args[0] != "persistence" {
-		return fmt.Errorf("usage: tuft clear persistence [--config FILE] [-f]")
-	}
-	fs := flag.NewFlagSet("clear persistence", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "tuft_config.yaml ($TUFT_CONFIG)")
-	force := fs.Bool("f", false, "do not ask for confirmation")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		return err
-	}
-	where := cfg.Persistence.Mode
-	switch cfg.Persistence.Mode {
-	case "embedded":
-		where = cfg.Persistence.Path
-	case "redis":
-		where = "namespace " + cfg.Persistence.Namespace + " on Redis"
-	}
-	if !*force {
-		fmt.Printf("Delete every record in %s (checkpoint files are kept)? [y/N] ", where)
-		var ans string
-		fmt.Scanln(&ans)
-		if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
-			return fmt.Errorf("aborted")
-		}
-	}
-	ctx := context.Background()
-	st, err := server.OpenStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.Clear(ctx); err != nil {
-		return err
-	}
-	fmt.Println("cleared", where)
-	return nil
-}
-
-func cmdKey(args []string) error {
-	switch {
-	case len(args) == 2 && args[0] == "hash":
-		sum := sha256.Sum256([]byte(args[1]))
-		fmt.Println(hex.EncodeToString(sum[:]))
-		return nil
-	case len(args) == 1 && args[0] == "new":
-		raw := make([]byte, 24)
-		if _, err := rand.Read(raw); err != nil {
-			return err
-		}
-		key := "tml-" + hex.EncodeToString(raw)
-		sum := sha256.Sum256([]byte(key))
-		fmt.Printf("key:        %s\nkey_sha256: %s\n", key, hex.EncodeToString(sum[:]))
-		return nil
-	}
-	return fmt.Errorf("usage: tuft key hash KEY | tuft key new")
-}
-
-var _ = slog.Default

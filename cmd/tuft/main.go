@@ -1,68 +1,147 @@
-// Command tuft is TuFT in Go: a multi-tenant LoRA fine-tuning and sampling service that
-// speaks the Tinker API. `tuft launch` runs the server; the other subcommands manage
-// models, configuration, persistence and telemetry checks.
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 )
 
 // version is set with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
 type command struct {
-	name    string
-	summary string
-	run     func(args []string) error
+	name     string
+	synopsis []string // usage lines
+	summary  string
+	subs     []string // subcommands, each parsing its own flags ("" for none)
+	run      func(args []string) error
 }
 
 func commands() []command {
 	return []command{
-		{"launch", "run the server (embedded defaults without a config)", cmdLaunch},
-		{"worker", "worker --config FILE [--listen ADDR]: host models for API replicas over gRPC", cmdWorker},
-		{"version", "print the version", func([]string) error { fmt.Println("tuft", version); return nil }},
-		{"config", "config check FILE: validate a tuft_config.yaml", cmdConfig},
-		{"clear", "clear persistence [--config FILE] [-f]: delete every stored record", cmdClear},
-		{"model", "model init --preset NAME --out DIR: write a built-in model; model presets", cmdModel},
-		{"key", "key hash KEY | key new: manage API keys", cmdKey},
-		{"runs", "runs list | runs show RUN_ID: training runs (--url, --api-key)", cmdRuns},
-		{"checkpoints", "checkpoints list [RUN] | download PATH [-o F] | delete | publish | unpublish PATH", cmdCheckpoints},
-		{"smoke", "smoke [--config FILE] [--otlp-endpoint URL]: send one trace, metric batch and log; report export", cmdSmoke},
-		{"bench", "bench engine [--preset NAME] [--tokens N] [--torch auto|off] [--json]: training/sampling speed and memory vs PyTorch", cmdBench},
+		{"launch", []string{"tuft launch [--config FILE] [--host HOST] [--port PORT] [flags]"},
+			"Run the API server (embedded defaults without a config).", nil, cmdLaunch},
+		{"worker", []string{"tuft worker [--config FILE] [--listen ADDR] [--advertise ADDR] [--log-level LEVEL]"},
+			"Host the config's models for API replicas over gRPC.", nil, cmdWorker},
+		{"version", []string{"tuft version"}, "Print the version.", nil, cmdVersion},
+		{"config", []string{"tuft config check FILE"}, "Validate a tuft_config.yaml.", []string{"check"}, cmdConfig},
+		{"clear", []string{"tuft clear persistence [--config FILE] [-f]"}, "Delete every stored record.", []string{"persistence"}, cmdClear},
+		{"model", []string{"tuft model init --preset NAME --out DIR", "tuft model presets"},
+			"Write a built-in model, or list the presets.", []string{"init", "presets"}, cmdModel},
+		{"key", []string{"tuft key hash KEY", "tuft key new"}, "Hash or generate an API key.", []string{"hash", "new"}, cmdKey},
+		{"runs", []string{"tuft runs list [--url URL] [--api-key KEY]", "tuft runs show RUN_ID [--url URL] [--api-key KEY]"},
+			"List or show training runs on a server.", []string{"list", "show"}, cmdRuns},
+		{"checkpoints", []string{"tuft checkpoints list [RUN_ID]", "tuft checkpoints download PATH [-o FILE]",
+			"tuft checkpoints delete|publish|unpublish PATH"},
+			"Manage checkpoints on a server (each takes --url and --api-key).",
+			[]string{"list", "download", "delete", "publish", "unpublish"}, cmdCheckpoints},
+		{"smoke", []string{"tuft smoke [--config FILE] [--otlp-endpoint URL]"},
+			"Send one trace, metric batch and log through the telemetry pipeline; report the export.", nil, cmdSmoke},
+		{"bench", []string{"tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--torch auto|on|off] [--json] [flags]"},
+			"Measure training and sampling speed and memory against PyTorch.", []string{"engine"}, cmdBench},
 	}
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: tuft COMMAND [flags]\n\ncommands:\n")
-	for _, c := range commands() {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
-	}
-}
-
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
-		usage()
-		return
-	}
-	if name == "--version" || name == "-v" {
-		name = "version"
-	}
-	for _, c := range commands() {
-		if c.name == name {
-			if err := c.run(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "tuft "+name+":", err)
-				os.Exit(1)
-			}
-			return
+// usage is the command's help text.
+func (c command) usage() string {
+	var b strings.Builder
+	for i, s := range c.synopsis {
+		if i == 0 {
+			fmt.Fprintf(&b, "usage: %s\n", s)
+		} else {
+			fmt.Fprintf(&b, "       %s\n", s)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "tuft: unknown command %q\n", name)
-	usage()
-	os.Exit(2)
+	fmt.Fprintf(&b, "\n%s\n", c.summary)
+	if len(c.subs) > 0 {
+		fmt.Fprintf(&b, "\nRun 'tuft %s SUBCOMMAND --help' for a subcommand's flags.\n", c.name)
+	}
+	return b.String()
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: tuft COMMAND [flags]\n\ncommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'tuft COMMAND --help' for a command's usage.\n")
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// run runs the command line args (without the program name) and returns the exit status:
+// 0, 1 for a failure, 2 for a wrong invocation. Help goes to stdout; errors to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch {
+	case name == "help" && len(args) > 1:
+		c, ok := lookup(args[1])
+		if !ok {
+			fmt.Fprintf(stderr, "tuft: unknown command %q\n", args[1])
+			return 2
+		}
+		fmt.Fprint(stdout, c.usage())
+		return 0
+	case name == "help" || isHelp(name):
+		usage(stdout)
+		return 0
+	case name == "--version" || name == "-v":
+		name = "version"
+	}
+	c, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "tuft: unknown command %q\n\n", name)
+		usage(stderr)
+		return 2
+	}
+	if len(c.subs) > 0 && len(args) > 1 && isHelp(args[1]) {
+		fmt.Fprint(stdout, c.usage())
+		return 0
+	}
+	err := c.run(args[1:])
+	var help *helpRequest
+	var bad *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return 0
+	case errors.As(err, &bad):
+		text := bad.usage
+		if text == "" {
+			text = c.usage()
+		}
+		fmt.Fprintf(stderr, "tuft %s: %v\n\n%s", name, bad.err, text)
+		return 2
+	}
+	fmt.Fprintln(stderr, "tuft "+name+":", err)
+	return 1
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func cmdVersion(args []string) error {
+	f := newFlags("version", "tuft version", "Print the version.")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.args(0, 0); err != nil {
+		return err
+	}
+	fmt.Println("tuft", version)
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +16,7 @@ import (
 )
 
 // restFlags adds --url and --api-key and returns a constructor for the REST client.
-func restFlags(fs *flag.FlagSet) func() (*client.RestClient, error) {
+func restFlags(fs *flags) func() (*client.RestClient, error) {
 	url := fs.String("url", "", "server URL ($TUFT_URL, default http://127.0.0.1:10610)")
 	key := fs.String("api-key", "", "API key ($TUFT_API_KEY, else $TUFT_HOME/api_key)")
 	return func() (*client.RestClient, error) {
@@ -44,12 +43,23 @@ func restFlags(fs *flag.FlagSet) func() (*client.RestClient, error) {
 }
 
 func cmdRuns(args []string) error {
-	if len(args) < 1 || (args[0] != "list" && args[0] != "show") {
-		return fmt.Errorf("usage: tuft runs list | tuft runs show RUN_ID")
+	sub, args, err := verb(args, "list", "show")
+	if err != nil {
+		return err
 	}
-	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
+	fs := newFlags("runs list", "tuft runs list [--url URL] [--api-key KEY]", "List the tenant's training runs.")
+	if sub == "show" {
+		fs = newFlags("runs show", "tuft runs show RUN_ID [--url URL] [--api-key KEY]", "Show one training run and its checkpoints.")
+	}
 	mk := restFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	n := 0
+	if sub == "show" {
+		n = 1
+	}
+	if err := fs.args(n, n); err != nil {
 		return err
 	}
 	rc, err := mk()
@@ -57,10 +67,7 @@ func cmdRuns(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	if args[0] == "show" {
-		if fs.NArg() != 1 {
-			return fmt.Errorf("usage: tuft runs show RUN_ID")
-		}
+	if sub == "show" {
 		r, err := rc.GetTrainingRun(ctx, fs.Arg(0))
 		if err != nil {
 			return err
@@ -104,15 +111,35 @@ func deref[T any](p *T) T {
 	return z
 }
 
+// checkpointVerbs are the checkpoints subcommands: usage line, summary and how many
+// positional arguments each takes (min, max).
+var checkpointVerbs = map[string]struct {
+	synopsis, summary string
+	min, max          int
+}{
+	"list":      {"tuft checkpoints list [RUN_ID] [--url URL] [--api-key KEY]", "List the checkpoints of one run, or of every run.", 0, 1},
+	"download":  {"tuft checkpoints download PATH [-o FILE] [--url URL] [--api-key KEY]", "Download a checkpoint (tinker:// path) as a tar of the PEFT adapter.", 1, 1},
+	"delete":    {"tuft checkpoints delete PATH [--url URL] [--api-key KEY]", "Delete a checkpoint.", 1, 1},
+	"publish":   {"tuft checkpoints publish PATH [--url URL] [--api-key KEY]", "Make a checkpoint readable by other tenants.", 1, 1},
+	"unpublish": {"tuft checkpoints unpublish PATH [--url URL] [--api-key KEY]", "Make a published checkpoint private again.", 1, 1},
+}
+
 func cmdCheckpoints(args []string) error {
-	usage := fmt.Errorf("usage: tuft checkpoints list [RUN_ID] | download PATH [-o FILE] | delete PATH | publish PATH | unpublish PATH")
-	if len(args) < 1 {
-		return usage
+	sub, args, err := verb(args, "list", "download", "delete", "publish", "unpublish")
+	if err != nil {
+		return err
 	}
-	fs := flag.NewFlagSet("checkpoints", flag.ContinueOnError)
+	v := checkpointVerbs[sub]
+	fs := newFlags("checkpoints "+sub, v.synopsis, v.summary)
 	mk := restFlags(fs)
-	outPath := fs.String("o", "", "download: output file (default <run>_<name>.tar)")
-	if err := fs.Parse(args[1:]); err != nil {
+	var outPath *string
+	if sub == "download" {
+		outPath = fs.String("o", "", "output file (default <run>_<name>.tar)")
+	}
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := fs.args(v.min, v.max); err != nil {
 		return err
 	}
 	rc, err := mk()
@@ -120,7 +147,7 @@ func cmdCheckpoints(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	switch args[0] {
+	switch sub {
 	case "list":
 		cks, err := rc.ListCheckpoints(ctx, fs.Arg(0))
 		if err != nil {
@@ -137,9 +164,6 @@ func cmdCheckpoints(args []string) error {
 		}
 		return w.Flush()
 	case "download":
-		if fs.NArg() != 1 {
-			return usage
-		}
 		path := fs.Arg(0)
 		out := *outPath
 		if out == "" {
@@ -166,12 +190,9 @@ func cmdCheckpoints(args []string) error {
 		}
 		fmt.Printf("\nwrote %s (%d bytes): a tar of the PEFT adapter\n", out, n)
 		return nil
-	case "delete", "publish", "unpublish":
-		if fs.NArg() != 1 {
-			return usage
-		}
+	default: // delete, publish, unpublish
 		var err error
-		switch args[0] {
+		switch sub {
 		case "delete":
 			err = rc.DeleteCheckpoint(ctx, fs.Arg(0))
 		case "publish":
@@ -182,8 +203,7 @@ func cmdCheckpoints(args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%sd %s\n", strings.TrimSuffix(args[0], "e"), fs.Arg(0))
+		fmt.Printf("%sd %s\n", strings.TrimSuffix(sub, "e"), fs.Arg(0))
 		return nil
 	}
-	return usage
 }

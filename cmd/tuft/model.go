@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 
@@ -9,21 +8,33 @@ import (
 )
 
 func cmdModel(args []string) error {
-	if len(args) >= 1 && args[0] == "presets" {
+	sub, args, err := verb(args, "init", "presets")
+	if err != nil {
+		return err
+	}
+	if sub == "presets" {
+		fs := newFlags("model presets", "tuft model presets", "List the built-in model presets.")
+		if err := fs.parse(args); err != nil {
+			return err
+		}
+		if err := fs.args(0, 0); err != nil {
+			return err
+		}
 		fmt.Println(strings.Join(engine.Presets(), "\n"))
 		return nil
 	}
-	if len(args) < 1 || args[0] != "init" {
-		return fmt.Errorf("usage: tuft model init --preset NAME --out DIR | tuft model presets")
-	}
-	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
+	fs := newFlags("model init", "tuft model init --preset NAME --out DIR",
+		"Write a built-in model (deterministic weights, tokenizer, config) in HuggingFace layout.")
 	preset := fs.String("preset", "tiny", "preset name ("+strings.Join(engine.Presets(), ", ")+")")
 	out := fs.String("out", "", "output directory (HuggingFace layout)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := fs.args(0, 0); err != nil {
 		return err
 	}
 	if *out == "" {
-		return fmt.Errorf("--out is required")
+		return &usageError{err: fmt.Errorf("--out is required"), usage: fs.usage()}
 	}
 	if err := engine.WritePreset(*preset, *out); err != nil {
 		return err

@@ -1,13 +1,9 @@
-// Package safetensors reads and writes the safetensors format: an 8-byte little-endian
-// header length, a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {…}},
-// then the raw little-endian tensor bytes. Every decoding error names the file and the
-// problem.
 package safetensors
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -311,7 +307,7 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	bw := newBufWriter(tmp)
+	bw := bufio.NewWriterSize(tmp, 1<<20)
 	if err := Encode(bw, tensors, metadata); err != nil {
 		tmp.Close()
 		return err
@@ -329,5 +325,3 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-var errShort = errors.New("short write")

@@ -1,6 +1,3 @@
-// Package redisstore is the shared store.Store for several API replicas: Redis through
-// go-redis v9. Keys are "<namespace>:<key>". Telemetry sits at one seam, a go-redis hook
-// that opens a "redis.<COMMAND>" span and records tuft.redis.operation.duration.
 package redisstore
 
 import (
@@ -14,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // Store is a Redis-backed store.Store.
@@ -23,15 +21,16 @@ type Store struct {
 	url string
 }
 
-// Open connects to url (redis://, rediss:// or unix://) and pings it.
-func Open(ctx context.Context, rawURL, namespace string) (*Store, error) {
+// Open connects to url (redis://, rediss:// or unix://) and pings it. Its spans and
+// measurements go to the providers of opts (default: the globals).
+func Open(ctx context.Context, rawURL, namespace string, opts ...telemetry.Option) (*Store, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis_url %s: %w", redact(rawURL), err)
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 3*time.Second, 3*time.Second, 3*time.Second
 	c := redis.NewClient(opt)
-	c.AddHook(hook{})
+	c.AddHook(newHook(opts...))
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {

@@ -1,4 +1,3 @@
-// Package exenv finds the server, API key and tokenizer for the examples.
 package exenv
 
 import (

@@ -1,0 +1,2 @@
+// Package exenv finds the server, API key and tokenizer for the examples.
+package exenv

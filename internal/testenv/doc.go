@@ -1,0 +1,4 @@
+// Package testenv starts in-process TuFT servers for tests: a real engine on the built-in
+// tiny preset (written once per test binary), a chosen store, and an HTTP client that
+// speaks the Tinker wire formats.
+package testenv
