@@ -1,5 +1,7 @@
 package engine
 
+import "fmt"
+
 // This file is the engine's public boundary: the types that backend and worker code
 // exchange with it. Keep it small and free of HTTP, tenant or telemetry concepts.
 
@@ -142,4 +144,4 @@ type InputError struct{ Msg string }
 func (e *InputError) Error() string { return e.Msg }
 
 // Inputf builds an InputError.
-func Inputf(format string, args ...any) error { return &InputError{Msg: sprintf(format, args...)} }
+func Inputf(format string, args ...any) error { return &InputError{Msg: fmt.Sprintf(format, args...)} }

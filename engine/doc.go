@@ -1,0 +1,29 @@
+// Package engine trains LoRA adapters on, and samples from, decoder-only transformers of
+// the Llama and Qwen2 families. It is a library: no globals, no HTTP, no telemetry
+// exporters; callers trace it through SampleHooks.
+//
+// The files read in the order of llama2.c:
+//
+//   - config.go: Config and its HuggingFace config.json parser.
+//   - weights.go: the frozen weights, their shapes, Load of a model directory, and their
+//     copy on the compute device.
+//   - model.go: Model (config + weights + tokenizer + device) and the options that pick
+//     the device.
+//   - transformer.go: the transformer, written once: RoPE, the LoRA-aware linear layer,
+//     forward (training over packed sequences, or sampling from KV caches) and backward.
+//   - lora.go: adapters (LoraWeights, Adapter), their initialisation, and their copy on
+//     the device.
+//   - train.go: ForwardBackward and the multi-LoRA batch that packs many adapters'
+//     datums into one pass.
+//   - loss.go: the Tinker losses and their gradients with respect to target logprobs.
+//   - optim.go: AdamW.
+//   - kvcache.go: the block-allocated KV cache (KVPool, KVCache with copy-on-write forks).
+//   - sampler.go: DecodeStep (one iteration over many sequences, the scheduler's unit)
+//     and Sample, the decode loop built on it.
+//   - validate.go: the checks a server runs before queueing a request.
+//   - peft.go, preset.go: PEFT adapter files and the built-in preset models.
+//   - types.go: the types exchanged with callers.
+//
+// All arithmetic runs on a device.Device (engine/device): the CPU (engine/kern kernels)
+// or, in builds with the cuda tag, an NVIDIA GPU (engine/cuda).
+package engine
