@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,13 +22,25 @@ import (
 // PresetDir is where a built-in preset is materialised under TUFT_HOME.
 func PresetDir(home, preset string) string { return filepath.Join(home, "models", preset) }
 
-// LoadModels loads every configured model, writing built-in presets on first use.
-func LoadModels(cfg config.Config) ([]*engine.Model, []backend.ModelInfo, error) {
+// LoadModels loads every configured model onto the configured device (engine.device,
+// logged with the reason it was chosen), writing built-in presets on first use.
+func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []backend.ModelInfo, error) {
 	var models []*engine.Model
 	var infos []backend.ModelInfo
+	var dev engine.Device
 	for i, mc := range cfg.Models {
 		if mc.Remote {
 			continue // hosted by workers
+		}
+		if dev == nil {
+			e := cfg.Engine
+			d, why, err := engine.OpenDevice(e.Device, engine.DeviceOptions{CUDALibDirs: e.CUDALibDirs,
+				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes})
+			if err != nil {
+				return nil, nil, fmt.Errorf("engine.device: %w", err)
+			}
+			log.Info("engine device", "device", d.Name(), "engine.device", e.Device, "reason", why)
+			dev = d
 		}
 		dir := mc.Path
 		if mc.Preset != "" {
@@ -38,7 +51,7 @@ func LoadModels(cfg config.Config) ([]*engine.Model, []backend.ModelInfo, error)
 				}
 			}
 		}
-		m, err := engine.Load(dir, mc.Name)
+		m, err := engine.Load(dir, mc.Name, engine.OnDevice(dev))
 		if err != nil {
 			return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}

@@ -71,7 +71,7 @@ func cmdWorker(args []string) error {
 	defer flush()
 	log := tel.Logger()
 
-	models, infos, err := server.LoadModels(cfg)
+	models, infos, err := server.LoadModels(cfg, log)
 	if err != nil {
 		return err
 	}

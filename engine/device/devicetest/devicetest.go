@@ -30,14 +30,17 @@ var BF16Weights = Tolerance{Elementwise: 1e-6, Product: 1e-5, Weight: 1e-2}
 // Run checks every operation of d against the float64 CPU device.
 func Run(t *testing.T, d device.Device[float32], tol Tolerance) {
 	c := &checker{t: t, d: d, ref: device.NewCPU[float64](), rng: rand.New(rand.NewPCG(1, 2)), tol: tol}
-	t.Run("memory", c.memory)
-	t.Run("matmul", c.matmul)
-	t.Run("elementwise", c.elementwise)
-	t.Run("rows", c.rows)
-	t.Run("attention", c.attention)
-	t.Run("loss", c.loss)
-	t.Run("optimizer", c.optimizer)
-	t.Run("sampling", c.sampling)
+	for _, s := range []struct {
+		name string
+		f    func(*testing.T)
+	}{{"memory", c.memory}, {"matmul", c.matmul}, {"elementwise", c.elementwise}, {"rows", c.rows},
+		{"attention", c.attention}, {"loss", c.loss}, {"optimizer", c.optimizer}, {"sampling", c.sampling}} {
+		t.Run(s.name, func(t *testing.T) {
+			c.t = t // failures belong to the subtest
+			s.f(t)
+		})
+	}
+	c.t = t
 	if err := d.Err(); err != nil {
 		t.Fatalf("device error: %v", err)
 	}

@@ -1,0 +1,84 @@
+//go:build cuda
+
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tuft-go/tuft/engine/cuda"
+)
+
+// The engine's numerical checks on a GPU (go test -tags cuda). They skip where no GPU can
+// be opened, unless TUFT_REQUIRE_GPU is set. TUFT_CUDA_LIB_DIRS adds library directories
+// (the CPU emulation of cuda/emu runs them without a GPU).
+//
+// Tolerances, stated before a GPU run confirmed them: with float32 weights the GPU
+// computes what the CPU computes up to summation order (cuBLAS without TF32), so the CPU's
+// bounds hold with a margin of 10. With bfloat16 weights every product with a base weight
+// rounds both operands to 8 significant bits (relative error 2⁻⁹ each), which the tiny
+// preset's 4 layers turn into errors of about 1e-3 in logprobs; the bounds allow 10×
+// that. AdamW's first step moves each weight by ±lr·sign(g), so a gradient component
+// near zero whose sign the bfloat16 error flips moves that weight by 2·lr: the bound
+// on the updated weights allows for a few such flips.
+
+func openGPU(t *testing.T, fp32 bool) Device {
+	t.Helper()
+	d, err := cuda.OpenDevice(cuda.Options{FP32Weights: fp32, LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS"))})
+	if err != nil {
+		if os.Getenv("TUFT_REQUIRE_GPU") != "" {
+			t.Fatalf("TUFT_REQUIRE_GPU is set and no GPU opened: %v", err)
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	t.Logf("device: %s", d.Name())
+	return d
+}
+
+var gpuModes = []struct {
+	name string
+	fp32 bool
+	ref  torchTol
+	kv   float64 // KV-cache decode vs full forward, per logprob
+	out  float64 // multi-LoRA batch vs separate: logprobs and losses
+	grad float64 // multi-LoRA batch vs separate: gradients
+}{
+	{"fp32-weights", true, torchTol{logprobs: 1e-4, loss: 1e-3, grad: 1e-2, adamw: 1e-4}, 1e-3, 1e-4, 1e-3},
+	{"bf16-weights", false, torchTol{logprobs: 2e-2, loss: 2e-2, grad: 1e-1, adamw: 1e-2}, 2e-2, 1e-3, 1e-2},
+}
+
+func TestGPUMatchesPyTorchReference(t *testing.T) {
+	for _, mode := range gpuModes {
+		t.Run(mode.name, func(t *testing.T) {
+			checkTorchRef(t, tinyModel(t, OnDevice(openGPU(t, mode.fp32))), mode.ref)
+		})
+	}
+}
+
+func TestGPUKVCacheDecodingEqualsFullForward(t *testing.T) {
+	for _, mode := range gpuModes {
+		t.Run(mode.name, func(t *testing.T) { checkKVDecode(t, openGPU(t, mode.fp32), mode.kv) })
+	}
+}
+
+func TestGPUSampledLogprobsEqualTeacherForced(t *testing.T) {
+	for _, mode := range gpuModes {
+		t.Run(mode.name, func(t *testing.T) {
+			checkSampledLogprobs(t, tinyModel(t, OnDevice(openGPU(t, mode.fp32))), mode.kv)
+		})
+	}
+}
+
+func TestGPUMultiLoRABatchEqualsSeparatePasses(t *testing.T) {
+	for _, mode := range gpuModes {
+		t.Run(mode.name, func(t *testing.T) {
+			checkMultiLoRA(t, tinyModel(t, OnDevice(openGPU(t, mode.fp32))), mode.out, mode.grad)
+		})
+	}
+}
+
+// Training continues bit for bit after a save and load on the GPU too.
+func TestGPUTrainingLowersLossAndSaveLoadContinuesExactly(t *testing.T) {
+	checkTrainSaveLoad(t, tinyModel(t, OnDevice(openGPU(t, false))))
+}
