@@ -5,8 +5,9 @@
 # kernel that cannot be built for those GPUs fails here, not on a user's machine. Neither
 # a GPU nor a C compiler is needed. The wheels go to a cached virtual environment.
 #
-#   gen.sh           regenerate kernels.ptx
-#   gen.sh --check   fail if the committed kernels.ptx differs from what kernels.cu gives
+#   gen.sh             regenerate kernels.ptx
+#   gen.sh --check     fail if the committed kernels.ptx differs from what kernels.cu gives
+#   gen.sh --install   only install the wheels (scripts/setup.sh)
 #
 # (The nvidia-cuda-nvcc-cu12 wheels carry ptxas but not nvcc itself; NVRTC compiles the
 # same CUDA C without a host compiler or CUDA headers.)
@@ -23,6 +24,7 @@ if [ ! -f "$venv/.installed" ]; then
     "nvidia-cuda-nvrtc-cu12==$CUDA_WHEELS" "nvidia-cuda-nvcc-cu12==$CUDA_WHEELS"
   touch "$venv/.installed"
 fi
+if [ "${1:-}" = "--install" ]; then exit 0; fi
 nvidia="$(echo "$venv"/lib/python3*/site-packages/nvidia)"
 check=()
 if [ "${1:-}" = "--check" ]; then check=(-check); fi
