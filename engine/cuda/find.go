@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"os"
 	"path/filepath"
 	"sort"
 )
@@ -19,12 +18,8 @@ type Options struct {
 	MemoryLimit int64
 }
 
-// Versions of the libraries, newest first.
-var (
-	driverNames   = []string{"libcuda.so.1"}
-	cublasNames   = []string{"libcublas.so.12", "libcublas.so.13", "libcublas.so.11"}
-	cublasLtNames = []string{"libcublasLt.so.12", "libcublasLt.so.13", "libcublasLt.so.11"}
-)
+// driverNames are the driver library's names.
+var driverNames = []string{"libcuda.so.1"}
 
 // searchEnv is where library searches read the environment and the file system (tests
 // pass their own).
@@ -32,9 +27,6 @@ type searchEnv struct {
 	getenv func(string) string
 	glob   func(string) ([]string, error)
 }
-
-// system is the real environment.
-var system = searchEnv{getenv: os.Getenv, glob: filepath.Glob}
 
 // driverCandidates lists where libcuda.so.1 may be, most specific first. The bare name
 // (last) lets the dynamic loader search its own paths (ld.so.cache, LD_LIBRARY_PATH).

@@ -5,6 +5,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -29,6 +31,15 @@ const (
 	rtldFlags           = purego.RTLD_NOW | purego.RTLD_GLOBAL
 	maxKernelParameters = 16
 )
+
+// cuBLAS versions, newest first.
+var (
+	cublasNames   = []string{"libcublas.so.12", "libcublas.so.13", "libcublas.so.11"}
+	cublasLtNames = []string{"libcublasLt.so.12", "libcublasLt.so.13", "libcublasLt.so.11"}
+)
+
+// system is the real environment.
+var system = searchEnv{getenv: os.Getenv, glob: filepath.Glob}
 
 // driverAPI holds libcuda's entry points.
 type driverAPI struct {
