@@ -47,7 +47,8 @@ type StepSeq struct {
 	// Draws are tokens to draw after the last of Tokens (several: samples of one prompt).
 	Draws []Draw
 	// Targets, when set, has one entry per token: the log-probability of Targets[i]
-	// after Tokens[i] is returned (-1: none), as for prompt logprobs.
+	// after Tokens[i] is returned (-1: none, and that row's logits are not computed), as
+	// for prompt logprobs.
 	Targets []int32
 	// TopK > 0 returns the TopK most likely next tokens after each of Tokens.
 	TopK int
@@ -78,9 +79,14 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		return nil, err
 	}
 	c, d, V := m.Cfg, m.dev, m.Cfg.VocabSize
-	var tokens, slots, lmRows []int32
+	var tokens, slots []int32
+	// Logits are computed only for the rows something is asked of: the last row of a
+	// sequence with draws, rows with a target, every row with top-k.
+	lmRows := []int32{}
+	logitRow := make([][]int, len(seqs)) // per sequence and token: its row of the logits, or -1
 	segs := make([]segment[float32], len(seqs))
 	onDev := map[*LoraWeights[float32]]*devLora[float32]{}
+	normalise := false
 	for i, s := range seqs {
 		sl, err := s.Cache.reserve(len(s.Tokens))
 		if err != nil {
@@ -95,17 +101,15 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		segs[i] = segment[float32]{start: start, n: len(s.Tokens), pos: s.Cache.Len(), lw: lw, kv: s.Cache}
 		tokens = append(tokens, s.Tokens...)
 		slots = append(slots, sl...)
-		switch {
-		case s.Targets != nil || s.TopK > 0:
-			for j := range s.Tokens {
+		logitRow[i] = make([]int, len(s.Tokens))
+		for j := range s.Tokens {
+			logitRow[i][j] = -1
+			if s.TopK > 0 || (s.Targets != nil && s.Targets[j] >= 0) || (j == len(s.Tokens)-1 && len(s.Draws) > 0) {
+				logitRow[i][j] = len(lmRows)
 				lmRows = append(lmRows, int32(start+j))
 			}
-		case len(s.Draws) > 0:
-			lmRows = append(lmRows, int32(start+len(s.Tokens)-1))
 		}
-	}
-	if lmRows == nil {
-		lmRows = []int32{}
+		normalise = normalise || s.TopK > 0 || s.Targets != nil
 	}
 	p := newPass(c, d, m.dw, m.rope, segs, slots)
 	defer p.release()
@@ -113,19 +117,9 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 	outs := make([]StepOut, len(seqs))
 	// Draw from the raw logits first; log-softmax (for targets and top-k) is in place.
 	var draws []device.Draw
-	row, normalise := 0, false
-	for _, s := range seqs {
-		switch {
-		case s.Targets != nil || s.TopK > 0:
-			normalise = true
-			row += len(s.Tokens)
-		case len(s.Draws) > 0:
-			row++
-		default:
-			continue
-		}
+	for i, s := range seqs {
 		for _, dr := range s.Draws {
-			draws = append(draws, device.Draw{Row: row - 1, Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
+			draws = append(draws, device.Draw{Row: logitRow[i][len(s.Tokens)-1], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
 		}
 	}
 	if len(draws) > 0 {
@@ -136,34 +130,20 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 			k += len(s.Draws)
 		}
 	}
-	if normalise {
+	if normalise && len(lmRows) > 0 {
 		d.LogSoftmax(act.logits, len(lmRows), V)
 		var idx []int64
-		row = 0
-		for _, s := range seqs {
-			if s.Targets == nil && s.TopK == 0 {
-				if len(s.Draws) > 0 {
-					row++
-				}
-				continue
-			}
+		for i, s := range seqs {
 			for j, t := range s.Targets {
 				if t >= 0 {
-					idx = append(idx, int64(row+j)*int64(V)+int64(t))
+					idx = append(idx, int64(logitRow[i][j])*int64(V)+int64(t))
 				}
 			}
-			row += len(s.Tokens)
 		}
 		vals := make([]float32, len(idx))
 		d.Gather(vals, act.logits, idx)
-		row, k := 0, 0
+		k := 0
 		for i, s := range seqs {
-			if s.Targets == nil && s.TopK == 0 {
-				if len(s.Draws) > 0 {
-					row++
-				}
-				continue
-			}
 			if s.Targets != nil {
 				outs[i].TargetLogprobs = make([]float32, len(s.Tokens))
 				for j, t := range s.Targets {
@@ -178,7 +158,7 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 			if s.TopK > 0 {
 				rows := make([]int32, len(s.Tokens))
 				for j := range rows {
-					rows[j] = int32(row + j)
+					rows[j] = int32(logitRow[i][j])
 				}
 				toks, lps := d.TopK(act.logits, V, rows, s.TopK)
 				kk := min(s.TopK, V)
@@ -191,7 +171,6 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 					outs[i].TopK[j] = tl
 				}
 			}
-			row += len(s.Tokens)
 		}
 	}
 	if err := d.Err(); err != nil {

@@ -275,3 +275,33 @@ func TestSampleHooksPairUpOnErrors(t *testing.T) {
 		})
 	}
 }
+
+// Targets of -1 skip those rows' logits; the rows that have targets get the same
+// log-probabilities as when every row has one (prompt logprobs of the last n tokens).
+func TestDecodeStepPartialTargets(t *testing.T) {
+	m := tinyModel(t)
+	pool, _ := m.NewKVPool(8)
+	defer pool.Close()
+	prompt := []int32{5, 6, 7, 8, 9, 10}
+	all, err := m.DecodeStep(context.Background(), []StepSeq{{Cache: pool.NewCache(), Tokens: prompt, Targets: nextTokens(prompt)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last2 := []int32{-1, -1, -1, 9, 10, -1}
+	some, err := m.DecodeStep(context.Background(), []StepSeq{{Cache: pool.NewCache(), Tokens: prompt, Targets: last2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, tg := range last2 {
+		got, want := some[0].TargetLogprobs[j], all[0].TargetLogprobs[j]
+		if tg < 0 {
+			if !math.IsNaN(float64(got)) {
+				t.Fatalf("row %d without a target has logprob %v", j, got)
+			}
+			continue
+		}
+		if math.Abs(float64(got-want)) > 1e-5 {
+			t.Fatalf("row %d: %v with some targets, %v with all", j, got, want)
+		}
+	}
+}
