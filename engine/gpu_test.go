@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,4 +82,41 @@ func TestGPUMultiLoRABatchEqualsSeparatePasses(t *testing.T) {
 // Training continues bit for bit after a save and load on the GPU too.
 func TestGPUTrainingLowersLossAndSaveLoadContinuesExactly(t *testing.T) {
 	checkTrainSaveLoad(t, tinyModel(t, OnDevice(openGPU(t, false))))
+}
+
+// Training steps and sample requests give back all the device memory they take: what is
+// in use after a few rounds is what was in use after the first.
+func TestGPUMemoryDoesNotGrow(t *testing.T) {
+	dev := openGPU(t, false)
+	st, ok := dev.(interface{ Stats() cuda.Stats })
+	if !ok {
+		t.Fatalf("%T has no Stats", dev)
+	}
+	m := tinyModel(t, OnDevice(dev))
+	a, err := m.NewAdapter(LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := ceRequest([]int32{3, 4, 5, 6, 7, 8, 9})
+	seed := int64(1)
+	round := func() {
+		if _, err := m.ForwardBackward(context.Background(), a, req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.OptimStep(context.Background(), a, AdamParams{LearningRate: 1e-3, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Sample(context.Background(), &a.W, SampleRequest{Prompt: []int32{1, 2, 3}, NumSamples: 3, PromptLogprobs: true,
+			TopKPromptLogprobs: 2, Params: SampleParams{MaxTokens: 5, Temperature: 1, TopK: 20, TopP: 0.9, Seed: &seed}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round()
+	before := st.Stats().InUse
+	for i := 0; i < 3; i++ {
+		round()
+	}
+	if after := st.Stats().InUse; after != before {
+		t.Fatalf("device memory in use grew from %d to %d bytes over 3 rounds", before, after)
+	}
 }
