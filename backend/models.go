@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,14 +19,26 @@ import (
 func PresetDir(home, preset string) string { return filepath.Join(home, "models", preset) }
 
 // LoadModels loads every model of the config that this process hosts (not the remote
-// ones), writing built-in presets on first use. The API server and `tuft worker` both
+// ones) onto the configured device (engine.device, logged with the reason it was
+// chosen), writing built-in presets on first use. The API server and `tuft worker` both
 // load their models here.
-func LoadModels(cfg config.Config) ([]*engine.Model, []ModelInfo, error) {
+func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelInfo, error) {
 	var models []*engine.Model
 	var infos []ModelInfo
+	var dev engine.Device
 	for i, mc := range cfg.Models {
 		if mc.Remote {
 			continue // hosted by workers
+		}
+		if dev == nil {
+			e := cfg.Engine
+			d, why, err := engine.OpenDevice(e.Device, engine.DeviceOptions{CUDALibDirs: e.CUDALibDirs,
+				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes})
+			if err != nil {
+				return nil, nil, fmt.Errorf("engine.device: %w", err)
+			}
+			log.Info("engine device", "device", d.Name(), "engine.device", e.Device, "reason", why)
+			dev = d
 		}
 		dir := mc.Path
 		if mc.Preset != "" {
@@ -36,7 +49,7 @@ func LoadModels(cfg config.Config) ([]*engine.Model, []ModelInfo, error) {
 				}
 			}
 		}
-		m, err := engine.Load(dir, mc.Name)
+		m, err := engine.Load(dir, mc.Name, engine.OnDevice(dev))
 		if err != nil {
 			return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}

@@ -31,6 +31,8 @@ type Config struct {
 	Workers Workers `yaml:"workers"`
 	// Worker configures a `tuft worker` process.
 	Worker Worker `yaml:"worker"`
+	// Engine configures where and how models compute.
+	Engine Engine `yaml:"engine"`
 
 	// Home is TUFT_HOME (not a YAML key): the directory for the embedded store, the
 	// generated API key, preset models and, by default, checkpoints.
@@ -114,6 +116,19 @@ type Worker struct {
 	Register bool `yaml:"register"`
 	// HeartbeatSeconds is the registration renewal interval (default 5; TTL is 3×).
 	HeartbeatSeconds float64 `yaml:"heartbeat_seconds"`
+}
+
+// Engine configures model execution.
+type Engine struct {
+	// Device is where models compute: auto (a GPU when this binary has CUDA support and
+	// the machine a usable GPU, else the CPU), cpu, cuda or cuda:N (also TUFT_DEVICE).
+	Device string `yaml:"device"`
+	// CUDALibDirs are searched first for libcuda.so.1 and cuBLAS.
+	CUDALibDirs []string `yaml:"cuda_lib_dirs"`
+	// CUDAFP32Weights keeps base weights in float32 on the GPU instead of bfloat16.
+	CUDAFP32Weights bool `yaml:"cuda_fp32_weights"`
+	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
+	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`
 }
 
 // TLSFiles names PEM files.
@@ -207,6 +222,7 @@ func Default(home string) Config {
 		Sessions:  Sessions{HeartbeatTimeoutSeconds: 300},
 		Limits:    Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128},
 		Telemetry: telemetry.DefaultConfig(),
+		Engine:    Engine{Device: "auto"},
 		Home:      home,
 	}
 }
@@ -370,6 +386,7 @@ var (
 	hexSHA256  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	tenantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	namespace  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	deviceName = regexp.MustCompile(`^(auto|cpu|cuda(:[0-9]+)?)$`)
 )
 
 // Validate reports every bad value, each by its key path.
@@ -514,6 +531,12 @@ func (c Config) Validate() error {
 	if l.MaxNumSamples < 1 {
 		bad("limits.max_num_samples", "%d must be at least 1", l.MaxNumSamples)
 	}
+	if !deviceName.MatchString(c.Engine.Device) {
+		bad("engine.device", "%q is not one of auto, cpu, cuda, cuda:N", c.Engine.Device)
+	}
+	if c.Engine.CUDAMemoryLimitBytes < 0 {
+		bad("engine.cuda_memory_limit_bytes", "%d must not be negative", c.Engine.CUDAMemoryLimitBytes)
+	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -529,8 +552,8 @@ func redact(u string) string {
 	return u
 }
 
-// ApplyEnv overrides settings from TUFT_HOST, TUFT_PORT, TUFT_LOG_LEVEL and
-// TUFT_CHECKPOINT_DIR (flags are applied after this by the caller).
+// ApplyEnv overrides settings from TUFT_HOST, TUFT_PORT, TUFT_LOG_LEVEL,
+// TUFT_CHECKPOINT_DIR and TUFT_DEVICE (flags are applied after this by the caller).
 func (c *Config) ApplyEnv() error {
 	if v := os.Getenv("TUFT_HOST"); v != "" {
 		c.Server.Host = v
@@ -553,6 +576,12 @@ func (c *Config) ApplyEnv() error {
 	}
 	if v := os.Getenv("TUFT_CHECKPOINT_DIR"); v != "" {
 		c.CheckpointDir = expandHome(v)
+	}
+	if v := os.Getenv("TUFT_DEVICE"); v != "" {
+		if !deviceName.MatchString(v) {
+			return fmt.Errorf("TUFT_DEVICE: %q is not one of auto, cpu, cuda, cuda:N", v)
+		}
+		c.Engine.Device = v
 	}
 	return nil
 }

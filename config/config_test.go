@@ -55,6 +55,9 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"bad yaml", "models: [", "invalid YAML"},
 		{"telemetry ratio", "telemetry:\n  sampling_ratio: 2", "telemetry.sampling_ratio"},
 		{"telemetry protocol", "telemetry:\n  protocol: carrier-pigeon", "telemetry.protocol"},
+		{"device", "engine:\n  device: gpu", "engine.device"},
+		{"device ordinal", "engine:\n  device: cuda:x", "engine.device"},
+		{"cuda memory limit", "engine:\n  cuda_memory_limit_bytes: -1", "engine.cuda_memory_limit_bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,5 +134,14 @@ func TestApplyEnv(t *testing.T) {
 	t.Setenv("TUFT_PORT", "x")
 	if err := c.ApplyEnv(); err == nil || !strings.Contains(err.Error(), "TUFT_PORT") {
 		t.Fatalf("bad TUFT_PORT: %v", err)
+	}
+	t.Setenv("TUFT_PORT", "1234")
+	t.Setenv("TUFT_DEVICE", "cuda:1")
+	if err := c.ApplyEnv(); err != nil || c.Engine.Device != "cuda:1" {
+		t.Fatalf("TUFT_DEVICE: %v, device %q", err, c.Engine.Device)
+	}
+	t.Setenv("TUFT_DEVICE", "tpu")
+	if err := c.ApplyEnv(); err == nil || !strings.Contains(err.Error(), "TUFT_DEVICE") {
+		t.Fatalf("bad TUFT_DEVICE: %v", err)
 	}
 }

@@ -1,11 +1,31 @@
-// Package engine is the pure Go model code: the Llama and Qwen2 transformer on the
-// numeric kernels of engine/kern, multi-LoRA adapters with AdamW, the Tinker losses,
-// the sampler, PEFT-compatible adapter files, HuggingFace config and safetensors loading
-// (engine/safetensors), tokenizers (engine/tokenizer), chat templates (engine/chat) and
-// the built-in presets.
+// Package engine trains LoRA adapters on, and samples from, decoder-only transformers of
+// the Llama and Qwen2 families. It is a library: no globals, no HTTP, no telemetry
+// exporters, no tenants or futures. Calls take a context.Context and return errors;
+// *InputError marks a fault of the request (a 400 at the API). Callers trace it through
+// SampleHooks, which backend turns into spans.
 //
-// It is a library: no globals but read-only tables, no HTTP, no tenants, no futures, no
-// telemetry. Calls take a context.Context and return errors; *InputError marks a fault
-// of the request (a 400 at the API). Tracing reaches into sampling only through the
-// SampleHooks callbacks, which backend turns into spans.
+// The files read in the order of llama2.c:
+//
+//   - config.go: Config and its HuggingFace config.json parser.
+//   - weights.go: the frozen weights, their shapes, Load of a model directory, and their
+//     copy on the compute device.
+//   - model.go: Model (config + weights + tokenizer + device) and the options that pick
+//     the device.
+//   - transformer.go: the transformer, written once: RoPE, the LoRA-aware linear layer,
+//     forward (training over packed sequences, or sampling from KV caches) and backward.
+//   - lora.go: adapters (LoraWeights, Adapter), their initialisation, and their copy on
+//     the device.
+//   - train.go: ForwardBackward and the multi-LoRA batch that packs many adapters'
+//     datums into one pass.
+//   - loss.go: the Tinker losses and their gradients with respect to target logprobs.
+//   - optim.go: AdamW.
+//   - kvcache.go: the block-allocated KV cache (KVPool, KVCache with copy-on-write forks).
+//   - sampler.go: DecodeStep (one iteration over many sequences, the scheduler's unit)
+//     and Sample, the decode loop built on it.
+//   - validate.go: the checks a server runs before queueing a request.
+//   - peft.go, preset.go: PEFT adapter files and the built-in preset models.
+//   - types.go: the types exchanged with callers.
+//
+// All arithmetic runs on a device.Device (engine/device): the CPU (engine/kern kernels)
+// or, in builds with the cuda tag, an NVIDIA GPU (engine/cuda).
 package engine

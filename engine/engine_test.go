@@ -236,13 +236,13 @@ func TestCISPOGradientIsStopGradWeightedCE(t *testing.T) {
 	}
 }
 
-func tinyModel(t testing.TB) *Model {
+func tinyModel(t testing.TB, opts ...Option) *Model {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tiny")
 	if err := WritePreset("tiny", dir); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(dir, "tiny")
+	m, err := Load(dir, "tiny", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,12 @@ func TestFreshAdapterEqualsBaseModel(t *testing.T) {
 }
 
 func TestTrainingLowersLossAndSaveLoadContinuesExactly(t *testing.T) {
-	m := tinyModel(t)
+	checkTrainSaveLoad(t, tinyModel(t))
+}
+
+// checkTrainSaveLoad trains a few steps on m, saves and reloads the adapter with its
+// optimizer state and pending gradients, and checks both copies continue identically.
+func checkTrainSaveLoad(t *testing.T, m *Model) {
 	ctx := context.Background()
 	a, _ := m.NewAdapter(LoraConfig{Rank: 8, Alpha: 16, Seed: 3, TrainAttn: true, TrainMLP: true, TrainUnembed: true})
 	req := ceRequest([]int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21})
@@ -327,6 +332,11 @@ func TestTrainingLowersLossAndSaveLoadContinuesExactly(t *testing.T) {
 			t.Fatalf("step %d after reload: %v vs %v", i, ra.Metrics["loss:sum"], rb.Metrics["loss:sum"])
 		}
 	}
+	for _, x := range []*Adapter{a, b} {
+		if err := m.AdapterToHost(x); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pa, pb := a.W.pairs(), b.W.pairs()
 	for i := range pa {
 		for j := range pa[i].A {
@@ -365,12 +375,55 @@ func TestAdamWMatchesTorchFormula(t *testing.T) {
 	}
 }
 
+// fullLogp is the log-softmax of every row of one sequence, from a training-style pass
+// (no cache) on the model's device.
+func fullLogp(m *Model, lw *LoraWeights[float32], toks []int32) []float32 {
+	p := newPass(m.Cfg, m.dev, m.dw, m.rope, []segment[float32]{{n: len(toks), lw: loraOn(m.dev, lw)}}, nil)
+	defer p.release()
+	act := p.forward(toks, false, nil)
+	V := m.Cfg.VocabSize
+	m.dev.LogSoftmax(act.logits, len(toks), V)
+	out := make([]float32, len(toks)*V)
+	m.dev.Download(out, act.logits)
+	return out
+}
+
+// stepLogp runs toks through DecodeStep on cache and returns every row's full
+// log-softmax (top-k over the whole vocabulary, put back in token order).
+func stepLogp(t *testing.T, m *Model, lw *LoraWeights[float32], cache *KVCache[float32], toks []int32) []float32 {
+	t.Helper()
+	V := m.Cfg.VocabSize
+	outs, err := m.DecodeStep(context.Background(), []StepSeq{{Adapter: lw, Cache: cache, Tokens: toks, TopK: V}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(toks)*V)
+	for i, row := range outs[0].TopK {
+		for _, tl := range row {
+			out[i*V+int(tl.Token)] = tl.Logprob
+		}
+	}
+	return out
+}
+
+// Decoding from a KV cache equals a full forward pass: one token at a time, in prefill
+// chunks, and in a forked cache that continues differently from its parent.
 func TestKVCacheDecodingEqualsFullForward(t *testing.T) {
+	checkKVDecode(t, nil, 1e-4)
+}
+
+// checkKVDecode runs the KV-cache checks on small random models on a device (nil: the
+// CPU); tol bounds the difference of each log-probability.
+func checkKVDecode(t *testing.T, dev Device, tol float64) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for _, arch := range []string{"llama", "qwen2"} {
 		c := smallConfig(arch, arch == "llama")
 		w := randWeights[float32](c, rng, arch == "qwen2")
-		m, err := NewModel("t", c, w, nil)
+		var opts []Option
+		if dev != nil {
+			opts = append(opts, OnDevice(dev))
+		}
+		m, err := NewModel("t", c, w, nil, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,24 +437,53 @@ func TestKVCacheDecodingEqualsFullForward(t *testing.T) {
 			}
 		}
 		lw.Scale = 1
-		toks := []int32{1, 5, 9, 3, 30, 12, 7, 44, 2}
-		full := singleSeq(c, w, m.rope(), &lw, nil, len(toks)).forward(toks, false)
-		cache := newKVCache(c, len(toks))
+		// More positions than one block, so tables span blocks.
+		toks := []int32{1, 5, 9, 3, 30, 12, 7, 44, 2, 17, 60, 33, 8, 21, 40, 11, 6, 50, 29, 3, 14}
+		alt := append(append([]int32(nil), toks[:9]...), 62, 61, 4)
 		V := c.VocabSize
-		for i, tok := range toks {
-			lg := m.inferRows(&lw, []int32{tok}, []*kvCache{cache}, []int{i})
-			logSoftmaxRow(lg, lg)
-			for v := 0; v < V; v++ {
-				if d := math.Abs(float64(lg[v] - full.logp[i*V+v])); d > 1e-4 {
-					t.Fatalf("%s position %d token %d: cached %v vs full %v", arch, i, v, lg[v], full.logp[i*V+v])
+		pool, err := m.NewKVPool(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		check := func(what string, got, full []float32, from int) {
+			t.Helper()
+			for i := 0; i < len(got)/V; i++ {
+				for v := 0; v < V; v++ {
+					if d := math.Abs(float64(got[i*V+v] - full[(from+i)*V+v])); d > tol {
+						t.Fatalf("%s %s position %d token %d: cached %v vs full %v", arch, what, from+i, v, got[i*V+v], full[(from+i)*V+v])
+					}
 				}
 			}
+		}
+		full, fullAlt := fullLogp(m, &lw, toks), fullLogp(m, &lw, alt)
+		one := pool.NewCache()
+		for i, tok := range toks {
+			check("one at a time", stepLogp(t, m, &lw, one, []int32{tok}), full, i)
+		}
+		chunked := pool.NewCache()
+		for _, r := range [][2]int{{0, 4}, {4, 9}} {
+			check("chunked", stepLogp(t, m, &lw, chunked, toks[r[0]:r[1]]), full, r[0])
+		}
+		fork := chunked.Fork()
+		check("parent after fork", stepLogp(t, m, &lw, chunked, toks[9:]), full, 9)
+		check("fork", stepLogp(t, m, &lw, fork, alt[9:]), fullAlt, 9)
+		for _, kc := range []*KVCache[float32]{one, chunked, fork} {
+			kc.Release()
+		}
+		if pool.FreeBlocks() != pool.Blocks() {
+			t.Fatalf("%d of %d blocks free after releasing every cache", pool.FreeBlocks(), pool.Blocks())
 		}
 	}
 }
 
 func TestSampledLogprobsEqualTeacherForced(t *testing.T) {
-	m := tinyModel(t)
+	checkSampledLogprobs(t, tinyModel(t), 1e-4)
+}
+
+// checkSampledLogprobs checks on m that sampled and prompt logprobs equal teacher-forced
+// ones (within tol), that a seed fixes the output and that top_k=1 is greedy.
+func checkSampledLogprobs(t *testing.T, m *Model, tol float64) {
 	seed := int64(11)
 	prompt := []int32{40, 41, 42, 43}
 	res, err := m.Sample(context.Background(), nil, SampleRequest{Prompt: prompt, NumSamples: 3,
@@ -425,12 +507,12 @@ func TestSampledLogprobsEqualTeacherForced(t *testing.T) {
 		lp := fr.Outputs[0]["logprobs"].F32
 		for j, v := range s.Logprobs {
 			want := lp[len(prompt)-1+j]
-			if math.Abs(float64(v-want)) > 1e-4 {
+			if math.Abs(float64(v-want)) > tol {
 				t.Fatalf("sequence %d token %d: sampled logprob %v, teacher-forced %v", i, j, v, want)
 			}
 		}
 		for j := 1; j < len(prompt); j++ {
-			if math.Abs(float64(res.PromptLogprobs[j]-lp[j-1])) > 1e-4 {
+			if math.Abs(float64(res.PromptLogprobs[j]-lp[j-1])) > tol {
 				t.Fatalf("prompt logprob %d: %v vs %v", j, res.PromptLogprobs[j], lp[j-1])
 			}
 		}

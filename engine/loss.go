@@ -212,21 +212,3 @@ func sameShape(a, b []int) bool {
 	}
 	return true
 }
-
-// ValidateForward checks a forward / forward_backward request against a model config
-// without running it, so a server can refuse bad input before queueing it.
-func ValidateForward(c Config, req ForwardRequest) error {
-	spec, _, err := resolveLoss(req.LossFn, req.LossFnConfig)
-	if err != nil {
-		return err
-	}
-	if len(req.Data) == 0 {
-		return Inputf("data is empty")
-	}
-	for i, d := range req.Data {
-		if _, err := validateDatum(i, d, spec, c); err != nil {
-			return err
-		}
-	}
-	return nil
-}

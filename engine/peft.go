@@ -72,6 +72,9 @@ func loraTensors(lw *LoraWeights[float32], suffix string) []safetensors.Tensor {
 // format and, withOptimizer, dir/optimizer.safetensors (AdamW moments, step, gradients
 // not yet applied). The directory is replaced atomically.
 func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
+	if err := m.AdapterToHost(a); err != nil {
+		return fmt.Errorf("save adapter: %w", err)
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("save adapter: %w", err)
 	}

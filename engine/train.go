@@ -1,359 +1,266 @@
 package engine
 
 import (
-	"math"
+	"context"
+	"fmt"
+	"runtime"
 
+	"github.com/tuft-go/tuft/engine/device"
 	"github.com/tuft-go/tuft/engine/kern"
 )
 
-// segment is one sequence of a packed batch: rows [start, start+n) and the adapter it
-// runs with (lw nil: the base model; grad nil: no gradients).
-type segment[T kern.Float] struct {
-	start, n int
-	lw, grad *LoraWeights[T]
-	scale    T
+// ForwardBackward runs forward (and, with req.Backward, backward) over the datums,
+// accumulating gradients into a. a nil adapter is the base model (forward only). Inputs
+// are validated before any gradient is touched.
+func (m *Model) ForwardBackward(ctx context.Context, a *Adapter, req ForwardRequest) (ForwardResult, error) {
+	res, errs := m.ForwardBackwardBatch(ctx, []BatchItem{{Adapter: a, Request: req}})
+	return res[0], errs[0]
 }
 
-// seqModel is everything one forward/backward pass reads: frozen weights, RoPE tables and
-// the packed sequences. Every projection multiplies the rows of all sequences by the
-// base weight in one product (one pass over the weights, however many adapters); the
-// LoRA terms and attention are per sequence.
-type seqModel[T kern.Float] struct {
-	c    Config
-	w    *Weights[T]
-	rope *ropeTables
-	segs []segment[T]
-	rows int
+// BatchItem is one adapter's request in a multi-LoRA batch.
+type BatchItem struct {
+	Adapter *Adapter // nil: the base model (forward only)
+	Request ForwardRequest
 }
 
-func newSeqModel[T kern.Float](c Config, w *Weights[T], rope *ropeTables, segs []segment[T]) *seqModel[T] {
-	sm := &seqModel[T]{c: c, w: w, rope: rope, segs: segs}
-	for _, sg := range segs {
-		sm.rows += sg.n
-	}
-	return sm
-}
-
-// singleSeq is a seqModel over one sequence of n tokens.
-func singleSeq[T kern.Float](c Config, w *Weights[T], rope *ropeTables, lw, grad *LoraWeights[T], n int) *seqModel[T] {
-	sg := segment[T]{n: n, lw: lw, grad: grad}
-	if lw != nil {
-		sg.scale = lw.Scale
-	}
-	return newSeqModel(c, w, rope, []segment[T]{sg})
-}
-
-// proj names one LoRA target: a layer's projection, or the unembedding (lm).
-type proj struct {
-	l  int
-	p  Proj
-	lm bool
-}
-
-// loraPair returns the adapter's pair for pr, nil when lw is nil or does not train it.
-func loraPair[T kern.Float](lw *LoraWeights[T], pr proj) *LoraPair[T] {
-	if lw == nil {
-		return nil
-	}
-	if pr.lm {
-		return lw.LMHead
-	}
-	if lw.Layers == nil {
-		return nil
-	}
-	return lw.Layers[pr.l][pr.p]
-}
-
-// linear computes y = x·Wᵀ (+b) for all rows, then adds each sequence's LoRA term; it
-// returns the per-sequence zs = scale·x·Aᵀ that backward needs (nil without LoRA).
-func (s *seqModel[T]) linear(y, x, w, b []T, pr proj, in, out int) [][]T {
-	kern.MatMulNT(y, x, w, s.rows, out, in, false)
-	if b != nil {
-		for r := 0; r < s.rows; r++ {
-			kern.Axpy(1, b, y[r*out:r*out+out])
+// ForwardBackwardBatch runs the requests of several adapters (or one adapter's several
+// requests) together: their datums are packed so that each projection reads the shared
+// base weights once for all of them, while LoRA terms, attention, losses and gradients
+// stay per datum and per adapter. The results equal separate ForwardBackward calls. An
+// invalid request fails alone (its error is in errs, nothing of it is applied); a
+// cancelled context or a device error fails them all and applies no gradient.
+func (m *Model) ForwardBackwardBatch(ctx context.Context, items []BatchItem) ([]ForwardResult, []error) {
+	fb := make([]*fbItem[float32], len(items))
+	for i, it := range items {
+		fb[i] = &fbItem[float32]{req: it.Request}
+		if a := it.Adapter; a != nil {
+			fb[i].lw = loraOn(m.dev, &a.W)
+			if it.Request.Backward {
+				fb[i].grad = loraOn(m.dev, &a.Grad)
+			}
+		} else if it.Request.Backward {
+			fb[i].err = Inputf("forward_backward needs a LoRA adapter: the base model is frozen")
 		}
 	}
-	var zs [][]T
-	for i, sg := range s.segs {
-		lp := loraPair(sg.lw, pr)
-		if lp == nil {
+	runBatch(ctx, m.Cfg, m.dev, m.dw, m.rope, fb)
+	res, errs := make([]ForwardResult, len(fb)), make([]error, len(fb))
+	for i, it := range fb {
+		res[i], errs[i] = it.res, it.err
+	}
+	runtime.KeepAlive(items) // the adapters' device copies are in use until here
+	return res, errs
+}
+
+// forwardBackward runs one request on the CPU in any precision (tests use float64).
+func forwardBackward[T kern.Float](ctx context.Context, c Config, w *Weights[T], rope *device.Rope, lw, grad *LoraWeights[T], req ForwardRequest) (ForwardResult, error) {
+	d := device.NewCPU[T]()
+	dw, err := uploadWeights(d, w)
+	if err != nil {
+		return ForwardResult{}, err
+	}
+	it := &fbItem[T]{lw: loraOn(d, lw), grad: loraOn(d, grad), req: req}
+	runBatch(ctx, c, d, dw, rope, []*fbItem[T]{it})
+	return it.res, it.err
+}
+
+// fbItem is one request of a batch and what becomes of it.
+type fbItem[T kern.Float] struct {
+	lw, grad *devLora[T]
+	req      ForwardRequest
+	spec     lossSpec
+	cfg      map[string]float64
+	ks       []int
+	scratch  *devLora[T] // gradients land here first: a failed call adds nothing
+	total    float64
+	res      ForwardResult
+	err      error
+}
+
+// maxPackRows bounds the rows packed into one pass: the log-probabilities alone take
+// rows × vocabulary floats.
+const maxPackRows = 1024
+
+type datumRef struct{ item, datum int }
+
+func runBatch[T kern.Float](ctx context.Context, c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, items []*fbItem[T]) {
+	var train, infer []datumRef
+	defer func() {
+		for _, it := range items {
+			it.scratch.free()
+		}
+	}()
+	for i, it := range items {
+		if it.err != nil {
 			continue
 		}
-		if zs == nil {
-			zs = make([][]T, len(s.segs))
-		}
-		zs[i] = loraF(y[sg.start*out:(sg.start+sg.n)*out], x[sg.start*in:(sg.start+sg.n)*in], lp, sg.scale, sg.n, in, out)
-	}
-	return zs
-}
-
-// linearBack accumulates each sequence's LoRA gradients and adds dL/dx to dx (nil: not
-// needed), the base weight's share in one product over all rows.
-func (s *seqModel[T]) linearBack(dx, dy, x, w []T, pr proj, zs [][]T, in, out int) {
-	for i, sg := range s.segs {
-		lp := loraPair(sg.lw, pr)
-		if lp == nil {
+		if it.err = it.validate(c); it.err != nil {
 			continue
 		}
-		var dxs []T
-		if dx != nil {
-			dxs = dx[sg.start*in : (sg.start+sg.n)*in]
+		it.res = ForwardResult{Outputs: make([]map[string]Tensor, len(it.req.Data)), Metrics: map[string]float64{}}
+		if it.grad != nil {
+			it.scratch = zeroOn(d, it.grad)
 		}
-		loraB(dxs, dy[sg.start*out:(sg.start+sg.n)*out], x[sg.start*in:(sg.start+sg.n)*in], lp, loraPair(sg.grad, pr), zs[i], sg.scale, sg.n, in, out)
-	}
-	if dx != nil {
-		kern.MatMulNN(dx, dy, w, s.rows, in, out, true)
-	}
-}
-
-// linearF computes y = x·Wᵀ (+b) + scale·(x·Aᵀ)·Bᵀ for rows of x (one adapter); it
-// returns zs = scale·x·Aᵀ (nil without LoRA).
-func linearF[T kern.Float](y, x, w, b []T, lp *LoraPair[T], scale T, rows, in, out int) []T {
-	kern.MatMulNT(y, x, w, rows, out, in, false)
-	if b != nil {
-		for r := 0; r < rows; r++ {
-			kern.Axpy(1, b, y[r*out:r*out+out])
+		for j := range it.req.Data {
+			if it.grad != nil {
+				train = append(train, datumRef{i, j})
+			} else {
+				infer = append(infer, datumRef{i, j})
+			}
 		}
 	}
-	if lp == nil {
-		return nil
+	// Datums that need gradients and those that do not go in separate passes, so no
+	// backward runs over rows that cannot use it.
+	for _, refs := range [][]datumRef{train, infer} {
+		for len(refs) > 0 {
+			if err := ctx.Err(); err != nil {
+				failAll(items, err)
+				return
+			}
+			rows, k := 0, 0
+			for k < len(refs) && (k == 0 || rows+len(items[refs[k].item].req.Data[refs[k].datum].Tokens) <= maxPackRows) {
+				rows += len(items[refs[k].item].req.Data[refs[k].datum].Tokens)
+				k++
+			}
+			if err := runPack(c, d, w, rope, items, refs[:k]); err != nil {
+				failAll(items, err)
+				return
+			}
+			refs = refs[k:]
+		}
 	}
-	return loraF(y, x, lp, scale, rows, in, out)
-}
-
-// loraF adds scale·(x·Aᵀ)·Bᵀ to y and returns zs = scale·x·Aᵀ.
-func loraF[T kern.Float](y, x []T, lp *LoraPair[T], scale T, rows, in, out int) []T {
-	rank := len(lp.A) / in
-	zs := make([]T, rows*rank)
-	kern.MatMulNT(zs, x, lp.A, rows, rank, in, false)
-	for i := range zs {
-		zs[i] *= scale
-	}
-	kern.MatMulNT(y, zs, lp.B, rows, out, rank, true)
-	return zs
-}
-
-// loraB is the LoRA half of a linear layer's backward: it accumulates the gradients of
-// A and B into g (nil: frozen) and adds the LoRA path's dL/dx to dx (nil: not needed).
-func loraB[T kern.Float](dx, dy, x []T, lp, g *LoraPair[T], zs []T, scale T, rows, in, out int) {
-	if g == nil && dx == nil {
+	if err := ctx.Err(); err != nil {
+		failAll(items, err)
 		return
 	}
-	rank := len(lp.A) / in
-	if g != nil {
-		kern.MatMulTN(g.B, dy, zs, out, rank, rows, true)
-	}
-	dz := make([]T, rows*rank)
-	kern.MatMulNN(dz, dy, lp.B, rows, rank, out, false)
-	for i := range dz {
-		dz[i] *= scale
-	}
-	if g != nil {
-		kern.MatMulTN(g.A, dz, x, rank, in, rows, true)
-	}
-	if dx != nil {
-		kern.MatMulNN(dx, dz, lp.A, rows, in, rank, true)
-	}
-}
-
-type layerAct[T kern.Float] struct {
-	x, h1, rstd1   []T
-	zq, zk, zv, zo [][]T // per sequence
-	q, k, v, o     []T
-	p              [][]T // attention probabilities, per sequence: heads × n × n
-	x2, h2, rstd2  []T
-	zg, zu, zd     [][]T
-	g, u, a        []T
-}
-
-// seqAct are the saved activations of a packed batch.
-type seqAct[T kern.Float] struct {
-	n      int // rows of all sequences
-	layers []layerAct[T]
-	xf     []T // input of the final norm
-	hf     []T
-	rstdf  []T
-	zlm    [][]T
-	logp   []T // log-softmax, n × V
-}
-
-func lp(l int, p Proj) proj { return proj{l: l, p: p} }
-
-// forward runs the model over the packed sequences (tokens: all of them, in segment
-// order), keeping what backward needs when keep.
-func (s *seqModel[T]) forward(tokens []int32, keep bool) *seqAct[T] {
-	c := s.c
-	n, D, I := len(tokens), c.Hidden, c.Intermediate
-	if n != s.rows {
-		panic("engine: forward over a token count that is not the segments' total")
-	}
-	hq, hkv, hd := c.Heads, c.KVHeads, c.HeadDim
-	qd, kvd := hq*hd, hkv*hd
-	act := &seqAct[T]{n: n, layers: make([]layerAct[T], c.Layers)}
-	x := make([]T, n*D)
-	for i, t := range tokens {
-		copy(x[i*D:(i+1)*D], s.w.Embed[int(t)*D:int(t)*D+D])
-	}
-	attScale := T(1 / math.Sqrt(float64(hd)))
-	group := hq / hkv
-	for l := 0; l < c.Layers; l++ {
-		L := &s.w.Layers[l]
-		a := &act.layers[l]
-		a.x = x
-		a.h1 = make([]T, n*D)
-		a.rstd1 = rmsNorm(a.h1, x, L.AttnNorm, n, D, c.RMSNormEps)
-		a.q, a.k, a.v = make([]T, n*qd), make([]T, n*kvd), make([]T, n*kvd)
-		a.zq = s.linear(a.q, a.h1, L.Wq, L.Bq, lp(l, ProjQ), D, qd)
-		a.zk = s.linear(a.k, a.h1, L.Wk, L.Bk, lp(l, ProjK), D, kvd)
-		a.zv = s.linear(a.v, a.h1, L.Wv, L.Bv, lp(l, ProjV), D, kvd)
-		a.p = make([][]T, len(s.segs))
-		for i, sg := range s.segs {
-			ropeApply(s.rope, a.q[sg.start*qd:(sg.start+sg.n)*qd], sg.n, hq, 0, false)
-			ropeApply(s.rope, a.k[sg.start*kvd:(sg.start+sg.n)*kvd], sg.n, hkv, 0, false)
-			a.p[i] = make([]T, hq*sg.n*sg.n)
+	for _, it := range items {
+		if it.err != nil {
+			continue
 		}
-		a.o = make([]T, n*qd)
-		// Causal attention within each sequence, in parallel over (sequence, head).
-		parallel(len(s.segs)*hq, func(job int) {
-			sg, h := s.segs[job/hq], job%hq
-			sn, p := sg.n, a.p[job/hq]
-			q, k, v, o := a.q[sg.start*qd:], a.k[sg.start*kvd:], a.v[sg.start*kvd:], a.o[sg.start*qd:]
-			kh := h / group
-			for i := 0; i < sn; i++ {
-				qi := q[i*qd+h*hd : i*qd+h*hd+hd]
-				pr := p[(h*sn+i)*sn : (h*sn+i)*sn+sn]
-				m := math.Inf(-1)
-				for j := 0; j <= i; j++ {
-					sc := kern.Dot(qi, k[j*kvd+kh*hd:j*kvd+kh*hd+hd]) * attScale
-					pr[j] = sc
-					if float64(sc) > m {
-						m = float64(sc)
-					}
-				}
-				var sum float64
-				for j := 0; j <= i; j++ {
-					e := math.Exp(float64(pr[j]) - m)
-					pr[j] = T(e)
-					sum += e
-				}
-				oi := o[i*qd+h*hd : i*qd+h*hd+hd]
-				for j := 0; j <= i; j++ {
-					pr[j] = T(float64(pr[j]) / sum)
-					kern.Axpy(pr[j], v[j*kvd+kh*hd:j*kvd+kh*hd+hd], oi)
-				}
+		if it.scratch != nil {
+			for i, p := range it.grad.list {
+				s := it.scratch.list[i]
+				d.Add(p.a, p.a, s.a)
+				d.Add(p.b, p.b, s.b)
 			}
-		})
-		attn := make([]T, n*D)
-		a.zo = s.linear(attn, a.o, L.Wo, nil, lp(l, ProjO), qd, D)
-		x2 := make([]T, n*D)
-		for i := range x2 {
-			x2[i] = x[i] + attn[i]
 		}
-		a.x2 = x2
-		a.h2 = make([]T, n*D)
-		a.rstd2 = rmsNorm(a.h2, x2, L.MLPNorm, n, D, c.RMSNormEps)
-		a.g, a.u = make([]T, n*I), make([]T, n*I)
-		a.zg = s.linear(a.g, a.h2, L.Wgate, nil, lp(l, ProjGate), D, I)
-		a.zu = s.linear(a.u, a.h2, L.Wup, nil, lp(l, ProjUp), D, I)
-		a.a = make([]T, n*I)
-		for i := range a.a {
-			a.a[i] = T(silu(float64(a.g[i]))) * a.u[i]
-		}
-		mlp := make([]T, n*D)
-		a.zd = s.linear(mlp, a.a, L.Wdown, nil, lp(l, ProjDown), I, D)
-		x = make([]T, n*D)
-		for i := range x {
-			x[i] = x2[i] + mlp[i]
-		}
-		if !keep {
-			act.layers[l] = layerAct[T]{}
+		it.res.Metrics["loss:sum"] = it.total
+	}
+	if err := d.Err(); err != nil {
+		failAll(items, fmt.Errorf("%s: %w", d.Name(), err))
+	}
+}
+
+func failAll[T kern.Float](items []*fbItem[T], err error) {
+	for _, it := range items {
+		if it.err == nil {
+			it.err, it.res = err, ForwardResult{}
 		}
 	}
-	act.xf = x
-	act.hf = make([]T, n*D)
-	act.rstdf = rmsNorm(act.hf, x, s.w.FinalNorm, n, D, c.RMSNormEps)
+}
+
+func (it *fbItem[T]) validate(c Config) error {
+	spec, cfg, err := resolveLoss(it.req.LossFn, it.req.LossFnConfig)
+	if err != nil {
+		return err
+	}
+	if len(it.req.Data) == 0 {
+		return Inputf("data is empty")
+	}
+	it.spec, it.cfg = spec, cfg
+	it.ks = make([]int, len(it.req.Data))
+	for i, d := range it.req.Data {
+		if it.ks[i], err = validateDatum(i, d, spec, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runPack runs forward (and backward where the datums' items train) over one pack. The
+// losses are computed on the host from the target log-probabilities (n·k values per
+// datum); only the vocabulary-wide parts (log-softmax, the gradient with respect to the
+// logits) run on the device.
+func runPack[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, items []*fbItem[T], refs []datumRef) error {
+	segs := make([]segment[T], len(refs))
+	var tokens []int32
+	backward := false
+	for i, r := range refs {
+		it := items[r.item]
+		dt := it.req.Data[r.datum]
+		segs[i] = segment[T]{start: len(tokens), n: len(dt.Tokens), lw: it.lw, grad: it.scratch}
+		backward = backward || it.scratch != nil
+		tokens = append(tokens, dt.Tokens...)
+	}
+	p := newPass(c, d, w, rope, segs, nil)
+	defer p.release()
+	act := p.forward(tokens, backward, nil)
 	V := c.VocabSize
-	act.logp = make([]T, n*V)
-	act.zlm = s.linear(act.logp, act.hf, s.w.LMHead, nil, proj{lm: true}, D, V)
-	parallel(n, func(i int) { logSoftmaxRow(act.logp[i*V:i*V+V], act.logp[i*V:i*V+V]) })
-	return act
-}
-
-// backward accumulates LoRA gradients given dlogits (rows × V), the gradient of the
-// loss with respect to the logits.
-func (s *seqModel[T]) backward(act *seqAct[T], dlogits []T) {
-	c := s.c
-	n, D, I, V := act.n, c.Hidden, c.Intermediate, c.VocabSize
-	hq, hkv, hd := c.Heads, c.KVHeads, c.HeadDim
-	qd, kvd := hq*hd, hkv*hd
-	group := hq / hkv
-	attScale := T(1 / math.Sqrt(float64(hd)))
-	dhf := make([]T, n*D)
-	s.linearBack(dhf, dlogits, act.hf, s.w.LMHead, proj{lm: true}, act.zlm, D, V)
-	dx := make([]T, n*D)
-	rmsNormBack(dx, dhf, act.xf, s.w.FinalNorm, act.rstdf, n, D)
-	for l := c.Layers - 1; l >= 0; l-- {
-		L := &s.w.Layers[l]
-		a := &act.layers[l]
-		// MLP: x = x2 + down(a); dx flows to x2 directly and through the MLP.
-		dA := make([]T, n*I)
-		s.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D)
-		dg, du := make([]T, n*I), make([]T, n*I)
-		for i := range dA {
-			g := float64(a.g[i])
-			sg := 1 / (1 + math.Exp(-g))
-			du[i] = dA[i] * T(g*sg)
-			dg[i] = dA[i] * a.u[i] * T(sg*(1+g*(1-sg)))
+	d.LogSoftmax(act.logits, len(tokens), V)
+	// The log-probabilities of every datum's targets, in one gather.
+	var idx []int64
+	for i, r := range refs {
+		it := items[r.item]
+		tt := it.req.Data[r.datum].LossInputs["target_tokens"].I64
+		k := it.ks[r.datum]
+		for j, t := range tt {
+			idx = append(idx, int64(segs[i].start+j/k)*int64(V)+t)
 		}
-		dh2 := make([]T, n*D)
-		s.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I)
-		s.linearBack(dh2, du, a.h2, L.Wup, lp(l, ProjUp), a.zu, D, I)
-		dx2 := dx // the residual path
-		rmsNormBack(dx2, dh2, a.x2, L.MLPNorm, a.rstd2, n, D)
-		// Attention: x2 = x + o_proj(attn).
-		do := make([]T, n*qd)
-		s.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := make([]T, n*qd), make([]T, n*kvd), make([]T, n*kvd)
-		// Heads sharing a KV head write the same dk/dv rows, so parallelise by
-		// (sequence, KV head).
-		parallel(len(s.segs)*hkv, func(job int) {
-			seg, kh := s.segs[job/hkv], job%hkv
-			sn, P := seg.n, a.p[job/hkv]
-			q, k, v := a.q[seg.start*qd:], a.k[seg.start*kvd:], a.v[seg.start*kvd:]
-			dos, dqs, dks, dvs := do[seg.start*qd:], dq[seg.start*qd:], dk[seg.start*kvd:], dv[seg.start*kvd:]
-			dp := make([]T, sn)
-			for h := kh * group; h < (kh+1)*group; h++ {
-				for i := 0; i < sn; i++ {
-					pr := P[(h*sn+i)*sn : (h*sn+i)*sn+sn]
-					doi := dos[i*qd+h*hd : i*qd+h*hd+hd]
-					var rowDot T
-					for j := 0; j <= i; j++ {
-						dp[j] = kern.Dot(doi, v[j*kvd+kh*hd:j*kvd+kh*hd+hd])
-						rowDot += dp[j] * pr[j]
-						kern.Axpy(pr[j], doi, dvs[j*kvd+kh*hd:j*kvd+kh*hd+hd])
-					}
-					qi := q[i*qd+h*hd : i*qd+h*hd+hd]
-					dqi := dqs[i*qd+h*hd : i*qd+h*hd+hd]
-					for j := 0; j <= i; j++ {
-						ds := pr[j] * (dp[j] - rowDot) * attScale
-						kern.Axpy(ds, k[j*kvd+kh*hd:j*kvd+kh*hd+hd], dqi)
-						kern.Axpy(ds, qi, dks[j*kvd+kh*hd:j*kvd+kh*hd+hd])
-					}
-				}
-			}
-		})
-		for _, sg := range s.segs {
-			ropeApply(s.rope, dq[sg.start*qd:(sg.start+sg.n)*qd], sg.n, hq, 0, true)
-			ropeApply(s.rope, dk[sg.start*kvd:(sg.start+sg.n)*kvd], sg.n, hkv, 0, true)
-		}
-		dh1 := make([]T, n*D)
-		s.linearBack(dh1, dq, a.h1, L.Wq, lp(l, ProjQ), a.zq, D, qd)
-		s.linearBack(dh1, dk, a.h1, L.Wk, lp(l, ProjK), a.zk, D, kvd)
-		s.linearBack(dh1, dv, a.h1, L.Wv, lp(l, ProjV), a.zv, D, kvd)
-		if l == 0 {
-			break // embeddings are frozen: nothing below needs dx
-		}
-		rmsNormBack(dx2, dh1, a.x, L.AttnNorm, a.rstd1, n, D)
-		dx = dx2
 	}
+	lpAll := make([]T, len(idx))
+	d.Gather(lpAll, act.logits, idx)
+	var xg device.XentGrad
+	off := 0
+	for i, r := range refs {
+		it := items[r.item]
+		dt := it.req.Data[r.datum]
+		sg := segs[i]
+		n, k := sg.n, it.ks[r.datum]
+		tt := dt.LossInputs["target_tokens"].I64
+		lp := make([]float64, n*k)
+		out := make([]float32, n*k)
+		for j := range lp {
+			lp[j] = float64(lpAll[off+j])
+			out[j] = float32(lp[j])
+		}
+		off += n * k
+		loss, dlp := datumLoss(it.req.LossFn, it.cfg, lp, dt.LossInputs)
+		it.total += loss
+		shape := []int{n}
+		if k > 1 {
+			shape = []int{n, k}
+		}
+		it.res.Outputs[r.datum] = map[string]Tensor{"logprobs": {DType: Float32, Shape: shape, F32: out}}
+		it.res.Tokens += n
+		if it.scratch == nil {
+			continue
+		}
+		// dL/dlogits = Σ_k dL/dlp_k · (onehot(target_k) − softmax), for rows with a
+		// non-zero dL/dlp.
+		for row := 0; row < n; row++ {
+			var sum float64
+			nonzero := false
+			for kk := 0; kk < k; kk++ {
+				sum += dlp[row*k+kk]
+				nonzero = nonzero || dlp[row*k+kk] != 0
+			}
+			if !nonzero {
+				continue
+			}
+			xg.Rows = append(xg.Rows, int32(sg.start+row))
+			xg.Sums = append(xg.Sums, sum)
+			for kk := 0; kk < k; kk++ {
+				xg.Idx = append(xg.Idx, int64(sg.start+row)*int64(V)+tt[row*k+kk])
+				xg.Vals = append(xg.Vals, dlp[row*k+kk])
+			}
+		}
+	}
+	if backward {
+		dl := p.alloc(len(tokens) * V)
+		d.XentBack(dl, act.logits, V, &xg)
+		p.backward(act, dl)
+	}
+	if err := d.Err(); err != nil {
+		return fmt.Errorf("%s: %w", d.Name(), err)
+	}
+	return nil
 }

@@ -1,36 +1,18 @@
 package engine
 
-import "github.com/tuft-go/tuft/engine/kern"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 
-// Config is a decoder-only transformer's architecture, read from a HuggingFace config.json
-// (Llama and Qwen2 families).
-type Config struct {
-	Arch          string // "llama" or "qwen2"
-	VocabSize     int
-	Hidden        int // D
-	Intermediate  int // I (SwiGLU width)
-	Layers        int // L
-	Heads         int // Hq
-	KVHeads       int // Hkv (grouped-query attention when < Heads)
-	HeadDim       int // hd
-	RopeTheta     float64
-	RopeScaling   *RopeScaling // nil: plain RoPE
-	RMSNormEps    float64
-	TieEmbeddings bool // lm_head shares the embedding matrix
-	AttnBias      bool // q, k, v projections have biases (Qwen2)
-	MaxPositions  int
-	BOSTokenID    int32   // -1 when the model has none
-	EOSTokenIDs   []int32 // generation stops on any of these
-}
-
-// RopeScaling is the llama3 frequency scaling of rope_scaling in config.json.
-type RopeScaling struct {
-	Type                 string // "llama3"
-	Factor               float64
-	LowFreqFactor        float64
-	HighFreqFactor       float64
-	OriginalMaxPositions int
-}
+	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/kern"
+	"github.com/tuft-go/tuft/engine/safetensors"
+	"github.com/tuft-go/tuft/engine/tokenizer"
+)
 
 // Layer holds one transformer block's frozen weights, row-major with HF shapes:
 // a Linear's weight is [out, in].
@@ -57,38 +39,308 @@ type Weights[T kern.Float] struct {
 	LMHead    []T // [V, D]  lm_head
 }
 
-// Proj names a LoRA target projection.
-type Proj int
-
-// The LoRA targets, in PEFT's module names.
-const (
-	ProjQ Proj = iota
-	ProjK
-	ProjV
-	ProjO
-	ProjGate
-	ProjUp
-	ProjDown
-	NumLayerProj // number of per-layer targets
-)
-
-// ModuleName is the PEFT target module name of p.
-func (p Proj) ModuleName() string {
-	return [...]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}[p]
+func (w *Weights[T]) check(c Config) error {
+	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	want := func(name string, got []T, n int) error {
+		if len(got) != n {
+			return fmt.Errorf("weights: %s has %d elements, config implies %d", name, len(got), n)
+		}
+		return nil
+	}
+	if err := want("model.embed_tokens.weight", w.Embed, V*D); err != nil {
+		return err
+	}
+	if err := want("lm_head.weight", w.LMHead, V*D); err != nil {
+		return err
+	}
+	if err := want("model.norm.weight", w.FinalNorm, D); err != nil {
+		return err
+	}
+	if len(w.Layers) != c.Layers {
+		return fmt.Errorf("weights: %d layers, config says %d", len(w.Layers), c.Layers)
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		p := fmt.Sprintf("model.layers.%d.", i)
+		checks := []struct {
+			name string
+			got  []T
+			n    int
+		}{
+			{"input_layernorm.weight", l.AttnNorm, D},
+			{"self_attn.q_proj.weight", l.Wq, q * D},
+			{"self_attn.k_proj.weight", l.Wk, kv * D},
+			{"self_attn.v_proj.weight", l.Wv, kv * D},
+			{"self_attn.o_proj.weight", l.Wo, D * q},
+			{"post_attention_layernorm.weight", l.MLPNorm, D},
+			{"mlp.gate_proj.weight", l.Wgate, I * D},
+			{"mlp.up_proj.weight", l.Wup, I * D},
+			{"mlp.down_proj.weight", l.Wdown, D * I},
+		}
+		if c.AttnBias {
+			checks = append(checks, []struct {
+				name string
+				got  []T
+				n    int
+			}{{"self_attn.q_proj.bias", l.Bq, q}, {"self_attn.k_proj.bias", l.Bk, kv}, {"self_attn.v_proj.bias", l.Bv, kv}}...)
+		}
+		for _, ck := range checks {
+			if err := want(p+ck.name, ck.got, ck.n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
-// LoraPair is one LoRA update ΔW = scale·B·A of a Linear with weight [Out, In].
-type LoraPair[T kern.Float] struct {
-	In, Out int
-	A       []T // [r, In]
-	B       []T // [Out, r]
+// devLayer is a Layer's weights on a device.
+type devLayer[T kern.Float] struct {
+	AttnNorm, Wq, Wk, Wv, Wo, Bq, Bk, Bv, MLPNorm, Wgate, Wup, Wdown device.Tensor[T]
 }
 
-// LoraWeights are an adapter's trainable parameters (or their gradients, or optimizer
-// moments, which have the same layout). A nil pair means the projection is not adapted.
-type LoraWeights[T kern.Float] struct {
-	Rank   int
-	Scale  T // alpha / rank
-	Layers [][NumLayerProj]*LoraPair[T]
-	LMHead *LoraPair[T] // train_unembed
+// devWeights are a model's frozen weights on a device: views of Weights on the CPU,
+// copies elsewhere (matrices possibly narrowed to bfloat16; norms and biases at full
+// precision).
+type devWeights[T kern.Float] struct {
+	Embed     device.Tensor[T]
+	Layers    []devLayer[T]
+	FinalNorm device.Tensor[T]
+	LMHead    device.Tensor[T]
+}
+
+// place puts host data on d at full precision (a view on a host device).
+func place[T kern.Float](d device.Device[T], src []T) device.Tensor[T] {
+	if src == nil {
+		return device.Tensor[T]{}
+	}
+	if d.HostMemory() {
+		return device.Host(src)
+	}
+	t := d.Alloc(len(src))
+	d.Upload(t, src)
+	return t
+}
+
+// upload places w on d.
+func uploadWeights[T kern.Float](d device.Device[T], w *Weights[T]) (*devWeights[T], error) {
+	dw := &devWeights[T]{Embed: d.Weight(w.Embed), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
+	dw.LMHead = dw.Embed
+	if len(w.LMHead) > 0 && len(w.Embed) > 0 && &w.LMHead[0] != &w.Embed[0] {
+		dw.LMHead = d.Weight(w.LMHead)
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		dw.Layers[i] = devLayer[T]{AttnNorm: place(d, l.AttnNorm), MLPNorm: place(d, l.MLPNorm),
+			Wq: d.Weight(l.Wq), Wk: d.Weight(l.Wk), Wv: d.Weight(l.Wv), Wo: d.Weight(l.Wo),
+			Bq: place(d, l.Bq), Bk: place(d, l.Bk), Bv: place(d, l.Bv),
+			Wgate: d.Weight(l.Wgate), Wup: d.Weight(l.Wup), Wdown: d.Weight(l.Wdown)}
+	}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("place weights on %s: %w", d.Name(), err)
+	}
+	return dw, nil
+}
+
+// Load reads a model directory in HuggingFace layout: config.json, model.safetensors (or
+// shards listed in model.safetensors.index.json) in F32, BF16 or F16, tokenizer.json, and
+// the chat template from tokenizer_config.json (or chat_template.jinja). name is what
+// clients call the model; opts choose the device (the CPU by default).
+func Load(dir, name string, opts ...Option) (*Model, error) {
+	cb, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
+	cfg, err := ParseHFConfig(cb)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
+	if gb, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
+		var g struct {
+			EOS json.RawMessage `json:"eos_token_id"`
+		}
+		if json.Unmarshal(gb, &g) == nil {
+			if ids, err := tokenIDs(g.EOS); err == nil && len(ids) > 0 {
+				cfg.EOSTokenIDs = ids
+			}
+		}
+	}
+	files, err := weightFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	tensors := map[string]safetensors.Tensor{}
+	owner := map[string]string{}
+	for _, f := range files {
+		sf, err := safetensors.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
+		for _, t := range sf.Tensors {
+			if prev, dup := owner[t.Name]; dup {
+				return nil, fmt.Errorf("load model: tensor %s is in both %s and %s", t.Name, prev, f)
+			}
+			tensors[t.Name], owner[t.Name] = t, f
+		}
+	}
+	w, err := mapWeights(cfg, tensors, owner)
+	if err != nil {
+		return nil, err
+	}
+	var tok *tokenizer.Tokenizer
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+		if tok, err = tokenizer.Load(filepath.Join(dir, "tokenizer.json")); err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
+	}
+	m, err := NewModel(name, cfg, w, nil, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
+	if tok != nil {
+		m.Tok = tok
+	}
+	m.ChatTemplate = readChatTemplate(dir)
+	return m, nil
+}
+
+func weightFiles(dir string) ([]string, error) {
+	idx := filepath.Join(dir, "model.safetensors.index.json")
+	if b, err := os.ReadFile(idx); err == nil {
+		var ix struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(b, &ix); err != nil {
+			return nil, fmt.Errorf("load model: %s: %w", idx, err)
+		}
+		set := map[string]bool{}
+		for _, f := range ix.WeightMap {
+			if filepath.Base(f) != f {
+				return nil, fmt.Errorf("load model: %s: shard name %q must be a plain file name", idx, f)
+			}
+			set[f] = true
+		}
+		var out []string
+		for f := range set {
+			out = append(out, filepath.Join(dir, f))
+		}
+		sort.Strings(out)
+		if len(out) == 0 {
+			return nil, fmt.Errorf("load model: %s lists no shards", idx)
+		}
+		return out, nil
+	}
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err != nil {
+		return nil, fmt.Errorf("load model: no model.safetensors or model.safetensors.index.json in %s", dir)
+	}
+	return []string{single}, nil
+}
+
+// mapWeights converts HF tensors into Weights, one tensor at a time.
+func mapWeights(c Config, ts map[string]safetensors.Tensor, owner map[string]string) (*Weights[float32], error) {
+	used := map[string]bool{}
+	get := func(name string, shape ...int) ([]float32, error) {
+		t, ok := ts[name]
+		if !ok {
+			return nil, fmt.Errorf("load model: tensor %s is missing", name)
+		}
+		used[name] = true
+		if !sameShape(t.Shape, shape) {
+			return nil, fmt.Errorf("load model: %s: tensor %s has shape %v, config.json implies %v", owner[name], name, t.Shape, shape)
+		}
+		v, err := t.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("load model: %s: %w", owner[name], err)
+		}
+		return v, nil
+	}
+	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	w := &Weights[float32]{Layers: make([]Layer[float32], c.Layers)}
+	var errs []error
+	must := func(dst *[]float32, name string, shape ...int) {
+		v, err := get(name, shape...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		*dst = v
+	}
+	must(&w.Embed, "model.embed_tokens.weight", V, D)
+	must(&w.FinalNorm, "model.norm.weight", D)
+	if _, ok := ts["lm_head.weight"]; ok && !c.TieEmbeddings {
+		must(&w.LMHead, "lm_head.weight", V, D)
+	} else if !c.TieEmbeddings {
+		errs = append(errs, fmt.Errorf("load model: tensor lm_head.weight is missing and tie_word_embeddings is false"))
+	} else {
+		w.LMHead = w.Embed
+		used["lm_head.weight"] = true
+	}
+	for i := range w.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		L := &w.Layers[i]
+		must(&L.AttnNorm, p+"input_layernorm.weight", D)
+		must(&L.Wq, p+"self_attn.q_proj.weight", q, D)
+		must(&L.Wk, p+"self_attn.k_proj.weight", kv, D)
+		must(&L.Wv, p+"self_attn.v_proj.weight", kv, D)
+		must(&L.Wo, p+"self_attn.o_proj.weight", D, q)
+		if c.AttnBias {
+			must(&L.Bq, p+"self_attn.q_proj.bias", q)
+			must(&L.Bk, p+"self_attn.k_proj.bias", kv)
+			must(&L.Bv, p+"self_attn.v_proj.bias", kv)
+		}
+		must(&L.MLPNorm, p+"post_attention_layernorm.weight", D)
+		must(&L.Wgate, p+"mlp.gate_proj.weight", I, D)
+		must(&L.Wup, p+"mlp.up_proj.weight", I, D)
+		must(&L.Wdown, p+"mlp.down_proj.weight", D, I)
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for name := range ts {
+		if !used[name] && !isIgnorable(name) {
+			return nil, fmt.Errorf("load model: %s: unexpected tensor %s (not part of a %s model with this config)", owner[name], name, c.Arch)
+		}
+	}
+	return w, nil
+}
+
+// isIgnorable accepts buffers some checkpoints carry that the model recomputes.
+func isIgnorable(name string) bool {
+	return filepath.Ext(name) == ".inv_freq" || name == "lm_head.weight"
+}
+
+func readChatTemplate(dir string) string {
+	if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		return string(b)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return ""
+	}
+	var tc struct {
+		ChatTemplate json.RawMessage `json:"chat_template"`
+	}
+	if json.Unmarshal(b, &tc) != nil || len(tc.ChatTemplate) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(tc.ChatTemplate, &s) == nil {
+		return s
+	}
+	var list []struct{ Name, Template string }
+	if json.Unmarshal(tc.ChatTemplate, &list) == nil {
+		for _, t := range list {
+			if t.Name == "default" {
+				return t.Template
+			}
+		}
+		if len(list) > 0 {
+			return list[0].Template
+		}
+	}
+	return ""
 }

@@ -11,6 +11,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the CPU emulation of the CUDA libraries
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   $SUDO apt-get update -qq
@@ -39,6 +40,11 @@ staticcheck_bin="$HOME/.cache/tuft/staticcheck-$staticcheck_version/staticcheck"
 if [ ! -x "$staticcheck_bin" ]; then
   echo "setup: staticcheck $staticcheck_version"
   GOBIN="$(dirname "$staticcheck_bin")" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+
+if [ -x engine/cuda/kernels/gen.sh ]; then
+  echo "setup: NVRTC and ptxas wheels for the CUDA kernels' PTX check (cached)"
+  engine/cuda/kernels/gen.sh --install
 fi
 
 if [ -x tools/otelcol/build.sh ]; then

@@ -31,6 +31,14 @@ echo "$nvml_out" | grep -E '^(---|ok)|gpu_nvml' || true
 echo "== go test (engine, numeric kernels, examples: compute-heavy, without the race detector)"
 go test -count=1 -timeout 20m ./engine/... ./examples/...
 
+echo "== CUDA device (-tags cuda): PTX matches kernels.cu; device, kernels and the engine's GPU tests on the CPU emulation of libcuda/cuBLAS; no-driver behaviour"
+bash engine/cuda/kernels/gen.sh --check
+go vet -tags cuda ./engine/... ./server/ ./cmd/...
+emu="$(mktemp -d)"
+bash engine/cuda/emu/build.sh "$emu"
+TUFT_CUDA_LIB_DIRS="$emu" go test -count=1 -tags cuda -timeout 20m ./engine/ ./engine/cuda/... ./server/
+rm -rf "$emu"
+
 echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"
 go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples')
 

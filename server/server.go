@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.Store = st
 	exec := o.Executor
 	if exec == nil {
-		models, infos, err := backend.LoadModels(cfg)
+		models, infos, err := backend.LoadModels(cfg, log)
 		if err != nil {
 			return nil, err
 		}

@@ -95,7 +95,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Worker, error) {
 				return nil, fmt.Errorf("models[%d] (%s) is remote: a worker hosts models from a path or preset", i, m.Name)
 			}
 		}
-		models, infos, err := backend.LoadModels(cfg)
+		models, infos, err := backend.LoadModels(cfg, w.log)
 		if err != nil {
 			return nil, err
 		}

@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/cuda"
 )
 
 // `tuft bench engine` measures the engine on this machine — LoRA training tokens/s,
@@ -34,6 +36,9 @@ type benchOptions struct {
 	preset, modelDir      string
 	tokens, rank, steps   int
 	sampleTokens          int
+	batches               []int
+	device                string
+	cudaLibDirs           string
 	torch, python, script string
 	jsonOut               bool
 	seed                  int64
@@ -60,6 +65,8 @@ type benchSample struct {
 // benchSide is everything one implementation reports (Go or PyTorch: same JSON shape).
 type benchSide struct {
 	Impl         string        `json:"impl"`
+	Device       string        `json:"device,omitempty"`          // where it computed
+	DevicePeakMi float64       `json:"device_peak_mib,omitempty"` // GPU memory high-water mark
 	TorchVersion string        `json:"torch_version,omitempty"`
 	Python       string        `json:"python,omitempty"`
 	Threads      int           `json:"threads"`
@@ -89,6 +96,7 @@ type benchReport struct {
 	Rank         int                `json:"rank"`
 	Targets      []string           `json:"lora_targets"`
 	Steps        int                `json:"steps"`
+	Batches      []int              `json:"batches"`
 	PromptTokens int                `json:"prompt_tokens"`
 	SampleTokens int                `json:"sample_tokens"`
 	CPUs         int                `json:"cpus"`
@@ -108,7 +116,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fs := newFlags("bench engine", "tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--torch auto|on|off] [--json]",
+	fs := newFlags("bench engine", "tuft bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
 	var o benchOptions
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
@@ -117,13 +125,26 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
 	fs.IntVar(&o.steps, "steps", 3, "timed training steps (after one warm-up step); the median is reported")
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens to sample after a 32-token prompt")
+	batches := fs.String("batches", "1,16", "sampling batch sizes (comma-separated)")
+	fs.StringVar(&o.cudaLibDirs, "cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS (as engine.cuda_lib_dirs; separated by "+string(filepath.ListSeparator)+")")
+	fs.StringVar(&o.device, "device", "cpu", "device of the Go engine: cpu, cuda, cuda:N or auto; with cuda the reference is PyTorch+PEFT on the GPU (tools/torchref/bench_peft.py)")
 	fs.StringVar(&o.torch, "torch", "auto", "PyTorch reference: auto (when python3 can import torch), on (required), off")
 	fs.StringVar(&o.python, "python", "", "Python interpreter for the reference (default: python3 on PATH, then /usr/bin/python3)")
-	fs.StringVar(&o.script, "torch-script", "", "path of tools/torchref/bench.py (default: found from the working directory)")
+	fs.StringVar(&o.script, "torch-script", "", "path of the reference script (default: tools/torchref/bench.py, or bench_peft.py with --device cuda, found from the working directory)")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
 	if err := fs.parse(args); err != nil {
 		return err
+	}
+	for _, f := range strings.Split(*batches, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || b < 1 {
+			return fmt.Errorf("--batches %q: want positive integers separated by commas", *batches)
+		}
+		o.batches = append(o.batches, b)
+	}
+	if _, _, err := engine.ParseDevice(o.device); err != nil {
+		return fmt.Errorf("--device: %w", err)
 	}
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
@@ -135,7 +156,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
 
-	rep := benchReport{Tokens: o.tokens, Rank: o.rank, Steps: o.steps, PromptTokens: benchPromptTokens,
+	rep := benchReport{Tokens: o.tokens, Rank: o.rank, Steps: o.steps, Batches: o.batches, PromptTokens: benchPromptTokens,
 		SampleTokens: o.sampleTokens, CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
 		Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}
 	dir := o.modelDir
@@ -158,7 +179,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var python, script string
 	if o.torch != "off" {
 		var why string
-		python, script, why = findTorchRef(o.python, o.script)
+		python, script, why = findTorchRef(o.python, o.script, gpuDevice(o.device))
 		if why != "" {
 			if o.torch == "on" {
 				return fmt.Errorf("PyTorch reference unavailable: %s", why)
@@ -224,10 +245,20 @@ func benchTokens(n, vocab, salt int) []int32 {
 	return out
 }
 
+// gpuDevice reports whether a --device value names a GPU (its reference is then the
+// PyTorch+PEFT script on the GPU).
+func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
+
 func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
+	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)})
+	if err != nil {
+		return nil, nil, err
+	}
+	side.Device = dev.Name()
+	logf("device %s (%s)", dev.Name(), why)
 	t0 := time.Now()
-	m, err := engine.Load(dir, "bench")
+	m, err := engine.Load(dir, "bench", engine.OnDevice(dev))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,7 +308,7 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 	side.Train = tr
 
 	prompt := benchTokens(benchPromptTokens, m.Cfg.VocabSize, 101)
-	for _, batch := range []int{1, 16} {
+	for _, batch := range o.batches {
 		seed := o.seed
 		t := time.Now()
 		res, err := m.Sample(ctx, &a.W, engine.SampleRequest{Prompt: prompt, NumSamples: batch,
@@ -291,6 +322,9 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 		logf("sample batch %d: %d tokens in %.2fs", batch, res.OutputTokens, dt)
 	}
 	side.PeakRSSMiB = maxRSSMiB()
+	if s, ok := dev.(interface{ Stats() cuda.Stats }); ok {
+		side.DevicePeakMi = float64(s.Stats().Peak) / (1 << 20)
+	}
 	return side, m, nil
 }
 
@@ -319,22 +353,26 @@ func maxRSSMiB() float64 {
 	return kib / 1024
 }
 
-// findTorchRef picks an interpreter that can import torch and locates bench.py; why says
-// what is missing when it fails.
-func findTorchRef(python, script string) (string, string, string) {
+// findTorchRef picks an interpreter that can import what the reference needs and locates
+// its script (bench.py, or bench_peft.py for a GPU); why says what is missing when it fails.
+func findTorchRef(python, script string, gpu bool) (string, string, string) {
+	name, imports := "bench.py", "import torch, numpy"
+	if gpu {
+		name, imports = "bench_peft.py", "import torch, transformers, peft; assert torch.cuda.is_available(), 'no CUDA GPU for PyTorch'"
+	}
 	if script == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return "", "", err.Error()
 		}
 		for d := wd; ; d = filepath.Dir(d) {
-			p := filepath.Join(d, "tools", "torchref", "bench.py")
+			p := filepath.Join(d, "tools", "torchref", name)
 			if _, err := os.Stat(p); err == nil {
 				script = p
 				break
 			}
 			if filepath.Dir(d) == d {
-				return "", "", "tools/torchref/bench.py not found above " + wd + " (run from the repository or pass --torch-script)"
+				return "", "", "tools/torchref/" + name + " not found above " + wd + " (run from the repository or pass --torch-script)"
 			}
 		}
 	} else if _, err := os.Stat(script); err != nil {
@@ -356,10 +394,10 @@ func findTorchRef(python, script string) (string, string, string) {
 			continue
 		}
 		seen[p] = true
-		out, err := exec.Command(p, "-c", "import torch, numpy").CombinedOutput()
+		out, err := exec.Command(p, "-c", imports).CombinedOutput()
 		if err != nil {
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			whys = append(whys, fmt.Sprintf("%s: cannot import torch/numpy (%s)", p, lines[len(lines)-1]))
+			whys = append(whys, fmt.Sprintf("%s: %q fails (%s)", p, imports, lines[len(lines)-1]))
 			continue
 		}
 		return p, script, ""
@@ -368,9 +406,17 @@ func findTorchRef(python, script string) (string, string, string) {
 }
 
 func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*benchSide, error) {
-	cmd := exec.Command(python, script, "--model", dir, "--tokens", fmt.Sprint(o.tokens), "--rank", fmt.Sprint(o.rank),
+	args := []string{script, "--model", dir, "--tokens", fmt.Sprint(o.tokens), "--rank", fmt.Sprint(o.rank),
 		"--steps", fmt.Sprint(o.steps), "--sample-tokens", fmt.Sprint(o.sampleTokens), "--prompt-tokens", fmt.Sprint(benchPromptTokens),
-		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0)))
+		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0)), "--batch"}
+	for _, b := range o.batches {
+		args = append(args, fmt.Sprint(b))
+	}
+	if gpuDevice(o.device) {
+		_, ord, _ := engine.ParseDevice(o.device)
+		args = append(args, "--device", fmt.Sprintf("cuda:%d", ord))
+	}
+	cmd := exec.Command(python, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {
@@ -381,8 +427,13 @@ func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ts); err != nil {
 		return nil, fmt.Errorf("parse reference output: %w\n%s", err, out.String())
 	}
-	if ts.Train.TokensPerS <= 0 || ts.sample(1) == nil || ts.sample(16) == nil {
+	if ts.Train.TokensPerS <= 0 {
 		return nil, errors.New("reference output lacks figures: " + lines[len(lines)-1])
+	}
+	for _, b := range o.batches {
+		if ts.sample(b) == nil {
+			return nil, fmt.Errorf("reference output lacks sampling at batch %d: %s", b, lines[len(lines)-1])
+		}
 	}
 	return &ts, nil
 }
@@ -395,12 +446,14 @@ func benchRatios(g, t *benchSide) map[string]float64 {
 		}
 	}
 	div("train_tokens_per_s", g.Train.TokensPerS, t.Train.TokensPerS)
-	for _, b := range []int{1, 16} {
+	for _, s := range g.Sample {
+		b := s.Batch
 		if gs, ts := g.sample(b), t.sample(b); gs != nil && ts != nil {
 			div(fmt.Sprintf("sample_b%d_tokens_per_s", b), gs.TokensPerS, ts.TokensPerS)
 		}
 	}
 	div("peak_rss_mib", g.PeakRSSMiB, t.PeakRSSMiB)
+	div("device_peak_mib", g.DevicePeakMi, t.DevicePeakMi)
 	return r
 }
 
@@ -409,12 +462,16 @@ func printBench(w io.Writer, r *benchReport) {
 	if name == "" {
 		name = r.ModelDir
 	}
-	fmt.Fprintf(w, "tuft bench engine: %s (%s, %d layers, hidden %d, vocab %d), float32\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab)
+	fmt.Fprintf(w, "tuft bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
 	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
 		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
 	t := r.Torch
 	if t != nil {
-		fmt.Fprintf(w, "reference: PyTorch %s (%s, Python %s), %d threads\n", t.TorchVersion, r.TorchPython, t.Python, t.Threads)
+		fmt.Fprintf(w, "reference: %s, PyTorch %s (%s, Python %s), %d threads", t.Impl, t.TorchVersion, r.TorchPython, t.Python, t.Threads)
+		if t.Device != "" {
+			fmt.Fprintf(w, ", on %s", t.Device)
+		}
+		fmt.Fprintln(w)
 	} else {
 		fmt.Fprintf(w, "reference: PyTorch skipped: %s\n", r.TorchSkipped)
 	}
@@ -433,7 +490,7 @@ func printBench(w io.Writer, r *benchReport) {
 	}
 	add(fmt.Sprintf("train tokens/s (%d tok, fwd+bwd+AdamW, median of %d)", r.Tokens, r.Steps), r.Go.Train.TokensPerS,
 		func(s *benchSide) float64 { return s.Train.TokensPerS }, "train_tokens_per_s", f1)
-	for _, b := range []int{1, 16} {
+	for _, b := range r.Batches {
 		if gs := r.Go.sample(b); gs != nil {
 			add(fmt.Sprintf("sample tokens/s, batch %d (%d new each)", b, r.SampleTokens), gs.TokensPerS,
 				func(s *benchSide) float64 {
@@ -446,6 +503,10 @@ func printBench(w io.Writer, r *benchReport) {
 	}
 	add("peak RSS, MiB (lower is better)", r.Go.PeakRSSMiB, func(s *benchSide) float64 { return s.PeakRSSMiB }, "peak_rss_mib",
 		func(x float64) string { return fmt.Sprintf("%.0f", x) })
+	if r.Go.DevicePeakMi > 0 {
+		add("peak GPU memory, MiB (lower is better)", r.Go.DevicePeakMi, func(s *benchSide) float64 { return s.DevicePeakMi }, "device_peak_mib",
+			func(x float64) string { return fmt.Sprintf("%.0f", x) })
+	}
 	rows = append(rows, row{})
 	add("train step, s (median)", r.Go.Train.MedianS, func(s *benchSide) float64 { return s.Train.MedianS }, "",
 		func(x float64) string { return fmt.Sprintf("%.3f", x) })
@@ -474,6 +535,9 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintln(w, "Go/PyTorch: throughput above 1 means Go is faster; peak RSS below 1 means Go uses less memory.")
 	}
 	fmt.Fprintln(w, "Sampling: time includes the 32-token prompt prefill; temperature 1, fixed seed, no stop at EOS.")
+	if gpuDevice(r.Go.Device) {
+		fmt.Fprintln(w, "GPU: base weights bfloat16 on both sides; the reference trains with PEFT and samples with HF generate.")
+	}
 	fmt.Fprintln(w, "Peak RSS: each process's ru_maxrss (PyTorch's includes importing torch).")
 }
 

@@ -44,7 +44,7 @@ func TestBenchEngineGoOnly(t *testing.T) {
 }
 
 func TestBenchEngineWithTorch(t *testing.T) {
-	if _, _, why := findTorchRef("", ""); why != "" {
+	if _, _, why := findTorchRef("", "", false); why != "" {
 		t.Skip("PyTorch reference unavailable: " + why)
 	}
 	r := runBenchJSON(t, "--torch", "on")

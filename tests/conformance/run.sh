@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Tinker SDK conformance suite: builds tuft, starts `tuft launch` on the built-in
 # tiny model with two tenants, and drives it with the official `tinker` package (pinned in
-# requirements.txt, installed into a venv by scripts/setup.sh).
+# requirements.txt, installed into a venv by scripts/setup.sh). On a GPU:
+#   TUFT_BUILD_TAGS=cuda TUFT_DEVICE=cuda bash tests/conformance/run.sh
+# (TUFT_CUDA_LIB_DIRS adds library directories, e.g. the CPU emulation of engine/cuda/emu).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -17,7 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$work/tuft" "$root/cmd/tuft"
+go build -tags "${TUFT_BUILD_TAGS:-}" -o "$work/tuft" "$root/cmd/tuft"
 key_a="tml-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 key_b="tml-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 port="$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
@@ -30,6 +32,9 @@ auth:
     - {tenant: alice, key_sha256: $("$work/tuft" key hash "$key_a")}
     - {tenant: bob, key_sha256: $("$work/tuft" key hash "$key_b")}
 YAML
+if [ -n "${TUFT_CUDA_LIB_DIRS:-}" ]; then
+  echo "engine: {cuda_lib_dirs: [\"${TUFT_CUDA_LIB_DIRS//:/\", \"}\"]}" >> "$work/tuft_config.yaml"
+fi
 export TUFT_HOME="$work/home"
 "$work/tuft" launch --config "$work/tuft_config.yaml" > "$work/server.log" 2>&1 &
 server_pid=$!
@@ -42,5 +47,6 @@ export TINKER_BASE_URL="http://127.0.0.1:$port" TUFT_KEY_A="$key_a" TUFT_KEY_B="
 export TINKER_TELEMETRY=1
 rc=0
 "$venv/bin/python" -m pytest -v -p no:cacheprovider "$here" || rc=$?
+grep -m1 'engine device' "$work/server.log" || true
 if [ $rc -ne 0 ]; then echo "---- server log (tail)"; tail -n 80 "$work/server.log"; fi
 exit $rc

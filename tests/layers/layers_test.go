@@ -41,7 +41,14 @@ var layers = []struct {
 	{"worker/workerpb", 45}, // the gRPC schema: a leaf shared by backend and worker
 	{"api/wire", 40},
 	{"api/wire/tinkerpb", 39},
-	{"engine/...", 30},
+	{"engine", 34},
+	{"engine/chat", 33},
+	{"engine/tokenizer", 33},
+	{"engine/safetensors", 33},
+	{"engine/cuda", 32},              // the CUDA device (driver and cuBLAS through purego)
+	{"engine/device/devicetest", 32}, // conformance suite for devices
+	{"engine/device", 31},            // the device interface and the CPU device
+	{"engine/kern", 30},
 	{"store/persistence", 26},
 	{"store/logstore", 24},
 	{"store/memory", 24},

@@ -5,6 +5,59 @@ import (
 	"fmt"
 )
 
+// Config is a decoder-only transformer's architecture, read from a HuggingFace config.json
+// (Llama and Qwen2 families).
+type Config struct {
+	Arch          string // "llama" or "qwen2"
+	VocabSize     int
+	Hidden        int // D
+	Intermediate  int // I (SwiGLU width)
+	Layers        int // L
+	Heads         int // Hq
+	KVHeads       int // Hkv (grouped-query attention when < Heads)
+	HeadDim       int // hd
+	RopeTheta     float64
+	RopeScaling   *RopeScaling // nil: plain RoPE
+	RMSNormEps    float64
+	TieEmbeddings bool // lm_head shares the embedding matrix
+	AttnBias      bool // q, k, v projections have biases (Qwen2)
+	MaxPositions  int
+	BOSTokenID    int32   // -1 when the model has none
+	EOSTokenIDs   []int32 // generation stops on any of these
+}
+
+// RopeScaling is the llama3 frequency scaling of rope_scaling in config.json.
+type RopeScaling struct {
+	Type                 string // "llama3"
+	Factor               float64
+	LowFreqFactor        float64
+	HighFreqFactor       float64
+	OriginalMaxPositions int
+}
+
+// Validate reports the first inconsistent field of cfg.
+func (c Config) Validate() error {
+	switch {
+	case c.Arch != "llama" && c.Arch != "qwen2":
+		return fmt.Errorf("config: unsupported architecture %q (want llama or qwen2)", c.Arch)
+	case c.VocabSize <= 0:
+		return fmt.Errorf("config: vocab_size %d must be positive", c.VocabSize)
+	case c.Hidden <= 0 || c.Intermediate <= 0 || c.Layers <= 0:
+		return fmt.Errorf("config: hidden_size %d, intermediate_size %d and num_hidden_layers %d must be positive", c.Hidden, c.Intermediate, c.Layers)
+	case c.Heads <= 0 || c.KVHeads <= 0 || c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("config: num_attention_heads %d must be a positive multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	case c.HeadDim <= 0 || c.HeadDim%2 != 0:
+		return fmt.Errorf("config: head_dim %d must be positive and even", c.HeadDim)
+	case c.RopeTheta <= 0:
+		return fmt.Errorf("config: rope_theta %g must be positive", c.RopeTheta)
+	case c.RMSNormEps <= 0:
+		return fmt.Errorf("config: rms_norm_eps %g must be positive", c.RMSNormEps)
+	case c.MaxPositions <= 0:
+		return fmt.Errorf("config: max_position_embeddings %d must be positive", c.MaxPositions)
+	}
+	return nil
+}
+
 type hfConfig struct {
 	ModelType             string          `json:"model_type"`
 	Architectures         []string        `json:"architectures"`

@@ -1,0 +1,555 @@
+// The engine's CUDA kernels: everything the transformer needs that cuBLAS does not
+// provide. Compiled to PTX by gen.go (NVRTC, no host compiler or CUDA headers needed) and
+// embedded in the tuft binary; the driver JIT-compiles the PTX for the GPU at hand.
+//
+// Conventions (those of engine/device): float32 activations, row-major, sizes passed
+// explicitly; frozen weights may be bfloat16 (bf16_t). Reductions that the CPU device
+// does in float64 are done in double here too. Each kernel's Go launcher is in
+// engine/cuda/device.go, with the grid it expects.
+
+typedef unsigned short bf16_t;
+typedef long long i64;
+
+#define FULL_MASK 0xffffffffu
+#define MAX_HD 256   // largest head_dim the attention kernels take
+#define MAX_WARPS 8  // largest block (in warps) the reductions take
+
+__device__ __forceinline__ float f_inf() { return __int_as_float(0x7f800000); }
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(((unsigned)h) << 16); }
+
+// f32_to_bf16 rounds to nearest even; NaN stays NaN.
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_max_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// block_sum_d returns the sum of v over the block to every thread. sh holds MAX_WARPS.
+__device__ double block_sum_d(double v, double* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = (int)threadIdx.x < nw ? sh[threadIdx.x] : 0.0;
+    if (w == 0) v = warp_sum_d(v);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    return sh[0];
+}
+
+__device__ double block_max_d(double v, double* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max_d(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = (int)threadIdx.x < nw ? sh[threadIdx.x] : -(double)f_inf();
+    if (w == 0) v = warp_max_d(v);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    return sh[0];
+}
+
+// better reports whether (v, i) comes before (bv, bi) in the order "larger value first,
+// then lower index".
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+    return v > bv || (v == bv && i < bi) || bi < 0;
+}
+
+// block_best reduces (v, i) pairs to the first in that order; every thread gets it.
+__device__ void block_best(float* v, int* i, float* shv, int* shi) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(FULL_MASK, *v, o);
+        int oi = __shfl_xor_sync(FULL_MASK, *i, o);
+        if (oi >= 0 && better(ov, oi, *v, *i)) { *v = ov; *i = oi; }
+    }
+    __syncthreads();
+    if (lane == 0) { shv[w] = *v; shi[w] = *i; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bv = shv[0]; int bi = shi[0];
+        for (int k = 1; k < nw; k++)
+            if (shi[k] >= 0 && better(shv[k], shi[k], bv, bi)) { bv = shv[k]; bi = shi[k]; }
+        shv[0] = bv; shi[0] = bi;
+    }
+    __syncthreads();
+    *v = shv[0]; *i = shi[0];
+    __syncthreads();
+}
+
+// ---- conversions and elementwise ops (grid-stride) ----
+
+extern "C" __global__ void cast_bf16(const float* x, bf16_t* y, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        y[k] = f32_to_bf16(x[k]);
+}
+
+extern "C" __global__ void add(float* out, const float* a, const float* b, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        out[k] = a[k] + b[k];
+}
+
+extern "C" __global__ void scale(float* x, float s, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        x[k] *= s;
+}
+
+// add_rows adds b[n] to every row of y[rows×n].
+extern "C" __global__ void add_rows(float* y, const float* b, i64 rows, int n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < rows * n; k += (i64)gridDim.x * blockDim.x)
+        y[k] += b[k % n];
+}
+
+// embed_f32 / embed_bf16: x[r] = table[idx[r]] for rows of width d; grid: one block per row.
+extern "C" __global__ void embed_f32(float* x, const float* table, const int* idx, int d) {
+    const float* src = table + (i64)idx[blockIdx.x] * d;
+    float* dst = x + (i64)blockIdx.x * d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src[j];
+}
+
+extern "C" __global__ void embed_bf16(float* x, const bf16_t* table, const int* idx, int d) {
+    const bf16_t* src = table + (i64)idx[blockIdx.x] * d;
+    float* dst = x + (i64)blockIdx.x * d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) dst[j] = bf16_to_f32(src[j]);
+}
+
+// swiglu: a = silu(g)·u, silu in double as on the CPU.
+extern "C" __global__ void swiglu(float* a, const float* g, const float* u, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
+        double gv = g[k];
+        a[k] = (float)(gv / (1.0 + exp(-gv))) * u[k];
+    }
+}
+
+extern "C" __global__ void swiglu_back(float* dg, float* du, const float* da, const float* g, const float* u, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
+        double gv = g[k];
+        double sg = 1.0 / (1.0 + exp(-gv));
+        du[k] = da[k] * (float)(gv * sg);
+        dg[k] = da[k] * u[k] * (float)(sg * (1.0 + gv * (1.0 - sg)));
+    }
+}
+
+// ---- row ops: one block per row ----
+
+// rmsnorm: y = x·rstd·w, rstd = 1/√(mean(x²)+eps).
+extern "C" __global__ void rmsnorm(float* y, float* rstd, const float* x, const float* w, int d, double eps) {
+    __shared__ double sh[MAX_WARPS];
+    const float* xr = x + (i64)blockIdx.x * d;
+    float* yr = y + (i64)blockIdx.x * d;
+    double ss = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) ss += (double)xr[j] * xr[j];
+    ss = block_sum_d(ss, sh);
+    float s = (float)(1.0 / sqrt(ss / d + eps));
+    if (threadIdx.x == 0) rstd[blockIdx.x] = s;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] * s * w[j];
+}
+
+// rmsnorm_back adds the gradient through rmsnorm (w frozen) to dx.
+extern "C" __global__ void rmsnorm_back(float* dx, const float* dy, const float* x, const float* w, const float* rstd, int d) {
+    __shared__ double sh[MAX_WARPS];
+    i64 o = (i64)blockIdx.x * d;
+    double dot = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) dot += (double)dy[o + j] * w[j] * x[o + j];
+    dot = block_sum_d(dot, sh);
+    float s = rstd[blockIdx.x];
+    float c = (float)((double)s * s * s * dot / d);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) dx[o + j] += s * dy[o + j] * w[j] - c * x[o + j];
+}
+
+// log_softmax replaces each row of x[·×cols] by its log-softmax.
+extern "C" __global__ void log_softmax(float* x, int cols) {
+    __shared__ double sh[MAX_WARPS];
+    float* r = x + (i64)blockIdx.x * cols;
+    double m = -(double)f_inf();
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, (double)r[j]);
+    m = block_max_d(m, sh);
+    double s = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) s += exp((double)r[j] - m);
+    s = block_sum_d(s, sh);
+    float lse = (float)(m + log(s));
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] -= lse;
+}
+
+// rope rotates x[rows×heads·2·half] in place at each row's position (rotate_half layout).
+extern "C" __global__ void rope(float* x, const int* pos, const float* cosT, const float* sinT, i64 rows, int heads, int half, int inverse) {
+    i64 total = rows * heads * half;
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < total; k += (i64)gridDim.x * blockDim.x) {
+        i64 rh = k / half;
+        int i = (int)(k % half);
+        i64 r = rh / heads;
+        float* v = x + rh * 2 * half;
+        i64 t = (i64)pos[r] * half + i;
+        float c = cosT[t], s = sinT[t];
+        if (inverse) s = -s;
+        float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+    }
+}
+
+// ---- attention ----
+
+// seq_of finds the sequence of query row r in a packed layout (7 ints per sequence:
+// row, n, pos, krow, table, blocks, poff; rows ascending).
+__device__ __forceinline__ const int* seq_of(const int* desc, int nseq, int r) {
+    int lo = 0, hi = nseq - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (desc[mid * 7] <= r) lo = mid; else hi = mid - 1;
+    }
+    return desc + lo * 7;
+}
+
+// key_row is the row of K/V that holds position j of a sequence.
+__device__ __forceinline__ i64 key_row(const int* sd, const int* tables, int shift, int j) {
+    if (sd[5] == 0) return (i64)sd[3] + j;
+    return ((i64)tables[sd[4] + (j >> shift)] << shift) + (j & ((1 << shift) - 1));
+}
+
+// attention: grid (rows, heads), block of up to MAX_WARPS warps. Row r attends to its
+// sequence's positions 0…pos+i with a running (online) softmax per warp, warps combined
+// at the end. With P, the probabilities are also written (scores first, normalised
+// after).
+extern "C" __global__ void attention(const float* q, float* out, const float* K, const float* V, float* P,
+                                     const int* desc, int nseq, const int* tables, int shift,
+                                     int heads, int kvheads, int hd, float scale) {
+    __shared__ float qs[MAX_HD];
+    __shared__ float sm_m[MAX_WARPS], sm_l[MAX_WARPS];
+    __shared__ float sm_acc[MAX_WARPS][MAX_HD];
+    int r = blockIdx.x, h = blockIdx.y;
+    const int* sd = seq_of(desc, nseq, r);
+    int i = r - sd[0], N = sd[1], pos = sd[2];
+    int n = pos + i + 1, span = pos + N;
+    int kh = h / (heads / kvheads);
+    i64 qd = (i64)heads * hd, kvd = (i64)kvheads * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) qs[e] = q[r * qd + h * hd + e];
+    __syncthreads();
+    float* prow = P ? P + sd[6] + ((i64)h * N + i) * span : 0;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int per = (hd + 31) >> 5;
+    float m = -f_inf(), l = 0.f, acc[MAX_HD / 32];
+    for (int t = 0; t < MAX_HD / 32; t++) acc[t] = 0.f;
+    for (int j = w; j < n; j += nw) {
+        i64 kr = key_row(sd, tables, shift, j);
+        const float* kp = K + kr * kvd + kh * hd;
+        const float* vp = V + kr * kvd + kh * hd;
+        float s = 0.f;
+        for (int t = 0; t < per; t++) {
+            int e = lane + 32 * t;
+            if (e < hd) s += qs[e] * kp[e];
+        }
+        s = warp_sum(s) * scale;
+        if (prow && lane == 0) prow[j] = s;
+        float mn = fmaxf(m, s);
+        float corr = expf(m - mn), pj = expf(s - mn);
+        l = l * corr + pj;
+        for (int t = 0; t < per; t++) {
+            int e = lane + 32 * t;
+            if (e < hd) acc[t] = acc[t] * corr + pj * vp[e];
+        }
+        m = mn;
+    }
+    if (lane == 0) { sm_m[w] = m; sm_l[w] = l; }
+    for (int t = 0; t < per; t++) {
+        int e = lane + 32 * t;
+        if (e < hd) sm_acc[w][e] = acc[t];
+    }
+    __syncthreads();
+    float M = -f_inf();
+    for (int k = 0; k < nw; k++) M = fmaxf(M, sm_m[k]);
+    float L = 0.f;
+    for (int k = 0; k < nw; k++) if (sm_l[k] > 0.f) L += sm_l[k] * expf(sm_m[k] - M);
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float o = 0.f;
+        for (int k = 0; k < nw; k++) if (sm_l[k] > 0.f) o += sm_acc[k][e] * expf(sm_m[k] - M);
+        out[r * qd + h * hd + e] = o / L;
+    }
+    if (prow) {
+        __syncthreads();
+        for (int j = threadIdx.x; j < n; j += blockDim.x) prow[j] = expf(prow[j] - M) / L;
+    }
+}
+
+// attn_back_q: grid (rows, heads). From the kept probabilities P and dout it writes
+// ds = p·(dout·v − Σ p·(dout·v))·scale into DS (P's layout) and adds ds·K to dq.
+// Contiguous keys only (a training pass).
+extern "C" __global__ void attn_back_q(float* dq, float* DS, const float* dout, const float* q, const float* K, const float* V,
+                                      const float* P, const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
+    __shared__ float dos[MAX_HD];
+    __shared__ double sh[MAX_WARPS];
+    int r = blockIdx.x, h = blockIdx.y;
+    const int* sd = seq_of(desc, nseq, r);
+    int i = r - sd[0], N = sd[1], pos = sd[2];
+    int n = pos + i + 1, span = pos + N;
+    int kh = h / (heads / kvheads);
+    i64 qd = (i64)heads * hd, kvd = (i64)kvheads * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) dos[e] = dout[r * qd + h * hd + e];
+    __syncthreads();
+    i64 off = sd[6] + ((i64)h * N + i) * span;
+    const float* prow = P + off;
+    float* dsrow = DS + off;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int per = (hd + 31) >> 5;
+    double rowdot = 0;
+    for (int j = w; j < n; j += nw) {
+        const float* vp = V + ((i64)sd[3] + j) * kvd + kh * hd;
+        float s = 0.f;
+        for (int t = 0; t < per; t++) {
+            int e = lane + 32 * t;
+            if (e < hd) s += dos[e] * vp[e];
+        }
+        s = warp_sum(s);
+        if (lane == 0) {
+            dsrow[j] = s;
+            rowdot += (double)s * prow[j];
+        }
+    }
+    rowdot = block_sum_d(rowdot, sh);
+    for (int j = threadIdx.x; j < n; j += blockDim.x) dsrow[j] = prow[j] * (dsrow[j] - (float)rowdot) * scale;
+    __syncthreads();
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float a = 0.f;
+        for (int j = 0; j < n; j++) a += dsrow[j] * K[((i64)sd[3] + j) * kvd + kh * hd + e];
+        dq[r * qd + h * hd + e] += a;
+    }
+}
+
+// attn_back_kv: grid (rows, kvheads); row r is the key at position j = r − row of its
+// sequence. Adds Σ over the group's heads and the queries i ≥ j of p·dout to dv and of
+// ds·q to dk.
+extern "C" __global__ void attn_back_kv(float* dk, float* dv, const float* DS, const float* P, const float* dout, const float* q,
+                                       const int* desc, int nseq, int heads, int kvheads, int hd) {
+    int r = blockIdx.x, kh = blockIdx.y;
+    const int* sd = seq_of(desc, nseq, r);
+    int j = r - sd[0], N = sd[1], pos = sd[2];
+    int span = pos + N, group = heads / kvheads;
+    i64 qd = (i64)heads * hd, kvd = (i64)kvheads * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float adv = 0.f, adk = 0.f;
+        for (int h = kh * group; h < (kh + 1) * group; h++) {
+            for (int i = j - pos < 0 ? 0 : j - pos; i < N; i++) {
+                i64 off = sd[6] + ((i64)h * N + i) * span + j;
+                i64 qr = ((i64)sd[0] + i) * qd + h * hd + e;
+                adv += P[off] * dout[qr];
+                adk += DS[off] * q[qr];
+            }
+        }
+        dv[(i64)r * kvd + kh * hd + e] += adv;
+        dk[(i64)r * kvd + kh * hd + e] += adk;
+    }
+}
+
+// kv_write copies row i of rows[·×width] to slot slots[i] of cache.
+extern "C" __global__ void kv_write(float* cache, const float* rows, const int* slots, i64 n, int width) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n * width; k += (i64)gridDim.x * blockDim.x) {
+        i64 i = k / width;
+        cache[(i64)slots[i] * width + k % width] = rows[k];
+    }
+}
+
+// ---- losses ----
+
+extern "C" __global__ void gather(float* dst, const float* x, const i64* idx, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        dst[k] = x[idx[k]];
+}
+
+// xent_fill: grid one block per listed row: dl[row,·] = −sum·exp(logp[row,·]).
+extern "C" __global__ void xent_fill(float* dl, const float* logp, const int* rows, const double* sums, int cols) {
+    i64 o = (i64)rows[blockIdx.x] * cols;
+    double s = sums[blockIdx.x];
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) dl[o + j] = (float)(-s * exp((double)logp[o + j]));
+}
+
+extern "C" __global__ void scatter_add(float* dl, const i64* idx, const double* vals, i64 n) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        atomicAdd(dl + idx[k], (float)vals[k]);
+}
+
+// ---- optimizer ----
+
+// sumsq adds Σx² (in double) to *out.
+extern "C" __global__ void sumsq(const float* x, i64 n, double* out) {
+    __shared__ double sh[MAX_WARPS];
+    double s = 0;
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        s += (double)x[k] * x[k];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+extern "C" __global__ void adamw(float* w, float* g, float* m, float* v, i64 n, float clip, float decay, float b1, float b2,
+                                 float stepSize, float bc2Sqrt, float eps) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
+        float gi = g[k] * clip;
+        float wk = w[k] * decay;
+        float mk = b1 * m[k] + (1.f - b1) * gi;
+        float vk = b2 * v[k] + (1.f - b2) * gi * gi;
+        float denom = sqrtf(vk) / bc2Sqrt + eps;
+        w[k] = wk - stepSize * mk / denom;
+        m[k] = mk;
+        v[k] = vk;
+        g[k] = 0.f;
+    }
+}
+
+// ---- sampling ----
+
+// sample: grid one block per draw. See engine/device.Draw for the semantics. Top-k and
+// top-p become a threshold on the log-probability found by bisection (tokens tied at
+// the threshold are all kept), and the token is drawn by inverse CDF in token order.
+extern "C" __global__ void sample(const float* logits, int cols, const int* drow, const double* dtemp, const int* dtopk,
+                                  const double* dtopp, const double* du, int* otok, float* olp) {
+    __shared__ double sh[MAX_WARPS];
+    __shared__ float shv[MAX_WARPS];
+    __shared__ int shi[MAX_WARPS];
+    __shared__ double csum[1024];
+    int b = blockIdx.x;
+    const float* x = logits + (i64)drow[b] * cols;
+    double T = dtemp[b];
+    double t = T == 0 ? 1.0 : T;
+    double mx = -(double)f_inf();
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) mx = fmax(mx, x[j] / t);
+    mx = block_max_d(mx, sh);
+    double s = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) s += exp(x[j] / t - mx);
+    s = block_sum_d(s, sh);
+    double lse = mx + log(s);
+    if (T == 0) {
+        float bv = -f_inf();
+        int bi = -1;
+        for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+            float v = x[j];
+            if (bi < 0 || better(v, j, bv, bi)) { bv = v; bi = j; }
+        }
+        block_best(&bv, &bi, shv, shi);
+        if (threadIdx.x == 0) { otok[b] = bi; olp[b] = (float)(x[bi] / t - lse); }
+        return;
+    }
+    int k = dtopk[b];
+    double p = dtopp[b];
+    double top = mx - lse;                 // the largest log-probability
+    double thr = -(double)f_inf();
+    if (k > 0 && k < cols) {
+        double lo = -(double)f_inf(), hi = top + 1;
+        double mn = (double)f_inf();
+        for (int j = threadIdx.x; j < cols; j += blockDim.x) mn = fmin(mn, x[j] / t - lse);
+        lo = -block_max_d(-mn, sh);
+        for (int it = 0; it < 64; it++) {
+            double mid = 0.5 * (lo + hi);
+            double c = 0;
+            for (int j = threadIdx.x; j < cols; j += blockDim.x) c += (x[j] / t - lse) >= mid ? 1.0 : 0.0;
+            c = block_sum_d(c, sh);
+            if (c >= k) lo = mid; else hi = mid;
+        }
+        thr = lo;
+    }
+    if (p < 1) {
+        double tot = 0;
+        for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+            double lp = x[j] / t - lse;
+            if (lp >= thr) tot += exp(lp);
+        }
+        tot = block_sum_d(tot, sh);
+        double lo = thr, hi = top + 1;
+        if (lo == -(double)f_inf()) {
+            double mn = (double)f_inf();
+            for (int j = threadIdx.x; j < cols; j += blockDim.x) mn = fmin(mn, x[j] / t - lse);
+            lo = -block_max_d(-mn, sh);
+        }
+        for (int it = 0; it < 64; it++) {
+            double mid = 0.5 * (lo + hi);
+            double c = 0;
+            for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+                double lp = x[j] / t - lse;
+                if (lp >= mid && lp >= thr) c += exp(lp);
+            }
+            c = block_sum_d(c, sh);
+            if (c >= p * tot) lo = mid; else hi = mid;
+        }
+        thr = lo > thr ? lo : thr;
+    }
+    // Inverse CDF in token order: each thread sums a contiguous chunk, thread 0 scans the
+    // chunk sums, and the thread whose chunk holds the target finds the token.
+    int chunk = (cols + blockDim.x - 1) / blockDim.x;
+    int j0 = threadIdx.x * chunk, j1 = min(j0 + chunk, cols);
+    double cs = 0;
+    for (int j = j0; j < j1; j++) {
+        double lp = x[j] / t - lse;
+        if (lp >= thr) cs += exp(lp);
+    }
+    csum[threadIdx.x] = cs;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double run = 0;
+        for (int q = 0; q < (int)blockDim.x; q++) { double c = csum[q]; csum[q] = run; run += c; }
+        sh[0] = run;
+        shi[0] = -1;
+    }
+    __syncthreads();
+    double target = du[b] * sh[0];
+    double before = csum[threadIdx.x];
+    // One thread owns the target: the first chunk whose running sum reaches it (for a
+    // zero target, the first chunk with any mass).
+    if (cs > 0 && target <= before + cs && (target > before || (target == 0 && before == 0))) {
+        double run = before;
+        for (int j = j0; j < j1; j++) {
+            double lp = x[j] / t - lse;
+            if (lp < thr) continue;
+            run += exp(lp);
+            if (run >= target) { shi[0] = j; break; }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int tok = shi[0];
+        if (tok < 0) // rounding left the target past the end: the last kept token
+            for (int j = cols - 1; j >= 0; j--)
+                if (x[j] / t - lse >= thr) { tok = j; break; }
+        otok[b] = tok;
+        olp[b] = (float)(x[tok] / t - lse);
+    }
+}
+
+// topk: grid one block per listed row; the k largest entries of logp (ties: lower
+// index first), found one at a time below the previous one.
+extern "C" __global__ void topk(const float* logp, int cols, const int* rows, int k, int* otok, float* oval) {
+    __shared__ float shv[MAX_WARPS];
+    __shared__ int shi[MAX_WARPS];
+    const float* x = logp + (i64)rows[blockIdx.x] * cols;
+    float pv = f_inf();
+    int pi = -1;
+    for (int s = 0; s < k; s++) {
+        float bv = -f_inf();
+        int bi = -1;
+        for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+            float v = x[j];
+            bool after = pi < 0 || v < pv || (v == pv && j > pi);
+            if (after && (bi < 0 || better(v, j, bv, bi))) { bv = v; bi = j; }
+        }
+        block_best(&bv, &bi, shv, shi);
+        if (threadIdx.x == 0) { otok[(i64)blockIdx.x * k + s] = bi; oval[(i64)blockIdx.x * k + s] = bv; }
+        pv = bv;
+        pi = bi;
+    }
+}

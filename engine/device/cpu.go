@@ -1,0 +1,506 @@
+package device
+
+import (
+	"math"
+	"math/bits"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// CPU is the host device: tensors are Go slices and the products are engine/kern's
+// (AVX2 assembly where the machine has it). It is safe for concurrent use; operations
+// spread over GOMAXPROCS goroutines.
+type CPU[T Float] struct{}
+
+// NewCPU returns the host device.
+func NewCPU[T Float]() *CPU[T] { return &CPU[T]{} }
+
+var _ Device[float32] = (*CPU[float32])(nil)
+
+// Name implements Device.
+func (*CPU[T]) Name() string { return "cpu" }
+
+// HostMemory implements Device: CPU tensors are host slices.
+func (*CPU[T]) HostMemory() bool { return true }
+
+// Err implements Device; the CPU never fails an operation.
+func (*CPU[T]) Err() error { return nil }
+
+// Alloc implements Device.
+func (*CPU[T]) Alloc(n int) Tensor[T] { return Host(make([]T, n)) }
+
+// Free implements Device (the garbage collector frees host memory).
+func (*CPU[T]) Free(Tensor[T]) {}
+
+// AllocInts implements Device.
+func (*CPU[T]) AllocInts(n int) Tensor[int32] { return Host(make([]int32, n)) }
+
+// FreeInts implements Device.
+func (*CPU[T]) FreeInts(Tensor[int32]) {}
+
+// Upload implements Device.
+func (*CPU[T]) Upload(dst Tensor[T], src []T) { copy(dst.h, src) }
+
+// Download implements Device.
+func (*CPU[T]) Download(dst []T, src Tensor[T]) { copy(dst, src.h) }
+
+// Ints implements Device: the tensor aliases src.
+func (*CPU[T]) Ints(src []int32) Tensor[int32] { return Host(src) }
+
+// Copy implements Device.
+func (*CPU[T]) Copy(dst, src Tensor[T]) { copy(dst.h, src.h) }
+
+// Weight implements Device: the tensor aliases src.
+func (*CPU[T]) Weight(src []T) Tensor[T] { return Host(src) }
+
+// MatMulNT implements Device.
+func (*CPU[T]) MatMulNT(c, a, b Tensor[T], m, n, k int, acc bool) {
+	kern.MatMulNT(c.h, a.h, b.h, m, n, k, acc)
+}
+
+// MatMulNN implements Device.
+func (*CPU[T]) MatMulNN(c, a, b Tensor[T], m, n, k int, acc bool) {
+	kern.MatMulNN(c.h, a.h, b.h, m, n, k, acc)
+}
+
+// MatMulTN implements Device.
+func (*CPU[T]) MatMulTN(c, a, b Tensor[T], m, n, k int, acc bool) {
+	kern.MatMulTN(c.h, a.h, b.h, m, n, k, acc)
+}
+
+// Add implements Device.
+func (*CPU[T]) Add(out, a, b Tensor[T]) {
+	o, x, y := out.h, a.h[:len(out.h)], b.h[:len(out.h)]
+	for i := range o {
+		o[i] = x[i] + y[i]
+	}
+}
+
+// Scale implements Device.
+func (*CPU[T]) Scale(x Tensor[T], s T) {
+	for i := range x.h {
+		x.h[i] *= s
+	}
+}
+
+// AddRows implements Device.
+func (*CPU[T]) AddRows(y, b Tensor[T], rows int) {
+	n := b.n
+	for r := 0; r < rows; r++ {
+		kern.Axpy(1, b.h, y.h[r*n:r*n+n])
+	}
+}
+
+// Embed implements Device.
+func (*CPU[T]) Embed(x, table Tensor[T], idx Tensor[int32], d int) {
+	for i, t := range idx.h {
+		copy(x.h[i*d:(i+1)*d], table.h[int(t)*d:int(t)*d+d])
+	}
+}
+
+// RMSNorm implements Device.
+func (*CPU[T]) RMSNorm(y, rstd, x, w Tensor[T], rows, d int, eps float64) {
+	for r := 0; r < rows; r++ {
+		xr := x.h[r*d : r*d+d]
+		var ss float64
+		for _, v := range xr {
+			ss += float64(v) * float64(v)
+		}
+		s := T(1 / math.Sqrt(ss/float64(d)+eps))
+		rstd.h[r] = s
+		yr := y.h[r*d : r*d+d]
+		for i, v := range xr {
+			yr[i] = v * s * w.h[i]
+		}
+	}
+}
+
+// RMSNormBack implements Device.
+func (*CPU[T]) RMSNormBack(dx, dy, x, w, rstd Tensor[T], rows, d int) {
+	for r := 0; r < rows; r++ {
+		xr, dyr, dxr := x.h[r*d:r*d+d], dy.h[r*d:r*d+d], dx.h[r*d:r*d+d]
+		s := rstd.h[r]
+		var dot T
+		for i := range xr {
+			dot += dyr[i] * w.h[i] * xr[i]
+		}
+		c := s * s * s * dot / T(d)
+		for i := range xr {
+			dxr[i] += s*dyr[i]*w.h[i] - c*xr[i]
+		}
+	}
+}
+
+// Rope implements Device.
+func (*CPU[T]) Rope(x Tensor[T], pos Tensor[int32], heads int, rt *Rope, inverse bool) {
+	half := rt.Half
+	hd := 2 * half
+	for r, p := range pos.h {
+		cs := rt.Cos[int(p)*half : int(p+1)*half]
+		sn := rt.Sin[int(p)*half : int(p+1)*half]
+		for h := 0; h < heads; h++ {
+			v := x.h[(r*heads+h)*hd : (r*heads+h+1)*hd]
+			for i := 0; i < half; i++ {
+				c, s := T(cs[i]), T(sn[i])
+				if inverse {
+					s = -s
+				}
+				a, b := v[i], v[i+half]
+				v[i] = a*c - b*s
+				v[i+half] = b*c + a*s
+			}
+		}
+	}
+}
+
+func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
+
+// SwiGLU implements Device.
+func (*CPU[T]) SwiGLU(a, g, u Tensor[T]) {
+	for i := range a.h {
+		a.h[i] = T(silu(float64(g.h[i]))) * u.h[i]
+	}
+}
+
+// SwiGLUBack implements Device.
+func (*CPU[T]) SwiGLUBack(dg, du, da, g, u Tensor[T]) {
+	for i, d := range da.h {
+		gv := float64(g.h[i])
+		sg := 1 / (1 + math.Exp(-gv))
+		du.h[i] = d * T(gv*sg)
+		dg.h[i] = d * u.h[i] * T(sg*(1+gv*(1-sg)))
+	}
+}
+
+// keyRows maps a key position to its row in an Attn's K and V.
+type keyRows struct {
+	krow  int
+	tab   []int32 // block table; nil: contiguous from krow
+	shift uint    // log2(BlockLen)
+	mask  int
+}
+
+func (kr keyRows) row(j int) int {
+	if kr.tab == nil {
+		return kr.krow + j
+	}
+	return int(kr.tab[j>>kr.shift])<<kr.shift | j&kr.mask
+}
+
+func seqKeys(l *Layout, s AttnSeq) keyRows {
+	if s.Blocks == 0 {
+		return keyRows{krow: s.KRow}
+	}
+	sh := uint(bits.TrailingZeros(uint(l.BlockLen)))
+	return keyRows{tab: l.Tables[s.Table : s.Table+s.Blocks], shift: sh, mask: l.BlockLen - 1}
+}
+
+// Attention implements Device, in parallel over (sequence, head).
+func (*CPU[T]) Attention(a *Attn[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
+	keep := !a.P.Empty()
+	parallel(len(l.Seqs)*hq, func(job int) {
+		s, h := l.Seqs[job/hq], job%hq
+		kh := h / group
+		kr := seqKeys(l, s)
+		span := s.Pos + s.N
+		var scratch []T
+		if !keep {
+			scratch = make([]T, span)
+		}
+		for i := 0; i < s.N; i++ {
+			qi := q[(s.Row+i)*qd+h*hd : (s.Row+i)*qd+h*hd+hd]
+			pr := scratch
+			if keep {
+				off := s.POff + (h*s.N+i)*span
+				pr = a.P.h[off : off+span]
+			}
+			n := s.Pos + i + 1
+			m := math.Inf(-1)
+			for j := 0; j < n; j++ {
+				r := kr.row(j)
+				sc := kern.Dot(qi, k[r*kvd+kh*hd:r*kvd+kh*hd+hd]) * a.Scale
+				pr[j] = sc
+				if float64(sc) > m {
+					m = float64(sc)
+				}
+			}
+			var sum float64
+			for j := 0; j < n; j++ {
+				e := math.Exp(float64(pr[j]) - m)
+				pr[j] = T(e)
+				sum += e
+			}
+			oi := o[(s.Row+i)*qd+h*hd : (s.Row+i)*qd+h*hd+hd]
+			clear(oi)
+			for j := 0; j < n; j++ {
+				r := kr.row(j)
+				pr[j] = T(float64(pr[j]) / sum)
+				kern.Axpy(pr[j], v[r*kvd+kh*hd:r*kvd+kh*hd+hd], oi)
+			}
+		}
+	})
+}
+
+// AttentionBack implements Device. Heads sharing a KV head write the same dk/dv rows,
+// so it runs in parallel over (sequence, KV head).
+func (*CPU[T]) AttentionBack(a *Attn[T], dq, dk, dv, dout Tensor[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, k, v := a.Q.h, a.K.h, a.V.h
+	parallel(len(l.Seqs)*hkv, func(job int) {
+		s, kh := l.Seqs[job/hkv], job%hkv
+		if s.Blocks != 0 {
+			panic("device: AttentionBack over paged keys")
+		}
+		span := s.Pos + s.N
+		P := a.P.h[s.POff : s.POff+hq*s.N*span]
+		dp := make([]T, span)
+		for h := kh * group; h < (kh+1)*group; h++ {
+			for i := 0; i < s.N; i++ {
+				pr := P[(h*s.N+i)*span : (h*s.N+i)*span+span]
+				ro := (s.Row + i) * qd
+				doi := dout.h[ro+h*hd : ro+h*hd+hd]
+				n := s.Pos + i + 1
+				var rowDot T
+				for j := 0; j < n; j++ {
+					r := (s.KRow + j) * kvd
+					dp[j] = kern.Dot(doi, v[r+kh*hd:r+kh*hd+hd])
+					rowDot += dp[j] * pr[j]
+					kern.Axpy(pr[j], doi, dv.h[r+kh*hd:r+kh*hd+hd])
+				}
+				qi := q[ro+h*hd : ro+h*hd+hd]
+				dqi := dq.h[ro+h*hd : ro+h*hd+hd]
+				for j := 0; j < n; j++ {
+					r := (s.KRow + j) * kvd
+					ds := pr[j] * (dp[j] - rowDot) * a.Scale
+					kern.Axpy(ds, k[r+kh*hd:r+kh*hd+hd], dqi)
+					kern.Axpy(ds, qi, dk.h[r+kh*hd:r+kh*hd+hd])
+				}
+			}
+		}
+	})
+}
+
+// KVWrite implements Device.
+func (*CPU[T]) KVWrite(cache, rows Tensor[T], slots Tensor[int32], width int) {
+	for i, s := range slots.h {
+		copy(cache.h[int(s)*width:int(s+1)*width], rows.h[i*width:(i+1)*width])
+	}
+}
+
+// LogSoftmax implements Device, in parallel over rows.
+func (*CPU[T]) LogSoftmax(x Tensor[T], rows, cols int) {
+	parallel(rows, func(i int) {
+		r := x.h[i*cols : i*cols+cols]
+		logSoftmaxRow(r, r)
+	})
+}
+
+// logSoftmaxRow writes log-softmax of logits into out (may alias) using float64 sums.
+func logSoftmaxRow[T Float](out, logits []T) {
+	m := math.Inf(-1)
+	for _, v := range logits {
+		if float64(v) > m {
+			m = float64(v)
+		}
+	}
+	var s float64
+	for _, v := range logits {
+		s += math.Exp(float64(v) - m)
+	}
+	lse := T(m + math.Log(s))
+	for i, v := range logits {
+		out[i] = v - lse
+	}
+}
+
+// Gather implements Device.
+func (*CPU[T]) Gather(dst []T, x Tensor[T], idx []int64) {
+	for i, j := range idx {
+		dst[i] = x.h[j]
+	}
+}
+
+// XentBack implements Device.
+func (*CPU[T]) XentBack(dl, logp Tensor[T], cols int, g *XentGrad) {
+	for i, r := range g.Rows {
+		row := dl.h[int(r)*cols : int(r+1)*cols]
+		lrow := logp.h[int(r)*cols : int(r+1)*cols]
+		sum := g.Sums[i]
+		for v := range row {
+			row[v] = T(-sum * math.Exp(float64(lrow[v])))
+		}
+	}
+	for j, x := range g.Idx {
+		dl.h[x] += T(g.Vals[j])
+	}
+}
+
+// SumSquares implements Device.
+func (*CPU[T]) SumSquares(xs []Tensor[T]) float64 {
+	var sq float64
+	for _, x := range xs {
+		for _, v := range x.h {
+			sq += float64(v) * float64(v)
+		}
+	}
+	return sq
+}
+
+// AdamW implements Device.
+func (*CPU[T]) AdamW(wt, gt, mt, vt Tensor[T], s *AdamStep) {
+	w, g, mm, vv := wt.h, gt.h[:len(wt.h)], mt.h[:len(wt.h)], vt.h[:len(wt.h)]
+	clip, decay, b1, b2 := T(s.Clip), T(s.Decay), T(s.B1), T(s.B2)
+	stepSize, bc2Sqrt, eps := T(s.StepSize), T(s.BC2Sqrt), T(s.Eps)
+	for i := range w {
+		gi := g[i] * clip
+		w[i] *= decay
+		mm[i] = b1*mm[i] + (1-b1)*gi
+		vv[i] = b2*vv[i] + (1-b2)*gi*gi
+		denom := T(math.Sqrt(float64(vv[i])))/bc2Sqrt + eps
+		w[i] -= stepSize * mm[i] / denom
+		g[i] = 0
+	}
+}
+
+// Sample implements Device.
+func (*CPU[T]) Sample(logits Tensor[T], cols int, draws []Draw) ([]int32, []float32) {
+	toks, lps := make([]int32, len(draws)), make([]float32, len(draws))
+	for i, d := range draws {
+		toks[i], lps[i] = pick(logits.h[d.Row*cols:(d.Row+1)*cols], d)
+	}
+	return toks, lps
+}
+
+// pick draws the next token from logits under d and returns it with its logprob.
+func pick[T Float](logits []T, d Draw) (int32, float32) {
+	temp := d.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	V := len(logits)
+	lp := make([]float64, V)
+	mx := math.Inf(-1)
+	for i, v := range logits {
+		lp[i] = float64(v) / temp
+		mx = math.Max(mx, lp[i])
+	}
+	var s float64
+	for _, v := range lp {
+		s += math.Exp(v - mx)
+	}
+	lse := mx + math.Log(s)
+	for i := range lp {
+		lp[i] -= lse
+	}
+	if d.Temperature == 0 {
+		best := 0
+		for i := range lp {
+			if lp[i] > lp[best] {
+				best = i
+			}
+		}
+		return int32(best), float32(lp[best])
+	}
+	idx := make([]int, V)
+	for i := range idx {
+		idx[i] = i
+	}
+	limited := (d.TopK > 0 && d.TopK < V) || d.TopP < 1
+	cand := idx
+	if limited {
+		sort.Slice(idx, func(a, b int) bool { return lp[idx[a]] > lp[idx[b]] || (lp[idx[a]] == lp[idx[b]] && idx[a] < idx[b]) })
+		if d.TopK > 0 && d.TopK < V {
+			cand = idx[:d.TopK]
+		}
+		if d.TopP < 1 {
+			var tot float64
+			for _, i := range cand {
+				tot += math.Exp(lp[i])
+			}
+			var cum float64
+			keep := len(cand)
+			for j, i := range cand {
+				cum += math.Exp(lp[i]) / tot
+				if cum >= d.TopP {
+					keep = j + 1
+					break
+				}
+			}
+			cand = cand[:keep]
+		}
+	}
+	var tot float64
+	for _, i := range cand {
+		tot += math.Exp(lp[i])
+	}
+	r := d.U * tot
+	for _, i := range cand {
+		r -= math.Exp(lp[i])
+		if r <= 0 {
+			return int32(i), float32(lp[i])
+		}
+	}
+	last := cand[len(cand)-1]
+	return int32(last), float32(lp[last])
+}
+
+// TopK implements Device.
+func (*CPU[T]) TopK(logp Tensor[T], cols int, rows []int32, k int) ([]int32, []T) {
+	k = min(k, cols)
+	toks, vals := make([]int32, len(rows)*k), make([]T, len(rows)*k)
+	idx := make([]int, cols)
+	for ri, r := range rows {
+		row := logp.h[int(r)*cols : int(r+1)*cols]
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool {
+			return row[idx[a]] > row[idx[b]] || (row[idx[a]] == row[idx[b]] && idx[a] < idx[b])
+		})
+		for j := 0; j < k; j++ {
+			toks[ri*k+j], vals[ri*k+j] = int32(idx[j]), row[idx[j]]
+		}
+	}
+	return toks, vals
+}
+
+// parallel runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines.
+func parallel(n int, f func(i int)) {
+	w := runtime.GOMAXPROCS(0)
+	if w > n {
+		w = n
+	}
+	if w <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int, n)
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	for g := 0; g < w; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}

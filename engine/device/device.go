@@ -1,0 +1,278 @@
+// Package device is the engine's compute layer: tensors that live on one device, and the
+// operations that a transformer's forward and backward passes, its losses, its optimizer
+// and its sampler are made of. The engine writes the model once over Device; CPU
+// implements it with engine/kern (every operation generic over float32 and float64, the
+// latter for finite-difference checks), and engine/cuda implements Device[float32] on an
+// NVIDIA GPU.
+//
+// Conventions: matrices are dense and row-major; shapes are given explicitly and callers
+// guarantee the tensors are long enough. Operations do not return errors: a device that
+// can fail (a GPU) remembers its first error, turns later operations into no-ops, and
+// reports it from Err, which the engine checks once per pass.
+package device
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// Float is the element type of activations, gradients and optimizer state.
+type Float = kern.Float
+
+// Elem is any element type a Tensor holds: Float, or int32 for token ids, positions and
+// block tables.
+type Elem interface{ ~float32 | ~float64 | ~int32 }
+
+// Tensor is a view of N elements on one device: host memory on a host device, a device
+// address otherwise. A frozen weight may be stored narrower than its element type
+// (bfloat16 on a GPU); only the weight operand of MatMulNT/MatMulNN and the table of
+// Embed accept such a tensor. Views are values: slicing one copies no data.
+type Tensor[E Elem] struct {
+	h    []E     // host memory (host devices)
+	p    uintptr // device address (other devices)
+	n    int
+	bf16 bool
+}
+
+// Host wraps host memory as a tensor of a host device.
+func Host[E Elem](h []E) Tensor[E] { return Tensor[E]{h: h, n: len(h)} }
+
+// OnDevice wraps n elements at device address p (stored as bfloat16 when bf16).
+func OnDevice[E Elem](p uintptr, n int, bf16 bool) Tensor[E] {
+	return Tensor[E]{p: p, n: n, bf16: bf16}
+}
+
+// Len is the number of elements.
+func (t Tensor[E]) Len() int { return t.n }
+
+// Host is the host memory behind t (nil on other devices).
+func (t Tensor[E]) Host() []E { return t.h }
+
+// Ptr is the device address of t's first element (0 on host devices).
+func (t Tensor[E]) Ptr() uintptr { return t.p }
+
+// BF16 reports whether t is stored as bfloat16.
+func (t Tensor[E]) BF16() bool { return t.bf16 }
+
+// Empty reports whether t is the zero Tensor (no storage).
+func (t Tensor[E]) Empty() bool { return t.h == nil && t.p == 0 }
+
+// ElemSize is the bytes one stored element of t takes.
+func (t Tensor[E]) ElemSize() uintptr {
+	if t.bf16 {
+		return 2
+	}
+	var e E
+	return unsafe.Sizeof(e)
+}
+
+// Slice is the view of elements [i, j) of t.
+func (t Tensor[E]) Slice(i, j int) Tensor[E] {
+	if i < 0 || j < i || j > t.n {
+		panic("device: slice bounds out of range")
+	}
+	if t.h != nil {
+		return Tensor[E]{h: t.h[i:j:j], n: j - i}
+	}
+	return Tensor[E]{p: t.p + uintptr(i)*t.ElemSize(), n: j - i, bf16: t.bf16}
+}
+
+// Device is the set of operations the engine runs on. T is the element type of
+// activations and trainable state; frozen weights are Tensor[T] too, possibly narrowed.
+type Device[T Float] interface {
+	// Name says which device this is, for logs: "cpu", "cuda:0 (NVIDIA H100 …)".
+	Name() string
+	// HostMemory reports whether tensors are host slices (Tensor.Host is valid), so the
+	// engine can wrap host data without copying it.
+	HostMemory() bool
+	// Err returns the first error since the last call, and clears it.
+	Err() error
+
+	// Alloc returns n zeroed elements; Free gives them back (host devices leave that to
+	// the garbage collector).
+	Alloc(n int) Tensor[T]
+	Free(t Tensor[T])
+	// AllocInts and FreeInts are Alloc and Free for int32 data.
+	AllocInts(n int) Tensor[int32]
+	FreeInts(t Tensor[int32])
+	// Upload copies host data into dst; Download copies src to the host.
+	Upload(dst Tensor[T], src []T)
+	Download(dst []T, src Tensor[T])
+	// Ints returns int32 host data on the device (a host device may alias src).
+	Ints(src []int32) Tensor[int32]
+	// Copy copies src into dst (same length) on the device.
+	Copy(dst, src Tensor[T])
+	// Weight places a frozen weight on the device, possibly narrowed (bfloat16 on a GPU);
+	// a host device aliases src.
+	Weight(src []T) Tensor[T]
+
+	// MatMulNT computes C[m×n] (+)= A[m×k]·B[n×k]ᵀ: a Linear's forward pass, W = B.
+	MatMulNT(c, a, b Tensor[T], m, n, k int, acc bool)
+	// MatMulNN computes C[m×n] (+)= A[m×k]·B[k×n]: a Linear's input gradient dX = dY·W.
+	MatMulNN(c, a, b Tensor[T], m, n, k int, acc bool)
+	// MatMulTN computes C[m×n] (+)= A[k×m]ᵀ·B[k×n]: a weight gradient dW = dYᵀ·X.
+	MatMulTN(c, a, b Tensor[T], m, n, k int, acc bool)
+
+	// Add computes out = a + b elementwise (out may alias a or b).
+	Add(out, a, b Tensor[T])
+	// Scale computes x *= s.
+	Scale(x Tensor[T], s T)
+	// AddRows adds the row vector b[n] to each of the rows of y[rows×n].
+	AddRows(y, b Tensor[T], rows int)
+	// Embed copies rows idx[i] of table[·×d] into x[i] (an embedding lookup, or a row
+	// gather when table is an activation).
+	Embed(x, table Tensor[T], idx Tensor[int32], d int)
+	// RMSNorm computes y = x·rstd·w per row with rstd = 1/√(mean(x²)+eps) (sums in
+	// float64), and stores rstd per row for the backward pass.
+	RMSNorm(y, rstd, x, w Tensor[T], rows, d int, eps float64)
+	// RMSNormBack adds to dx the gradient through RMSNorm (w frozen).
+	RMSNormBack(dx, dy, x, w, rstd Tensor[T], rows, d int)
+	// Rope rotates the heads of x[rows×heads·hd] in place by RoPE at each row's position
+	// (HF rotate_half layout); inverse applies the transpose (the backward pass).
+	Rope(x Tensor[T], pos Tensor[int32], heads int, r *Rope, inverse bool)
+	// SwiGLU computes a = silu(g)·u.
+	SwiGLU(a, g, u Tensor[T])
+	// SwiGLUBack computes dg and du from da (overwriting them).
+	SwiGLUBack(dg, du, da, g, u Tensor[T])
+	// Attention computes causal softmax attention over a batch of sequences (one layer);
+	// see Attn.
+	Attention(a *Attn[T])
+	// AttentionBack computes dq, dk and dv (overwriting them) from dout for an Attention
+	// call that kept its probabilities and read contiguous keys.
+	AttentionBack(a *Attn[T], dq, dk, dv, dout Tensor[T])
+	// KVWrite copies row i of rows[·×width] into slot slots[i] of cache[·×width].
+	KVWrite(cache, rows Tensor[T], slots Tensor[int32], width int)
+	// LogSoftmax replaces each row of x[rows×cols] by its log-softmax (sums in float64).
+	LogSoftmax(x Tensor[T], rows, cols int)
+	// Gather copies x[idx[i]] to dst[i] on the host.
+	Gather(dst []T, x Tensor[T], idx []int64)
+	// XentBack builds the gradient of a loss with respect to the logits from its gradient
+	// with respect to target log-probabilities: for each listed row r it sets
+	// dl[r,·] = −Σ·softmax(logp[r,·]) (Σ = Sums[i]), then adds Vals[j] at flat index
+	// Idx[j]. Rows not listed are left as they are.
+	XentBack(dl, logp Tensor[T], cols int, g *XentGrad)
+	// SumSquares returns Σx² over all the tensors, accumulated in float64 in order.
+	SumSquares(xs []Tensor[T]) float64
+	// AdamW applies one AdamW step to w with gradient g and moments m, v, and zeroes g.
+	AdamW(w, g, m, v Tensor[T], s *AdamStep)
+	// Sample draws one token per Draw from rows of logits[·×cols] and returns the tokens
+	// and their log-probabilities (see Draw for the semantics).
+	Sample(logits Tensor[T], cols int, draws []Draw) ([]int32, []float32)
+	// TopK returns, for each listed row of logp[·×cols], the k largest entries (ties: the
+	// lower index first) as rows×k token ids and values.
+	TopK(logp Tensor[T], cols int, rows []int32, k int) ([]int32, []T)
+}
+
+// Rope holds RoPE's cos and sin per position and frequency. Devices keep their own copy,
+// made on first use; the tables must not change afterwards.
+type Rope struct {
+	Half      int       // head_dim / 2
+	Positions int       // rows of the tables
+	Cos, Sin  []float64 // [Positions][Half]
+}
+
+// NewRope computes the tables for inverse frequencies invFreq up to positions.
+func NewRope(invFreq []float64, positions int) *Rope {
+	half := len(invFreq)
+	r := &Rope{Half: half, Positions: positions, Cos: make([]float64, positions*half), Sin: make([]float64, positions*half)}
+	for p := 0; p < positions; p++ {
+		for i, v := range invFreq {
+			a := float64(p) * v
+			r.Cos[p*half+i], r.Sin[p*half+i] = math.Cos(a), math.Sin(a)
+		}
+	}
+	return r
+}
+
+// Attn describes one layer's attention over a batch of sequences. Query row Row+i of a
+// sequence sits at position Pos+i and attends to that sequence's keys and values at
+// positions 0…Pos+i. Keys live either contiguously (position j at row KRow+j of K and V:
+// a training pass, where they are the rows' own) or in blocks of a KV pool (position j
+// in block Tables[Table+j/BlockLen], slot j%BlockLen; K and V are the pool's tensors for
+// this layer).
+type Attn[T Float] struct {
+	Q, Out  Tensor[T] // rows × Heads·HeadDim; Out is overwritten
+	K, V    Tensor[T] // · × KVHeads·HeadDim
+	Heads   int
+	KVHeads int
+	HeadDim int
+	Scale   T // 1/√HeadDim
+	Layout  *Layout
+	// P, when not empty, receives the softmax probabilities for the backward pass: a
+	// sequence's Heads×N×(Pos+N) block starts at its POff.
+	P Tensor[T]
+}
+
+// AttnSeq is one sequence of an Attn batch (see Attn).
+type AttnSeq struct {
+	Row, N, Pos int // query rows [Row, Row+N) at positions Pos…Pos+N−1
+	KRow        int // contiguous keys: position j at row KRow+j (Blocks == 0)
+	Table       int // paged keys: first entry of this sequence's block table
+	Blocks      int // entries in its block table; 0: contiguous keys
+	POff        int // offset of its probabilities in Attn.P
+}
+
+// Layout is the sequences of one pass, shared by every layer's Attn. Desc is Pack's
+// data on the device, for devices that read it there.
+type Layout struct {
+	Seqs     []AttnSeq
+	Tables   []int32 // block tables, concatenated
+	BlockLen int
+	Desc     Tensor[int32] // Pack() on the device
+	Tab      Tensor[int32] // Tables on the device
+}
+
+// LayoutFields is the number of int32 values Pack writes per sequence.
+const LayoutFields = 7
+
+// Pack flattens the sequences to LayoutFields int32 values each, in AttnSeq's field
+// order.
+func (l *Layout) Pack() []int32 {
+	out := make([]int32, 0, len(l.Seqs)*LayoutFields)
+	for _, s := range l.Seqs {
+		out = append(out, int32(s.Row), int32(s.N), int32(s.Pos), int32(s.KRow), int32(s.Table), int32(s.Blocks), int32(s.POff))
+	}
+	return out
+}
+
+// ProbLen is the number of probabilities a layout's sequences keep (the size of Attn.P).
+func (l *Layout) ProbLen(heads int) int {
+	n := 0
+	for _, s := range l.Seqs {
+		n += heads * s.N * (s.Pos + s.N)
+	}
+	return n
+}
+
+// XentGrad lists what XentBack writes (see there).
+type XentGrad struct {
+	Rows []int32   // rows to fill
+	Sums []float64 // Σ of dL/dlogprob over each row's targets
+	Idx  []int64   // flat indices into dl
+	Vals []float64 // dL/dlogprob added at Idx
+}
+
+// AdamStep is one AdamW update in torch.optim.AdamW's form, with the gradient clipping
+// coefficient applied first:
+//
+//	g ← g·Clip; w ← w·Decay; m ← B1·m + (1−B1)·g; v ← B2·v + (1−B2)·g²
+//	w ← w − StepSize·m / (√v/BC2Sqrt + Eps); g ← 0
+type AdamStep struct {
+	Clip, Decay, B1, B2, StepSize, BC2Sqrt, Eps float32
+}
+
+// Draw is one token to draw from row Row of a logits matrix. Logits are divided by
+// Temperature, then top-k and then top-p truncate the distribution (HF's order), and a
+// token is drawn with the uniform variate U from what remains; Temperature 0 means
+// argmax (ties: the lowest id), and U is not used. The log-probability returned is the
+// token's under the temperature-scaled distribution before truncation (at temperature 0,
+// under the unscaled one). TopK ≤ 0 means no limit; TopP ≥ 1 no nucleus.
+type Draw struct {
+	Row         int
+	Temperature float64
+	TopK        int
+	TopP        float64
+	U           float64 // in [0, 1)
+}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tuft-go/tuft/engine/cuda"
+	"github.com/tuft-go/tuft/engine/device"
+)
+
+// DeviceOptions configure OpenDevice.
+type DeviceOptions struct {
+	CUDALibDirs     []string // searched first for libcuda and cuBLAS
+	CUDAFP32Weights bool     // keep frozen weights in float32 on the GPU
+	CUDAMemoryLimit int64    // bytes of GPU memory the engine may hold (0: no limit)
+}
+
+// ParseDevice checks a device name: "auto", "cpu", "cuda" or "cuda:N".
+func ParseDevice(spec string) (kind string, ordinal int, err error) {
+	switch {
+	case spec == "" || spec == "auto":
+		return "auto", 0, nil
+	case spec == "cpu":
+		return "cpu", 0, nil
+	case spec == "cuda":
+		return "cuda", 0, nil
+	case strings.HasPrefix(spec, "cuda:"):
+		n, err := strconv.Atoi(spec[len("cuda:"):])
+		if err == nil && n >= 0 {
+			return "cuda", n, nil
+		}
+	}
+	return "", 0, fmt.Errorf("device %q: want auto, cpu, cuda or cuda:N", spec)
+}
+
+// OpenDevice opens the device spec names (see ParseDevice) and says why it is the one,
+// for the log. auto takes the first GPU when this build has CUDA support and the
+// machine a usable GPU, and the CPU otherwise; cuda that cannot be opened is an error.
+func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
+	kind, ord, err := ParseDevice(spec)
+	if err != nil {
+		return nil, "", err
+	}
+	if kind == "cpu" {
+		return device.NewCPU[float32](), "configured", nil
+	}
+	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit})
+	switch {
+	case err == nil && kind == "auto":
+		return d, "auto: found a usable GPU", nil
+	case err == nil:
+		return d, "configured", nil
+	case kind == "auto":
+		why := "no usable GPU (" + err.Error() + ")"
+		if errors.Is(err, cuda.ErrNotBuilt) {
+			why = "built without CUDA support (-tags cuda)"
+		}
+		return device.NewCPU[float32](), "auto: " + why + ", using the CPU", nil
+	}
+	return nil, "", fmt.Errorf("device %s: %w", spec, err)
+}

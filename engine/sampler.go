@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+
+	"github.com/tuft-go/tuft/engine/device"
+)
+
+// SampleHooks report the phases of a sample request (for request tracing). Phases are
+// "preprocess", "prefill", "decode" and "postprocess"; nil functions are skipped. Every
+// phase that starts also ends, errors included.
+type SampleHooks struct {
+	OnPhase      func(phase string, start bool)
+	OnFirstToken func()
+}
+
+func (h SampleHooks) phase(name string, start bool) {
+	if h.OnPhase != nil {
+		h.OnPhase(name, start)
+	}
+}
+
+// Draw is one token to draw from a distribution over the vocabulary: logits are divided
+// by Temperature, then top-k and then top-p truncate the distribution (HF's order), and
+// the token is drawn with the uniform variate U ∈ [0, 1) from what remains. Temperature
+// 0 means argmax (U unused). The log-probability reported for the token is under the
+// temperature-scaled distribution before truncation (at temperature 0, under the
+// unscaled one). TopK ≤ 0 means no limit; TopP 1 no nucleus filtering.
+type Draw struct {
+	Temperature float64
+	TopK        int
+	TopP        float64
+	U           float64
+}
+
+// StepSeq is one sequence's part of a decode step: new tokens that continue its cache,
+// and what to compute from them.
+type StepSeq struct {
+	Adapter *LoraWeights[float32] // nil: the base model
+	Cache   *KVCache[float32]     // positions before Tokens; receives theirs
+	Tokens  []int32               // ≥ 1: a prompt, a chunk of one, or the last sampled token
+	// Draws are tokens to draw after the last of Tokens (several: samples of one prompt).
+	Draws []Draw
+	// Targets, when set, has one entry per token: the log-probability of Targets[i]
+	// after Tokens[i] is returned (-1: none, and that row's logits are not computed), as
+	// for prompt logprobs.
+	Targets []int32
+	// TopK > 0 returns the TopK most likely next tokens after each of Tokens.
+	TopK int
+}
+
+// StepOut is what a decode step computed for one StepSeq.
+type StepOut struct {
+	Tokens         []int32   // one per Draw
+	Logprobs       []float32 // of Tokens
+	TargetLogprobs []float32 // one per token when Targets was set (NaN where it was -1)
+	TopK           [][]TokenLogprob
+}
+
+// DecodeStep runs one iteration for a batch of sequences, each with its own adapter and
+// KV cache (all caches from one pool of this model): their new tokens go through the
+// model together (one pass over the base weights), their keys and values are appended
+// to their caches, and tokens are drawn from the last position of each. Prefill chunks
+// and single-token decodes mix freely. On error no cache changes length.
+//
+// This is the step API an iteration-level scheduler builds on: it decides each step
+// which sequences run and with how many tokens, owns the caches, and stops, forks or
+// drops sequences between steps.
+func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := m.checkStep(seqs); err != nil {
+		return nil, err
+	}
+	c, d, V := m.Cfg, m.dev, m.Cfg.VocabSize
+	var tokens, slots []int32
+	// Logits are computed only for the rows something is asked of: the last row of a
+	// sequence with draws, rows with a target, every row with top-k.
+	lmRows := []int32{}
+	logitRow := make([][]int, len(seqs)) // per sequence and token: its row of the logits, or -1
+	segs := make([]segment[float32], len(seqs))
+	onDev := map[*LoraWeights[float32]]*devLora[float32]{}
+	normalise := false
+	for i, s := range seqs {
+		sl, err := s.Cache.reserve(len(s.Tokens))
+		if err != nil {
+			return nil, fmt.Errorf("decode step: sequence %d: %w", i, err)
+		}
+		lw, ok := onDev[s.Adapter]
+		if !ok && s.Adapter != nil {
+			lw = loraOn(d, s.Adapter)
+			onDev[s.Adapter] = lw
+		}
+		start := len(tokens)
+		segs[i] = segment[float32]{start: start, n: len(s.Tokens), pos: s.Cache.Len(), lw: lw, kv: s.Cache}
+		tokens = append(tokens, s.Tokens...)
+		slots = append(slots, sl...)
+		logitRow[i] = make([]int, len(s.Tokens))
+		for j := range s.Tokens {
+			logitRow[i][j] = -1
+			if s.TopK > 0 || (s.Targets != nil && s.Targets[j] >= 0) || (j == len(s.Tokens)-1 && len(s.Draws) > 0) {
+				logitRow[i][j] = len(lmRows)
+				lmRows = append(lmRows, int32(start+j))
+			}
+		}
+		normalise = normalise || s.TopK > 0 || s.Targets != nil
+	}
+	p := newPass(c, d, m.dw, m.rope, segs, slots)
+	defer p.release()
+	act := p.forward(tokens, false, lmRows)
+	outs := make([]StepOut, len(seqs))
+	// Draw from the raw logits first; log-softmax (for targets and top-k) is in place.
+	var draws []device.Draw
+	for i, s := range seqs {
+		for _, dr := range s.Draws {
+			draws = append(draws, device.Draw{Row: logitRow[i][len(s.Tokens)-1], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
+		}
+	}
+	if len(draws) > 0 {
+		toks, lps := d.Sample(act.logits, V, draws)
+		k := 0
+		for i, s := range seqs {
+			outs[i].Tokens, outs[i].Logprobs = toks[k:k+len(s.Draws)], lps[k:k+len(s.Draws)]
+			k += len(s.Draws)
+		}
+	}
+	if normalise && len(lmRows) > 0 {
+		d.LogSoftmax(act.logits, len(lmRows), V)
+		var idx []int64
+		for i, s := range seqs {
+			for j, t := range s.Targets {
+				if t >= 0 {
+					idx = append(idx, int64(logitRow[i][j])*int64(V)+int64(t))
+				}
+			}
+		}
+		vals := make([]float32, len(idx))
+		d.Gather(vals, act.logits, idx)
+		k := 0
+		for i, s := range seqs {
+			if s.Targets != nil {
+				outs[i].TargetLogprobs = make([]float32, len(s.Tokens))
+				for j, t := range s.Targets {
+					if t < 0 {
+						outs[i].TargetLogprobs[j] = float32(math.NaN())
+						continue
+					}
+					outs[i].TargetLogprobs[j] = vals[k]
+					k++
+				}
+			}
+			if s.TopK > 0 {
+				rows := make([]int32, len(s.Tokens))
+				for j := range rows {
+					rows[j] = int32(logitRow[i][j])
+				}
+				toks, lps := d.TopK(act.logits, V, rows, s.TopK)
+				kk := min(s.TopK, V)
+				outs[i].TopK = make([][]TokenLogprob, len(s.Tokens))
+				for j := range outs[i].TopK {
+					tl := make([]TokenLogprob, kk)
+					for x := range tl {
+						tl[x] = TokenLogprob{Token: toks[j*kk+x], Logprob: lps[j*kk+x]}
+					}
+					outs[i].TopK[j] = tl
+				}
+			}
+		}
+	}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("decode step on %s: %w", d.Name(), err)
+	}
+	for _, s := range seqs {
+		s.Cache.commit(len(s.Tokens))
+	}
+	runtime.KeepAlive(seqs) // the adapters' device copies are in use until here
+	return outs, nil
+}
+
+// checkStep validates a decode step's sequences.
+func (m *Model) checkStep(seqs []StepSeq) error {
+	c := m.Cfg
+	if len(seqs) == 0 {
+		return Inputf("decode step has no sequences")
+	}
+	seen := map[*KVCache[float32]]bool{}
+	for i, s := range seqs {
+		switch {
+		case s.Cache == nil:
+			return Inputf("decode step: sequence %d has no KV cache", i)
+		case s.Cache.pool.owner != m.dw || s.Cache.pool != seqs[0].Cache.pool:
+			return Inputf("decode step: sequence %d's KV cache is not from the step's pool of this model", i)
+		case seen[s.Cache]:
+			return Inputf("decode step: sequence %d's KV cache appears twice", i)
+		case len(s.Tokens) == 0:
+			return Inputf("decode step: sequence %d has no tokens", i)
+		case s.Cache.Len()+len(s.Tokens) > c.MaxPositions:
+			return Inputf("decode step: sequence %d would hold %d positions, more than the model's %d", i, s.Cache.Len()+len(s.Tokens), c.MaxPositions)
+		case s.Targets != nil && len(s.Targets) != len(s.Tokens):
+			return Inputf("decode step: sequence %d has %d targets for %d tokens", i, len(s.Targets), len(s.Tokens))
+		case s.TopK < 0:
+			return Inputf("decode step: sequence %d: top_k %d must be ≥ 0", i, s.TopK)
+		}
+		seen[s.Cache] = true
+		for j, t := range s.Tokens {
+			if t < 0 || int(t) >= c.VocabSize {
+				return Inputf("decode step: sequence %d: token %d at %d is outside the vocabulary [0, %d)", i, t, j, c.VocabSize)
+			}
+		}
+		for j, t := range s.Targets {
+			if t < -1 || int(t) >= c.VocabSize {
+				return Inputf("decode step: sequence %d: target %d at %d is outside the vocabulary [0, %d)", i, t, j, c.VocabSize)
+			}
+		}
+		for j, dr := range s.Draws {
+			if dr.Temperature < 0 || math.IsNaN(dr.Temperature) || math.IsInf(dr.Temperature, 0) || dr.TopP <= 0 || dr.TopP > 1 ||
+				math.IsNaN(dr.TopP) || dr.U < 0 || dr.U >= 1 || math.IsNaN(dr.U) {
+				return Inputf("decode step: sequence %d draw %d: temperature %g, top_p %g or uniform %g out of range", i, j, dr.Temperature, dr.TopP, dr.U)
+			}
+		}
+	}
+	return nil
+}
+
+// Sample generates req.NumSamples continuations of req.Prompt with the adapter weights lw
+// (nil: the base model).
+func (m *Model) Sample(ctx context.Context, lw *LoraWeights[float32], req SampleRequest) (SampleResult, error) {
+	return m.SampleWithHooks(ctx, lw, req, SampleHooks{})
+}
+
+// SampleWithHooks is Sample with phase callbacks.
+//
+// Semantics: see Draw for how each token is drawn. Generation stops at an EOS token of
+// the model, a stop token, or when the decoded text contains a stop string; the stopping
+// token is included. The same seed gives the same output on the same device.
+//
+// The prompt is prefilled once into a KV cache that the samples then share (forked,
+// copy on write), and every step decodes all live samples together.
+func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], req SampleRequest, h SampleHooks) (SampleResult, error) {
+	c := m.Cfg
+	p := req.Params
+	open := ""
+	phase := func(name string) {
+		if open != "" {
+			h.phase(open, false)
+		}
+		if open = name; name != "" {
+			h.phase(name, true)
+		}
+	}
+	defer phase("")
+	phase("preprocess")
+	if err := ValidateSample(c, req); err != nil {
+		return SampleResult{}, err
+	}
+	if len(p.StopStrings) > 0 && m.Tok == nil {
+		return SampleResult{}, Inputf("stop strings need a tokenizer, and this model has none")
+	}
+	stopTok := map[int32]bool{}
+	for _, t := range c.EOSTokenIDs {
+		stopTok[t] = true
+	}
+	for _, t := range p.StopTokens {
+		stopTok[t] = true
+	}
+	seed := uint64(rand.Int64())
+	if p.Seed != nil {
+		seed = uint64(*p.Seed)
+	}
+	n := len(req.Prompt)
+	// The prompt's blocks, and per sample the blocks its continuation can reach (the
+	// prompt's partly filled last block included: writing it makes a copy).
+	bl := KVBlockLen
+	pool, err := m.NewKVPool((n+bl-1)/bl + req.NumSamples*((n+p.MaxTokens+bl-1)/bl-n/bl))
+	if err != nil {
+		return SampleResult{}, err
+	}
+	defer pool.Close()
+	if err := ctx.Err(); err != nil {
+		return SampleResult{}, err
+	}
+
+	phase("prefill")
+	rngs := make([]*rand.Rand, req.NumSamples)
+	draws := make([]Draw, req.NumSamples)
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
+		draws[i] = drawFor(p, rngs[i])
+	}
+	base := pool.NewCache()
+	first := StepSeq{Adapter: lw, Cache: base, Tokens: req.Prompt, Draws: draws, TopK: req.TopKPromptLogprobs}
+	if req.PromptLogprobs {
+		first.Targets = append(append([]int32(nil), req.Prompt[1:]...), -1)
+	}
+	outs, err := m.DecodeStep(ctx, []StepSeq{first})
+	if err != nil {
+		return SampleResult{}, err
+	}
+	res := SampleResult{PromptTokens: n}
+	if req.PromptLogprobs {
+		res.PromptLogprobs = make([]float32, n)
+		res.PromptLogprobs[0] = float32(math.NaN())
+		copy(res.PromptLogprobs[1:], outs[0].TargetLogprobs)
+	}
+	if req.TopKPromptLogprobs > 0 {
+		res.TopKPrompt = make([][]TokenLogprob, n)
+		copy(res.TopKPrompt[1:], outs[0].TopK)
+	}
+
+	phase("decode")
+	if h.OnFirstToken != nil {
+		h.OnFirstToken()
+	}
+	type live struct {
+		idx   int
+		cache *KVCache[float32]
+		rng   *rand.Rand
+		tok   int32 // drawn, not yet appended
+		lp    float32
+	}
+	act := make([]*live, req.NumSamples)
+	for i := range act {
+		act[i] = &live{idx: i, cache: base.Fork(), rng: rngs[i], tok: outs[0].Tokens[i], lp: outs[0].Logprobs[i]}
+	}
+	base.Release()
+	seqsOut := make([]Sequence, req.NumSamples)
+	for len(act) > 0 {
+		var next []*live
+		var steps []StepSeq
+		for _, s := range act {
+			sq := &seqsOut[s.idx]
+			sq.Tokens = append(sq.Tokens, s.tok)
+			sq.Logprobs = append(sq.Logprobs, s.lp)
+			stop := stopTok[s.tok]
+			if !stop && len(p.StopStrings) > 0 {
+				text := m.Tok.Decode(sq.Tokens)
+				for _, ss := range p.StopStrings {
+					if ss != "" && strings.Contains(text, ss) {
+						stop = true
+						break
+					}
+				}
+			}
+			switch {
+			case stop:
+				sq.StopReason = StopReasonStop
+			case len(sq.Tokens) >= p.MaxTokens || n+len(sq.Tokens) >= c.MaxPositions:
+				sq.StopReason = StopReasonLength
+			default:
+				next = append(next, s)
+				steps = append(steps, StepSeq{Adapter: lw, Cache: s.cache, Tokens: []int32{s.tok}, Draws: []Draw{drawFor(p, s.rng)}})
+				continue
+			}
+			s.cache.Release()
+		}
+		act = next
+		if len(act) == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return SampleResult{}, err
+		}
+		outs, err := m.DecodeStep(ctx, steps)
+		if err != nil {
+			return SampleResult{}, err
+		}
+		for i, s := range act {
+			s.tok, s.lp = outs[i].Tokens[0], outs[i].Logprobs[0]
+		}
+	}
+	phase("postprocess")
+	for i := range seqsOut {
+		res.OutputTokens += len(seqsOut[i].Tokens)
+	}
+	res.Sequences = seqsOut
+	return res, nil
+}
+
+// drawFor is the next Draw of a sample: the uniform variate comes from the sample's own
+// generator, and only when the draw is random.
+func drawFor(p SampleParams, rng *rand.Rand) Draw {
+	d := Draw{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
+	if p.Temperature > 0 {
+		d.U = rng.Float64()
+	}
+	return d
+}
