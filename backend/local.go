@@ -313,3 +313,12 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 	tr.StartSlice(telemetry.SpanSampleSchedule)
 	return h.sched.sample(r)
 }
+
+// SchedulerStats reads a hosted model's scheduler counters (for benchmarks and tests).
+func (l *Local) SchedulerStats(model string) (SchedStats, error) {
+	h, err := l.model(model)
+	if err != nil {
+		return SchedStats{}, err
+	}
+	return h.sched.snapshot(), nil
+}

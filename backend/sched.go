@@ -380,3 +380,20 @@ func (s *scheduler) dropPrefixes(lora string) {
 // waitDone waits for work submitted to the loop. The loop notices a context that ends
 // at its next unit boundary and answers then, so the wait is bounded by one unit.
 func waitDone(done <-chan struct{}) { <-done }
+
+// SchedStats are a model scheduler's counters since it started.
+type SchedStats struct {
+	Steps           int64 // decode steps run
+	StepRows        int64 // sequences over all decode steps
+	MaxRows         int64 // the largest decode step, in sequences
+	Packs           int64 // training packs run
+	PackTokens      int64 // tokens over all packs
+	Preemptions     int64 // sequences whose memory was taken back (and later recomputed)
+	PrefixHitTokens int64 // prompt positions served from the prefix cache
+}
+
+func (s *scheduler) snapshot() SchedStats {
+	st := &s.stats
+	return SchedStats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
+		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load()}
+}
