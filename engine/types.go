@@ -52,7 +52,7 @@ type Datum struct {
 // ForwardRequest is one forward or forward_backward call on one adapter.
 type ForwardRequest struct {
 	Data         []Datum
-	LossFn       string             // cross_entropy | importance_sampling | ppo | cispo | dro
+	LossFn       string             // cross_entropy | importance_sampling | ppo | cispo | dro | gspo
 	LossFnConfig map[string]float64 // loss-specific keys; unknown keys are an error
 	Backward     bool               // accumulate gradients into the adapter
 }
