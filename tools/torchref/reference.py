@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch reference for the TuFT engine: a minimal Llama/Qwen2 decoder with LoRA, the five
-Tinker losses and torch.optim.AdamW, run in float64 on a model directory in HuggingFace
+"""PyTorch reference for the TuFT engine: a minimal Llama/Qwen2 decoder with LoRA, the six
+Tinker losses TuFT implements and torch.optim.AdamW, run in float64 on a model directory in HuggingFace
 layout. It writes fixtures the Go tests compare against (engine/torchref_test.go).
 
 Usage (Debian's python3-torch and python3-numpy; nothing else):
@@ -171,6 +171,16 @@ def loss_fn(name, cfg, lp, inp):
     if name == "dro":
         beta = cfg.get("beta", 0.01)
         return -((lp * A - 0.5 * beta * (lp - old) ** 2) * mask).sum()
+    if name == "gspo":
+        # GSPO-token as tinker-docs /tinker/losses/gspo/ writes it: the sequence log-ratio
+        # is the mean token log-ratio over the tokens sequence_ratio_mask marks; every
+        # token carries its value with its own log-probability's gradient.
+        lo, hi = cfg.get("clip_low_threshold", 0.8), cfg.get("clip_high_threshold", 1.2)
+        in_ratio = torch.tensor(inp["sequence_ratio_mask"], dtype=DT) != 0
+        log_ratio = (lp.detach() - old)[in_ratio].mean()
+        ratio = torch.exp(log_ratio + lp - lp.detach())
+        clipped = torch.clamp(ratio, lo, hi)
+        return -(torch.minimum(ratio * A, clipped * A) * mask).sum()
     raise ValueError(name)
 
 
@@ -212,8 +222,14 @@ def main(model_dir, out):
                        "weights": [float(x) for x in rng.uniform(0.5, 1.5, n).astype(np.float32)],
                        "logprobs": [float(x) for x in rng.uniform(-7.5, -5.0, n).astype(np.float32)],
                        "advantages": [float(x) for x in rng.uniform(-1, 1, n).astype(np.float32)]})
+    # Drawn after the datums so the earlier fixtures stay as they were: GSPO's ratio covers
+    # a suffix of each datum (the "sampled" tokens).
+    for d in datums:
+        n = len(d["tokens"])
+        cut = int(rng.integers(1, n - 1))
+        d["sequence_ratio_mask"] = [0.0] * cut + [1.0] * (n - cut)
     losses = {"cross_entropy": {}, "importance_sampling": {}, "ppo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
-              "cispo": {}, "dro": {"beta": 0.05}}
+              "cispo": {}, "dro": {"beta": 0.05}, "gspo": {"clip_low_threshold": 0.5, "clip_high_threshold": 1.5}}
     json.dump({"datums": datums, "losses": losses, "rank": rank, "alpha": alpha,
                "adamw": {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.01, "grad_clip_norm": 1.0}},
               open(os.path.join(out, "inputs.json"), "w"), indent=1)
@@ -232,6 +248,11 @@ def main(model_dir, out):
             lp = lp_all[torch.arange(len(d["tokens"])), torch.tensor(d["target_tokens"])]
             expected[f"{name}/logprobs/{i}"] = lp.detach()
             inp = {"weights": d["weights"]} if name == "cross_entropy" else {"logprobs": d["logprobs"], "advantages": d["advantages"]}
+            if name == "gspo":
+                inp.update(weights=d["weights"], sequence_ratio_mask=d["sequence_ratio_mask"])
+                in_r = torch.tensor(d["sequence_ratio_mask"]) != 0
+                s_i = float(torch.exp((lp.detach() - torch.tensor(d["logprobs"], dtype=DT))[in_r].mean()))
+                print(f"gspo datum {i}: sequence ratio {s_i:.4f}", file=sys.stderr)
             total = total + loss_fn(name, cfg, lp, inp)
         total.backward()
         values[name] = float(total)
