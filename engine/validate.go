@@ -80,3 +80,40 @@ func (p AdamParams) Validate() error {
 	}
 	return nil
 }
+
+// Validate checks an optimizer selection: adamw, or dimuon version 1.
+func (c OptimizerConfig) Validate() error {
+	n := c.Normalize()
+	switch n.Type {
+	case OptimizerAdamW:
+		if n.Version != 0 {
+			return Inputf("optimizer_config: adamw has no version (got %d)", n.Version)
+		}
+	case OptimizerDimuon:
+		if n.Version != 1 {
+			return Inputf("optimizer_config: dimuon version %d is not supported (supported: 1)", n.Version)
+		}
+	default:
+		return Inputf("optimizer_config.type %q is not supported (supported: adamw, dimuon)", c.Type)
+	}
+	return nil
+}
+
+// Validate checks Dimuon's hyper-parameters, naming the first bad one. GradClipNorm ≤ 0
+// disables clipping, as the SDK documents, so any finite value is accepted.
+func (p DimuonParams) Validate() error {
+	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
+	switch {
+	case p.LearningRate < 0 || bad(p.LearningRate):
+		return Inputf("optimizer_params.learning_rate %g must be a finite number ≥ 0", p.LearningRate)
+	case bad(p.GradClipNorm):
+		return Inputf("optimizer_params.grad_clip_norm %g must be a finite number (≤ 0 disables clipping)", p.GradClipNorm)
+	case p.Beta1 < 0 || p.Beta1 >= 1 || math.IsNaN(p.Beta1):
+		return Inputf("optimizer_params.beta1 %g must be in [0, 1)", p.Beta1)
+	case p.Damping <= 0 || bad(p.Damping):
+		return Inputf("optimizer_params.damping %g must be a finite number > 0", p.Damping)
+	case p.RankLRCorrectionExponent < 0 || p.RankLRCorrectionExponent > 4 || math.IsNaN(p.RankLRCorrectionExponent):
+		return Inputf("optimizer_params.rank_lr_correction_exponent %g must be in [0, 4] (0 disables the correction)", p.RankLRCorrectionExponent)
+	}
+	return nil
+}

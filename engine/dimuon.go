@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// Dimuon's internal constants. The SDK documents the matrix-sign iteration count and the
+// normalisation epsilon as internal; these are TuFT's (docs/compatibility.md, Losses and
+// optimizers).
+const (
+	// Newton–Schulz: quintic steps (Muon's coefficients) lift small singular values
+	// fast, then cubic steps X ← 1.5X − 0.5·XXᵀX converge to 1 quadratically. After
+	// Frobenius normalisation every singular value in [3e-6, 1] ends within 1e-9 of 1.
+	dimuonQuinticSteps = 10
+	dimuonCubicSteps   = 5
+	// dimuonRefRank is the rank the learning-rate correction is relative to.
+	dimuonRefRank = 32
+)
+
+var dimuonQuintic = [3]float64{3.4445, -4.7750, 2.0315}
+
+// DimuonStep applies one Dimuon step to an adapter created with the dimuon optimizer and
+// zeroes its gradients. TuFT's reading of Tinker's description (momentum, matrix sign by
+// Newton–Schulz, row/column damping, a learning rate for a direction of Frobenius norm
+// √rank, rank correction), for every LoRA matrix X (A: r×in, B: out×r) with gradient G:
+//
+//	c = min(1, grad_clip_norm/(‖G_all‖+1e-6)) when grad_clip_norm > 0, else 1
+//	M ← β1·M + (1−β1)·c·G                             (stored as float32)
+//	μ = mean(M²); ρ_i = mean_j M_ij²; γ_j = mean_i M_ij²
+//	P_ij = M_ij · (ρ_i + δμ)^(−1/4) · (γ_j + δμ)^(−1/4)    (δ = damping)
+//	O = msign(P) by Newton–Schulz on P/‖P‖_F
+//	X ← X − η·√r·O/‖O‖_F,   η = lr·(32/r)^e          (e = rank_lr_correction_exponent)
+//
+// ‖G_all‖ is the global norm over every LoRA matrix; r is the adapter's rank. A matrix
+// whose momentum is zero does not move. The arithmetic is float64 on the host: on a GPU
+// the adapter is copied to the host and back (correct, not fast; see the report).
+func (m *Model) DimuonStep(ctx context.Context, a *Adapter, p DimuonParams) (map[string]float64, error) {
+	if a == nil {
+		return nil, Inputf("optim_step needs an adapter")
+	}
+	if oc := a.Config.Optimizer.Normalize(); oc.Type != OptimizerDimuon {
+		return nil, Inputf("optim_step: this adapter trains with %s; dimuon optimizer_params do not apply (the optimizer is chosen when the model is created)", oc)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := m.AdapterToHost(a); err != nil {
+		return nil, fmt.Errorf("optim_step: %w", err)
+	}
+	mats := dimuonMatrices(a)
+	var ss float64
+	for _, x := range mats {
+		for _, v := range x.g {
+			ss += float64(v) * float64(v)
+		}
+	}
+	norm := math.Sqrt(ss)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return nil, Inputf("optim_step: the gradient norm is %g; the step was not applied (check the loss inputs)", norm)
+	}
+	clip := 1.0
+	if p.GradClipNorm > 0 {
+		if coef := p.GradClipNorm / (norm + 1e-6); coef < 1 {
+			clip = coef
+		}
+	}
+	r := a.Config.Rank
+	eta := p.LearningRate * math.Pow(dimuonRefRank/float64(r), p.RankLRCorrectionExponent)
+	parallelEach(len(mats), func(i int) {
+		x := mats[i]
+		dimuonMatrix(x.w, x.g, x.m, x.rows, x.cols, r, clip, p.Beta1, p.Damping, eta)
+	})
+	if err := m.AdapterFromHost(a); err != nil {
+		return nil, fmt.Errorf("optim_step: %w", err)
+	}
+	a.Step++
+	return map[string]float64{"grad_norm:max": norm, "learning_rate:max": p.LearningRate}, nil
+}
+
+// dimuonMat is one LoRA matrix with its gradient and momentum (host slices).
+type dimuonMat struct {
+	w, g, m    []float32
+	rows, cols int
+}
+
+func dimuonMatrices(a *Adapter) []dimuonMat {
+	ws, gs, ms := a.W.pairs(), a.Grad.pairs(), a.M.pairs()
+	out := make([]dimuonMat, 0, 2*len(ws))
+	for i, w := range ws {
+		r := len(w.A) / w.In
+		out = append(out, dimuonMat{w.A, gs[i].A, ms[i].A, r, w.In}, dimuonMat{w.B, gs[i].B, ms[i].B, w.Out, r})
+	}
+	return out
+}
+
+// parallelEach runs f(0…n−1) on up to GOMAXPROCS goroutines. Each call touches its own
+// matrix only, so the result does not depend on the schedule.
+func parallelEach(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// dimuonMatrix updates one matrix in place (see DimuonStep) and zeroes its gradient.
+func dimuonMatrix(w, g, mom []float32, rows, cols, rank int, clip, beta1, damping, eta float64) {
+	n := rows * cols
+	x := make([]float64, n)
+	var ms float64
+	for i := range n {
+		v := float32(beta1*float64(mom[i]) + (1-beta1)*clip*float64(g[i]))
+		mom[i], g[i] = v, 0
+		x[i] = float64(v)
+		ms += x[i] * x[i]
+	}
+	if ms == 0 {
+		return
+	}
+	d := damping * ms / float64(n)
+	rowF, colF := make([]float64, rows), make([]float64, cols)
+	for i := range rows {
+		for j := range cols {
+			v := x[i*cols+j]
+			rowF[i] += v * v
+			colF[j] += v * v
+		}
+	}
+	for i := range rowF {
+		rowF[i] = math.Pow(rowF[i]/float64(cols)+d, -0.25)
+	}
+	for j := range colF {
+		colF[j] = math.Pow(colF[j]/float64(rows)+d, -0.25)
+	}
+	for i := range rows {
+		for j := range cols {
+			x[i*cols+j] *= rowF[i] * colF[j]
+		}
+	}
+	o := matrixSign(x, rows, cols)
+	var on float64
+	for _, v := range o {
+		on += v * v
+	}
+	if on == 0 {
+		return
+	}
+	s := eta * math.Sqrt(float64(rank)/on)
+	for i, v := range o {
+		w[i] = float32(float64(w[i]) - s*v)
+	}
+}
+
+// matrixSign returns the orthogonal polar factor of p[rows×cols] (U·Vᵀ of its SVD, the
+// matrix sign) by Newton–Schulz iteration on p/‖p‖_F: dimuonQuinticSteps steps of
+// X ← aX + (bG + cG²)X with G = XXᵀ, then dimuonCubicSteps of X ← 1.5X − 0.5GX. A wide
+// matrix iterates on its rows' Gram matrix, a tall one on its transpose, so the Gram
+// matrix is min(rows, cols) square (the LoRA rank).
+func matrixSign(p []float64, rows, cols int) []float64 {
+	if rows > cols {
+		return transpose(matrixSign(transpose(p, rows, cols), cols, rows), cols, rows)
+	}
+	var fn float64
+	for _, v := range p {
+		fn += v * v
+	}
+	fn = math.Sqrt(fn)
+	x := make([]float64, len(p))
+	if fn == 0 {
+		return x
+	}
+	for i, v := range p {
+		x[i] = v / fn
+	}
+	k := rows
+	gram, g2, h, nx := make([]float64, k*k), make([]float64, k*k), make([]float64, k*k), make([]float64, len(x))
+	step := func(a, b, c float64) {
+		kern.MatMulNT(gram, x, x, k, k, cols, false) // G = X·Xᵀ
+		if c != 0 {
+			kern.MatMulNN(g2, gram, gram, k, k, k, false)
+		}
+		for i := range h {
+			h[i] = b * gram[i]
+			if c != 0 {
+				h[i] += c * g2[i]
+			}
+		}
+		kern.MatMulNN(nx, h, x, k, cols, k, false) // (bG + cG²)·X
+		for i := range x {
+			x[i] = a*x[i] + nx[i]
+		}
+	}
+	for range dimuonQuinticSteps {
+		step(dimuonQuintic[0], dimuonQuintic[1], dimuonQuintic[2])
+	}
+	for range dimuonCubicSteps {
+		step(1.5, -0.5, 0)
+	}
+	return x
+}
+
+func transpose(p []float64, rows, cols int) []float64 {
+	out := make([]float64, len(p))
+	for i := range rows {
+		for j := range cols {
+			out[j*rows+i] = p[i*cols+j]
+		}
+	}
+	return out
+}
