@@ -15,6 +15,12 @@ import (
 type SampleHooks struct {
 	OnPhase      func(phase string, start bool)
 	OnFirstToken func()
+	// OnToken receives every sampled token as soon as it is drawn, before the next
+	// decode step, so a caller can stream text while generation goes on. It runs on the
+	// sampling goroutine: it must return quickly.
+	OnToken func(TokenEvent)
+	// TopLogprobs > 0 asks for that many most likely tokens in each TokenEvent.Top.
+	TopLogprobs int
 }
 
 func (h SampleHooks) phase(name string, start bool) {
@@ -290,6 +296,9 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 				toks = append(toks, tok)
 				caches = append(caches, s.cache)
 				positions = append(positions, n+len(sq.Tokens)-1)
+			}
+			if h.OnToken != nil {
+				h.OnToken(tokenEvent(s.idx, tok, lp, sq.StopReason, rows[ai], p.Temperature, h.TopLogprobs))
 			}
 		}
 		act = next
