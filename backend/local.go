@@ -59,9 +59,14 @@ type slot struct {
 
 // NewLocal hosts the given models; info supplies each model's advertised limits.
 func NewLocal(models []*engine.Model, infos []ModelInfo) *Local {
-	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: infos}
+	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: append([]ModelInfo(nil), infos...)}
 	for _, m := range models {
 		l.models[m.Name] = &hosted{model: m, compute: make(chan struct{}, 1)}
+	}
+	for i, mi := range l.infos {
+		if h, ok := l.models[mi.Name]; ok && mi.Text == nil && h.model.Tok != nil {
+			l.infos[i].Text = NewText(h.model)
+		}
 	}
 	return l
 }
@@ -338,7 +343,12 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 
 // Sample generates continuations, tracing the request's lifecycle slices
 // (preprocess, schedule, prefill, decode with a first_token event, postprocess).
-func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (res engine.SampleResult, err error) {
+func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (engine.SampleResult, error) {
+	return l.SampleStream(ctx, model, lora, req, Stream{})
+}
+
+// SampleStream is Sample reporting each token to st as it is drawn.
+func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {
 	ctx, sp := l.span(ctx, telemetry.SpanHFSample, lora, attribute.Bool(telemetry.AttrHasLora, lora != ""),
 		attribute.Int(telemetry.AttrNumSamples, req.NumSamples), attribute.String(telemetry.AttrGenAIRequestModel, model))
 	defer func() {
@@ -390,6 +400,8 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 			}
 		},
 		OnFirstToken: slices.firstToken,
+		OnToken:      st.OnToken,
+		TopLogprobs:  st.TopLogprobs,
 	})
 }
 
@@ -423,7 +435,7 @@ func (s *sampleSlices) end() {
 func (s *sampleSlices) firstToken() {
 	if s.cur != nil {
 		s.cur.AddEvent(telemetry.EventFirstToken, trace.WithAttributes(
-			attribute.Float64("tuft.time_to_first_token_ms", float64(time.Since(s.start).Microseconds())/1000)))
+			attribute.Float64(telemetry.AttrTimeToFirstTokenMs, float64(time.Since(s.start).Microseconds())/1000)))
 	}
 }
 

@@ -29,6 +29,7 @@ type Config struct {
 	Persistence   Persistence      `yaml:"persistence"`
 	Sessions      Sessions         `yaml:"sessions"`
 	Limits        Limits           `yaml:"limits"`
+	Inference     Inference        `yaml:"inference"`
 	Telemetry     telemetry.Config `yaml:"telemetry"`
 	// Workers is how an API server reaches `tuft worker` processes (models with remote: true).
 	Workers Workers `yaml:"workers"`
@@ -193,6 +194,15 @@ type Limits struct {
 	MaxTokensPerBatch  int   `yaml:"max_tokens_per_batch"`
 	MaxSampleTokens    int   `yaml:"max_sample_tokens"`
 	MaxNumSamples      int   `yaml:"max_num_samples"`
+	// MaxStopSequences bounds the stop strings of one OpenAI/Anthropic-compatible request.
+	MaxStopSequences int `yaml:"max_stop_sequences"`
+}
+
+// Inference configures the OpenAI- and Anthropic-compatible routes.
+type Inference struct {
+	// MaxAdapters is how many checkpoints named by those routes stay loaded (least
+	// recently used ones are dropped first; ones in use never are).
+	MaxAdapters int `yaml:"max_adapters"`
 }
 
 // DefaultModelName is the base_model name of the built-in model served without a config.
@@ -207,8 +217,10 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions:  Sessions{HeartbeatTimeoutSeconds: 300},
-		Limits:    Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300},
+		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
+			MaxStopSequences: 16},
+		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Home:      home,
 	}
@@ -516,6 +528,12 @@ func (c Config) Validate() error {
 	}
 	if l.MaxNumSamples < 1 {
 		bad("limits.max_num_samples", "%d must be at least 1", l.MaxNumSamples)
+	}
+	if l.MaxStopSequences < 1 {
+		bad("limits.max_stop_sequences", "%d must be at least 1", l.MaxStopSequences)
+	}
+	if c.Inference.MaxAdapters < 1 {
+		bad("inference.max_adapters", "%d must be at least 1", c.Inference.MaxAdapters)
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)

@@ -103,8 +103,21 @@ const (
 	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"
 	AttrGenAIOutputTokens  = "gen_ai.usage.output_tokens"
 	AttrGenAIFinishReasons = "gen_ai.response.finish_reasons"
-	AttrDBSystem           = "db.system"
-	AttrDBOperation        = "db.operation"
+
+	// The OpenAI- and Anthropic-compatible routes (OpenTelemetry gen_ai semantic
+	// conventions), on their HTTP server spans.
+	AttrGenAIOperationName      = "gen_ai.operation.name" // GenAIOpChat | GenAIOpTextCompletion
+	AttrGenAIRequestMaxTokens   = "gen_ai.request.max_tokens"
+	AttrGenAIRequestTemperature = "gen_ai.request.temperature"
+	AttrGenAIRequestTopP        = "gen_ai.request.top_p"
+	AttrGenAIRequestTopK        = "gen_ai.request.top_k"
+	AttrGenAIRequestSeed        = "gen_ai.request.seed"
+	AttrGenAIRequestChoiceCount = "gen_ai.request.choice.count"
+	AttrGenAIResponseID         = "gen_ai.response.id"
+	AttrGenAIResponseModel      = "gen_ai.response.model"
+	AttrTimeToFirstTokenMs      = "tuft.time_to_first_token_ms" // on first_token events
+	AttrDBSystem                = "db.system"
+	AttrDBOperation             = "db.operation"
 )
 
 // Operation types (values of tuft.operation_type and the operation_type metric attribute).
@@ -118,6 +131,12 @@ const (
 	OpLoadWeights           = "load_weights"
 	OpSample                = "sample"
 	OpUnloadModel           = "unload_model"
+)
+
+// Values of gen_ai.operation.name.
+const (
+	GenAIOpChat           = "chat"
+	GenAIOpTextCompletion = "text_completion"
 )
 
 // Meter names.
