@@ -127,21 +127,27 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // Fields of a messages request (Anthropic answers unknown ones with a 400 too).
+// temperature, top_p and top_k are parsed although recent anthropic clients no longer
+// offer them as arguments (send them through extra_body).
 var messageRequestFields = map[string]textgen.FieldRule{
 	"model": textgen.Parsed, "max_tokens": textgen.Parsed, "messages": textgen.Parsed, "system": textgen.Parsed,
 	"stop_sequences": textgen.Parsed, "temperature": textgen.Parsed, "top_p": textgen.Parsed, "top_k": textgen.Parsed,
 	"stream": textgen.Parsed, "service_tier": textgen.Parsed, "thinking": textgen.Parsed, "tool_choice": textgen.Parsed,
-	// metadata.user_id serves Anthropic's abuse detection; it does not change the output.
-	"metadata": textgen.Ignored,
-	"tools":    textgen.DefaultOnly, "container": textgen.DefaultOnly, "mcp_servers": textgen.DefaultOnly,
-	"context_management": textgen.DefaultOnly,
+	"speed": textgen.Parsed,
+	// Abuse detection, caching hints, routing and accounting: they do not change the output.
+	"metadata": textgen.Ignored, "cache_control": textgen.Ignored, "inference_geo": textgen.Ignored,
+	"user_profile_id": textgen.Ignored, "workspace_id": textgen.Ignored,
+	"tools": textgen.DefaultOnly, "container": textgen.DefaultOnly, "mcp_servers": textgen.DefaultOnly,
+	"context_management": textgen.DefaultOnly, "output_config": textgen.DefaultOnly, "diagnostics": textgen.DefaultOnly,
 }
 
 // count_tokens takes the prompt part of a messages request.
 var countFields = map[string]textgen.FieldRule{
 	"model": textgen.Parsed, "messages": textgen.Parsed, "system": textgen.Parsed,
-	"thinking": textgen.Parsed, "tool_choice": textgen.Parsed,
+	"thinking": textgen.Parsed, "tool_choice": textgen.Parsed, "speed": textgen.Parsed,
+	"cache_control": textgen.Ignored, "user_profile_id": textgen.Ignored, "workspace_id": textgen.Ignored,
 	"tools": textgen.DefaultOnly, "mcp_servers": textgen.DefaultOnly, "context_management": textgen.DefaultOnly,
+	"output_config": textgen.DefaultOnly,
 }
 
 type messagesRequest struct {
@@ -161,6 +167,7 @@ type messagesRequest struct {
 	ToolChoice *struct {
 		Type string `json:"type"`
 	} `json:"tool_choice"`
+	Speed *string `json:"speed"`
 }
 
 func decode(body []byte, rules map[string]textgen.FieldRule, into any) *apiError {
@@ -191,6 +198,9 @@ func (m *messagesRequest) checkOptions() *apiError {
 	}
 	if m.ToolChoice != nil && m.ToolChoice.Type != "" && m.ToolChoice.Type != "none" && m.ToolChoice.Type != "auto" {
 		return invalid("tool_choice: type %q is not supported by this server: tools are not", m.ToolChoice.Type)
+	}
+	if sp := m.Speed; sp != nil && *sp != "standard" {
+		return invalid("speed: %q is not supported by this server (only standard)", *sp)
 	}
 	if t := m.ServiceTier; t != nil && *t != "auto" && *t != "standard_only" {
 		return invalid("service_tier: %q must be auto or standard_only", *t)
