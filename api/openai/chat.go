@@ -6,36 +6,57 @@ import (
 
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/service"
 )
 
-// parseChat checks a chat request and builds its generation (the prompt rendered with
-// the model's chat template and add_generation_prompt).
-func parseChat(body []byte, svc *service.Service, tenant string, lim config.Limits) (*chatRequest, textgen.Request, error) {
+// chatCall is a chat request after the checks that need no model.
+type chatCall struct {
+	req    *chatRequest
+	params engine.SampleParams
+	n      int
+	stop   []string
+	msgs   []service.ChatMessage
+}
+
+// checkChat parses a chat request and checks everything that does not depend on the
+// model: fields, values, messages.
+func checkChat(body []byte, lim config.Limits) (*chatCall, *apiError) {
 	var c chatRequest
 	if e := decodeBody(body, chatFields, &c); e != nil {
-		return nil, textgen.Request{}, e
+		return nil, e
 	}
 	p, n, stop, e := c.params(lim)
 	if e != nil {
-		return nil, textgen.Request{}, e
+		return nil, e
 	}
 	if e := c.checkOptions(); e != nil {
-		return nil, textgen.Request{}, e
+		return nil, e
 	}
 	msgs, e := parseMessages(c.Messages)
 	if e != nil {
-		return nil, textgen.Request{}, e
-	}
-	t, err := svc.ResolveInference(tenant, c.Model)
-	if err != nil {
-		return nil, textgen.Request{}, err
+		return nil, e
 	}
 	conv := make([]service.ChatMessage, len(msgs))
 	for i, m := range msgs {
 		conv[i] = service.ChatMessage{Role: m.Role, Content: m.Content}
 	}
-	text, err := t.RenderChat(conv, true)
+	return &chatCall{req: &c, params: p, n: n, stop: stop, msgs: conv}, nil
+}
+
+// parseChat checks a chat request and builds its generation (the prompt rendered with
+// the model's chat template and add_generation_prompt).
+func parseChat(body []byte, svc *service.Service, tenant string, lim config.Limits) (*chatRequest, textgen.Request, error) {
+	cc, e := checkChat(body, lim)
+	if e != nil {
+		return nil, textgen.Request{}, e
+	}
+	c, p := cc.req, cc.params
+	t, err := svc.ResolveInference(tenant, c.Model)
+	if err != nil {
+		return nil, textgen.Request{}, err
+	}
+	text, err := t.RenderChat(cc.msgs, true)
 	if err != nil {
 		return nil, textgen.Request{}, err
 	}
@@ -50,11 +71,11 @@ func parseChat(body []byte, svc *service.Service, tenant string, lim config.Limi
 	if p.MaxTokens, e = maxTokens(param, mt, 0, len(toks), t.MaxContextLength, lim); e != nil {
 		return nil, textgen.Request{}, e
 	}
-	req := textgen.Request{Target: t, Prompts: [][]int32{toks}, N: n, Params: p, Stop: stop, Stream: c.stream()}
+	req := textgen.Request{Target: t, Prompts: [][]int32{toks}, N: cc.n, Params: p, Stop: cc.stop, Stream: c.stream()}
 	if c.TopLogprobs != nil {
 		req.TopLogprobs = *c.TopLogprobs
 	}
-	return &c, req, nil
+	return c, req, nil
 }
 
 func (h *handler) chat(w http.ResponseWriter, r *http.Request, tenant string) {

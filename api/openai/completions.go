@@ -8,6 +8,7 @@ import (
 
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/service"
 )
 
@@ -17,17 +18,11 @@ const completionDefaultMaxTokens = 16
 // parseCompletion checks a completions request and builds its generation; it also
 // returns each prompt's text, for echo.
 func parseCompletion(body []byte, svc *service.Service, tenant string, lim config.Limits) (*completionRequest, textgen.Request, []string, error) {
-	var c completionRequest
-	if e := decodeBody(body, completionFields, &c); e != nil {
-		return nil, textgen.Request{}, nil, e
-	}
-	p, n, stop, e := c.params(lim)
+	cc, e := checkCompletion(body, lim)
 	if e != nil {
 		return nil, textgen.Request{}, nil, e
 	}
-	if e := c.checkOptions(); e != nil {
-		return nil, textgen.Request{}, nil, e
-	}
+	c, p, n, stop := cc.req, cc.params, cc.n, cc.stop
 	t, err := svc.ResolveInference(tenant, c.Model)
 	if err != nil {
 		return nil, textgen.Request{}, nil, err
@@ -69,7 +64,32 @@ func parseCompletion(body []byte, svc *service.Service, tenant string, lim confi
 			req.PromptLogprobs, req.PromptTopLogprobs = true, *c.Logprobs
 		}
 	}
-	return &c, req, texts, nil
+	return c, req, texts, nil
+}
+
+// completionCall is a completions request after the checks that need no model.
+type completionCall struct {
+	req    *completionRequest
+	params engine.SampleParams
+	n      int
+	stop   []string
+}
+
+// checkCompletion parses a completions request and checks everything that does not
+// depend on the model (the prompt's tokens are checked against its vocabulary later).
+func checkCompletion(body []byte, lim config.Limits) (*completionCall, *apiError) {
+	var c completionRequest
+	if e := decodeBody(body, completionFields, &c); e != nil {
+		return nil, e
+	}
+	p, n, stop, e := c.params(lim)
+	if e != nil {
+		return nil, e
+	}
+	if e := c.checkOptions(); e != nil {
+		return nil, e
+	}
+	return &completionCall{req: &c, params: p, n: n, stop: stop}, nil
 }
 
 func (h *handler) completions(w http.ResponseWriter, r *http.Request, tenant string) {

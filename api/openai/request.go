@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/tuft-go/tuft/api/textgen"
@@ -68,11 +69,29 @@ func decodeBody(body []byte, rules map[string]textgen.FieldRule, into any) *apiE
 	if err := json.Unmarshal(body, into); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return invalid(te.Field, "invalid_type", "Invalid type for '%s': expected %s, but got a JSON %s instead.", te.Field, te.Type, te.Value)
+			field := strings.TrimPrefix(te.Field, "sampling.") // the embedded struct's name is no field
+			return invalid(field, "invalid_type", "Invalid type for '%s': expected %s, but got a JSON %s instead.", field, jsonKind(te.Type.Kind()), te.Value)
 		}
 		return invalid("", "invalid_json", "the request body is not valid: %v", err)
 	}
 	return nil
+}
+
+// jsonKind names what a Go type accepts, in JSON terms.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }
 
 func jsonProblem(err error) string {
@@ -315,7 +334,7 @@ func (c *chatRequest) checkOptions() *apiError {
 	}
 	for _, m := range c.Modalities {
 		if m != "text" {
-			return unsupported("modalities", "modality %q is not supported by this server: only text", m)
+			return unsupported("modalities", "modalities: %q is not supported by this server, only text", m)
 		}
 	}
 	if t := c.ServiceTier; t != nil && *t != "auto" && *t != "default" {
