@@ -235,7 +235,7 @@ func TestSharedQueueLimit(t *testing.T) {
 	}
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	tr := c.Do("POST", "/api/v1/asample", map[string]any{"base_model": testenv.Model, "seq_id": 0, "num_samples": 1,
-		"prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}},
+		"prompt":          map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}},
 		"sampling_params": map[string]any{"max_tokens": 2}}, nil)
 	if tr.Status != 429 {
 		t.Fatalf("Tinker asample beside a held OpenAI stream: %d %s, want 429", tr.Status, tr.Body)
