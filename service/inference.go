@@ -212,6 +212,9 @@ func (s *Service) Infer(ctx context.Context, tenant string, in InferInput) (out 
 	if _, err := t.tokenizer(); err != nil {
 		return out, err
 	}
+	// The future's spans carry the keys too: a query by training run finds inference on
+	// its checkpoints.
+	ctx = telemetry.WithKeys(ctx, telemetry.Keys{TrainingRunID: t.RunID, BaseModel: t.BaseModel, OperationType: telemetry.OpSample})
 	job := sampleJob{tenant: tenant, base: t.BaseModel, req: in.Req, stream: in.Stream, live: ctx,
 		keys: telemetry.Keys{TrainingRunID: t.RunID}}
 	var (

@@ -383,6 +383,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request, tenant string
 		mw.sse = textgen.NewSSE(w)
 	}
 	textgen.GenAIRequest(r, telemetry.GenAIOpChat, req.Target, req)
+	textgen.NoWriteDeadline(w)
 	start := h.d.Now()
 	sum, err := textgen.Run(r.Context(), h.d.Service, tenant, req, func(p textgen.Piece) error {
 		if req.Stream && p.Text != "" && mw.outTokens == 0 {

@@ -111,6 +111,7 @@ func usageOf(s textgen.Summary) *usage {
 // Errors before the first event are plain error replies; later ones are an error event.
 func (h *handler) run(w http.ResponseWriter, r *http.Request, tenant, op string, req textgen.Request, out responder) {
 	textgen.GenAIRequest(r, op, req.Target, req)
+	textgen.NoWriteDeadline(w)
 	start := h.d.Now()
 	first := true
 	sum, err := textgen.Run(r.Context(), h.d.Service, tenant, req, func(p textgen.Piece) error {

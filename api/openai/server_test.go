@@ -21,13 +21,14 @@ import (
 	"github.com/tuft-go/tuft/server"
 )
 
-// gated runs the real in-process executor, but the first token of each streamed sample
-// waits for the test to open the gate: while it waits, the generation provably has not
-// finished.
+// gated runs the real in-process executor, but the first printable token of each
+// streamed sample waits for the test to open the gate: while it waits, the generation
+// provably has not finished, and the text up to that token can be sent.
 type gated struct {
 	*backend.Local
+	tok  engine.TextCodec
 	gate chan struct{} // closed by the test to let generation go on
-	hit  chan struct{} // closed when the first token has been reported
+	hit  chan struct{} // closed when the gating token has been reported
 	done chan error    // each SampleStream's outcome
 }
 
@@ -36,7 +37,19 @@ func newGated(t *testing.T, cfg config.Config) *gated {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &gated{Local: backend.NewLocal(models, infos), gate: make(chan struct{}), hit: make(chan struct{}), done: make(chan error, 8)}
+	return &gated{Local: backend.NewLocal(models, infos), tok: models[0].Tok, gate: make(chan struct{}), hit: make(chan struct{}), done: make(chan error, 8)}
+}
+
+// printable reports whether a token's text is plain printable ASCII: once such a token is
+// drawn, all text before it can be sent (no UTF-8 character is left open).
+func (g *gated) printable(id int32) bool {
+	s := g.tok.Decode([]int32{id})
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return strings.TrimSpace(s) != ""
 }
 
 func (g *gated) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st backend.Stream) (engine.SampleResult, error) {
@@ -44,6 +57,9 @@ func (g *gated) SampleStream(ctx context.Context, model, lora string, req engine
 	var once sync.Once
 	st.OnToken = func(ev engine.TokenEvent) {
 		inner(ev)
+		if ev.Stop != "" || !g.printable(ev.Token) {
+			return
+		}
 		once.Do(func() {
 			close(g.hit)
 			select {
@@ -148,7 +164,7 @@ func TestFirstTokenArrivesBeforeGenerationEnds(t *testing.T) {
 	select {
 	case <-g.hit:
 	default:
-		t.Fatal("a token chunk arrived before the engine reported a token")
+		t.Fatal("a content chunk arrived before the engine reported the gating token")
 	}
 	select {
 	case err := <-g.done:

@@ -106,7 +106,7 @@ func TestCompatTelemetry(t *testing.T) {
 			if name == telemetry.SpanFutureExecute && a[attribute.Key(telemetry.AttrRequestID)].AsString() != reqID {
 				t.Errorf("%s: tuft.request_id %v, want %s", name, a[attribute.Key(telemetry.AttrRequestID)], reqID)
 			}
-			if name == telemetry.SpanSCRunSample && a[attribute.Key(telemetry.AttrTrainingRunID)].AsString() != runID {
+			if (name == telemetry.SpanSCRunSample || name == telemetry.SpanFutureExecute) && a[attribute.Key(telemetry.AttrTrainingRunID)].AsString() != runID {
 				t.Errorf("%s: tuft.training_run_id %v, want %s", name, a[attribute.Key(telemetry.AttrTrainingRunID)], runID)
 			}
 			if name == telemetry.SpanHFSample && a[attribute.Key(telemetry.AttrGenAIOutputTokens)].AsInt64() <= 0 {

@@ -109,6 +109,12 @@ func (s *SSE) Event(name string, data []byte) error {
 	return s.rc.Flush()
 }
 
+// NoWriteDeadline lifts a server-wide write deadline for a generation's reply: its length
+// is bounded by max_tokens, not by the server's timeout for ordinary requests.
+func NoWriteDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+}
+
 // Span attributes and events of a compatible request: the gen_ai semantic conventions
 // plus the correlation keys, on the HTTP server span.
 

@@ -256,6 +256,7 @@ type choice struct {
 	sent    int     // bytes of buf already emitted
 	pending []Token // tokens not yet emitted
 	ntok    int
+	started bool // a piece was returned
 	done    bool
 	finish  string
 	stopSeq string
@@ -292,8 +293,15 @@ func (c *choice) add(ev engine.TokenEvent) (Piece, bool) {
 	limit := len(c.buf) - heldBack(c.buf, c.stops)
 	limit = completeUTF8(c.buf[:limit])
 	if limit <= c.sent {
+		if !c.started {
+			// The first token is drawn, though its text must wait: an empty piece opens
+			// the response now (a stream's headers go out with the first token).
+			c.started = true
+			return Piece{Choice: c.idx}, true
+		}
 		return Piece{}, false
 	}
+	c.started = true
 	p := Piece{Choice: c.idx, Text: string(c.buf[c.sent:limit])}
 	c.sent = limit
 	n := 0

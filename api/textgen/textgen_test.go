@@ -46,6 +46,9 @@ func TestChoicePieces(t *testing.T) {
 		{name: "a character split across tokens waits for its second byte",
 			steps:  []step{{1, "", "Hello"}, {6, "", ""}, {7, "", "é"}, {8, engine.StopReasonLength, "!"}},
 			finish: "length", total: "Helloé!", tokenCount: 4},
+		{name: "a first token whose text waits still opens the response (with an empty piece)",
+			steps:  []step{{6, "", ""}, {7, "", "é"}, {0, engine.StopReasonStop, ""}},
+			finish: "stop", total: "é", tokenCount: 2},
 		{name: "a stop string inside one token cuts the text before it",
 			stops:  []string{"END"},
 			steps:  []step{{1, "", "Hello"}, {5, engine.StopReasonStop, ""}},
@@ -77,6 +80,9 @@ func TestChoicePieces(t *testing.T) {
 				}
 				if got := p.Text; got != st.want {
 					t.Fatalf("step %d (token %q): emitted %q, want %q", i, vocab[st.tok], got, st.want)
+				}
+				if i == 0 && !ok {
+					t.Fatal("the first token must yield a piece (empty if its text waits), to open the response")
 				}
 			}
 			got := all[0]
