@@ -1,8 +1,11 @@
 package backend
 
 import (
+	"fmt"
+
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/chat"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
 // Text turns a model's text into tokens and back: its tokenizer and chat template. The
@@ -18,6 +21,10 @@ type Text struct {
 	BOS, EOS string
 	// EOSTokenIDs end generation; their text is not part of a completion.
 	EOSTokenIDs []int32
+	// TokenizerJSON and TemplateSource are the files the above were built from, for a
+	// worker to hand to API servers (nil/"" where they are not kept).
+	TokenizerJSON  []byte
+	TemplateSource string
 }
 
 // NewText builds a model's Text; nil when the model has no tokenizer.
@@ -25,15 +32,31 @@ func NewText(m *engine.Model) *Text {
 	if m.Tok == nil {
 		return nil
 	}
-	t := &Text{Codec: m.Tok, EOSTokenIDs: append([]int32(nil), m.Cfg.EOSTokenIDs...)}
-	if id := m.Cfg.BOSTokenID; id >= 0 && int(id) < m.Cfg.VocabSize {
-		t.BOS = m.Tok.Decode([]int32{id})
+	return newText(m.Tok, m.ChatTemplate, m.Cfg)
+}
+
+// TextFromSource builds a Text from a tokenizer.json and a chat template source (what a
+// worker sends), for the model architecture cfg.
+func TextFromSource(tokenizerJSON []byte, template string, cfg engine.Config) (*Text, error) {
+	tok, err := tokenizer.Parse(tokenizerJSON)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	if len(m.Cfg.EOSTokenIDs) > 0 {
-		t.EOS = m.Tok.Decode(m.Cfg.EOSTokenIDs[:1])
+	t := newText(tok, template, cfg)
+	t.TokenizerJSON = tokenizerJSON
+	return t, nil
+}
+
+func newText(codec engine.TextCodec, template string, cfg engine.Config) *Text {
+	t := &Text{Codec: codec, EOSTokenIDs: append([]int32(nil), cfg.EOSTokenIDs...), TemplateSource: template}
+	if id := cfg.BOSTokenID; id >= 0 && int(id) < cfg.VocabSize {
+		t.BOS = codec.Decode([]int32{id})
 	}
-	if m.ChatTemplate != "" {
-		t.Template, t.TemplateErr = chat.Parse(m.ChatTemplate)
+	if len(cfg.EOSTokenIDs) > 0 {
+		t.EOS = codec.Decode(cfg.EOSTokenIDs[:1])
+	}
+	if template != "" {
+		t.Template, t.TemplateErr = chat.Parse(template)
 	}
 	return t
 }

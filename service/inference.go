@@ -110,8 +110,8 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 
 func (t *InferenceTarget) tokenizer() (*backend.Text, error) {
 	if t.text == nil {
-		return nil, invalidf("model %q: this server has no tokenizer for base model %s (it is hosted only by remote workers), "+
-			"and the OpenAI- and Anthropic-compatible routes turn text into tokens here; use the Tinker sampling API with tokens", t.Model, t.BaseModel)
+		return nil, invalidf("model %q: this server has no tokenizer for base model %s (its worker sent none: it predates "+
+			"the compatible routes), and the OpenAI- and Anthropic-compatible routes turn text into tokens here; use the Tinker sampling API with tokens", t.Model, t.BaseModel)
 	}
 	return t.text, nil
 }

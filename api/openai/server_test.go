@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/server"
+	"github.com/tuft-go/tuft/worker"
 )
 
 // gated runs the real in-process executor, but the first printable token of each
@@ -447,4 +449,80 @@ func TestAnthropicMessages(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Fatalf("bad key: %d", resp.StatusCode)
 	}
+}
+
+// A model hosted by a `tuft worker` streams too: the worker hands over its tokenizer and
+// chat template, and its SampleStream RPC carries the tokens as they are drawn.
+func TestRemoteWorkerModel(t *testing.T) {
+	cfg := testenv.Config(t, t.TempDir(), "memory")
+	models, infos, err := server.LoadModels(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "worker-token-for-tests"
+	svc := worker.NewService(backend.NewLocal(models, infos))
+	srv, _, err := worker.NewServer(svc, worker.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	rem, err := backend.DialRemote(context.Background(), ln.Addr().String(), backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := backend.NewRouter()
+	router.Set("worker", rem)
+	s, _ := start(t, nil, router)
+
+	req := map[string]any{"model": testenv.Model, "messages": []any{map[string]any{"role": "user", "content": "Hello"}},
+		"max_tokens": 12, "seed": 5, "logprobs": true, "top_logprobs": 2}
+	resp := open(t, context.Background(), s, "/oai/api/v1/chat/completions", testenv.KeyA, merge(req, map[string]any{"stream": true}))
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	ev := &events{bufio.NewScanner(resp.Body)}
+	text, chunks := "", 0
+	for d := ev.next(t); d != "[DONE]"; d = ev.next(t) {
+		if s := chunkText(t, d); s != "" {
+			text += s
+			chunks++
+		}
+	}
+	r, body := post(t, s, "/oai/api/v1/chat/completions", testenv.KeyA, req)
+	var whole struct {
+		Choices []struct {
+			Message  struct{ Content string } `json:"message"`
+			Logprobs struct {
+				Content []struct {
+					TopLogprobs []any `json:"top_logprobs"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if r.StatusCode != 200 || json.Unmarshal(body, &whole) != nil || len(whole.Choices) != 1 {
+		t.Fatalf("whole: %d %s", r.StatusCode, body)
+	}
+	if whole.Choices[0].Message.Content != text || chunks < 2 {
+		t.Fatalf("streamed %q in %d chunks, whole %q", text, chunks, whole.Choices[0].Message.Content)
+	}
+	if lp := whole.Choices[0].Logprobs.Content; len(lp) == 0 || len(lp[0].TopLogprobs) != 2 {
+		t.Fatalf("top logprobs over the worker: %+v", lp)
+	}
+}
+
+func merge(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
