@@ -73,6 +73,9 @@ def test_models_lists_base_models_and_own_checkpoints(checkpoint):
     assert checkpoint in ids
     assert checkpoint not in [m.id for m in oai(KEY_B).models.list()]
     assert oai().models.retrieve(MODEL).id == MODEL
+    assert oai().models.retrieve(checkpoint).id == checkpoint
+    with pytest.raises(openai.NotFoundError):
+        oai(KEY_B).models.retrieve(checkpoint)
 
 
 def test_completion():
