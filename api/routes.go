@@ -59,6 +59,8 @@ func (h *Handler) routes() {
 	a("GET /api/v1/sessions/{session_id}", h.getSession)
 	a("PUT /api/v1/sessions/{session_id}/project", h.setSessionProject)
 
+	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
+
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
 	})

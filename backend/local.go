@@ -61,10 +61,15 @@ type slot struct {
 // NewLocal hosts the given models; info supplies each model's advertised limits. Its
 // spans (hf_model.*) go to the tracer provider of opts (default: the global one).
 func NewLocal(models []*engine.Model, infos []ModelInfo, opts ...telemetry.Option) *Local {
-	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: infos,
+	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: append([]ModelInfo(nil), infos...),
 		tracer: telemetry.NewSettings(opts...).Tracer(telemetry.ScopeModel)}
 	for _, m := range models {
 		l.models[m.Name] = &hosted{model: m, compute: make(chan struct{}, 1)}
+	}
+	for i, mi := range l.infos {
+		if h, ok := l.models[mi.Name]; ok && mi.Text == nil && h.model.Tok != nil {
+			l.infos[i].Text = NewText(h.model)
+		}
 	}
 	return l
 }
@@ -342,7 +347,12 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 // Sample generates continuations, tracing the request's lifecycle slices (preprocess,
 // schedule, prefill, decode with a first_token event, postprocess) as children of
 // hf_model.sample.
-func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (res engine.SampleResult, err error) {
+func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (engine.SampleResult, error) {
+	return l.SampleStream(ctx, model, lora, req, Stream{})
+}
+
+// SampleStream is Sample reporting each token to st as it is drawn.
+func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {
 	start := time.Now()
 	tr := telemetry.StartRequest(ctx, l.tracer, telemetry.SpanHFSample, attribute.String(telemetry.AttrLoraID, lora),
 		attribute.Bool(telemetry.AttrHasLora, lora != ""), attribute.Int(telemetry.AttrNumSamples, req.NumSamples),
@@ -399,5 +409,7 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 			tr.Event(telemetry.EventFirstToken,
 				attribute.Float64(telemetry.AttrTimeToFirstToken, float64(time.Since(start).Microseconds())/1000))
 		},
+		OnToken:     st.OnToken,
+		TopLogprobs: st.TopLogprobs,
 	})
 }

@@ -26,6 +26,7 @@ type Config struct {
 	Persistence   Persistence      `yaml:"persistence"`
 	Sessions      Sessions         `yaml:"sessions"`
 	Limits        Limits           `yaml:"limits"`
+	Inference     Inference        `yaml:"inference"`
 	Telemetry     telemetry.Config `yaml:"telemetry"`
 	// Workers is how an API server reaches `tuft worker` processes (models with remote: true).
 	Workers Workers `yaml:"workers"`
@@ -205,6 +206,15 @@ type Limits struct {
 	MaxTokensPerBatch  int   `yaml:"max_tokens_per_batch"`
 	MaxSampleTokens    int   `yaml:"max_sample_tokens"`
 	MaxNumSamples      int   `yaml:"max_num_samples"`
+	// MaxStopSequences bounds the stop strings of one OpenAI/Anthropic-compatible request.
+	MaxStopSequences int `yaml:"max_stop_sequences"`
+}
+
+// Inference configures the OpenAI- and Anthropic-compatible routes.
+type Inference struct {
+	// MaxAdapters is how many checkpoints named by those routes stay loaded (least
+	// recently used ones are dropped first; ones in use never are).
+	MaxAdapters int `yaml:"max_adapters"`
 }
 
 // DefaultModelName is the base_model name of the built-in model served without a config.
@@ -219,8 +229,10 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions:  Sessions{HeartbeatTimeoutSeconds: 300},
-		Limits:    Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300},
+		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
+			MaxStopSequences: 16},
+		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine:    Engine{Device: "auto"},
 		Home:      home,
@@ -536,6 +548,12 @@ func (c Config) Validate() error {
 	}
 	if c.Engine.CUDAMemoryLimitBytes < 0 {
 		bad("engine.cuda_memory_limit_bytes", "%d must not be negative", c.Engine.CUDAMemoryLimitBytes)
+	}
+	if l.MaxStopSequences < 1 {
+		bad("limits.max_stop_sequences", "%d must be at least 1", l.MaxStopSequences)
+	}
+	if c.Inference.MaxAdapters < 1 {
+		bad("inference.max_adapters", "%d must be at least 1", c.Inference.MaxAdapters)
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)

@@ -2,8 +2,9 @@
 # The whole test suite, from a fresh machine: installs prerequisites (scripts/setup.sh),
 # then static checks (vet, gofmt, staticcheck, the import rules), unit and integration
 # tests (with the race detector on the control plane), the persistence suite against a
-# real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector, and
-# the Tinker SDK conformance suite.
+# real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector,
+# the Tinker SDK conformance suite and the OpenAI/Anthropic-compatible API suite with
+# the official clients.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUFT_REQUIRE_REDIS=1 TUFT_REQUIRE_OTELCOL=1
@@ -50,5 +51,9 @@ echo "== Kubernetes manifests"
 if [ -d tests/conformance ]; then
   echo "== Tinker SDK conformance suite"
   bash tests/conformance/run.sh
+fi
+if [ -d tests/openai ]; then
+  echo "== OpenAI/Anthropic-compatible API suite (official openai and anthropic clients)"
+  bash tests/openai/run.sh
 fi
 echo "== all tests passed"

@@ -49,6 +49,9 @@ type Service struct {
 	stop    chan struct{}
 	stopped sync.WaitGroup
 
+	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
+	adapters adapterCache
+
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
 	kick    chan struct{}
