@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -31,6 +30,9 @@ type Options struct {
 	PublicURL       string        // base URL for archive links (default: from the listener)
 	ArchiveTTL      time.Duration // lifetime of archive links (default 15 min)
 	Logger          *slog.Logger
+	// Limits bound request bodies and concurrency (config: server.read_body_timeout_seconds
+	// and limits.*).
+	Limits Limits
 }
 
 // Handler serves the Tinker API.
@@ -44,6 +46,7 @@ type Handler struct {
 	publicURL atomic.Pointer[string]
 	closing   chan struct{}
 	closeOnce sync.Once
+	adm       *admission
 }
 
 type tenantKey struct{}
@@ -62,7 +65,8 @@ func New(svc *service.Service, o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	h := &Handler{svc: svc, opt: o, log: o.Logger, mux: http.NewServeMux(), closing: make(chan struct{})}
+	o.Limits.fill()
+	h := &Handler{svc: svc, opt: o, log: o.Logger, mux: http.NewServeMux(), closing: make(chan struct{}), adm: newAdmission(o.Limits)}
 	if o.PublicURL != "" {
 		h.SetPublicURL(o.PublicURL)
 	}
@@ -82,7 +86,10 @@ func (h *Handler) SetPublicURL(u string) {
 func (h *Handler) BeginShutdown() { h.closeOnce.Do(func() { close(h.closing) }) }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.root.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, r = h.guardBody(w, r)
+	h.root.ServeHTTP(w, r)
+}
 
 // recoverer turns a handler panic into a 500 with a JSON body instead of a dropped
 // connection, and logs the stack.
@@ -119,6 +126,13 @@ func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant s
 			h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"})
 			return
 		}
+		t, err := h.adm.enter(tenant)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		defer t.leave()
+		r = r.WithContext(context.WithValue(r.Context(), ticketKey{}, t))
 		r.Body = http.MaxBytesReader(w, r.Body, h.opt.MaxRequestBytes)
 		f(w, h.keepBody(r), tenant)
 	}
@@ -163,16 +177,22 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	cat := "user"
 	if code >= 500 {
 		cat = "server"
-		h.log.ErrorContext(r.Context(), "request failed", "route", r.Pattern, "error", err)
+		if se.RetryAfter > 0 {
+			// A limit doing its job (the server is busy), not a fault: under a flood an
+			// ERROR line per refusal would only flood the logs too.
+			h.log.DebugContext(r.Context(), "request refused", "route", r.Pattern, "error", err)
+		} else {
+			h.log.ErrorContext(r.Context(), "request failed", "route", r.Pattern, "error", err)
+		}
 	}
-	switch code {
-	case http.StatusTooManyRequests:
+	switch {
+	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && se.RetryAfter > 0):
 		secs := int(se.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	case http.StatusConflict, http.StatusBadRequest, http.StatusNotFound, http.StatusUnauthorized:
+	case code == http.StatusConflict || code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusUnauthorized:
 		// The SDK would otherwise retry some of these (409) for minutes; a user error does
 		// not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")
@@ -188,30 +208,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
-}
-
-// readBody reads the whole (capped) body; an oversized body is a 413 with a message.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	var b []byte
-	var err error
-	if n := r.ContentLength; n > 0 && n <= h.opt.MaxRequestBytes {
-		// Sized once from Content-Length instead of grown by doubling.
-		b = make([]byte, n)
-		_, err = io.ReadFull(r.Body, b)
-	} else {
-		b, err = io.ReadAll(r.Body)
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
-				Detail: fmt.Sprintf("request body exceeds limits.max_request_bytes (%d bytes)", mbe.Limit), Category: "user"})
-			return nil, false
-		}
-		writeJSON(w, http.StatusBadRequest, errorBody{Detail: "could not read the request body: " + err.Error(), Category: "user"})
-		return nil, false
-	}
-	return b, true
 }
 
 // badRequest is a 400 naming the problem.

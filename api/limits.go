@@ -1,0 +1,296 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tuft-go/tuft/service"
+)
+
+// Limits bound what requests may hold at once. Zero values take the defaults of
+// config.Default.
+type Limits struct {
+	// ReadBodyTimeout bounds the time from a request's start to the end of its body.
+	ReadBodyTimeout time.Duration
+	// MaxConcurrent and MaxConcurrentPerTenant bound the authenticated requests being
+	// served at once (long-polls included), in total (503) and per tenant (429).
+	MaxConcurrent          int
+	MaxConcurrentPerTenant int
+	// MaxBodyBytes and MaxBodyBytesPerTenant bound the request bodies (decompressed ones
+	// included) held in memory at once, in total (503) and per tenant (429).
+	MaxBodyBytes          int64
+	MaxBodyBytesPerTenant int64
+	// MaxDecompressionRatio refuses a compressed body that inflates more than this.
+	MaxDecompressionRatio int
+}
+
+func (l *Limits) fill() {
+	if l.ReadBodyTimeout <= 0 {
+		l.ReadBodyTimeout = 120 * time.Second
+	}
+	if l.MaxConcurrentPerTenant <= 0 {
+		l.MaxConcurrentPerTenant = 512
+	}
+	if l.MaxConcurrent <= 0 {
+		l.MaxConcurrent = 4096
+	}
+	if l.MaxBodyBytesPerTenant <= 0 {
+		l.MaxBodyBytesPerTenant = 256 << 20
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1 << 30
+	}
+	if l.MaxDecompressionRatio <= 0 {
+		l.MaxDecompressionRatio = 100
+	}
+}
+
+// retryBusy is the Retry-After of a refusal for concurrency: slots free up as requests
+// finish, which is quick for everything but long-polls.
+const retryBusy = time.Second
+
+// admission counts what authenticated requests hold, per tenant and in total.
+type admission struct {
+	l       Limits
+	mu      sync.Mutex
+	reqs    int
+	bytes   int64
+	tenants map[string]*tenantUse
+}
+
+type tenantUse struct {
+	reqs  int
+	bytes int64
+}
+
+func newAdmission(l Limits) *admission { return &admission{l: l, tenants: map[string]*tenantUse{}} }
+
+// ticket is one admitted request: what it holds, released once when it ends.
+type ticket struct {
+	a      *admission
+	tenant string
+	bytes  int64
+}
+
+type ticketKey struct{}
+
+func ticketFrom(ctx context.Context) *ticket {
+	t, _ := ctx.Value(ticketKey{}).(*ticket)
+	return t
+}
+
+// enter admits one request of tenant, or says which limit it is over.
+func (a *admission) enter(tenant string) (*ticket, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u := a.tenants[tenant]
+	if u == nil {
+		u = &tenantUse{}
+		a.tenants[tenant] = u
+	}
+	switch {
+	case u.reqs >= a.l.MaxConcurrentPerTenant:
+		return nil, &service.Error{Kind: service.KindTooMany, RetryAfter: retryBusy,
+			Msg: fmt.Sprintf("too many concurrent requests: at most %d per tenant (limits.max_concurrent_requests_per_tenant)", a.l.MaxConcurrentPerTenant)}
+	case a.reqs >= a.l.MaxConcurrent:
+		return nil, &service.Error{Kind: service.KindUnavailable, RetryAfter: retryBusy,
+			Msg: fmt.Sprintf("the server is serving its maximum of %d concurrent requests (limits.max_concurrent_requests); retry shortly", a.l.MaxConcurrent)}
+	}
+	u.reqs++
+	a.reqs++
+	return &ticket{a: a, tenant: tenant}, nil
+}
+
+// fits says whether n more body bytes would fit now, without reserving them.
+func (t *ticket) fits(n int64) error { return t.a.reserve(t, n, false) }
+
+// grow reserves n more body bytes for the request.
+func (t *ticket) grow(n int64) error { return t.a.reserve(t, n, true) }
+
+func (a *admission) reserve(t *ticket, n int64, take bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u := a.tenants[t.tenant]
+	switch {
+	case u.bytes+n > a.l.MaxBodyBytesPerTenant:
+		return &service.Error{Kind: service.KindTooMany, RetryAfter: retryBusy,
+			Msg: fmt.Sprintf("request bodies in flight would exceed limits.max_body_bytes_in_flight_per_tenant (%d bytes); retry once earlier requests finish", a.l.MaxBodyBytesPerTenant)}
+	case a.bytes+n > a.l.MaxBodyBytes:
+		return &service.Error{Kind: service.KindUnavailable, RetryAfter: retryBusy,
+			Msg: fmt.Sprintf("the server holds its maximum of request bodies in memory (limits.max_body_bytes_in_flight, %d bytes); retry shortly", a.l.MaxBodyBytes)}
+	}
+	if take {
+		u.bytes += n
+		a.bytes += n
+		t.bytes += n
+	}
+	return nil
+}
+
+// leave releases everything the request held.
+func (t *ticket) leave() {
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u := a.tenants[t.tenant]
+	u.reqs--
+	u.bytes -= t.bytes
+	a.reqs--
+	a.bytes -= t.bytes
+	t.bytes = 0
+	if u.reqs == 0 {
+		delete(a.tenants, t.tenant)
+	}
+}
+
+// watchedBody notes when a request body has been read to its end, and then lifts the
+// read deadline that bounded it: a long-poll after the body must not be cut by it (the
+// server's background read would cancel the request).
+type watchedBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	mu   sync.Mutex
+	done bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.mu.Lock()
+		if !b.done {
+			b.done = true
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *watchedBody) finished() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.done
+}
+
+// closingWriter closes the connection after a reply sent before the request's body was
+// read to its end (a route that reads no body, a refused key, a limit): otherwise the
+// server would first wait for the rest of the body, to reuse the connection, and a
+// client that never sends it would hold the reply and the connection as long as it likes.
+type closingWriter struct {
+	http.ResponseWriter
+	body *watchedBody
+	sent bool
+}
+
+func (w *closingWriter) before() {
+	if !w.sent {
+		w.sent = true
+		if !w.body.finished() {
+			w.Header().Set("Connection", "close")
+			// The server still drains a small unread body after the reply: end that at
+			// once instead of waiting for bytes that may never come.
+			_ = w.body.rc.SetReadDeadline(time.Now())
+		}
+	}
+}
+
+func (w *closingWriter) WriteHeader(code int) { w.before(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *closingWriter) Write(b []byte) (int, error) { w.before(); return w.ResponseWriter.Write(b) }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush implements http.Flusher.
+func (w *closingWriter) Flush() {
+	w.before()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// guardBody bounds the time to receive a request's body and makes replies that leave it
+// unread close the connection. Requests without a body pass untouched.
+func (h *Handler) guardBody(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return w, r
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.opt.Limits.ReadBodyTimeout))
+	b := &watchedBody{ReadCloser: r.Body, rc: rc}
+	r.Body = b
+	return &closingWriter{ResponseWriter: w, body: b}, r
+}
+
+// minReadBuffer is the first size of a body buffer. It grows as bytes arrive: memory
+// follows what a client sends, not the length it declares.
+const minReadBuffer = 4 << 10
+
+// readBody reads the whole (capped) body, growing its buffer as bytes arrive and
+// reserving them against the tenant's and the server's body budgets. It answers itself
+// (413, 408, 429, 503, 400) when it fails.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if limit := h.opt.MaxRequestBytes; r.ContentLength > limit {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
+			Detail: fmt.Sprintf("request body of %d bytes exceeds limits.max_request_bytes (%d bytes)", r.ContentLength, limit), Category: "user"})
+		return nil, false
+	}
+	t := ticketFrom(r.Context())
+	if t != nil && r.ContentLength > 0 {
+		// Refused before a byte is read when the declared body cannot fit now.
+		if err := t.fits(r.ContentLength); err != nil {
+			h.fail(w, r, err)
+			return nil, false
+		}
+	}
+	var b []byte
+	for {
+		if len(b) == cap(b) {
+			// Doubling, so the buffer is at most twice what arrived; a declared length
+			// caps it (+1 to see the end without growing again).
+			step := max(int64(len(b)), minReadBuffer)
+			if r.ContentLength >= 0 {
+				step = min(step, r.ContentLength-int64(len(b))+1)
+			}
+			if t != nil {
+				if err := t.grow(step); err != nil {
+					h.fail(w, r, err)
+					return nil, false
+				}
+			}
+			nb := make([]byte, len(b), int64(len(b))+step)
+			copy(nb, b)
+			b = nb
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, true
+		}
+		if err != nil {
+			h.bodyError(w, r, err)
+			return nil, false
+		}
+	}
+}
+
+// bodyError answers a failure to read the request body.
+func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
+			Detail: fmt.Sprintf("request body exceeds limits.max_request_bytes (%d bytes)", mbe.Limit), Category: "user"})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeJSON(w, http.StatusRequestTimeout, errorBody{
+			Detail: fmt.Sprintf("the request body did not arrive within server.read_body_timeout_seconds (%s)", h.opt.Limits.ReadBodyTimeout), Category: "user"})
+	default:
+		writeJSON(w, http.StatusBadRequest, errorBody{Detail: "could not read the request body: " + err.Error(), Category: "user"})
+	}
+}
