@@ -64,6 +64,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"body budget below one request", "limits:\n  max_body_bytes_in_flight_per_tenant: 1024", "limits.max_body_bytes_in_flight_per_tenant"},
 		{"decompression ratio", "limits:\n  max_decompression_ratio: 1", "limits.max_decompression_ratio"},
 		{"stop strings", "limits:\n  max_stop_strings: -1", "limits.max_stop_strings"},
+		{"telemetry timeout overflows a duration", "telemetry:\n  timeout_seconds: 1e300", "timeout_seconds"},
 		{"bad yaml", "models: [", "invalid YAML"},
 		{"telemetry ratio", "telemetry:\n  sampling_ratio: 2", "telemetry.sampling_ratio"},
 		{"telemetry protocol", "telemetry:\n  protocol: carrier-pigeon", "telemetry.protocol"},

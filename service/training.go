@@ -353,8 +353,8 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 			return "", err
 		}
 	}
-	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
-		return "", invalidf("ttl_seconds %d must be positive", *in.TTLSeconds)
+	if err := validTTL(in.TTLSeconds); err != nil {
+		return "", err
 	}
 	s.mu.Lock()
 	r, err := s.usableRun(tenant, in.ModelID)
