@@ -300,6 +300,19 @@ func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, c
 	if crow[0] != 0 || crow[rows] != int64(nnz) {
 		return engine.Tensor{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
 	}
+	// Every index is checked before any is used: each row's range must lie within the
+	// values, so no forged array can index past them.
+	for r := 0; r < rows; r++ {
+		if crow[r+1] < crow[r] || crow[r+1] > int64(nnz) {
+			return engine.Tensor{}, errf("sparse_csr.crow_indices", "entry %d (%d) must be in [%d, %d]: the row ranges must not decrease or pass the %d values",
+				r+1, crow[r+1], crow[r], nnz, nnz)
+		}
+	}
+	for k, c := range col {
+		if c < 0 || c >= int64(cols) {
+			return engine.Tensor{}, errf("sparse_csr.col_indices", "entry %d: column %d out of range [0, %d)", k, c, cols)
+		}
+	}
 	t := engine.Tensor{DType: dt, Shape: shape}
 	if dt == engine.Float32 {
 		t.F32 = make([]float32, n)
@@ -307,15 +320,8 @@ func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, c
 		t.I64 = make([]int64, n)
 	}
 	for r := 0; r < rows; r++ {
-		a, b := crow[r], crow[r+1]
-		if b < a {
-			return engine.Tensor{}, errf("sparse_csr.crow_indices", "decreases at row %d", r)
-		}
-		for k := a; k < b; k++ {
+		for k := crow[r]; k < crow[r+1]; k++ {
 			c := col[k]
-			if c < 0 || c >= int64(cols) {
-				return engine.Tensor{}, errf("sparse_csr.col_indices", "column %d out of range [0, %d)", c, cols)
-			}
 			if dt == engine.Float32 {
 				t.F32[r*cols+int(c)] = vf[k]
 			} else {
