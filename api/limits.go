@@ -243,9 +243,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	}
 	t := ticketFrom(r.Context())
 	if t != nil && r.ContentLength > 0 {
-		// Refused before a byte is read when the declared body cannot fit now.
+		// Refused before a byte is kept when the declared body cannot fit now.
 		if err := t.fits(r.ContentLength); err != nil {
-			h.fail(w, r, err)
+			h.refuseBody(w, r, err)
 			return nil, false
 		}
 	}
@@ -260,7 +260,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 			}
 			if t != nil {
 				if err := t.grow(step); err != nil {
-					h.fail(w, r, err)
+					h.refuseBody(w, r, err)
 					return nil, false
 				}
 			}
@@ -278,6 +278,15 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 			return nil, false
 		}
 	}
+}
+
+// refuseBody answers a body the budgets cannot hold now. The body is first read and
+// thrown away (it costs no memory; the request holds its concurrency slot and the body
+// deadline bounds the time): a client still sending it would otherwise see its
+// connection reset instead of the 429 that tells it when to retry.
+func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	h.fail(w, r, err)
 }
 
 // bodyError answers a failure to read the request body.

@@ -193,23 +193,21 @@ func TestConcurrentRequestLimits(t *testing.T) {
 func TestBodyBytesInFlightLimit(t *testing.T) {
 	base := limitsServer(t, func(c *config.Config) {
 		c.Limits.MaxRequestBytes = 1 << 20
-		c.Limits.MaxBodyBytesInFlightPerTenant = 2 << 20
+		c.Limits.MaxBodyBytesInFlightPerTenant = 3 << 19
 		c.Limits.MaxBodyBytesInFlight = 3 << 20
 		c.Server.ReadBodyTimeoutSeconds = 30
 	})
-	// Tenant A sends 1.5 MiB of bodies and stalls them (0.75 MiB each).
-	half := strings.Repeat(" ", 3<<18)
-	for i := 0; i < 2; i++ {
-		rc := dialRaw(t, base)
-		rc.send("POST", "/api/v1/create_session", testenv.KeyA, 1<<20, "{"+half)
-	}
+	// Tenant A stalls an upload of 1 MiB after 600 KiB: its buffer holds (and the budget
+	// counts) about 1 MiB.
+	rc0 := dialRaw(t, base)
+	rc0.send("POST", "/api/v1/create_session", testenv.KeyA, 1<<20, "{"+strings.Repeat(" ", 600<<10))
 	a := testenv.NewClient(t, base, testenv.KeyA)
-	big := []byte(`{"tags": [], "pad": "` + strings.Repeat("x", 900<<10) + `"}`)
+	big := []byte(`{"tags": [], "pad": "` + strings.Repeat("x", (1<<20)-40) + `"}`)
 	waitFor(t, func() bool {
 		return a.Do("POST", "/api/v1/create_session", big, nil).Status == http.StatusTooManyRequests
 	})
 	r := a.Do("POST", "/api/v1/create_session", big, nil)
-	if r.Status != http.StatusTooManyRequests || !strings.Contains(string(r.Body), "limits.max_body_bytes_in_flight_per_tenant") {
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "limits.max_body_bytes_in_flight_per_tenant") {
 		t.Fatalf("tenant over its body budget: %d %s", r.Status, r.Body)
 	}
 	b := testenv.NewClient(t, base, testenv.KeyB)

@@ -233,11 +233,35 @@ func runBatch[T kern.Float](ctx context.Context, c Config, w *Weights[T], rope *
 		if it.err != nil {
 			continue
 		}
+		// Inputs within their ranges can still overflow together (an importance ratio
+		// e^(new-old) past float64): such a result is refused and adds no gradient.
+		if math.IsNaN(it.total) || math.IsInf(it.total, 0) || (it.scratch != nil && !finiteLora(it.scratch)) {
+			it.err, it.res = Inputf("the loss of %s or its gradients are not finite (loss %g): the inputs overflowed them (e.g. logprobs far "+
+				"below the model's, or weights grown huge); nothing was accumulated", it.req.LossFn, it.total), ForwardResult{}
+			continue
+		}
 		if it.scratch != nil {
 			addLora(it.grad, it.scratch)
 		}
 		it.res.Metrics["loss:sum"] = it.total
 	}
+}
+
+// finiteLora reports whether every value of lw is finite.
+func finiteLora[T kern.Float](lw *LoraWeights[T]) bool {
+	for _, q := range lw.pairs() {
+		for _, v := range q.A {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return false
+			}
+		}
+		for _, v := range q.B {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func failAll[T kern.Float](items []*fbItem[T], err error) {
@@ -364,22 +388,17 @@ func addLora[T kern.Float](dst, src *LoraWeights[T]) {
 
 // OptimStep applies one AdamW step (torch.optim.AdamW semantics, with optional global
 // gradient-norm clipping as torch.nn.utils.clip_grad_norm_) and zeroes the gradients.
+//
+// It is all or nothing: if the gradients, or any updated weight or moment, would not be
+// finite, nothing changes (the weights, the moments and the step count stay as they were)
+// and the error says why. Non-finite gradients are then discarded, since no step could
+// ever use them.
 func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[string]float64, error) {
-	switch {
-	case a == nil:
+	if a == nil {
 		return nil, Inputf("optim_step needs an adapter")
-	case p.LearningRate < 0 || math.IsNaN(p.LearningRate):
-		return nil, Inputf("adam_params.learning_rate %g must be ≥ 0", p.LearningRate)
-	case p.Beta1 < 0 || p.Beta1 >= 1:
-		return nil, Inputf("adam_params.beta1 %g must be in [0, 1)", p.Beta1)
-	case p.Beta2 < 0 || p.Beta2 >= 1:
-		return nil, Inputf("adam_params.beta2 %g must be in [0, 1)", p.Beta2)
-	case p.Eps <= 0:
-		return nil, Inputf("adam_params.eps %g must be > 0", p.Eps)
-	case p.WeightDecay < 0:
-		return nil, Inputf("adam_params.weight_decay %g must be ≥ 0", p.WeightDecay)
-	case p.GradClipNorm < 0:
-		return nil, Inputf("adam_params.grad_clip_norm %g must be ≥ 0", p.GradClipNorm)
+	}
+	if err := ValidateAdam(p); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -395,14 +414,21 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 		}
 	}
 	norm := math.Sqrt(sq)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		for _, g := range gp {
+			clear(g.A)
+			clear(g.B)
+		}
+		return nil, Inputf("optim_step: the accumulated gradients are not finite (norm %g); nothing was applied and they were discarded: "+
+			"run forward_backward again (lower the learning rate or check the loss inputs)", norm)
+	}
 	clip := float32(1)
 	if p.GradClipNorm > 0 {
 		if coef := p.GradClipNorm / (norm + 1e-6); coef < 1 {
 			clip = float32(coef)
 		}
 	}
-	a.Step++
-	t := float64(a.Step)
+	t := float64(a.Step + 1)
 	b1, b2 := float32(p.Beta1), float32(p.Beta2)
 	bc1 := 1 - math.Pow(p.Beta1, t)
 	bc2 := 1 - math.Pow(p.Beta2, t)
@@ -411,21 +437,67 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 	stepSize := float32(p.LearningRate / bc1)
 	bc2Sqrt := float32(math.Sqrt(bc2))
 	eps := float32(p.Eps)
-	update := func(w, g, mm, vv []float32) {
-		for i := range w {
-			gi := g[i] * clip
-			w[i] *= decay
-			mm[i] = b1*mm[i] + (1-b1)*gi
-			vv[i] = b2*vv[i] + (1-b2)*gi*gi
-			denom := float32(math.Sqrt(float64(vv[i])))/bc2Sqrt + eps
-			w[i] -= stepSize * mm[i] / denom
-			g[i] = 0
+	// step computes element i's new weight and moments; the first pass only checks that
+	// they are finite, the second (the same arithmetic) applies them.
+	step := func(w, g, mm, vv []float32, i int) (float32, float32, float32) {
+		gi := g[i] * clip
+		mi := b1*mm[i] + (1-b1)*gi
+		vi := b2*vv[i] + (1-b2)*gi*gi
+		denom := float32(math.Sqrt(float64(vi)))/bc2Sqrt + eps
+		return w[i]*decay - stepSize*mi/denom, mi, vi
+	}
+	for i := range wp {
+		for _, x := range [][4][]float32{{wp[i].A, gp[i].A, mp[i].A, vp[i].A}, {wp[i].B, gp[i].B, mp[i].B, vp[i].B}} {
+			for j := range x[0] {
+				if w, mi, vi := step(x[0], x[1], x[2], x[3], j); !finite32(w) || !finite32(mi) || !finite32(vi) {
+					return nil, Inputf("optim_step with learning_rate %g, weight_decay %g, eps %g would make the adapter's weights or moments non-finite; "+
+						"nothing was applied (lower the learning rate or weight decay)", p.LearningRate, p.WeightDecay, p.Eps)
+				}
+			}
 		}
 	}
 	for i := range wp {
-		update(wp[i].A, gp[i].A, mp[i].A, vp[i].A)
-		update(wp[i].B, gp[i].B, mp[i].B, vp[i].B)
+		for _, x := range [][4][]float32{{wp[i].A, gp[i].A, mp[i].A, vp[i].A}, {wp[i].B, gp[i].B, mp[i].B, vp[i].B}} {
+			for j := range x[0] {
+				x[0][j], x[2][j], x[3][j] = step(x[0], x[1], x[2], x[3], j)
+				x[1][j] = 0
+			}
+		}
 	}
+	a.Step++
 	_ = lr
 	return map[string]float64{"grad_norm:max": norm, "learning_rate:max": p.LearningRate}, nil
+}
+
+func finite32(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
+
+// Allowed ranges of AdamW's hyper-parameters: wide enough for any real schedule, narrow
+// enough that none alone overflows float32 arithmetic (an eps below ~1e-38 is 0 in
+// float32, and 0/0 is NaN).
+const (
+	maxLearningRate = 10
+	minEps, maxEps  = 1e-20, 1
+	maxWeightDecay  = 10
+	maxGradClipNorm = 1e9
+)
+
+// ValidateAdam checks AdamW's hyper-parameters, naming the field and its allowed range,
+// so a server can refuse them before queueing the step.
+func ValidateAdam(p AdamParams) error {
+	// Written as !(in range) so that NaN fails every check.
+	switch {
+	case !(p.LearningRate >= 0 && p.LearningRate <= maxLearningRate):
+		return Inputf("adam_params.learning_rate %g must be in [0, %g]", p.LearningRate, float64(maxLearningRate))
+	case !(p.Beta1 >= 0 && p.Beta1 < 1):
+		return Inputf("adam_params.beta1 %g must be in [0, 1)", p.Beta1)
+	case !(p.Beta2 >= 0 && p.Beta2 < 1):
+		return Inputf("adam_params.beta2 %g must be in [0, 1)", p.Beta2)
+	case !(p.Eps >= minEps && p.Eps <= maxEps):
+		return Inputf("adam_params.eps %g must be in [%g, %g]", p.Eps, minEps, float64(maxEps))
+	case !(p.WeightDecay >= 0 && p.WeightDecay <= maxWeightDecay):
+		return Inputf("adam_params.weight_decay %g must be in [0, %g]", p.WeightDecay, float64(maxWeightDecay))
+	case !(p.GradClipNorm >= 0 && p.GradClipNorm <= maxGradClipNorm):
+		return Inputf("adam_params.grad_clip_norm %g must be in [0, %g]", p.GradClipNorm, float64(maxGradClipNorm))
+	}
+	return nil
 }

@@ -69,8 +69,10 @@ func loraTensors(lw *LoraWeights[float32], suffix string) []safetensors.Tensor {
 }
 
 // SaveAdapter writes dir/adapter_config.json and dir/adapter_model.safetensors in PEFT's
-// format and, withOptimizer, dir/optimizer.safetensors (AdamW moments, step, gradients
-// not yet applied). The directory is replaced atomically.
+// format and, withOptimizer, dir/optimizer.safetensors (AdamW moments and step). Gradients
+// not yet applied are never written: a checkpoint may be published to other tenants, and
+// the gradients of the owner's latest batch are the owner's. The directory is replaced
+// atomically.
 func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("save adapter: %w", err)
@@ -109,7 +111,6 @@ func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
 		var ts []safetensors.Tensor
 		ts = append(ts, loraTensors(&a.M, ".exp_avg")...)
 		ts = append(ts, loraTensors(&a.V, ".exp_avg_sq")...)
-		ts = append(ts, loraTensors(&a.Grad, ".grad")...)
 		om := map[string]string{"step": strconv.FormatInt(a.Step, 10), "optimizer": "adamw"}
 		if err := safetensors.WriteFile(filepath.Join(tmp, OptimizerWeightsFile), ts, om); err != nil {
 			return fmt.Errorf("save optimizer state: %w", err)
@@ -191,11 +192,13 @@ func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load optimizer state: %w", err)
 		}
+		// Gradients stored by older versions (".grad") are ignored: a loaded adapter
+		// starts with none, whoever saved it.
 		for _, x := range []struct {
 			lw *LoraWeights[float32]
 			s  string
-		}{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}, {&a.Grad, ".grad"}} {
-			if err := fill(x.lw, o, x.s, of, x.s != ".grad"); err != nil {
+		}{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}} {
+			if err := fill(x.lw, o, x.s, of, true); err != nil {
 				return nil, err
 			}
 		}

@@ -172,7 +172,11 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID st
 	if err != nil {
 		return err
 	}
-	return classify(s.removeCheckpoint(ctx, c))
+	if err := s.removeCheckpoint(ctx, c); err != nil {
+		return classify(err)
+	}
+	s.stopForeignSamplers(ctx, tenant, c.TinkerPath())
+	return nil
 }
 
 func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
@@ -199,9 +203,15 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 }
 
 // SetPublic publishes or unpublishes a checkpoint (published ones are readable by every
-// tenant: loadable and samplable).
+// tenant: loadable and samplable). Unpublishing stops the samplers other tenants opened
+// from it (see stopForeignSamplers).
 func (s *Service) SetPublic(ctx context.Context, tenant, runID, ckptID string, public bool) error {
-	return s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public = public })
+	var path string
+	err := s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public, path = public, c.TinkerPath() })
+	if err == nil && !public {
+		s.stopForeignSamplers(ctx, tenant, path)
+	}
+	return err
 }
 
 // SetTTL sets (ttl > 0) or clears (nil) a checkpoint's expiry.

@@ -68,9 +68,14 @@ type Run struct {
 	LastCheckpoint  string    `json:"last_checkpoint,omitempty"`   // checkpoint id "weights/<name>"
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
 
-	// pendingGrads is true while forward_backward has accumulated gradients that no
-	// optim_step has consumed (they live only in the executor's memory).
-	pendingGrads bool
+	// PendingGrads is true while forward_backward has accumulated gradients that no
+	// optim_step has used. They live only in the executor's memory (never in a
+	// checkpoint), so a restart loses them; the record is written at each change, and
+	// a restart that finds it set marks the run GradsLost.
+	PendingGrads bool `json:"pending_grads,omitempty"`
+	// GradsLost: a restart lost pending gradients; the next forward_backward or
+	// optim_step fails with an error that says so, then training goes on.
+	GradsLost bool `json:"grads_lost,omitempty"`
 }
 
 // Checkpoint types as the REST API names them.
@@ -124,6 +129,9 @@ type Sampler struct {
 	RunID      string    `json:"run_id,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	Closed     bool      `json:"closed,omitempty"`
+	// ClosedWhy says why a sampler was closed, when it is not the usual (its session
+	// expired or its run was unloaded).
+	ClosedWhy string `json:"closed_why,omitempty"`
 }
 
 var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

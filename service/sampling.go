@@ -140,7 +140,14 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 			return "", err
 		}
 		if sm.Closed {
-			return "", notFoundf("sampling session %s is closed (its session expired or its run was unloaded)", sm.ID)
+			why := sm.ClosedWhy
+			if why == "" {
+				why = "its session expired or its run was unloaded"
+			}
+			return "", notFoundf("sampling session %s is closed (%s)", sm.ID, why)
+		}
+		if err := s.checkSamplerSource(ctx, sm); err != nil {
+			return "", err
 		}
 		base, queue = sm.BaseModel, sm.ID
 		if sm.Lora {

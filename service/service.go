@@ -355,6 +355,14 @@ func (s *Service) restore(ctx context.Context) error {
 			sm.Closed = true
 			continue
 		}
+		if !s.sourceVisible(sm) {
+			// Unpublished (or deleted) while the server was down, or before the write that
+			// closed the sampler reached the store.
+			sm.Closed, sm.ClosedWhy = true, withdrawn(sm.ModelPath)
+			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)
+			s.log.Info("sampling session closed: its checkpoint is no longer published", "sampler", sm.ID, "checkpoint", sm.ModelPath)
+			continue
+		}
 		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.ID, sm.AdapterDir); err != nil {
 			s.log.Warn("sampling session could not be restored; closing it", "sampler", sm.ID, "error", err)
 			sm.Closed = true
@@ -372,9 +380,15 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		r.NextSeq = n
 	}
 	s.fut.SetNextSeq(r.ID, r.NextSeq)
+	if r.PendingGrads {
+		// Gradients are never saved: those accumulated before the restart are gone. The
+		// next operation that would use them says so (see lostGrads).
+		r.PendingGrads, r.GradsLost = false, true
+		s.log.Warn("training run had gradients accumulated since its last optim_step; a restart loses them", "run", r.ID)
+	}
 	if r.Unloaded || r.Corrupted {
 		r.Loaded = false
-		return nil
+		return putJSON(ctx, s.st, keyRun+r.ID, r)
 	}
 	if _, ok := s.models[r.BaseModel]; !ok {
 		r.Corrupted, r.Loaded = true, false
