@@ -342,6 +342,7 @@ func (s *Service) restore(ctx context.Context) error {
 	if n > 0 {
 		s.log.Warn("failed futures left in flight by the previous process", "count", n)
 	}
+	s.recoverSaves()
 	for _, r := range s.runs {
 		if err := s.restoreRun(ctx, r); err != nil {
 			s.log.Error("could not restore training run", "run", r.ID, "error", err)
