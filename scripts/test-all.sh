@@ -12,6 +12,12 @@ bash scripts/setup.sh
 echo "== go vet"
 go vet ./...
 
+echo "== cross-compile for macOS and Windows (the binary; the embedded store's code and tests vetted)"
+for goos in darwin windows; do
+  GOOS=$goos GOARCH=amd64 go build ./...
+  GOOS=$goos GOARCH=amd64 go vet ./store/... ./cmd/tuft/
+done
+
 echo "== gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [ -n "$unformatted" ]; then echo "not gofmt-ed:"; echo "$unformatted"; exit 1; fi

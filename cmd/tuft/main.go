@@ -24,6 +24,7 @@ func commands() []command {
 		{"version", "print the version", func([]string) error { fmt.Println("tuft", version); return nil }},
 		{"config", "config check FILE: validate a tuft_config.yaml", cmdConfig},
 		{"clear", "clear persistence [--config FILE] [-f]: delete every stored record", cmdClear},
+		{"store", "store check|repair [--config FILE | --path FILE]: find damage in the embedded store; keep every intact record", cmdStore},
 		{"model", "model init --preset NAME --out DIR: write a built-in model; model presets", cmdModel},
 		{"key", "key hash KEY | key new: manage API keys", cmdKey},
 		{"runs", "runs list | runs show RUN_ID: training runs (--url, --api-key)", cmdRuns},
