@@ -49,8 +49,6 @@ type Handler struct {
 	adm       *admission
 }
 
-type tenantKey struct{}
-
 // New builds the handler with every route.
 func New(svc *service.Service, o Options) *Handler {
 	if o.LongPoll <= 0 {
@@ -132,8 +130,8 @@ func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant s
 			return
 		}
 		defer t.leave()
+		// readBody enforces limits.max_request_bytes and the body budgets.
 		r = r.WithContext(context.WithValue(r.Context(), ticketKey{}, t))
-		r.Body = http.MaxBytesReader(w, r.Body, h.opt.MaxRequestBytes)
 		f(w, h.keepBody(r), tenant)
 	}
 }

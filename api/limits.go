@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 )
 
@@ -236,9 +237,9 @@ const minReadBuffer = 4 << 10
 // reserving them against the tenant's and the server's body budgets. It answers itself
 // (413, 408, 429, 503, 400) when it fails.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if limit := h.opt.MaxRequestBytes; r.ContentLength > limit {
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
-			Detail: fmt.Sprintf("request body of %d bytes exceeds limits.max_request_bytes (%d bytes)", r.ContentLength, limit), Category: "user"})
+	limit := h.opt.MaxRequestBytes
+	if r.ContentLength > limit {
+		h.tooLarge(w, r, fmt.Sprintf("request body of %d bytes", r.ContentLength))
 		return nil, false
 	}
 	t := ticketFrom(r.Context())
@@ -257,6 +258,8 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 			step := max(int64(len(b)), minReadBuffer)
 			if r.ContentLength >= 0 {
 				step = min(step, r.ContentLength-int64(len(b))+1)
+			} else {
+				step = min(step, limit-int64(len(b))+1) // one past the limit tells it is over
 			}
 			if t != nil {
 				if err := t.grow(step); err != nil {
@@ -270,8 +273,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		}
 		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			h.tooLarge(w, r, "the request body")
+			return nil, false
+		}
 		if err == io.EOF {
-			return b, true
+			return h.inflate(w, r, b)
 		}
 		if err != nil {
 			h.bodyError(w, r, err)
@@ -280,22 +287,68 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	}
 }
 
+// inflate undoes the body's Content-Encoding (on every route), within
+// limits.max_request_bytes and limits.max_decompression_ratio, its output counted against
+// the body budgets like the body itself.
+func (h *Handler) inflate(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, bool) {
+	enc := r.Header.Get("Content-Encoding")
+	if enc == "" {
+		return b, true
+	}
+	lim := wire.InflateLimits{MaxBytes: h.opt.MaxRequestBytes, MaxRatio: h.opt.Limits.MaxDecompressionRatio}
+	if t := ticketFrom(r.Context()); t != nil {
+		lim.Grow = t.grow
+	}
+	out, err := wire.Inflate(enc, b, lim)
+	var ee *wire.EncodingError
+	var le *wire.LimitError
+	var se *service.Error
+	switch {
+	case err == nil:
+		return out, true
+	case errors.As(err, &ee):
+		writeJSON(w, http.StatusUnsupportedMediaType, errorBody{Detail: err.Error(), Category: "user"})
+	case errors.As(err, &le):
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Detail: err.Error(), Category: "user"})
+	case errors.As(err, &se):
+		h.fail(w, r, err) // a body budget
+	default:
+		h.badRequest(w, r, err)
+	}
+	return nil, false
+}
+
 // refuseBody answers a body the budgets cannot hold now. The body is first read and
 // thrown away (it costs no memory; the request holds its concurrency slot and the body
 // deadline bounds the time): a client still sending it would otherwise see its
 // connection reset instead of the 429 that tells it when to retry.
 func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	h.drain(w, r)
 	h.fail(w, r, err)
+}
+
+// drainWait bounds how long a refused body is read and thrown away: long enough for a
+// client that is sending to finish, short enough that one that stalls costs little.
+const drainWait = 2 * time.Second
+
+// drain reads and throws away (up to twice limits.max_request_bytes of) a body about to
+// be refused, for at most drainWait.
+func (h *Handler) drain(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainWait))
+	_, _ = io.CopyN(io.Discard, r.Body, 2*h.opt.MaxRequestBytes)
+}
+
+// tooLarge answers 413 for a body over limits.max_request_bytes. Nothing more is kept,
+// but the body is drained first, for the reason refuseBody gives.
+func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, what string) {
+	h.drain(w, r)
+	writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
+		Detail: fmt.Sprintf("%s exceeds limits.max_request_bytes (%d bytes)", what, h.opt.MaxRequestBytes), Category: "user"})
 }
 
 // bodyError answers a failure to read the request body.
 func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
-	var mbe *http.MaxBytesError
 	switch {
-	case errors.As(err, &mbe):
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
-			Detail: fmt.Sprintf("request body exceeds limits.max_request_bytes (%d bytes)", mbe.Limit), Category: "user"})
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		writeJSON(w, http.StatusRequestTimeout, errorBody{
 			Detail: fmt.Sprintf("the request body did not arrive within server.read_body_timeout_seconds (%s)", h.opt.Limits.ReadBodyTimeout), Category: "user"})

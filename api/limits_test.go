@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/internal/testenv"
@@ -262,4 +266,44 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not reached within 10 s")
+}
+
+func zstdBytes(t *testing.T, b []byte) []byte {
+	t.Helper()
+	e, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.EncodeAll(b, nil)
+}
+
+// Content-Encoding is honoured on every route (zstd, gzip) or refused with 415; a body
+// that inflates past limits.max_decompression_ratio is refused once it has inflated that
+// much.
+func TestContentEncodingOnJSONRoutes(t *testing.T) {
+	base := limitsServer(t, nil)
+	a := testenv.NewClient(t, base, testenv.KeyA)
+	body := []byte(`{"tags": ["zipped"], "user_metadata": {}, "sdk_version": "0.25.0"}`)
+	if r := a.Do("POST", "/api/v1/create_session", zstdBytes(t, body), map[string]string{"Content-Encoding": "zstd"}); r.Status != 200 {
+		t.Fatalf("zstd JSON body: %d %s", r.Status, r.Body)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(body)
+	zw.Close()
+	if r := a.Do("POST", "/api/v1/create_session", gz.Bytes(), map[string]string{"Content-Encoding": "gzip"}); r.Status != 200 {
+		t.Fatalf("gzip JSON body: %d %s", r.Status, r.Body)
+	}
+	if r := a.Do("POST", "/api/v1/create_session", body, map[string]string{"Content-Encoding": "br"}); r.Status != http.StatusUnsupportedMediaType || !strings.Contains(string(r.Body), "br") {
+		t.Fatalf("unsupported encoding: %d %s", r.Status, r.Body)
+	}
+	// 16 MiB of spaces in a few KiB: over the default ratio of 100.
+	bomb := zstdBytes(t, append(append([]byte(`{"tags": [`), bytes.Repeat([]byte(" "), 16<<20)...), `]}`...))
+	r := a.Do("POST", "/api/v1/create_session", bomb, map[string]string{"Content-Encoding": "zstd"})
+	if r.Status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.Body), "limits.max_decompression_ratio") {
+		t.Fatalf("zstd bomb (%d bytes): %d %s", len(bomb), r.Status, r.Body)
+	}
+	if r := a.Do("POST", "/api/v1/forward_backward", bomb, map[string]string{"Content-Encoding": "zstd", "Content-Type": "application/x-protobuf"}); r.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("zstd bomb on forward_backward: %d %s", r.Status, r.Body)
+	}
 }

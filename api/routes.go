@@ -270,14 +270,18 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	if !ok {
 		return
 	}
-	hash := payloadHash(body)
-	body, err := wire.Decompress(r.Header.Get("Content-Encoding"), body, h.opt.MaxRequestBytes)
-	if err != nil {
-		h.badRequest(w, r, err)
-		return
+	hash := payloadHash(body) // readBody has undone any Content-Encoding
+	ct := r.Header.Get("Content-Type")
+	// Whose run it is, before the costly decode: another tenant's (or a missing) run
+	// costs no more than reading its id.
+	if id, ok := wire.PeekModelID(body, strings.Contains(ct, "protobuf")); ok {
+		if err := h.svc.CheckRun(tenant, id); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 	}
 	var call *wire.ForwardBackwardCall
-	ct := r.Header.Get("Content-Type")
+	var err error
 	if strings.Contains(ct, "protobuf") {
 		call, err = wire.DecodeForwardBackwardProto(body)
 	} else {
@@ -363,6 +367,12 @@ func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string)
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
+	}
+	if id, ok := wire.PeekJSONString(body, "sampling_session_id"); ok && id != "" {
+		if err := h.svc.CheckSampler(tenant, id); err != nil {
+			h.fail(w, r, err) // before the costly decode, as for forward_backward
+			return
+		}
 	}
 	call, err := wire.DecodeSampleRequest(body)
 	if err != nil {

@@ -61,3 +61,12 @@ func (s *Service) stopForeignSamplers(ctx context.Context, owner, path string) {
 func withdrawn(path string) string {
 	return "checkpoint " + path + " is no longer published (or was deleted) by its owner"
 }
+
+// closedError is the 404 for a sample on a closed sampling session, saying why it closed.
+func closedError(sm *Sampler) error {
+	why := sm.ClosedWhy
+	if why == "" {
+		why = "its session expired or its run was unloaded"
+	}
+	return notFoundf("sampling session %s is closed (%s)", sm.ID, why)
+}

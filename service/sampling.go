@@ -140,11 +140,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 			return "", err
 		}
 		if sm.Closed {
-			why := sm.ClosedWhy
-			if why == "" {
-				why = "its session expired or its run was unloaded"
-			}
-			return "", notFoundf("sampling session %s is closed (%s)", sm.ID, why)
+			return "", closedError(sm)
 		}
 		if err := s.checkSamplerSource(ctx, sm); err != nil {
 			return "", err
