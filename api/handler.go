@@ -69,7 +69,7 @@ func New(svc *service.Service, o Options) *Handler {
 		h.SetPublicURL(o.PublicURL)
 	}
 	h.routes()
-	h.root = telemetry.HTTPMiddleware(h.recoverer(h.mux))
+	h.root = telemetry.HTTPMiddleware(h.recoverer(keepEscaping(h.mux)))
 	return h
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -29,6 +30,10 @@ type Limits struct {
 	MaxBodyBytesPerTenant int64
 	// MaxDecompressionRatio refuses a compressed body that inflates more than this.
 	MaxDecompressionRatio int
+	// MaxClientEvents and MaxClientEventBytes bound what one /telemetry request logs:
+	// its events, and each text field of an event.
+	MaxClientEvents     int
+	MaxClientEventBytes int
 }
 
 func (l *Limits) fill() {
@@ -49,6 +54,12 @@ func (l *Limits) fill() {
 	}
 	if l.MaxDecompressionRatio <= 0 {
 		l.MaxDecompressionRatio = 100
+	}
+	if l.MaxClientEvents <= 0 {
+		l.MaxClientEvents = 100
+	}
+	if l.MaxClientEventBytes <= 0 {
+		l.MaxClientEventBytes = 8192
 	}
 }
 
@@ -354,5 +365,43 @@ func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: fmt.Sprintf("the request body did not arrive within server.read_body_timeout_seconds (%s)", h.opt.Limits.ReadBodyTimeout), Category: "user"})
 	default:
 		writeJSON(w, http.StatusBadRequest, errorBody{Detail: "could not read the request body: " + err.Error(), Category: "user"})
+	}
+}
+
+// keepEscaping fixes the redirects ServeMux makes to a path with a trailing slash: it
+// builds their Location from the decoded path, which turns an escaped "/" (%2F) into a
+// real one and points the client elsewhere. The handlers themselves never answer 301,
+// 307 or 308.
+func keepEscaping(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&redirectWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+type redirectWriter struct {
+	http.ResponseWriter
+	r *http.Request
+}
+
+func (w *redirectWriter) WriteHeader(code int) {
+	if code == http.StatusMovedPermanently || code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect {
+		if loc, err := url.Parse(w.Header().Get("Location")); err == nil && loc.Path == w.r.URL.Path+"/" {
+			fixed := w.r.URL.EscapedPath() + "/"
+			if w.r.URL.RawQuery != "" {
+				fixed += "?" + w.r.URL.RawQuery
+			}
+			w.Header().Set("Location", fixed)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *redirectWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush implements http.Flusher.
+func (w *redirectWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,8 +42,12 @@ func TestRestartRecoversASaveCrashedBetweenItsRenames(t *testing.T) {
 	if err := os.Rename(auto, auto+".old"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.CheckpointDir, model, ".tmp-_autosave-123456"), 0o755); err != nil {
-		t.Fatal(err)
+	// And the temporary directories of saves that never finished, one of a checkpoint
+	// that never got its record.
+	for _, d := range []string{".tmp-_autosave-123456", "weights/.tmp-never-recorded-42", "sampler_weights/.tmp-x-7"} {
+		if err := os.MkdirAll(filepath.Join(cfg.CheckpointDir, model, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	s2 := testenv.Start(t, cfg)
@@ -50,10 +55,12 @@ func TestRestartRecoversASaveCrashedBetweenItsRenames(t *testing.T) {
 	if got := probeWith(t, a, model, 5); got != trained {
 		t.Fatalf("restored loss %v, want the trained %v (a fresh adapter gives %v)", got, trained, fresh)
 	}
-	ents, _ := os.ReadDir(filepath.Join(cfg.CheckpointDir, model))
-	for _, e := range ents {
-		if e.Name() != "_autosave" {
-			t.Fatalf("left behind after the restart: %s", e.Name())
+	for _, d := range []string{"", "weights", "sampler_weights"} {
+		ents, _ := os.ReadDir(filepath.Join(cfg.CheckpointDir, model, d))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".tmp-") || strings.HasSuffix(e.Name(), ".old") {
+				t.Fatalf("left behind after the restart: %s/%s", d, e.Name())
+			}
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
@@ -263,50 +264,79 @@ func (h *Handler) setSessionProject(w http.ResponseWriter, r *http.Request, tena
 
 // recordClientTelemetry turns the SDK's telemetry events into log records correlated
 // with the client's session, instead of throwing them away: an unhandled client
-// exception shows up next to the server spans of the same session.
+// exception shows up next to the server spans of the same session. What a client sends
+// is bounded (limits.max_client_events per request, limits.max_client_event_bytes per
+// field), stripped of control characters, and logged at WARN at most: a client's error
+// is not the server's.
 func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req *wire.TelemetrySendRequest) {
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: req.SessionID})
-	for _, ev := range req.Events {
+	max := h.opt.Limits.MaxClientEventBytes
+	clean := func(v string) string { return cleanClientText(v, max) }
+	events := req.Events
+	if n := h.opt.Limits.MaxClientEvents; len(events) > n {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "client telemetry: events dropped", slog.String("tenant", tenant),
+			slog.Int("dropped", len(events)-n), slog.String("limit", "limits.max_client_events"))
+		events = events[:n]
+	}
+	for _, ev := range events {
 		level := slog.LevelInfo
 		switch strings.ToUpper(ev.Severity) {
 		case "DEBUG":
 			level = slog.LevelDebug
-		case "WARNING":
+		case "WARNING", "ERROR", "CRITICAL":
 			level = slog.LevelWarn
-		case "ERROR", "CRITICAL":
-			level = slog.LevelError
 		}
 		attrs := []slog.Attr{
 			slog.String("source", "tinker-sdk"), slog.String("tenant", tenant),
-			slog.String(telemetry.AttrSessionID, req.SessionID), slog.String("client.event", ev.Event),
-			slog.String("client.event_id", ev.EventID), slog.String("client.platform", req.Platform),
-			slog.String("client.sdk_version", req.SDKVersion), slog.String("client.process_uuid", req.ProcessUUID),
+			slog.String(telemetry.AttrSessionID, clean(req.SessionID)), slog.String("client.event", clean(ev.Event)),
+			slog.String("client.event_id", clean(ev.EventID)), slog.String("client.platform", clean(req.Platform)),
+			slog.String("client.sdk_version", clean(req.SDKVersion)), slog.String("client.process_uuid", clean(req.ProcessUUID)),
+			slog.String("client.severity", clean(ev.Severity)),
 		}
 		if !ev.Timestamp.IsZero() {
 			attrs = append(attrs, slog.Time("client.timestamp", ev.Timestamp))
 		}
-		msg := "client event " + ev.Event
+		msg := "client event " + clean(ev.Event)
 		switch ev.Event {
 		case "UNHANDLED_EXCEPTION":
-			msg = "client unhandled exception: " + ev.ErrorType + ": " + ev.ErrorMessage
-			attrs = append(attrs, slog.String("exception.type", ev.ErrorType), slog.String("exception.message", ev.ErrorMessage),
-				slog.String("exception.stacktrace", ev.Traceback))
-			if level < slog.LevelError {
-				level = slog.LevelError
-			}
+			msg = "client unhandled exception: " + clean(ev.ErrorType) + ": " + clean(ev.ErrorMessage)
+			attrs = append(attrs, slog.String("exception.type", clean(ev.ErrorType)), slog.String("exception.message", clean(ev.ErrorMessage)),
+				slog.String("exception.stacktrace", clean(ev.Traceback)))
+			level = slog.LevelWarn
 		case "GENERIC_EVENT":
-			msg = "client event " + ev.EventName
-			attrs = append(attrs, slog.String("client.event_name", ev.EventName))
+			msg = "client event " + clean(ev.EventName)
+			attrs = append(attrs, slog.String("client.event_name", clean(ev.EventName)))
 			if len(ev.EventData) > 0 {
-				attrs = append(attrs, slog.String("client.event_data", string(ev.EventData)))
+				attrs = append(attrs, slog.String("client.event_data", clean(string(ev.EventData))))
 			}
 		case "SESSION_END":
 			if ev.Duration != "" {
-				attrs = append(attrs, slog.String("client.duration", ev.Duration))
+				attrs = append(attrs, slog.String("client.duration", clean(ev.Duration)))
 			}
 		}
 		h.log.LogAttrs(ctx, level, msg, attrs...)
 	}
+}
+
+// cleanClientText drops control characters (but newlines and tabs) from text a client
+// sent, and cuts it to max bytes.
+func cleanClientText(s string, max int) string {
+	cut := 0
+	if len(s) > max {
+		cut = len(s) - max
+		s = s[:max]
+	}
+	s = strings.ToValidUTF8(s, "") // also drops a rune the cut split
+	clean := strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return -1
+	}, s)
+	if cut > 0 {
+		clean += fmt.Sprintf("…(%d bytes cut)", cut)
+	}
+	return clean
 }
 
 var _ = time.Second

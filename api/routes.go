@@ -400,7 +400,13 @@ func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant 
 	defer cancel()
 	rec, err := h.svc.Retrieve(ctx, tenant, req.RequestID, h.opt.LongPoll)
 	if err != nil {
-		if ctx.Err() != nil && r.Context().Err() == nil {
+		if r.Context().Err() != nil {
+			// The client went away (or timed out) during the long-poll: nobody to answer,
+			// and nothing went wrong here.
+			h.log.DebugContext(r.Context(), "client left during a long-poll", "request_id", req.RequestID)
+			return
+		}
+		if ctx.Err() != nil {
 			// Shutting down: answer try_again so the client polls the next server.
 			writeJSON(w, http.StatusRequestTimeout, wire.TryAgainResponse{Type: "try_again", RequestID: req.RequestID, QueueState: "active"})
 			return

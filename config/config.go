@@ -220,6 +220,10 @@ type Limits struct {
 	// count and their total length in bytes.
 	MaxStopStrings     int `yaml:"max_stop_strings"`
 	MaxStopStringBytes int `yaml:"max_stop_string_bytes"`
+	// MaxClientEvents and MaxClientEventBytes bound what one client telemetry request
+	// puts in the server's log: its events, and each text field of one.
+	MaxClientEvents     int `yaml:"max_client_events"`
+	MaxClientEventBytes int `yaml:"max_client_event_bytes"`
 }
 
 // MaxTTLSeconds is the longest time-to-live, in seconds, anything accepts (100 years): far
@@ -242,7 +246,7 @@ func Default(home string) Config {
 		Sessions: Sessions{HeartbeatTimeoutSeconds: 300},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
-			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096},
+			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192},
 		Telemetry: telemetry.DefaultConfig(),
 		Home:      home,
 	}
@@ -580,6 +584,12 @@ func (c Config) Validate() error {
 	}
 	if l.MaxStopStringBytes < 0 {
 		bad("limits.max_stop_string_bytes", "%d must not be negative", l.MaxStopStringBytes)
+	}
+	if l.MaxClientEvents < 1 {
+		bad("limits.max_client_events", "%d must be at least 1", l.MaxClientEvents)
+	}
+	if l.MaxClientEventBytes < 64 {
+		bad("limits.max_client_event_bytes", "%d must be at least 64", l.MaxClientEventBytes)
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)

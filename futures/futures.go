@@ -933,6 +933,11 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
 		return Record{}, fmt.Errorf("future %s record is corrupt: %w", id, err)
 	}
 	if r.Tenant != tenant {
+		// Answered exactly as an id that was never stored: another tenant cannot tell
+		// whether the id exists.
+		if lr, ok := m.lostFuture(tenant, id); ok {
+			return lr, nil
+		}
 		return Record{}, ErrNotFound
 	}
 	return r, nil

@@ -176,6 +176,9 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	if maxLen > 0 && len(req.Prompt)+req.Params.MaxTokens > maxLen {
 		return "", invalidf("prompt of %d tokens plus max_tokens %d exceeds max_context_length %d of %s", len(req.Prompt), req.Params.MaxTokens, maxLen, base)
 	}
+	if err := s.checkSample(mi.Config, req); err != nil {
+		return "", err
+	}
 	keys := telemetry.Keys{OperationType: telemetry.OpSample, BaseModel: base}
 	if sm != nil {
 		keys.SessionID, keys.SamplingSessionID = sm.SessionID, sm.ID
