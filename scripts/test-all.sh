@@ -31,7 +31,10 @@ echo "== go test (engine, numeric kernels, examples: compute-heavy, without the 
 go test -count=1 -timeout 20m ./engine/... ./examples/...
 
 echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"
-go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples')
+go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples' -e '/tests/adversarial')
+
+echo "== adversarial suite (tests/adversarial: floods, stalls, amplification, poisoning, corruption, SIGKILL, publishing)"
+bash tests/adversarial/run.sh
 
 # --- Kubernetes manifests (deploy/k8s), checked offline by tools/kubecheck, a separate Go
 # --- module so the product module gains no Kubernetes dependencies.
