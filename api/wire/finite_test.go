@@ -47,7 +47,7 @@ func TestJSONResultsEncodeNonFiniteAsNull(t *testing.T) {
 
 func TestFiniteEncodingMatchesEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	vals := []float64{0, -0.0, 1, -1, 1e-7, 1e-6, 1e20, 1e21, 1e300, 5e-324, 123.456, 1.0 / 3}
+	vals := []float64{0, math.Copysign(0, -1), 1, -1, 1e-7, 1e-6, 1e20, 1e21, 1e300, 5e-324, 123.456, 1.0 / 3}
 	for i := 0; i < 2000; i++ {
 		vals = append(vals, math.Float64frombits(rng.Uint64()))
 	}
