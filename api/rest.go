@@ -266,8 +266,9 @@ func (h *Handler) setSessionProject(w http.ResponseWriter, r *http.Request, tena
 // with the client's session, instead of throwing them away: an unhandled client
 // exception shows up next to the server spans of the same session. What a client sends
 // is bounded (limits.max_client_events per request, limits.max_client_event_bytes per
-// field), stripped of control characters, and logged at WARN at most: a client's error
-// is not the server's.
+// field) and stripped of control characters; every record says source=tinker-sdk, so a
+// client's ERROR (an unhandled exception, see docs/observability.md) is told apart from
+// the server's.
 func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req *wire.TelemetrySendRequest) {
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: req.SessionID})
 	max := h.opt.Limits.MaxClientEventBytes
@@ -283,8 +284,10 @@ func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req 
 		switch strings.ToUpper(ev.Severity) {
 		case "DEBUG":
 			level = slog.LevelDebug
-		case "WARNING", "ERROR", "CRITICAL":
+		case "WARNING":
 			level = slog.LevelWarn
+		case "ERROR", "CRITICAL":
+			level = slog.LevelError
 		}
 		attrs := []slog.Attr{
 			slog.String("source", "tinker-sdk"), slog.String("tenant", tenant),
@@ -302,7 +305,7 @@ func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req 
 			msg = "client unhandled exception: " + clean(ev.ErrorType) + ": " + clean(ev.ErrorMessage)
 			attrs = append(attrs, slog.String("exception.type", clean(ev.ErrorType)), slog.String("exception.message", clean(ev.ErrorMessage)),
 				slog.String("exception.stacktrace", clean(ev.Traceback)))
-			level = slog.LevelWarn
+			level = slog.LevelError
 		case "GENERIC_EVENT":
 			msg = "client event " + clean(ev.EventName)
 			attrs = append(attrs, slog.String("client.event_name", clean(ev.EventName)))

@@ -2,7 +2,10 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/tuft-go/tuft/store"
 )
 
 // Accumulated gradients live only in the executor's memory: they are never written to a
@@ -14,9 +17,15 @@ import (
 // would use them fails with an error that says they were lost. Persisting gradients
 // instead would cost a write of the adapter's size on every forward_backward.
 
+// Gradient states persisted under keyGrads.
+const (
+	gradsPending = "pending"
+	gradsLost    = "lost"
+)
+
 // setPendingGrads records whether r holds gradients no optim_step has used. The record
 // is written when the value changes (about twice per training step), before the
-// operation's result: a result the client sees is never ahead of the record.
+// operation's result: a result the client sees is never ahead of it.
 func (s *Service) setPendingGrads(ctx context.Context, r *Run, pending bool) error {
 	s.mu.Lock()
 	if r.PendingGrads == pending {
@@ -24,10 +33,32 @@ func (s *Service) setPendingGrads(ctx context.Context, r *Run, pending bool) err
 		return nil
 	}
 	r.PendingGrads = pending
-	c := *r
 	s.mu.Unlock()
-	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
+	var err error
+	if pending {
+		err = s.st.Set(ctx, keyGrads+r.ID, []byte(gradsPending), 0)
+	} else {
+		err = s.st.Del(ctx, keyGrads+r.ID)
+	}
+	if err != nil {
 		return fmt.Errorf("training run %s: record its gradient state: %w", r.ID, err)
+	}
+	return nil
+}
+
+// restoreGrads runs at start: gradients pending before the restart are lost now.
+func (s *Service) restoreGrads(ctx context.Context, r *Run) error {
+	b, err := s.st.Get(ctx, keyGrads+r.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("training run %s: read its gradient state: %w", r.ID, err)
+	}
+	r.GradsLost = true
+	if string(b) == gradsPending {
+		s.log.Warn("training run had gradients accumulated since its last optim_step; a restart loses them", "run", r.ID)
+		return s.st.Set(ctx, keyGrads+r.ID, []byte(gradsLost), 0)
 	}
 	return nil
 }
@@ -41,9 +72,8 @@ func (s *Service) lostGrads(ctx context.Context, r *Run) error {
 		return nil
 	}
 	r.GradsLost = false
-	c := *r
 	s.mu.Unlock()
-	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
+	if err := s.st.Del(ctx, keyGrads+r.ID); err != nil {
 		s.log.WarnContext(ctx, "could not record that lost gradients were reported", "run", r.ID, "error", err)
 	}
 	return &Error{Kind: KindInternal, Msg: fmt.Sprintf("training run %s: the server restarted after forward_backward had accumulated gradients, "+
@@ -84,4 +114,19 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 		return err
 	}
 	return &Error{Kind: KindInternal, Err: cause, Msg: msg}
+}
+
+// clearGrads forgets r's gradients, pending or lost (load_weights replaced them).
+func (s *Service) clearGrads(ctx context.Context, r *Run) error {
+	s.mu.Lock()
+	was := r.PendingGrads || r.GradsLost
+	r.PendingGrads, r.GradsLost = false, false
+	s.mu.Unlock()
+	if !was {
+		return nil
+	}
+	if err := s.st.Del(ctx, keyGrads+r.ID); err != nil {
+		return fmt.Errorf("training run %s: record its gradient state: %w", r.ID, err)
+	}
+	return nil
 }

@@ -20,6 +20,9 @@ const (
 	keySignature = "meta/signature"
 	keySecret    = "meta/archive_secret"
 	keyReplica   = "replica/"
+	// keyGrads + run id: "pending" while the run holds unapplied gradients, "lost" once
+	// a restart lost them and until that is reported; absent otherwise.
+	keyGrads = "grads/"
 )
 
 // Session is a client session (one ServiceClient).
@@ -70,12 +73,12 @@ type Run struct {
 
 	// PendingGrads is true while forward_backward has accumulated gradients that no
 	// optim_step has used. They live only in the executor's memory (never in a
-	// checkpoint), so a restart loses them; the record is written at each change, and
-	// a restart that finds it set marks the run GradsLost.
-	PendingGrads bool `json:"pending_grads,omitempty"`
+	// checkpoint), so a restart loses them. It is persisted on its own key (keyGrads),
+	// written synchronously at each change, never by the lazy run-record flush.
+	PendingGrads bool `json:"-"`
 	// GradsLost: a restart lost pending gradients; the next forward_backward or
 	// optim_step fails with an error that says so, then training goes on.
-	GradsLost bool `json:"grads_lost,omitempty"`
+	GradsLost bool `json:"-"`
 }
 
 // Checkpoint types as the REST API names them.

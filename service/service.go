@@ -381,15 +381,14 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		r.NextSeq = n
 	}
 	s.fut.SetNextSeq(r.ID, r.NextSeq)
-	if r.PendingGrads {
-		// Gradients are never saved: those accumulated before the restart are gone. The
-		// next operation that would use them says so (see lostGrads).
-		r.PendingGrads, r.GradsLost = false, true
-		s.log.Warn("training run had gradients accumulated since its last optim_step; a restart loses them", "run", r.ID)
+	// Gradients are never saved: those accumulated before the restart are gone. The
+	// next operation that would use them says so (see lostGrads).
+	if err := s.restoreGrads(ctx, r); err != nil {
+		return err
 	}
 	if r.Unloaded || r.Corrupted {
 		r.Loaded = false
-		return putJSON(ctx, s.st, keyRun+r.ID, r)
+		return nil
 	}
 	if _, ok := s.models[r.BaseModel]; !ok {
 		r.Corrupted, r.Loaded = true, false

@@ -491,14 +491,11 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
 		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer)
 		if err == nil {
-			// The loaded state replaces the gradients too (with none), and whatever a
-			// restart lost no longer matters.
-			s.mu.Lock()
-			r.GradsLost = false
-			s.mu.Unlock()
 			// The loaded state is the run's state now: make it what a restart restores.
+			// It replaces the gradients too (with none): whatever a restart lost no
+			// longer matters.
 			if err = s.autosave(ctx, r, in.SeqID); err == nil {
-				err = s.setPendingGrads(ctx, r, false)
+				err = s.clearGrads(ctx, r)
 			}
 		}
 		telemetry.End(sp, err)
