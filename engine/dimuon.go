@@ -40,7 +40,11 @@ var dimuonQuintic = [3]float64{3.4445, -4.7750, 2.0315}
 //
 // ‖G_all‖ is the global norm over every LoRA matrix; r is the adapter's rank. A matrix
 // whose momentum is zero does not move. The arithmetic is float64 on the host: on a GPU
-// the adapter is copied to the host and back (correct, not fast; see the report).
+// the adapter is copied to the host and back.
+//
+// Like OptimStep it is all or nothing: if the gradients, or any new weight or momentum,
+// would not be finite, the weights, momentum and step count stay as they were and the
+// error says why; non-finite gradients are then discarded, since no step could use them.
 func (m *Model) DimuonStep(ctx context.Context, a *Adapter, p DimuonParams) (map[string]float64, error) {
 	if a == nil {
 		return nil, Inputf("optim_step needs an adapter")
@@ -66,7 +70,14 @@ func (m *Model) DimuonStep(ctx context.Context, a *Adapter, p DimuonParams) (map
 	}
 	norm := math.Sqrt(ss)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return nil, Inputf("optim_step: the gradient norm is %g; the step was not applied (check the loss inputs)", norm)
+		for _, x := range mats {
+			clear(x.g)
+		}
+		if err := m.AdapterFromHost(a); err != nil {
+			return nil, fmt.Errorf("optim_step: %w", err)
+		}
+		return nil, Inputf("optim_step: the accumulated gradients are not finite (norm %g); nothing was applied and they were discarded: "+
+			"run forward_backward again (lower the learning rate or check the loss inputs)", norm)
 	}
 	clip := 1.0
 	if p.GradClipNorm > 0 {
@@ -76,10 +87,25 @@ func (m *Model) DimuonStep(ctx context.Context, a *Adapter, p DimuonParams) (map
 	}
 	r := a.Config.Rank
 	eta := p.LearningRate * math.Pow(dimuonRefRank/float64(r), p.RankLRCorrectionExponent)
+	// New weights and momenta go to scratch first, so a non-finite result changes nothing.
+	nw, nm := make([][]float32, len(mats)), make([][]float32, len(mats))
+	finite := make([]bool, len(mats))
 	parallelEach(len(mats), func(i int) {
 		x := mats[i]
-		dimuonMatrix(x.w, x.g, x.m, x.rows, x.cols, r, clip, p.Beta1, p.Damping, eta)
+		nw[i], nm[i] = append([]float32(nil), x.w...), make([]float32, len(x.m))
+		dimuonMatrix(nw[i], x.g, x.m, nm[i], x.rows, x.cols, r, clip, p.Beta1, p.Damping, eta)
+		finite[i] = allFinite(nw[i]) && allFinite(nm[i])
 	})
+	for i, ok := range finite {
+		if !ok {
+			return nil, Inputf("optim_step: the Dimuon step would make LoRA matrix %d (%d×%d) non-finite; nothing was applied", i, mats[i].rows, mats[i].cols)
+		}
+	}
+	for i, x := range mats {
+		copy(x.w, nw[i])
+		copy(x.m, nm[i])
+		clear(x.g)
+	}
 	if err := m.AdapterFromHost(a); err != nil {
 		return nil, fmt.Errorf("optim_step: %w", err)
 	}
@@ -125,14 +151,24 @@ func parallelEach(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// dimuonMatrix updates one matrix in place (see DimuonStep) and zeroes its gradient.
-func dimuonMatrix(w, g, mom []float32, rows, cols, rank int, clip, beta1, damping, eta float64) {
+func allFinite(x []float32) bool {
+	for _, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// dimuonMatrix computes one matrix's step (see DimuonStep): the new momentum from mom and
+// g into newMom, and the update applied to w in place.
+func dimuonMatrix(w, g, mom, newMom []float32, rows, cols, rank int, clip, beta1, damping, eta float64) {
 	n := rows * cols
 	x := make([]float64, n)
 	var ms float64
 	for i := range n {
 		v := float32(beta1*float64(mom[i]) + (1-beta1)*clip*float64(g[i]))
-		mom[i], g[i] = v, 0
+		newMom[i] = v
 		x[i] = float64(v)
 		ms += x[i] * x[i]
 	}

@@ -6,6 +6,27 @@ import (
 	"strings"
 )
 
+// Allowed ranges of loss inputs and configuration. They are far wider than any sensible
+// value, and narrow enough that no finite input can overflow the loss by itself (what a
+// combination still overflows is refused when computed, see runBatch).
+const (
+	lossConfigMin, lossConfigMax = 0.0, 100.0 // clip thresholds, beta
+	logprobMin, logprobMax       = -1e4, 0.01 // log-probabilities (a little above 0 for rounding)
+	advantageMax                 = 1e6        // |advantages|
+	weightMax                    = 1e6        // |weights|
+)
+
+// inputRange is the allowed range of a float loss input.
+func inputRange(name string) (lo, hi float64) {
+	switch name {
+	case "logprobs":
+		return logprobMin, logprobMax
+	case "advantages":
+		return -advantageMax, advantageMax
+	}
+	return -weightMax, weightMax
+}
+
 // lossSpec describes a Tinker loss: its inputs and config keys with defaults, and any
 // check of a datum's inputs beyond their shapes.
 type lossSpec struct {
@@ -86,8 +107,8 @@ func resolveLoss(name string, cfg map[string]float64) (lossSpec, map[string]floa
 			}
 			return spec, nil, Inputf("loss_fn_config key %q is not used by %s (accepted keys: %s)", k, name, allowed)
 		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return spec, nil, Inputf("loss_fn_config[%q] must be a finite number", k)
+		if !(v >= lossConfigMin && v <= lossConfigMax) { // also refuses NaN
+			return spec, nil, Inputf("loss_fn_config[%q] %g must be in [%g, %g]", k, v, lossConfigMin, lossConfigMax)
 		}
 		out[k] = v
 	}
@@ -262,9 +283,10 @@ func validateDatum(i int, d Datum, spec lossSpec, c Config) (k int, err error) {
 		if !sameShape(t.Shape, tt.Shape) || len(t.F32) != n*k {
 			return 0, Inputf("data[%d]: %s shape %v does not match target_tokens %v", i, name, t.Shape, tt.Shape)
 		}
+		lo, hi := inputRange(name)
 		for j, v := range t.F32 {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return 0, Inputf("data[%d]: %s[%d] is not finite", i, name, j)
+			if x := float64(v); !(x >= lo && x <= hi) { // also refuses NaN
+				return 0, Inputf("data[%d]: loss_fn_inputs %s[%d] = %g must be in [%g, %g]", i, name, j, x, lo, hi)
 			}
 		}
 	}

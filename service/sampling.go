@@ -139,7 +139,10 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 			return "", err
 		}
 		if sm.Closed {
-			return "", notFoundf("sampling session %s is closed (its session expired or its run was unloaded)", sm.ID)
+			return "", closedError(sm)
+		}
+		if err := s.checkSamplerSource(ctx, sm); err != nil {
+			return "", err
 		}
 		job.base, job.queue = sm.BaseModel, sm.ID
 		if sm.Lora {
@@ -197,6 +200,9 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 	maxLen := s.maxContext(base, mi)
 	if maxLen > 0 && len(req.Prompt)+req.Params.MaxTokens > maxLen {
 		return "", invalidf("prompt of %d tokens plus max_tokens %d exceeds max_context_length %d of %s", len(req.Prompt), req.Params.MaxTokens, maxLen, base)
+	}
+	if err := s.checkSample(mi.Config, req); err != nil {
+		return "", err
 	}
 	keys := job.keys
 	keys.OperationType, keys.BaseModel = telemetry.OpSample, base

@@ -160,6 +160,7 @@ const (
 	LogClientProcessUUID = "client.process_uuid"
 	LogClientTimestamp   = "client.timestamp"
 	LogClientDuration    = "client.duration"
+	LogClientSeverity    = "client.severity"
 	LogExceptionType     = "exception.type"
 	LogExceptionMessage  = "exception.message"
 	LogExceptionTrace    = "exception.stacktrace"

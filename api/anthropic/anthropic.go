@@ -334,8 +334,8 @@ func parseMessages(body []byte, svc *service.Service, tenant string, lim config.
 			p.TopK = *k
 		}
 	}
-	if len(m.StopSequences) > lim.MaxStopSequences {
-		return nil, textgen.Request{}, invalid("stop_sequences: %d sequences; at most %d are allowed (limits.max_stop_sequences)", len(m.StopSequences), lim.MaxStopSequences)
+	if len(m.StopSequences) > lim.MaxStopStrings {
+		return nil, textgen.Request{}, invalid("stop_sequences: %d sequences; at most %d are allowed (limits.max_stop_strings)", len(m.StopSequences), lim.MaxStopStrings)
 	}
 	for i, s := range m.StopSequences {
 		if s == "" {

@@ -151,7 +151,7 @@ func (s *sampling) params(lim config.Limits) (engine.SampleParams, int, []string
 			return p, 0, nil, invalid("n", "invalid_value", "n %d must be between 1 and %d (limits.max_num_samples)", n, lim.MaxNumSamples)
 		}
 	}
-	stop, e := parseStop(s.Stop, lim.MaxStopSequences)
+	stop, e := parseStop(s.Stop, lim.MaxStopStrings)
 	if e != nil {
 		return p, 0, nil, e
 	}
@@ -184,7 +184,7 @@ func parseStop(raw json.RawMessage, limit int) ([]string, *apiError) {
 		return nil, invalid("stop", "invalid_type", "stop must be a string or an array of strings")
 	}
 	if len(many) > limit {
-		return nil, invalid("stop", "invalid_value", "stop has %d sequences; at most %d are allowed (limits.max_stop_sequences)", len(many), limit)
+		return nil, invalid("stop", "invalid_value", "stop has %d sequences; at most %d are allowed (limits.max_stop_strings)", len(many), limit)
 	}
 	for i, s := range many {
 		if s == "" {
