@@ -19,6 +19,9 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 	if a == nil {
 		return nil, Inputf("optim_step needs an adapter")
 	}
+	if oc := a.Config.Optimizer.Normalize(); oc.Type != OptimizerAdamW {
+		return nil, Inputf("optim_step: this adapter trains with %s; adam_params do not apply (send optimizer_params of type %q)", oc, oc.Type)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -69,11 +69,17 @@ func loraTensors(lw *LoraWeights[float32], suffix string) []safetensors.Tensor {
 	return out
 }
 
+// dimuonMomentumSuffix names Dimuon's momentum in optimizer.safetensors (torch's name for
+// a momentum buffer).
+const dimuonMomentumSuffix = ".momentum_buffer"
+
 // SaveAdapter writes dir/adapter_config.json and dir/adapter_model.safetensors in PEFT's
-// format and, withOptimizer, dir/optimizer.safetensors (AdamW moments and step). Gradients
-// not yet applied are never written: a checkpoint may be published to other tenants, and
-// the gradients of the owner's latest batch are the owner's. The directory is replaced
-// atomically.
+// format and, withOptimizer, dir/optimizer.safetensors: the optimizer state (AdamW's
+// moments as "<tensor>.exp_avg"/".exp_avg_sq", or Dimuon's momentum as
+// "<tensor>.momentum_buffer") and, in the metadata, "step", "optimizer" (adamw | dimuon)
+// and, for Dimuon, "optimizer_version". Gradients not yet applied are never written: a
+// checkpoint may be published to other tenants, and the gradients of the owner's latest
+// batch are the owner's. The directory is replaced atomically.
 func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
 	return m.saveAdapter(a, dir, withOptimizer, nil)
 }
@@ -126,9 +132,15 @@ func (m *Model) saveAdapter(a *Adapter, dir string, withOptimizer bool, fault fu
 	}
 	if withOptimizer {
 		var ts []safetensors.Tensor
-		ts = append(ts, loraTensors(&a.M, ".exp_avg")...)
-		ts = append(ts, loraTensors(&a.V, ".exp_avg_sq")...)
-		om := map[string]string{"step": strconv.FormatInt(a.Step, 10), "optimizer": "adamw"}
+		oc := a.Config.Optimizer.Normalize()
+		om := map[string]string{"step": strconv.FormatInt(a.Step, 10), "optimizer": oc.Type}
+		if oc.Type == OptimizerDimuon {
+			ts = append(ts, loraTensors(&a.M, dimuonMomentumSuffix)...)
+			om["optimizer_version"] = strconv.Itoa(oc.Version)
+		} else {
+			ts = append(ts, loraTensors(&a.M, ".exp_avg")...)
+			ts = append(ts, loraTensors(&a.V, ".exp_avg_sq")...)
+		}
 		if err := safetensors.WriteFile(filepath.Join(tmp, OptimizerWeightsFile), ts, om); err != nil {
 			return fmt.Errorf("save optimizer state: %w", err)
 		}
@@ -271,12 +283,22 @@ func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load optimizer state: %w", err)
 		}
+		oc, err := recordedOptimizer(o.Metadata, of)
+		if err != nil {
+			return nil, err
+		}
+		a.Config.Optimizer = oc
 		// Gradients stored by older versions (".grad") are ignored: a loaded adapter
 		// starts with none, whoever saved it.
-		for _, x := range []struct {
+		type part struct {
 			lw *LoraWeights[float32]
 			s  string
-		}{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}} {
+		}
+		parts := []part{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}}
+		if oc.Type == OptimizerDimuon {
+			parts = []part{{&a.M, dimuonMomentumSuffix}}
+		}
+		for _, x := range parts {
 			if err := fill(x.lw, o, x.s, of, true); err != nil {
 				return nil, err
 			}
@@ -285,6 +307,46 @@ func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load optimizer state: %s: bad step %q", of, o.Metadata["step"])
 		}
+	}
+	return a, nil
+}
+
+// recordedOptimizer reads the optimizer family from optimizer.safetensors' metadata. Files
+// written before Dimuon existed say "adamw" (or nothing: adamw too).
+func recordedOptimizer(meta map[string]string, file string) (OptimizerConfig, error) {
+	oc := OptimizerConfig{Type: meta["optimizer"]}
+	if v, ok := meta["optimizer_version"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return oc, fmt.Errorf("load optimizer state: %s: bad optimizer_version %q", file, v)
+		}
+		oc.Version = n
+	}
+	if err := oc.Validate(); err != nil {
+		return oc, fmt.Errorf("load optimizer state: %s: %w", file, err)
+	}
+	return oc.Normalize(), nil
+}
+
+// LoadAdapterAs is LoadAdapter for a run whose optimizer is want. With the optimizer
+// state, the checkpoint's recorded optimizer must be want: a mismatch is an InputError
+// that names both, and nothing is loaded. Without it (weights only), the adapter starts
+// fresh state for want.
+func (m *Model) LoadAdapterAs(dir string, withOptimizer bool, want OptimizerConfig) (*Adapter, error) {
+	if err := want.Validate(); err != nil {
+		return nil, err
+	}
+	want = want.Normalize()
+	a, err := m.LoadAdapter(dir, withOptimizer)
+	if err != nil {
+		return nil, err
+	}
+	if !withOptimizer {
+		a.Config.Optimizer = want
+		return a, nil
+	}
+	if got := a.Config.Optimizer; got != want {
+		return nil, Inputf("load adapter: the checkpoint's optimizer state is %s, but the run asks for %s; resume with the checkpoint's optimizer, or load the weights only", got, want)
 	}
 	return a, nil
 }

@@ -97,3 +97,43 @@ func (p AdamParams) Validate() error {
 	}
 	return nil
 }
+
+// Validate checks an optimizer selection: adamw, or dimuon version 1.
+func (c OptimizerConfig) Validate() error {
+	n := c.Normalize()
+	switch n.Type {
+	case OptimizerAdamW:
+		if n.Version != 0 {
+			return Inputf("optimizer_config: adamw has no version (got %d)", n.Version)
+		}
+	case OptimizerDimuon:
+		if n.Version != 1 {
+			return Inputf("optimizer_config: dimuon version %d is not supported (supported: 1)", n.Version)
+		}
+	default:
+		return Inputf("optimizer_config.type %q is not supported (supported: adamw, dimuon)", c.Type)
+	}
+	return nil
+}
+
+// maxDimuonDamping bounds Dimuon's damping (relative to the momentum's mean square: at
+// 1e6 the preconditioner is already uniform to a part in a million).
+const maxDimuonDamping = 1e6
+
+// Validate checks Dimuon's hyper-parameters, naming the first bad one. GradClipNorm ≤ 0
+// disables clipping, as the SDK documents. Written as !(in range) so that NaN fails.
+func (p DimuonParams) Validate() error {
+	switch {
+	case !(p.LearningRate >= 0 && p.LearningRate <= maxLearningRate):
+		return Inputf("optimizer_params.learning_rate %g must be in [0, %g]", p.LearningRate, float64(maxLearningRate))
+	case !(p.GradClipNorm >= -maxGradClipNorm && p.GradClipNorm <= maxGradClipNorm):
+		return Inputf("optimizer_params.grad_clip_norm %g must be in [%g, %g] (≤ 0 disables clipping)", p.GradClipNorm, -float64(maxGradClipNorm), float64(maxGradClipNorm))
+	case !(p.Beta1 >= 0 && p.Beta1 < 1):
+		return Inputf("optimizer_params.beta1 %g must be in [0, 1)", p.Beta1)
+	case !(p.Damping > 0 && p.Damping <= maxDimuonDamping):
+		return Inputf("optimizer_params.damping %g must be in (0, %g]", p.Damping, float64(maxDimuonDamping))
+	case !(p.RankLRCorrectionExponent >= 0 && p.RankLRCorrectionExponent <= 4):
+		return Inputf("optimizer_params.rank_lr_correction_exponent %g must be in [0, 4] (0 disables the correction)", p.RankLRCorrectionExponent)
+	}
+	return nil
+}
