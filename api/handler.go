@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -36,6 +35,9 @@ type Options struct {
 	// (default: the OTel global provider and telemetry.Metrics()).
 	TracerProvider trace.TracerProvider
 	Instruments    *telemetry.Instruments
+	// Limits bound request bodies and concurrency (config: server.read_body_timeout_seconds
+	// and limits.*).
+	Limits Limits
 }
 
 // Handler serves the Tinker API.
@@ -49,6 +51,7 @@ type Handler struct {
 	publicURL atomic.Pointer[string]
 	closing   chan struct{}
 	closeOnce sync.Once
+	adm       *admission
 }
 
 // New builds the handler with every route.
@@ -65,12 +68,13 @@ func New(svc *service.Service, o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	h := &Handler{svc: svc, opt: o, log: o.Logger, mux: http.NewServeMux(), closing: make(chan struct{})}
+	o.Limits.fill()
+	h := &Handler{svc: svc, opt: o, log: o.Logger, mux: http.NewServeMux(), closing: make(chan struct{}), adm: newAdmission(o.Limits)}
 	if o.PublicURL != "" {
 		h.SetPublicURL(o.PublicURL)
 	}
 	h.routes()
-	h.root = httpserver.NewHandler(h.recoverer(h.mux), telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
+	h.root = httpserver.NewHandler(h.recoverer(keepEscaping(h.mux)), telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	return h
 }
 
@@ -85,7 +89,10 @@ func (h *Handler) SetPublicURL(u string) {
 func (h *Handler) BeginShutdown() { h.closeOnce.Do(func() { close(h.closing) }) }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.root.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, r = h.guardBody(w, r)
+	h.root.ServeHTTP(w, r)
+}
 
 // recoverer turns a handler panic into a 500 with a JSON body instead of a dropped
 // connection, and logs the stack.
@@ -122,7 +129,14 @@ func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant s
 			h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, h.opt.MaxRequestBytes)
+		t, err := h.adm.enter(tenant)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		defer t.leave()
+		// readBody enforces limits.max_request_bytes and the body budgets.
+		r = r.WithContext(context.WithValue(r.Context(), ticketKey{}, t))
 		f(w, h.keepBody(r), tenant)
 	}
 }
@@ -166,16 +180,22 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	cat := "user"
 	if code >= 500 {
 		cat = "server"
-		h.log.ErrorContext(r.Context(), "request failed", "route", r.Pattern, "error", err)
+		if se.RetryAfter > 0 {
+			// A limit doing its job (the server is busy), not a fault: under a flood an
+			// ERROR line per refusal would only flood the logs too.
+			h.log.DebugContext(r.Context(), "request refused", "route", r.Pattern, "error", err)
+		} else {
+			h.log.ErrorContext(r.Context(), "request failed", "route", r.Pattern, "error", err)
+		}
 	}
-	switch code {
-	case http.StatusTooManyRequests:
+	switch {
+	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && se.RetryAfter > 0):
 		secs := int(se.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	case http.StatusConflict, http.StatusBadRequest, http.StatusNotFound, http.StatusUnauthorized:
+	case code == http.StatusConflict || code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusUnauthorized:
 		// The SDK would otherwise retry some of these (409) for minutes; a user error does
 		// not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")
@@ -191,30 +211,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
-}
-
-// readBody reads the whole (capped) body; an oversized body is a 413 with a message.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	var b []byte
-	var err error
-	if n := r.ContentLength; n > 0 && n <= h.opt.MaxRequestBytes {
-		// Sized once from Content-Length instead of grown by doubling.
-		b = make([]byte, n)
-		_, err = io.ReadFull(r.Body, b)
-	} else {
-		b, err = io.ReadAll(r.Body)
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
-				Detail: fmt.Sprintf("request body exceeds limits.max_request_bytes (%d bytes)", mbe.Limit), Category: "user"})
-			return nil, false
-		}
-		writeJSON(w, http.StatusBadRequest, errorBody{Detail: "could not read the request body: " + err.Error(), Category: "user"})
-		return nil, false
-	}
-	return b, true
 }
 
 // badRequest is a 400 naming the problem.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
@@ -262,10 +263,22 @@ func (h *Handler) setSessionProject(w http.ResponseWriter, r *http.Request, tena
 
 // recordClientTelemetry turns the SDK's telemetry events into log records correlated
 // with the client's session, instead of throwing them away: an unhandled client
-// exception shows up next to the server spans of the same session.
+// exception shows up next to the server spans of the same session. What a client sends
+// is bounded (limits.max_client_events per request, limits.max_client_event_bytes per
+// field) and stripped of control characters; every record says source=tinker-sdk, so a
+// client's ERROR (an unhandled exception, see docs/observability.md) is told apart from
+// the server's.
 func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req *wire.TelemetrySendRequest) {
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: req.SessionID})
-	for _, ev := range req.Events {
+	max := h.opt.Limits.MaxClientEventBytes
+	clean := func(v string) string { return cleanClientText(v, max) }
+	events := req.Events
+	if n := h.opt.Limits.MaxClientEvents; len(events) > n {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "client telemetry: events dropped", slog.String("tenant", tenant),
+			slog.Int("dropped", len(events)-n), slog.String("limit", "limits.max_client_events"))
+		events = events[:n]
+	}
+	for _, ev := range events {
 		level := slog.LevelInfo
 		switch strings.ToUpper(ev.Severity) {
 		case "DEBUG":
@@ -277,35 +290,55 @@ func (h *Handler) recordClientTelemetry(ctx context.Context, tenant string, req 
 		}
 		attrs := []slog.Attr{
 			slog.String(telemetry.LogSource, "tinker-sdk"), slog.String(telemetry.LogTenant, tenant),
-			slog.String(telemetry.AttrSessionID, req.SessionID), slog.String(telemetry.LogClientEvent, ev.Event),
-			slog.String(telemetry.LogClientEventID, ev.EventID), slog.String(telemetry.LogClientPlatform, req.Platform),
-			slog.String(telemetry.LogClientSDKVersion, req.SDKVersion), slog.String(telemetry.LogClientProcessUUID, req.ProcessUUID),
+			slog.String(telemetry.AttrSessionID, clean(req.SessionID)), slog.String(telemetry.LogClientEvent, clean(ev.Event)),
+			slog.String(telemetry.LogClientEventID, clean(ev.EventID)), slog.String(telemetry.LogClientPlatform, clean(req.Platform)),
+			slog.String(telemetry.LogClientSDKVersion, clean(req.SDKVersion)), slog.String(telemetry.LogClientProcessUUID, clean(req.ProcessUUID)),
+			slog.String(telemetry.LogClientSeverity, clean(ev.Severity)),
 		}
 		if !ev.Timestamp.IsZero() {
 			attrs = append(attrs, slog.Time(telemetry.LogClientTimestamp, ev.Timestamp))
 		}
-		msg := "client event " + ev.Event
+		msg := "client event " + clean(ev.Event)
 		switch ev.Event {
 		case "UNHANDLED_EXCEPTION":
-			msg = "client unhandled exception: " + ev.ErrorType + ": " + ev.ErrorMessage
-			attrs = append(attrs, slog.String(telemetry.LogExceptionType, ev.ErrorType), slog.String(telemetry.LogExceptionMessage, ev.ErrorMessage),
-				slog.String(telemetry.LogExceptionTrace, ev.Traceback))
-			if level < slog.LevelError {
-				level = slog.LevelError
-			}
+			msg = "client unhandled exception: " + clean(ev.ErrorType) + ": " + clean(ev.ErrorMessage)
+			attrs = append(attrs, slog.String(telemetry.LogExceptionType, clean(ev.ErrorType)), slog.String(telemetry.LogExceptionMessage, clean(ev.ErrorMessage)),
+				slog.String(telemetry.LogExceptionTrace, clean(ev.Traceback)))
+			level = slog.LevelError
 		case "GENERIC_EVENT":
-			msg = "client event " + ev.EventName
-			attrs = append(attrs, slog.String(telemetry.LogClientEventName, ev.EventName))
+			msg = "client event " + clean(ev.EventName)
+			attrs = append(attrs, slog.String(telemetry.LogClientEventName, clean(ev.EventName)))
 			if len(ev.EventData) > 0 {
-				attrs = append(attrs, slog.String(telemetry.LogClientEventData, string(ev.EventData)))
+				attrs = append(attrs, slog.String(telemetry.LogClientEventData, clean(string(ev.EventData))))
 			}
 		case "SESSION_END":
 			if ev.Duration != "" {
-				attrs = append(attrs, slog.String(telemetry.LogClientDuration, ev.Duration))
+				attrs = append(attrs, slog.String(telemetry.LogClientDuration, clean(ev.Duration)))
 			}
 		}
 		h.log.LogAttrs(ctx, level, msg, attrs...)
 	}
+}
+
+// cleanClientText drops control characters (but newlines and tabs) from text a client
+// sent, and cuts it to max bytes.
+func cleanClientText(s string, max int) string {
+	cut := 0
+	if len(s) > max {
+		cut = len(s) - max
+		s = s[:max]
+	}
+	s = strings.ToValidUTF8(s, "") // also drops a rune the cut split
+	clean := strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return -1
+	}, s)
+	if cut > 0 {
+		clean += fmt.Sprintf("…(%d bytes cut)", cut)
+	}
+	return clean
 }
 
 // page reads the limit and offset query parameters, answering 400 itself when they are bad.

@@ -59,6 +59,8 @@ func (h *Handler) routes() {
 	a("GET /api/v1/sessions/{session_id}", h.getSession)
 	a("PUT /api/v1/sessions/{session_id}/project", h.setSessionProject)
 
+	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
+
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
 	})
@@ -270,14 +272,18 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	if !ok {
 		return
 	}
-	hash := payloadHash(body)
-	body, err := wire.Decompress(r.Header.Get("Content-Encoding"), body, h.opt.MaxRequestBytes)
-	if err != nil {
-		h.badRequest(w, r, err)
-		return
+	hash := payloadHash(body) // readBody has undone any Content-Encoding
+	ct := r.Header.Get("Content-Type")
+	// Whose run it is, before the costly decode: another tenant's (or a missing) run
+	// costs no more than reading its id.
+	if id, ok := wire.PeekModelID(body, strings.Contains(ct, "protobuf")); ok {
+		if err := h.svc.CheckRun(tenant, id); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 	}
 	var call *wire.ForwardBackwardCall
-	ct := r.Header.Get("Content-Type")
+	var err error
 	if strings.Contains(ct, "protobuf") {
 		call, err = wire.DecodeForwardBackwardProto(body)
 	} else {
@@ -364,6 +370,12 @@ func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string)
 	if !ok {
 		return
 	}
+	if id, ok := wire.PeekJSONString(body, "sampling_session_id"); ok && id != "" {
+		if err := h.svc.CheckSampler(tenant, id); err != nil {
+			h.fail(w, r, err) // before the costly decode, as for forward_backward
+			return
+		}
+	}
 	call, err := wire.DecodeSampleRequest(body)
 	if err != nil {
 		h.badRequest(w, r, err)
@@ -390,7 +402,13 @@ func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant 
 	defer cancel()
 	rec, err := h.svc.Retrieve(ctx, tenant, req.RequestID, h.opt.LongPoll)
 	if err != nil {
-		if ctx.Err() != nil && r.Context().Err() == nil {
+		if r.Context().Err() != nil {
+			// The client went away (or timed out) during the long-poll: nobody to answer,
+			// and nothing went wrong here.
+			h.log.DebugContext(r.Context(), "client left during a long-poll", "request_id", req.RequestID)
+			return
+		}
+		if ctx.Err() != nil {
 			// Shutting down: answer try_again so the client polls the next server.
 			writeJSON(w, http.StatusRequestTimeout, wire.TryAgainResponse{Type: "try_again", RequestID: req.RequestID, QueueState: "active"})
 			return

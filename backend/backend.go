@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -104,4 +105,16 @@ func (b *Backend) Sample(ctx context.Context, model, lora string, req engine.Sam
 	ctx, sp := b.sspan(ctx, telemetry.SpanSBSample, lora, attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.Sample(ctx, model, lora, req)
+}
+
+// SampleStream is Sample reporting each token to st as it is drawn; ErrNoStreaming where
+// the executor cannot.
+func (b *Backend) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {
+	ctx, sp := b.sspan(ctx, telemetry.SpanSBSample, lora, attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
+	defer func() { telemetry.End(sp, err) }()
+	sx, ok := b.Exec.(Streamer)
+	if !ok {
+		return res, fmt.Errorf("%w for %q: its executor returns whole results", ErrNoStreaming, model)
+	}
+	return sx.SampleStream(ctx, model, lora, req, st)
 }

@@ -22,6 +22,9 @@ type ModelInfo struct {
 	// KVCacheTokens is the capacity of the model's KV cache in positions (0: unknown), for
 	// refusing at the edge a sequence that could never fit and for sampling backpressure.
 	KVCacheTokens int
+	// Text is the model's tokenizer and chat template; nil where this process has none
+	// (a model hosted only by remote workers).
+	Text *Text
 }
 
 // Executor runs model operations. Adapters are addressed by (model, loraID); loraID ""
@@ -50,3 +53,22 @@ var ErrUnknownAdapter = errors.New("unknown adapter")
 
 // UnknownModel builds an ErrUnknownModel error naming the model.
 func UnknownModel(name string) error { return fmt.Errorf("%w %q", ErrUnknownModel, name) }
+
+// Stream asks for the tokens of a sample request as they are drawn.
+type Stream struct {
+	// OnToken receives every token; it runs on the sampling goroutine and must return
+	// quickly (hand the token to another goroutine, never block on a network write).
+	OnToken func(engine.TokenEvent)
+	// TopLogprobs > 0 fills each event's Top with that many most likely tokens.
+	TopLogprobs int
+}
+
+// Streamer is an Executor that can report tokens while it samples. The in-process
+// executor is one; a remote worker is not (its RPC returns whole results).
+type Streamer interface {
+	SampleStream(ctx context.Context, model, loraID string, req engine.SampleRequest, st Stream) (engine.SampleResult, error)
+}
+
+// ErrNoStreaming is returned by SampleStream where the model's executor cannot report
+// tokens while it samples.
+var ErrNoStreaming = errors.New("token streaming is not available")

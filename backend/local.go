@@ -57,6 +57,11 @@ func NewLocalWith(models []*engine.Model, infos []ModelInfo, sc SchedConfig, opt
 			l.infos[i].KVCacheTokens = h.sched.kvTokens()
 		}
 	}
+	for i, mi := range l.infos {
+		if h, ok := l.models[mi.Name]; ok && mi.Text == nil && h.model.Tok != nil {
+			l.infos[i].Text = NewText(h.model)
+		}
+	}
 	return l
 }
 
@@ -242,7 +247,13 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 // request's lifecycle slices (preprocess, schedule, prefill, decode with a first_token
 // event, postprocess) as children of hf_model.sample, each at the time this request
 // reaches it inside the shared batch.
-func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (res engine.SampleResult, err error) {
+func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (engine.SampleResult, error) {
+	return l.SampleStream(ctx, model, lora, req, Stream{})
+}
+
+// SampleStream is Sample reporting each token to st as the decode step that drew it
+// ends.
+func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {
 	start := time.Now()
 	tr := telemetry.StartRequest(ctx, l.tracer, telemetry.SpanHFSample, attribute.String(telemetry.AttrLoraID, lora),
 		attribute.Bool(telemetry.AttrHasLora, lora != ""), attribute.Int(telemetry.AttrNumSamples, req.NumSamples),
@@ -306,6 +317,8 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 			tr.Event(telemetry.EventFirstToken,
 				attribute.Float64(telemetry.AttrTimeToFirstToken, float64(time.Since(start).Microseconds())/1000))
 		},
+		token: st.OnToken,
+		top:   st.TopLogprobs,
 	})
 	if err != nil {
 		return res, err

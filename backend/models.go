@@ -62,8 +62,15 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 			maxCtx = mc.MaxContextLength
 		}
 		models = append(models, m)
+		text := NewText(m)
+		if text != nil {
+			// Kept so that a worker can hand the tokenizer to API servers (Info).
+			if text.TokenizerJSON, err = os.ReadFile(filepath.Join(dir, "tokenizer.json")); err != nil {
+				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
+			}
+		}
 		infos = append(infos, ModelInfo{Name: mc.Name, Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
-			MaxContextLength: maxCtx, Signature: sig, Config: m.Cfg})
+			MaxContextLength: maxCtx, Signature: sig, Config: m.Cfg, Text: text})
 	}
 	return models, infos, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -106,8 +107,14 @@ func (r *Remote) refresh(ctx context.Context) error {
 	r.instance = info.GetInstance()
 	r.infos = r.infos[:0]
 	for _, m := range info.GetModels() {
-		r.infos = append(r.infos, ModelInfo{Name: m.GetName(), Arch: m.GetArch(), VocabSize: int(m.GetVocabSize()),
-			MaxContextLength: int(m.GetMaxContextLength()), Signature: m.GetSignature(), Config: workerpb.ToConfig(m.GetConfig())})
+		mi := ModelInfo{Name: m.GetName(), Arch: m.GetArch(), VocabSize: int(m.GetVocabSize()),
+			MaxContextLength: int(m.GetMaxContextLength()), Signature: m.GetSignature(), Config: workerpb.ToConfig(m.GetConfig())}
+		if tj := m.GetTokenizerJson(); len(tj) > 0 {
+			if mi.Text, err = TextFromSource(tj, m.GetChatTemplate(), mi.Config); err != nil {
+				return fmt.Errorf("worker %s: model %s: %w", r.addr, mi.Name, err)
+			}
+		}
+		r.infos = append(r.infos, mi)
 	}
 	return nil
 }
@@ -263,4 +270,33 @@ func (r *Remote) Sample(ctx context.Context, model, lora string, req engine.Samp
 		return engine.SampleResult{}, r.fail("sample", err)
 	}
 	return workerpb.ToSampleResult(rep), nil
+}
+
+// SampleStream implements Streamer over the worker's SampleStream RPC: tokens arrive as
+// the worker draws them.
+func (r *Remote) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	stream, err := r.cl.SampleStream(ctx, &workerpb.SampleStreamRequest{Request: workerpb.FromSampleRequest(ref(model, lora), req),
+		TopLogprobs: int32(st.TopLogprobs)})
+	if err != nil {
+		return engine.SampleResult{}, r.fail("sample", err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return engine.SampleResult{}, fmt.Errorf("worker %s: the sample stream ended without a result", r.addr)
+			}
+			return engine.SampleResult{}, r.fail("sample", err)
+		}
+		switch e := ev.GetEvent().(type) {
+		case *workerpb.SampleEvent_Token:
+			if st.OnToken != nil {
+				st.OnToken(workerpb.ToTokenEvent(e.Token))
+			}
+		case *workerpb.SampleEvent_Result:
+			return workerpb.ToSampleResult(e.Result), nil
+		}
+	}
 }

@@ -208,3 +208,16 @@ func (r *Router) Sample(ctx context.Context, model, lora string, req engine.Samp
 	}
 	return ex.Sample(ctx, model, lora, req)
 }
+
+// SampleStream implements Streamer for the members that do; others answer ErrNoStreaming.
+func (r *Router) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {
+	ex, err := r.pick(model, lora)
+	if err != nil {
+		return engine.SampleResult{}, err
+	}
+	sx, ok := ex.(Streamer)
+	if !ok {
+		return engine.SampleResult{}, fmt.Errorf("%w for %q: it is hosted by a remote worker, which returns whole results", ErrNoStreaming, model)
+	}
+	return sx.SampleStream(ctx, model, lora, req, st)
+}

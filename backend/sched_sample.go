@@ -24,9 +24,11 @@ type sampleHooks struct {
 	phase func(name string)
 	// firstToken marks the first sampled tokens.
 	firstToken func()
-	// token receives every sampled token as the step that drew it ends, with the reason
-	// its sequence stopped on its last token ("" before).
-	token func(seq int, tok int32, logprob float32, stop engine.StopReason)
+	// token receives every sampled token as the step that drew it ends (Stop set on a
+	// sequence's last token), for streaming.
+	token func(engine.TokenEvent)
+	// top > 0 fills each event's Top with that many most likely tokens.
+	top int
 }
 
 // sampleReq is one sample request in the scheduler.
@@ -263,6 +265,11 @@ func (s *scheduler) stepSeq(p planned) engine.StepSeq {
 			} else {
 				u.draws = []engine.Draw{drawFor(r.req.Params, r.rngs[u.idx])}
 			}
+			if r.hooks.token != nil {
+				for i := range u.draws {
+					u.draws[i].Top = r.hooks.top
+				}
+			}
 		}
 		ss.Draws = u.draws
 	}
@@ -319,8 +326,16 @@ func (s *scheduler) apply(p planned, out engine.StepOut, rows int) {
 	}
 	if len(u.feed) == 0 {
 		u.draws = nil
-		s.token(u, out.Tokens[0], out.Logprobs[0])
+		s.token(u, out.Tokens[0], out.Logprobs[0], drawTop(out, 0))
 	}
+}
+
+// drawTop is a step output's top logprobs of draw i (nil when not asked for).
+func drawTop(out engine.StepOut, i int) []engine.TokenLogprob {
+	if i < len(out.DrawTop) {
+		return out.DrawTop[i]
+	}
+	return nil
 }
 
 // finishPrompt turns a request's prefilled prompt into its samples: each forks the
@@ -347,13 +362,13 @@ func (s *scheduler) finishPrompt(u *unit, out engine.StepOut) {
 		if r.closed {
 			return
 		}
-		s.token(su, out.Tokens[i], out.Logprobs[i])
+		s.token(su, out.Tokens[i], out.Logprobs[i], drawTop(out, i))
 	}
 }
 
 // token appends a sampled token to its sequence, checks whether the sequence stops, and
 // either feeds the token to the next step or retires the sequence.
-func (s *scheduler) token(u *unit, tok int32, lp float32) {
+func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
 	r := u.r
 	sq := &r.res.Sequences[u.idx]
 	sq.Tokens = append(sq.Tokens, tok)
@@ -374,7 +389,7 @@ func (s *scheduler) token(u *unit, tok int32, lp float32) {
 		reason = engine.StopReasonLength
 	}
 	if r.hooks.token != nil {
-		r.hooks.token(u.idx, tok, lp, reason)
+		r.hooks.token(engine.TokenEvent{Seq: u.idx, Token: tok, Logprob: lp, Top: top, Stop: reason})
 	}
 	if reason == "" {
 		u.feed = []int32{tok}

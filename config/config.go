@@ -26,6 +26,7 @@ type Config struct {
 	Persistence   Persistence      `yaml:"persistence"`
 	Sessions      Sessions         `yaml:"sessions"`
 	Limits        Limits           `yaml:"limits"`
+	Inference     Inference        `yaml:"inference"`
 	Telemetry     telemetry.Config `yaml:"telemetry"`
 	// Workers is how an API server reaches `tuft worker` processes (models with remote: true).
 	Workers Workers `yaml:"workers"`
@@ -60,6 +61,16 @@ type Server struct {
 	ReplicaURL string `yaml:"replica_url"`
 	// ShutdownTimeoutSeconds bounds graceful shutdown.
 	ShutdownTimeoutSeconds float64 `yaml:"shutdown_timeout_seconds"`
+	// ReadHeaderTimeoutSeconds bounds how long a connection may take to send a request's
+	// headers (a client that stalls there is cut off, key or not).
+	ReadHeaderTimeoutSeconds float64 `yaml:"read_header_timeout_seconds"`
+	// ReadBodyTimeoutSeconds bounds how long a request may take to send its whole body,
+	// counted from its start; a stalled body is answered 408 and its connection closed.
+	ReadBodyTimeoutSeconds float64 `yaml:"read_body_timeout_seconds"`
+	// IdleTimeoutSeconds closes a keep-alive connection idle for this long.
+	IdleTimeoutSeconds float64 `yaml:"idle_timeout_seconds"`
+	// MaxConnections bounds the open client connections; one more is closed at once.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Model is one base model that clients may name as base_model.
@@ -205,7 +216,39 @@ type Limits struct {
 	MaxTokensPerBatch  int   `yaml:"max_tokens_per_batch"`
 	MaxSampleTokens    int   `yaml:"max_sample_tokens"`
 	MaxNumSamples      int   `yaml:"max_num_samples"`
+	// MaxConcurrentRequests bounds the requests being served at once (long-polls
+	// included), all tenants together: one more is answered 503.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
+	// MaxConcurrentRequestsPerTenant bounds one tenant's requests being served at once:
+	// one more is answered 429.
+	MaxConcurrentRequestsPerTenant int `yaml:"max_concurrent_requests_per_tenant"`
+	// MaxBodyBytesInFlight bounds the request bodies held in memory at once, all tenants
+	// together (503 over it); MaxBodyBytesInFlightPerTenant bounds one tenant's (429).
+	MaxBodyBytesInFlight          int64 `yaml:"max_body_bytes_in_flight"`
+	MaxBodyBytesInFlightPerTenant int64 `yaml:"max_body_bytes_in_flight_per_tenant"`
+	// MaxDecompressionRatio refuses a compressed body that inflates more than this many
+	// times its size, before it is inflated further.
+	MaxDecompressionRatio int `yaml:"max_decompression_ratio"`
+	// MaxStopStrings and MaxStopStringBytes bound one sample request's stop strings: their
+	// count and their total length in bytes.
+	MaxStopStrings     int `yaml:"max_stop_strings"`
+	MaxStopStringBytes int `yaml:"max_stop_string_bytes"`
+	// MaxClientEvents and MaxClientEventBytes bound what one client telemetry request
+	// puts in the server's log: its events, and each text field of one.
+	MaxClientEvents     int `yaml:"max_client_events"`
+	MaxClientEventBytes int `yaml:"max_client_event_bytes"`
 }
+
+// Inference configures the OpenAI- and Anthropic-compatible routes.
+type Inference struct {
+	// MaxAdapters is how many checkpoints named by those routes stay loaded (least
+	// recently used ones are dropped first; ones in use never are).
+	MaxAdapters int `yaml:"max_adapters"`
+}
+
+// MaxTTLSeconds is the longest time-to-live, in seconds, anything accepts (100 years): far
+// below what overflows a time.Duration (about 292 years).
+const MaxTTLSeconds = 100 * 365 * 86400
 
 // DefaultModelName is the base_model name of the built-in model served without a config.
 const DefaultModelName = "tuft/tiny"
@@ -214,13 +257,17 @@ const DefaultModelName = "tuft/tiny"
 // home, checkpoints under home.
 func Default(home string) Config {
 	return Config{
-		Server: Server{Host: "127.0.0.1", Port: 10610, LogLevel: "info", LongPollSeconds: 30, ShutdownTimeoutSeconds: 30},
+		Server: Server{Host: "127.0.0.1", Port: 10610, LogLevel: "info", LongPollSeconds: 30, ShutdownTimeoutSeconds: 30,
+			ReadHeaderTimeoutSeconds: 10, ReadBodyTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 8192},
 		Models: []Model{{Name: DefaultModelName, Preset: "tiny"}},
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions:  Sessions{HeartbeatTimeoutSeconds: 300},
-		Limits:    Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300},
+		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
+			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
+			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192},
+		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine:    Engine{Device: "auto"},
 		Home:      home,
@@ -406,8 +453,19 @@ func (c Config) Validate() error {
 	if c.Server.LongPollSeconds <= 0 || c.Server.LongPollSeconds > 40 {
 		bad("server.long_poll_seconds", "%g must be in (0, 40]: the Tinker SDK times out a poll after 45 s", c.Server.LongPollSeconds)
 	}
-	if c.Server.ShutdownTimeoutSeconds <= 0 {
-		bad("server.shutdown_timeout_seconds", "%g must be positive", c.Server.ShutdownTimeoutSeconds)
+	// Every seconds value becomes a time.Duration, which holds at most ~292 years: each
+	// is bounded here so none can overflow into the past.
+	secs := func(key string, v, lo, hi float64) {
+		if !(v >= lo && v <= hi) { // also catches NaN
+			bad(key, "%g must be in [%g, %g] seconds", v, lo, hi)
+		}
+	}
+	secs("server.shutdown_timeout_seconds", c.Server.ShutdownTimeoutSeconds, 0.001, 86400)
+	secs("server.read_header_timeout_seconds", c.Server.ReadHeaderTimeoutSeconds, 0.1, 3600)
+	secs("server.read_body_timeout_seconds", c.Server.ReadBodyTimeoutSeconds, 0.1, 86400)
+	secs("server.idle_timeout_seconds", c.Server.IdleTimeoutSeconds, 0.1, 86400)
+	if c.Server.MaxConnections < 16 {
+		bad("server.max_connections", "%d must be at least 16", c.Server.MaxConnections)
 	}
 	if len(c.Models) == 0 {
 		bad("models", "at least one model is required")
@@ -470,9 +528,7 @@ func (c Config) Validate() error {
 		v   float64
 	}{{"workers.call_timeout_seconds", c.Workers.CallTimeoutSeconds}, {"workers.start_timeout_seconds", c.Workers.StartTimeoutSeconds},
 		{"workers.check_seconds", c.Workers.CheckSeconds}, {"worker.heartbeat_seconds", c.Worker.HeartbeatSeconds}} {
-		if f.v < 0 {
-			bad(f.key, "%g must not be negative", f.v)
-		}
+		secs(f.key, f.v, 0, 30*86400)
 	}
 	if (c.Worker.TLS.CertFile == "") != (c.Worker.TLS.KeyFile == "") {
 		bad("worker.tls", "cert_file and key_file go together")
@@ -509,11 +565,11 @@ func (c Config) Validate() error {
 	if !namespace.MatchString(p.Namespace) {
 		bad("persistence.namespace", "%q must be 1-64 letters, digits, '.', '_' or '-'", p.Namespace)
 	}
-	if p.FutureTTLSeconds < 60 {
-		bad("persistence.future_ttl_seconds", "%d must be at least 60", p.FutureTTLSeconds)
+	if p.FutureTTLSeconds < 60 || p.FutureTTLSeconds > MaxTTLSeconds {
+		bad("persistence.future_ttl_seconds", "%d must be in [60, %d]", p.FutureTTLSeconds, MaxTTLSeconds)
 	}
-	if c.Sessions.HeartbeatTimeoutSeconds < 15 {
-		bad("sessions.heartbeat_timeout_seconds", "%g must be at least 15 (the SDK heartbeats every 10 s)", c.Sessions.HeartbeatTimeoutSeconds)
+	if !(c.Sessions.HeartbeatTimeoutSeconds >= 15 && c.Sessions.HeartbeatTimeoutSeconds <= MaxTTLSeconds) {
+		bad("sessions.heartbeat_timeout_seconds", "%g must be in [15, %d] (the SDK heartbeats every 10 s)", c.Sessions.HeartbeatTimeoutSeconds, MaxTTLSeconds)
 	}
 	l := c.Limits
 	if l.MaxQueuedPerTenant < 1 {
@@ -536,6 +592,36 @@ func (c Config) Validate() error {
 	}
 	if c.Engine.CUDAMemoryLimitBytes < 0 {
 		bad("engine.cuda_memory_limit_bytes", "%d must not be negative", c.Engine.CUDAMemoryLimitBytes)
+	}
+	if c.Inference.MaxAdapters < 1 {
+		bad("inference.max_adapters", "%d must be at least 1", c.Inference.MaxAdapters)
+	}
+	if l.MaxConcurrentRequestsPerTenant < 1 {
+		bad("limits.max_concurrent_requests_per_tenant", "%d must be at least 1", l.MaxConcurrentRequestsPerTenant)
+	}
+	if l.MaxConcurrentRequests < l.MaxConcurrentRequestsPerTenant {
+		bad("limits.max_concurrent_requests", "%d must be at least limits.max_concurrent_requests_per_tenant (%d)", l.MaxConcurrentRequests, l.MaxConcurrentRequestsPerTenant)
+	}
+	if l.MaxBodyBytesInFlightPerTenant < l.MaxRequestBytes {
+		bad("limits.max_body_bytes_in_flight_per_tenant", "%d must be at least limits.max_request_bytes (%d): one request must fit", l.MaxBodyBytesInFlightPerTenant, l.MaxRequestBytes)
+	}
+	if l.MaxBodyBytesInFlight < l.MaxBodyBytesInFlightPerTenant {
+		bad("limits.max_body_bytes_in_flight", "%d must be at least limits.max_body_bytes_in_flight_per_tenant (%d)", l.MaxBodyBytesInFlight, l.MaxBodyBytesInFlightPerTenant)
+	}
+	if l.MaxDecompressionRatio < 2 {
+		bad("limits.max_decompression_ratio", "%d must be at least 2", l.MaxDecompressionRatio)
+	}
+	if l.MaxStopStrings < 0 {
+		bad("limits.max_stop_strings", "%d must not be negative", l.MaxStopStrings)
+	}
+	if l.MaxStopStringBytes < 0 {
+		bad("limits.max_stop_string_bytes", "%d must not be negative", l.MaxStopStringBytes)
+	}
+	if l.MaxClientEvents < 1 {
+		bad("limits.max_client_events", "%d must be at least 1", l.MaxClientEvents)
+	}
+	if l.MaxClientEventBytes < 64 {
+		bad("limits.max_client_event_bytes", "%d must be at least 64", l.MaxClientEventBytes)
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
@@ -590,6 +676,9 @@ func (c *Config) ApplyEnv() error {
 func (c Config) FutureTTL() time.Duration {
 	return time.Duration(c.Persistence.FutureTTLSeconds) * time.Second
 }
+
+// Seconds converts a validated seconds value to a duration.
+func Seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // LongPoll is server.long_poll_seconds as a duration.
 func (c Config) LongPoll() time.Duration {

@@ -53,14 +53,16 @@ type LoraWeights[T kern.Float] struct {
 	dev *devLora[T] // the copy on a non-host device, made on first use
 }
 
-// Adapter is one LoRA adapter with its gradients and AdamW state. The caller runs one
+// Adapter is one LoRA adapter with its gradients and optimizer state. The caller runs one
 // operation on an adapter at a time.
 type Adapter struct {
 	Config LoraConfig
 	W      LoraWeights[float32] // parameters
-	Grad   LoraWeights[float32] // accumulated gradients (zeroed by OptimStep)
-	M, V   LoraWeights[float32] // AdamW moments
-	Step   int64                // optimizer steps taken
+	Grad   LoraWeights[float32] // accumulated gradients (zeroed by an optimizer step)
+	// M, V are AdamW's moments; with Dimuon (Config.Optimizer) M is the momentum and V
+	// stays zero.
+	M, V LoraWeights[float32]
+	Step int64 // optimizer steps taken
 }
 
 // projDims returns (in, out) of a layer projection.
@@ -151,6 +153,10 @@ func (m *Model) NewAdapter(cfg LoraConfig) (*Adapter, error) {
 	if !cfg.TrainAttn && !cfg.TrainMLP && !cfg.TrainUnembed {
 		return nil, Inputf("lora config trains nothing: set train_attn, train_mlp or train_unembed")
 	}
+	if err := cfg.Optimizer.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Optimizer = cfg.Optimizer.Normalize()
 	if cfg.Alpha == 0 {
 		cfg.Alpha = float64(cfg.Rank)
 	}

@@ -6,11 +6,34 @@ import (
 	"strings"
 )
 
-// lossSpec describes a Tinker loss: its inputs and config keys with defaults.
+// Allowed ranges of loss inputs and configuration. They are far wider than any sensible
+// value, and narrow enough that no finite input can overflow the loss by itself (what a
+// combination still overflows is refused when computed, see runBatch).
+const (
+	lossConfigMin, lossConfigMax = 0.0, 100.0 // clip thresholds, beta
+	logprobMin, logprobMax       = -1e4, 0.01 // log-probabilities (a little above 0 for rounding)
+	advantageMax                 = 1e6        // |advantages|
+	weightMax                    = 1e6        // |weights|
+)
+
+// inputRange is the allowed range of a float loss input.
+func inputRange(name string) (lo, hi float64) {
+	switch name {
+	case "logprobs":
+		return logprobMin, logprobMax
+	case "advantages":
+		return -advantageMax, advantageMax
+	}
+	return -weightMax, weightMax
+}
+
+// lossSpec describes a Tinker loss: its inputs and config keys with defaults, and any
+// check of a datum's inputs beyond their shapes.
 type lossSpec struct {
 	required []string
 	optional []string
 	config   map[string]float64
+	check    func(d Datum) error
 }
 
 var losses = map[string]lossSpec{
@@ -22,6 +45,30 @@ var losses = map[string]lossSpec{
 		config: map[string]float64{"clip_low_threshold": 0.0, "clip_high_threshold": 4.0}},
 	"dro": {required: []string{"target_tokens", "logprobs", "advantages"}, optional: []string{"weights"},
 		config: map[string]float64{"beta": 0.01}},
+	// GSPO-token (tinker-docs /tinker/losses/gspo/): one sequence ratio per datum, the
+	// mean log-ratio over the tokens sequence_ratio_mask marks; PPO's clip thresholds.
+	"gspo": {required: []string{"target_tokens", "logprobs", "advantages", "sequence_ratio_mask"}, optional: []string{"weights"},
+		config: map[string]float64{"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, check: checkRatioMask},
+}
+
+// refusedLosses are Tinker losses TuFT knows by name but does not implement, with the
+// reason the error gives: refusing is better than an approximation.
+var refusedLosses = map[string]string{
+	"stable_reinforce": "loss_fn \"stable_reinforce\" is not supported: Tinker's public documentation " +
+		"(/tinker/losses/stable-reinforce/) names the sampling-time stability information and the kl_coeff " +
+		"config key but does not publish the objective, so TuFT refuses it rather than approximate it; " +
+		"use gspo, ppo or importance_sampling with the sampled logprobs",
+}
+
+// checkRatioMask requires sequence_ratio_mask to mark at least one token: GSPO's sequence
+// ratio is a mean over the marked tokens, undefined for none.
+func checkRatioMask(d Datum) error {
+	for _, v := range d.LossInputs["sequence_ratio_mask"].F32 {
+		if v != 0 {
+			return nil
+		}
+	}
+	return Inputf("sequence_ratio_mask marks no token (GSPO's sequence ratio is the mean log-ratio over the marked tokens)")
 }
 
 // LossNames lists the supported loss functions.
@@ -37,6 +84,9 @@ func LossNames() []string {
 // resolveLoss validates the loss name and config, returning the config with defaults.
 func resolveLoss(name string, cfg map[string]float64) (lossSpec, map[string]float64, error) {
 	spec, ok := losses[name]
+	if why, refused := refusedLosses[name]; refused {
+		return spec, nil, Inputf("%s", why)
+	}
 	if !ok {
 		return spec, nil, Inputf("unknown loss_fn %q (supported: %s)", name, strings.Join(LossNames(), ", "))
 	}
@@ -57,12 +107,12 @@ func resolveLoss(name string, cfg map[string]float64) (lossSpec, map[string]floa
 			}
 			return spec, nil, Inputf("loss_fn_config key %q is not used by %s (accepted keys: %s)", k, name, allowed)
 		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return spec, nil, Inputf("loss_fn_config[%q] must be a finite number", k)
+		if !(v >= lossConfigMin && v <= lossConfigMax) { // also refuses NaN
+			return spec, nil, Inputf("loss_fn_config[%q] %g must be in [%g, %g]", k, v, lossConfigMin, lossConfigMax)
 		}
 		out[k] = v
 	}
-	if name == "ppo" || name == "cispo" {
+	if name == "ppo" || name == "cispo" || name == "gspo" {
 		if out["clip_low_threshold"] > out["clip_high_threshold"] {
 			return spec, nil, Inputf("loss_fn_config: clip_low_threshold %g is above clip_high_threshold %g", out["clip_low_threshold"], out["clip_high_threshold"])
 		}
@@ -90,6 +140,9 @@ func datumLoss(name string, cfg map[string]float64, lp []float64, in map[string]
 		return loss, grad
 	}
 	old, adv := in["logprobs"].F32, in["advantages"].F32
+	if name == "gspo" {
+		return gspoLoss(cfg, lp, old, adv, in["sequence_ratio_mask"].F32, w)
+	}
 	for i, v := range lp {
 		m := w(i)
 		if m == 0 {
@@ -124,6 +177,44 @@ func datumLoss(name string, cfg map[string]float64, lp []float64, in map[string]
 			d := v - o
 			loss -= m * (v*a - 0.5*b*d*d)
 			grad[i] = -m * (a - b*d)
+		}
+	}
+	return loss, grad
+}
+
+// gspoLoss is GSPO-token as tinker-docs /tinker/losses/gspo/ defines it. With M the
+// tokens the mask marks, the sequence ratio is S = exp(mean_{j∈M}(lp_j − q_j)); every
+// token's ratio s_t = sg(S)·exp(lp_t − sg(lp_t)) has S's value and the gradient of its
+// own log-probability, so ∂s_t/∂lp_t = S and ∂s_t/∂lp_j = 0 for j ≠ t. The loss is
+// −Σ_t w_t·min(s_t·A_t, clip(s_t, lo, hi)·A_t), summed like PPO's.
+func gspoLoss(cfg map[string]float64, lp []float64, old, adv, mask []float32, w func(int) float64) (float64, []float64) {
+	var sum float64
+	n := 0
+	for j, m := range mask {
+		if m != 0 {
+			sum += lp[j] - float64(old[j])
+			n++
+		}
+	}
+	s := math.Exp(sum / float64(n))
+	lo, hi := cfg["clip_low_threshold"], cfg["clip_high_threshold"]
+	cs := math.Min(math.Max(s, lo), hi)
+	grad := make([]float64, len(lp))
+	var loss float64
+	for t := range lp {
+		m := w(t)
+		if m == 0 {
+			continue
+		}
+		a := float64(adv[t])
+		if un, cl := s*a, cs*a; un <= cl {
+			loss -= m * un
+			grad[t] = -m * s * a
+		} else {
+			loss -= m * cl
+			if s > lo && s < hi {
+				grad[t] = -m * s * a
+			}
 		}
 	}
 	return loss, grad
@@ -192,10 +283,16 @@ func validateDatum(i int, d Datum, spec lossSpec, c Config) (k int, err error) {
 		if !sameShape(t.Shape, tt.Shape) || len(t.F32) != n*k {
 			return 0, Inputf("data[%d]: %s shape %v does not match target_tokens %v", i, name, t.Shape, tt.Shape)
 		}
+		lo, hi := inputRange(name)
 		for j, v := range t.F32 {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return 0, Inputf("data[%d]: %s[%d] is not finite", i, name, j)
+			if x := float64(v); !(x >= lo && x <= hi) { // also refuses NaN
+				return 0, Inputf("data[%d]: loss_fn_inputs %s[%d] = %g must be in [%g, %g]", i, name, j, x, lo, hi)
 			}
+		}
+	}
+	if spec.check != nil {
+		if err := spec.check(d); err != nil {
+			return 0, Inputf("data[%d]: %s", i, err.Error())
 		}
 	}
 	return k, nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/tuft-go/tuft/engine/safetensors"
 )
@@ -68,15 +69,36 @@ func loraTensors(lw *LoraWeights[float32], suffix string) []safetensors.Tensor {
 	return out
 }
 
+// dimuonMomentumSuffix names Dimuon's momentum in optimizer.safetensors (torch's name for
+// a momentum buffer).
+const dimuonMomentumSuffix = ".momentum_buffer"
+
 // SaveAdapter writes dir/adapter_config.json and dir/adapter_model.safetensors in PEFT's
-// format and, withOptimizer, dir/optimizer.safetensors (AdamW moments, step, gradients
-// not yet applied). The directory is replaced atomically.
+// format and, withOptimizer, dir/optimizer.safetensors: the optimizer state (AdamW's
+// moments as "<tensor>.exp_avg"/".exp_avg_sq", or Dimuon's momentum as
+// "<tensor>.momentum_buffer") and, in the metadata, "step", "optimizer" (adamw | dimuon)
+// and, for Dimuon, "optimizer_version". Gradients not yet applied are never written: a
+// checkpoint may be published to other tenants, and the gradients of the owner's latest
+// batch are the owner's. The directory is replaced atomically.
 func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
+	return m.saveAdapter(a, dir, withOptimizer, nil)
+}
+
+// saveAdapter is SaveAdapter with a fault hook called after each step of the write
+// protocol that changes the file system (tests crash the process there).
+func (m *Model) saveAdapter(a *Adapter, dir string, withOptimizer bool, fault func(point string)) error {
+	if fault == nil {
+		fault = func(string) {}
+	}
 	if err := m.AdapterToHost(a); err != nil {
 		return fmt.Errorf("save adapter: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("save adapter: %w", err)
+	}
+	// Finish what a crashed save left, first: its ".old" may be the only whole copy.
+	if err := RecoverSave(dir); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tmp-"+filepath.Base(dir)+"-")
 	if err != nil {
@@ -110,10 +132,15 @@ func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
 	}
 	if withOptimizer {
 		var ts []safetensors.Tensor
-		ts = append(ts, loraTensors(&a.M, ".exp_avg")...)
-		ts = append(ts, loraTensors(&a.V, ".exp_avg_sq")...)
-		ts = append(ts, loraTensors(&a.Grad, ".grad")...)
-		om := map[string]string{"step": strconv.FormatInt(a.Step, 10), "optimizer": "adamw"}
+		oc := a.Config.Optimizer.Normalize()
+		om := map[string]string{"step": strconv.FormatInt(a.Step, 10), "optimizer": oc.Type}
+		if oc.Type == OptimizerDimuon {
+			ts = append(ts, loraTensors(&a.M, dimuonMomentumSuffix)...)
+			om["optimizer_version"] = strconv.Itoa(oc.Version)
+		} else {
+			ts = append(ts, loraTensors(&a.M, ".exp_avg")...)
+			ts = append(ts, loraTensors(&a.V, ".exp_avg_sq")...)
+		}
 		if err := safetensors.WriteFile(filepath.Join(tmp, OptimizerWeightsFile), ts, om); err != nil {
 			return fmt.Errorf("save optimizer state: %w", err)
 		}
@@ -121,18 +148,75 @@ func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
 	if err := syncDir(tmp); err != nil {
 		return err
 	}
+	fault("tmp-written")
 	old := dir + ".old"
 	_ = os.RemoveAll(old)
+	fault("old-removed")
 	if _, err := os.Stat(dir); err == nil {
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("save adapter: %w", err)
 		}
 	}
+	fault("old-renamed")
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("save adapter: %w", err)
 	}
+	fault("new-renamed")
 	_ = os.RemoveAll(old)
-	return syncDir(filepath.Dir(dir))
+	err = syncDir(filepath.Dir(dir))
+	fault("done")
+	return err
+}
+
+// The write protocol of SaveAdapter, and what a crash between its steps leaves:
+//
+//  1. write the new files into a fresh ".tmp-<name>-*" directory and sync it
+//     (crash: a stray temporary directory; dir is untouched);
+//  2. remove a leftover "<dir>.old" (crash: as 1);
+//  3. rename dir to "<dir>.old" (crash: only "<dir>.old", the last whole save, and the
+//     temporary directory; dir is missing);
+//  4. rename the temporary directory to dir (crash: dir is the new save, "<dir>.old" the
+//     previous one);
+//  5. remove "<dir>.old" and sync the parent directory.
+//
+// dir itself only ever appears whole (by rename), so RecoverSave brings back any of
+// these states: a missing dir is "<dir>.old" renamed back, and what is left over is
+// removed. SaveAdapter runs it first; a server runs it at start for every directory it
+// owns; LoadAdapter reads "<dir>.old" when dir is missing, so readers never see nothing.
+
+// RecoverSave repairs what a crash inside SaveAdapter left at dir (see above). The
+// caller must be dir's only writer (saves of one adapter are serialised; at start no
+// save is under way).
+func RecoverSave(dir string) error {
+	old := dir + ".old"
+	_, derr := os.Stat(dir)
+	_, oerr := os.Stat(old)
+	switch {
+	case os.IsNotExist(derr) && oerr == nil:
+		// A crash between the two renames: the previous save is whole in ".old".
+		if err := os.Rename(old, dir); err != nil {
+			return fmt.Errorf("recover adapter %s from %s: %w", dir, old, err)
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("recover adapter %s: %w", dir, err)
+		}
+	case derr == nil && oerr == nil:
+		// A crash after the second rename: dir is whole and newer.
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("recover adapter %s: remove %s: %w", dir, old, err)
+		}
+	}
+	// Temporary directories of saves that never finished (os.MkdirTemp appends digits).
+	ents, _ := os.ReadDir(filepath.Dir(dir))
+	prefix := ".tmp-" + filepath.Base(dir) + "-"
+	for _, e := range ents {
+		if rest, ok := strings.CutPrefix(e.Name(), prefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			if err := os.RemoveAll(filepath.Join(filepath.Dir(dir), e.Name())); err != nil {
+				return fmt.Errorf("recover adapter %s: remove %s: %w", dir, e.Name(), err)
+			}
+		}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {
@@ -147,6 +231,11 @@ func syncDir(dir string) error {
 // LoadAdapter reads an adapter saved by SaveAdapter (or any PEFT LoRA adapter for this
 // architecture with the supported targets), checking every tensor against the model.
 func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		if _, err := os.Stat(dir + ".old"); err == nil {
+			dir += ".old" // a save crashed between its renames (see RecoverSave)
+		}
+	}
 	cb, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
 	if err != nil {
 		return nil, fmt.Errorf("load adapter: %w", err)
@@ -194,11 +283,23 @@ func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load optimizer state: %w", err)
 		}
-		for _, x := range []struct {
+		oc, err := recordedOptimizer(o.Metadata, of)
+		if err != nil {
+			return nil, err
+		}
+		a.Config.Optimizer = oc
+		// Gradients stored by older versions (".grad") are ignored: a loaded adapter
+		// starts with none, whoever saved it.
+		type part struct {
 			lw *LoraWeights[float32]
 			s  string
-		}{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}, {&a.Grad, ".grad"}} {
-			if err := fill(x.lw, o, x.s, of, x.s != ".grad"); err != nil {
+		}
+		parts := []part{{&a.M, ".exp_avg"}, {&a.V, ".exp_avg_sq"}}
+		if oc.Type == OptimizerDimuon {
+			parts = []part{{&a.M, dimuonMomentumSuffix}}
+		}
+		for _, x := range parts {
+			if err := fill(x.lw, o, x.s, of, true); err != nil {
 				return nil, err
 			}
 		}
@@ -206,6 +307,46 @@ func (m *Model) LoadAdapter(dir string, withOptimizer bool) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load optimizer state: %s: bad step %q", of, o.Metadata["step"])
 		}
+	}
+	return a, nil
+}
+
+// recordedOptimizer reads the optimizer family from optimizer.safetensors' metadata. Files
+// written before Dimuon existed say "adamw" (or nothing: adamw too).
+func recordedOptimizer(meta map[string]string, file string) (OptimizerConfig, error) {
+	oc := OptimizerConfig{Type: meta["optimizer"]}
+	if v, ok := meta["optimizer_version"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return oc, fmt.Errorf("load optimizer state: %s: bad optimizer_version %q", file, v)
+		}
+		oc.Version = n
+	}
+	if err := oc.Validate(); err != nil {
+		return oc, fmt.Errorf("load optimizer state: %s: %w", file, err)
+	}
+	return oc.Normalize(), nil
+}
+
+// LoadAdapterAs is LoadAdapter for a run whose optimizer is want. With the optimizer
+// state, the checkpoint's recorded optimizer must be want: a mismatch is an InputError
+// that names both, and nothing is loaded. Without it (weights only), the adapter starts
+// fresh state for want.
+func (m *Model) LoadAdapterAs(dir string, withOptimizer bool, want OptimizerConfig) (*Adapter, error) {
+	if err := want.Validate(); err != nil {
+		return nil, err
+	}
+	want = want.Normalize()
+	a, err := m.LoadAdapter(dir, withOptimizer)
+	if err != nil {
+		return nil, err
+	}
+	if !withOptimizer {
+		a.Config.Optimizer = want
+		return a, nil
+	}
+	if got := a.Config.Optimizer; got != want {
+		return nil, Inputf("load adapter: the checkpoint's optimizer state is %s, but the run asks for %s; resume with the checkpoint's optimizer, or load the weights only", got, want)
 	}
 	return a, nil
 }

@@ -16,6 +16,12 @@ import (
 type SampleHooks struct {
 	OnPhase      func(phase string, start bool)
 	OnFirstToken func()
+	// OnToken receives every sampled token as soon as it is drawn, before the next
+	// decode step, so a caller can stream text while generation goes on. It runs on the
+	// sampling goroutine: it must return quickly.
+	OnToken func(TokenEvent)
+	// TopLogprobs > 0 asks for that many most likely tokens in each TokenEvent.Top.
+	TopLogprobs int
 }
 
 func (h SampleHooks) phase(name string, start bool) {
@@ -35,6 +41,9 @@ type Draw struct {
 	TopK        int
 	TopP        float64
 	U           float64
+	// Top > 0 also returns the Top most likely tokens of the distribution the reported
+	// log-probability is under (StepOut.DrawTop), for streaming clients' top logprobs.
+	Top int
 }
 
 // StepSeq is one sequence's part of a decode step: new tokens that continue its cache,
@@ -59,6 +68,7 @@ type StepOut struct {
 	Logprobs       []float32 // of Tokens
 	TargetLogprobs []float32 // one per token when Targets was set (NaN where it was -1)
 	TopK           [][]TokenLogprob
+	DrawTop        [][]TokenLogprob // one per Draw: its Top most likely tokens (nil when Top is 0)
 }
 
 // DecodeStep runs one iteration for a batch of sequences, each with its own adapter and
@@ -122,6 +132,22 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		}
 	}
 	if len(draws) > 0 {
+		// Top logprobs of a draw come from the raw row, read before anything else touches
+		// the logits (a row of a few thousand floats, only when a client asks for them).
+		for i, s := range seqs {
+			for j, dr := range s.Draws {
+				if dr.Top <= 0 {
+					continue
+				}
+				if outs[i].DrawTop == nil {
+					outs[i].DrawTop = make([][]TokenLogprob, len(s.Draws))
+				}
+				r := logitRow[i][len(s.Tokens)-1]
+				row := make([]float32, V)
+				d.Download(row, act.logits.Slice(r*V, (r+1)*V))
+				outs[i].DrawTop[j] = topLogprobs(row, dr.Temperature, dr.Top)
+			}
+		}
 		toks, lps := d.Sample(act.logits, V, draws)
 		k := 0
 		for i, s := range seqs {
@@ -292,6 +318,7 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	for i := range rngs {
 		rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
 		draws[i] = drawFor(p, rngs[i])
+		draws[i].Top = h.TopLogprobs
 	}
 	base := pool.NewCache()
 	first := StepSeq{Adapter: lw, Cache: base, Tokens: req.Prompt, Draws: draws, TopK: req.TopKPromptLogprobs}
@@ -323,11 +350,15 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		rng   *rand.Rand
 		tok   int32 // drawn, not yet appended
 		lp    float32
+		top   []TokenLogprob // the draw's top logprobs (SampleHooks.TopLogprobs)
 		stop  StopState
 	}
 	act := make([]*live, req.NumSamples)
 	for i := range act {
 		act[i] = &live{idx: i, cache: base.Fork(), rng: rngs[i], tok: outs[0].Tokens[i], lp: outs[0].Logprobs[i]}
+		if outs[0].DrawTop != nil {
+			act[i].top = outs[0].DrawTop[i]
+		}
 	}
 	base.Release()
 	seqsOut := make([]Sequence, req.NumSamples)
@@ -351,9 +382,15 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 				sq.StopReason = StopReasonStop
 			case len(sq.Tokens) >= p.MaxTokens || n+len(sq.Tokens) >= c.MaxPositions:
 				sq.StopReason = StopReasonLength
-			default:
+			}
+			if h.OnToken != nil {
+				h.OnToken(TokenEvent{Seq: s.idx, Token: s.tok, Logprob: s.lp, Top: s.top, Stop: sq.StopReason})
+			}
+			if sq.StopReason == "" {
+				dr := drawFor(p, s.rng)
+				dr.Top = h.TopLogprobs
 				next = append(next, s)
-				steps = append(steps, StepSeq{Adapter: lw, Cache: s.cache, Tokens: []int32{s.tok}, Draws: []Draw{drawFor(p, s.rng)}})
+				steps = append(steps, StepSeq{Adapter: lw, Cache: s.cache, Tokens: []int32{s.tok}, Draws: []Draw{dr}})
 				continue
 			}
 			s.cache.Release()
@@ -371,6 +408,9 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		}
 		for i, s := range act {
 			s.tok, s.lp = outs[i].Tokens[0], outs[i].Logprobs[0]
+			if outs[i].DrawTop != nil {
+				s.top = outs[i].DrawTop[0]
+			}
 		}
 	}
 	phase("postprocess")

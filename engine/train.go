@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 
 	"github.com/tuft-go/tuft/engine/device"
@@ -155,6 +156,13 @@ func (it *fbItem[T]) finish(d device.Device[T]) {
 	if it.err != nil {
 		return
 	}
+	// Inputs within their ranges can still overflow together (an importance ratio
+	// e^(new-old) past float64): such a result is refused and adds no gradient.
+	if math.IsNaN(it.total) || math.IsInf(it.total, 0) || (it.scratch != nil && !finiteSq(d.SumSquares(it.scratch.tensors()))) {
+		it.err, it.res = Inputf("the loss of %s or its gradients are not finite (loss %g): the inputs overflowed them (e.g. logprobs far "+
+			"below the model's, or weights grown huge); nothing was accumulated", it.req.LossFn, it.total), ForwardResult{}
+		return
+	}
 	if it.scratch != nil {
 		for i, p := range it.grad.list {
 			s := it.scratch.list[i]
@@ -164,6 +172,10 @@ func (it *fbItem[T]) finish(d device.Device[T]) {
 	}
 	it.res.Metrics["loss:sum"] = it.total
 }
+
+// finiteSq reports whether a sum of squares is finite: it is exactly when every term is
+// (float32 values squared stay far inside float64's range).
+func finiteSq(sq float64) bool { return !math.IsNaN(sq) && !math.IsInf(sq, 0) }
 
 func failAll[T kern.Float](items []*fbItem[T], err error) {
 	for _, it := range items {

@@ -52,7 +52,7 @@ type Datum struct {
 // ForwardRequest is one forward or forward_backward call on one adapter.
 type ForwardRequest struct {
 	Data         []Datum
-	LossFn       string             // cross_entropy | importance_sampling | ppo | cispo | dro
+	LossFn       string             // cross_entropy | importance_sampling | ppo | cispo | dro | gspo
 	LossFnConfig map[string]float64 // loss-specific keys; unknown keys are an error
 	Backward     bool               // accumulate gradients into the adapter
 }
@@ -73,6 +73,43 @@ type LoraConfig struct {
 	TrainAttn    bool // q, k, v, o projections
 	TrainMLP     bool // gate, up, down projections
 	TrainUnembed bool // lm_head
+	// Optimizer is the optimizer family the adapter trains with, fixed for its lifetime;
+	// the zero value is AdamW.
+	Optimizer OptimizerConfig
+}
+
+// The optimizer families (OptimizerConfig.Type).
+const (
+	OptimizerAdamW  = "adamw"
+	OptimizerDimuon = "dimuon"
+)
+
+// OptimizerConfig selects an adapter's optimizer family, as the Tinker SDK's
+// create_model optimizer_config does: {"type":"adamw"} or {"type":"dimuon","version":1}.
+// The zero value means AdamW.
+type OptimizerConfig struct {
+	Type    string // OptimizerAdamW ("" too) or OptimizerDimuon
+	Version int    // Dimuon: 1 (0 is read as 1); AdamW: 0
+}
+
+// Normalize spells the defaults out: "" becomes adamw, a dimuon version 0 becomes 1.
+func (c OptimizerConfig) Normalize() OptimizerConfig {
+	if c.Type == "" {
+		c.Type = OptimizerAdamW
+	}
+	if c.Type == OptimizerDimuon && c.Version == 0 {
+		c.Version = 1
+	}
+	return c
+}
+
+// String names the family for messages: "adamw", "dimuon v1".
+func (c OptimizerConfig) String() string {
+	c = c.Normalize()
+	if c.Type == OptimizerDimuon {
+		return fmt.Sprintf("dimuon v%d", c.Version)
+	}
+	return c.Type
 }
 
 // AdamParams are torch.optim.AdamW's hyper-parameters plus global-norm clipping
@@ -84,6 +121,36 @@ type AdamParams struct {
 	Eps          float64
 	WeightDecay  float64
 	GradClipNorm float64
+}
+
+// DimuonParams are one Dimuon step's hyper-parameters (the SDK's DimuonParams; see
+// DimuonStep for the update they drive). Make them with NewDimuonParams, which fills the
+// defaults of the fields a request may omit.
+type DimuonParams struct {
+	LearningRate float64 // step length for a direction of Frobenius norm √rank, ≥ 0
+	GradClipNorm float64 // global gradient-norm clipping; ≤ 0 disables it
+	Beta1        float64 // momentum EMA coefficient, in [0, 1)
+	// Damping (> 0) smooths the row and column preconditioner; it is relative to the
+	// momentum's mean square, so the step does not depend on the gradient's scale.
+	Damping float64
+	// RankLRCorrectionExponent e scales the learning rate by (32/rank)^e for every LoRA
+	// matrix; 0 disables the correction.
+	RankLRCorrectionExponent float64
+}
+
+// Dimuon defaults for the fields a request may omit (SDK 0.38 sends learning_rate,
+// grad_clip_norm and beta1 only).
+const (
+	DefaultDimuonBeta1                    = 0.9
+	DefaultDimuonDamping                  = 0.1
+	DefaultDimuonRankLRCorrectionExponent = 0.5
+)
+
+// NewDimuonParams returns Dimuon hyper-parameters with learning rate lr and the defaults
+// for everything else: no clipping, beta1 0.9, damping 0.1, rank exponent 0.5.
+func NewDimuonParams(lr float64) DimuonParams {
+	return DimuonParams{LearningRate: lr, Beta1: DefaultDimuonBeta1, Damping: DefaultDimuonDamping,
+		RankLRCorrectionExponent: DefaultDimuonRankLRCorrectionExponent}
 }
 
 // SampleParams control generation. TopK <= 0 means no limit; TopP >= 1 means no nucleus

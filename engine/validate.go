@@ -25,58 +25,115 @@ func ValidateForward(c Config, req ForwardRequest) error {
 	return nil
 }
 
-// ValidateSample checks a sample request against a model config without running it. The
-// number of samples has no upper bound here: that is a server limit. Stop strings also
-// need the model's tokenizer, which Sample checks.
+// ValidateSample checks a sample request against a model config without running it, so
+// a server can refuse bad input before queueing it. Each error names the field and its
+// allowed range. (Stop strings also need the model's tokenizer; that is checked when the
+// request runs.)
 func ValidateSample(c Config, req SampleRequest) error {
 	p := req.Params
+	// Written as !(in range) so that NaN fails every check.
 	switch {
 	case len(req.Prompt) == 0:
 		return Inputf("prompt is empty")
 	case req.NumSamples < 1:
-		return Inputf("num_samples %d must be at least 1", req.NumSamples)
+		return Inputf("num_samples %d must be at least 1 (the server's limits.max_num_samples bounds it above)", req.NumSamples)
 	case p.MaxTokens < 1:
-		return Inputf("max_tokens %d must be at least 1", p.MaxTokens)
-	case p.Temperature < 0 || math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0):
-		return Inputf("temperature %g must be a finite number ≥ 0", p.Temperature)
-	case p.TopP <= 0 || p.TopP > 1 || math.IsNaN(p.TopP):
-		return Inputf("top_p %g must be in (0, 1]", p.TopP)
+		return Inputf("sampling_params.max_tokens %d must be at least 1", p.MaxTokens)
+	case !(p.Temperature >= 0) || math.IsInf(p.Temperature, 0):
+		return Inputf("sampling_params.temperature %g must be finite and ≥ 0", p.Temperature)
+	case !(p.TopP > 0 && p.TopP <= 1):
+		return Inputf("sampling_params.top_p %g must be in (0, 1]", p.TopP)
 	case p.TopK < -1:
-		return Inputf("top_k %d must be -1 (no limit) or positive", p.TopK)
+		return Inputf("sampling_params.top_k %d must be -1 (no limit) or positive", p.TopK)
 	case req.TopKPromptLogprobs < 0 || req.TopKPromptLogprobs > 100:
 		return Inputf("topk_prompt_logprobs %d must be in [0, 100]", req.TopKPromptLogprobs)
 	case len(req.Prompt)+p.MaxTokens > c.MaxPositions:
-		return Inputf("prompt of %d tokens plus max_tokens %d exceeds the model's %d positions", len(req.Prompt), p.MaxTokens, c.MaxPositions)
+		return Inputf("prompt of %d tokens plus sampling_params.max_tokens %d exceeds the model's %d positions", len(req.Prompt), p.MaxTokens, c.MaxPositions)
 	}
 	for i, t := range req.Prompt {
 		if t < 0 || int(t) >= c.VocabSize {
 			return Inputf("prompt token %d at position %d is outside the vocabulary [0, %d)", t, i, c.VocabSize)
 		}
 	}
-	for _, t := range p.StopTokens {
+	for i, t := range p.StopTokens {
 		if t < 0 || int(t) >= c.VocabSize {
-			return Inputf("stop token %d is outside the vocabulary [0, %d)", t, c.VocabSize)
+			return Inputf("sampling_params.stop token %d (entry %d) is outside the vocabulary [0, %d)", t, i, c.VocabSize)
+		}
+	}
+	for i, s := range p.StopStrings {
+		if s == "" {
+			return Inputf("sampling_params.stop string %d is empty: it would stop every sample at once", i)
 		}
 	}
 	return nil
 }
 
-// Validate checks AdamW's hyper-parameters, naming the first bad one.
+// Allowed ranges of AdamW's hyper-parameters: wide enough for any real schedule, narrow
+// enough that none alone overflows float32 arithmetic (an eps below ~1e-38 is 0 in
+// float32, and 0/0 is NaN).
+const (
+	maxLearningRate = 10
+	minEps, maxEps  = 1e-20, 1
+	maxWeightDecay  = 10
+	maxGradClipNorm = 1e9
+)
+
+// Validate checks AdamW's hyper-parameters, naming the field and its allowed range.
 func (p AdamParams) Validate() error {
-	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
+	// Written as !(in range) so that NaN fails every check.
 	switch {
-	case p.LearningRate < 0 || bad(p.LearningRate):
-		return Inputf("adam_params.learning_rate %g must be a finite number ≥ 0", p.LearningRate)
-	case p.Beta1 < 0 || p.Beta1 >= 1 || math.IsNaN(p.Beta1):
+	case !(p.LearningRate >= 0 && p.LearningRate <= maxLearningRate):
+		return Inputf("adam_params.learning_rate %g must be in [0, %g]", p.LearningRate, float64(maxLearningRate))
+	case !(p.Beta1 >= 0 && p.Beta1 < 1):
 		return Inputf("adam_params.beta1 %g must be in [0, 1)", p.Beta1)
-	case p.Beta2 < 0 || p.Beta2 >= 1 || math.IsNaN(p.Beta2):
+	case !(p.Beta2 >= 0 && p.Beta2 < 1):
 		return Inputf("adam_params.beta2 %g must be in [0, 1)", p.Beta2)
-	case p.Eps <= 0 || bad(p.Eps):
-		return Inputf("adam_params.eps %g must be a finite number > 0", p.Eps)
-	case p.WeightDecay < 0 || bad(p.WeightDecay):
-		return Inputf("adam_params.weight_decay %g must be a finite number ≥ 0", p.WeightDecay)
-	case p.GradClipNorm < 0 || bad(p.GradClipNorm):
-		return Inputf("adam_params.grad_clip_norm %g must be a finite number ≥ 0", p.GradClipNorm)
+	case !(p.Eps >= minEps && p.Eps <= maxEps):
+		return Inputf("adam_params.eps %g must be in [%g, %g]", p.Eps, minEps, float64(maxEps))
+	case !(p.WeightDecay >= 0 && p.WeightDecay <= maxWeightDecay):
+		return Inputf("adam_params.weight_decay %g must be in [0, %g]", p.WeightDecay, float64(maxWeightDecay))
+	case !(p.GradClipNorm >= 0 && p.GradClipNorm <= maxGradClipNorm):
+		return Inputf("adam_params.grad_clip_norm %g must be in [0, %g]", p.GradClipNorm, float64(maxGradClipNorm))
+	}
+	return nil
+}
+
+// Validate checks an optimizer selection: adamw, or dimuon version 1.
+func (c OptimizerConfig) Validate() error {
+	n := c.Normalize()
+	switch n.Type {
+	case OptimizerAdamW:
+		if n.Version != 0 {
+			return Inputf("optimizer_config: adamw has no version (got %d)", n.Version)
+		}
+	case OptimizerDimuon:
+		if n.Version != 1 {
+			return Inputf("optimizer_config: dimuon version %d is not supported (supported: 1)", n.Version)
+		}
+	default:
+		return Inputf("optimizer_config.type %q is not supported (supported: adamw, dimuon)", c.Type)
+	}
+	return nil
+}
+
+// maxDimuonDamping bounds Dimuon's damping (relative to the momentum's mean square: at
+// 1e6 the preconditioner is already uniform to a part in a million).
+const maxDimuonDamping = 1e6
+
+// Validate checks Dimuon's hyper-parameters, naming the first bad one. GradClipNorm ≤ 0
+// disables clipping, as the SDK documents. Written as !(in range) so that NaN fails.
+func (p DimuonParams) Validate() error {
+	switch {
+	case !(p.LearningRate >= 0 && p.LearningRate <= maxLearningRate):
+		return Inputf("optimizer_params.learning_rate %g must be in [0, %g]", p.LearningRate, float64(maxLearningRate))
+	case !(p.GradClipNorm >= -maxGradClipNorm && p.GradClipNorm <= maxGradClipNorm):
+		return Inputf("optimizer_params.grad_clip_norm %g must be in [%g, %g] (≤ 0 disables clipping)", p.GradClipNorm, -float64(maxGradClipNorm), float64(maxGradClipNorm))
+	case !(p.Beta1 >= 0 && p.Beta1 < 1):
+		return Inputf("optimizer_params.beta1 %g must be in [0, 1)", p.Beta1)
+	case !(p.Damping > 0 && p.Damping <= maxDimuonDamping):
+		return Inputf("optimizer_params.damping %g must be in (0, %g]", p.Damping, float64(maxDimuonDamping))
+	case !(p.RankLRCorrectionExponent >= 0 && p.RankLRCorrectionExponent <= 4):
+		return Inputf("optimizer_params.rank_lr_correction_exponent %g must be in [0, 4] (0 disables the correction)", p.RankLRCorrectionExponent)
 	}
 	return nil
 }

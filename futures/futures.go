@@ -587,6 +587,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	}
 	if t.Ordered {
 		if q := m.queue(t.QueueKey); t.SeqID < q.next {
+			next := q.next // read under the lock: workers advance it
 			m.mu.Unlock()
 			// A resubmission of an operation finished before a restart: look it up.
 			if id, rec, ok := m.lookupIndex(ctx, ik, t.Tenant); ok {
@@ -595,12 +596,14 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 				}
 				return "", &ConflictError{QueueKey: t.QueueKey, SeqID: t.SeqID, ExistingID: id}
 			}
-			return "", &SeqError{QueueKey: t.QueueKey, SeqID: t.SeqID, Next: q.next}
+			return "", &SeqError{QueueKey: t.QueueKey, SeqID: t.SeqID, Next: next}
 		}
 	}
 	if n := m.perTenant[t.Tenant]; n >= m.o.MaxQueuedPerTenant {
+		// Computed before the unlock: workers change the pools under m.mu.
+		ra := m.retryAfter(t.Pool)
 		m.mu.Unlock()
-		return "", &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: m.retryAfter(t.Pool)}
+		return "", &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: ra}
 	}
 	now := m.now()
 	e := &entry{
@@ -676,6 +679,7 @@ func (m *Manager) lookupIndex(ctx context.Context, ik, tenant string) (string, R
 	return r.ID, r, true
 }
 
+// retryAfter estimates when a tenant over its limit may try again. Callers hold m.mu.
 func (m *Manager) retryAfter(poolName string) time.Duration {
 	d := time.Second
 	if p, ok := m.pools[poolName]; ok {
@@ -937,6 +941,11 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
 		return Record{}, fmt.Errorf("future %s record is corrupt: %w", id, err)
 	}
 	if r.Tenant != tenant {
+		// Answered exactly as an id that was never stored: another tenant cannot tell
+		// whether the id exists.
+		if lr, ok := m.lostFuture(tenant, id); ok {
+			return lr, nil
+		}
 		return Record{}, ErrNotFound
 	}
 	return r, nil

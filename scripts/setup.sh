@@ -53,6 +53,20 @@ if [ -x engine/cuda/kernels/gen.sh ]; then
   engine/cuda/kernels/gen.sh --install
 fi
 
+if [ -f tests/openai/requirements.txt ]; then
+  # The official openai and anthropic clients, for the compatible-API suite (tests/openai).
+  venv="${TUFT_COMPAT_VENV:-$HOME/.cache/tuft/venv-compat}"
+  stamp="$venv/.requirements.sha256"
+  want="$(sha256sum tests/openai/requirements.txt | cut -d' ' -f1)"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: python venv with tests/openai/requirements.txt at $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/openai/requirements.txt
+    echo "$want" > "$stamp"
+  fi
+fi
+
 if [ -x tools/otelcol/build.sh ]; then
   echo "setup: OpenTelemetry Collector (cached)"
   tools/otelcol/build.sh

@@ -2,8 +2,9 @@
 # The whole test suite, from a fresh machine: installs prerequisites (scripts/setup.sh),
 # then static checks (vet, gofmt, staticcheck, the import rules), unit and integration
 # tests (with the race detector on the control plane), the persistence suite against a
-# real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector, and
-# the Tinker SDK conformance suite.
+# real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector,
+# the Tinker SDK conformance suite and the OpenAI/Anthropic-compatible API suite with
+# the official clients.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUFT_REQUIRE_REDIS=1 TUFT_REQUIRE_OTELCOL=1
@@ -12,6 +13,12 @@ bash scripts/setup.sh
 
 echo "== go vet"
 go vet ./...
+
+echo "== cross-compile for macOS and Windows (the binary; the embedded store's code and tests vetted)"
+for goos in darwin windows; do
+  GOOS=$goos GOARCH=amd64 go build ./...
+  GOOS=$goos GOARCH=amd64 go vet ./store/... ./cmd/tuft/
+done
 
 echo "== gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
@@ -33,14 +40,17 @@ go test -count=1 -timeout 20m ./engine/... ./examples/...
 
 echo "== CUDA device (-tags cuda): PTX matches kernels.cu; device, kernels and the engine's GPU tests on the CPU emulation of libcuda/cuBLAS; no-driver behaviour"
 bash engine/cuda/kernels/gen.sh --check
-go vet -tags cuda ./engine/... ./server/ ./cmd/...
+go vet -tags cuda ./engine/... ./backend/ ./server/ ./cmd/...
 emu="$(mktemp -d)"
 bash engine/cuda/emu/build.sh "$emu"
-TUFT_CUDA_LIB_DIRS="$emu" go test -count=1 -tags cuda -timeout 20m ./engine/ ./engine/cuda/... ./server/
+TUFT_CUDA_LIB_DIRS="$emu" go test -count=1 -tags cuda -timeout 20m ./engine/ ./engine/cuda/... ./backend/
 rm -rf "$emu"
 
 echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"
-go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples')
+go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples' -e '/tests/adversarial')
+
+echo "== adversarial suite (tests/adversarial: floods, stalls, amplification, poisoning, corruption, SIGKILL, publishing)"
+bash tests/adversarial/run.sh
 
 # --- Kubernetes manifests (deploy/k8s), checked offline by tools/kubecheck, a separate Go
 # --- module so the product module gains no Kubernetes dependencies.
@@ -50,5 +60,9 @@ echo "== Kubernetes manifests"
 if [ -d tests/conformance ]; then
   echo "== Tinker SDK conformance suite"
   bash tests/conformance/run.sh
+fi
+if [ -d tests/openai ]; then
+  echo "== OpenAI/Anthropic-compatible API suite (official openai and anthropic clients)"
+  bash tests/openai/run.sh
 fi
 echo "== all tests passed"

@@ -155,9 +155,14 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.Service = svc
+	l := cfg.Limits
 	s.Handler = api.New(svc, api.Options{
-		LongPoll: cfg.LongPoll(), MaxRequestBytes: cfg.Limits.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
+		LongPoll: cfg.LongPoll(), MaxRequestBytes: l.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
 		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
+		Limits: api.Limits{ReadBodyTimeout: config.Seconds(cfg.Server.ReadBodyTimeoutSeconds),
+			MaxConcurrent: l.MaxConcurrentRequests, MaxConcurrentPerTenant: l.MaxConcurrentRequestsPerTenant,
+			MaxBodyBytes: l.MaxBodyBytesInFlight, MaxBodyBytesPerTenant: l.MaxBodyBytesInFlightPerTenant,
+			MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes},
 	})
 	ln := o.Listener
 	if ln == nil {
@@ -170,8 +175,9 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	if cfg.Server.PublicURL == "" {
 		s.Handler.SetPublicURL("http://" + ln.Addr().String())
 	}
-	s.http = &http.Server{Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.http = &http.Server{Handler: s.Handler,
+		ReadHeaderTimeout: config.Seconds(cfg.Server.ReadHeaderTimeoutSeconds), IdleTimeout: config.Seconds(cfg.Server.IdleTimeoutSeconds),
+		ConnState: connLimit(cfg.Server.MaxConnections), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
 	if cfg.Server.ReplicaID != "" {
 		url := cfg.Server.ReplicaURL
@@ -281,4 +287,26 @@ func (s *Server) close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// connLimit bounds the open client connections (server.max_connections): one over the
+// limit is closed as soon as it is accepted, which costs the server next to nothing,
+// while stalled ones are cut by the header and body read timeouts.
+func connLimit(max int) func(net.Conn, http.ConnState) {
+	var mu sync.Mutex
+	open := map[net.Conn]bool{} // admitted connections
+	return func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			if len(open) >= max {
+				_ = c.Close()
+				return
+			}
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/futures"
 )
 
@@ -171,7 +172,11 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID st
 	if err != nil {
 		return err
 	}
-	return classify(s.removeCheckpoint(ctx, c))
+	if err := s.removeCheckpoint(ctx, c); err != nil {
+		return classify(err)
+	}
+	s.stopForeignSamplers(ctx, tenant, c.TinkerPath())
+	return nil
 }
 
 func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
@@ -198,15 +203,21 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 }
 
 // SetPublic publishes or unpublishes a checkpoint (published ones are readable by every
-// tenant: loadable and samplable).
+// tenant: loadable and samplable). Unpublishing stops the samplers other tenants opened
+// from it (see stopForeignSamplers).
 func (s *Service) SetPublic(ctx context.Context, tenant, runID, ckptID string, public bool) error {
-	return s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public = public })
+	var path string
+	err := s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public, path = public, c.TinkerPath() })
+	if err == nil && !public {
+		s.stopForeignSamplers(ctx, tenant, path)
+	}
+	return err
 }
 
 // SetTTL sets (ttl > 0) or clears (nil) a checkpoint's expiry.
 func (s *Service) SetTTL(ctx context.Context, tenant, runID, ckptID string, ttl *int64) error {
-	if ttl != nil && *ttl <= 0 {
-		return invalidf("ttl_seconds %d must be positive (or null to keep the checkpoint)", *ttl)
+	if err := validTTL(ttl); err != nil {
+		return err
 	}
 	now := s.now()
 	return s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) {
@@ -217,6 +228,16 @@ func (s *Service) SetTTL(ctx context.Context, tenant, runID, ckptID string, ttl 
 		t := now.Add(time.Duration(*ttl) * time.Second)
 		c.ExpiresAt = &t
 	})
+}
+
+// validTTL checks a ttl_seconds at the edge: it becomes a time.Duration, which cannot
+// hold more than ~292 years (a larger value would wrap into the past, and the reaper
+// would delete the checkpoint at once).
+func validTTL(ttl *int64) error {
+	if ttl != nil && (*ttl <= 0 || *ttl > config.MaxTTLSeconds) {
+		return invalidf("ttl_seconds %d must be in [1, %d] (or null to keep the checkpoint)", *ttl, int64(config.MaxTTLSeconds))
+	}
+	return nil
 }
 
 func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID string, f func(*Checkpoint)) error {

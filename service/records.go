@@ -20,6 +20,9 @@ const (
 	keySignature = "meta/signature"
 	keySecret    = "meta/archive_secret"
 	keyReplica   = "replica/"
+	// keyGrads + run id: "pending" while the run holds unapplied gradients, "lost" once
+	// a restart lost them and until that is reported; absent otherwise.
+	keyGrads = "grads/"
 )
 
 // Session is a client session (one ServiceClient).
@@ -68,9 +71,14 @@ type Run struct {
 	LastCheckpoint  string    `json:"last_checkpoint,omitempty"`   // checkpoint id "weights/<name>"
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
 
-	// pendingGrads is true while forward_backward has accumulated gradients that no
-	// optim_step has consumed (they live only in the executor's memory).
-	pendingGrads bool
+	// PendingGrads is true while forward_backward has accumulated gradients that no
+	// optim_step has used. They live only in the executor's memory (never in a
+	// checkpoint), so a restart loses them. It is persisted on its own key (keyGrads),
+	// written synchronously at each change, never by the lazy run-record flush.
+	PendingGrads bool `json:"-"`
+	// GradsLost: a restart lost pending gradients; the next forward_backward or
+	// optim_step fails with an error that says so, then training goes on.
+	GradsLost bool `json:"-"`
 }
 
 // Checkpoint types as the REST API names them.
@@ -124,6 +132,9 @@ type Sampler struct {
 	RunID      string    `json:"run_id,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	Closed     bool      `json:"closed,omitempty"`
+	// ClosedWhy says why a sampler was closed, when it is not the usual (its session
+	// expired or its run was unloaded).
+	ClosedWhy string `json:"closed_why,omitempty"`
 }
 
 var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

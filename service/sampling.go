@@ -131,29 +131,60 @@ type SampleInput struct {
 
 // Sample queues a sample request.
 func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc ResultEncoder) (string, error) {
-	var sm *Sampler
-	base, lora, queue := in.BaseModel, "", "base/"+in.BaseModel+"/"+tenant
+	job := sampleJob{tenant: tenant, base: in.BaseModel, queue: "base/" + in.BaseModel + "/" + tenant, seq: in.SeqID,
+		hash: in.PayloadHash, req: in.Req, encode: enc.Sample}
 	if in.SamplingSessionID != "" {
-		var err error
-		sm, err = s.GetSampler(tenant, in.SamplingSessionID)
+		sm, err := s.GetSampler(tenant, in.SamplingSessionID)
 		if err != nil {
 			return "", err
 		}
 		if sm.Closed {
-			return "", notFoundf("sampling session %s is closed (its session expired or its run was unloaded)", sm.ID)
+			return "", closedError(sm)
 		}
-		base, queue = sm.BaseModel, sm.ID
+		if err := s.checkSamplerSource(ctx, sm); err != nil {
+			return "", err
+		}
+		job.base, job.queue = sm.BaseModel, sm.ID
 		if sm.Lora {
-			lora = sm.ID
+			job.lora, job.adapterDir = sm.ID, sm.AdapterDir
 		}
-	} else if base == "" {
+		job.keys.SessionID, job.keys.SamplingSessionID = sm.SessionID, sm.ID
+	} else if job.base == "" {
 		return "", invalidf("asample needs sampling_session_id (or base_model)")
 	}
+	return s.submitSample(ctx, job)
+}
+
+// sampleJob is a sample request on its way to the futures pool of its base model: the
+// Tinker asample route and the OpenAI/Anthropic-compatible routes both submit one, so
+// they share the validation, the per-tenant limits, the fair queue and the telemetry.
+type sampleJob struct {
+	tenant, base string
+	lora         string // "" for the base model
+	adapterDir   string // where lora's weights are, to reload them if a worker lost them
+	queue        string // idempotency domain of (queue, seq); "" for none
+	seq          int64
+	hash         string
+	keys         telemetry.Keys
+	req          engine.SampleRequest
+	// stream, when set, receives the tokens as they are drawn (see backend.Stream).
+	stream *backend.Stream
+	// live is the context of a caller waiting in process: when it ends, the operation
+	// is cancelled (queued or running), so a disconnected client stops generation.
+	live   context.Context
+	encode func(engine.SampleResult) (futures.Result, error)
+	// failed, when set, receives the error of a failed operation as it is (the future
+	// keeps only its message and category); finally runs once the operation has run.
+	failed  func(error)
+	finally func()
+}
+
+func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, error) {
+	base, lora, req := job.base, job.lora, job.req
 	mi, ok := s.models[base]
 	if !ok {
 		return "", invalidf("base_model %q is not served here; available: %v", base, s.modelNames())
 	}
-	req := in.Req
 	if req.Params.MaxTokens == 0 {
 		req.Params.MaxTokens = 16
 	}
@@ -166,31 +197,54 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	case req.Params.MaxTokens < 0 || req.Params.MaxTokens > lim.MaxSampleTokens:
 		return "", invalidf("sampling_params.max_tokens %d must be in [1, %d]", req.Params.MaxTokens, lim.MaxSampleTokens)
 	}
-	maxLen := mi.MaxContextLength
-	if mc, _ := s.cfg.Model(base); mc.MaxContextLength > 0 && (maxLen == 0 || mc.MaxContextLength < maxLen) {
-		maxLen = mc.MaxContextLength
-	}
+	maxLen := s.maxContext(base, mi)
 	if maxLen > 0 && len(req.Prompt)+req.Params.MaxTokens > maxLen {
 		return "", invalidf("prompt of %d tokens plus max_tokens %d exceeds max_context_length %d of %s", len(req.Prompt), req.Params.MaxTokens, maxLen, base)
 	}
-	keys := telemetry.Keys{OperationType: telemetry.OpSample, BaseModel: base}
-	if sm != nil {
-		keys.SessionID, keys.SamplingSessionID = sm.SessionID, sm.ID
+	if err := s.checkSample(mi.Config, req); err != nil {
+		return "", err
 	}
+	keys := job.keys
+	keys.OperationType, keys.BaseModel = telemetry.OpSample, base
 	id, err := s.fut.Submit(ctx, futures.Task{
-		Tenant: tenant, QueueKey: queue, SeqID: in.SeqID, OpType: telemetry.OpSample, ModelID: base, Pool: base,
-		PayloadHash: in.PayloadHash,
-		Run: func(ctx context.Context) (futures.Result, error) {
+		Tenant: job.tenant, QueueKey: job.queue, SeqID: job.seq, OpType: telemetry.OpSample, ModelID: base, Pool: base,
+		PayloadHash: job.hash,
+		Run: func(ctx context.Context) (res futures.Result, err error) {
+			if job.finally != nil {
+				defer job.finally()
+			}
+			if job.failed != nil {
+				defer func() {
+					if err != nil {
+						job.failed(err)
+					}
+				}()
+			}
+			if job.live != nil {
+				if err := job.live.Err(); err != nil {
+					return futures.Result{}, fmt.Errorf("the client went away before sampling started: %w", err)
+				}
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(job.live, cancel)()
+			}
 			ctx = telemetry.WithKeys(ctx, keys)
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCRunSample,
 				attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 			start := time.Now()
-			res, err := s.be.Sample(ctx, base, lora, req)
-			if errors.Is(err, backend.ErrUnknownAdapter) && sm != nil && sm.AdapterDir != "" {
+			sample := func() (engine.SampleResult, error) {
+				if job.stream != nil {
+					return s.be.SampleStream(ctx, base, lora, req, *job.stream)
+				}
+				return s.be.Sample(ctx, base, lora, req)
+			}
+			out, err := sample()
+			if errors.Is(err, backend.ErrUnknownAdapter) && job.adapterDir != "" {
 				// The worker holding the sampler's weights restarted or left: load them
 				// again (from the checkpoint directory) and sample once more.
-				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, sm.AdapterDir); lerr == nil {
-					res, err = s.be.Sample(ctx, base, lora, req)
+				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, job.adapterDir); lerr == nil {
+					out, err = sample()
 				}
 			}
 			telemetry.End(sp, err)
@@ -203,16 +257,26 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 			m.SamplingRequests.Add(ctx, 1, attrs)
 			m.SamplingDuration.Record(ctx, d, attrs)
 			if d > 0 {
-				m.SamplingTokensPerSecond.Record(ctx, float64(res.OutputTokens)/d, attrs)
+				m.SamplingTokensPerSecond.Record(ctx, float64(out.OutputTokens)/d, attrs)
 			}
-			for _, sq := range res.Sequences {
+			for _, sq := range out.Sequences {
 				m.SamplingOutputTokens.Record(ctx, int64(len(sq.Tokens)), attrs)
 			}
-			return enc.Sample(res)
+			return job.encode(out)
 		},
 	})
 	if err != nil {
 		return "", s.submitError(err)
 	}
 	return id, nil
+}
+
+// maxContext is the context length requests on base may use: the model's, lowered by
+// models[].max_context_length.
+func (s *Service) maxContext(base string, mi backend.ModelInfo) int {
+	maxLen := mi.MaxContextLength
+	if mc, _ := s.cfg.Model(base); mc.MaxContextLength > 0 && (maxLen == 0 || mc.MaxContextLength < maxLen) {
+		maxLen = mc.MaxContextLength
+	}
+	return maxLen
 }

@@ -49,6 +49,9 @@ type Service struct {
 	stop    chan struct{}
 	stopped sync.WaitGroup
 
+	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
+	adapters adapterCache
+
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
 	kick    chan struct{}
@@ -348,6 +351,7 @@ func (s *Service) restore(ctx context.Context) error {
 	if n > 0 {
 		s.log.Warn("failed futures left in flight by the previous process", "count", n)
 	}
+	s.recoverSaves()
 	for _, r := range s.runs {
 		if err := s.restoreRun(ctx, r); err != nil {
 			s.log.Error("could not restore training run", "run", r.ID, "error", err)
@@ -359,6 +363,14 @@ func (s *Service) restore(ctx context.Context) error {
 		}
 		if _, ok := s.models[sm.BaseModel]; !ok {
 			sm.Closed = true
+			continue
+		}
+		if !s.sourceVisible(sm) {
+			// Unpublished (or deleted) while the server was down, or before the write that
+			// closed the sampler reached the store.
+			sm.Closed, sm.ClosedWhy = true, withdrawn(sm.ModelPath)
+			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)
+			s.log.Info("sampling session closed: its checkpoint is no longer published", "sampler", sm.ID, "checkpoint", sm.ModelPath)
 			continue
 		}
 		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.ID, sm.AdapterDir); err != nil {
@@ -378,6 +390,11 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		r.NextSeq = n
 	}
 	s.fut.SetNextSeq(r.ID, r.NextSeq)
+	// Gradients are never saved: those accumulated before the restart are gone. The
+	// next operation that would use them says so (see lostGrads).
+	if err := s.restoreGrads(ctx, r); err != nil {
+		return err
+	}
 	if r.Unloaded || r.Corrupted {
 		r.Loaded = false
 		return nil

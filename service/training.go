@@ -239,18 +239,22 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 			attribute.String(telemetry.AttrLossFn, req.LossFn), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		start := time.Now()
 		var res engine.ForwardResult
-		err := s.onAdapter(ctx, r, func() (err error) {
-			res, err = s.be.ForwardBackward(ctx, r.BaseModel, r.ID, req)
-			return err
-		})
+		var err error
+		if req.Backward {
+			err = s.lostGrads(ctx, r)
+		}
+		if err == nil {
+			err = s.onAdapter(ctx, r, func() (err error) {
+				res, err = s.be.ForwardBackward(ctx, r.BaseModel, r.ID, req)
+				return err
+			})
+		}
+		if err == nil && req.Backward {
+			err = s.setPendingGrads(ctx, r, true)
+		}
 		telemetry.End(sp, err)
 		if err != nil {
 			return futures.Result{}, err
-		}
-		if req.Backward {
-			s.mu.Lock()
-			r.pendingGrads = true
-			s.mu.Unlock()
 		}
 		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
 			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
@@ -295,19 +299,28 @@ func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) er
 // OptimStep queues an AdamW step; afterwards the adapter and optimizer state are
 // autosaved so a crash loses no completed step.
 func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, p engine.AdamParams, enc ResultEncoder) (string, error) {
+	if err := p.Validate(); err != nil {
+		return "", classify(err)
+	}
 	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
 			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		var metrics map[string]float64
-		err := s.onAdapter(ctx, r, func() (err error) {
-			metrics, err = s.be.OptimStep(ctx, r.BaseModel, r.ID, p)
-			return err
-		})
+		err := s.lostGrads(ctx, r)
 		if err == nil {
-			s.mu.Lock()
-			r.pendingGrads = false
-			s.mu.Unlock()
-			err = s.autosave(ctx, r, m.SeqID)
+			err = s.onAdapter(ctx, r, func() (err error) {
+				metrics, err = s.be.OptimStep(ctx, r.BaseModel, r.ID, p)
+				return err
+			})
+		}
+		if err == nil {
+			// The reply and the state agree: a step whose result cannot be saved is
+			// undone, so "failed" means "not applied".
+			if aerr := s.autosave(ctx, r, m.SeqID); aerr != nil {
+				err = s.undoStep(ctx, r, aerr)
+			} else {
+				err = s.setPendingGrads(ctx, r, false)
+			}
 		}
 		telemetry.End(sp, err)
 		if err != nil {
@@ -352,8 +365,8 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 			return "", err
 		}
 	}
-	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
-		return "", invalidf("ttl_seconds %d must be positive", *in.TTLSeconds)
+	if err := validTTL(in.TTLSeconds); err != nil {
+		return "", err
 	}
 	s.mu.Lock()
 	r, err := s.usableRun(tenant, in.ModelID)
@@ -477,11 +490,12 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
 		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer)
 		if err == nil {
-			s.mu.Lock()
-			r.pendingGrads = false // the loaded state replaces the gradients too
-			s.mu.Unlock()
 			// The loaded state is the run's state now: make it what a restart restores.
-			err = s.autosave(ctx, r, in.SeqID)
+			// It replaces the gradients too (with none): whatever a restart lost no
+			// longer matters.
+			if err = s.autosave(ctx, r, in.SeqID); err == nil {
+				err = s.clearGrads(ctx, r)
+			}
 		}
 		telemetry.End(sp, err)
 		if err != nil {
@@ -588,8 +602,7 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	}
 	s.mu.Lock()
 	loaded := r.Loaded && !r.Unloaded && !r.Corrupted
-	lost := r.pendingGrads
-	r.pendingGrads = false
+	lost := r.PendingGrads
 	s.mu.Unlock()
 	if !loaded {
 		return err
@@ -606,6 +619,9 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	}
 	s.log.WarnContext(ctx, "adapter restored after its worker lost it", "run", r.ID, "from", from)
 	if lost {
+		if err := s.setPendingGrads(ctx, r, false); err != nil {
+			return err
+		}
 		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s restarted or left; the adapter was restored from %s, "+
 			"but the gradients accumulated by forward_backward since the last optim_step were lost: run those forward_backward calls again", r.ID, from)}
 	}

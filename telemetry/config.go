@@ -73,11 +73,12 @@ func (c Config) Validate() error {
 	if c.SamplingRatio < 0 || c.SamplingRatio > 1 {
 		bad("sampling_ratio", "%g must be in [0, 1]", c.SamplingRatio)
 	}
-	if c.TimeoutSeconds <= 0 {
-		bad("timeout_seconds", "%g must be positive", c.TimeoutSeconds)
+	// Both become time.Durations: bounded so neither can overflow (NaN fails too).
+	if !(c.TimeoutSeconds > 0 && c.TimeoutSeconds <= 3600) {
+		bad("timeout_seconds", "%g must be in (0, 3600]", c.TimeoutSeconds)
 	}
-	if c.Metrics.ExportIntervalSeconds <= 0 {
-		bad("metrics.export_interval_seconds", "%g must be positive", c.Metrics.ExportIntervalSeconds)
+	if !(c.Metrics.ExportIntervalSeconds > 0 && c.Metrics.ExportIntervalSeconds <= 86400) {
+		bad("metrics.export_interval_seconds", "%g must be in (0, 86400]", c.Metrics.ExportIntervalSeconds)
 	}
 	if c.Metrics.CardinalityLimit < 0 {
 		bad("metrics.cardinality_limit", "%d must not be negative", c.Metrics.CardinalityLimit)

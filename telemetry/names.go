@@ -133,6 +133,18 @@ const (
 	AttrRedisNumCmd = "db.redis.num_cmd"
 	// AttrSmoke marks the spans `tuft smoke` sends.
 	AttrSmoke = "tuft.smoke"
+
+	// The OpenAI- and Anthropic-compatible routes (OpenTelemetry gen_ai semantic
+	// conventions), on their HTTP server spans.
+	AttrGenAIOperationName      = "gen_ai.operation.name" // GenAIOpChat | GenAIOpTextCompletion
+	AttrGenAIRequestMaxTokens   = "gen_ai.request.max_tokens"
+	AttrGenAIRequestTemperature = "gen_ai.request.temperature"
+	AttrGenAIRequestTopP        = "gen_ai.request.top_p"
+	AttrGenAIRequestTopK        = "gen_ai.request.top_k"
+	AttrGenAIRequestSeed        = "gen_ai.request.seed"
+	AttrGenAIRequestChoiceCount = "gen_ai.request.choice.count"
+	AttrGenAIResponseID         = "gen_ai.response.id"
+	AttrGenAIResponseModel      = "gen_ai.response.model"
 )
 
 // Span names of the Go client SDK (tracer ScopeClient): tuft.client.<operation>.
@@ -158,6 +170,7 @@ const (
 	LogClientProcessUUID = "client.process_uuid"
 	LogClientTimestamp   = "client.timestamp"
 	LogClientDuration    = "client.duration"
+	LogClientSeverity    = "client.severity"
 	LogExceptionType     = "exception.type"
 	LogExceptionMessage  = "exception.message"
 	LogExceptionTrace    = "exception.stacktrace"
@@ -174,6 +187,12 @@ const (
 	OpLoadWeights           = "load_weights"
 	OpSample                = "sample"
 	OpUnloadModel           = "unload_model"
+)
+
+// Values of gen_ai.operation.name.
+const (
+	GenAIOpChat           = "chat"
+	GenAIOpTextCompletion = "text_completion"
 )
 
 // Meter names.

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
@@ -67,6 +68,7 @@ func NewServer(svc *Service, o ServerOptions) (*grpc.Server, *health.Server, err
 			otelgrpc.WithMeterProvider(tel.MeterProvider), otelgrpc.WithPropagators(telemetry.Propagator()))),
 		grpc.MaxRecvMsgSize(backend.MaxMessageBytes), grpc.MaxSendMsgSize(backend.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(authInterceptor(o.Token), keysInterceptor),
+		grpc.ChainStreamInterceptor(streamAuthInterceptor(o.Token), streamKeysInterceptor),
 	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -99,6 +101,32 @@ func authInterceptor(token string) grpc.UnaryServerInterceptor {
 	}
 }
 
+// streamAuthInterceptor is authInterceptor for streaming RPCs (SampleStream): without it
+// a stream would bypass the token check.
+func streamAuthInterceptor(token string) grpc.StreamServerInterceptor {
+	check := authInterceptor(token)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		_, err := check(ss.Context(), nil, &grpc.UnaryServerInfo{FullMethod: info.FullMethod},
+			func(context.Context, any) (any, error) { return nil, nil })
+		if err != nil {
+			return err
+		}
+		return h(srv, ss)
+	}
+}
+
+// streamKeysInterceptor is keysInterceptor for streaming RPCs.
+func streamKeysInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &keysStream{ServerStream: ss, ctx: telemetry.KeysFromBaggage(ss.Context())})
+}
+
+type keysStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (k *keysStream) Context() context.Context { return k.ctx }
+
 // keysInterceptor restores the caller's correlation keys from the baggage otelgrpc
 // extracted, so hf_model.* spans here carry tuft.training_run_id and the rest.
 func keysInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -128,8 +156,12 @@ func toStatus(err error) error {
 func (s *Service) Info(context.Context, *workerpb.InfoRequest) (*workerpb.InfoReply, error) {
 	rep := &workerpb.InfoReply{Instance: s.instance}
 	for _, m := range s.ex.Models() {
-		rep.Models = append(rep.Models, &workerpb.ModelInfo{Name: m.Name, Arch: m.Arch, VocabSize: int32(m.VocabSize),
-			MaxContextLength: int32(m.MaxContextLength), Signature: m.Signature, Config: workerpb.FromConfig(m.Config)})
+		mi := &workerpb.ModelInfo{Name: m.Name, Arch: m.Arch, VocabSize: int32(m.VocabSize),
+			MaxContextLength: int32(m.MaxContextLength), Signature: m.Signature, Config: workerpb.FromConfig(m.Config)}
+		if m.Text != nil {
+			mi.TokenizerJson, mi.ChatTemplate = m.Text.TokenizerJSON, m.Text.TemplateSource
+		}
+		rep.Models = append(rep.Models, mi)
 	}
 	return rep, nil
 }
@@ -184,4 +216,39 @@ func (s *Service) Sample(ctx context.Context, r *workerpb.SampleRequest) (*worke
 		return nil, toStatus(err)
 	}
 	return workerpb.FromSampleResult(res), nil
+}
+
+// SampleStream implements workerpb.ExecutorServer: each token goes out as it is drawn,
+// then the result.
+func (s *Service) SampleStream(r *workerpb.SampleStreamRequest, out grpc.ServerStreamingServer[workerpb.SampleEvent]) error {
+	sx, ok := s.ex.(backend.Streamer)
+	if !ok {
+		return status.Error(codes.Unimplemented, "this worker's executor cannot stream tokens")
+	}
+	ctx := out.Context()
+	req := r.GetRequest()
+	// A send that fails (the caller went away) ends the sample: the engine stops at its
+	// next step when ctx ends, and the first send error is reported.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex
+	res, err := sx.SampleStream(ctx, req.GetAdapter().GetModel(), req.GetAdapter().GetLoraId(), workerpb.ToSampleRequest(req), backend.Stream{
+		TopLogprobs: int(r.GetTopLogprobs()),
+		OnToken: func(ev engine.TokenEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			if err := out.Send(&workerpb.SampleEvent{Event: &workerpb.SampleEvent_Token{Token: workerpb.FromTokenEvent(ev)}}); err != nil {
+				cancel(err)
+			}
+		}})
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return status.Error(codes.Unavailable, "stream to the caller broke: "+cause.Error())
+	}
+	if err != nil {
+		return toStatus(err)
+	}
+	return out.Send(&workerpb.SampleEvent{Event: &workerpb.SampleEvent_Result{Result: workerpb.FromSampleResult(res)}})
 }

@@ -11,10 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/worker"
+	"github.com/tuft-go/tuft/worker/workerpb"
 )
 
 const token = "s3cret-worker-token"
@@ -235,5 +241,76 @@ func BenchmarkRemoteHop(b *testing.B) {
 	if per["in-process"] > 0 && per["worker"] > 0 {
 		fmt.Fprintf(os.Stderr, "forward_backward (tiny, 64 tokens): in-process %.0f µs, through a local worker %.0f µs: ratio %.3f (hop %+.0f µs)\n",
 			per["in-process"], per["worker"], per["worker"]/per["in-process"], per["worker"]-per["in-process"])
+	}
+}
+
+// A streamed sample over gRPC reports the same tokens, in the same order, as the
+// in-process executor, then the same result; the worker also hands over its tokenizer.
+func TestSampleStreamAndTokenizerOverGRPC(t *testing.T) {
+	m, err := engine.Load(testenv.TinyDir(t), "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(testenv.TinyDir(t) + "/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := backend.TextFromSource(raw, m.ChatTemplate, m.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := backend.NewLocal([]*engine.Model{m}, []backend.ModelInfo{{Name: "tiny", Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
+		MaxContextLength: m.Cfg.MaxPositions, Signature: "sig", Config: m.Cfg, Text: text}})
+	addr, _ := serve(t, local)
+	rem, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Close()
+	rt := rem.Models()[0].Text
+	if rt == nil || rt.Template == nil {
+		t.Fatal("the worker's model came without its tokenizer and chat template")
+	}
+	const s = "Hello, world! <|im_start|>user\nWhat is 2+2?<|im_end|>"
+	want, _ := text.Codec.Encode(s)
+	got, _ := rt.Codec.Encode(s)
+	if fmt.Sprint(got) != fmt.Sprint(want) || rt.Codec.Decode(got) != s || rt.EOS != text.EOS {
+		t.Fatalf("remote tokenizer: %v / %q, local %v", got, rt.Codec.Decode(got), want)
+	}
+
+	seed := int64(4)
+	req := engine.SampleRequest{Prompt: want, NumSamples: 2, Params: engine.SampleParams{MaxTokens: 6, Temperature: 0.9, TopK: -1, TopP: 1, Seed: &seed}}
+	collect := func(ex backend.Streamer) ([]engine.TokenEvent, engine.SampleResult) {
+		var evs []engine.TokenEvent
+		res, err := ex.SampleStream(context.Background(), "tiny", "", req, backend.Stream{TopLogprobs: 3,
+			OnToken: func(ev engine.TokenEvent) { evs = append(evs, ev) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs, res
+	}
+	le, lr := collect(local)
+	re, rr := collect(rem)
+	if fmt.Sprint(le) != fmt.Sprint(re) || fmt.Sprint(lr.Sequences) != fmt.Sprint(rr.Sequences) || len(re) == 0 || len(re[0].Top) != 3 {
+		t.Fatalf("remote stream differs:\n%v\n%v", re, le)
+	}
+}
+
+// The streaming RPC checks the worker token like the unary ones.
+func TestSampleStreamNeedsTheToken(t *testing.T) {
+	addr, _ := serve(t, tinyLocal(t))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := workerpb.NewExecutorClient(conn).SampleStream(context.Background(), &workerpb.SampleStreamRequest{
+		Request: &workerpb.SampleRequest{Adapter: &workerpb.AdapterRef{Model: "tiny"}, Prompt: []int32{1, 2}, NumSamples: 1,
+			Params: &workerpb.SampleParams{MaxTokens: 2, TopP: 1, TopK: -1}}})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("stream without the token: %v", err)
 	}
 }

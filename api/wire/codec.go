@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
-	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
@@ -72,28 +70,17 @@ func DecodeJSON(b []byte, v any) error {
 	return nil
 }
 
-// Decompress undoes a Content-Encoding (identity or zstd), refusing output larger than
-// maxBytes (decompression bombs).
+// Decompress undoes a Content-Encoding (identity, zstd or gzip), refusing output larger
+// than maxBytes (decompression bombs). See Inflate for ratio limits.
 func Decompress(encoding string, body []byte, maxBytes int64) ([]byte, error) {
-	switch strings.ToLower(strings.TrimSpace(encoding)) {
-	case "", "identity":
-		return body, nil
-	case "zstd":
-		d, err := zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderMaxMemory(uint64(maxBytes)), zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, errf("Content-Encoding", "zstd: %v", err)
-		}
-		defer d.Close()
-		out, err := io.ReadAll(io.LimitReader(d, maxBytes+1))
-		if err != nil {
-			return nil, errf("Content-Encoding", "zstd body is corrupt: %v", err)
-		}
-		if int64(len(out)) > maxBytes {
-			return nil, errf("Content-Encoding", "decompressed body exceeds %d bytes", maxBytes)
-		}
-		return out, nil
+	out, err := Inflate(encoding, body, InflateLimits{MaxBytes: maxBytes})
+	if le, ok := err.(*LimitError); ok {
+		return nil, errf("Content-Encoding", "decompressed body exceeds %d bytes (%s)", maxBytes, le.Limit)
 	}
-	return nil, errf("Content-Encoding", "%q is not supported (use zstd or none)", encoding)
+	if ee, ok := err.(*EncodingError); ok {
+		return nil, errf("Content-Encoding", "%q is not supported (use zstd, gzip or none)", ee.Encoding)
+	}
+	return out, err
 }
 
 // ForwardBackwardCall is a decoded forward or forward_backward request.
@@ -300,6 +287,19 @@ func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, c
 	if crow[0] != 0 || crow[rows] != int64(nnz) {
 		return engine.Tensor{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
 	}
+	// Every index is checked before any is used: each row's range must lie within the
+	// values, so no forged array can index past them.
+	for r := 0; r < rows; r++ {
+		if crow[r+1] < crow[r] || crow[r+1] > int64(nnz) {
+			return engine.Tensor{}, errf("sparse_csr.crow_indices", "entry %d (%d) must be in [%d, %d]: the row ranges must not decrease or pass the %d values",
+				r+1, crow[r+1], crow[r], nnz, nnz)
+		}
+	}
+	for k, c := range col {
+		if c < 0 || c >= int64(cols) {
+			return engine.Tensor{}, errf("sparse_csr.col_indices", "entry %d: column %d out of range [0, %d)", k, c, cols)
+		}
+	}
 	t := engine.Tensor{DType: dt, Shape: shape}
 	if dt == engine.Float32 {
 		t.F32 = make([]float32, n)
@@ -307,15 +307,8 @@ func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, c
 		t.I64 = make([]int64, n)
 	}
 	for r := 0; r < rows; r++ {
-		a, b := crow[r], crow[r+1]
-		if b < a {
-			return engine.Tensor{}, errf("sparse_csr.crow_indices", "decreases at row %d", r)
-		}
-		for k := a; k < b; k++ {
+		for k := crow[r]; k < crow[r+1]; k++ {
 			c := col[k]
-			if c < 0 || c >= int64(cols) {
-				return engine.Tensor{}, errf("sparse_csr.col_indices", "column %d out of range [0, %d)", c, cols)
-			}
 			if dt == engine.Float32 {
 				t.F32[r*cols+int(c)] = vf[k]
 			} else {
@@ -443,67 +436,8 @@ type DatumJSON struct {
 	LossFnInputs map[string]json.RawMessage `json:"loss_fn_inputs"`
 }
 
-type forwardInput struct {
-	Data         []DatumJSON        `json:"data"`
-	LossFn       string             `json:"loss_fn"`
-	LossFnConfig map[string]float64 `json:"loss_fn_config,omitempty"`
-}
-
-type forwardBackwardJSON struct {
-	ForwardBackwardInput *forwardInput `json:"forward_backward_input"`
-	ForwardInput         *forwardInput `json:"forward_input"`
-	ModelID              string        `json:"model_id"`
-	SeqID                *int64        `json:"seq_id"`
-}
-
 // DecodeForwardBackwardJSON decodes the JSON bodies of SDK 0.18–0.24's /forward_backward
-// and /forward.
+// and /forward (see fbjson.go: memory about the size of the numbers it holds).
 func DecodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardCall, error) {
-	var m forwardBackwardJSON
-	if err := DecodeJSON(body, &m); err != nil {
-		return nil, err
-	}
-	in, field := m.ForwardBackwardInput, "forward_backward_input"
-	if in == nil {
-		in, field = m.ForwardInput, "forward_input"
-		forwardOnly = forwardOnly || in != nil
-	}
-	if in == nil {
-		return nil, errf("forward_backward_input", "is required")
-	}
-	if m.ModelID == "" {
-		return nil, errf("model_id", "is required")
-	}
-	call := &ForwardBackwardCall{ModelID: m.ModelID, ForwardOnly: forwardOnly, Req: engine.ForwardRequest{LossFn: in.LossFn, LossFnConfig: in.LossFnConfig}}
-	if m.SeqID != nil {
-		call.SeqID, call.HasSeqID = *m.SeqID, true
-	}
-	if len(in.Data) == 0 {
-		return nil, errf(field+".data", "is empty: at least one datum is required")
-	}
-	for i, d := range in.Data {
-		f := fmt.Sprintf("%s.data[%d]", field, i)
-		toks, err := d.ModelInput.tokens(f + ".model_input")
-		if err != nil {
-			return nil, err
-		}
-		inputs := map[string]engine.Tensor{}
-		for name, raw := range d.LossFnInputs {
-			var td TensorData
-			if len(raw) > 0 && raw[0] == '[' { // a plain list
-				if err := DecodeJSON(raw, &td.Data); err != nil {
-					return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
-				}
-			} else if err := DecodeJSON(raw, &td); err != nil {
-				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
-			}
-			t, err := td.engine(name)
-			if err != nil {
-				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
-			}
-			inputs[name] = t
-		}
-		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
-	}
-	return call, nil
+	return decodeForwardBackwardJSON(body, forwardOnly)
 }

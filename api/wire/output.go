@@ -106,7 +106,7 @@ func EncodeForwardBackwardOutputProto(res engine.ForwardResult, lossFn string) (
 type ForwardBackwardOutput struct {
 	LossFnOutputType string              `json:"loss_fn_output_type"`
 	LossFnOutputs    []map[string]Tensor `json:"loss_fn_outputs"`
-	Metrics          map[string]float64  `json:"metrics"`
+	Metrics          Metrics             `json:"metrics"`
 }
 
 // Tensor is the JSON form of an output tensor.
@@ -470,9 +470,9 @@ type SampleResponseJSON struct {
 
 // SampledSequence is one JSON sequence.
 type SampledSequence struct {
-	Tokens     []int32   `json:"tokens"`
-	Logprobs   []float32 `json:"logprobs"`
-	StopReason string    `json:"stop_reason"`
+	Tokens     []int32 `json:"tokens"`
+	Logprobs   Floats  `json:"logprobs"`
+	StopReason string  `json:"stop_reason"`
 }
 
 // SampleResponseProtoToJSON converts a stored protobuf result for a JSON client.
@@ -486,12 +486,7 @@ func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
 		out.Sequences = append(out.Sequences, SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
 	}
 	for _, lp := range res.PromptLogprobs {
-		if math.IsNaN(float64(lp)) {
-			out.PromptLogprobs = append(out.PromptLogprobs, nil)
-		} else {
-			v := lp
-			out.PromptLogprobs = append(out.PromptLogprobs, &v)
-		}
+		out.PromptLogprobs = append(out.PromptLogprobs, finite32(lp))
 	}
 	for _, row := range res.TopKPrompt {
 		if len(row) == 0 {
@@ -500,7 +495,7 @@ func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
 		}
 		r := make([][2]any, len(row))
 		for j, e := range row {
-			r[j] = [2]any{e.Token, e.Logprob}
+			r[j] = [2]any{e.Token, finite32(e.Logprob)}
 		}
 		out.TopkPromptLogprobs = append(out.TopkPromptLogprobs, &r)
 	}

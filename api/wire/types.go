@@ -250,7 +250,7 @@ func (o *OptimStepRequest) UnmarshalJSON(b []byte) error {
 
 // OptimStepResponse is optim_step's future result.
 type OptimStepResponse struct {
-	Metrics map[string]float64 `json:"metrics"`
+	Metrics Metrics `json:"metrics"`
 }
 
 // SaveWeightsRequest is POST /save_weights (save_state).

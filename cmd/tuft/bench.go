@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tuft-go/tuft/engine"
@@ -364,19 +363,6 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// maxRSSMiB is this process's peak resident set size (ru_maxrss is KiB on Linux).
-func maxRSSMiB() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	kib := float64(ru.Maxrss)
-	if runtime.GOOS == "darwin" {
-		kib /= 1024 // bytes there
-	}
-	return kib / 1024
 }
 
 // findTorchRef picks an interpreter that can import what the reference needs and locates

@@ -28,6 +28,8 @@ func commands() []command {
 		{"version", []string{"tuft version"}, "Print the version.", nil, cmdVersion},
 		{"config", []string{"tuft config check FILE"}, "Validate a tuft_config.yaml.", []string{"check"}, cmdConfig},
 		{"clear", []string{"tuft clear persistence [--config FILE] [-f]"}, "Delete every stored record.", []string{"persistence"}, cmdClear},
+		{"store", []string{"tuft store check [--config FILE | --path FILE]", "tuft store repair [--config FILE | --path FILE]"},
+			"Find damage in the embedded store; repair keeps every intact record.", []string{"check", "repair"}, cmdStore},
 		{"model", []string{"tuft model init --preset NAME --out DIR", "tuft model presets"},
 			"Write a built-in model, or list the presets.", []string{"init", "presets"}, cmdModel},
 		{"key", []string{"tuft key hash KEY", "tuft key new"}, "Hash or generate an API key.", []string{"hash", "new"}, cmdKey},

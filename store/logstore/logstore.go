@@ -2,13 +2,19 @@
 // frames and an in-memory index of where each live value sits (the Bitcask design).
 //
 // Every write call (Set, Del, Apply, ...) becomes one frame, so it is atomic across a
-// crash: a torn last frame fails its checksum and is cut off when the file is opened.
-// Writers queue their frames while the previous group is being written; the committer
-// then appends the whole group with one write and one fdatasync (group commit), and only
-// afterwards makes it visible to readers and returns. Values are read back from the file
-// (through the page cache), so memory holds keys and offsets, not values. When the file
-// holds mostly dead records it is compacted: the live ones are copied to a new file that
-// atomically replaces it.
+// crash. Writers queue their frames while the previous group is being written; the
+// committer then appends the whole group with one write and one fdatasync (group
+// commit), and only afterwards makes it visible to readers and returns. Values are read
+// back from the file (through the page cache), so memory holds keys and offsets, not
+// values. When the file holds mostly dead records it is compacted: the live ones are
+// copied to a new file that atomically replaces it.
+//
+// Damage is told apart from an unfinished write by marks: every group write starts with
+// a mark frame that records its own offset, and a mark is also written when the file is
+// opened and closed. A group is only written after the previous one was synced, so a
+// damaged frame followed by an intact mark was acknowledged: the store then refuses to
+// open (nothing is cut) and `tuft store check` / `tuft store repair` take over. Only
+// damage with no mark after it, the last write a crash interrupted, is cut off.
 package logstore
 
 import (
@@ -25,7 +31,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tuft-go/tuft/store"
@@ -40,7 +45,27 @@ const (
 	// maxTornTail is the most a crash can leave half-written at the end of the file (a
 	// group, or one large frame); a bad frame followed by more than this is corruption.
 	maxTornTail = 256 << 20
+	// markKey names mark frames. Real keys are namespace + "\x00" + key with a non-empty
+	// namespace, so none starts with "\x00"; a mark is a delete of markKey, which older
+	// versions apply as a no-op.
+	markKey = "\x00mark"
 )
+
+// markFrame is the mark written at file offset off: a frame that records its own offset.
+func markFrame(off int64) []byte {
+	b, _ := encodeFrame([]op{{kind: opDel, key: markKey, exp: off}})
+	return b
+}
+
+// markLen is the size of a mark frame.
+var markLen = int64(len(markFrame(0)))
+
+// isMark reports whether a frame at off is a mark written there.
+func isMark(ops []op, off int64) bool {
+	return len(ops) == 1 && ops[0].kind == opDel && ops[0].key == markKey && ops[0].exp == off
+}
+
+var errLocked = errors.New("locked by another process")
 
 // compactMin is the file size below which the file is never compacted (a variable for
 // tests).
@@ -94,6 +119,10 @@ type db struct {
 	kick    chan struct{}
 	stopped chan struct{}
 	broken  error // a failed write that could not be undone: refuse further writes
+	// sealed: nothing was written since the last mark (the close needs none).
+	sealed bool
+	// fault, in tests, is called at points of the write protocols (a crash there).
+	fault func(point string)
 
 	refs int
 }
@@ -151,12 +180,17 @@ func openDB(path string) (*db, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store file %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, errLocked) {
 			return nil, fmt.Errorf("store file %s is locked by another process (is another tuft running?)", path)
 		}
 		return nil, fmt.Errorf("store file %s: lock: %w", path, err)
+	}
+	// The lock says no other process uses the file, so a compaction file is a crashed
+	// process's leftover.
+	if err := os.Remove(path + ".compact"); err == nil {
+		slog.Default().Info("store file: removed the leftover of an interrupted compaction", "file", path+".compact")
 	}
 	d := &db{path: path, log: slog.Default(), f: f, index: map[string]entry{}, overlay: map[string]pendingKey{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
@@ -164,11 +198,43 @@ func openDB(path string) (*db, error) {
 		f.Close()
 		return nil, err
 	}
+	// Seal what was loaded: damage in it from now on is followed by this mark, so it can
+	// never pass for an unfinished write.
+	if err := d.seal(); err != nil {
+		f.Close()
+		return nil, err
+	}
 	go d.loop()
 	return d, nil
 }
 
-// load reads the file into the index, cutting off a torn last frame.
+// seal appends a mark and syncs it, unless nothing was written since the last one.
+// Callers own d's file (the commit goroutine, or before and after it runs).
+func (d *db) seal() error {
+	if d.sealed {
+		return nil
+	}
+	if _, err := d.f.WriteAt(markFrame(d.size), d.size); err != nil {
+		_ = d.f.Truncate(d.size)
+		return fmt.Errorf("store file %s: write a mark: %w", d.path, err)
+	}
+	if err := datasync(d.f); err != nil {
+		return fmt.Errorf("store file %s: %w", d.path, err)
+	}
+	d.size += markLen
+	d.sealed = true
+	return nil
+}
+
+func (d *db) hit(point string) {
+	if d.fault != nil {
+		d.fault(point)
+	}
+}
+
+// load reads the file into the index. Damage followed by a mark (a later, completed
+// write) is corruption: nothing is changed and the error says where and what to do. Damage
+// with no mark after it is the unfinished last write of a crash: it is cut off.
 func (d *db) load() error {
 	fi, err := d.f.Stat()
 	if err != nil {
@@ -178,65 +244,73 @@ func (d *db) load() error {
 		if _, err := d.f.WriteAt([]byte(magic), 0); err != nil {
 			return fmt.Errorf("store file %s: %w", d.path, err)
 		}
-		if err := syncFileAndDir(d.f, d.path); err != nil {
-			return err
+		if err := d.f.Sync(); err != nil {
+			return fmt.Errorf("store file %s: %w", d.path, err)
+		}
+		if err := syncDir(d.path); err != nil {
+			return fmt.Errorf("store file %s: %w", d.path, err)
 		}
 		d.size = int64(len(magic))
 		return nil
 	}
-	r := bufio.NewReaderSize(io.NewSectionReader(d.f, 0, fi.Size()), 1<<20)
+	if err := checkMagic(d.f, d.path); err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	var w walkResult
+	err = walk(d.f, fi.Size(), func(off int64, payload []byte, ops []op, voffs []int) error {
+		if !w.damaged() {
+			d.apply(ops, voffs, off+frameHeader, now)
+		}
+		return nil
+	}, &w)
+	if err != nil {
+		return fmt.Errorf("store file %s: %w", d.path, err)
+	}
+	if !w.damaged() {
+		d.size = fi.Size()
+		d.sealed = w.lastIsMark
+		return nil
+	}
+	first := w.damage[0]
+	if !w.tornTail(fi.Size()) {
+		return &CorruptError{Path: d.path, First: first, Regions: len(w.damage), Size: fi.Size()}
+	}
+	// The tail of a write the process did not finish: never acknowledged, so dropping it
+	// loses nothing anyone was told had been stored.
+	d.log.Warn("store file: cutting off an unfinished write at its end", "file", d.path, "offset", first.Offset,
+		"bytes", fi.Size()-first.Offset, "reason", first.Reason)
+	if err := d.f.Truncate(first.Offset); err != nil {
+		return fmt.Errorf("store file %s: truncate a torn tail: %w", d.path, err)
+	}
+	if err := d.f.Sync(); err != nil {
+		return fmt.Errorf("store file %s: %w", d.path, err)
+	}
+	d.size = first.Offset
+	return nil
+}
+
+// CorruptError is a store file damaged where a crash cannot have left it.
+type CorruptError struct {
+	Path    string
+	First   Damage // the first damaged region
+	Regions int    // how many there are
+	Size    int64
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("store file %s is corrupt: %s at offset %d (%d damaged bytes, to offset %d; %d damaged region(s) in all), "+
+		"followed by records written after it, so it is not an unfinished last write. Nothing was changed and tuft will not start on it, "+
+		"so nothing is dropped silently. Run `tuft store check --path %s` to see the damage, then `tuft store repair --path %s` "+
+		"to keep every intact record (the damaged bytes are moved aside to a file), or restore the file from a backup",
+		e.Path, e.First.Reason, e.First.Offset, e.First.End-e.First.Offset, e.First.End, e.Regions, e.Path, e.Path)
+}
+
+func checkMagic(f io.ReaderAt, path string) error {
 	head := make([]byte, len(magic))
-	if _, err := io.ReadFull(r, head); err != nil || string(head) != magic {
-		return fmt.Errorf("store file %s is not a TuFT store (bad header); move it away or point persistence.path elsewhere", d.path)
+	if _, err := f.ReadAt(head, 0); err != nil || string(head) != magic {
+		return fmt.Errorf("store file %s is not a TuFT store (bad header); move it away or point persistence.path elsewhere", path)
 	}
-	pos := int64(len(magic))
-	var hdr [frameHeader]byte
-	for pos < fi.Size() {
-		bad := ""
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			bad = "a truncated frame header"
-		}
-		var payload []byte
-		if bad == "" {
-			n := int64(binary.LittleEndian.Uint32(hdr[:4]))
-			if pos+frameHeader+n > fi.Size() {
-				bad = "a frame that runs past the end of the file"
-			} else {
-				payload = make([]byte, n)
-				if _, err := io.ReadFull(r, payload); err != nil {
-					bad = "an unreadable frame"
-				} else if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(hdr[4:]) {
-					bad = "a frame whose checksum does not match"
-				}
-			}
-		}
-		var ops []op
-		var voffs []int
-		if bad == "" {
-			if ops, voffs, err = decodeFrame(payload); err != nil {
-				bad = "a malformed frame (" + err.Error() + ")"
-			}
-		}
-		if bad != "" {
-			rest := fi.Size() - pos
-			if rest > maxTornTail {
-				return fmt.Errorf("store file %s is corrupt: %s at offset %d, followed by %d more bytes", d.path, bad, pos, rest)
-			}
-			// The tail of a write the process did not finish: never acknowledged, so
-			// dropping it loses nothing anyone was told had been stored.
-			d.log.Warn("store file: cutting off an unfinished write at its end", "file", d.path, "offset", pos, "bytes", rest, "reason", bad)
-			if err := d.f.Truncate(pos); err != nil {
-				return fmt.Errorf("store file %s: truncate a torn tail: %w", d.path, err)
-			}
-			if err := d.f.Sync(); err != nil {
-				return fmt.Errorf("store file %s: %w", d.path, err)
-			}
-			break
-		}
-		d.apply(ops, voffs, pos+frameHeader, time.Now().UnixNano())
-		pos += frameHeader + int64(len(payload))
-	}
-	d.size = pos
 	return nil
 }
 
@@ -391,10 +465,21 @@ func (d *db) commit(group []*call, total int) {
 		}
 	}
 	base := d.size // only this goroutine changes size (and compaction, also here)
-	_, err := d.f.WriteAt(buf, base)
-	if err == nil {
-		err = fdatasync(d.f)
+	// The group starts with a mark: once it is synced, damage in anything before it can
+	// no longer pass for an unfinished write.
+	mark := markFrame(base)
+	var err error
+	if len(buf) <= 64<<10 {
+		buf = append(append(make([]byte, 0, len(mark)+len(buf)), mark...), buf...)
+		_, err = d.f.WriteAt(buf, base)
+	} else if _, err = d.f.WriteAt(mark, base); err == nil { // a large group is not copied
+		_, err = d.f.WriteAt(buf, base+markLen)
 	}
+	d.hit("group-written")
+	if err == nil {
+		err = datasync(d.f)
+	}
+	d.hit("group-synced")
 	if err != nil {
 		// Undo the partial append so the file stays a sequence of whole frames.
 		if terr := d.f.Truncate(base); terr != nil {
@@ -406,7 +491,8 @@ func (d *db) commit(group []*call, total int) {
 	} else {
 		now := time.Now().UnixNano()
 		d.mu.Lock()
-		off := base
+		off := base + markLen
+		d.sealed = false
 		for _, c := range group {
 			d.apply(c.ops, c.voffs, off+frameHeader, now)
 			off += int64(len(c.frame))
@@ -485,6 +571,12 @@ func (d *db) compact() error {
 		pos += int64(len(frame))
 	}
 	d.mu.RUnlock()
+	// The compacted records were all acknowledged: a mark after them says so.
+	if _, err := w.Write(markFrame(pos)); err != nil {
+		f.Close()
+		return err
+	}
+	pos += markLen
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return err
@@ -493,22 +585,29 @@ func (d *db) compact() error {
 		f.Close()
 		return err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	d.hit("compact-written")
+	if err := lockFile(f); err != nil {
 		f.Close()
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := os.Rename(tmp, d.path); err != nil {
-		f.Close()
+	cur, replaced, err := replaceFile(tmp, d.path, f, d.f)
+	d.hit("compact-renamed")
+	if cur == nil {
+		d.qmu.Lock()
+		d.broken = fmt.Errorf("store file %s: could not be opened again after compaction (%v): restart tuft", d.path, err)
+		d.qmu.Unlock()
+		return d.broken
+	}
+	d.f = cur
+	if !replaced {
 		return err
 	}
 	if err := syncDir(d.path); err != nil {
 		d.log.Warn("store file: directory sync after compaction failed", "error", err)
 	}
-	old := d.f
-	d.f, d.index, d.size, d.live = f, newIndex, pos, live
-	old.Close()
+	d.index, d.size, d.live, d.sealed = newIndex, pos, live, true
 	d.log.Info("store file compacted", "file", d.path, "bytes", pos, "keys", len(keys))
 	return nil
 }
@@ -521,33 +620,21 @@ func (d *db) close() error {
 	}
 	d.closed = true
 	close(d.kick)
+	broken := d.broken
 	d.qmu.Unlock()
 	<-d.stopped
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.f.Close()
+	var err error
+	if broken == nil {
+		// A clean close seals the last writes: damage in them is then never taken for
+		// an unfinished write.
+		err = d.seal()
+	}
+	return errors.Join(err, d.f.Close())
 }
 
-func fdatasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
-
-func syncDir(path string) error {
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
-}
-
-func syncFileAndDir(f *os.File, path string) error {
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("store file %s: %w", path, err)
-	}
-	if err := syncDir(path); err != nil {
-		return fmt.Errorf("store file %s: %w", path, err)
-	}
-	return nil
-}
+func dirOf(path string) string { return filepath.Dir(path) }
 
 // --- store.Store ---
 

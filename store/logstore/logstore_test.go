@@ -61,11 +61,13 @@ func TestTornTailIsCutAndAcknowledgedWritesSurvive(t *testing.T) {
 	}
 	s.Close()
 	good, _ := os.ReadFile(path)
-	// A later write that the crash interrupted: the frame of one more Apply, cut short.
+	// A later write that the crash interrupted: the frame of one more Apply (with the
+	// marks before it), cut short. The file is read before the close, whose mark a crash
+	// would not have written.
 	s = open(t, path, "ns")
 	s.Apply(ctx, []store.Op{{Key: "c", Value: []byte("3")}, {Key: "d", Value: []byte("4")}})
-	s.Close()
 	full, _ := os.ReadFile(path)
+	s.Close()
 	frame := full[len(good):]
 	for cut := 0; cut < len(frame); cut++ {
 		os.WriteFile(path, append(append([]byte(nil), good...), frame[:cut]...), 0o600)

@@ -33,7 +33,10 @@ var layers = []struct {
 	{"server", 90},           // the API process's composition root
 	{"worker", 90},           // the worker process's composition root and gRPC service
 	{"api", 80},
-	{"client", 75}, // the public Go SDK
+	{"api/openai", 79},    // OpenAI-compatible routes
+	{"api/anthropic", 79}, // Anthropic-compatible routes
+	{"api/textgen", 78},   // text generation shared by the compatible routes
+	{"client", 75},        // the public Go SDK
 	{"service", 70},
 	{"futures", 60},
 	{"registry", 60},

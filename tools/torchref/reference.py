@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch reference for the TuFT engine: a minimal Llama/Qwen2 decoder with LoRA, the five
-Tinker losses and torch.optim.AdamW, run in float64 on a model directory in HuggingFace
+"""PyTorch reference for the TuFT engine: a minimal Llama/Qwen2 decoder with LoRA, the six
+Tinker losses TuFT implements and torch.optim.AdamW, run in float64 on a model directory in HuggingFace
 layout. It writes fixtures the Go tests compare against (engine/torchref_test.go).
 
 Usage (Debian's python3-torch and python3-numpy; nothing else):
@@ -11,7 +11,9 @@ Outputs in OUT_DIR:
     adapter/adapter_config.json, adapter/adapter_model.safetensors  random LoRA (A and B non-zero)
     inputs.json            the datums and loss configs
     expected.safetensors   per loss: "<loss>/logprobs/<i>", "<loss>/grad/<peft name>";
-                           "base/logprobs/0"; "adamw/<peft name>" (weights after one step)
+                           "base/logprobs/0"; "adamw/<peft name>" (weights after one step);
+                           "dimuon/<peft name>", "dimuon_momentum/<peft name>" (after two
+                           Dimuon steps of cross-entropy)
     expected.json          per loss: loss:sum
 """
 import json
@@ -171,6 +173,16 @@ def loss_fn(name, cfg, lp, inp):
     if name == "dro":
         beta = cfg.get("beta", 0.01)
         return -((lp * A - 0.5 * beta * (lp - old) ** 2) * mask).sum()
+    if name == "gspo":
+        # GSPO-token as tinker-docs /tinker/losses/gspo/ writes it: the sequence log-ratio
+        # is the mean token log-ratio over the tokens sequence_ratio_mask marks; every
+        # token carries its value with its own log-probability's gradient.
+        lo, hi = cfg.get("clip_low_threshold", 0.8), cfg.get("clip_high_threshold", 1.2)
+        in_ratio = torch.tensor(inp["sequence_ratio_mask"], dtype=DT) != 0
+        log_ratio = (lp.detach() - old)[in_ratio].mean()
+        ratio = torch.exp(log_ratio + lp - lp.detach())
+        clipped = torch.clamp(ratio, lo, hi)
+        return -(torch.minimum(ratio * A, clipped * A) * mask).sum()
     raise ValueError(name)
 
 
@@ -212,8 +224,14 @@ def main(model_dir, out):
                        "weights": [float(x) for x in rng.uniform(0.5, 1.5, n).astype(np.float32)],
                        "logprobs": [float(x) for x in rng.uniform(-7.5, -5.0, n).astype(np.float32)],
                        "advantages": [float(x) for x in rng.uniform(-1, 1, n).astype(np.float32)]})
+    # Drawn after the datums so the earlier fixtures stay as they were: GSPO's ratio covers
+    # a suffix of each datum (the "sampled" tokens).
+    for d in datums:
+        n = len(d["tokens"])
+        cut = int(rng.integers(1, n - 1))
+        d["sequence_ratio_mask"] = [0.0] * cut + [1.0] * (n - cut)
     losses = {"cross_entropy": {}, "importance_sampling": {}, "ppo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
-              "cispo": {}, "dro": {"beta": 0.05}}
+              "cispo": {}, "dro": {"beta": 0.05}, "gspo": {"clip_low_threshold": 0.5, "clip_high_threshold": 1.5}}
     json.dump({"datums": datums, "losses": losses, "rank": rank, "alpha": alpha,
                "adamw": {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.01, "grad_clip_norm": 1.0}},
               open(os.path.join(out, "inputs.json"), "w"), indent=1)
@@ -232,6 +250,11 @@ def main(model_dir, out):
             lp = lp_all[torch.arange(len(d["tokens"])), torch.tensor(d["target_tokens"])]
             expected[f"{name}/logprobs/{i}"] = lp.detach()
             inp = {"weights": d["weights"]} if name == "cross_entropy" else {"logprobs": d["logprobs"], "advantages": d["advantages"]}
+            if name == "gspo":
+                inp.update(weights=d["weights"], sequence_ratio_mask=d["sequence_ratio_mask"])
+                in_r = torch.tensor(d["sequence_ratio_mask"]) != 0
+                s_i = float(torch.exp((lp.detach() - torch.tensor(d["logprobs"], dtype=DT))[in_r].mean()))
+                print(f"gspo datum {i}: sequence ratio {s_i:.4f}", file=sys.stderr)
             total = total + loss_fn(name, cfg, lp, inp)
         total.backward()
         values[name] = float(total)
@@ -245,6 +268,46 @@ def main(model_dir, out):
             opt.step()
             for k, p in params.items():
                 expected[f"adamw/{k}"] = p.detach().clone()
+    # Dimuon, TuFT's reading (engine/dimuon.go), two steps of cross-entropy from the same
+    # adapter. Independent of the engine's Newton-Schulz iteration: the matrix sign here is
+    # U·Vh of an SVD. Weights and momentum are rounded to float32 after each step, as the
+    # engine stores them.
+    dp = {"learning_rate": 0.02, "beta1": 0.9, "grad_clip_norm": 5.0, "damping": 0.1, "rank_lr_correction_exponent": 0.5, "steps": 2}
+    params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+    lora = {(l, p): (params[peft_name(l, p, "A")], params[peft_name(l, p, "B")]) for l in range(m.L) for p in PROJ}
+    lora["lm_head"] = (params["base_model.model.lm_head.lora_A.weight"], params["base_model.model.lm_head.lora_B.weight"])
+    mom = {k: torch.zeros_like(v) for k, v in init.items()}
+    for step in range(dp["steps"]):
+        for p in params.values():
+            p.grad = None
+        total = 0
+        for d in datums:
+            lp_all = torch.log_softmax(m.logits(d["tokens"], lora, scale), -1)
+            lp = lp_all[torch.arange(len(d["tokens"])), torch.tensor(d["target_tokens"])]
+            total = total + loss_fn("cross_entropy", {}, lp, {"weights": d["weights"]})
+        total.backward()
+        norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in params.values()))
+        clip = min(1.0, dp["grad_clip_norm"] / (norm + 1e-6)) if dp["grad_clip_norm"] > 0 else 1.0
+        print(f"dimuon step {step}: grad norm {norm:.4f}, clip {clip:.4f}", file=sys.stderr)
+        eta = dp["learning_rate"] * (32 / rank) ** dp["rank_lr_correction_exponent"]
+        with torch.no_grad():
+            for k, p in params.items():
+                mk = (dp["beta1"] * mom[k] + (1 - dp["beta1"]) * clip * p.grad).to(torch.float32).to(DT)
+                mom[k] = mk
+                if not bool((mk != 0).any()):
+                    continue
+                sq = mk * mk
+                dmp = dp["damping"] * sq.mean()
+                pre = mk * (sq.mean(1, keepdim=True) + dmp) ** -0.25 * (sq.mean(0, keepdim=True) + dmp) ** -0.25
+                u, _, vh = torch.linalg.svd(pre, full_matrices=False)
+                o = u @ vh
+                p.copy_((p - eta * math.sqrt(rank) * o / o.norm()).to(torch.float32).to(DT))
+    for k, p in params.items():
+        expected[f"dimuon/{k}"] = p.detach().clone()
+        expected[f"dimuon_momentum/{k}"] = mom[k].clone()
+    inputs = json.load(open(os.path.join(out, "inputs.json")))
+    inputs["dimuon"] = dp
+    json.dump(inputs, open(os.path.join(out, "inputs.json"), "w"), indent=1)
     write_safetensors(os.path.join(out, "expected.safetensors"), expected, {"torch": torch.__version__})
     json.dump(values, open(os.path.join(out, "expected.json"), "w"), indent=1)
     print("wrote", out, {k: round(v, 6) for k, v in values.items()})

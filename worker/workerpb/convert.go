@@ -214,3 +214,21 @@ func ToSampleResult(r *SampleReply) engine.SampleResult {
 	}
 	return out
 }
+
+// FromTokenEvent encodes a token drawn by a streamed sample.
+func FromTokenEvent(ev engine.TokenEvent) *TokenEvent {
+	out := &TokenEvent{Seq: int32(ev.Seq), Token: ev.Token, Logprob: ev.Logprob, Stop: string(ev.Stop)}
+	for _, t := range ev.Top {
+		out.Top = append(out.Top, &TokenLogprob{Token: t.Token, Logprob: t.Logprob})
+	}
+	return out
+}
+
+// ToTokenEvent decodes a token drawn by a streamed sample.
+func ToTokenEvent(ev *TokenEvent) engine.TokenEvent {
+	out := engine.TokenEvent{Seq: int(ev.GetSeq()), Token: ev.GetToken(), Logprob: ev.GetLogprob(), Stop: engine.StopReason(ev.GetStop())}
+	for _, t := range ev.GetTop() {
+		out.Top = append(out.Top, engine.TokenLogprob{Token: t.GetToken(), Logprob: t.GetLogprob()})
+	}
+	return out
+}

@@ -207,8 +207,12 @@ type ModelInfo struct {
 	MaxContextLength int32                  `protobuf:"varint,4,opt,name=max_context_length,json=maxContextLength,proto3" json:"max_context_length,omitempty"`
 	Signature        string                 `protobuf:"bytes,5,opt,name=signature,proto3" json:"signature,omitempty"`
 	Config           *ModelConfig           `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The model's tokenizer.json and chat template, so that API servers can turn text
+	// into tokens for the OpenAI- and Anthropic-compatible routes.
+	TokenizerJson []byte `protobuf:"bytes,7,opt,name=tokenizer_json,json=tokenizerJson,proto3" json:"tokenizer_json,omitempty"`
+	ChatTemplate  string `protobuf:"bytes,8,opt,name=chat_template,json=chatTemplate,proto3" json:"chat_template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelInfo) Reset() {
@@ -281,6 +285,20 @@ func (x *ModelInfo) GetConfig() *ModelConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *ModelInfo) GetTokenizerJson() []byte {
+	if x != nil {
+		return x.TokenizerJson
+	}
+	return nil
+}
+
+func (x *ModelInfo) GetChatTemplate() string {
+	if x != nil {
+		return x.ChatTemplate
+	}
+	return ""
 }
 
 type ModelConfig struct {
@@ -1659,6 +1677,219 @@ func (x *SampleReply) GetOutputTokens() int64 {
 	return 0
 }
 
+type SampleStreamRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Request *SampleRequest         `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// top_logprobs > 0 fills each token's alternatives.
+	TopLogprobs   int32 `protobuf:"varint,2,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleStreamRequest) Reset() {
+	*x = SampleStreamRequest{}
+	mi := &file_executor_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleStreamRequest) ProtoMessage() {}
+
+func (x *SampleStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleStreamRequest.ProtoReflect.Descriptor instead.
+func (*SampleStreamRequest) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SampleStreamRequest) GetRequest() *SampleRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *SampleStreamRequest) GetTopLogprobs() int32 {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return 0
+}
+
+// TokenEvent mirrors engine.TokenEvent.
+type TokenEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           int32                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Token         int32                  `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,3,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	Top           []*TokenLogprob        `protobuf:"bytes,4,rep,name=top,proto3" json:"top,omitempty"`
+	Stop          string                 `protobuf:"bytes,5,opt,name=stop,proto3" json:"stop,omitempty"` // set on a sequence's last token
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenEvent) Reset() {
+	*x = TokenEvent{}
+	mi := &file_executor_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenEvent) ProtoMessage() {}
+
+func (x *TokenEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
+func (*TokenEvent) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TokenEvent) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *TokenEvent) GetToken() int32 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *TokenEvent) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
+func (x *TokenEvent) GetTop() []*TokenLogprob {
+	if x != nil {
+		return x.Top
+	}
+	return nil
+}
+
+func (x *TokenEvent) GetStop() string {
+	if x != nil {
+		return x.Stop
+	}
+	return ""
+}
+
+// SampleEvent is one message of SampleStream: a token, then finally the result.
+type SampleEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*SampleEvent_Token
+	//	*SampleEvent_Result
+	Event         isSampleEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleEvent) Reset() {
+	*x = SampleEvent{}
+	mi := &file_executor_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleEvent) ProtoMessage() {}
+
+func (x *SampleEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleEvent.ProtoReflect.Descriptor instead.
+func (*SampleEvent) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SampleEvent) GetEvent() isSampleEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SampleEvent) GetToken() *TokenEvent {
+	if x != nil {
+		if x, ok := x.Event.(*SampleEvent_Token); ok {
+			return x.Token
+		}
+	}
+	return nil
+}
+
+func (x *SampleEvent) GetResult() *SampleReply {
+	if x != nil {
+		if x, ok := x.Event.(*SampleEvent_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isSampleEvent_Event interface {
+	isSampleEvent_Event()
+}
+
+type SampleEvent_Token struct {
+	Token *TokenEvent `protobuf:"bytes,1,opt,name=token,proto3,oneof"`
+}
+
+type SampleEvent_Result struct {
+	Result *SampleReply `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*SampleEvent_Token) isSampleEvent_Event() {}
+
+func (*SampleEvent_Result) isSampleEvent_Event() {}
+
 var File_executor_proto protoreflect.FileDescriptor
 
 const file_executor_proto_rawDesc = "" +
@@ -1668,7 +1899,7 @@ const file_executor_proto_rawDesc = "" +
 	"\vInfoRequest\"Z\n" +
 	"\tInfoReply\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x121\n" +
-	"\x06models\x18\x02 \x03(\v2\x19.tuft.worker.v1.ModelInfoR\x06models\"\xd3\x01\n" +
+	"\x06models\x18\x02 \x03(\v2\x19.tuft.worker.v1.ModelInfoR\x06models\"\x9f\x02\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04arch\x18\x02 \x01(\tR\x04arch\x12\x1d\n" +
@@ -1676,7 +1907,9 @@ const file_executor_proto_rawDesc = "" +
 	"vocab_size\x18\x03 \x01(\x05R\tvocabSize\x12,\n" +
 	"\x12max_context_length\x18\x04 \x01(\x05R\x10maxContextLength\x12\x1c\n" +
 	"\tsignature\x18\x05 \x01(\tR\tsignature\x123\n" +
-	"\x06config\x18\x06 \x01(\v2\x1b.tuft.worker.v1.ModelConfigR\x06config\"\x90\x04\n" +
+	"\x06config\x18\x06 \x01(\v2\x1b.tuft.worker.v1.ModelConfigR\x06config\x12%\n" +
+	"\x0etokenizer_json\x18\a \x01(\fR\rtokenizerJson\x12#\n" +
+	"\rchat_template\x18\b \x01(\tR\fchatTemplate\"\x90\x04\n" +
 	"\vModelConfig\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x1d\n" +
 	"\n" +
@@ -1813,7 +2046,21 @@ const file_executor_proto_rawDesc = "" +
 	"\vtopk_prompt\x18\x03 \x03(\v2\x19.tuft.worker.v1.TopKEntryR\n" +
 	"topkPrompt\x12#\n" +
 	"\rprompt_tokens\x18\x04 \x01(\x03R\fpromptTokens\x12#\n" +
-	"\routput_tokens\x18\x05 \x01(\x03R\foutputTokens2\xd6\x04\n" +
+	"\routput_tokens\x18\x05 \x01(\x03R\foutputTokens\"q\n" +
+	"\x13SampleStreamRequest\x127\n" +
+	"\arequest\x18\x01 \x01(\v2\x1d.tuft.worker.v1.SampleRequestR\arequest\x12!\n" +
+	"\ftop_logprobs\x18\x02 \x01(\x05R\vtopLogprobs\"\x92\x01\n" +
+	"\n" +
+	"TokenEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x05R\x03seq\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x05R\x05token\x12\x18\n" +
+	"\alogprob\x18\x03 \x01(\x02R\alogprob\x12.\n" +
+	"\x03top\x18\x04 \x03(\v2\x1c.tuft.worker.v1.TokenLogprobR\x03top\x12\x12\n" +
+	"\x04stop\x18\x05 \x01(\tR\x04stop\"\x81\x01\n" +
+	"\vSampleEvent\x122\n" +
+	"\x05token\x18\x01 \x01(\v2\x1a.tuft.worker.v1.TokenEventH\x00R\x05token\x125\n" +
+	"\x06result\x18\x02 \x01(\v2\x1b.tuft.worker.v1.SampleReplyH\x00R\x06resultB\a\n" +
+	"\x05event2\xaa\x05\n" +
 	"\bExecutor\x12>\n" +
 	"\x04Info\x12\x1b.tuft.worker.v1.InfoRequest\x1a\x19.tuft.worker.v1.InfoReply\x12L\n" +
 	"\rCreateAdapter\x12$.tuft.worker.v1.CreateAdapterRequest\x1a\x15.tuft.worker.v1.Empty\x12B\n" +
@@ -1822,7 +2069,8 @@ const file_executor_proto_rawDesc = "" +
 	"\tOptimStep\x12 .tuft.worker.v1.OptimStepRequest\x1a\x1e.tuft.worker.v1.OptimStepReply\x12@\n" +
 	"\tSaveState\x12\x1c.tuft.worker.v1.StateRequest\x1a\x15.tuft.worker.v1.Empty\x12@\n" +
 	"\tLoadState\x12\x1c.tuft.worker.v1.StateRequest\x1a\x15.tuft.worker.v1.Empty\x12D\n" +
-	"\x06Sample\x12\x1d.tuft.worker.v1.SampleRequest\x1a\x1b.tuft.worker.v1.SampleReplyB)Z'github.com/tuft-go/tuft/worker/workerpbb\x06proto3"
+	"\x06Sample\x12\x1d.tuft.worker.v1.SampleRequest\x1a\x1b.tuft.worker.v1.SampleReply\x12R\n" +
+	"\fSampleStream\x12#.tuft.worker.v1.SampleStreamRequest\x1a\x1b.tuft.worker.v1.SampleEvent0\x01B)Z'github.com/tuft-go/tuft/worker/workerpbb\x06proto3"
 
 var (
 	file_executor_proto_rawDescOnce sync.Once
@@ -1837,7 +2085,7 @@ func file_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_executor_proto_goTypes = []any{
 	(Tensor_DType)(0),              // 0: tuft.worker.v1.Tensor.DType
 	(*Empty)(nil),                  // 1: tuft.worker.v1.Empty
@@ -1864,11 +2112,14 @@ var file_executor_proto_goTypes = []any{
 	(*TokenLogprob)(nil),           // 22: tuft.worker.v1.TokenLogprob
 	(*TopKEntry)(nil),              // 23: tuft.worker.v1.TopKEntry
 	(*SampleReply)(nil),            // 24: tuft.worker.v1.SampleReply
-	nil,                            // 25: tuft.worker.v1.Datum.LossInputsEntry
-	nil,                            // 26: tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
-	nil,                            // 27: tuft.worker.v1.TensorMap.TensorsEntry
-	nil,                            // 28: tuft.worker.v1.ForwardBackwardReply.MetricsEntry
-	nil,                            // 29: tuft.worker.v1.OptimStepReply.MetricsEntry
+	(*SampleStreamRequest)(nil),    // 25: tuft.worker.v1.SampleStreamRequest
+	(*TokenEvent)(nil),             // 26: tuft.worker.v1.TokenEvent
+	(*SampleEvent)(nil),            // 27: tuft.worker.v1.SampleEvent
+	nil,                            // 28: tuft.worker.v1.Datum.LossInputsEntry
+	nil,                            // 29: tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
+	nil,                            // 30: tuft.worker.v1.TensorMap.TensorsEntry
+	nil,                            // 31: tuft.worker.v1.ForwardBackwardReply.MetricsEntry
+	nil,                            // 32: tuft.worker.v1.OptimStepReply.MetricsEntry
 }
 var file_executor_proto_depIdxs = []int32{
 	4,  // 0: tuft.worker.v1.InfoReply.models:type_name -> tuft.worker.v1.ModelInfo
@@ -1877,45 +2128,51 @@ var file_executor_proto_depIdxs = []int32{
 	7,  // 3: tuft.worker.v1.CreateAdapterRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	8,  // 4: tuft.worker.v1.CreateAdapterRequest.config:type_name -> tuft.worker.v1.LoraConfig
 	0,  // 5: tuft.worker.v1.Tensor.dtype:type_name -> tuft.worker.v1.Tensor.DType
-	25, // 6: tuft.worker.v1.Datum.loss_inputs:type_name -> tuft.worker.v1.Datum.LossInputsEntry
+	28, // 6: tuft.worker.v1.Datum.loss_inputs:type_name -> tuft.worker.v1.Datum.LossInputsEntry
 	7,  // 7: tuft.worker.v1.ForwardBackwardRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	11, // 8: tuft.worker.v1.ForwardBackwardRequest.data:type_name -> tuft.worker.v1.Datum
-	26, // 9: tuft.worker.v1.ForwardBackwardRequest.loss_fn_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
-	27, // 10: tuft.worker.v1.TensorMap.tensors:type_name -> tuft.worker.v1.TensorMap.TensorsEntry
+	29, // 9: tuft.worker.v1.ForwardBackwardRequest.loss_fn_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
+	30, // 10: tuft.worker.v1.TensorMap.tensors:type_name -> tuft.worker.v1.TensorMap.TensorsEntry
 	13, // 11: tuft.worker.v1.ForwardBackwardReply.outputs:type_name -> tuft.worker.v1.TensorMap
-	28, // 12: tuft.worker.v1.ForwardBackwardReply.metrics:type_name -> tuft.worker.v1.ForwardBackwardReply.MetricsEntry
+	31, // 12: tuft.worker.v1.ForwardBackwardReply.metrics:type_name -> tuft.worker.v1.ForwardBackwardReply.MetricsEntry
 	7,  // 13: tuft.worker.v1.OptimStepRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	15, // 14: tuft.worker.v1.OptimStepRequest.params:type_name -> tuft.worker.v1.AdamParams
-	29, // 15: tuft.worker.v1.OptimStepReply.metrics:type_name -> tuft.worker.v1.OptimStepReply.MetricsEntry
+	32, // 15: tuft.worker.v1.OptimStepReply.metrics:type_name -> tuft.worker.v1.OptimStepReply.MetricsEntry
 	7,  // 16: tuft.worker.v1.StateRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	7,  // 17: tuft.worker.v1.SampleRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	19, // 18: tuft.worker.v1.SampleRequest.params:type_name -> tuft.worker.v1.SampleParams
 	22, // 19: tuft.worker.v1.TopKEntry.entries:type_name -> tuft.worker.v1.TokenLogprob
 	21, // 20: tuft.worker.v1.SampleReply.sequences:type_name -> tuft.worker.v1.Sequence
 	23, // 21: tuft.worker.v1.SampleReply.topk_prompt:type_name -> tuft.worker.v1.TopKEntry
-	10, // 22: tuft.worker.v1.Datum.LossInputsEntry.value:type_name -> tuft.worker.v1.Tensor
-	10, // 23: tuft.worker.v1.TensorMap.TensorsEntry.value:type_name -> tuft.worker.v1.Tensor
-	2,  // 24: tuft.worker.v1.Executor.Info:input_type -> tuft.worker.v1.InfoRequest
-	9,  // 25: tuft.worker.v1.Executor.CreateAdapter:input_type -> tuft.worker.v1.CreateAdapterRequest
-	7,  // 26: tuft.worker.v1.Executor.RemoveAdapter:input_type -> tuft.worker.v1.AdapterRef
-	12, // 27: tuft.worker.v1.Executor.ForwardBackward:input_type -> tuft.worker.v1.ForwardBackwardRequest
-	16, // 28: tuft.worker.v1.Executor.OptimStep:input_type -> tuft.worker.v1.OptimStepRequest
-	18, // 29: tuft.worker.v1.Executor.SaveState:input_type -> tuft.worker.v1.StateRequest
-	18, // 30: tuft.worker.v1.Executor.LoadState:input_type -> tuft.worker.v1.StateRequest
-	20, // 31: tuft.worker.v1.Executor.Sample:input_type -> tuft.worker.v1.SampleRequest
-	3,  // 32: tuft.worker.v1.Executor.Info:output_type -> tuft.worker.v1.InfoReply
-	1,  // 33: tuft.worker.v1.Executor.CreateAdapter:output_type -> tuft.worker.v1.Empty
-	1,  // 34: tuft.worker.v1.Executor.RemoveAdapter:output_type -> tuft.worker.v1.Empty
-	14, // 35: tuft.worker.v1.Executor.ForwardBackward:output_type -> tuft.worker.v1.ForwardBackwardReply
-	17, // 36: tuft.worker.v1.Executor.OptimStep:output_type -> tuft.worker.v1.OptimStepReply
-	1,  // 37: tuft.worker.v1.Executor.SaveState:output_type -> tuft.worker.v1.Empty
-	1,  // 38: tuft.worker.v1.Executor.LoadState:output_type -> tuft.worker.v1.Empty
-	24, // 39: tuft.worker.v1.Executor.Sample:output_type -> tuft.worker.v1.SampleReply
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	20, // 22: tuft.worker.v1.SampleStreamRequest.request:type_name -> tuft.worker.v1.SampleRequest
+	22, // 23: tuft.worker.v1.TokenEvent.top:type_name -> tuft.worker.v1.TokenLogprob
+	26, // 24: tuft.worker.v1.SampleEvent.token:type_name -> tuft.worker.v1.TokenEvent
+	24, // 25: tuft.worker.v1.SampleEvent.result:type_name -> tuft.worker.v1.SampleReply
+	10, // 26: tuft.worker.v1.Datum.LossInputsEntry.value:type_name -> tuft.worker.v1.Tensor
+	10, // 27: tuft.worker.v1.TensorMap.TensorsEntry.value:type_name -> tuft.worker.v1.Tensor
+	2,  // 28: tuft.worker.v1.Executor.Info:input_type -> tuft.worker.v1.InfoRequest
+	9,  // 29: tuft.worker.v1.Executor.CreateAdapter:input_type -> tuft.worker.v1.CreateAdapterRequest
+	7,  // 30: tuft.worker.v1.Executor.RemoveAdapter:input_type -> tuft.worker.v1.AdapterRef
+	12, // 31: tuft.worker.v1.Executor.ForwardBackward:input_type -> tuft.worker.v1.ForwardBackwardRequest
+	16, // 32: tuft.worker.v1.Executor.OptimStep:input_type -> tuft.worker.v1.OptimStepRequest
+	18, // 33: tuft.worker.v1.Executor.SaveState:input_type -> tuft.worker.v1.StateRequest
+	18, // 34: tuft.worker.v1.Executor.LoadState:input_type -> tuft.worker.v1.StateRequest
+	20, // 35: tuft.worker.v1.Executor.Sample:input_type -> tuft.worker.v1.SampleRequest
+	25, // 36: tuft.worker.v1.Executor.SampleStream:input_type -> tuft.worker.v1.SampleStreamRequest
+	3,  // 37: tuft.worker.v1.Executor.Info:output_type -> tuft.worker.v1.InfoReply
+	1,  // 38: tuft.worker.v1.Executor.CreateAdapter:output_type -> tuft.worker.v1.Empty
+	1,  // 39: tuft.worker.v1.Executor.RemoveAdapter:output_type -> tuft.worker.v1.Empty
+	14, // 40: tuft.worker.v1.Executor.ForwardBackward:output_type -> tuft.worker.v1.ForwardBackwardReply
+	17, // 41: tuft.worker.v1.Executor.OptimStep:output_type -> tuft.worker.v1.OptimStepReply
+	1,  // 42: tuft.worker.v1.Executor.SaveState:output_type -> tuft.worker.v1.Empty
+	1,  // 43: tuft.worker.v1.Executor.LoadState:output_type -> tuft.worker.v1.Empty
+	24, // 44: tuft.worker.v1.Executor.Sample:output_type -> tuft.worker.v1.SampleReply
+	27, // 45: tuft.worker.v1.Executor.SampleStream:output_type -> tuft.worker.v1.SampleEvent
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_executor_proto_init() }
@@ -1924,13 +2181,17 @@ func file_executor_proto_init() {
 		return
 	}
 	file_executor_proto_msgTypes[18].OneofWrappers = []any{}
+	file_executor_proto_msgTypes[26].OneofWrappers = []any{
+		(*SampleEvent_Token)(nil),
+		(*SampleEvent_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_executor_proto_rawDesc), len(file_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

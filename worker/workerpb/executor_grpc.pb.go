@@ -30,6 +30,7 @@ const (
 	Executor_SaveState_FullMethodName       = "/tuft.worker.v1.Executor/SaveState"
 	Executor_LoadState_FullMethodName       = "/tuft.worker.v1.Executor/LoadState"
 	Executor_Sample_FullMethodName          = "/tuft.worker.v1.Executor/Sample"
+	Executor_SampleStream_FullMethodName    = "/tuft.worker.v1.Executor/SampleStream"
 )
 
 // ExecutorClient is the client API for Executor service.
@@ -47,6 +48,9 @@ type ExecutorClient interface {
 	SaveState(ctx context.Context, in *StateRequest, opts ...grpc.CallOption) (*Empty, error)
 	LoadState(ctx context.Context, in *StateRequest, opts ...grpc.CallOption) (*Empty, error)
 	Sample(ctx context.Context, in *SampleRequest, opts ...grpc.CallOption) (*SampleReply, error)
+	// SampleStream is Sample reporting each token as it is drawn (the streams of the
+	// OpenAI- and Anthropic-compatible routes); the last message carries the result.
+	SampleStream(ctx context.Context, in *SampleStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SampleEvent], error)
 }
 
 type executorClient struct {
@@ -137,6 +141,25 @@ func (c *executorClient) Sample(ctx context.Context, in *SampleRequest, opts ...
 	return out, nil
 }
 
+func (c *executorClient) SampleStream(ctx context.Context, in *SampleStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SampleEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Executor_ServiceDesc.Streams[0], Executor_SampleStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SampleStreamRequest, SampleEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Executor_SampleStreamClient = grpc.ServerStreamingClient[SampleEvent]
+
 // ExecutorServer is the server API for Executor service.
 // All implementations must embed UnimplementedExecutorServer
 // for forward compatibility.
@@ -152,6 +175,9 @@ type ExecutorServer interface {
 	SaveState(context.Context, *StateRequest) (*Empty, error)
 	LoadState(context.Context, *StateRequest) (*Empty, error)
 	Sample(context.Context, *SampleRequest) (*SampleReply, error)
+	// SampleStream is Sample reporting each token as it is drawn (the streams of the
+	// OpenAI- and Anthropic-compatible routes); the last message carries the result.
+	SampleStream(*SampleStreamRequest, grpc.ServerStreamingServer[SampleEvent]) error
 	mustEmbedUnimplementedExecutorServer()
 }
 
@@ -185,6 +211,9 @@ func (UnimplementedExecutorServer) LoadState(context.Context, *StateRequest) (*E
 }
 func (UnimplementedExecutorServer) Sample(context.Context, *SampleRequest) (*SampleReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sample not implemented")
+}
+func (UnimplementedExecutorServer) SampleStream(*SampleStreamRequest, grpc.ServerStreamingServer[SampleEvent]) error {
+	return status.Error(codes.Unimplemented, "method SampleStream not implemented")
 }
 func (UnimplementedExecutorServer) mustEmbedUnimplementedExecutorServer() {}
 func (UnimplementedExecutorServer) testEmbeddedByValue()                  {}
@@ -351,6 +380,17 @@ func _Executor_Sample_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Executor_SampleStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SampleStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ExecutorServer).SampleStream(m, &grpc.GenericServerStream[SampleStreamRequest, SampleEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Executor_SampleStreamServer = grpc.ServerStreamingServer[SampleEvent]
+
 // Executor_ServiceDesc is the grpc.ServiceDesc for Executor service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -391,6 +431,12 @@ var Executor_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Executor_Sample_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SampleStream",
+			Handler:       _Executor_SampleStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "executor.proto",
 }

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package main
+
+// maxRSSMiB is 0 (unknown) where getrusage does not exist: the benchmark then reports
+// no memory figure.
+func maxRSSMiB() float64 { return 0 }

@@ -1,0 +1,43 @@
+package service
+
+import "github.com/tuft-go/tuft/engine"
+
+// CheckRun says whether tenant may operate on run id now, with the error an operation
+// on it would get (404 for a missing or another tenant's run): the HTTP layer asks
+// before decoding a large request about it.
+func (s *Service) CheckRun(tenant, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.usableRun(tenant, id)
+	return err
+}
+
+// CheckSampler says whether tenant may sample on sampling session id (the error a
+// sample on it would get), for the same purpose.
+func (s *Service) CheckSampler(tenant, id string) error {
+	sm, err := s.GetSampler(tenant, id)
+	if err != nil {
+		return err
+	}
+	if sm.Closed {
+		return closedError(sm)
+	}
+	return nil
+}
+
+// checkSample refuses a sample request the engine would refuse, and stop strings over
+// limits.max_stop_strings / limits.max_stop_string_bytes, before it is queued.
+func (s *Service) checkSample(c engine.Config, req engine.SampleRequest) error {
+	lim := s.cfg.Limits
+	if n := len(req.Params.StopStrings); n > lim.MaxStopStrings {
+		return invalidf("sampling_params.stop has %d strings, more than limits.max_stop_strings %d", n, lim.MaxStopStrings)
+	}
+	total := 0
+	for _, st := range req.Params.StopStrings {
+		total += len(st)
+	}
+	if total > lim.MaxStopStringBytes {
+		return invalidf("sampling_params.stop strings total %d bytes, more than limits.max_stop_string_bytes %d", total, lim.MaxStopStringBytes)
+	}
+	return classify(engine.ValidateSample(c, req))
+}

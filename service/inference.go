@@ -1,0 +1,410 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/chat"
+	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// This file serves the OpenAI- and Anthropic-compatible routes: a model named by text
+// (a base model, a tinker:// checkpoint path, or "<base>;<path>"), text turned into
+// tokens and back, and generation through the same sampling path as asample.
+
+// InferenceTarget is a model as an OpenAI- or Anthropic-compatible request names it,
+// resolved for one tenant.
+type InferenceTarget struct {
+	Model      string // as the client wrote it
+	BaseModel  string
+	Checkpoint string // tinker:// path of the adapter; "" for the base model
+	RunID      string // the checkpoint's training run
+	// MaxContextLength bounds prompt plus completion tokens.
+	MaxContextLength int
+	VocabSize        int
+
+	text *backend.Text
+	dir  string
+	mod  time.Time // the adapter file's modification time: a rewritten checkpoint reloads
+}
+
+// InferenceModel is one entry of the compatible APIs' model list.
+type InferenceModel struct {
+	ID        string
+	Created   time.Time
+	OwnedBy   string
+	BaseModel string
+}
+
+// InferenceModels lists what a tenant may name: the served base models, then the
+// tenant's sampler checkpoints, newest first.
+func (s *Service) InferenceModels(tenant string) []InferenceModel {
+	var out []InferenceModel
+	for _, m := range s.Models() {
+		out = append(out, InferenceModel{ID: m.Name, OwnedBy: "tuft", BaseModel: m.Name})
+	}
+	ckpts, _ := s.ListAllCheckpoints(tenant, 0, 0)
+	for _, c := range ckpts {
+		if c.Type == CkptSampler {
+			out = append(out, InferenceModel{ID: c.TinkerPath(), Created: c.CreatedAt, OwnedBy: c.Tenant, BaseModel: c.BaseModel})
+		}
+	}
+	return out
+}
+
+// ResolveInference finds the model a compatible request names: a base model, a
+// tinker://<run>/sampler_weights/<name> path (training checkpoints under weights/ work
+// too), or "<base>;<path>" whose base must be the one the checkpoint was trained on.
+// Anything the tenant cannot see, including another tenant's unpublished checkpoint, is
+// a KindNotFound error, the same as a checkpoint that does not exist.
+func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error) {
+	base, path := name, ""
+	if b, p, ok := strings.Cut(name, ";"); ok {
+		base, path = b, p
+	} else if strings.HasPrefix(name, "tinker://") {
+		base, path = "", name
+	}
+	if name == "" {
+		return nil, invalidf("model is required")
+	}
+	if base != "" {
+		if _, ok := s.models[base]; !ok {
+			return nil, notFoundf("the model %q does not exist; base models served here: %s", base, strings.Join(s.modelNames(), ", "))
+		}
+	}
+	t := &InferenceTarget{Model: name, BaseModel: base}
+	if path != "" {
+		s.mu.Lock()
+		c, err := s.resolvePath(tenant, path)
+		s.mu.Unlock()
+		if err != nil {
+			return nil, notFoundf("the model %q does not exist or you do not have access to it: %s", name, err.Error())
+		}
+		if base != "" && base != c.BaseModel {
+			return nil, invalidf("model %q: checkpoint %s was trained on %s, not %s", name, path, c.BaseModel, base)
+		}
+		fi, err := os.Stat(filepath.Join(c.Dir, "adapter_model.safetensors"))
+		if err != nil {
+			return nil, notFoundf("the model %q: its checkpoint files are missing on the server", name)
+		}
+		t.BaseModel, t.Checkpoint, t.RunID, t.dir, t.mod = c.BaseModel, c.TinkerPath(), c.RunID, c.Dir, fi.ModTime()
+	}
+	mi, ok := s.models[t.BaseModel]
+	if !ok {
+		return nil, notFoundf("the model %q: its base model %q is no longer served here", name, t.BaseModel)
+	}
+	t.MaxContextLength, t.VocabSize, t.text = s.maxContext(t.BaseModel, mi), mi.VocabSize, mi.Text
+	return t, nil
+}
+
+func (t *InferenceTarget) tokenizer() (*backend.Text, error) {
+	if t.text == nil {
+		return nil, invalidf("model %q: this server has no tokenizer for base model %s (its worker sent none: it predates "+
+			"the compatible routes), and the OpenAI- and Anthropic-compatible routes turn text into tokens here; use the Tinker sampling API with tokens", t.Model, t.BaseModel)
+	}
+	return t.text, nil
+}
+
+// Encode tokenizes text, recognising the model's special tokens.
+func (t *InferenceTarget) Encode(text string) ([]int32, error) {
+	tx, err := t.tokenizer()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := tx.Codec.Encode(text)
+	if err != nil {
+		return nil, invalidf("model %q: the text could not be tokenized: %v", t.Model, err)
+	}
+	return ids, nil
+}
+
+// Decode turns tokens into text. The tokenizers served here are byte-level: the text of
+// a token sequence is the concatenation of each token's bytes, which may end inside a
+// UTF-8 character.
+func (t *InferenceTarget) Decode(ids []int32) string {
+	if t.text == nil {
+		return ""
+	}
+	return t.text.Codec.Decode(ids)
+}
+
+// IsEOS reports whether id ends generation as the model's end-of-sequence token (its
+// text is then not part of the completion).
+func (t *InferenceTarget) IsEOS(id int32) bool {
+	if t.text == nil {
+		return false
+	}
+	for _, e := range t.text.EOSTokenIDs {
+		if e == id {
+			return true
+		}
+	}
+	return false
+}
+
+// ChatMessage is one turn of a conversation for the chat template.
+type ChatMessage struct {
+	Role    string
+	Content string
+}
+
+// RenderChat applies the model's chat template; addGenerationPrompt ends the text with
+// the header of an assistant turn.
+func (t *InferenceTarget) RenderChat(msgs []ChatMessage, addGenerationPrompt bool) (string, error) {
+	tx, err := t.tokenizer()
+	if err != nil {
+		return "", err
+	}
+	if tx.Template == nil {
+		if tx.TemplateErr != nil {
+			return "", invalidf("model %q: its chat template could not be compiled (%v); use the completions route with a prompt", t.Model, tx.TemplateErr)
+		}
+		return "", invalidf("model %q has no chat template; use the completions route with a prompt", t.Model)
+	}
+	cm := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+	}
+	out, err := tx.Template.Render(cm, chat.Options{AddGenerationPrompt: addGenerationPrompt, BosToken: tx.BOS, EosToken: tx.EOS})
+	if err != nil {
+		var re *chat.RaiseError
+		if errors.As(err, &re) {
+			return "", invalidf("model %q: its chat template refused the conversation: %s", t.Model, re.Message)
+		}
+		return "", invalidf("model %q: its chat template failed on the conversation: %v", t.Model, err)
+	}
+	return out, nil
+}
+
+// InferInput is one generation request of the compatible routes.
+type InferInput struct {
+	Target *InferenceTarget
+	Req    engine.SampleRequest
+	// Stream, when set, receives each token as it is drawn; top logprobs need it. Where
+	// the model's executor cannot stream (a remote worker), Infer fails with KindInvalid.
+	Stream *backend.Stream
+}
+
+// InferOutput is a finished generation.
+type InferOutput struct {
+	RequestID string // the future that ran it (tuft.request_id)
+	Result    engine.SampleResult
+}
+
+// Infer runs one generation through the sampling path asample uses: the same
+// validation and per-tenant limits, the same futures pool of the base model (so it
+// queues fairly with Tinker sampling and is batched with it where the executor batches),
+// the same spans and metrics. It waits for the result; ending ctx cancels the operation,
+// queued or running.
+func (s *Service) Infer(ctx context.Context, tenant string, in InferInput) (out InferOutput, err error) {
+	t := in.Target
+	if _, err := t.tokenizer(); err != nil {
+		return out, err
+	}
+	// The future's spans carry the keys too: a query by training run finds inference on
+	// its checkpoints.
+	ctx = telemetry.WithKeys(ctx, telemetry.Keys{TrainingRunID: t.RunID, BaseModel: t.BaseModel, OperationType: telemetry.OpSample})
+	job := sampleJob{tenant: tenant, base: t.BaseModel, req: in.Req, stream: in.Stream, live: ctx,
+		keys: telemetry.Keys{TrainingRunID: t.RunID}}
+	var (
+		res    engine.SampleResult
+		runErr error
+	)
+	job.encode = func(r engine.SampleResult) (futures.Result, error) {
+		res = r
+		// The result goes to the waiting caller, not to the store: nobody retrieves it.
+		return futures.Result{Kind: "inference"}, nil
+	}
+	job.failed = func(err error) { runErr = err }
+	if t.Checkpoint != "" {
+		lora, release, err := s.acquireAdapter(ctx, t)
+		if err != nil {
+			return out, err
+		}
+		job.lora, job.adapterDir, job.finally = lora, t.dir, release
+	}
+	id, err := s.submitSample(ctx, job)
+	if err != nil {
+		if job.finally != nil {
+			job.finally()
+		}
+		return out, err
+	}
+	out.RequestID = id
+	for {
+		rec, err := s.fut.Wait(ctx, tenant, id, time.Minute)
+		if err != nil {
+			return out, fmt.Errorf("waiting for request %s: %w", id, err)
+		}
+		if !rec.Done() {
+			continue
+		}
+		if rec.Status == futures.StatusFailed {
+			if runErr == nil {
+				msg := "generation failed"
+				if rec.Failure != nil {
+					msg = rec.Failure.Message
+				}
+				return out, &Error{Kind: KindInternal, Msg: msg}
+			}
+			if errors.Is(runErr, backend.ErrNoStreaming) {
+				return out, &Error{Kind: KindInvalid, Msg: fmt.Sprintf("model %q: %v; ask without stream and top logprobs", t.Model, runErr), Err: runErr}
+			}
+			return out, runErr
+		}
+		out.Result = res
+		return out, nil
+	}
+}
+
+// adapterCache keeps the checkpoints named by compatible requests loaded on the
+// executor, keyed by tinker path, up to inference.max_adapters (least recently used
+// first out; adapters in use never).
+type adapterCache struct {
+	mu    sync.Mutex
+	byKey map[string]*cachedAdapter
+	clock int64
+}
+
+type cachedAdapter struct {
+	key, id, base string
+	mod           time.Time
+	refs          int
+	used          int64
+	stale         bool          // a newer version of the checkpoint replaced it
+	ready         chan struct{} // closed once loaded (err says how)
+	err           error
+}
+
+// acquireAdapter returns the executor's adapter id for t's checkpoint, loading it on
+// first use, and a release function to call when the generation is over.
+func (s *Service) acquireAdapter(ctx context.Context, t *InferenceTarget) (string, func(), error) {
+	c := &s.adapters
+	c.mu.Lock()
+	if c.byKey == nil {
+		c.byKey = map[string]*cachedAdapter{}
+	}
+	e := c.byKey[t.Checkpoint]
+	var drop []*cachedAdapter
+	if e != nil && !e.mod.Equal(t.mod) {
+		// The checkpoint was written again: serve the new weights under a new id.
+		e.stale = true
+		delete(c.byKey, e.key)
+		if e.refs == 0 {
+			drop = append(drop, e)
+		}
+		e = nil
+	}
+	load := e == nil
+	if load {
+		e = &cachedAdapter{key: t.Checkpoint, base: t.BaseModel, mod: t.mod, ready: make(chan struct{}),
+			id: fmt.Sprintf("oai:%s@%d", t.Checkpoint, t.mod.UnixNano())}
+		c.byKey[e.key] = e
+	}
+	e.refs++
+	c.clock++
+	e.used = c.clock
+	c.mu.Unlock()
+	s.dropAdapters(ctx, drop)
+
+	var once sync.Once
+	release := func() { once.Do(func() { s.releaseAdapter(e) }) }
+	if load {
+		// Loaded for whoever waits: one caller going away must not fail the others.
+		e.err = s.be.AddSamplerAdapter(context.WithoutCancel(ctx), e.base, e.id, t.dir)
+		if e.err != nil {
+			c.mu.Lock()
+			if c.byKey[e.key] == e {
+				delete(c.byKey, e.key)
+			}
+			c.mu.Unlock()
+		}
+		close(e.ready)
+	} else {
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			release()
+			return "", nil, ctx.Err()
+		}
+	}
+	if e.err != nil {
+		release()
+		return "", nil, &Error{Kind: KindInternal, Msg: fmt.Sprintf("could not load checkpoint %s: %v", t.Checkpoint, e.err), Err: e.err}
+	}
+	s.evictAdapters(ctx)
+	return e.id, release, nil
+}
+
+func (s *Service) releaseAdapter(e *cachedAdapter) {
+	c := &s.adapters
+	c.mu.Lock()
+	e.refs--
+	stale := e.stale && e.refs == 0 && e.err == nil
+	c.mu.Unlock()
+	ctx := context.Background()
+	if stale {
+		s.dropAdapters(ctx, []*cachedAdapter{e})
+	}
+	s.evictAdapters(ctx)
+}
+
+// evictAdapters drops the least recently used idle adapters beyond inference.max_adapters.
+func (s *Service) evictAdapters(ctx context.Context) {
+	c := &s.adapters
+	c.mu.Lock()
+	var idle []*cachedAdapter
+	for _, e := range c.byKey {
+		select {
+		case <-e.ready:
+			if e.refs == 0 && e.err == nil {
+				idle = append(idle, e)
+			}
+		default:
+		}
+	}
+	over := len(c.byKey) - s.cfg.Inference.MaxAdapters
+	var drop []*cachedAdapter
+	if over > 0 {
+		sort.Slice(idle, func(i, j int) bool { return idle[i].used < idle[j].used })
+		if over > len(idle) {
+			over = len(idle)
+		}
+		drop = idle[:over]
+		for _, e := range drop {
+			delete(c.byKey, e.key)
+		}
+	}
+	c.mu.Unlock()
+	s.dropAdapters(ctx, drop)
+}
+
+func (s *Service) dropAdapters(ctx context.Context, drop []*cachedAdapter) {
+	for _, e := range drop {
+		if err := s.be.RemoveSamplerAdapter(context.WithoutCancel(ctx), e.base, e.id); err != nil {
+			s.log.Warn("could not drop an inference adapter", "adapter", e.id, "error", err)
+		}
+	}
+}
+
+// LoadedInferenceAdapters is how many checkpoints the compatible routes hold loaded.
+func (s *Service) LoadedInferenceAdapters() int {
+	s.adapters.mu.Lock()
+	defer s.adapters.mu.Unlock()
+	return len(s.adapters.byKey)
+}
+
+// Limits are the configured per-request limits, for the routes that check requests
+// before they reach Infer (to name the field a client got wrong).
+func (s *Service) Limits() config.Limits { return s.cfg.Limits }
