@@ -558,3 +558,43 @@ func TestCloseFailsQueuedWork(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+// Streaming: every token reaches the hook as the step that drew it ends, before the
+// request completes, with its top logprobs, and the events add up to the result.
+func TestStreamedTokensArriveAsDrawn(t *testing.T) {
+	l, _ := schedLocal(t, SchedConfig{})
+	s := l.models["tiny"].sched
+	var mu sync.Mutex
+	steps := 0
+	s.hooks.step = func([]planned) { mu.Lock(); steps++; mu.Unlock() }
+	var events []engine.TokenEvent
+	var stepAt []int
+	req := seeded(prompt(6, 2), 2, 9, 1, 4)
+	res, err := l.SampleStream(context.Background(), "tiny", "", req, Stream{TopLogprobs: 3, OnToken: func(ev engine.TokenEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+		stepAt = append(stepAt, steps)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]int32, 2)
+	for i, ev := range events {
+		got[ev.Seq] = append(got[ev.Seq], ev.Token)
+		if len(ev.Top) != 3 {
+			t.Fatalf("event %d: %d top logprobs, want 3", i, len(ev.Top))
+		}
+		if k := len(got[ev.Seq]); stepAt[i] != k {
+			t.Fatalf("token %d of sample %d reported after step %d, want the step that drew it (%d)", k, ev.Seq, stepAt[i], k)
+		}
+	}
+	for i, sq := range res.Sequences {
+		if fmt.Sprint(got[i]) != fmt.Sprint(sq.Tokens) {
+			t.Fatalf("sample %d: streamed %v, result %v", i, got[i], sq.Tokens)
+		}
+		if last := events[len(events)-1]; last.Stop == "" && last.Seq == i {
+			t.Fatal("the last event carries no stop reason")
+		}
+	}
+}

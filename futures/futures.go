@@ -90,6 +90,8 @@ type Record struct {
 	Abandoned bool `json:"abandoned,omitempty"`
 	// Owner is the API replica that runs the future ("" for a single server).
 	Owner string `json:"owner,omitempty"`
+	// Deadline is when the operation fails if it has not finished.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // Done reports whether the future has resolved.
@@ -106,6 +108,13 @@ type Task struct {
 	Pool        string // execution pool (the base model): tasks of one pool share its workers
 	PayloadHash string // identical (QueueKey, SeqID, PayloadHash) resubmission returns the same id
 	Run         func(ctx context.Context) (Result, error)
+	// Weight is the task's share of its pool's backlog while it is unfinished (the KV
+	// positions a sample may take), which Backlog reports per tenant.
+	Weight int
+	// Timeout is the operation's deadline from its submission (0: Options.DefaultTimeout).
+	// Past it, a queued operation fails without running and a running one sees its
+	// context end (see cancel.go).
+	Timeout time.Duration
 }
 
 // Options configure a Manager.
@@ -128,6 +137,11 @@ type Options struct {
 	// metrics (default: the OTel global provider and telemetry.Metrics()).
 	TracerProvider trace.TracerProvider
 	Instruments    *telemetry.Instruments
+	// DefaultTimeout is the deadline of a task without its own (default 1 h).
+	DefaultTimeout time.Duration
+	// MaxRunningPerTenant bounds one tenant's running tasks in a pool (0: no bound), so
+	// that another tenant's task finds a worker while one tenant's flood runs.
+	MaxRunningPerTenant int
 }
 
 // Errors of Submit and Wait.
@@ -200,6 +214,10 @@ type entry struct {
 	// guarded by Manager.mu.
 	accept       *time.Timer
 	resultQueued bool
+	// cancel ends a running task's context; cancelled records that the client asked
+	// for it (so the failure says so). Guarded by Manager.mu.
+	cancel    context.CancelFunc
+	cancelled bool
 }
 
 // acceptDelay is how long an operation may stay unresolved before its acceptance is
@@ -221,6 +239,7 @@ type pool struct {
 	order   []string            // round-robin ring of tenants with runnable work
 	rr      int
 	running int
+	byTenant map[string]int // running tasks per tenant
 }
 
 // Manager owns every future of this process.
@@ -238,6 +257,7 @@ type Manager struct {
 	queues    map[string]*orderedQueue
 	pools     map[string]*pool
 	perTenant map[string]int
+	backlog   map[string]map[string]int // pool → tenant → weight of unfinished tasks
 	closing   bool
 	recovered map[string]int64      // per ordered queue: one past the highest seq_id resolved before a restart
 	prior     map[priorKey]priorRef // queue/seq → future resolved earlier, only in the store now (dedupe)
@@ -274,6 +294,9 @@ func New(o Options) (*Manager, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = time.Hour
 	}
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued, entries: map[string]*entry{}, byKey: map[string]string{}, prior: map[priorKey]priorRef{},
@@ -540,7 +563,7 @@ func (m *Manager) queue(key string) *orderedQueue {
 func (m *Manager) pool(name string) *pool {
 	p, ok := m.pools[name]
 	if !ok {
-		p = &pool{name: name, tenants: map[string][]*entry{}}
+		p = &pool{name: name, tenants: map[string][]*entry{}, byTenant: map[string]int{}}
 		m.pools[name] = p
 		for i := 0; i < m.o.WorkersPerPool; i++ {
 			m.workers.Add(1)
@@ -606,9 +629,14 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		return "", &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: ra}
 	}
 	now := m.now()
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = m.o.DefaultTimeout
+	}
 	e := &entry{
 		rec: Record{ID: newID(), Owner: m.o.Owner, Tenant: t.Tenant, QueueKey: t.QueueKey, OpType: t.OpType, ModelID: t.ModelID, Pool: t.Pool,
-			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now},
+			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now,
+			Deadline: now.Add(timeout)},
 		task: t, link: trace.SpanContextFromContext(ctx), keys: telemetry.KeysFrom(ctx), done: make(chan struct{}), queued: now,
 	}
 	m.entries[e.rec.ID] = e
@@ -616,6 +644,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		m.byKey[ik] = e.rec.ID
 	}
 	m.perTenant[t.Tenant]++
+	m.addWeight(t.Pool, t.Tenant, t.Weight)
 	rec := e.rec
 	m.mu.Unlock()
 
@@ -634,6 +663,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 			delete(m.byKey, ik)
 		}
 		m.perTenant[t.Tenant]--
+		m.addWeight(t.Pool, t.Tenant, -t.Weight)
 		m.mu.Unlock()
 		return "", fmt.Errorf("persist future: %w", err)
 	}
@@ -719,13 +749,24 @@ func (m *Manager) enqueue(e *entry) {
 }
 
 // next picks the next runnable entry of p, round-robin across tenants. Callers hold m.mu.
-func (p *pool) next() *entry {
+func (p *pool) next(maxPerTenant int) *entry {
 	if len(p.order) == 0 {
 		return nil
 	}
 	if p.rr >= len(p.order) {
 		p.rr = 0
 	}
+	// The next tenant in the ring below its running bound.
+	k := 0
+	for ; k < len(p.order); k++ {
+		if t := p.order[(p.rr+k)%len(p.order)]; maxPerTenant <= 0 || p.byTenant[t] < maxPerTenant {
+			break
+		}
+	}
+	if k == len(p.order) {
+		return nil
+	}
+	p.rr = (p.rr + k) % len(p.order)
 	t := p.order[p.rr]
 	q := p.tenants[t]
 	e := q[0]
@@ -749,18 +790,30 @@ func (m *Manager) worker(p *pool) {
 				m.mu.Unlock()
 				return
 			}
-			if e = p.next(); e != nil {
+			if e = p.next(m.o.MaxRunningPerTenant); e != nil {
 				break
 			}
 			m.cond.Wait()
 		}
+		if why, cat := m.ended(e); why != "" {
+			// Cancelled or past its deadline while it waited for its turn: it never runs.
+			m.mu.Unlock()
+			m.failWith(e, why, cat)
+			continue
+		}
+		tenant := e.rec.Tenant
 		p.running++
+		p.byTenant[tenant]++
 		m.running.Add(1)
 		e.rec.Status, e.rec.StartedAt = StatusRunning, m.now()
 		m.mu.Unlock()
 		m.execute(e)
 		m.mu.Lock()
 		p.running--
+		if p.byTenant[tenant]--; p.byTenant[tenant] == 0 {
+			delete(p.byTenant, tenant)
+		}
+		m.cond.Broadcast() // a tenant at its running bound may go on
 		m.mu.Unlock()
 		m.running.Done()
 	}
@@ -801,7 +854,9 @@ func (m *Manager) execute(e *entry) {
 	ins.FuturesWaitTime.Record(ctx, wait.Seconds(), opAttr...)
 
 	start := time.Now()
+	ctx = m.runContext(ctx, e)
 	res, err := m.run(ctx, e)
+	err = m.endedError(ctx, e, err)
 	ins.FuturesExecutionTime.Record(ctx, time.Since(start).Seconds(), opAttr...)
 	telemetry.End(span, err)
 
@@ -843,6 +898,7 @@ func (m *Manager) run(ctx context.Context, e *entry) (res Result, err error) {
 func (m *Manager) finish(e *entry, st Status) {
 	m.mu.Lock()
 	m.perTenant[e.rec.Tenant]--
+	m.addWeight(e.task.Pool, e.rec.Tenant, -e.task.Weight)
 	if e.rec.Ordered {
 		q := m.queue(e.rec.QueueKey)
 		if e.rec.SeqID >= q.next {
@@ -863,10 +919,13 @@ func (m *Manager) finish(e *entry, st Status) {
 }
 
 // fail resolves a not-yet-running entry as failed. Callers must not hold m.mu.
-func (m *Manager) fail(e *entry, msg string) {
+func (m *Manager) fail(e *entry, msg string) { m.failWith(e, msg, CategoryServer) }
+
+// failWith is fail with the failure's category.
+func (m *Manager) failWith(e *entry, msg string, cat Category) {
 	m.mu.Lock()
 	e.rec.Status, e.rec.DoneAt = StatusFailed, m.now()
-	e.rec.Failure = &Failure{Message: msg, Category: CategoryServer}
+	e.rec.Failure = &Failure{Message: msg, Category: cat}
 	e.noteResultQueued()
 	rec := e.rec
 	m.mu.Unlock()
@@ -903,6 +962,9 @@ func (m *Manager) queueState(e *entry) string {
 		}
 	}
 	if p := m.pools[e.task.Pool]; p != nil {
+		if n := m.o.MaxRunningPerTenant; n > 0 && p.byTenant[e.rec.Tenant] >= n {
+			return QueuePausedCapacity // the tenant's running bound
+		}
 		if q := p.tenants[e.rec.Tenant]; len(q) > 0 && q[0] == e && p.running < m.o.WorkersPerPool {
 			return QueueActive
 		}
@@ -1055,6 +1117,7 @@ func (m *Manager) janitor() {
 				q.waiting = map[int64]*entry{}
 			}
 		}
+		expired := m.expiredLocked(now)
 		window := min(m.o.TTL, dedupeWindow)
 		for ik, ref := range m.prior {
 			if now.Sub(time.Unix(0, ref.done)) > window {
@@ -1092,6 +1155,9 @@ func (m *Manager) janitor() {
 		m.mu.Unlock()
 		for i, e := range victims {
 			m.fail(e, fmt.Sprintf("seq_id %d of %s waited %s for seq_id %d, which never arrived", e.rec.SeqID, e.rec.QueueKey, m.o.SeqGapTimeout, missing[i]))
+		}
+		for _, e := range expired {
+			m.fail(e, deadlineMessage(e))
 		}
 	}
 }
