@@ -234,11 +234,11 @@ type orderedQueue struct {
 
 // pool runs the runnable tasks of one pool, round-robin across tenants.
 type pool struct {
-	name    string
-	tenants map[string][]*entry // runnable FIFO per tenant
-	order   []string            // round-robin ring of tenants with runnable work
-	rr      int
-	running int
+	name     string
+	tenants  map[string][]*entry // runnable FIFO per tenant
+	order    []string            // round-robin ring of tenants with runnable work
+	rr       int
+	running  int
 	byTenant map[string]int // running tasks per tenant
 }
 

@@ -147,7 +147,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		WorkersPerPool:      max(64, cfg.Engine.Scheduler.MaxBatchSize+cfg.Limits.MaxRunningPerTenant),
 		MaxRunningPerTenant: cfg.Limits.MaxRunningPerTenant,
 		DefaultTimeout:      seconds(cfg.Limits.FutureTimeoutSeconds),
-		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
+		TracerProvider:      tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	if err != nil {
 		return nil, err
