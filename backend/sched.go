@@ -149,6 +149,7 @@ type schedStats struct {
 	packs, packTokens        atomic.Int64
 	preemptions              atomic.Int64
 	prefixHitTokens          atomic.Int64
+	maxStep, maxPack         atomic.Int64 // the longest decode step and training pack, ns
 }
 
 // tenantState is one tenant's work on the model.
@@ -233,7 +234,17 @@ func (s *scheduler) loop() {
 		} else {
 			ran = s.decodeStep()
 		}
-		d := time.Since(t0).Seconds()
+		el := time.Since(t0)
+		if ran {
+			longest := &s.stats.maxStep
+			if kind == kindTrain {
+				longest = &s.stats.maxPack
+			}
+			if int64(el) > longest.Load() {
+				longest.Store(int64(el))
+			}
+		}
+		d := el.Seconds()
 		if kind == kindTrain {
 			// Sampling may now run for as long, scaled by the shares, before the next pack.
 			s.credit = d * (1 - s.cfg.TrainShare) / s.cfg.TrainShare
@@ -390,10 +401,14 @@ type SchedStats struct {
 	PackTokens      int64 // tokens over all packs
 	Preemptions     int64 // sequences whose memory was taken back (and later recomputed)
 	PrefixHitTokens int64 // prompt positions served from the prefix cache
+	// MaxStep and MaxPack are the longest decode step and training pack: the units of
+	// the scheduler's waiting bounds (docs/scheduling.md) measured.
+	MaxStep, MaxPack time.Duration
 }
 
 func (s *scheduler) snapshot() SchedStats {
 	st := &s.stats
 	return SchedStats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
-		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load()}
+		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load(),
+		MaxStep: time.Duration(st.maxStep.Load()), MaxPack: time.Duration(st.maxPack.Load())}
 }
