@@ -441,6 +441,7 @@ func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*
 		args = append(args, "--device", fmt.Sprintf("cuda:%d", ord))
 	}
 	cmd := exec.Command(python, args...)
+	cmd.Env = referenceEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {

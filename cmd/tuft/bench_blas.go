@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -35,6 +36,20 @@ func goGEMMGFlops() float64 {
 	return 2 * n * n * n / median(times) / 1e9
 }
 
+// referenceEnv is the environment of a PyTorch reference run: OpenMP threads that
+// sleep when idle (OMP_WAIT_POLICY=PASSIVE) unless the caller chose otherwise. libgomp's
+// threads otherwise spin between parallel regions, and beside OpenBLAS's own threads on
+// a machine with few cores they starve each other: on 2 busy cores a decode step of the
+// reference took 2 s spinning and 0.3 s passive, its prefill 24 s and 2 s. The reference
+// must not be slowed by its threading.
+func referenceEnv() []string {
+	env := os.Environ()
+	if os.Getenv("OMP_WAIT_POLICY") == "" {
+		env = append(env, "OMP_WAIT_POLICY=PASSIVE")
+	}
+	return env
+}
+
 // crippledReference says why a reference's figures must not be compared with ours: it
 // runs on the unoptimised reference BLAS, or its GEMM is under a fifth of our kernels'
 // speed (some other unoptimised BLAS). "" when it is a fair reference.
@@ -57,6 +72,7 @@ func benchSamplingTorch(python, script, dir string, o samplingOptions, stderr io
 		"--rank", fmt.Sprint(o.rank), "--prompt-tokens", fmt.Sprint(o.promptTokens), "--sample-tokens", fmt.Sprint(o.sampleTokens),
 		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0))}
 	cmd := exec.Command(python, args...)
+	cmd.Env = referenceEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {

@@ -38,6 +38,7 @@ type samplingOptions struct {
 	kvMiB                        int
 	torch, python, script, jsonF string
 	jsonOut                      bool
+	rounds                       int
 }
 
 // samplingPhase is one measured run.
@@ -75,7 +76,9 @@ type samplingReport struct {
 	GoGEMMGFlops  float64             `json:"go_gemm_gflops"`
 	Single        samplingPhase       `json:"single_request"`
 	Concurrent    samplingPhase       `json:"concurrent"`
-	Ratio         float64             `json:"concurrent_over_single"`
+	Rounds        int                 `json:"rounds"`
+	RoundRatios   []float64           `json:"round_ratios"`
+	Ratio         float64             `json:"concurrent_over_single"` // median of the rounds' ratios
 	Torch         *torchSampling      `json:"torch,omitempty"`
 	TorchSkipped  string              `json:"torch_skipped,omitempty"`
 	TorchRatio    float64             `json:"concurrent_over_torch,omitempty"`
@@ -97,9 +100,11 @@ type torchSampling struct {
 // fast: a reference on Debian's unoptimised libblas (about 7 GFLOP/s) makes any ratio
 // meaningless.
 type torchBLAS struct {
-	Library    string  `json:"library"`
-	Kind       string  `json:"kind"` // openblas, mkl, blis, reference, unknown
-	GEMMGFlops float64 `json:"gemm_gflops"`
+	Library        string  `json:"library"`
+	Kind           string  `json:"kind"` // openblas, mkl, blis, reference, unknown
+	GEMMGFlops     float64 `json:"gemm_gflops"`
+	OMPWaitPolicy  string  `json:"omp_wait_policy,omitempty"`
+	OpenBLASThread string  `json:"openblas_threads,omitempty"`
 }
 
 func runBenchSampling(args []string, stdout, stderr io.Writer) error {
@@ -115,6 +120,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens per sample (no stop at EOS)")
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank of the adapters (q, k, v, o, gate, up, down)")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the adapters' weights and of sampling")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of both phases, alternated; medians are reported")
 	d := backend.DefaultSchedConfig()
 	fs.IntVar(&o.sched.MaxBatchSeqs, "max-batch", d.MaxBatchSeqs, "engine.scheduler.max_batch_size")
 	fs.IntVar(&o.sched.StepTokens, "step-tokens", d.StepTokens, "engine.scheduler.step_token_budget")
@@ -128,8 +134,8 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	switch {
-	case o.requests < 1 || o.adapters < 1 || o.tenants < 1 || o.promptTokens < 1 || o.sampleTokens < 1 || o.rank < 1:
-		return fmt.Errorf("--requests, --adapters, --tenants, --prompt-tokens, --sample-tokens and --rank must be ≥ 1")
+	case o.requests < 1 || o.adapters < 1 || o.tenants < 1 || o.promptTokens < 1 || o.sampleTokens < 1 || o.rank < 1 || o.rounds < 1:
+		return fmt.Errorf("--requests, --adapters, --tenants, --prompt-tokens, --sample-tokens, --rank and --rounds must be ≥ 1")
 	case o.torch != "auto" && o.torch != "on" && o.torch != "off":
 		return fmt.Errorf("--torch must be auto, on or off, not %q", o.torch)
 	case fs.NArg() > 0:
@@ -269,58 +275,101 @@ func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf fu
 			Params: engine.SampleParams{MaxTokens: o.sampleTokens, Temperature: 1, TopK: -1, TopP: 1, Seed: &seed}}
 	}
 	// Warm-up: the pool, the kernels' scratch, the adapters' first use.
-	if _, err := local.Sample(ctx, "bench", names[0], req(-1, 2)); err != nil {
+	if _, err := local.Sample(ctx, "bench", names[0], req(1, 2)); err != nil {
 		return err
 	}
 	rec.take()
 
-	t0 := time.Now()
-	res, err := local.Sample(backend.WithTenant(ctx, "tenant0"), "bench", names[0], req(-2, o.requests))
-	if err != nil {
-		return err
+	// Rounds alternate the two phases (single first in odd rounds, concurrent first in
+	// even ones), each with prompts of its own (no prefix-cache hits), so that a busy
+	// machine slows both alike; the ratio reported is the median of the rounds' ratios.
+	single := func(round int) (samplingPhase, error) {
+		t0 := time.Now()
+		res, err := local.Sample(backend.WithTenant(ctx, "tenant0"), "bench", names[0], req(10000*(round+1)+999, o.requests))
+		if err != nil {
+			return samplingPhase{}, err
+		}
+		dt := time.Since(t0).Seconds()
+		return samplingPhase{Requests: 1, Samples: o.requests, OutputTokens: res.OutputTokens, Seconds: dt, TokensPerS: float64(res.OutputTokens) / dt}, nil
 	}
-	dt := time.Since(t0).Seconds()
-	rep.Single = samplingPhase{Requests: 1, Samples: o.requests, OutputTokens: res.OutputTokens, Seconds: dt, TokensPerS: float64(res.OutputTokens) / dt}
-	rep.Single.TTFTP50Ms, rep.Single.TTFTP99Ms = percentiles(rec.take())
-	logf("one request of %d samples: %d tokens in %.2fs", o.requests, res.OutputTokens, dt)
-
-	stats0 := backendStats(local)
 	type done struct {
 		tenant string
 		tokens int
 		at     time.Duration
 		err    error
 	}
-	out := make(chan done, o.requests)
-	t0 = time.Now()
-	for i := 0; i < o.requests; i++ {
-		tenant := fmt.Sprintf("tenant%d", i%o.tenants)
-		go func() {
-			r, err := local.Sample(backend.WithTenant(ctx, tenant), "bench", names[i%o.adapters], req(i, 1))
-			out <- done{tenant: tenant, tokens: r.OutputTokens, at: time.Since(t0), err: err}
-		}()
-	}
-	tokens := 0
-	last := map[string]time.Duration{}
-	perTenant := map[string]int{}
-	for i := 0; i < o.requests; i++ {
-		d := <-out
-		if d.err != nil {
-			return d.err
+	tenantTokens := map[string]int{}
+	tenantTime := map[string]time.Duration{}
+	concurrent := func(round int) (samplingPhase, error) {
+		stats0 := backendStats(local)
+		out := make(chan done, o.requests)
+		t0 := time.Now()
+		for i := 0; i < o.requests; i++ {
+			tenant := fmt.Sprintf("tenant%d", i%o.tenants)
+			go func() {
+				r, err := local.Sample(backend.WithTenant(ctx, tenant), "bench", names[i%o.adapters], req(10000*(round+1)+i, 1))
+				out <- done{tenant: tenant, tokens: r.OutputTokens, at: time.Since(t0), err: err}
+			}()
 		}
-		tokens += d.tokens
-		perTenant[d.tenant] += d.tokens
-		last[d.tenant] = max(last[d.tenant], d.at)
+		tokens := 0
+		last := map[string]time.Duration{}
+		var firstErr error
+		for i := 0; i < o.requests; i++ {
+			d := <-out
+			if d.err != nil && firstErr == nil {
+				firstErr = d.err
+			}
+			tokens += d.tokens
+			tenantTokens[d.tenant] += d.tokens
+			last[d.tenant] = max(last[d.tenant], d.at)
+		}
+		if firstErr != nil {
+			return samplingPhase{}, firstErr
+		}
+		for tn, at := range last {
+			tenantTime[tn] += at
+		}
+		dt := time.Since(t0).Seconds()
+		st := backendStats(local)
+		return samplingPhase{Requests: o.requests, Samples: 1, OutputTokens: tokens, Seconds: dt, TokensPerS: float64(tokens) / dt,
+			MaxBatch: st.MaxRows, Steps: st.Steps - stats0.Steps, Preemptions: st.Preemptions - stats0.Preemptions,
+			PrefixHitToks: st.PrefixHitTokens - stats0.PrefixHitTokens}, nil
 	}
-	dt = time.Since(t0).Seconds()
-	st := backendStats(local)
-	c := samplingPhase{Requests: o.requests, Samples: 1, OutputTokens: tokens, Seconds: dt, TokensPerS: float64(tokens) / dt,
-		TenantTPS: map[string]float64{}, MaxBatch: st.MaxRows, Steps: st.Steps - stats0.Steps,
-		Preemptions: st.Preemptions - stats0.Preemptions, PrefixHitToks: st.PrefixHitTokens - stats0.PrefixHitTokens}
-	c.TTFTP50Ms, c.TTFTP99Ms = percentiles(rec.take())
+	var singles, concs []samplingPhase
+	var ratios, ttftSingle, ttftConc []float64
+	for round := 0; round < o.rounds; round++ {
+		var a, c samplingPhase
+		var err error
+		if round%2 == 0 {
+			if a, err = single(round); err == nil {
+				ttftSingle = append(ttftSingle, rec.take()...)
+				c, err = concurrent(round)
+				ttftConc = append(ttftConc, rec.take()...)
+			}
+		} else {
+			if c, err = concurrent(round); err == nil {
+				ttftConc = append(ttftConc, rec.take()...)
+				a, err = single(round)
+				ttftSingle = append(ttftSingle, rec.take()...)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		singles, concs = append(singles, a), append(concs, c)
+		ratios = append(ratios, c.TokensPerS/a.TokensPerS)
+		logf("round %d: one request of %d samples %.1f tok/s; %d concurrent requests over %d adapters and %d tenants %.1f tok/s (%.2f)",
+			round+1, o.requests, a.TokensPerS, o.requests, o.adapters, o.tenants, c.TokensPerS, c.TokensPerS/a.TokensPerS)
+	}
+	rep.Rounds, rep.RoundRatios = o.rounds, ratios
+	rep.Single = medianPhase(singles)
+	rep.Single.TTFTP50Ms, rep.Single.TTFTP99Ms = percentiles(ttftSingle)
+	c := medianPhase(concs)
+	c.TTFTP50Ms, c.TTFTP99Ms = percentiles(ttftConc)
+	c.TenantTPS = map[string]float64{}
 	lo, hi := 0.0, 0.0
-	for tn, n := range perTenant {
-		tps := float64(n) / last[tn].Seconds()
+	for tn, n := range tenantTokens {
+		tps := float64(n) / tenantTime[tn].Seconds()
 		c.TenantTPS[tn] = tps
 		if lo == 0 || tps < lo {
 			lo = tps
@@ -331,9 +380,15 @@ func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf fu
 		c.TenantRatio = hi / lo
 	}
 	rep.Concurrent = c
-	rep.Ratio = c.TokensPerS / rep.Single.TokensPerS
-	logf("%d concurrent requests over %d adapters and %d tenants: %d tokens in %.2fs", o.requests, o.adapters, o.tenants, tokens, dt)
+	rep.Ratio = median(ratios)
 	return nil
+}
+
+// medianPhase is the round with the median tokens/s.
+func medianPhase(ps []samplingPhase) samplingPhase {
+	s := append([]samplingPhase(nil), ps...)
+	sort.Slice(s, func(i, j int) bool { return s[i].TokensPerS < s[j].TokensPerS })
+	return s[len(s)/2]
 }
 
 // backendStats reads the scheduler counters through the executor's exported view.
@@ -391,6 +446,7 @@ func printSampling(w io.Writer, r *samplingReport) {
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "median of %d rounds (the two phases alternated, fresh prompts each)\n", r.Rounds)
 	row(fmt.Sprintf("(a) one request of %d samples (one prompt, forked caches)", r.Single.Samples), r.Single)
 	row(fmt.Sprintf("%d concurrent 1-sample requests, %d adapters, %d tenants", r.Concurrent.Requests, r.Adapters, r.Tenants), r.Concurrent)
 	c := r.Concurrent
@@ -412,7 +468,11 @@ func printSampling(w io.Writer, r *samplingReport) {
 		}
 		return "MISSES"
 	}
-	fmt.Fprintf(w, "concurrent / single-request tokens/s: %.2f (target ≥ %.1f: %s)\n", r.Ratio, r.TargetRatio, verdict(r.Ratio >= r.TargetRatio))
+	rs := make([]string, len(r.RoundRatios))
+	for i, x := range r.RoundRatios {
+		rs[i] = fmt.Sprintf("%.2f", x)
+	}
+	fmt.Fprintf(w, "concurrent / single-request tokens/s: %.2f (rounds %s; target ≥ %.1f: %s)\n", r.Ratio, strings.Join(rs, " "), r.TargetRatio, verdict(r.Ratio >= r.TargetRatio))
 	fmt.Fprintf(w, "per-tenant throughput max/min:        %.2f (target ≤ %.1f: %s)\n", c.TenantRatio, r.TargetTenants, verdict(c.TenantRatio <= r.TargetTenants))
 	fmt.Fprintf(w, "Go GEMM 1024³ float32: %.1f GFLOP/s\n", r.GoGEMMGFlops)
 	t := r.Torch
@@ -420,7 +480,8 @@ func printSampling(w io.Writer, r *samplingReport) {
 		fmt.Fprintf(w, "(b) PyTorch reference skipped: %s\n", r.TorchSkipped)
 		return
 	}
-	fmt.Fprintf(w, "(b) PyTorch %s, %d threads, BLAS %s (%s): GEMM 1024³ %.1f GFLOP/s\n", t.TorchVersion, t.Threads, t.BLAS.Kind, t.BLAS.Library, t.BLAS.GEMMGFlops)
+	fmt.Fprintf(w, "(b) PyTorch %s, %d threads (OMP_WAIT_POLICY=%s), BLAS %s (%s): GEMM 1024³ %.1f GFLOP/s\n", t.TorchVersion, t.Threads,
+		t.BLAS.OMPWaitPolicy, t.BLAS.Kind, t.BLAS.Library, t.BLAS.GEMMGFlops)
 	fmt.Fprintf(w, "    one request of %d samples:                    %8.1f tok/s\n", t.Single.Batch, t.Single.TokensPerS)
 	fmt.Fprintf(w, "    batched multi-LoRA decode of %d prompts:       %8.1f tok/s\n", t.Batched.Batch, t.Batched.TokensPerS)
 	if r.TorchRefusal != "" {

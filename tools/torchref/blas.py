@@ -46,4 +46,5 @@ def blas_info(threads):
         torch.mm(a, b)
         times.append(time.perf_counter() - t0)
     gflops = 2 * 1024 ** 3 / statistics.median(times) / 1e9
-    return {"library": library, "kind": kind, "gemm_gflops": gflops, "threads": threads}
+    return {"library": library, "kind": kind, "gemm_gflops": gflops, "threads": threads,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "")}
