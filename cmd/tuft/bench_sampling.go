@@ -29,16 +29,16 @@ import (
 // (tools/torchref/bench_sampling.py).
 
 type samplingOptions struct {
-	preset, modelDir             string
-	requests, adapters, tenants  int
-	promptTokens, sampleTokens   int
-	rank                         int
-	seed                         int64
-	sched                        backend.SchedConfig
-	kvMiB                        int
-	torch, python, script, jsonF string
-	jsonOut                      bool
-	rounds                       int
+	preset, modelDir            string
+	requests, adapters, tenants int
+	promptTokens, sampleTokens  int
+	rank                        int
+	seed                        int64
+	sched                       backend.SchedConfig
+	kvMiB                       int
+	torch, python, script       string
+	jsonOut                     bool
+	rounds                      int
 }
 
 // samplingPhase is one measured run.
