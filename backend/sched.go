@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,7 +298,8 @@ func (s *scheduler) dropEnded() {
 		}
 	}
 	for _, t := range s.ring {
-		for _, c := range t.calls {
+		// failCall removes the call from t.calls: walk a copy.
+		for _, c := range slices.Clone(t.calls) {
 			if err := c.ctx.Err(); err != nil {
 				s.failCall(c, err)
 			}
@@ -336,7 +338,7 @@ func (s *scheduler) shutdown() {
 		s.failRequest(r, ErrClosed)
 	}
 	for _, t := range s.ring {
-		for _, c := range t.calls {
+		for _, c := range slices.Clone(t.calls) {
 			s.failCall(c, ErrClosed)
 		}
 	}

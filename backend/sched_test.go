@@ -598,3 +598,34 @@ func TestStreamedTokensArriveAsDrawn(t *testing.T) {
 		}
 	}
 }
+
+// Several training calls of one tenant that end together (cancelled while they wait)
+// all fail with their context's error and leave their adapters untouched.
+func TestCancelledTrainingCallsOfOneTenant(t *testing.T) {
+	l, _ := schedLocal(t, SchedConfig{})
+	s := l.models["tiny"].sched
+	ctx, cancel := context.WithCancel(context.Background())
+	release := holdLoop(t, s)
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprint("c", i)
+		if err := l.CreateAdapter(context.Background(), "tiny", name, engine.LoraConfig{Rank: 2, TrainAttn: true}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := l.ForwardBackward(WithTenant(ctx, "one"), "tiny", name, ce(prompt(9, i)))
+			errs <- err
+		}()
+	}
+	waitQueued(s, 3)
+	cancel()
+	release()
+	for i := 0; i < 3; i++ {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if s.stats.packs.Load() != 0 {
+		t.Fatal("a cancelled call ran")
+	}
+}
