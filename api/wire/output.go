@@ -414,7 +414,7 @@ func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
 				binary.LittleEndian.PutUint32(lps[4*(i*k+j):], math.Float32bits(lp))
 			}
 		}
-		m.TopkPromptLogprobs = &tinkerpb.TopkPromptLogprobs{TokenIds: ids, Logprobs: lps, K: uint32(k), PromptLength: uint32(n)}
+		m.TopkPromptLogprobs = &tinkerpb.TopkLogprobs{TokenIds: ids, Logprobs: lps, K: uint32(k), Length: uint32(n)}
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }
@@ -441,7 +441,7 @@ func DecodeSampleResponseProto(pb []byte) (engine.SampleResult, error) {
 		res.PromptLogprobs = leF32(m.PromptLogprobs)
 	}
 	if t := m.TopkPromptLogprobs; t != nil {
-		k, n := int(t.K), int(t.PromptLength)
+		k, n := int(t.K), int(t.Length)
 		if len(t.TokenIds) != 4*n*k || len(t.Logprobs) != 4*n*k {
 			return res, errf("topk_prompt_logprobs", "size does not match k×prompt_length")
 		}
