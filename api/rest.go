@@ -92,7 +92,7 @@ func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant
 
 // splitCkpt separates a checkpoint id from a trailing action ("weights/x/publish").
 func splitCkpt(tail string) (id, action string) {
-	for _, a := range []string{"publish", "ttl", "archive"} {
+	for _, a := range []string{"publish", "ttl", "archive", "external_weights_urls"} {
 		if strings.HasSuffix(tail, "/"+a) {
 			return strings.TrimSuffix(tail, "/"+a), a
 		}
@@ -148,6 +148,10 @@ func (h *Handler) empty(w http.ResponseWriter, r *http.Request, err error) {
 // checkpointGet answers the archive route with a 302 to a signed link on this server.
 func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, action := splitCkpt(r.PathValue("ckpt"))
+	if action == "external_weights_urls" {
+		h.notImplemented(w, r, tenant)
+		return
+	}
 	if action != "archive" {
 		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route GET " + r.URL.Path})
 		return

@@ -49,7 +49,8 @@ func (h *Handler) routes() {
 	// Newer SDK routes this server does not implement yet: a 400 naming the feature
 	// rather than a 404 (the SDK only calls most of them when the server advertises them).
 	for _, rt := range []string{"POST /api/v1/copy_weights", "POST /api/v1/create_custom_loss", "POST /api/v1/join_sampling_session",
-		"POST /api/v1/retrieve_futures", "POST /api/v1/cancel_future", "POST /api/v1/sessions/search"} {
+		"POST /api/v1/retrieve_futures", "POST /api/v1/cancel_future", "POST /api/v1/sessions/search",
+		"GET /api/v1/billing/usage/checkpoints/current", "GET /api/v1/billing/usage/events", "GET /api/v1/audit"} {
 		a(rt, h.notImplemented)
 	}
 
@@ -504,6 +505,10 @@ func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, te
 	var req wire.SaveWeightsExternalRequest
 	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsExternal, &req)
 	if !ok {
+		return
+	}
+	if _, err := h.svc.GetInfo(tenant, req.ModelID); err != nil {
+		h.fail(w, r, err) // an unknown run is 404, as for every operation
 		return
 	}
 	h.refuse(w, r, tenant, opMeta(req.ModelID, req.SeqID, body), telemetry.OpSaveWeightsExternal,

@@ -66,11 +66,18 @@ func indirect(t reflect.Type) reflect.Type {
 
 var rawMessage = reflect.TypeOf(json.RawMessage(nil))
 
+// selfChecked is implemented by types whose UnmarshalJSON judges every field it is given
+// (a JSON value that is not an object of declared fields).
+type selfChecked interface{ checksOwnFields() }
+
+func (*OptimizerConfig) checksOwnFields() {}
+func (*Stop) checksOwnFields()            {}
+
 // checkUnknown walks raw (a JSON value decoded into t) and refuses undeclared fields with
-// non-zero values. Types that decode themselves (json.Unmarshaler) check their own input.
+// non-zero values.
 func checkUnknown(raw []byte, t reflect.Type, path string) error {
 	t = indirect(t)
-	if t == rawMessage || reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()) {
+	if t == rawMessage || reflect.PointerTo(t).Implements(reflect.TypeOf((*selfChecked)(nil)).Elem()) {
 		return nil
 	}
 	switch t.Kind() {
