@@ -47,7 +47,7 @@ type sampleJSON struct {
 		Logprobs   []float64 `json:"logprobs"`
 		StopReason string    `json:"stop_reason"`
 	} `json:"sequences"`
-	PromptLogprobs     []*float64 `json:"prompt_logprobs"`
+	PromptLogprobs     []*float64  `json:"prompt_logprobs"`
 	TopkPromptLogprobs []*[][2]any `json:"topk_prompt_logprobs"`
 }
 
@@ -743,8 +743,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // The SDK's telemetry events become log records correlated with the client's session.
 func TestClientTelemetryBecomesLogRecords(t *testing.T) {

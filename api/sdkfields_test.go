@@ -23,10 +23,10 @@ import (
 // A field without an entry, or an entry without a field, fails the test.
 
 type fieldRule struct {
-	honouredBy string                            // "TestName" or "pkgdir:TestName"
+	honouredBy string                           // "TestName" or "pkgdir:TestName"
 	refused    func(p *probe) *testenv.Response // a request using the field
-	want       string                            // what the 400 must name
-	tag        string                            // why the field selects no behaviour
+	want       string                           // what the 400 must name
+	tag        string                           // why the field selects no behaviour
 }
 
 func honoured(test string) fieldRule { return fieldRule{honouredBy: test} }

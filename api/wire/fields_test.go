@@ -73,8 +73,8 @@ func TestOptimParamsForms(t *testing.T) {
 func TestOptimizerConfigFamily(t *testing.T) {
 	var r CreateModelRequest
 	for body, want := range map[string]string{
-		`{"optimizer_config":{"type":"adamw"}}`:             "adamw",
-		`{}`:                                                "",
+		`{"optimizer_config":{"type":"adamw"}}`: "adamw",
+		`{}`:                                    "",
 		`{"optimizer_config":{"type":"dimuon","version":1}}`: "dimuon",
 	} {
 		r = CreateModelRequest{}
