@@ -102,7 +102,7 @@ func (h *Handler) decodeOp(w http.ResponseWriter, r *http.Request, tenant, op st
 	}
 	if err := wire.DecodeRequest(b, v); err != nil {
 		model, seq, _ := wire.OpAddress(b)
-		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: payloadHash(b)}, op, invalid(err))
+		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: payloadHash(b), InOrder: inOrderSender(r)}, op, invalid(err))
 		return nil, false
 	}
 	return b, true
@@ -352,7 +352,7 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	}
 	if err != nil {
 		model, seq, _ := wire.ForwardBackwardAddress(body, isProto)
-		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: hash}, op, invalid(err))
+		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: hash, InOrder: inOrderSender(r)}, op, invalid(err))
 		return
 	}
 	if forwardRoute {
@@ -365,11 +365,12 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 		op = telemetry.OpForwardBackward
 	}
 	r = annotate(r, telemetry.Keys{TrainingRunID: call.ModelID, OperationType: op, Backward: &req.Backward})
-	m := service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash}
+	meta := service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash, InOrder: inOrderSender(r)}
+	m := meta
 	if !call.HasSeqID {
 		m.ModelID = "" // nothing to settle without a seq_id
 	}
-	id, err := h.svc.ForwardBackward(r.Context(), tenant, service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash}, req, h.enc)
+	id, err := h.svc.ForwardBackward(r.Context(), tenant, meta, req, h.enc)
 	if err != nil {
 		h.refuse(w, r, tenant, m, op, err)
 		return
@@ -384,7 +385,7 @@ func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant strin
 		return
 	}
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep})
-	m := opMeta(req.ModelID, req.SeqID, body)
+	m := opMeta(r, req.ModelID, req.SeqID, body)
 	family, p, err := req.OptimParams()
 	if err != nil {
 		h.refuse(w, r, tenant, m, telemetry.OpOptimStep, invalid(err))
@@ -394,10 +395,18 @@ func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant strin
 	h.opFuture(w, r, tenant, m, telemetry.OpOptimStep, id, err)
 }
 
-// opMeta names a training operation; without a seq_id there is nothing to settle on refusal.
-func opMeta(modelID string, seq *int64, body []byte) service.OpMeta {
-	m := service.OpMeta{ModelID: modelID, SeqID: deref(seq), PayloadHash: payloadHash(body)}
-	return m
+// opMeta names a training operation.
+func opMeta(r *http.Request, modelID string, seq *int64, body []byte) service.OpMeta {
+	return service.OpMeta{ModelID: modelID, SeqID: deref(seq), PayloadHash: payloadHash(body), InOrder: inOrderSender(r)}
+}
+
+// inOrderSender reports whether a request comes from the official Tinker SDK, which
+// sends a training run's operations one after another (each once the previous
+// submission was answered; this server advertises parallel_fwdbwd_chunks false). The
+// run's queue then never waits for a seq_id the SDK reserved but did not send.
+func inOrderSender(r *http.Request) bool {
+	ua := r.Header.Get("User-Agent")
+	return strings.HasPrefix(ua, "AsyncTinker/Python ") || strings.HasPrefix(ua, "Tinker/Python ")
 }
 
 func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -411,7 +420,7 @@ func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant str
 	if name == "" {
 		name = fmt.Sprintf("%06d", deref(req.SeqID))
 	}
-	m := opMeta(req.ModelID, req.SeqID, body)
+	m := opMeta(r, req.ModelID, req.SeqID, body)
 	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
 		OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Overwrite: req.Overwrite, UserMetadata: req.UserMetadata}, h.enc)
 	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeights, id, err)
@@ -428,7 +437,7 @@ func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsForSampler})
-	m := opMeta(req.ModelID, req.SeqID, body)
+	m := opMeta(r, req.ModelID, req.SeqID, body)
 	if k := deref(req.Kind); k != "" && k != "snapshot" && k != "inflight" {
 		h.refuse(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, invalid(fmt.Errorf("kind %q must be \"snapshot\" or \"inflight\"", k)))
 		return
@@ -456,7 +465,7 @@ func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant str
 		h.createViaLoad(w, r, tenant, &req, body)
 		return
 	}
-	m := opMeta(req.ModelID, req.SeqID, body)
+	m := opMeta(r, req.ModelID, req.SeqID, body)
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpLoadWeights})
 	var err error
 	switch {
@@ -511,7 +520,7 @@ func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, te
 		h.fail(w, r, err) // an unknown run is 404, as for every operation
 		return
 	}
-	h.refuse(w, r, tenant, opMeta(req.ModelID, req.SeqID, body), telemetry.OpSaveWeightsExternal,
+	h.refuse(w, r, tenant, opMeta(r, req.ModelID, req.SeqID, body), telemetry.OpSaveWeightsExternal,
 		invalid(fmt.Errorf("save_weights_external (export in Hugging Face format with signed download links) is not implemented by this server yet; "+
 			"use save_state or save_weights_for_sampler")))
 }

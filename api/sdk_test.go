@@ -773,3 +773,30 @@ func TestClientTelemetryBecomesLogRecords(t *testing.T) {
 		}
 	}
 }
+
+// The SDK reserves a seq_id before it validates a request, so an error on the client's
+// side (SDK 0.18 checks loss_fn names itself) leaves a seq_id it never sends. The SDK
+// sends a run's operations one after another, so the next one, arriving, says the gap
+// is final: it runs at once. A client that is not the SDK may send out of order, and its
+// gaps are waited for (TestOutOfOrderSubmissionRunsInSeqOrder).
+func TestSDKSenderNeverWaitsForAnUnsentSeqID(t *testing.T) {
+	cfg := testenv.Config(t, t.TempDir(), "memory")
+	cfg.Sessions.SeqGapTimeoutSeconds = 3600
+	s := testenv.Start(t, cfg)
+	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
+	model := h.model(h.a, h.session(h.a), 0, 4)
+	sdk := map[string]string{"User-Agent": "AsyncTinker/Python 0.18.2"}
+	var f future
+	h.a.Do("POST", "/api/v1/forward_backward", fwdbwdJSON(model, 1, datum(1, 8)), sdk).JSON(t, &f)
+	h.a.Result(f.RequestID, nil)
+	// seq 2 never comes.
+	h.a.Do("POST", "/api/v1/forward_backward", fwdbwdJSON(model, 3, datum(1, 8)), sdk).JSON(t, &f)
+	if r := h.a.Do("POST", "/api/v1/retrieve_future", map[string]any{"request_id": f.RequestID}, nil); r.Status != 200 {
+		t.Fatalf("seq 3 after an unsent seq 2: %d %s", r.Status, r.Body)
+	}
+	// Another client's gap is waited for.
+	h.a.Post("/api/v1/forward_backward", fwdbwdJSON(model, 5, datum(1, 8)), &f)
+	if r := h.a.Do("POST", "/api/v1/retrieve_future", map[string]any{"request_id": f.RequestID}, nil); r.Status != http.StatusRequestTimeout {
+		t.Fatalf("a non-SDK client's seq 5 before seq 4: %d %s", r.Status, r.Body)
+	}
+}

@@ -110,7 +110,13 @@ type Task struct {
 	ModelID     string // for spans and metrics
 	Pool        string // execution pool (the base model): tasks of one pool share its workers
 	PayloadHash string // identical (QueueKey, SeqID, PayloadHash) resubmission returns the same id
-	Run         func(ctx context.Context) (Result, error)
+	// InOrder says the sender submits the queue's seq_ids strictly one after another, each
+	// only once the previous submission was answered (the Tinker SDK does, with the
+	// serial chunks this server advertises). A lower seq_id that has not arrived when this
+	// one does will then never arrive (the SDK reserved it and failed before sending), so
+	// the queue does not wait for it.
+	InOrder bool
+	Run     func(ctx context.Context) (Result, error)
 }
 
 // Options configure a Manager.
@@ -227,6 +233,9 @@ type orderedQueue struct {
 	// skips one as soon as a later seq_id waits, since the client saw the failure and will
 	// not resend it, but a resubmission that comes first runs.
 	abandoned map[int64]bool
+	// skipBelow: an in-order sender (Task.InOrder) has submitted seq_ids up to here, so
+	// any lower seq_id that never arrived never will; the queue moves past them.
+	skipBelow int64
 }
 
 // pool runs the runnable tasks of one pool, round-robin across tenants.
@@ -673,6 +682,9 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	if t.Ordered {
 		q := m.queue(t.QueueKey)
 		q.waiting[t.SeqID] = e
+		if t.InOrder && t.SeqID > q.skipBelow {
+			q.skipBelow = t.SeqID
+		}
 		m.promote(t.QueueKey, q)
 	} else {
 		m.enqueue(e)
@@ -735,7 +747,9 @@ func (m *Manager) promote(key string, q *orderedQueue) {
 		if e, ok := q.refused[q.next]; ok {
 			delete(q.refused, q.next)
 			m.perTenant[e.rec.Tenant]--
-		} else if q.abandoned[q.next] && len(q.waiting) > 0 {
+		} else if _, inFlight := m.byKey[indexKey(key, q.next)]; inFlight || len(q.waiting) == 0 {
+			break // running (next moves when it finishes), or nothing is waiting behind it
+		} else if q.abandoned[q.next] || q.next < q.skipBelow {
 			delete(q.abandoned, q.next)
 		} else {
 			break
@@ -797,6 +811,9 @@ func (m *Manager) Refuse(ctx context.Context, t Task, reason Failure) (string, e
 	m.perTenant[t.Tenant]++
 	q.refused[t.SeqID] = e
 	delete(q.abandoned, t.SeqID)
+	if t.InOrder && t.SeqID > q.skipBelow {
+		q.skipBelow = t.SeqID
+	}
 	m.promote(t.QueueKey, q)
 	rec := e.rec
 	m.mu.Unlock()

@@ -498,3 +498,34 @@ func TestRefusalSurvivesRestart(t *testing.T) {
 		t.Fatalf("recovered next seq: %d, want 3", got)
 	}
 }
+
+// An in-order sender (the Tinker SDK) never sends a lower seq_id after a higher one: a
+// seq_id it reserved but failed to send (a client-side error) does not hold the next.
+// Other senders may arrive out of order, and the queue waits for them.
+func TestInOrderSenderDoesNotWaitForUnsentSeqIDs(t *testing.T) {
+	m := newManager(t, Options{SeqGapTimeout: time.Hour})
+	run, release := blocking()
+	defer release()
+	first, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", InOrder: true, Run: run})
+	// seq 2 arrives while seq 1 runs: it waits for seq 1, which is in flight.
+	second, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 2, Pool: "p", InOrder: true, Run: ok(`2`)})
+	if r, _ := m.Get(context.Background(), "a", second); r.Status != StatusPending {
+		t.Fatalf("seq 2 ran while seq 1 was running: %s", r.Status)
+	}
+	release()
+	wait(t, m, "a", first)
+	wait(t, m, "a", second)
+	// seq 3 was reserved by the client and never sent: seq 4 runs at once.
+	fourth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 4, Pool: "p", InOrder: true, Run: ok(`4`)})
+	if r := wait(t, m, "a", fourth); r.Status != StatusReady {
+		t.Fatalf("seq 4 after an unsent seq 3: %+v", r)
+	}
+	// An out-of-order sender's later seq_id waits for the missing one.
+	sixth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 6, Pool: "p", Run: ok(`6`)})
+	if r, _ := m.Wait(context.Background(), "a", sixth, 50*time.Millisecond); r.Status != StatusPending {
+		t.Fatalf("an out-of-order seq 6 did not wait for seq 5: %s", r.Status)
+	}
+	fifth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 5, Pool: "p", Run: ok(`5`)})
+	wait(t, m, "a", fifth)
+	wait(t, m, "a", sixth)
+}

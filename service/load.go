@@ -192,7 +192,7 @@ func (s *Service) Refused(ctx context.Context, tenant string, m OpMeta, op strin
 		return nil // no such run of this tenant: no queue to settle
 	}
 	id, err := s.fut.Refuse(ctx, futures.Task{Tenant: tenant, QueueKey: m.ModelID, Ordered: true, SeqID: m.SeqID, OpType: op,
-		ModelID: m.ModelID, Pool: pool, PayloadHash: m.PayloadHash},
+		ModelID: m.ModelID, Pool: pool, PayloadHash: m.PayloadHash, InOrder: m.InOrder},
 		futures.Failure{Message: cause.Error(), Category: futures.CategoryUser})
 	if err != nil {
 		s.log.WarnContext(ctx, "could not settle the seq_id of a refused operation", "run", m.ModelID, "seq_id", m.SeqID, "error", err)

@@ -37,6 +37,9 @@ type OpMeta struct {
 	ModelID     string
 	SeqID       int64
 	PayloadHash string
+	// InOrder: the client sends this run's seq_ids one after another (the Tinker SDK), so
+	// a lower seq_id that has not arrived never will (see futures.Task.InOrder).
+	InOrder bool
 }
 
 // CreateModelInput is what create_model carries.
@@ -212,7 +215,7 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 	}
 	id, err := s.fut.Submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
-		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash,
+		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
 			s.mu.Lock()

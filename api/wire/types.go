@@ -30,7 +30,8 @@ type ClientConfigResponse struct {
 }
 
 // ServerClientConfig is this server's client configuration: plain API keys, chunks
-// submitted serially (so seq_ids arrive in order), protobuf forward_backward for every
+// submitted serially (so an SDK's seq_ids arrive in order, which the run queues rely on:
+// a seq_id the SDK skipped is never waited for), protobuf forward_backward for every
 // SDK ≥ 0.18.2, the plain httpx transport.
 func ServerClientConfig() ClientConfigResponse {
 	return ClientConfigResponse{CredentialDefaultSource: "api_key", ProtoWriteFwdbwd: true, SampleEnableStuckDetection: true}
