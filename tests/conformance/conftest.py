@@ -25,7 +25,8 @@ def pytest_runtest_makereport(item, call):
     elif rep.failed:
         reason = str(rep.longrepr).strip().splitlines()[-1][:300] if rep.longrepr else ""
     _results.append({"test": item.name, "feature": doc.splitlines()[0] if doc else item.name,
-                     "outcome": rep.outcome, "reason": reason, "seconds": round(rep.duration, 2)})
+                     "outcome": rep.outcome, "reason": reason, "seconds": round(rep.duration, 2),
+                     "measured": dict(item.user_properties)})
 
 
 def pytest_sessionfinish(session, exitstatus):

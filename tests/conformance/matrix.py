@@ -77,6 +77,11 @@ def main(argv):
     head, rows, notes, feature, failed = table(runs, latest)
     md = markdown(head, rows)
     print(md)
+    for r in runs:
+        measured = {k: v for res in r["results"] for k, v in res.get("measured", {}).items()}
+        total = sum(res.get("seconds", 0) for res in r["results"])
+        extra = ", ".join(f"{k}={v}" for k, v in sorted(measured.items()))
+        print(f"tinker {r['sdk_version']}: scenarios took {total:.1f} s" + (f"; {extra}" if extra else ""))
     if notes:
         print()
         for t, rs in notes.items():
