@@ -58,10 +58,6 @@ func (p *probe) samplePrompt(chunk map[string]any) *testenv.Response {
 	return p.sample(map[string]any{"prompt": map[string]any{"chunks": []any{chunk}}})
 }
 
-func (p *probe) route(method, path string) func(*probe) *testenv.Response {
-	return func(p *probe) *testenv.Response { return p.h.a.Do(method, path, []byte(`{}`), nil) }
-}
-
 func (p *probe) fwd(mut func(*tinkerpb.ForwardBackwardRequest)) *testenv.Response {
 	return p.h.a.Do("POST", "/api/v1/forward_backward", fwdProto(p.model, p.nextSeq(), mut), map[string]string{"Content-Type": "application/x-protobuf"})
 }
