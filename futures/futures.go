@@ -169,7 +169,7 @@ type SeqError struct {
 }
 
 func (e *SeqError) Error() string {
-	return fmt.Sprintf("seq_id %d of %s was already executed (the next expected seq_id is %d)", e.SeqID, e.QueueKey, e.Next)
+	return fmt.Sprintf("seq_id %d of %s is behind the run: it was executed, refused, or passed over as never sent (the next expected seq_id is %d)", e.SeqID, e.QueueKey, e.Next)
 }
 
 // OverLimitError: the tenant has too many unfinished futures.

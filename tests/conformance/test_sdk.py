@@ -212,7 +212,7 @@ def test_large_batch_is_chunked_and_pipelined(sc):
 
 
 def test_rest_client(sc):
-    """REST: runs, checkpoints, publish, TTL, archive (to 0.35), delete"""
+    """REST: runs, session, checkpoints, publish, TTL, archive (to 0.35), delete"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
     tc.optim_step(ADAM).result()
@@ -223,6 +223,7 @@ def test_rest_client(sc):
 
     runs = rest.list_training_runs().result()
     assert run_id in [r.training_run_id for r in runs.training_runs]
+    assert run_id in rest.get_session(run_id.split(":train:")[0]).result().training_run_ids
     run = rest.get_training_run(run_id).result()
     assert run.base_model == MODEL and run.is_lora and run.lora_rank == 4
 
