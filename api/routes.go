@@ -457,18 +457,23 @@ func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant str
 	if !ok {
 		return
 	}
+	var tokenErr error
 	if req.WeightsAccessToken != nil && *req.WeightsAccessToken != "" {
-		h.badRequest(w, r, fmt.Errorf("weights_access_token is not supported: this server shares checkpoints by publishing them (load a published checkpoint without a token)"))
-		return
+		tokenErr = fmt.Errorf("weights_access_token is not supported: this server shares checkpoints by publishing them (load a published checkpoint without a token)")
 	}
 	if req.ModelID == "" {
+		if tokenErr != nil {
+			h.badRequest(w, r, tokenErr)
+			return
+		}
 		h.createViaLoad(w, r, tenant, &req, body)
 		return
 	}
 	m := opMeta(r, req.ModelID, req.SeqID, body)
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpLoadWeights})
-	var err error
+	err := tokenErr
 	switch {
+	case err != nil:
 	case req.SessionID != nil || req.ModelSeqID != nil:
 		err = fmt.Errorf("load_weights takes model_id and seq_id (load into an existing run) or session_id and model_seq_id (create a run from the checkpoint), not both")
 	case req.BaseModel != nil:
