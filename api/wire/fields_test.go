@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -119,4 +120,21 @@ func FuzzDecodeRequest(f *testing.F) {
 		_, _, _ = ForwardBackwardAddress(data, true)
 		_ = zeroJSON(data)
 	})
+}
+
+// A request built from AdamParams (as the Go client does) carries them as adam_params.
+func TestOptimStepRequestMarshalsItsAdamParams(t *testing.T) {
+	seq := int64(3)
+	b, err := json.Marshal(OptimStepRequest{AdamParams: AdamParams{LearningRate: 0.5, Beta1: 0.8}, ModelID: "m", SeqID: &seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back OptimStepRequest
+	if err := DecodeRequest(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	fam, p, err := back.OptimParams()
+	if err != nil || fam != "adamw" || p.LearningRate != 0.5 || p.Beta1 != 0.8 || *back.SeqID != 3 {
+		t.Fatalf("%s → %q %+v %v", b, fam, p, err)
+	}
 }

@@ -287,6 +287,21 @@ func (o *OptimStepRequest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes AdamParams as adam_params (clients build requests from it) unless the
+// request carries its parameters in raw form.
+func (o OptimStepRequest) MarshalJSON() ([]byte, error) {
+	type raw OptimStepRequest
+	r := raw(o)
+	if len(r.RawAdam) == 0 && len(r.OptimizerParams) == 0 && len(r.OptimParamsAlias) == 0 {
+		b, err := json.Marshal(o.AdamParams)
+		if err != nil {
+			return nil, err
+		}
+		r.RawAdam = b
+	}
+	return json.Marshal(r)
+}
+
 // OptimStepResponse is optim_step's future result.
 type OptimStepResponse struct {
 	Metrics map[string]float64 `json:"metrics"`
