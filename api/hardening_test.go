@@ -82,7 +82,7 @@ func adam(model string, seq int, p map[string]any) map[string]any {
 
 // probe runs a forward pass and returns its loss: the same loss twice means the weights
 // did not move in between.
-func probe(t *testing.T, h *harness, model string, seq int) float64 {
+func lossProbe(t *testing.T, h *harness, model string, seq int) float64 {
 	t.Helper()
 	var f future
 	h.a.Post("/api/v1/forward", map[string]any{"model_id": model, "seq_id": seq, "forward_input": map[string]any{"data": []any{datum(1, 8)}, "loss_fn": "cross_entropy"}}, &f)
@@ -94,7 +94,7 @@ func probe(t *testing.T, h *harness, model string, seq int) float64 {
 func TestExtremeInputsAre400NamingTheRange(t *testing.T) {
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
-	before := probe(t, h, model, 1)
+	before := lossProbe(t, h, model, 1)
 	cases := []struct {
 		name, route string
 		body        map[string]any
@@ -124,7 +124,7 @@ func TestExtremeInputsAre400NamingTheRange(t *testing.T) {
 			}
 		})
 	}
-	if after := probe(t, h, model, 2); after != before {
+	if after := lossProbe(t, h, model, 2); after != before {
 		t.Fatalf("refused requests changed the run: loss %v → %v", before, after)
 	}
 }
@@ -154,7 +154,7 @@ func TestNonFiniteLossAccumulatesNothing(t *testing.T) {
 	if g := res.Metrics["grad_norm:max"]; g == nil || *g != 0 {
 		t.Fatalf("grad_norm after a refused forward_backward: %s", h.a.Wait(o.RequestID, "").Body)
 	}
-	if l := probe(t, h, model, 3); math.IsNaN(l) || math.IsInf(l, 0) {
+	if l := lossProbe(t, h, model, 3); math.IsNaN(l) || math.IsInf(l, 0) {
 		t.Fatalf("loss %v", l)
 	}
 }
