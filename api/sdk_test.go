@@ -646,9 +646,9 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 		{"unknown loss", "/api/v1/forward_backward", func(seq int) any {
 			return map[string]any{"model_id": model, "seq_id": seq, "forward_backward_input": map[string]any{"data": []any{datum(1, 4)}, "loss_fn": "not_a_loss"}}
 		}, nil, "not_a_loss"},
-		{"gspo", "/api/v1/forward_backward", func(seq int) any {
-			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) { m.LossFn = "gspo" })
-		}, pb, "gspo"},
+		{"stable_reinforce", "/api/v1/forward_backward", func(seq int) any {
+			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) { m.LossFn = "stable_reinforce" })
+		}, pb, "stable_reinforce"},
 		{"string loss config", "/api/v1/forward_backward", func(seq int) any {
 			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) {
 				m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{"loss_id": {Value: &tinkerpb.LossConfigValue_Text{Text: "x"}}}

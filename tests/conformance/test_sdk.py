@@ -496,7 +496,6 @@ def refused_features():
             prompt, 1, params, target_prompt_logprobs=types.TensorData(data=[5, 6], dtype="int64", shape=[2, 1])).result()),
         ("0.31.0", "prompt_alt_tokens_k", lambda tc, scl: scl.sample(prompt, 1, params, prompt_alt_tokens_k=2).result()),
         ("0.28.0", "save_weights_external", lambda tc, scl: tc.save_weights_external("x").result()),
-        ("0.34.0", "gspo", lambda tc, scl: tc.forward_backward(sft_batch(n=1), "gspo").result()),
         ("0.35.0", "stable_reinforce", lambda tc, scl: tc.forward_backward(sft_batch(n=1), "stable_reinforce").result()),
     ]
 
