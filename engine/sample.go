@@ -151,8 +151,8 @@ func (m *Model) Sample(ctx context.Context, lw *LoraWeights[float32], req Sample
 // distribution (HF's order), and a token is drawn from what remains (temperature 0:
 // argmax). The returned logprob of a sampled token is under the temperature-scaled
 // distribution before truncation (at temperature 0, under the unscaled one). Generation
-// stops at an EOS token of the model, a stop token, or when the decoded text contains a
-// stop string; the stopping token is included. The same seed gives the same output.
+// stops at an EOS token of the model (unless IgnoreEOS), a stop token, or when the decoded
+// text contains a stop string; the stopping token is included. The same seed gives the same output.
 func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], req SampleRequest, h SampleHooks) (SampleResult, error) {
 	c := m.Cfg
 	p := req.Params
@@ -189,8 +189,10 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		return SampleResult{}, Inputf("stop strings need a tokenizer, and this model has none")
 	}
 	stopTok := map[int32]bool{}
-	for _, t := range c.EOSTokenIDs {
-		stopTok[t] = true
+	if !p.IgnoreEOS {
+		for _, t := range c.EOSTokenIDs {
+			stopTok[t] = true
+		}
 	}
 	for _, t := range p.StopTokens {
 		stopTok[t] = true

@@ -145,6 +145,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.Executor = exec
 	fut, err := futures.New(futures.Options{
 		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log, Owner: cfg.Server.ReplicaID,
+		SeqGapTimeout: cfg.SeqGapTimeout(),
 		// Several operations per base model may be in flight: the executor admits one heavy
 		// one at a time, and runs the forward(_backward)s waiting for it together as one
 		// multi-LoRA batch. Each run's operations stay in seq_id order.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -120,6 +121,33 @@ func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
 	return &c, nil
 }
 
+// keepLastPromptLogprobs blanks the prompt logprobs before the last n prompt tokens
+// (n <= 0: keeps all).
+func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
+	if n <= 0 {
+		return
+	}
+	if k := len(res.PromptLogprobs) - n; k > 0 {
+		for i := 0; i < k; i++ {
+			res.PromptLogprobs[i] = float32(math.NaN())
+		}
+	}
+	if k := len(res.TopKPrompt) - n; k > 0 {
+		for i := 0; i < k; i++ {
+			res.TopKPrompt[i] = nil
+		}
+	}
+}
+
+// samplerClosed reports whether a sampling session was closed (finished, expired,
+// unloaded) since a request on it was queued.
+func (s *Service) samplerClosed(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sm, ok := s.samplers[id]
+	return !ok || sm.Closed
+}
+
 // SampleInput is asample.
 type SampleInput struct {
 	SamplingSessionID string
@@ -127,6 +155,9 @@ type SampleInput struct {
 	SeqID             int64
 	PayloadHash       string
 	Req               engine.SampleRequest
+	// PromptLogprobsLastN > 0 keeps the prompt logprobs (and top-k rows) of the last N
+	// prompt tokens only: earlier ones are NaN (empty rows), as SDK >= 0.33 asks.
+	PromptLogprobsLastN int
 }
 
 // Sample queues a sample request.
@@ -136,6 +167,12 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	if in.SamplingSessionID != "" {
 		var err error
 		sm, err = s.GetSampler(tenant, in.SamplingSessionID)
+		if err != nil {
+			return "", err
+		}
+		s.mu.Lock()
+		err = finishedErr(s.sessions[sm.SessionID])
+		s.mu.Unlock()
 		if err != nil {
 			return "", err
 		}
@@ -186,7 +223,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 				attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 			start := time.Now()
 			res, err := s.be.Sample(ctx, base, lora, req)
-			if errors.Is(err, backend.ErrUnknownAdapter) && sm != nil && sm.AdapterDir != "" {
+			if errors.Is(err, backend.ErrUnknownAdapter) && sm != nil && sm.AdapterDir != "" && !s.samplerClosed(sm.ID) {
 				// The worker holding the sampler's weights restarted or left: load them
 				// again (from the checkpoint directory) and sample once more.
 				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, sm.AdapterDir); lerr == nil {
@@ -197,6 +234,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
+			keepLastPromptLogprobs(&res, in.PromptLogprobsLastN)
 			d := time.Since(start).Seconds()
 			m := telemetry.Metrics()
 			attrs := telemetry.Attrs(telemetry.MAttrBaseModel, base)

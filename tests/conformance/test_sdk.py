@@ -1,7 +1,11 @@
-"""Conformance suite: the official Tinker SDK (pinned in requirements.txt) against `tuft launch`.
+"""Conformance suite: the official Tinker SDK against `tuft launch`, run once per release of
+versions.txt (run.sh prints the resulting matrix).
 
-Each test is one scenario of the SDK's public, high-level API. Nothing here patches the SDK.
-Environment (set by run.sh): TINKER_BASE_URL, TUFT_KEY_A and TUFT_KEY_B (two tenants), TUFT_MODEL.
+Each test is one scenario of the SDK's public, high-level API; its docstring's first line
+names the feature in the matrix. A scenario that needs an API some releases lack (or that
+a release removed) is skipped there with `needs(...)`. Nothing here patches the SDK.
+Environment (set by run.sh): TINKER_BASE_URL, TUFT_KEY_A and TUFT_KEY_B (two tenants),
+TUFT_MODEL, TUFT_MODEL_DIR (the model's files).
 """
 
 import io
@@ -22,6 +26,26 @@ KEY_B = os.environ["TUFT_KEY_B"]
 MODEL = os.environ.get("TUFT_MODEL", "tuft/tiny")
 VOCAB = 512  # the tiny preset's vocabulary
 ADAM = types.AdamParams(learning_rate=5e-3, beta1=0.9, beta2=0.95, eps=1e-8)
+
+
+def _version(v):
+    return tuple(int(p) for p in v.split(".")[:3] if p.isdigit())
+
+
+SDK = _version(tinker.__version__)
+
+
+def needs(since=None, before=None, why=""):
+    """Skips a scenario on SDK releases outside [since, before)."""
+    lo = since is None or SDK >= _version(since)
+    hi = before is None or SDK < _version(before)
+    if since and before:
+        span = f"SDK {since} to before {before}"
+    elif since:
+        span = f"SDK >= {since}"
+    else:
+        span = f"SDK < {before}"
+    return pytest.mark.skipif(not (lo and hi), reason=f"{why} ({span})" if why else span)
 
 
 def client(key=KEY_A):
@@ -54,6 +78,7 @@ def loss_of(out):
 
 
 def test_sft_loss_goes_down_then_save_and_sample(sc):
+    """SFT: loss goes down, save_state, save_weights_for_sampler, sample (seeded)"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=1)
     data = sft_batch()
     losses = []
@@ -108,6 +133,7 @@ def rl_datums(prompt, seqs, advantages):
 
 
 def test_rl_losses(sc):
+    """RL losses: importance_sampling, ppo, cispo, dro on sampled data"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=2)
     prompt = [30, 31, 32, 33, 34]
     for loss_fn, cfg in [
@@ -135,6 +161,7 @@ def test_rl_losses(sc):
 
 
 def test_resume_with_optimizer_continues_exactly(sc):
+    """Resume with optimizer continues exactly (create-via-load from 0.38)"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=3)
     data = sft_batch(seed=5)
     for _ in range(2):
@@ -155,6 +182,7 @@ def test_resume_with_optimizer_continues_exactly(sc):
 
 
 def test_compute_logprobs(sc):
+    """compute_logprobs"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     scl = tc.save_weights_and_get_sampling_client()
     lps = scl.compute_logprobs(types.ModelInput.from_ints([40, 41, 42, 43, 44])).result()
@@ -163,6 +191,7 @@ def test_compute_logprobs(sc):
 
 
 def test_large_batch_is_chunked_and_pipelined(sc):
+    """Chunked (1100 datums) and pipelined forward_backward"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     big = [
         types.Datum(model_input=types.ModelInput.from_ints([i % 300 + 10, i % 300 + 11]),
@@ -183,6 +212,7 @@ def test_large_batch_is_chunked_and_pipelined(sc):
 
 
 def test_rest_client(sc):
+    """REST: runs, checkpoints, publish, TTL, archive (to 0.35), delete"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
     tc.optim_step(ADAM).result()
@@ -210,12 +240,13 @@ def test_rest_client(sc):
     c = next(c for c in rest.list_checkpoints(run_id).result().checkpoints if c.tinker_path == samp)
     assert c.expires_at is not None
 
-    url = rest.get_checkpoint_archive_url_from_tinker_path(samp).result().url
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        blob = resp.read()
-    names = tarfile.open(fileobj=io.BytesIO(blob)).getnames()
-    assert any(n.endswith("adapter_config.json") for n in names), names
-    assert any(n.endswith("adapter_model.safetensors") for n in names), names
+    if SDK < _version("0.36.0"):  # the SDK removed the archive API in 0.36.0
+        url = rest.get_checkpoint_archive_url_from_tinker_path(samp).result().url
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            blob = resp.read()
+        names = tarfile.open(fileobj=io.BytesIO(blob)).getnames()
+        assert any(n.endswith("adapter_config.json") for n in names), names
+        assert any(n.endswith("adapter_model.safetensors") for n in names), names
 
     rest.delete_checkpoint_from_tinker_path(samp).result()
     assert samp not in [c.tinker_path for c in rest.list_checkpoints(run_id).result().checkpoints]
@@ -233,12 +264,15 @@ def raises_promptly(fn, *needles, limit=30.0):
     return msg
 
 
+@needs(since="0.23.2", why="earlier ServiceClients contact the server in the constructor")
 def test_wrong_api_key_fails_promptly():
+    """A wrong API key fails promptly with a message"""
     bad = client("tml-not-a-real-key")
     raises_promptly(lambda: bad.create_lora_training_client(base_model=MODEL, rank=4), "api key")
 
 
 def test_other_tenants_run_is_not_found(sc):
+    """Another tenant's run is not found"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     run_id = tc.save_state("owned").result().path.split("/")[2]
     other = client(KEY_B).create_rest_client()
@@ -246,11 +280,13 @@ def test_other_tenants_run_is_not_found(sc):
 
 
 def test_unknown_loss_function_fails_promptly(sc):
+    """Unknown loss function fails promptly"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     raises_promptly(lambda: tc.forward_backward(sft_batch(n=1), "not_a_loss").result(), "not_a_loss")
 
 
 def test_over_long_prompt_fails_promptly(sc):
+    """Over-long prompt fails promptly"""
     scl = sc.create_sampling_client(base_model=MODEL)
     prompt = types.ModelInput.from_ints([50] * 2000)
     raises_promptly(lambda: scl.sample(prompt, num_samples=1, sampling_params=types.SamplingParams(max_tokens=4)).result(),
