@@ -26,6 +26,11 @@ if [ -x tests/conformance/venvs.sh ]; then
   bash tests/conformance/venvs.sh
 fi
 
+if [ -x tests/cookbook/setup.sh ]; then
+  echo "setup: tinker-cookbook venv with Debian's torch (tests/cookbook, cached)"
+  bash tests/cookbook/setup.sh
+fi
+
 if [ -x tools/otelcol/build.sh ]; then
   echo "setup: OpenTelemetry Collector (cached)"
   tools/otelcol/build.sh

@@ -36,4 +36,8 @@ if [ -d tests/conformance ]; then
   echo "== Tinker SDK conformance suite"
   bash tests/conformance/run.sh
 fi
+if [ -d tests/cookbook ]; then
+  echo "== tinker-cookbook recipes (tests/cookbook)"
+  bash tests/cookbook/run.sh
+fi
 echo "== all tests passed"
