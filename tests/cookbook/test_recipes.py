@@ -171,14 +171,14 @@ def test_math_rl_from_sl_checkpoint(sl_run, fig):
     _, _, sl = sl_run
     state = sl.checkpoints()[-1]["state_path"]
     run = _math_rl("math_rl_from_sl", WORK / "runs" / "math_rl_from_sl", loss_fn="importance_sampling",
-                   load_checkpoint_path=state, group_size=8, groups_per_batch=16, learning_rate=3e-4, max_steps=4)
+                   load_checkpoint_path=state, group_size=8, groups_per_batch=24, learning_rate=3e-4, max_steps=4)
     assert f"Loaded weights from {state}" in run.log
     mixed = series(run, "env/all/by_group/frac_mixed")
     reward = series(run, "env/all/reward/total")
     fmt = series(run, "env/all/format")
     grad = series(run, "optim/grad_norm:max") or series(run, "grad_norm:max")
     fig(reward=reward, format=fmt, correct=series(run, "env/all/correct"), frac_mixed=mixed, grad_norm=grad)
-    assert len(mixed) == 4 and mixed[0] > 0, f"no group with mixed rewards: {mixed}"
+    assert len(mixed) == 4 and max(mixed) > 0, f"no group with mixed rewards: {mixed}"
     # A step trains on the groups with mixed rewards (the cookbook drops uniform ones).
     assert len(grad) == 4 and all(g > 0 for g, m in zip(grad, mixed) if m > 0), f"no non-zero gradient: {grad}, {mixed}"
     # The SL checkpoint answers in the chat format (a short answer, then <|im_end|>); the
