@@ -24,7 +24,8 @@ func (h *Handler) routes() {
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
 	}
-	a("POST /api/v1/client/config", h.clientConfig)
+	// Closed after the reply: the SDK asks through a client it never closes (see closeAfter).
+	m.HandleFunc("POST /api/v1/client/config", closeAfter(h.authed(h.clientConfig)))
 	a("POST /api/v1/client/dynamic_config", h.dynamicConfig)
 	a("GET /api/v1/get_server_capabilities", h.capabilities)
 	a("POST /api/v1/telemetry", h.telemetryIntake)
@@ -151,6 +152,11 @@ func (h *Handler) clientConfig(w http.ResponseWriter, r *http.Request, tenant st
 }
 
 func (h *Handler) dynamicConfig(w http.ResponseWriter, r *http.Request, tenant string) {
+	// The body only says which SDK asks; it is read so the connection stays reusable (a
+	// reply that leaves a body unread closes it, see guardBody).
+	if _, ok := h.readBody(w, r); !ok {
+		return
+	}
 	writeJSON(w, http.StatusOK, wire.ClientDynamicConfigResponse{RefreshIntervalSec: 300})
 }
 

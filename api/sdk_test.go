@@ -654,7 +654,7 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 				m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{"loss_id": {Value: &tinkerpb.LossConfigValue_Text{Text: "x"}}}
 			})
 		}, pb, "loss_fn_config_v2"},
-		{"provenance spans", "/api/v1/forward_backward", func(seq int) any {
+		{"provenance spans that do not tile the input", "/api/v1/forward_backward", func(seq int) any {
 			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) {
 				m.Data[0].ModelInputSpans = []*tinkerpb.ProvenanceSpan{{Span: &tinkerpb.ProvenanceSpan_PromptTokens{PromptTokens: &tinkerpb.PromptProvenanceSpan{SequenceId: "s", Length: 1}}}}
 			})

@@ -79,18 +79,6 @@ func (p *probe) saveExternal(extra map[string]any) *testenv.Response {
 	return p.h.a.Do("POST", "/api/v1/save_weights_external", body, nil)
 }
 
-var spanProbe = func(p *probe) *testenv.Response {
-	return p.fwd(func(m *tinkerpb.ForwardBackwardRequest) {
-		m.Data[0].ModelInputSpans = []*tinkerpb.ProvenanceSpan{{Span: &tinkerpb.ProvenanceSpan_SampledTokens{SampledTokens: &tinkerpb.SampledProvenanceSpan{SequenceId: "a:0", Offset: 1, Length: 2}}}}
-	})
-}
-
-var lossInputSpanProbe = func(p *probe) *testenv.Response {
-	return p.fwd(func(m *tinkerpb.ForwardBackwardRequest) {
-		m.Data[0].LossFnInputSpans = []*tinkerpb.ProvenanceSpan{{Span: &tinkerpb.ProvenanceSpan_PromptTokens{PromptTokens: &tinkerpb.PromptProvenanceSpan{SequenceId: "a:0", Length: 1}}}}
-	})
-}
-
 var imageProbe = func(p *probe) *testenv.Response {
 	return p.fwd(func(m *tinkerpb.ForwardBackwardRequest) {
 		m.Data[0].ModelInput = append(m.Data[0].ModelInput, &tinkerpb.Chunk{Chunk: &tinkerpb.Chunk_Image{Image: &tinkerpb.ImageChunk{
@@ -227,10 +215,11 @@ func sdkFieldRules() map[string]fieldRule {
 			m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{"loss_id": {Value: &tinkerpb.LossConfigValue_Text{Text: "l"}}}
 		})
 	}))
+	// Provenance spans are validated (they must tile their fields) and change no implemented
+	// loss; the SDK sends them on every RL datum whatever the loss.
 	set("pb:Datum.model_input_spans pb:ProvenanceSpan.sampled_tokens pb:SampledProvenanceSpan.sequence_id pb:SampledProvenanceSpan.offset "+
-		"pb:SampledProvenanceSpan.length", refused("model_input_spans", spanProbe))
-	set("pb:Datum.loss_fn_input_spans pb:ProvenanceSpan.prompt_tokens pb:PromptProvenanceSpan.sequence_id pb:PromptProvenanceSpan.offset "+
-		"pb:PromptProvenanceSpan.length", refused("loss_fn_input_spans", lossInputSpanProbe))
+		"pb:SampledProvenanceSpan.length pb:Datum.loss_fn_input_spans pb:ProvenanceSpan.prompt_tokens pb:PromptProvenanceSpan.sequence_id "+
+		"pb:PromptProvenanceSpan.offset pb:PromptProvenanceSpan.length", honoured("api/wire:TestProvenanceSpans"))
 	set("pb:Chunk.image pb:ImageChunk.data pb:ImageChunk.format pb:ImageChunk.expected_tokens pb:ImageChunk.override_dimensions "+
 		"pb:ImageDimensions.width pb:ImageDimensions.height", refused("encoded_text", imageProbe))
 	set("pb:Chunk.dmel pb:DmelChunk.dmel", refused("encoded_text", dmelProbe))

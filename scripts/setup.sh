@@ -54,6 +54,11 @@ if [ -f tests/openai/requirements.txt ]; then
   fi
 fi
 
+if [ -x tests/cookbook/setup.sh ]; then
+  echo "setup: tinker-cookbook venv with Debian's torch (tests/cookbook, cached)"
+  bash tests/cookbook/setup.sh
+fi
+
 if [ -x tools/otelcol/build.sh ]; then
   echo "setup: OpenTelemetry Collector (cached)"
   tools/otelcol/build.sh

@@ -17,8 +17,9 @@ import (
 )
 
 // CreateSamplingSession opens a sampling session on a base model or on a sampler (or
-// training) checkpoint given by its tinker:// path. It is synchronous: the adapter is
-// loaded before it returns.
+// training) checkpoint given by its tinker:// path. Both may be given (tinker-cookbook's
+// teachers are), when the checkpoint is of that base model. It is synchronous: the adapter
+// is loaded before it returns.
 func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath string) (sm *Sampler, err error) {
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: sessionID, BaseModel: baseModel})
 	ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCCreateSamplingSession)
@@ -28,8 +29,8 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 		}
 		telemetry.End(sp, err)
 	}()
-	if (baseModel == "") == (modelPath == "") {
-		return nil, invalidf("create_sampling_session needs exactly one of base_model and model_path")
+	if baseModel == "" && modelPath == "" {
+		return nil, invalidf("create_sampling_session needs base_model or model_path")
 	}
 	s.mu.Lock()
 	_, err = s.liveSession(tenant, sessionID)
@@ -37,7 +38,11 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
 		c, err = s.resolvePath(tenant, modelPath)
-		if err == nil {
+		switch {
+		case err != nil:
+		case baseModel != "" && baseModel != c.BaseModel:
+			err = invalidf("base_model %q does not match model_path %s, a checkpoint of %q", baseModel, modelPath, c.BaseModel)
+		default:
 			dir, baseModel, runID = c.Dir, c.BaseModel, c.RunID
 		}
 	}

@@ -158,6 +158,10 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 			}
 			inputs[name] = et
 		}
+		tgt, hasTgt := inputs["target_tokens"]
+		if err := checkProvenance(f, d, len(toks), tgt, hasTgt); err != nil {
+			return nil, err
+		}
 		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
 	}
 	return call, nil

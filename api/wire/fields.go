@@ -364,14 +364,7 @@ func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]f
 			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "has no value")
 		}
 	}
-	for i, d := range m.Data {
-		if len(d.ModelInputSpans) > 0 {
-			return nil, errf(fmt.Sprintf("data[%d].model_input_spans", i), "provenance spans are not supported (no loss this server implements uses them)")
-		}
-		if len(d.LossFnInputSpans) > 0 {
-			return nil, errf(fmt.Sprintf("data[%d].loss_fn_input_spans", i), "provenance spans are not supported (no loss this server implements uses them)")
-		}
-	}
+	// Provenance spans are validated per datum in DecodeForwardBackwardProto (checkProvenance).
 	return cfg, nil
 }
 
