@@ -391,6 +391,9 @@ func TestTenantIsolation(t *testing.T) {
 		{"GET", "/api/v1/training_runs/RUN/checkpoints/sampler_weights/iso/archive", ``},
 		{"GET", "/api/v1/sessions/SESS", ``},
 		{"PUT", "/api/v1/sessions/SESS/project", `{"project_id":"p"}`},
+		{"POST", "/api/v1/sessions/SESS/finish", `{"reason":{"type":"success"},"detail":null}`},
+		{"POST", "/api/v1/load_weights", `{"session_id":"SESS","model_seq_id":9,"path":"PATH","optimizer":false}`},
+		{"POST", "/api/v1/save_weights_external", `{"model_id":"RUN","seq_id":2,"path":"x"}`},
 	}
 	fill := func(s string, ids map[string]string) string {
 		for k, v := range ids {

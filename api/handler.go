@@ -162,6 +162,8 @@ func status(k service.Kind) int {
 		return http.StatusServiceUnavailable
 	case service.KindUnauthorized:
 		return http.StatusUnauthorized
+	case service.KindGone:
+		return http.StatusGone
 	}
 	return http.StatusInternalServerError
 }
@@ -195,7 +197,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	case code == http.StatusConflict || code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusUnauthorized:
+	case code == http.StatusConflict || code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusUnauthorized || code == http.StatusGone:
 		// The SDK would otherwise retry some of these (409) for minutes; a user error does
 		// not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")

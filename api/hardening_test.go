@@ -19,18 +19,20 @@ import (
 func TestTTLSecondsOutOfRangeIs400(t *testing.T) {
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
-	for i, ttl := range []int64{9223372037, 1 << 62, -5, 0} {
-		r := h.a.Do("POST", "/api/v1/save_weights", map[string]any{"model_id": model, "path": "big", "seq_id": 1 + i, "ttl_seconds": ttl}, nil)
+	seq := 0 // each refusal settles its seq_id, as the SDK expects
+	next := func() int { seq++; return seq }
+	for _, ttl := range []int64{9223372037, 1 << 62, -5, 0} {
+		r := h.a.Do("POST", "/api/v1/save_weights", map[string]any{"model_id": model, "path": "big", "seq_id": next(), "ttl_seconds": ttl}, nil)
 		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "ttl_seconds") {
 			t.Fatalf("save_weights ttl_seconds %d: %d %s", ttl, r.Status, r.Body)
 		}
-		r = h.a.Do("POST", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "path": "big", "seq_id": 1 + i, "ttl_seconds": ttl}, nil)
+		r = h.a.Do("POST", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "path": "big", "seq_id": next(), "ttl_seconds": ttl}, nil)
 		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "ttl_seconds") {
 			t.Fatalf("save_weights_for_sampler ttl_seconds %d: %d %s", ttl, r.Status, r.Body)
 		}
 	}
 	var f future
-	h.a.Post("/api/v1/save_weights", map[string]any{"model_id": model, "path": "keep", "seq_id": 1}, &f)
+	h.a.Post("/api/v1/save_weights", map[string]any{"model_id": model, "path": "keep", "seq_id": next()}, &f)
 	h.a.Result(f.RequestID, nil)
 	for _, ttl := range []int64{9223372037, 1 << 62} {
 		r := h.a.Do("PUT", "/api/v1/training_runs/"+model+"/checkpoints/weights/keep/ttl", map[string]any{"ttl_seconds": ttl}, nil)
@@ -82,7 +84,7 @@ func adam(model string, seq int, p map[string]any) map[string]any {
 
 // probe runs a forward pass and returns its loss: the same loss twice means the weights
 // did not move in between.
-func probe(t *testing.T, h *harness, model string, seq int) float64 {
+func lossProbe(t *testing.T, h *harness, model string, seq int) float64 {
 	t.Helper()
 	var f future
 	h.a.Post("/api/v1/forward", map[string]any{"model_id": model, "seq_id": seq, "forward_input": map[string]any{"data": []any{datum(1, 8)}, "loss_fn": "cross_entropy"}}, &f)
@@ -94,22 +96,22 @@ func probe(t *testing.T, h *harness, model string, seq int) float64 {
 func TestExtremeInputsAre400NamingTheRange(t *testing.T) {
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
-	before := probe(t, h, model, 1)
+	before := lossProbe(t, h, model, 1)
 	cases := []struct {
 		name, route string
 		body        map[string]any
 		want        []string
 	}{
 		{"logprobs -1e30", "/api/v1/forward_backward", fb(model, 2, "importance_sampling", nil, isDatum(8, -1e30, 1)), []string{"logprobs", "[-10000, 0.01]"}},
-		{"logprobs positive", "/api/v1/forward_backward", fb(model, 2, "importance_sampling", nil, isDatum(8, 5, 1)), []string{"logprobs", "[-10000, 0.01]"}},
-		{"advantages 1e30", "/api/v1/forward_backward", fb(model, 2, "ppo", nil, isDatum(8, -1, 1e30)), []string{"advantages", "[-1e+06, 1e+06]"}},
-		{"dro beta 1e308", "/api/v1/forward_backward", fb(model, 2, "dro", map[string]any{"beta": 1e308}, isDatum(8, -1, 1)), []string{"beta", "[0, 100]"}},
-		{"ppo clip 1e300", "/api/v1/forward_backward", fb(model, 2, "ppo", map[string]any{"clip_high_threshold": 1e300}, isDatum(8, -1, 1)), []string{"clip_high_threshold", "[0, 100]"}},
-		{"learning_rate 1e39", "/api/v1/optim_step", adam(model, 2, map[string]any{"learning_rate": 1e39}), []string{"learning_rate", "[0, 10]"}},
-		{"eps 1e-50", "/api/v1/optim_step", adam(model, 2, map[string]any{"learning_rate": 1e-3, "eps": 1e-50}), []string{"eps", "[1e-20, 1]"}},
-		{"weight_decay 1e10", "/api/v1/optim_step", adam(model, 2, map[string]any{"learning_rate": 1e-3, "weight_decay": 1e10}), []string{"weight_decay", "[0, 10]"}},
-		{"grad_clip_norm 1e300", "/api/v1/optim_step", adam(model, 2, map[string]any{"learning_rate": 1e-3, "grad_clip_norm": 1e300}), []string{"grad_clip_norm", "[0, 1e+09]"}},
-		{"beta2 1", "/api/v1/optim_step", adam(model, 2, map[string]any{"learning_rate": 1e-3, "beta2": 1}), []string{"beta2", "[0, 1)"}},
+		{"logprobs positive", "/api/v1/forward_backward", fb(model, 3, "importance_sampling", nil, isDatum(8, 5, 1)), []string{"logprobs", "[-10000, 0.01]"}},
+		{"advantages 1e30", "/api/v1/forward_backward", fb(model, 4, "ppo", nil, isDatum(8, -1, 1e30)), []string{"advantages", "[-1e+06, 1e+06]"}},
+		{"dro beta 1e308", "/api/v1/forward_backward", fb(model, 5, "dro", map[string]any{"beta": 1e308}, isDatum(8, -1, 1)), []string{"beta", "[0, 100]"}},
+		{"ppo clip 1e300", "/api/v1/forward_backward", fb(model, 6, "ppo", map[string]any{"clip_high_threshold": 1e300}, isDatum(8, -1, 1)), []string{"clip_high_threshold", "[0, 100]"}},
+		{"learning_rate 1e39", "/api/v1/optim_step", adam(model, 7, map[string]any{"learning_rate": 1e39}), []string{"learning_rate", "[0, 10]"}},
+		{"eps 1e-50", "/api/v1/optim_step", adam(model, 8, map[string]any{"learning_rate": 1e-3, "eps": 1e-50}), []string{"eps", "[1e-20, 1]"}},
+		{"weight_decay 1e10", "/api/v1/optim_step", adam(model, 9, map[string]any{"learning_rate": 1e-3, "weight_decay": 1e10}), []string{"weight_decay", "[0, 10]"}},
+		{"grad_clip_norm 1e300", "/api/v1/optim_step", adam(model, 10, map[string]any{"learning_rate": 1e-3, "grad_clip_norm": 1e300}), []string{"grad_clip_norm", "[0, 1e+09]"}},
+		{"beta2 1", "/api/v1/optim_step", adam(model, 11, map[string]any{"learning_rate": 1e-3, "beta2": 1}), []string{"beta2", "[0, 1)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +126,9 @@ func TestExtremeInputsAre400NamingTheRange(t *testing.T) {
 			}
 		})
 	}
-	if after := probe(t, h, model, 2); after != before {
+	// Each refusal settled its seq_id (the SDK never sends one again), so the probe
+	// takes the next.
+	if after := lossProbe(t, h, model, 12); after != before {
 		t.Fatalf("refused requests changed the run: loss %v → %v", before, after)
 	}
 }
@@ -154,7 +158,7 @@ func TestNonFiniteLossAccumulatesNothing(t *testing.T) {
 	if g := res.Metrics["grad_norm:max"]; g == nil || *g != 0 {
 		t.Fatalf("grad_norm after a refused forward_backward: %s", h.a.Wait(o.RequestID, "").Body)
 	}
-	if l := probe(t, h, model, 3); math.IsNaN(l) || math.IsInf(l, 0) {
+	if l := lossProbe(t, h, model, 3); math.IsNaN(l) || math.IsInf(l, 0) {
 		t.Fatalf("loss %v", l)
 	}
 }

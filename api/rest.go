@@ -3,6 +3,7 @@ package api
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,13 +24,13 @@ import (
 func checkpointWire(c service.Checkpoint) wire.Checkpoint {
 	size := c.SizeBytes
 	return wire.Checkpoint{CheckpointID: c.ID(), CheckpointType: c.Type, Time: c.CreatedAt.UTC(), TinkerPath: c.TinkerPath(),
-		SizeBytes: &size, Public: c.Public, ExpiresAt: c.ExpiresAt}
+		SizeBytes: &size, Public: c.Public, ExpiresAt: c.ExpiresAt, UserMetadata: c.UserMetadata}
 }
 
 func runWire(v service.RunView) wire.TrainingRun {
 	rank := v.Lora.Rank
 	tr := wire.TrainingRun{TrainingRunID: v.ID, BaseModel: v.BaseModel, ModelOwner: v.Tenant, IsLora: true,
-		Corrupted: v.Corrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC()}
+		Corrupted: v.Corrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata)}
 	if v.LastCheckpointRec != nil {
 		c := checkpointWire(*v.LastCheckpointRec)
 		tr.LastCheckpoint = &c
@@ -37,12 +38,6 @@ func runWire(v service.RunView) wire.TrainingRun {
 	if v.LastSamplerRec != nil {
 		c := checkpointWire(*v.LastSamplerRec)
 		tr.LastSamplerCheckpoint = &c
-	}
-	if len(v.UserMetadata) > 0 {
-		tr.UserMetadata = map[string]string{}
-		for k, x := range v.UserMetadata {
-			tr.UserMetadata[k] = fmt.Sprint(x)
-		}
 	}
 	return tr
 }
@@ -97,7 +92,7 @@ func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant
 
 // splitCkpt separates a checkpoint id from a trailing action ("weights/x/publish").
 func splitCkpt(tail string) (id, action string) {
-	for _, a := range []string{"publish", "ttl", "archive"} {
+	for _, a := range []string{"publish", "ttl", "archive", "external_weights_urls"} {
 		if strings.HasSuffix(tail, "/"+a) {
 			return strings.TrimSuffix(tail, "/"+a), a
 		}
@@ -153,6 +148,10 @@ func (h *Handler) empty(w http.ResponseWriter, r *http.Request, err error) {
 // checkpointGet answers the archive route with a 302 to a signed link on this server.
 func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, action := splitCkpt(r.PathValue("ckpt"))
+	if action == "external_weights_urls" {
+		h.notImplemented(w, r, tenant)
+		return
+	}
 	if action != "archive" {
 		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route GET " + r.URL.Path})
 		return
@@ -239,18 +238,79 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 }
 
 func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
-	runs, samplers, err := h.svc.SessionInfo(tenant, r.PathValue("session_id"))
+	v, err := h.svc.SessionInfo(tenant, r.PathValue("session_id"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if runs == nil {
-		runs = []string{}
+	resp := wire.GetSessionResponse{TrainingRunIDs: v.Runs, SamplerIDs: v.Samplers, UserMetadata: stringMetadata(v.UserMetadata),
+		Status: sessionStatus(&v.Session)}
+	if resp.TrainingRunIDs == nil {
+		resp.TrainingRunIDs = []string{}
 	}
-	if samplers == nil {
-		samplers = []string{}
+	if resp.SamplerIDs == nil {
+		resp.SamplerIDs = []string{}
 	}
-	writeJSON(w, http.StatusOK, wire.GetSessionResponse{TrainingRunIDs: runs, SamplerIDs: samplers})
+	if v.DisplayName != "" {
+		resp.DisplayName = &v.DisplayName
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// sessionStatus is a session's status in the SDK's SessionStatus shape.
+func sessionStatus(se *service.Session) wire.SessionStatus {
+	switch {
+	case se.Finished != nil:
+		return wire.SessionStatus{Type: "client_finished", Reason: &wire.FinishReason{Type: se.Finished.Reason}, Detail: se.Finished.Detail}
+	case se.Expired:
+		d := "expired: no heartbeat for longer than sessions.heartbeat_timeout_seconds"
+		return wire.SessionStatus{Type: "cancelled", Detail: &d}
+	}
+	return wire.SessionStatus{Type: "active"}
+}
+
+// stringMetadata shows user metadata as the SDK's dict[str, str]: strings as they are,
+// other JSON values in their JSON form.
+func stringMetadata(m map[string]any) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte(fmt.Sprint(v))
+		}
+		out[k] = string(b)
+	}
+	return out
+}
+
+// finishSession is ServiceClient.close() (SDK >= 0.27.2) and the end of a `with
+// ServiceClient()` block (>= 0.29.1): the first finish reason wins; afterwards the
+// session's operations and heartbeats get 410 and its resources are released.
+func (h *Handler) finishSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req wire.FinishSessionRequest
+	if _, ok := h.decode(w, r, &req); !ok {
+		return
+	}
+	id := r.PathValue("session_id")
+	r = annotate(r, telemetry.Keys{SessionID: id})
+	if req.Reason == nil {
+		h.badRequest(w, r, fmt.Errorf("reason is required: {\"type\": \"success\" | \"errored\" | \"interrupted\"}"))
+		return
+	}
+	f, err := h.svc.FinishSession(r.Context(), tenant, id, req.Reason.Type, req.Detail)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.FinishSessionResponse{SessionID: id,
+		Status: wire.SessionStatus{Type: "client_finished", Reason: &wire.FinishReason{Type: f.Reason}, Detail: f.Detail}})
 }
 
 func (h *Handler) setSessionProject(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -24,7 +24,8 @@ func (h *Handler) routes() {
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
 	}
-	a("POST /api/v1/client/config", h.clientConfig)
+	// Closed after the reply: the SDK asks through a client it never closes (see closeAfter).
+	m.HandleFunc("POST /api/v1/client/config", closeAfter(h.authed(h.clientConfig)))
 	a("POST /api/v1/client/dynamic_config", h.dynamicConfig)
 	a("GET /api/v1/get_server_capabilities", h.capabilities)
 	a("POST /api/v1/telemetry", h.telemetryIntake)
@@ -43,8 +44,16 @@ func (h *Handler) routes() {
 	a("POST /api/v1/save_weights", h.saveWeights)
 	a("POST /api/v1/save_weights_for_sampler", h.saveWeightsForSampler)
 	a("POST /api/v1/load_weights", h.loadWeights)
+	a("POST /api/v1/save_weights_external", h.saveWeightsExternal)
 	a("POST /api/v1/asample", h.asample)
 	a("POST /api/v1/retrieve_future", h.retrieveFuture)
+	// Newer SDK routes this server does not implement yet: a 400 naming the feature
+	// rather than a 404 (the SDK only calls most of them when the server advertises them).
+	for _, rt := range []string{"POST /api/v1/copy_weights", "POST /api/v1/create_custom_loss", "POST /api/v1/join_sampling_session",
+		"POST /api/v1/retrieve_futures", "POST /api/v1/cancel_future", "POST /api/v1/sessions/search",
+		"GET /api/v1/billing/usage/checkpoints/current", "GET /api/v1/billing/usage/events", "GET /api/v1/audit"} {
+		a(rt, h.notImplemented)
+	}
 
 	a("GET /api/v1/training_runs", h.listRuns)
 	a("GET /api/v1/training_runs/{run_id}", h.getRun)
@@ -58,6 +67,7 @@ func (h *Handler) routes() {
 	a("GET /api/v1/sessions", h.listSessions)
 	a("GET /api/v1/sessions/{session_id}", h.getSession)
 	a("PUT /api/v1/sessions/{session_id}/project", h.setSessionProject)
+	a("POST /api/v1/sessions/{session_id}/finish", h.finishSession)
 
 	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
 
@@ -71,17 +81,66 @@ func payloadHash(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// decode reads and decodes a JSON body into v, answering 400/413 itself on failure.
+// decode reads and decodes a JSON request body into v, answering 400/413 itself on
+// failure. Fields v does not declare are refused unless they hold their zero value
+// (wire.DecodeRequest).
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) ([]byte, bool) {
 	b, ok := h.readBody(w, r)
 	if !ok {
 		return nil, false
 	}
-	if err := wire.DecodeJSON(b, v); err != nil {
+	if err := wire.DecodeRequest(b, v); err != nil {
 		h.badRequest(w, r, err)
 		return nil, false
 	}
 	return b, true
+}
+
+// decodeOp is decode for a training operation: a body refused here still settles the
+// seq_id it names (see refuse).
+func (h *Handler) decodeOp(w http.ResponseWriter, r *http.Request, tenant, op string, v any) ([]byte, bool) {
+	b, ok := h.readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	if err := wire.DecodeRequest(b, v); err != nil {
+		model, seq, _ := wire.OpAddress(b)
+		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: payloadHash(b), InOrder: inOrderSender(r)}, op, invalid(err))
+		return nil, false
+	}
+	return b, true
+}
+
+func invalid(err error) error {
+	return &service.Error{Kind: service.KindInvalid, Msg: err.Error(), Err: err}
+}
+
+// refuse answers a training operation refused at submission, after settling its seq_id:
+// the SDK has reserved it and never sends it again, so the run's next operation must not
+// wait for it. The answer names the problem (400 for bad input). A request about a run
+// of another replica is forwarded there instead, which refuses and settles it itself.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, tenant string, m service.OpMeta, op string, err error) {
+	if m.ModelID != "" {
+		if ee := h.svc.Refused(r.Context(), tenant, m, op, err); ee != nil {
+			h.fail(w, r, ee)
+			return
+		}
+	}
+	h.fail(w, r, err)
+}
+
+// opFuture answers a training operation's submission: its future, or the refusal.
+func (h *Handler) opFuture(w http.ResponseWriter, r *http.Request, tenant string, m service.OpMeta, op, id string, err error) {
+	if err != nil {
+		h.refuse(w, r, tenant, m, op, err)
+		return
+	}
+	h.future(w, r, id, m.ModelID, nil)
+}
+
+// notImplemented answers routes of newer SDKs that this server does not implement yet.
+func (h *Handler) notImplemented(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.badRequest(w, r, fmt.Errorf("%s %s (a newer Tinker SDK feature) is not implemented by this server yet", r.Method, r.URL.Path))
 }
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -93,14 +152,21 @@ func (h *Handler) clientConfig(w http.ResponseWriter, r *http.Request, tenant st
 }
 
 func (h *Handler) dynamicConfig(w http.ResponseWriter, r *http.Request, tenant string) {
+	// The body only says which SDK asks; it is read so the connection stays reusable (a
+	// reply that leaves a body unread closes it, see guardBody).
+	if _, ok := h.readBody(w, r); !ok {
+		return
+	}
 	writeJSON(w, http.StatusOK, wire.ClientDynamicConfigResponse{RefreshIntervalSec: 300})
 }
 
 func (h *Handler) capabilities(w http.ResponseWriter, r *http.Request, tenant string) {
 	var resp wire.GetServerCapabilitiesResponse
 	for _, m := range h.svc.Models() {
-		name, ctx := m.Name, m.MaxContextLength
-		resp.SupportedModels = append(resp.SupportedModels, wire.SupportedModel{ModelName: &name, MaxContextLength: &ctx})
+		// Every served model takes LoRA training runs and sampling.
+		name, ctx, yes := m.Name, m.MaxContextLength, true
+		resp.SupportedModels = append(resp.SupportedModels, wire.SupportedModel{ModelName: &name, MaxContextLength: &ctx,
+			Trainable: &yes, Sampleable: &yes})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -110,10 +176,8 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant s
 	if _, ok := h.decode(w, r, &req); !ok {
 		return
 	}
-	in := service.CreateSessionInput{Tags: req.Tags, UserMetadata: req.UserMetadata, SDKVersion: req.SDKVersion}
-	if req.ProjectID != nil {
-		in.ProjectID = *req.ProjectID
-	}
+	in := service.CreateSessionInput{Tags: req.Tags, UserMetadata: req.UserMetadata, SDKVersion: req.SDKVersion,
+		ProjectID: deref(req.ProjectID), DisplayName: deref(req.DisplayName)}
 	se, err := h.svc.CreateSession(r.Context(), tenant, in)
 	if err != nil {
 		h.fail(w, r, err)
@@ -183,6 +247,11 @@ func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant str
 		h.badRequest(w, r, fmt.Errorf("lora_config is required: only LoRA training is supported"))
 		return
 	}
+	optimizer, err := req.OptimizerConfig.Family("optimizer_config")
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
 	r = annotate(r, telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
 		OperationType: telemetry.OpCreateModel, TrainingRunID: fmt.Sprintf("%s:train:%d", req.SessionID, req.ModelSeqID)})
 	lc := engine.LoraConfig{Rank: req.LoraConfig.Rank, TrainAttn: req.LoraConfig.TrainAttn, TrainMLP: req.LoraConfig.TrainMLP,
@@ -194,7 +263,7 @@ func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	id, runID, err := h.svc.CreateModel(r.Context(), tenant, service.CreateModelInput{
 		SessionID: req.SessionID, ModelSeqID: req.ModelSeqID, BaseModel: req.BaseModel, Lora: lc,
-		UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}, h.enc)
+		UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body), Optimizer: optimizer}, h.enc)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -216,7 +285,7 @@ func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string)
 	arch := info.Arch
 	writeJSON(w, http.StatusOK, wire.GetInfoResponse{
 		ModelID: info.ModelID, ModelData: wire.ModelData{Arch: &arch, ModelName: &name, TokenizerID: &name},
-		IsLora: &isLora, LoraRank: &rank, ModelName: &name, Type: "get_info"})
+		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: &wire.OptimizerConfig{Type: info.Optimizer}, Type: "get_info"})
 }
 
 func (h *Handler) unloadModel(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -254,7 +323,7 @@ func (h *Handler) weightsInfo(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	rank, ta, tm, tu := c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed
 	writeJSON(w, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
-		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu})
+		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: &wire.OptimizerConfig{Type: c.OptimizerOf()}})
 }
 
 // forwardBackward accepts the 0.25 protobuf body (optionally zstd) and the JSON form of
@@ -273,10 +342,14 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 		return
 	}
 	hash := payloadHash(body) // readBody has undone any Content-Encoding
-	ct := r.Header.Get("Content-Type")
+	op := telemetry.OpForwardBackward
+	if forwardRoute {
+		op = telemetry.OpForward
+	}
+	isProto := strings.Contains(r.Header.Get("Content-Type"), "protobuf")
 	// Whose run it is, before the costly decode: another tenant's (or a missing) run
 	// costs no more than reading its id.
-	if id, ok := wire.PeekModelID(body, strings.Contains(ct, "protobuf")); ok {
+	if id, ok := wire.PeekModelID(body, isProto); ok {
 		if err := h.svc.CheckRun(tenant, id); err != nil {
 			h.fail(w, r, err)
 			return
@@ -284,13 +357,14 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	}
 	var call *wire.ForwardBackwardCall
 	var err error
-	if strings.Contains(ct, "protobuf") {
+	if isProto {
 		call, err = wire.DecodeForwardBackwardProto(body)
 	} else {
 		call, err = wire.DecodeForwardBackwardJSON(body, forwardRoute)
 	}
 	if err != nil {
-		h.badRequest(w, r, err)
+		model, seq, _ := wire.ForwardBackwardAddress(body, isProto)
+		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: hash, InOrder: inOrderSender(r)}, op, invalid(err))
 		return
 	}
 	if forwardRoute {
@@ -298,30 +372,58 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	}
 	req := call.Req
 	req.Backward = !call.ForwardOnly
-	op := telemetry.OpForward
+	op = telemetry.OpForward
 	if req.Backward {
 		op = telemetry.OpForwardBackward
 	}
 	r = annotate(r, telemetry.Keys{TrainingRunID: call.ModelID, OperationType: op, Backward: &req.Backward})
-	id, err := h.svc.ForwardBackward(r.Context(), tenant, service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash}, req, h.enc)
-	h.future(w, r, id, call.ModelID, err)
+	meta := service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash, InOrder: inOrderSender(r)}
+	m := meta
+	if !call.HasSeqID {
+		m.ModelID = "" // nothing to settle without a seq_id
+	}
+	id, err := h.svc.ForwardBackward(r.Context(), tenant, meta, req, h.enc)
+	if err != nil {
+		h.refuse(w, r, tenant, m, op, err)
+		return
+	}
+	h.future(w, r, id, call.ModelID, nil)
 }
 
 func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.OptimStepRequest
-	body, ok := h.decode(w, r, &req)
+	body, ok := h.decodeOp(w, r, tenant, telemetry.OpOptimStep, &req)
 	if !ok {
 		return
 	}
-	p := req.AdamParams.Engine()
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep})
-	id, err := h.svc.OptimStep(r.Context(), tenant, service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)}, p, h.enc)
-	h.future(w, r, id, req.ModelID, err)
+	m := opMeta(r, req.ModelID, req.SeqID, body)
+	family, p, err := req.OptimParams()
+	if err != nil {
+		h.refuse(w, r, tenant, m, telemetry.OpOptimStep, invalid(err))
+		return
+	}
+	id, err := h.svc.OptimStep(r.Context(), tenant, m, service.OptimParams{Optimizer: family, Adam: p.Engine()}, h.enc)
+	h.opFuture(w, r, tenant, m, telemetry.OpOptimStep, id, err)
+}
+
+// opMeta names a training operation.
+func opMeta(r *http.Request, modelID string, seq *int64, body []byte) service.OpMeta {
+	return service.OpMeta{ModelID: modelID, SeqID: deref(seq), PayloadHash: payloadHash(body), InOrder: inOrderSender(r)}
+}
+
+// inOrderSender reports whether a request comes from the official Tinker SDK, which
+// sends a training run's operations one after another (each once the previous
+// submission was answered; this server advertises parallel_fwdbwd_chunks false). The
+// run's queue then never waits for a seq_id the SDK reserved but did not send.
+func inOrderSender(r *http.Request) bool {
+	ua := r.Header.Get("User-Agent")
+	return strings.HasPrefix(ua, "AsyncTinker/Python ") || strings.HasPrefix(ua, "Tinker/Python ")
 }
 
 func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.SaveWeightsRequest
-	body, ok := h.decode(w, r, &req)
+	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeights, &req)
 	if !ok {
 		return
 	}
@@ -330,39 +432,114 @@ func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant str
 	if name == "" {
 		name = fmt.Sprintf("%06d", deref(req.SeqID))
 	}
+	m := opMeta(r, req.ModelID, req.SeqID, body)
 	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
-		OpMeta: service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)},
-		Name:   name, TTLSeconds: req.TTLSeconds, Overwrite: req.Overwrite}, h.enc)
-	h.future(w, r, id, req.ModelID, err)
+		OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Overwrite: req.Overwrite, UserMetadata: req.UserMetadata}, h.enc)
+	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeights, id, err)
 }
 
+// saveWeightsForSampler saves a sampler checkpoint (named) or makes a sampling session
+// of the current weights (ephemeral). kind "inflight" (SDK 0.38) is served as a
+// snapshot: the SDK's inflight contract promises samples on "the weights saved when the
+// client was created, or newer", which a snapshot of those weights keeps.
 func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.SaveWeightsForSamplerRequest
-	body, ok := h.decode(w, r, &req)
+	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsForSampler, &req)
 	if !ok {
+		return
+	}
+	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsForSampler})
+	m := opMeta(r, req.ModelID, req.SeqID, body)
+	if k := deref(req.Kind); k != "" && k != "snapshot" && k != "inflight" {
+		h.refuse(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, invalid(fmt.Errorf("kind %q must be \"snapshot\" or \"inflight\"", k)))
 		return
 	}
 	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
-		OpMeta: service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)},
-		Name:   deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID}, h.enc)
-	h.future(w, r, id, req.ModelID, err)
+		OpMeta: m, Name: deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID,
+		UserMetadata: req.UserMetadata}, h.enc)
+	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, id, err)
 }
 
+// loadWeights serves both forms of load_weights: on an existing run (model_id and
+// seq_id: SDK <= 0.36, and TrainingClient.load_state), and create-via-load (session_id
+// and model_seq_id: SDK 0.38's create_training_client_from_state), which creates the run.
 func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.LoadWeightsRequest
-	body, ok := h.decode(w, r, &req)
+	body, ok := h.decodeOp(w, r, tenant, telemetry.OpLoadWeights, &req)
 	if !ok {
 		return
 	}
+	var tokenErr error
+	if req.WeightsAccessToken != nil && *req.WeightsAccessToken != "" {
+		tokenErr = fmt.Errorf("weights_access_token is not supported: this server shares checkpoints by publishing them (load a published checkpoint without a token)")
+	}
 	if req.ModelID == "" {
-		h.badRequest(w, r, fmt.Errorf("load_weights needs model_id (create the training run first; create_model_via_load_weights is not enabled)"))
+		if tokenErr != nil {
+			h.badRequest(w, r, tokenErr)
+			return
+		}
+		h.createViaLoad(w, r, tenant, &req, body)
 		return
 	}
+	m := opMeta(r, req.ModelID, req.SeqID, body)
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpLoadWeights})
-	id, err := h.svc.Load(r.Context(), tenant, service.LoadInput{
-		OpMeta: service.OpMeta{ModelID: req.ModelID, SeqID: deref(req.SeqID), PayloadHash: payloadHash(body)},
-		Path:   req.Path, Optimizer: req.Optimizer}, h.enc)
-	h.future(w, r, id, req.ModelID, err)
+	err := tokenErr
+	switch {
+	case err != nil:
+	case req.SessionID != nil || req.ModelSeqID != nil:
+		err = fmt.Errorf("load_weights takes model_id and seq_id (load into an existing run) or session_id and model_seq_id (create a run from the checkpoint), not both")
+	case req.BaseModel != nil:
+		err = fmt.Errorf("base_model applies when load_weights creates a run (session_id and model_seq_id); run %s already has its base model", req.ModelID)
+	case req.UserMetadata != nil:
+		err = fmt.Errorf("user_metadata applies when load_weights creates a run (session_id and model_seq_id); run %s already exists", req.ModelID)
+	case req.OptimizerConfig != nil:
+		err = fmt.Errorf("optimizer_config applies when load_weights creates a run (session_id and model_seq_id); run %s already has its optimizer", req.ModelID)
+	}
+	if err != nil {
+		h.refuse(w, r, tenant, m, telemetry.OpLoadWeights, invalid(err))
+		return
+	}
+	id, err := h.svc.Load(r.Context(), tenant, service.LoadInput{OpMeta: m, Path: req.Path, Optimizer: req.Optimizer}, h.enc)
+	h.opFuture(w, r, tenant, m, telemetry.OpLoadWeights, id, err)
+}
+
+func (h *Handler) createViaLoad(w http.ResponseWriter, r *http.Request, tenant string, req *wire.LoadWeightsRequest, body []byte) {
+	switch {
+	case req.SessionID == nil || req.ModelSeqID == nil:
+		h.badRequest(w, r, fmt.Errorf("load_weights needs model_id (load into an existing run) or session_id and model_seq_id (create a run from the checkpoint)"))
+		return
+	case req.SeqID != nil:
+		h.badRequest(w, r, fmt.Errorf("seq_id goes with model_id; a load that creates a run (session_id and model_seq_id) is the run's seq_id 0"))
+		return
+	}
+	family, err := req.OptimizerConfig.Family("optimizer_config")
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	runID := fmt.Sprintf("%s:train:%d", *req.SessionID, *req.ModelSeqID)
+	r = annotate(r, telemetry.Keys{SessionID: *req.SessionID, TrainingRunID: runID, OperationType: telemetry.OpLoadWeights})
+	id, runID, err := h.svc.CreateFromCheckpoint(r.Context(), tenant, service.CreateFromCheckpointInput{
+		SessionID: *req.SessionID, ModelSeqID: *req.ModelSeqID, Path: req.Path, Optimizer: req.Optimizer,
+		BaseModel: deref(req.BaseModel), OptimizerConfig: family, UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}, h.enc)
+	h.future(w, r, id, runID, err)
+}
+
+// saveWeightsExternal is a training operation of SDK >= 0.28 that this server does not
+// implement yet. It is refused, never left to a 404, so that its seq_id is settled.
+func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req wire.SaveWeightsExternalRequest
+	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsExternal, &req)
+	if !ok {
+		return
+	}
+	if _, err := h.svc.GetInfo(tenant, req.ModelID); err != nil {
+		h.fail(w, r, err) // an unknown run is 404, as for every operation
+		return
+	}
+	h.refuse(w, r, tenant, opMeta(r, req.ModelID, req.SeqID, body), telemetry.OpSaveWeightsExternal,
+		invalid(fmt.Errorf("save_weights_external (export in Hugging Face format with signed download links) is not implemented by this server yet; "+
+			"use save_state or save_weights_for_sampler")))
 }
 
 func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -388,8 +565,13 @@ func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string)
 	r = annotate(r, telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel})
 	id, err := h.svc.Sample(r.Context(), tenant, service.SampleInput{
 		SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
-		PayloadHash: payloadHash(body), Req: call.Req}, h.enc)
-	h.future(w, r, id, "", err)
+		PayloadHash: payloadHash(body), Req: call.Req, PromptLogprobsLastN: call.PromptLogprobsLastN}, h.enc)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	annotate(r, telemetry.Keys{RequestID: id})
+	writeJSON(w, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, SampleSequenceIDs: wire.SampleSequenceIDs(id, call.Req.NumSamples)})
 }
 
 func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -478,7 +660,13 @@ func queryInt(r *http.Request, name string, def, max int) (int, error) {
 
 func (h *Handler) telemetryIntake(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.TelemetrySendRequest
-	if _, ok := h.decode(w, r, &req); !ok {
+	b, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	// Events are free-form: every field is logged, none is refused.
+	if err := wire.DecodeJSON(b, &req); err != nil {
+		h.badRequest(w, r, err)
 		return
 	}
 	h.recordClientTelemetry(r.Context(), tenant, &req)

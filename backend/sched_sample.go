@@ -109,8 +109,10 @@ func (s *scheduler) newSampleReq(ctx context.Context, key string, lw *engine.Lor
 	}
 	r := &sampleReq{ctx: ctx, tenant: TenantFrom(ctx), key: key, lw: lw, req: req, stopTok: map[int32]bool{},
 		stops: engine.NewStopMatcher(p.StopStrings), text: s.m.Tok, hooks: h, arrived: time.Now(), done: make(chan struct{})}
-	for _, t := range c.EOSTokenIDs {
-		r.stopTok[t] = true
+	if !p.IgnoreEOS { // the SDK's stop=[]: no stop token at all, EOS included
+		for _, t := range c.EOSTokenIDs {
+			r.stopTok[t] = true
+		}
 	}
 	for _, t := range p.StopTokens {
 		r.stopTok[t] = true

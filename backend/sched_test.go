@@ -629,3 +629,28 @@ func TestCancelledTrainingCallsOfOneTenant(t *testing.T) {
 		t.Fatal("a cancelled call ran")
 	}
 }
+
+// IgnoreEOS (the SDK's stop=[]): the model's EOS token does not end a sequence in the
+// scheduler either, as in engine.Sample.
+func TestIgnoreEOSInTheScheduler(t *testing.T) {
+	l, m := schedLocal(t, SchedConfig{})
+	req := seeded(prompt(5, 4), 1, 12, 1, 9)
+	free, err := l.Sample(context.Background(), "tiny", "", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eos := free.Sequences[0].Tokens[3] // make the 4th sampled token the model's EOS
+	m.Cfg.EOSTokenIDs = []int32{eos}
+	if r, _ := l.Sample(context.Background(), "tiny", "", req); len(r.Sequences[0].Tokens) != 4 || r.Sequences[0].StopReason != engine.StopReasonStop {
+		t.Fatalf("with EOS %d: %d tokens (%s), want 4 (stop)", eos, len(r.Sequences[0].Tokens), r.Sequences[0].StopReason)
+	}
+	req.Params.IgnoreEOS = true
+	r, err := l.Sample(context.Background(), "tiny", "", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Sequences[0].Tokens) != 12 || r.Sequences[0].StopReason != engine.StopReasonLength {
+		t.Fatalf("ignoring EOS: %d tokens (%s), want 12 (length)", len(r.Sequences[0].Tokens), r.Sequences[0].StopReason)
+	}
+	sameAsAlone(t, "ignore EOS", m, nil, req, r)
+}

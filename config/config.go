@@ -235,6 +235,11 @@ type Sessions struct {
 	// HeartbeatTimeoutSeconds: a session with no heartbeat for this long expires and its
 	// training runs and sampling sessions are unloaded (their records and checkpoints stay).
 	HeartbeatTimeoutSeconds float64 `yaml:"heartbeat_timeout_seconds"`
+	// SeqGapTimeoutSeconds is how long a training operation that arrived before its
+	// predecessor (seq_id) waits for it before failing. Refused and restart-failed seq_ids
+	// never make anything wait; this covers only genuinely late arrivals (the SDK retries a
+	// submission for up to 5 minutes).
+	SeqGapTimeoutSeconds float64 `yaml:"seq_gap_timeout_seconds"`
 }
 
 // Limits bound what one tenant or one request may ask for.
@@ -305,7 +310,7 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions: Sessions{HeartbeatTimeoutSeconds: 300},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
@@ -615,6 +620,9 @@ func (c Config) Validate() error {
 	if !(c.Sessions.HeartbeatTimeoutSeconds >= 15 && c.Sessions.HeartbeatTimeoutSeconds <= MaxTTLSeconds) {
 		bad("sessions.heartbeat_timeout_seconds", "%g must be in [15, %d] (the SDK heartbeats every 10 s)", c.Sessions.HeartbeatTimeoutSeconds, MaxTTLSeconds)
 	}
+	if c.Sessions.SeqGapTimeoutSeconds <= 0 {
+		bad("sessions.seq_gap_timeout_seconds", "%g must be positive", c.Sessions.SeqGapTimeoutSeconds)
+	}
 	l := c.Limits
 	if l.MaxQueuedPerTenant < 1 {
 		bad("limits.max_queued_per_tenant", "%d must be at least 1", l.MaxQueuedPerTenant)
@@ -766,6 +774,11 @@ func (c Config) LongPoll() time.Duration {
 // HeartbeatTimeout is sessions.heartbeat_timeout_seconds as a duration.
 func (c Config) HeartbeatTimeout() time.Duration {
 	return time.Duration(c.Sessions.HeartbeatTimeoutSeconds * float64(time.Second))
+}
+
+// SeqGapTimeout is sessions.seq_gap_timeout_seconds as a duration.
+func (c Config) SeqGapTimeout() time.Duration {
+	return time.Duration(c.Sessions.SeqGapTimeoutSeconds * float64(time.Second))
 }
 
 // Model returns the configured model named name.

@@ -50,6 +50,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"log level", "server:\n  log_level: loud", "server.log_level"},
 		{"ttl", "persistence:\n  future_ttl_seconds: 1", "persistence.future_ttl_seconds"},
 		{"heartbeat", "sessions:\n  heartbeat_timeout_seconds: 5", "sessions.heartbeat_timeout_seconds"},
+		{"seq gap", "sessions:\n  seq_gap_timeout_seconds: 0", "sessions.seq_gap_timeout_seconds"},
 		{"limits", "limits:\n  max_queued_per_tenant: 0", "limits.max_queued_per_tenant"},
 		{"wrong type", "server:\n  port: abc", "invalid value"},
 		{"heartbeat overflows a duration", "sessions:\n  heartbeat_timeout_seconds: 1e300", "sessions.heartbeat_timeout_seconds"},

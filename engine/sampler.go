@@ -289,8 +289,10 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	}
 	stops := NewStopMatcher(p.StopStrings)
 	stopTok := map[int32]bool{}
-	for _, t := range c.EOSTokenIDs {
-		stopTok[t] = true
+	if !p.IgnoreEOS { // the SDK's stop=[]: no stop token at all, EOS included
+		for _, t := range c.EOSTokenIDs {
+			stopTok[t] = true
+		}
 	}
 	for _, t := range p.StopTokens {
 		stopTok[t] = true

@@ -163,6 +163,7 @@ type SampleParams struct {
 	Seed        *int64 // nil: a fresh random seed
 	StopStrings []string
 	StopTokens  []int32
+	IgnoreEOS   bool // the model's EOS tokens do not end generation (the SDK's stop=[])
 }
 
 // SampleRequest asks for NumSamples continuations of Prompt.

@@ -86,8 +86,13 @@ type Record struct {
 	DoneAt      time.Time `json:"done_at,omitzero"`
 	Result      *Result   `json:"result,omitempty"`
 	Failure     *Failure  `json:"failure,omitempty"`
-	// Abandoned marks a future that a restart failed before it ran: its seq_id is free.
+	// Abandoned marks a future that a restart failed before it ran. Its seq_id may be
+	// submitted again; when a later seq_id of the queue arrives instead, the queue moves
+	// past it (the client has seen the failure and will not resend it).
 	Abandoned bool `json:"abandoned,omitempty"`
+	// Refused marks a future recorded for an operation refused at submission: it settles
+	// the seq_id so the queue's next operation runs without waiting for it.
+	Refused bool `json:"refused,omitempty"`
 	// Owner is the API replica that runs the future ("" for a single server).
 	Owner string `json:"owner,omitempty"`
 	// Deadline is when the operation fails if it has not finished.
@@ -107,7 +112,13 @@ type Task struct {
 	ModelID     string // for spans and metrics
 	Pool        string // execution pool (the base model): tasks of one pool share its workers
 	PayloadHash string // identical (QueueKey, SeqID, PayloadHash) resubmission returns the same id
-	Run         func(ctx context.Context) (Result, error)
+	// InOrder says the sender submits the queue's seq_ids strictly one after another, each
+	// only once the previous submission was answered (the Tinker SDK does, with the
+	// serial chunks this server advertises). A lower seq_id that has not arrived when this
+	// one does will then never arrive (the SDK reserved it and failed before sending), so
+	// the queue does not wait for it.
+	InOrder bool
+	Run     func(ctx context.Context) (Result, error)
 	// Weight is the task's share of its pool's backlog while it is unfinished (the KV
 	// positions a sample may take), which Backlog reports per tenant.
 	Weight int
@@ -123,9 +134,12 @@ type Options struct {
 	TTL                time.Duration // result retention after completion (default 24 h)
 	MaxQueuedPerTenant int           // unfinished futures per tenant (default 256)
 	WorkersPerPool     int           // concurrent operations per pool (default 1)
-	SeqGapTimeout      time.Duration // how long ordered tasks wait for a missing seq_id (default 10 min)
-	Logger             *slog.Logger
-	Now                func() time.Time
+	// SeqGapTimeout is how long an ordered task that arrived ahead of its predecessor waits
+	// for it (default 5 min, the SDK's submission retry budget). Refused and abandoned
+	// seq_ids never make anything wait: see Refuse and Recover.
+	SeqGapTimeout time.Duration
+	Logger        *slog.Logger
+	Now           func() time.Time
 	// KeepInMemory is how long a resolved future stays in memory before it is served
 	// from the store (default 2 s, at most TTL): clients long-poll results as they
 	// come, so older ones are rarely read and need not weigh on the heap.
@@ -143,6 +157,10 @@ type Options struct {
 	// that another tenant's task finds a worker while one tenant's flood runs.
 	MaxRunningPerTenant int
 }
+
+// DefaultSeqGapTimeout is Options.SeqGapTimeout's default: the Tinker SDK retries a
+// submission for up to 5 minutes, so a predecessor can legitimately arrive that late.
+const DefaultSeqGapTimeout = 5 * time.Minute
 
 // Errors of Submit and Wait.
 var (
@@ -169,7 +187,7 @@ type SeqError struct {
 }
 
 func (e *SeqError) Error() string {
-	return fmt.Sprintf("seq_id %d of %s was already executed (the next expected seq_id is %d)", e.SeqID, e.QueueKey, e.Next)
+	return fmt.Sprintf("seq_id %d of %s is behind the run: it was executed, refused, or passed over as never sent (the next expected seq_id is %d)", e.SeqID, e.QueueKey, e.Next)
 }
 
 // OverLimitError: the tenant has too many unfinished futures.
@@ -230,6 +248,16 @@ type orderedQueue struct {
 	next     int64
 	waiting  map[int64]*entry
 	waitedAt time.Time // when the queue started waiting for next
+	// refused holds seq_ids refused at submission, ahead of next: each is skipped when
+	// its turn comes (the entry is already resolved, failed).
+	refused map[int64]*entry
+	// abandoned holds seq_ids whose futures a restart failed before they ran: the queue
+	// skips one as soon as a later seq_id waits, since the client saw the failure and will
+	// not resend it, but a resubmission that comes first runs.
+	abandoned map[int64]bool
+	// skipBelow: an in-order sender (Task.InOrder) has submitted seq_ids up to here, so
+	// any lower seq_id that never arrived never will; the queue moves past them.
+	skipBelow int64
 }
 
 // pool runs the runnable tasks of one pool, round-robin across tenants.
@@ -284,7 +312,7 @@ func New(o Options) (*Manager, error) {
 		o.WorkersPerPool = 1
 	}
 	if o.SeqGapTimeout <= 0 {
-		o.SeqGapTimeout = 10 * time.Minute
+		o.SeqGapTimeout = DefaultSeqGapTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -468,11 +496,13 @@ func (m *Manager) persistThen(ctx context.Context, rec *Record, then func(error)
 }
 
 // Recover resolves every future a previous process left pending or running: it fails
-// them with a message that says the server restarted, and forgets their seq_id so the
-// client can submit the operation again. It returns how many it failed.
+// them with a message that says the server restarted. Their seq_ids may be submitted
+// again, but never hold up the queue: a later seq_id skips them (the SDK, having seen the
+// failure, never resends one). It returns how many it failed.
 func (m *Manager) Recover(ctx context.Context) (int, error) {
 	var stale []Record
 	hw := map[string]int64{}
+	abandoned := map[string][]int64{}
 	prior := map[priorKey]priorRef{}
 	err := m.o.Store.Scan(ctx, keyFuture, func(_ string, v []byte) error {
 		var r Record
@@ -486,7 +516,10 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		switch {
 		case !r.Done():
 			stale = append(stale, r)
-		case r.Abandoned: // never ran; its seq_id was freed
+		case r.Abandoned: // never ran: skippable, see orderedQueue.abandoned
+			if r.Ordered {
+				abandoned[r.QueueKey] = append(abandoned[r.QueueKey], r.SeqID)
+			}
 		default:
 			if r.Ordered && r.SeqID+1 > hw[r.QueueKey] {
 				hw[r.QueueKey] = r.SeqID + 1
@@ -499,10 +532,21 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		}
 		return nil
 	})
+	for _, r := range stale {
+		if r.Ordered {
+			abandoned[r.QueueKey] = append(abandoned[r.QueueKey], r.SeqID)
+		}
+	}
 	m.mu.Lock()
 	m.recovered = hw
 	for ik, ref := range prior {
 		m.prior[ik] = ref
+	}
+	for key, seqs := range abandoned {
+		q := m.queue(key)
+		for _, s := range seqs {
+			q.abandoned[s] = true
+		}
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -554,7 +598,7 @@ func (m *Manager) NextSeq(queueKey string) int64 {
 func (m *Manager) queue(key string) *orderedQueue {
 	q, ok := m.queues[key]
 	if !ok {
-		q = &orderedQueue{next: 1, waiting: map[int64]*entry{}, waitedAt: m.now()}
+		q = &orderedQueue{next: 1, waiting: map[int64]*entry{}, waitedAt: m.now(), refused: map[int64]*entry{}, abandoned: map[int64]bool{}}
 		m.queues[key] = q
 	}
 	return q
@@ -679,6 +723,9 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	if t.Ordered {
 		q := m.queue(t.QueueKey)
 		q.waiting[t.SeqID] = e
+		if t.InOrder && t.SeqID > q.skipBelow {
+			q.skipBelow = t.SeqID
+		}
 		m.promote(t.QueueKey, q)
 	} else {
 		m.enqueue(e)
@@ -728,13 +775,96 @@ func (m *Manager) retryAfter(poolName string) time.Duration {
 	return d
 }
 
-// promote moves the ordered queue's next task, if it has arrived, to its pool.
-// Callers hold m.mu.
+// promote moves the ordered queue's next task, if it has arrived, to its pool, first
+// moving past seq_ids that are settled without running: refused at submission, or
+// abandoned by a restart while a later seq_id waits. Callers hold m.mu.
 func (m *Manager) promote(key string, q *orderedQueue) {
-	if e, ok := q.waiting[q.next]; ok {
-		delete(q.waiting, q.next)
-		m.enqueue(e)
+	for {
+		if e, ok := q.waiting[q.next]; ok {
+			delete(q.waiting, q.next)
+			delete(q.abandoned, q.next)
+			m.enqueue(e)
+			break
+		}
+		if e, ok := q.refused[q.next]; ok {
+			delete(q.refused, q.next)
+			m.perTenant[e.rec.Tenant]--
+		} else if _, inFlight := m.byKey[indexKey(key, q.next)]; inFlight || len(q.waiting) == 0 {
+			break // running (next moves when it finishes), or nothing is waiting behind it
+		} else if q.abandoned[q.next] || q.next < q.skipBelow {
+			delete(q.abandoned, q.next)
+		} else {
+			break
+		}
+		q.next++
+		q.waitedAt = m.now()
 	}
+	if len(q.refused) > 0 {
+		// A gap timeout may have moved next past refused seq_ids: they settle nothing now.
+		for s, e := range q.refused {
+			if s < q.next {
+				delete(q.refused, s)
+				m.perTenant[e.rec.Tenant]--
+			}
+		}
+	}
+}
+
+// Refuse settles the seq_id of an ordered operation that was refused at submission (bad
+// input, an unsupported field), so that the queue's next operation does not wait for it:
+// the SDK has reserved the seq_id and never sends it again. The refusal is recorded as a
+// failed future (persisted, so a restart still knows the seq_id was used) and the queue
+// skips the seq_id when its turn comes. It returns the future's id, or "" when there is
+// nothing to settle: the seq_id is already executed, or already taken by a submitted
+// operation. A refusal ahead of the queue's turn counts against the tenant's limit until
+// its turn comes, so refusals cannot pile up without bound.
+func (m *Manager) Refuse(ctx context.Context, t Task, reason Failure) (string, error) {
+	if !t.Ordered || t.QueueKey == "" {
+		return "", errors.New("futures: only an ordered operation has a seq_id to settle")
+	}
+	ik := indexKey(t.QueueKey, t.SeqID)
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return "", ErrShuttingDown
+	}
+	q := m.queue(t.QueueKey)
+	if _, taken := m.byKey[ik]; taken || t.SeqID < q.next || m.inPrior(ik) {
+		m.mu.Unlock()
+		return "", nil
+	}
+	ahead := t.SeqID > q.next
+	if ahead && m.perTenant[t.Tenant] >= m.o.MaxQueuedPerTenant {
+		m.mu.Unlock()
+		return "", &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: time.Second}
+	}
+	now := m.now()
+	e := &entry{
+		rec: Record{ID: newID(), Owner: m.o.Owner, Tenant: t.Tenant, QueueKey: t.QueueKey, OpType: t.OpType, ModelID: t.ModelID, Pool: t.Pool,
+			SeqID: t.SeqID, Ordered: true, Status: StatusFailed, PayloadHash: t.PayloadHash, CreatedAt: now, DoneAt: now,
+			Failure: &reason, Refused: true},
+		task: t, done: make(chan struct{}), queued: now, resultQueued: true,
+	}
+	e.task.Run = nil
+	close(e.done)
+	m.entries[e.rec.ID] = e
+	m.byKey[ik] = e.rec.ID
+	m.doneList = append(m.doneList, e)
+	m.perTenant[t.Tenant]++
+	q.refused[t.SeqID] = e
+	delete(q.abandoned, t.SeqID)
+	if t.InOrder && t.SeqID > q.skipBelow {
+		q.skipBelow = t.SeqID
+	}
+	m.promote(t.QueueKey, q)
+	rec := e.rec
+	m.mu.Unlock()
+	if err := m.persist(ctx, &rec); err != nil {
+		// The seq_id is settled in memory all the same; only a restart would forget it.
+		m.log.Error("persist refused operation", "request_id", rec.ID, "error", err)
+	}
+	m.ins.FuturesCompleted.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrOperationType, t.OpType, telemetry.MAttrStatus, string(StatusFailed))...)
+	return rec.ID, nil
 }
 
 // enqueue makes e runnable in its pool. Callers hold m.mu.
@@ -1062,6 +1192,10 @@ func (m *Manager) DropQueue(queueKey, reason string) {
 			victims = append(victims, e)
 		}
 		q.waiting = map[int64]*entry{}
+		for _, e := range q.refused { // already resolved: only their slots are freed
+			m.perTenant[e.rec.Tenant]--
+		}
+		q.refused = map[int64]*entry{}
 	}
 	for _, p := range m.pools {
 		for t, q := range p.tenants {

@@ -344,3 +344,184 @@ func BenchmarkSubmitWait(b *testing.B) {
 		}
 	})
 }
+
+// blocking returns a Run function that waits for release, and a function that releases it.
+func blocking() (func(context.Context) (Result, error), func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return func(ctx context.Context) (Result, error) {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			return Result{Body: []byte(`"released"`)}, nil
+		}, func() {
+			once.Do(func() { close(ch) })
+		}
+}
+
+// A seq_id refused at submission is settled: the next seq_id runs as soon as its
+// predecessors are done, without waiting for the refused one, and the refusal is a
+// failed future that says why.
+func TestRefusedSeqIDDoesNotHoldItsSuccessor(t *testing.T) {
+	// A gap timeout far beyond the test: nothing may depend on it.
+	m := newManager(t, Options{SeqGapTimeout: time.Hour})
+	run, release := blocking()
+	defer release()
+	first, err := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// seq 2 is refused while seq 1 still runs: it is settled when its turn comes.
+	refused, err := m.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 2, Pool: "p", PayloadHash: "bad"},
+		Failure{Message: "unknown loss_fn \"nope\"", Category: CategoryUser})
+	if err != nil || refused == "" {
+		t.Fatalf("refuse: %q %v", refused, err)
+	}
+	third, err := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 3, Pool: "p", Run: ok(`3`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := m.Get(context.Background(), "a", third); r.Status != StatusPending {
+		t.Fatalf("seq 3 ran before seq 1 finished: %s", r.Status)
+	}
+	release()
+	wait(t, m, "a", first)
+	if r := wait(t, m, "a", third); r.Status != StatusReady {
+		t.Fatalf("seq 3 after a refused seq 2: %+v", r)
+	}
+	r := wait(t, m, "a", refused)
+	if r.Status != StatusFailed || r.Failure.Category != CategoryUser || !containsStr(r.Failure.Message, "nope") || !r.Refused {
+		t.Fatalf("refused future: %+v", r)
+	}
+	// Refusing at the queue's turn settles at once; a refusal of an executed or taken
+	// seq_id settles nothing.
+	if id, err := m.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 4, Pool: "p"}, Failure{Message: "x"}); err != nil || id == "" {
+		t.Fatalf("refuse at the turn: %q %v", id, err)
+	}
+	if n := m.NextSeq("r"); n != 5 {
+		t.Fatalf("next seq after refusing the current one: %d, want 5", n)
+	}
+	for _, seq := range []int64{1, 3, 4} {
+		if id, err := m.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: seq, Pool: "p"}, Failure{Message: "x"}); err != nil || id != "" {
+			t.Fatalf("refusing used seq %d: %q %v, want nothing to settle", seq, id, err)
+		}
+	}
+	// Refused entries free their tenant slot.
+	m.mu.Lock()
+	n := m.perTenant["a"]
+	m.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("tenant slots held after everything settled: %d", n)
+	}
+}
+
+// A refusal far ahead of the queue counts against the tenant's limit until its turn.
+func TestRefusalsAheadCountAgainstTheTenantLimit(t *testing.T) {
+	m := newManager(t, Options{MaxQueuedPerTenant: 2, SeqGapTimeout: time.Hour})
+	for seq := int64(10); seq < 12; seq++ {
+		if _, err := m.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: seq, Pool: "p"}, Failure{Message: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ol *OverLimitError
+	if _, err := m.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 12, Pool: "p"}, Failure{Message: "x"}); !errors.As(err, &ol) {
+		t.Fatalf("third refusal ahead: %v, want the tenant limit", err)
+	}
+	// DropQueue frees them.
+	m.DropQueue("r", "gone")
+	if _, err := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`1`)}); err != nil {
+		t.Fatalf("slots not freed by DropQueue: %v", err)
+	}
+}
+
+// After a restart, futures the restart failed do not hold their successors: the SDK saw
+// the failure and sends the next seq_id, never the failed one again.
+func TestAbandonedSeqIDsDoNotHoldLaterOnes(t *testing.T) {
+	st := memory.New()
+	m1, _ := New(Options{Store: st})
+	t.Cleanup(func() { _ = m1.Shutdown(context.Background()) })
+	id1, _ := m1.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", Run: ok(`1`)})
+	wait(t, m1, "a", id1)
+	run, release := blocking()
+	defer release()
+	pending := []string{}
+	for seq := int64(2); seq <= 3; seq++ {
+		id, err := m1.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: seq, Pool: "p", Run: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, id)
+	}
+	// The process "dies" with seq 2 running and seq 3 queued.
+	m2 := newManager(t, Options{Store: st, SeqGapTimeout: time.Hour})
+	if n, err := m2.Recover(context.Background()); err != nil || n != 2 {
+		t.Fatalf("recover: %d %v", n, err)
+	}
+	m2.SetNextSeq("r", m2.RecoveredNextSeq("r"))
+	if got := m2.NextSeq("r"); got != 2 {
+		t.Fatalf("next after restart: %d, want 2 (abandoned seq_ids may be resubmitted)", got)
+	}
+	for _, id := range pending {
+		if r, _ := m2.Get(context.Background(), "a", id); r.Status != StatusFailed || !r.Abandoned {
+			t.Fatalf("abandoned future: %+v", r)
+		}
+	}
+	id4, err := m2.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 4, Pool: "p", Run: ok(`4`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, m2, "a", id4); r.Status != StatusReady {
+		t.Fatalf("seq 4 after abandoned 2 and 3: %+v", r)
+	}
+}
+
+// A refusal is persisted: after a restart the queue continues after it.
+func TestRefusalSurvivesRestart(t *testing.T) {
+	st := memory.New()
+	m1, _ := New(Options{Store: st})
+	id1, _ := m1.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", Run: ok(`1`)})
+	wait(t, m1, "a", id1)
+	if _, err := m1.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 2, Pool: "p"}, Failure{Message: "bad", Category: CategoryUser}); err != nil {
+		t.Fatal(err)
+	}
+	_ = m1.Shutdown(context.Background())
+	m2 := newManager(t, Options{Store: st})
+	if _, err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := m2.RecoveredNextSeq("r"); got != 3 {
+		t.Fatalf("recovered next seq: %d, want 3", got)
+	}
+}
+
+// An in-order sender (the Tinker SDK) never sends a lower seq_id after a higher one: a
+// seq_id it reserved but failed to send (a client-side error) does not hold the next.
+// Other senders may arrive out of order, and the queue waits for them.
+func TestInOrderSenderDoesNotWaitForUnsentSeqIDs(t *testing.T) {
+	m := newManager(t, Options{SeqGapTimeout: time.Hour})
+	run, release := blocking()
+	defer release()
+	first, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", InOrder: true, Run: run})
+	// seq 2 arrives while seq 1 runs: it waits for seq 1, which is in flight.
+	second, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 2, Pool: "p", InOrder: true, Run: ok(`2`)})
+	if r, _ := m.Get(context.Background(), "a", second); r.Status != StatusPending {
+		t.Fatalf("seq 2 ran while seq 1 was running: %s", r.Status)
+	}
+	release()
+	wait(t, m, "a", first)
+	wait(t, m, "a", second)
+	// seq 3 was reserved by the client and never sent: seq 4 runs at once.
+	fourth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 4, Pool: "p", InOrder: true, Run: ok(`4`)})
+	if r := wait(t, m, "a", fourth); r.Status != StatusReady {
+		t.Fatalf("seq 4 after an unsent seq 3: %+v", r)
+	}
+	// An out-of-order sender's later seq_id waits for the missing one.
+	sixth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 6, Pool: "p", Run: ok(`6`)})
+	if r, _ := m.Wait(context.Background(), "a", sixth, 50*time.Millisecond); r.Status != StatusPending {
+		t.Fatalf("an out-of-order seq 6 did not wait for seq 5: %s", r.Status)
+	}
+	fifth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 5, Pool: "p", Run: ok(`5`)})
+	wait(t, m, "a", fifth)
+	wait(t, m, "a", sixth)
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the full test suite needs on a fresh Debian machine: Go module
-# dependencies, a Redis server, Python's venv module (for the conformance suite's
-# official Tinker SDK). Safe to run repeatedly; each step is skipped when already done.
+# dependencies, a Redis server, Python's venv module and one venv per Tinker SDK release
+# of the conformance matrix (tests/conformance/versions.txt). Safe to run repeatedly;
+# each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,17 +28,9 @@ fi
 echo "setup: go mod download"
 go mod download
 
-if [ -f tests/conformance/requirements.txt ]; then
-  venv="${TUFT_VENV:-$HOME/.cache/tuft/venv}"
-  stamp="$venv/.requirements.sha256"
-  want="$(sha256sum tests/conformance/requirements.txt | cut -d' ' -f1)"
-  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "setup: python venv with tests/conformance/requirements.txt at $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/conformance/requirements.txt
-    echo "$want" > "$stamp"
-  fi
+if [ -x tests/conformance/venvs.sh ]; then
+  echo "setup: Tinker SDK venvs for the conformance matrix (tests/conformance/versions.txt, cached)"
+  bash tests/conformance/venvs.sh
 fi
 
 # staticcheck, pinned, built once into the cache (scripts/test-all.sh runs it).
@@ -65,6 +58,11 @@ if [ -f tests/openai/requirements.txt ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r tests/openai/requirements.txt
     echo "$want" > "$stamp"
   fi
+fi
+
+if [ -x tests/cookbook/setup.sh ]; then
+  echo "setup: tinker-cookbook venv with Debian's torch (tests/cookbook, cached)"
+  bash tests/cookbook/setup.sh
 fi
 
 if [ -x tools/otelcol/build.sh ]; then

@@ -65,4 +65,8 @@ if [ -d tests/openai ]; then
   echo "== OpenAI/Anthropic-compatible API suite (official openai and anthropic clients)"
   bash tests/openai/run.sh
 fi
+if [ -d tests/cookbook ]; then
+  echo "== tinker-cookbook recipes (tests/cookbook)"
+  bash tests/cookbook/run.sh
+fi
 echo "== all tests passed"

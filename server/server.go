@@ -139,6 +139,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.Executor = exec
 	fut, err := futures.New(futures.Options{
 		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log, Owner: cfg.Server.ReplicaID,
+		SeqGapTimeout: cfg.SeqGapTimeout(),
 		// Many operations per base model are in flight at once: the model's scheduler runs
 		// their decode steps and training packs together (continuous batching), so the
 		// pool's workers only bound how many it sees; each tenant gets at most

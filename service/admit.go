@@ -19,6 +19,12 @@ func (s *Service) CheckSampler(tenant, id string) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	err = finishedErr(s.sessions[sm.SessionID])
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if sm.Closed {
 		return closedError(sm)
 	}

@@ -20,6 +20,7 @@ const (
 	KindTooMany                  // 429, with RetryAfter
 	KindUnavailable              // 503, the server is shutting down or a dependency is down
 	KindUnauthorized             // 401
+	KindGone                     // 410, category user: the session was finished
 )
 
 // Error is an error a client sees: a kind and a message naming the problem.
@@ -37,7 +38,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Category is the Tinker failure category of the error (futures use it).
 func (e *Error) Category() futures.Category {
 	switch e.Kind {
-	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized:
+	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone:
 		return futures.Category("user")
 	}
 	return futures.Category("server")
@@ -49,6 +50,10 @@ func invalidf(format string, args ...any) error {
 
 func notFoundf(format string, args ...any) error {
 	return &Error{Kind: KindNotFound, Msg: fmt.Sprintf(format, args...)}
+}
+
+func gonef(format string, args ...any) error {
+	return &Error{Kind: KindGone, Msg: fmt.Sprintf(format, args...)}
 }
 
 func conflictf(format string, args ...any) error {

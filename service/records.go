@@ -39,7 +39,25 @@ type Session struct {
 	Extra         map[string]string `json:"extra,omitempty"`
 	// Owner is the API replica that holds the session and everything created in it
 	// ("" for a single server).
-	Owner string `json:"owner,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+	DisplayName string `json:"display_name,omitempty"`
+	// Finished is set by the client's finish call (ServiceClient.close): the first reason
+	// wins, and the session accepts no more operations.
+	Finished *SessionFinish `json:"finished,omitempty"`
+}
+
+// Finish reasons a client may give (the SDK's ClientSessionFinishReason).
+const (
+	FinishSuccess     = "success"
+	FinishErrored     = "errored"
+	FinishInterrupted = "interrupted"
+)
+
+// SessionFinish is how and when a client finished its session.
+type SessionFinish struct {
+	Reason string    `json:"reason"` // FinishSuccess, FinishErrored or FinishInterrupted
+	Detail *string   `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // Run is a training run: one LoRA adapter on a base model.
@@ -70,6 +88,11 @@ type Run struct {
 	CreatePayload   string    `json:"create_payload_hash,omitempty"`
 	LastCheckpoint  string    `json:"last_checkpoint,omitempty"`   // checkpoint id "weights/<name>"
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
+	// Optimizer is the optimizer family fixed at creation ("" reads as OptimizerAdamW).
+	Optimizer string `json:"optimizer,omitempty"`
+	// LoadedFrom is the checkpoint a run created by load_weights starts from (its seq 0);
+	// a restart that finds the load unfinished starts it again from there.
+	LoadedFrom *LoadSource `json:"loaded_from,omitempty"`
 
 	// PendingGrads is true while forward_backward has accumulated gradients that no
 	// optim_step has used. They live only in the executor's memory (never in a
@@ -79,6 +102,24 @@ type Run struct {
 	// GradsLost: a restart lost pending gradients; the next forward_backward or
 	// optim_step fails with an error that says so, then training goes on.
 	GradsLost bool `json:"-"`
+}
+
+// OptimizerAdamW is the only optimizer family implemented; the SDK's default.
+const OptimizerAdamW = "adamw"
+
+// OptimizerOf is a run's optimizer family.
+func (r *Run) OptimizerOf() string {
+	if r.Optimizer == "" {
+		return OptimizerAdamW
+	}
+	return r.Optimizer
+}
+
+// LoadSource is the checkpoint a run was created from.
+type LoadSource struct {
+	Path      string `json:"path"` // tinker://
+	Dir       string `json:"dir"`
+	Optimizer bool   `json:"optimizer"` // its optimizer state was restored too
 }
 
 // Checkpoint types as the REST API names them.
@@ -101,6 +142,18 @@ type Checkpoint struct {
 	SeqID     int64             `json:"seq_id"`
 	BaseModel string            `json:"base_model"`
 	Lora      engine.LoraConfig `json:"lora"`
+	// UserMetadata is the client's, given at save time (replaced whole on overwrite).
+	UserMetadata map[string]string `json:"user_metadata,omitempty"`
+	// Optimizer is the run's optimizer family ("" reads as OptimizerAdamW).
+	Optimizer string `json:"optimizer,omitempty"`
+}
+
+// OptimizerOf is the checkpoint's optimizer family.
+func (c *Checkpoint) OptimizerOf() string {
+	if c.Optimizer == "" {
+		return OptimizerAdamW
+	}
+	return c.Optimizer
 }
 
 // ID is the checkpoint id of the REST API: "weights/<name>" or "sampler_weights/<name>".

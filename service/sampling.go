@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -16,8 +17,9 @@ import (
 )
 
 // CreateSamplingSession opens a sampling session on a base model or on a sampler (or
-// training) checkpoint given by its tinker:// path. It is synchronous: the adapter is
-// loaded before it returns.
+// training) checkpoint given by its tinker:// path. Both may be given (tinker-cookbook's
+// teachers are), when the checkpoint is of that base model. It is synchronous: the adapter
+// is loaded before it returns.
 func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath string) (sm *Sampler, err error) {
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{SessionID: sessionID, BaseModel: baseModel})
 	ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCCreateSamplingSession)
@@ -27,8 +29,8 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 		}
 		telemetry.End(sp, err)
 	}()
-	if (baseModel == "") == (modelPath == "") {
-		return nil, invalidf("create_sampling_session needs exactly one of base_model and model_path")
+	if baseModel == "" && modelPath == "" {
+		return nil, invalidf("create_sampling_session needs base_model or model_path")
 	}
 	s.mu.Lock()
 	_, err = s.liveSession(tenant, sessionID)
@@ -36,7 +38,11 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
 		c, err = s.resolvePath(tenant, modelPath)
-		if err == nil {
+		switch {
+		case err != nil:
+		case baseModel != "" && baseModel != c.BaseModel:
+			err = invalidf("base_model %q does not match model_path %s, a checkpoint of %q", baseModel, modelPath, c.BaseModel)
+		default:
 			dir, baseModel, runID = c.Dir, c.BaseModel, c.RunID
 		}
 	}
@@ -120,6 +126,33 @@ func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
 	return &c, nil
 }
 
+// keepLastPromptLogprobs blanks the prompt logprobs before the last n prompt tokens
+// (n <= 0: keeps all).
+func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
+	if n <= 0 {
+		return
+	}
+	if k := len(res.PromptLogprobs) - n; k > 0 {
+		for i := 0; i < k; i++ {
+			res.PromptLogprobs[i] = float32(math.NaN())
+		}
+	}
+	if k := len(res.TopKPrompt) - n; k > 0 {
+		for i := 0; i < k; i++ {
+			res.TopKPrompt[i] = nil
+		}
+	}
+}
+
+// samplerClosed reports whether a sampling session was closed (finished, expired,
+// unloaded) since a request on it was queued.
+func (s *Service) samplerClosed(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sm, ok := s.samplers[id]
+	return !ok || sm.Closed
+}
+
 // SampleInput is asample.
 type SampleInput struct {
 	SamplingSessionID string
@@ -127,14 +160,23 @@ type SampleInput struct {
 	SeqID             int64
 	PayloadHash       string
 	Req               engine.SampleRequest
+	// PromptLogprobsLastN > 0 keeps the prompt logprobs (and top-k rows) of the last N
+	// prompt tokens only: earlier ones are NaN (empty rows), as SDK >= 0.33 asks.
+	PromptLogprobsLastN int
 }
 
 // Sample queues a sample request.
 func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc ResultEncoder) (string, error) {
 	job := sampleJob{tenant: tenant, base: in.BaseModel, queue: "base/" + in.BaseModel + "/" + tenant, seq: in.SeqID,
-		hash: in.PayloadHash, req: in.Req, encode: enc.Sample}
+		hash: in.PayloadHash, req: in.Req, encode: enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
 	if in.SamplingSessionID != "" {
 		sm, err := s.GetSampler(tenant, in.SamplingSessionID)
+		if err != nil {
+			return "", err
+		}
+		s.mu.Lock()
+		err = finishedErr(s.sessions[sm.SessionID])
+		s.mu.Unlock()
 		if err != nil {
 			return "", err
 		}
@@ -144,7 +186,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		if err := s.checkSamplerSource(ctx, sm); err != nil {
 			return "", err
 		}
-		job.base, job.queue = sm.BaseModel, sm.ID
+		job.base, job.queue, job.sampler = sm.BaseModel, sm.ID, sm.ID
 		if sm.Lora {
 			job.lora, job.adapterDir = sm.ID, sm.AdapterDir
 		}
@@ -167,6 +209,11 @@ type sampleJob struct {
 	hash         string
 	keys         telemetry.Keys
 	req          engine.SampleRequest
+	// sampler is the sampling session the request belongs to ("" for the compatible
+	// routes, whose adapters are cached checkpoints): a closed one is not reloaded.
+	sampler string
+	// promptLogprobsLastN keeps prompt logprobs only for the prompt's last N tokens (0: all).
+	promptLogprobsLastN int
 	// stream, when set, receives the tokens as they are drawn (see backend.Stream).
 	stream *backend.Stream
 	// live is the context of a caller waiting in process: when it ends, the operation
@@ -250,7 +297,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 				return s.be.Sample(ctx, base, lora, req)
 			}
 			out, err := sample()
-			if errors.Is(err, backend.ErrUnknownAdapter) && job.adapterDir != "" {
+			if errors.Is(err, backend.ErrUnknownAdapter) && job.adapterDir != "" && (job.sampler == "" || !s.samplerClosed(job.sampler)) {
 				// The worker holding the sampler's weights restarted or left: load them
 				// again (from the checkpoint directory) and sample once more.
 				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, job.adapterDir); lerr == nil {
@@ -261,6 +308,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
+			keepLastPromptLogprobs(&out, job.promptLogprobsLastN)
 			d := time.Since(start).Seconds()
 			m := s.tel.Instruments
 			attrs := telemetry.Attrs(telemetry.MAttrBaseModel, base)

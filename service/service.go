@@ -405,9 +405,16 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		return putJSON(ctx, s.st, keyRun+r.ID, r)
 	}
 	if !r.Ready {
-		// create_model never finished: its future was failed by Recover. Create the
-		// adapter now so the run is usable, as the client may retry.
-		if err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora); err != nil {
+		// create_model (or the load that creates the run) never finished: its future was
+		// failed by Recover. Create the adapter now, from the checkpoint it was loading if
+		// any, so the run is usable, as the client may retry.
+		var err error
+		if lf := r.LoadedFrom; lf != nil {
+			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer)
+		} else {
+			err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+		}
+		if err != nil {
 			return err
 		}
 		r.Ready, r.Loaded = true, true

@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,5 +98,87 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	}
 	if v, _ := svc.GetRun("alice", runs[0]); v.Unloaded {
 		t.Fatal("the live session's run was unloaded")
+	}
+}
+
+func newTestService(t *testing.T, st *memory.Store, ck *clock) (*service.Service, *testenv.NoopExecutor) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := config.Default(t.TempDir())
+	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
+	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	fut, _ := futures.New(futures.Options{Store: st})
+	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
+	exec := testenv.NewNoopExecutor()
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	return svc, exec
+}
+
+// Finishing a session releases its runs' adapters and its samplers, and the session's
+// operations get 410 (KindGone); another session is untouched.
+func TestFinishSessionReleasesResources(t *testing.T) {
+	ctx := context.Background()
+	svc, exec := newTestService(t, memory.New(), &clock{t: time.Unix(1_800_000_000, 0)})
+	var runs []string
+	var sessions []*service.Session
+	for i := 0; i < 2; i++ {
+		se, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
+		id, run, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
+			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Retrieve(ctx, "alice", id, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		sessions, runs = append(sessions, se), append(runs, run)
+	}
+	sm, err := svc.CreateSamplingSession(ctx, "alice", sessions[0].ID, 0, testenv.Model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.FinishSession(ctx, "alice", sessions[0].ID, service.FinishInterrupted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if exec.Has(runs[0]) || !exec.Has(runs[1]) {
+		t.Fatalf("adapters after finish: finished %v, open %v", exec.Has(runs[0]), exec.Has(runs[1]))
+	}
+	if s, err := svc.GetSampler("alice", sm.ID); err != nil || !s.Closed {
+		t.Fatalf("sampler after finish: %+v %v", s, err)
+	}
+	if err := svc.Heartbeat(ctx, "alice", sessions[0].ID); service.KindOf(err) != service.KindGone {
+		t.Fatalf("heartbeat after finish: %v", err)
+	}
+	if _, err := svc.ForwardBackward(ctx, "alice", service.OpMeta{ModelID: runs[0], SeqID: 1}, engine.ForwardRequest{}, enc{}); service.KindOf(err) != service.KindGone {
+		t.Fatalf("operation after finish: %v", err)
+	}
+	if err := svc.Heartbeat(ctx, "alice", sessions[1].ID); err != nil {
+		t.Fatalf("the other session: %v", err)
+	}
+}
+
+// optim_step's parameters must be for the run's optimizer.
+func TestOptimStepMustMatchTheRunsOptimizer(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	now := time.Unix(1_800_000_000, 0)
+	put := func(key string, v any) {
+		b, _ := json.Marshal(v)
+		if err := st.Set(ctx, key, b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A run created with another optimizer family (as a later server version could).
+	put("session/s1", service.Session{ID: "s1", Tenant: "alice", CreatedAt: now, LastHeartbeat: now})
+	put("run/s1:train:0", service.Run{ID: "s1:train:0", Tenant: "alice", SessionID: "s1", BaseModel: testenv.Model,
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}, Ready: true, Loaded: true, NextSeq: 1, Optimizer: "dimuon"})
+	svc, _ := newTestService(t, st, &clock{t: now})
+	_, err := svc.OptimStep(ctx, "alice", service.OpMeta{ModelID: "s1:train:0", SeqID: 1}, service.OptimParams{Optimizer: "adamw"}, enc{})
+	if service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "dimuon") {
+		t.Fatalf("adamw step on a dimuon run: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/tuft-go/tuft/telemetry"
@@ -13,6 +14,7 @@ type CreateSessionInput struct {
 	UserMetadata map[string]any
 	SDKVersion   string
 	ProjectID    string
+	DisplayName  string
 }
 
 // CreateSession opens a client session for tenant.
@@ -20,7 +22,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	now := s.now()
 	se := &Session{
 		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: in.UserMetadata,
-		SDKVersion: in.SDKVersion, ProjectID: in.ProjectID, CreatedAt: now, LastHeartbeat: now,
+		SDKVersion: in.SDKVersion, ProjectID: in.ProjectID, DisplayName: in.DisplayName, CreatedAt: now, LastHeartbeat: now,
 	}
 	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
 		return nil, classify(err)
@@ -46,10 +48,13 @@ func (s *Service) ownedSession(tenant, id string) (*Session, error) {
 	return se, nil
 }
 
-// liveSession is ownedSession that also refuses expired sessions.
+// liveSession is ownedSession that also refuses finished (410) and expired sessions.
 func (s *Service) liveSession(tenant, id string) (*Session, error) {
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := finishedErr(se); err != nil {
 		return nil, err
 	}
 	if se.Expired {
@@ -91,26 +96,97 @@ func (s *Service) ListSessions(tenant string, limit, offset int) []string {
 	return ids
 }
 
-// SessionInfo lists a session's training runs and sampling sessions.
-func (s *Service) SessionInfo(tenant, id string) (runs, samplers []string, err error) {
+// finishedErr is the 410 for operations on a finished session (nil while it is open).
+func finishedErr(se *Session) error {
+	if se == nil || se.Finished == nil {
+		return nil
+	}
+	return gonef("session %s was finished by its client (reason %s); it accepts no more operations: create a new ServiceClient", se.ID, se.Finished.Reason)
+}
+
+// SessionView is a session as GET /sessions/{id} shows it.
+type SessionView struct {
+	Session
+	Runs, Samplers []string
+}
+
+// SessionInfo describes a session: its training runs, sampling sessions and status.
+func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.ownedSession(tenant, id); err != nil {
-		return nil, nil, err
+	se, err := s.ownedSession(tenant, id)
+	if err != nil {
+		return SessionView{}, err
 	}
+	v := SessionView{Session: *se}
 	for _, r := range s.runs {
 		if r.SessionID == id {
-			runs = append(runs, r.ID)
+			v.Runs = append(v.Runs, r.ID)
 		}
 	}
 	for _, sm := range s.samplers {
 		if sm.SessionID == id {
-			samplers = append(samplers, sm.ID)
+			v.Samplers = append(v.Samplers, sm.ID)
 		}
 	}
-	sort.Strings(runs)
-	sort.Strings(samplers)
-	return runs, samplers, nil
+	sort.Strings(v.Runs)
+	sort.Strings(v.Samplers)
+	return v, nil
+}
+
+// FinishSession records the client's finish reason (first wins: a later call changes
+// nothing and reports the recorded one) and releases the session's resources: operations
+// queued on its training runs and sampling sessions fail with a message naming the
+// finish (one already running completes), the runs' adapters and the samplers are
+// released. Records, results and checkpoints stay. Afterwards every operation on the
+// session, its runs and samplers, and its heartbeats get 410.
+func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, detail *string) (SessionFinish, error) {
+	switch reason {
+	case FinishSuccess, FinishErrored, FinishInterrupted:
+	default:
+		return SessionFinish{}, invalidf("reason.type %q must be one of %s, %s, %s", reason, FinishSuccess, FinishErrored, FinishInterrupted)
+	}
+	s.mu.Lock()
+	se, err := s.ownedSession(tenant, id)
+	if err != nil {
+		s.mu.Unlock()
+		return SessionFinish{}, err
+	}
+	if se.Finished != nil {
+		f := *se.Finished
+		s.mu.Unlock()
+		return f, nil
+	}
+	se.Finished = &SessionFinish{Reason: reason, Detail: detail, At: s.now()}
+	f := *se.Finished
+	c := *se
+	var runs []*Run
+	var samplers []*Sampler
+	for _, r := range s.runs {
+		if r.SessionID == id && !r.Unloaded {
+			runs = append(runs, r)
+		}
+	}
+	for _, sm := range s.samplers {
+		if sm.SessionID == id && !sm.Closed {
+			samplers = append(samplers, sm)
+		}
+	}
+	s.mu.Unlock()
+	if err := putJSON(ctx, s.st, keySession+id, &c); err != nil {
+		return SessionFinish{}, classify(err)
+	}
+	why := fmt.Sprintf("session %s was finished by its client (reason %s)", id, reason)
+	for _, r := range runs {
+		s.unload(ctx, r, why)
+	}
+	for _, sm := range samplers {
+		s.fut.DropQueue(sm.ID, fmt.Sprintf("sampling session %s was closed: %s", sm.ID, why))
+		s.closeSampler(ctx, sm)
+	}
+	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: id}), "session finished by its client",
+		"tenant", tenant, "reason", reason, "runs_released", len(runs), "samplers_released", len(samplers))
+	return f, nil
 }
 
 // SetSessionProject records a session's project id.

@@ -37,6 +37,9 @@ type OpMeta struct {
 	ModelID     string
 	SeqID       int64
 	PayloadHash string
+	// InOrder: the client sends this run's seq_ids one after another (the Tinker SDK), so
+	// a lower seq_id that has not arrived never will (see futures.Task.InOrder).
+	InOrder bool
 }
 
 // CreateModelInput is what create_model carries.
@@ -47,6 +50,16 @@ type CreateModelInput struct {
 	Lora         engine.LoraConfig
 	UserMetadata map[string]any
 	PayloadHash  string
+	// Optimizer is the optimizer family fixed for the run's lifetime ("" = adamw).
+	Optimizer string
+}
+
+// checkOptimizer refuses optimizer families this server does not implement.
+func checkOptimizer(family string) error {
+	if family != "" && family != OptimizerAdamW {
+		return invalidf("optimizer_config.type %q is not supported: this server implements only %q", family, OptimizerAdamW)
+	}
+	return nil
 }
 
 func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
@@ -69,6 +82,9 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	if in.ModelSeqID < 0 {
 		return "", "", invalidf("model_seq_id %d must not be negative", in.ModelSeqID)
 	}
+	if err := checkOptimizer(in.Optimizer); err != nil {
+		return "", "", err
+	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
 	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
 
@@ -86,7 +102,8 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	}
 	now := s.now()
 	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
-		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash}
+		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+		Optimizer: OptimizerAdamW}
 	s.runs[runID] = r
 	s.mu.Unlock()
 
@@ -167,10 +184,14 @@ func (s *Service) ownedRun(tenant, id string) (*Run, error) {
 	return r, nil
 }
 
-// usableRun is ownedRun that also refuses unloaded and corrupted runs.
+// usableRun is ownedRun that also refuses runs of finished sessions (410), unloaded and
+// corrupted runs.
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	r, err := s.ownedRun(tenant, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := finishedErr(s.sessions[r.SessionID]); err != nil {
 		return nil, err
 	}
 	switch {
@@ -193,7 +214,7 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 	}
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
-		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash,
+		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
 			s.mu.Lock()
@@ -296,9 +317,32 @@ func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) er
 	return nil
 }
 
+// OptimParams are one optim_step's hyper-parameters: the optimizer family they are for
+// (it must be the run's) and, for adamw, Adam's parameters.
+type OptimParams struct {
+	Optimizer string // "" = adamw
+	Adam      engine.AdamParams
+}
+
 // OptimStep queues an AdamW step; afterwards the adapter and optimizer state are
 // autosaved so a crash loses no completed step.
-func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, p engine.AdamParams, enc ResultEncoder) (string, error) {
+func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams, enc ResultEncoder) (string, error) {
+	if op.Optimizer == "" {
+		op.Optimizer = OptimizerAdamW
+	}
+	if op.Optimizer != OptimizerAdamW {
+		return "", invalidf("optimizer_params.type %q is not supported: this server implements only %q", op.Optimizer, OptimizerAdamW)
+	}
+	s.mu.Lock()
+	r, err := s.usableRun(tenant, m.ModelID)
+	if err == nil && r.OptimizerOf() != op.Optimizer {
+		err = invalidf("optim_step gives %s parameters, but training run %s uses the %s optimizer", op.Optimizer, r.ID, r.OptimizerOf())
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	p := op.Adam
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
 	}
@@ -348,6 +392,8 @@ type SaveInput struct {
 	Overwrite  bool
 	Sampler    bool   // save_weights_for_sampler
 	SamplerSeq *int64 // sampling_session_seq_id: the ephemeral form creates a sampling session
+	// UserMetadata is stored with the checkpoint, replacing the old one on overwrite.
+	UserMetadata map[string]string
 }
 
 // Save queues a checkpoint save.
@@ -359,6 +405,12 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	ephemeral := in.Sampler && in.Name == ""
 	if ephemeral && in.SamplerSeq == nil {
 		return "", invalidf("save_weights_for_sampler needs a path (checkpoint name) or sampling_session_seq_id")
+	}
+	if ephemeral && in.UserMetadata != nil {
+		return "", invalidf("user_metadata is stored with a named checkpoint: give a path, or leave user_metadata out of the ephemeral save")
+	}
+	if ephemeral && in.TTLSeconds != nil {
+		return "", invalidf("ttl_seconds applies to a named checkpoint: give a path, or leave ttl_seconds out of the ephemeral save")
 	}
 	if !ephemeral {
 		if err := validCheckpointName(in.Name); err != nil {
@@ -410,7 +462,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	}
 	now := s.now()
 	c := &Checkpoint{RunID: r.ID, Tenant: r.Tenant, Type: typ, Name: in.Name, Dir: dir, CreatedAt: now,
-		SizeBytes: dirSize(dir), SeqID: in.SeqID, BaseModel: r.BaseModel, Lora: r.Lora}
+		SizeBytes: dirSize(dir), SeqID: in.SeqID, BaseModel: r.BaseModel, Lora: r.Lora, UserMetadata: in.UserMetadata, Optimizer: r.OptimizerOf()}
 	if in.TTLSeconds != nil {
 		t := now.Add(time.Duration(*in.TTLSeconds) * time.Second)
 		c.ExpiresAt = &t
@@ -454,7 +506,7 @@ func dirSize(dir string) int64 {
 	return n
 }
 
-// LoadInput is load_weights.
+// LoadInput is load_weights on an existing run (the legacy form: model_id and seq_id).
 type LoadInput struct {
 	OpMeta
 	Path      string
@@ -479,6 +531,8 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 				in.Path, c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed, r.ID, r.Lora.Rank, r.Lora.TrainAttn, r.Lora.TrainMLP, r.Lora.TrainUnembed)
 		case in.Optimizer && c.Type != CkptTraining:
 			err = invalidf("checkpoint %s is a sampler checkpoint and holds no optimizer state; load it with optimizer=false or use a weights/ checkpoint", in.Path)
+		case in.Optimizer && c.OptimizerOf() != r.OptimizerOf():
+			err = invalidf("checkpoint %s holds %s optimizer state, but run %s uses the %s optimizer", in.Path, c.OptimizerOf(), r.ID, r.OptimizerOf())
 		}
 	}
 	s.mu.Unlock()
@@ -575,6 +629,7 @@ type RunInfo struct {
 	BaseModel string
 	Arch      string
 	LoraRank  int
+	Optimizer string
 }
 
 // GetInfo describes a training run.
@@ -585,7 +640,7 @@ func (s *Service) GetInfo(tenant, runID string) (RunInfo, error) {
 	if err != nil {
 		return RunInfo{}, err
 	}
-	return RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank}, nil
+	return RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank, Optimizer: r.OptimizerOf()}, nil
 }
 
 // onAdapter runs op on run r's adapter. A worker that restarted (or left, moving the

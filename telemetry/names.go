@@ -187,6 +187,8 @@ const (
 	OpLoadWeights           = "load_weights"
 	OpSample                = "sample"
 	OpUnloadModel           = "unload_model"
+	// OpSaveWeightsExternal is SDK 0.28's export, refused for now (its seq_id is settled).
+	OpSaveWeightsExternal = "save_weights_external"
 )
 
 // Values of gen_ai.operation.name.

@@ -122,11 +122,15 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 	if err := proto.Unmarshal(body, &m); err != nil {
 		return nil, errf("body", "malformed ForwardBackwardRequest protobuf: %v", err)
 	}
-	call := &ForwardBackwardCall{ModelID: m.ModelId, SeqID: int64(m.SeqId), HasSeqID: true, ForwardOnly: m.ForwardOnly,
-		Req: engine.ForwardRequest{LossFn: m.LossFn, LossFnConfig: m.LossFnConfig}}
 	if m.ModelId == "" {
 		return nil, errf("model_id", "is required")
 	}
+	cfg, err := checkForwardBackwardProto(&m)
+	if err != nil {
+		return nil, err
+	}
+	call := &ForwardBackwardCall{ModelID: m.ModelId, SeqID: int64(m.SeqId), HasSeqID: true, ForwardOnly: m.ForwardOnly,
+		Req: engine.ForwardRequest{LossFn: m.LossFn, LossFnConfig: cfg}}
 	if len(m.Data) == 0 {
 		return nil, errf("data", "is empty: at least one datum is required")
 	}
@@ -153,6 +157,10 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
 			}
 			inputs[name] = et
+		}
+		tgt, hasTgt := inputs["target_tokens"]
+		if err := checkProvenance(f, d, len(toks), tgt, hasTgt); err != nil {
+			return nil, err
 		}
 		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
 	}
@@ -405,10 +413,17 @@ type ModelInput struct {
 	Chunks []Chunk `json:"chunks"`
 }
 
-// Chunk is one JSON chunk of a ModelInput.
+// Chunk is one JSON chunk of a ModelInput. Only encoded_text chunks are served; the
+// fields of the other chunk types are declared so that the chunk is refused by its type.
 type Chunk struct {
 	Type   string  `json:"type"`
 	Tokens []int64 `json:"tokens,omitempty"`
+	// image, image_asset_pointer and dmel chunks (refused by type)
+	Data           json.RawMessage `json:"data,omitempty"`
+	Format         json.RawMessage `json:"format,omitempty"`
+	ExpectedTokens json.RawMessage `json:"expected_tokens,omitempty"`
+	Location       json.RawMessage `json:"location,omitempty"`
+	Dmel           json.RawMessage `json:"dmel,omitempty"`
 }
 
 func (mi ModelInput) tokens(field string) ([]int32, error) {

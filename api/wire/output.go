@@ -247,12 +247,16 @@ type SampleCall struct {
 	ModelPath         string
 	SeqID             int64
 	Req               engine.SampleRequest
+	// PromptLogprobsLastN > 0 keeps prompt logprobs for the last N prompt tokens only.
+	PromptLogprobsLastN int
 }
 
 // Stop is sampling_params.stop: a string, a list of strings, a list of token ids, or null.
+// Empty is set for an empty list: no stop at all, EOS included.
 type Stop struct {
 	Strings []string
 	Tokens  []int32
+	Empty   bool
 }
 
 // UnmarshalJSON accepts every form the SDK sends.
@@ -268,6 +272,7 @@ func (s *Stop) UnmarshalJSON(b []byte) error {
 	var strs []string
 	if json.Unmarshal(b, &strs) == nil {
 		s.Strings = strs
+		s.Empty = len(strs) == 0
 		return nil
 	}
 	var toks []int64
@@ -287,6 +292,9 @@ func (s *Stop) UnmarshalJSON(b []byte) error {
 func (s Stop) MarshalJSON() ([]byte, error) {
 	if len(s.Tokens) > 0 {
 		return json.Marshal(s.Tokens)
+	}
+	if s.Empty {
+		return []byte("[]"), nil
 	}
 	if s.Strings == nil {
 		return []byte("null"), nil
@@ -315,17 +323,27 @@ type SampleRequest struct {
 	SeqID              *int64         `json:"seq_id,omitempty"`
 	PromptLogprobs     *bool          `json:"prompt_logprobs,omitempty"`
 	TopkPromptLogprobs int            `json:"topk_prompt_logprobs"`
-	Type               string         `json:"type,omitempty"`
+	// Newer fields (SDK 0.26.2-0.33): prompt_logprobs_last_n is honoured; the others are
+	// refused unless unset (checkSampleFields).
+	TopkSampleLogprobs   int             `json:"topk_sample_logprobs"`
+	TargetPromptLogprobs json.RawMessage `json:"target_prompt_logprobs,omitempty"`
+	PromptAltTokensK     int             `json:"prompt_alt_tokens_k"`
+	PromptLogprobsLastN  *int            `json:"prompt_logprobs_last_n,omitempty"`
+	RecordStabilityInfo  *bool           `json:"record_stability_info,omitempty"`
+	Type                 string          `json:"type,omitempty"`
 }
 
 // DecodeSampleRequest decodes /asample.
 func DecodeSampleRequest(body []byte) (*SampleCall, error) {
 	var m SampleRequest
-	if err := DecodeJSON(body, &m); err != nil {
+	if err := DecodeRequest(body, &m); err != nil {
 		return nil, err
 	}
 	toks, err := m.Prompt.tokens("prompt")
 	if err != nil {
+		return nil, err
+	}
+	if err := m.checkSampleFields(len(toks)); err != nil {
 		return nil, err
 	}
 	c := &SampleCall{Req: engine.SampleRequest{Prompt: toks, NumSamples: 1, TopKPromptLogprobs: m.TopkPromptLogprobs}}
@@ -369,6 +387,12 @@ func DecodeSampleRequest(body []byte) (*SampleCall, error) {
 	}
 	if p.Stop != nil {
 		c.Req.Params.StopStrings, c.Req.Params.StopTokens = p.Stop.Strings, p.Stop.Tokens
+		// stop: [] disables every stop token, EOS included (SDK >= 0.27.1 documents it);
+		// null or absent keeps the implicit stop at EOS.
+		c.Req.Params.IgnoreEOS = p.Stop.Empty
+	}
+	if m.PromptLogprobsLastN != nil {
+		c.PromptLogprobsLastN = *m.PromptLogprobsLastN
 	}
 	return c, nil
 }
@@ -413,7 +437,7 @@ func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
 				binary.LittleEndian.PutUint32(lps[4*(i*k+j):], math.Float32bits(lp))
 			}
 		}
-		m.TopkPromptLogprobs = &tinkerpb.TopkPromptLogprobs{TokenIds: ids, Logprobs: lps, K: uint32(k), PromptLength: uint32(n)}
+		m.TopkPromptLogprobs = &tinkerpb.TopkLogprobs{TokenIds: ids, Logprobs: lps, K: uint32(k), Length: uint32(n)}
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }
@@ -440,7 +464,7 @@ func DecodeSampleResponseProto(pb []byte) (engine.SampleResult, error) {
 		res.PromptLogprobs = leF32(m.PromptLogprobs)
 	}
 	if t := m.TopkPromptLogprobs; t != nil {
-		k, n := int(t.K), int(t.PromptLength)
+		k, n := int(t.K), int(t.Length)
 		if len(t.TokenIds) != 4*n*k || len(t.Logprobs) != 4*n*k {
 			return res, errf("topk_prompt_logprobs", "size does not match k×prompt_length")
 		}

@@ -1,12 +1,15 @@
 // Package wire defines the Tinker API's wire formats in one place: the JSON bodies of
-// every route (as SDK 0.18–0.25 send and accept them) and the protobuf codecs of
+// every route (as SDK 0.18–0.38 send and accept them) and the protobuf codecs of
 // forward_backward requests and of ForwardBackwardOutput / SampleResponse results.
 // Decoders validate everything they read and report errors that name the field.
-// Unknown JSON fields are ignored, for forward compatibility with newer SDKs.
+// Request fields are honoured or refused, never ignored (see DecodeRequest): a field a
+// newer SDK adds is accepted only while it holds its zero value.
 package wire
 
 import (
 	"encoding/json"
+	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/tuft-go/tuft/engine"
@@ -27,7 +30,8 @@ type ClientConfigResponse struct {
 }
 
 // ServerClientConfig is this server's client configuration: plain API keys, chunks
-// submitted serially (so seq_ids arrive in order), protobuf forward_backward for every
+// submitted serially (so an SDK's seq_ids arrive in order, which the run queues rely on:
+// a seq_id the SDK skipped is never waited for), protobuf forward_backward for every
 // SDK ≥ 0.18.2, the plain httpx transport.
 func ServerClientConfig() ClientConfigResponse {
 	return ClientConfigResponse{CredentialDefaultSource: "api_key", ProtoWriteFwdbwd: true, SampleEnableStuckDetection: true}
@@ -47,6 +51,8 @@ type HealthResponse struct {
 type SupportedModel struct {
 	ModelName        *string `json:"model_name,omitempty"`
 	MaxContextLength *int    `json:"max_context_length,omitempty"`
+	Trainable        *bool   `json:"trainable,omitempty"`  // SDK >= 0.26
+	Sampleable       *bool   `json:"sampleable,omitempty"` // SDK >= 0.26
 }
 
 // GetServerCapabilitiesResponse answers GET /get_server_capabilities.
@@ -60,6 +66,7 @@ type CreateSessionRequest struct {
 	UserMetadata map[string]any `json:"user_metadata"`
 	SDKVersion   string         `json:"sdk_version"`
 	ProjectID    *string        `json:"project_id,omitempty"`
+	DisplayName  *string        `json:"display_name,omitempty"` // SDK >= 0.34
 	Type         string         `json:"type,omitempty"`
 }
 
@@ -132,13 +139,29 @@ type CreateModelRequest struct {
 	BaseModel    string         `json:"base_model"`
 	UserMetadata map[string]any `json:"user_metadata,omitempty"`
 	LoraConfig   *LoraConfig    `json:"lora_config,omitempty"`
-	Type         string         `json:"type,omitempty"`
+	// OptimizerConfig fixes the run's optimizer (SDK >= 0.29.1 always sends it).
+	OptimizerConfig *OptimizerConfig `json:"optimizer_config,omitempty"`
+	Type            string           `json:"type,omitempty"`
 }
 
-// UntypedAPIFuture answers every operation that returns a future.
+// UntypedAPIFuture answers every operation that returns a future. SampleSequenceIDs is
+// set on /asample replies only: one id per sample, in the order of the final sequences
+// (SDK >= 0.26 requires them; older SDKs ignore the field).
 type UntypedAPIFuture struct {
-	RequestID string  `json:"request_id"`
-	ModelID   *string `json:"model_id,omitempty"`
+	RequestID         string   `json:"request_id"`
+	ModelID           *string  `json:"model_id,omitempty"`
+	SampleSequenceIDs []string `json:"sample_sequence_ids,omitempty"`
+}
+
+// SampleSequenceIDs names the sequences of a sample request: derived from its request id,
+// so they are unique (request ids are) and a deduplicated replay, which returns the same
+// request id, returns the same ids.
+func SampleSequenceIDs(requestID string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = requestID + ":" + strconv.Itoa(i)
+	}
+	return ids
 }
 
 // CreateModelResponse is create_model's future result.
@@ -167,7 +190,9 @@ type GetInfoResponse struct {
 	IsLora    *bool     `json:"is_lora,omitempty"`
 	LoraRank  *int      `json:"lora_rank,omitempty"`
 	ModelName *string   `json:"model_name,omitempty"`
-	Type      string    `json:"type,omitempty"`
+	// OptimizerConfig is the run's optimizer (SDK >= 0.29.1 reads it; default adamw).
+	OptimizerConfig *OptimizerConfig `json:"optimizer_config,omitempty"`
+	Type            string           `json:"type,omitempty"`
 }
 
 // UnloadModelRequest is POST /unload_model.
@@ -189,12 +214,13 @@ type WeightsInfoRequest struct {
 
 // WeightsInfoResponse answers weights_info.
 type WeightsInfoResponse struct {
-	BaseModel    string `json:"base_model"`
-	IsLora       bool   `json:"is_lora"`
-	LoraRank     *int   `json:"lora_rank,omitempty"`
-	TrainUnembed *bool  `json:"train_unembed,omitempty"`
-	TrainMLP     *bool  `json:"train_mlp,omitempty"`
-	TrainAttn    *bool  `json:"train_attn,omitempty"`
+	BaseModel       string           `json:"base_model"`
+	OptimizerConfig *OptimizerConfig `json:"optimizer_config,omitempty"`
+	IsLora          bool             `json:"is_lora"`
+	LoraRank        *int             `json:"lora_rank,omitempty"`
+	TrainUnembed    *bool            `json:"train_unembed,omitempty"`
+	TrainMLP        *bool            `json:"train_mlp,omitempty"`
+	TrainAttn       *bool            `json:"train_attn,omitempty"`
 }
 
 // AdamParams are optim_step's hyper-parameters; absent fields take the SDK's defaults.
@@ -229,23 +255,51 @@ func (a AdamParams) Engine() engine.AdamParams {
 		WeightDecay: a.WeightDecay, GradClipNorm: a.GradClipNorm}
 }
 
-// OptimStepRequest is POST /optim_step.
+// OptimStepRequest is POST /optim_step: Adam's parameters in adam_params, or (SDK >=
+// 0.29.1) another family's in optimizer_params, by type; see OptimParams.
 type OptimStepRequest struct {
-	AdamParams AdamParams `json:"adam_params"`
-	ModelID    string     `json:"model_id"`
-	SeqID      *int64     `json:"seq_id,omitempty"`
-	Type       string     `json:"type,omitempty"`
+	AdamParams       AdamParams      `json:"-"` // adam_params with the defaults for absent fields
+	RawAdam          json.RawMessage `json:"adam_params,omitempty"`
+	OptimizerParams  json.RawMessage `json:"optimizer_params,omitempty"`
+	OptimParamsAlias json.RawMessage `json:"optim_params,omitempty"`
+	ModelID          string          `json:"model_id"`
+	SeqID            *int64          `json:"seq_id,omitempty"`
+	Type             string          `json:"type,omitempty"`
 }
 
 // UnmarshalJSON keeps the defaults when adam_params is absent.
 func (o *OptimStepRequest) UnmarshalJSON(b []byte) error {
 	type raw OptimStepRequest
-	r := raw{AdamParams: DefaultAdamParams()}
+	var r raw
 	if err := json.Unmarshal(b, &r); err != nil {
 		return err
 	}
+	r.AdamParams = DefaultAdamParams()
+	if len(r.RawAdam) > 0 && string(r.RawAdam) != "null" {
+		if err := DecodeJSON(r.RawAdam, &r.AdamParams); err != nil {
+			return prefix("adam_params", err)
+		}
+		if err := checkUnknown(r.RawAdam, reflect.TypeOf(AdamParams{}), "adam_params"); err != nil {
+			return err
+		}
+	}
 	*o = OptimStepRequest(r)
 	return nil
+}
+
+// MarshalJSON writes AdamParams as adam_params (clients build requests from it) unless the
+// request carries its parameters in raw form.
+func (o OptimStepRequest) MarshalJSON() ([]byte, error) {
+	type raw OptimStepRequest
+	r := raw(o)
+	if len(r.RawAdam) == 0 && len(r.OptimizerParams) == 0 && len(r.OptimParamsAlias) == 0 {
+		b, err := json.Marshal(o.AdamParams)
+		if err != nil {
+			return nil, err
+		}
+		r.RawAdam = b
+	}
+	return json.Marshal(r)
 }
 
 // OptimStepResponse is optim_step's future result.
@@ -260,7 +314,9 @@ type SaveWeightsRequest struct {
 	SeqID      *int64  `json:"seq_id,omitempty"`
 	TTLSeconds *int64  `json:"ttl_seconds,omitempty"`
 	Overwrite  bool    `json:"overwrite"`
-	Type       string  `json:"type,omitempty"`
+	// UserMetadata is stored with the checkpoint (SDK >= 0.27.1), replaced on overwrite.
+	UserMetadata map[string]string `json:"user_metadata,omitempty"`
+	Type         string            `json:"type,omitempty"`
 }
 
 // SaveWeightsResponse is save_weights' future result.
@@ -277,7 +333,10 @@ type SaveWeightsForSamplerRequest struct {
 	SeqID                *int64  `json:"seq_id,omitempty"`
 	TTLSeconds           *int64  `json:"ttl_seconds,omitempty"`
 	SamplingSessionSeqID *int64  `json:"sampling_session_seq_id,omitempty"`
-	Type                 string  `json:"type,omitempty"`
+	// Kind is "snapshot" or "inflight" (SDK >= 0.38); see the handler for inflight.
+	Kind         *string           `json:"kind,omitempty"`
+	UserMetadata map[string]string `json:"user_metadata,omitempty"`
+	Type         string            `json:"type,omitempty"`
 }
 
 // SaveWeightsForSamplerResponse is its future result.
@@ -298,7 +357,9 @@ type LoadWeightsRequest struct {
 	ModelSeqID         *int64         `json:"model_seq_id,omitempty"`
 	BaseModel          *string        `json:"base_model,omitempty"`
 	UserMetadata       map[string]any `json:"user_metadata,omitempty"`
-	Type               string         `json:"type,omitempty"`
+	// OptimizerConfig is the optimizer of a run created by a weights-only load.
+	OptimizerConfig *OptimizerConfig `json:"optimizer_config,omitempty"`
+	Type            string           `json:"type,omitempty"`
 }
 
 // LoadWeightsResponse is load_weights' future result.
@@ -404,6 +465,8 @@ type Checkpoint struct {
 	SizeBytes      *int64     `json:"size_bytes,omitempty"`
 	Public         bool       `json:"public"`
 	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
+	// UserMetadata is what the save gave (SDK >= 0.26.2 reads it).
+	UserMetadata map[string]string `json:"user_metadata,omitempty"`
 }
 
 // TrainingRun is a training run in REST answers.
@@ -455,10 +518,14 @@ type ListSessionsResponse struct {
 	Sessions []string `json:"sessions"`
 }
 
-// GetSessionResponse answers GET /sessions/{id}.
+// GetSessionResponse answers GET /sessions/{id}. Status is this server's addition (in
+// the SDK's SessionStatus shape); the SDK reads the other fields.
 type GetSessionResponse struct {
-	TrainingRunIDs []string `json:"training_run_ids"`
-	SamplerIDs     []string `json:"sampler_ids"`
+	TrainingRunIDs []string          `json:"training_run_ids"`
+	SamplerIDs     []string          `json:"sampler_ids"`
+	UserMetadata   map[string]string `json:"user_metadata,omitempty"`
+	DisplayName    *string           `json:"display_name,omitempty"`
+	Status         SessionStatus     `json:"status"`
 }
 
 // SessionProjectRequest is PUT /sessions/{id}/project.

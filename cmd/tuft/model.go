@@ -1,16 +1,24 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/chat"
 )
 
 func cmdModel(args []string) error {
-	sub, args, err := verb(args, "init", "presets")
+	sub, args, err := verb(args, "init", "presets", "render")
 	if err != nil {
 		return err
+	}
+	if sub == "render" {
+		return cmdModelRender(args, os.Stdin, os.Stdout)
 	}
 	if sub == "presets" {
 		fs := newFlags("model presets", "tuft model presets", "List the built-in model presets.")
@@ -41,4 +49,86 @@ func cmdModel(args []string) error {
 	}
 	fmt.Printf("wrote preset %s to %s\n", *preset, *out)
 	return nil
+}
+
+// renderOutput is what `tuft model render` prints: the prompt text the model's chat
+// template makes of the messages, and its token ids as the server tokenizes it.
+type renderOutput struct {
+	Text   string  `json:"text"`
+	Tokens []int32 `json:"tokens"`
+}
+
+// cmdModelRender renders a JSON list of {role, content} messages read from in with the
+// chat template of a model directory and tokenizes the result, the way the server sees a
+// chat prompt. It lets a client's own renderer be checked against the model, token for
+// token (tests/cookbook does this for tinker-cookbook's renderers).
+func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
+	fs := newFlags("model render", "tuft model render --model DIR [--generation-prompt] < messages.json",
+		"Print a conversation (a JSON list of {role, content} on stdin) as the model's chat template and tokenizer render it: the text and its token ids.")
+	dir := fs.String("model", "", "model directory (HuggingFace layout)")
+	gen := fs.Bool("generation-prompt", false, "end with the header that opens an assistant turn")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := fs.args(0, 0); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return &usageError{err: fmt.Errorf("--model is required"), usage: fs.usage()}
+	}
+	var msgs []chat.Message
+	dec := json.NewDecoder(in)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&msgs); err != nil {
+		return fmt.Errorf("read messages (a JSON list of {\"role\", \"content\"}) from stdin: %w", err)
+	}
+	m, err := engine.Load(*dir, *dir)
+	if err != nil {
+		return err
+	}
+	if m.ChatTemplate == "" {
+		return fmt.Errorf("model %s has no chat template", *dir)
+	}
+	if m.Tok == nil {
+		return fmt.Errorf("model %s has no tokenizer.json", *dir)
+	}
+	tpl, err := chat.Parse(m.ChatTemplate)
+	if err != nil {
+		return err
+	}
+	bos, eos := specialTokens(*dir)
+	text, err := tpl.Render(msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
+	if err != nil {
+		return err
+	}
+	toks, err := m.Tok.Encode(text)
+	if err != nil {
+		return fmt.Errorf("tokenize the rendered prompt: %w", err)
+	}
+	return json.NewEncoder(out).Encode(renderOutput{Text: text, Tokens: toks})
+}
+
+// specialTokens reads bos_token and eos_token from tokenizer_config.json, as transformers
+// passes them to chat templates: a string, or an object with "content"; "" when absent.
+func specialTokens(dir string) (bos, eos string) {
+	b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return "", ""
+	}
+	var tc struct{ BosToken, EosToken json.RawMessage }
+	if json.Unmarshal(b, &tc) != nil {
+		return "", ""
+	}
+	str := func(raw json.RawMessage) string {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		var o struct{ Content string }
+		if json.Unmarshal(raw, &o) == nil {
+			return o.Content
+		}
+		return ""
+	}
+	return str(tc.BosToken), str(tc.EosToken)
 }

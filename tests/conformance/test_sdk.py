@@ -1,7 +1,11 @@
-"""Conformance suite: the official Tinker SDK (pinned in requirements.txt) against `tuft launch`.
+"""Conformance suite: the official Tinker SDK against `tuft launch`, run once per release of
+versions.txt (run.sh prints the resulting matrix).
 
-Each test is one scenario of the SDK's public, high-level API. Nothing here patches the SDK.
-Environment (set by run.sh): TINKER_BASE_URL, TUFT_KEY_A and TUFT_KEY_B (two tenants), TUFT_MODEL.
+Each test is one scenario of the SDK's public, high-level API; its docstring's first line
+names the feature in the matrix. A scenario that needs an API some releases lack (or that
+a release removed) is skipped there with `needs(...)`. Nothing here patches the SDK.
+Environment (set by run.sh): TINKER_BASE_URL, TUFT_KEY_A and TUFT_KEY_B (two tenants),
+TUFT_MODEL, TUFT_MODEL_DIR (the model's files).
 """
 
 import io
@@ -22,6 +26,26 @@ KEY_B = os.environ["TUFT_KEY_B"]
 MODEL = os.environ.get("TUFT_MODEL", "tuft/tiny")
 VOCAB = 512  # the tiny preset's vocabulary
 ADAM = types.AdamParams(learning_rate=5e-3, beta1=0.9, beta2=0.95, eps=1e-8)
+
+
+def _version(v):
+    return tuple(int(p) for p in v.split(".")[:3] if p.isdigit())
+
+
+SDK = _version(tinker.__version__)
+
+
+def needs(since=None, before=None, why=""):
+    """Skips a scenario on SDK releases outside [since, before)."""
+    lo = since is None or SDK >= _version(since)
+    hi = before is None or SDK < _version(before)
+    if since and before:
+        span = f"SDK {since} to before {before}"
+    elif since:
+        span = f"SDK >= {since}"
+    else:
+        span = f"SDK < {before}"
+    return pytest.mark.skipif(not (lo and hi), reason=f"{why} ({span})" if why else span)
 
 
 def client(key=KEY_A):
@@ -54,6 +78,7 @@ def loss_of(out):
 
 
 def test_sft_loss_goes_down_then_save_and_sample(sc):
+    """SFT: loss goes down, save_state, save_weights_for_sampler, sample (seeded)"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=1)
     data = sft_batch()
     losses = []
@@ -108,6 +133,7 @@ def rl_datums(prompt, seqs, advantages):
 
 
 def test_rl_losses(sc):
+    """RL losses: importance_sampling, ppo, cispo, dro on sampled data"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=2)
     prompt = [30, 31, 32, 33, 34]
     for loss_fn, cfg in [
@@ -135,6 +161,7 @@ def test_rl_losses(sc):
 
 
 def test_resume_with_optimizer_continues_exactly(sc):
+    """Resume with optimizer continues exactly (create-via-load from 0.38)"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=3)
     data = sft_batch(seed=5)
     for _ in range(2):
@@ -155,6 +182,7 @@ def test_resume_with_optimizer_continues_exactly(sc):
 
 
 def test_compute_logprobs(sc):
+    """compute_logprobs"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     scl = tc.save_weights_and_get_sampling_client()
     lps = scl.compute_logprobs(types.ModelInput.from_ints([40, 41, 42, 43, 44])).result()
@@ -163,6 +191,7 @@ def test_compute_logprobs(sc):
 
 
 def test_large_batch_is_chunked_and_pipelined(sc):
+    """Chunked (1100 datums) and pipelined forward_backward"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     big = [
         types.Datum(model_input=types.ModelInput.from_ints([i % 300 + 10, i % 300 + 11]),
@@ -183,6 +212,7 @@ def test_large_batch_is_chunked_and_pipelined(sc):
 
 
 def test_rest_client(sc):
+    """REST: runs, session, checkpoints, publish, TTL, archive (to 0.35), delete"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
     tc.optim_step(ADAM).result()
@@ -193,6 +223,7 @@ def test_rest_client(sc):
 
     runs = rest.list_training_runs().result()
     assert run_id in [r.training_run_id for r in runs.training_runs]
+    assert run_id in rest.get_session(run_id.split(":train:")[0]).result().training_run_ids
     run = rest.get_training_run(run_id).result()
     assert run.base_model == MODEL and run.is_lora and run.lora_rank == 4
 
@@ -210,12 +241,13 @@ def test_rest_client(sc):
     c = next(c for c in rest.list_checkpoints(run_id).result().checkpoints if c.tinker_path == samp)
     assert c.expires_at is not None
 
-    url = rest.get_checkpoint_archive_url_from_tinker_path(samp).result().url
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        blob = resp.read()
-    names = tarfile.open(fileobj=io.BytesIO(blob)).getnames()
-    assert any(n.endswith("adapter_config.json") for n in names), names
-    assert any(n.endswith("adapter_model.safetensors") for n in names), names
+    if SDK < _version("0.36.0"):  # the SDK removed the archive API in 0.36.0
+        url = rest.get_checkpoint_archive_url_from_tinker_path(samp).result().url
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            blob = resp.read()
+        names = tarfile.open(fileobj=io.BytesIO(blob)).getnames()
+        assert any(n.endswith("adapter_config.json") for n in names), names
+        assert any(n.endswith("adapter_model.safetensors") for n in names), names
 
     rest.delete_checkpoint_from_tinker_path(samp).result()
     assert samp not in [c.tinker_path for c in rest.list_checkpoints(run_id).result().checkpoints]
@@ -233,12 +265,15 @@ def raises_promptly(fn, *needles, limit=30.0):
     return msg
 
 
+@needs(since="0.23.2", why="earlier ServiceClients contact the server in the constructor")
 def test_wrong_api_key_fails_promptly():
+    """A wrong API key fails promptly with a message"""
     bad = client("tml-not-a-real-key")
     raises_promptly(lambda: bad.create_lora_training_client(base_model=MODEL, rank=4), "api key")
 
 
 def test_other_tenants_run_is_not_found(sc):
+    """Another tenant's run is not found"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     run_id = tc.save_state("owned").result().path.split("/")[2]
     other = client(KEY_B).create_rest_client()
@@ -246,12 +281,255 @@ def test_other_tenants_run_is_not_found(sc):
 
 
 def test_unknown_loss_function_fails_promptly(sc):
+    """Unknown loss function fails promptly"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     raises_promptly(lambda: tc.forward_backward(sft_batch(n=1), "not_a_loss").result(), "not_a_loss")
 
 
 def test_over_long_prompt_fails_promptly(sc):
+    """Over-long prompt fails promptly"""
     scl = sc.create_sampling_client(base_model=MODEL)
     prompt = types.ModelInput.from_ints([50] * 2000)
     raises_promptly(lambda: scl.sample(prompt, num_samples=1, sampling_params=types.SamplingParams(max_tokens=4)).result(),
                     "max_context_length")
+
+
+# ---- Scenarios of the SDK releases after 0.25 (each guarded by the release that added
+# ---- the API it uses; the server behaviour they check is the same for every release).
+
+import json
+import urllib.error
+
+
+def raw(method, path, body=None, key=KEY_A):
+    """A plain HTTP call to the server, for what the SDK does not expose (status codes)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(BASE_URL + path, data=data, method=method,
+                                 headers={"X-API-Key": key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def session_of(tc):
+    return tc.model_id.split(":train:")[0]
+
+
+def eos_ids():
+    ids = set()
+    for name in ("config.json", "generation_config.json"):
+        try:
+            with open(os.path.join(os.environ["TUFT_MODEL_DIR"], name)) as f:
+                v = json.load(f).get("eos_token_id")
+        except (KeyError, OSError):
+            continue
+        ids.update(v if isinstance(v, list) else [v] if v is not None else [])
+    assert ids, "no EOS token id in the model's files (TUFT_MODEL_DIR)"
+    return sorted(ids)
+
+
+@needs(since="0.26.0", why="SampledSequence.sequence_id")
+def test_sample_sequence_ids(sc):
+    """Sample sequence ids: one per sample, unique (0.26+)"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    scl = tc.save_weights_and_get_sampling_client()
+    prompt = types.ModelInput.from_ints([20, 21, 22])
+    ids = []
+    for _ in range(2):
+        res = scl.sample(prompt, num_samples=3, sampling_params=types.SamplingParams(max_tokens=3)).result()
+        assert len(res.sequences) == 3
+        ids += [s.sequence_id for s in res.sequences]
+    assert all(ids) and len(set(ids)) == len(ids), ids
+    assert scl.compute_logprobs(prompt).result()[1] is not None
+
+
+def test_resume_weights_only(sc):
+    """Resume weights only: same rank, same forward loss"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=4)
+    data = sft_batch(seed=7)
+    for _ in range(2):
+        tc.forward_backward(data, "cross_entropy").result()
+        tc.optim_step(ADAM).result()
+    path = tc.save_state("weights-only").result().path
+    resumed = sc.create_training_client_from_state(path)
+    probe = sft_batch(seed=8)
+    a = loss_of(tc.forward(probe, "cross_entropy").result())
+    b = loss_of(resumed.forward(probe, "cross_entropy").result())
+    assert a == b, (a, b)
+    assert resumed.get_info().lora_rank == 8
+
+
+@needs(since="0.27.2", why="ServiceClient.close")
+def test_close_finishes_the_session():
+    """close(): session finished (first reason wins), then 410"""
+    sc = client()
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    sess = session_of(tc)
+    done = sc.close("success", detail="conformance")
+    if hasattr(done, "result"):
+        done.result()
+    code, body = raw("GET", f"/api/v1/sessions/{sess}")
+    assert code == 200 and body["status"] == {"type": "client_finished", "reason": {"type": "success"}, "detail": "conformance"}, body
+    # First wins; afterwards the session's operations and heartbeats get 410.
+    code, body = raw("POST", f"/api/v1/sessions/{sess}/finish", {"reason": {"type": "errored"}, "detail": None})
+    assert code == 200 and body["status"]["reason"]["type"] == "success", body
+    code, body = raw("POST", "/api/v1/session_heartbeat", {"session_id": sess, "type": "session_heartbeat"})
+    assert code == 410, (code, body)
+    code, body = raw("POST", "/api/v1/optim_step", {"model_id": tc.model_id, "seq_id": 2, "adam_params": {"learning_rate": 1e-3}})
+    assert code == 410 and "finished" in body["detail"], (code, body)
+
+
+@needs(since="0.29.1", why="ServiceClient as a context manager")
+def test_with_block_finishes_the_session():
+    """with ServiceClient(): success, or errored when the block raises"""
+    with client() as sc:
+        tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+        tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    code, body = raw("GET", f"/api/v1/sessions/{session_of(tc)}")
+    assert code == 200 and body["status"]["type"] == "client_finished" and body["status"]["reason"]["type"] == "success", body
+    with pytest.raises(ValueError):
+        with client() as sc:
+            run_id = sc.create_lora_training_client(base_model=MODEL, rank=4).model_id
+            raise ValueError("user code failed")
+    code, body = raw("GET", f"/api/v1/sessions/{run_id.split(':train:')[0]}")
+    assert body["status"]["reason"]["type"] == "errored", body
+
+
+@needs(since="0.30.4", why="optimizer selection (Dimuon types final in 0.30.4)")
+def test_optimizer_config_and_params(sc):
+    """optimizer_config / optimizer_params: adamw echoed, Dimuon refused (no seq hole)"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4, optimizer=types.AdamOptimizerConfig())
+    assert tc.get_info().optimizer_config.type == "adamw"
+    raises_promptly(lambda: sc.create_lora_training_client(base_model=MODEL, rank=4, optimizer=types.DimuonOptimizerConfig()).get_info(),
+                    "dimuon")
+    tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    raises_promptly(lambda: tc.optim_step(types.DimuonParams(learning_rate=1e-3)).result(), "dimuon")
+    t0 = time.time()
+    out = tc.optim_step(types.AdamParams(learning_rate=0.0125)).result()
+    assert out.metrics["learning_rate:max"] == 0.0125, out.metrics
+    assert time.time() - t0 < 5, "the step after a refused one waited"
+
+
+@needs(since="0.27.1", why="user_metadata on saves")
+def test_checkpoint_user_metadata(sc):
+    """Checkpoint user_metadata: stored, listed, replaced on overwrite"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    path = tc.save_state("md", user_metadata={"step": "1", "tag": "a"}).result().path
+    run_id = path.split("/")[2]
+    rest = sc.create_rest_client()
+
+    def meta():
+        return next(c for c in rest.list_checkpoints(run_id).result().checkpoints if c.tinker_path == path).user_metadata
+
+    assert meta() == {"step": "1", "tag": "a"}
+    tc.save_state("md", overwrite=True, user_metadata={"step": "2"}).result()
+    assert meta() == {"step": "2"}
+    sp = tc.save_weights_for_sampler("md-s", user_metadata={"k": "v"}).result().path
+    assert next(c for c in rest.list_checkpoints(run_id).result().checkpoints if c.tinker_path == sp).user_metadata == {"k": "v"}
+
+
+@needs(since="0.34.0", why="ServiceClient(display_name=...)")
+def test_session_display_name_and_metadata():
+    """Session display_name and user_metadata (GET session)"""
+    sc = tinker.ServiceClient(base_url=BASE_URL, api_key=KEY_A, display_name="conformance run", user_metadata={"suite": "conformance"})
+    run_id = sc.create_lora_training_client(base_model=MODEL, rank=4).model_id
+    # (The run id is read first: SDK 0.38 can deadlock creating a REST client while a
+    # training client it has not finished creating waits for the same holder lock.)
+    info = sc.create_rest_client().get_session(run_id.split(":train:")[0]).result()
+    assert info.display_name == "conformance run" and info.user_metadata == {"suite": "conformance"}, info
+    assert run_id in info.training_run_ids
+
+
+def test_stop_empty_list_disables_eos(sc):
+    """stop=[] runs to max_tokens past EOS; default stops at EOS"""
+    eos = eos_ids()
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=8, seed=5)
+    prompt = [30, 31, 32, 33]
+    # Teach the adapter to end this prompt with EOS at once.
+    data = [types.Datum(model_input=types.ModelInput.from_ints(prompt),
+                        loss_fn_inputs={"target_tokens": prompt[1:] + [eos[0]], "weights": [0.0, 0.0, 0.0, 1.0]})]
+    for _ in range(25):
+        tc.forward_backward(data, "cross_entropy").result()
+        tc.optim_step(types.AdamParams(learning_rate=5e-2)).result()
+    scl = tc.save_weights_and_get_sampling_client()
+    mi = types.ModelInput.from_ints(prompt)
+    default = scl.sample(mi, 1, types.SamplingParams(max_tokens=8, temperature=0.0)).result().sequences[0]
+    assert default.stop_reason == "stop" and default.tokens[-1] in eos and len(default.tokens) < 8, default
+    none = scl.sample(mi, 1, types.SamplingParams(max_tokens=8, temperature=0.0, stop=[])).result().sequences[0]
+    assert none.stop_reason == "length" and len(none.tokens) == 8, none
+    assert none.tokens[: len(default.tokens)] == default.tokens
+
+
+@needs(since="0.33.0", why="prompt_logprobs_last_n")
+def test_prompt_logprobs_last_n(sc):
+    """prompt_logprobs_last_n: only the last N prompt tokens scored"""
+    scl = sc.create_sampling_client(base_model=MODEL)
+    prompt = types.ModelInput.from_ints([40, 41, 42, 43, 44, 45])
+    lps = scl.compute_logprobs(prompt, prompt_logprobs_last_n=2).result()
+    assert len(lps) == 6 and all(x is None for x in lps[:4]) and all(x is not None and x <= 0 for x in lps[4:]), lps
+    res = scl.sample(prompt, 1, types.SamplingParams(max_tokens=1), include_prompt_logprobs=True, topk_prompt_logprobs=3,
+                     prompt_logprobs_last_n=3).result()
+    assert all(x is None for x in res.prompt_logprobs[:3]) and all(x is not None for x in res.prompt_logprobs[3:]), res.prompt_logprobs
+    assert all(len(row or []) == 3 for row in res.topk_prompt_logprobs[3:]), res.topk_prompt_logprobs
+    raises_promptly(lambda: scl.compute_logprobs(prompt, prompt_logprobs_last_n=6).result(), "prompt_logprobs_last_n")
+
+
+@needs(since="0.38.0", why="save_weights_and_get_sampling_client(kind=...)")
+def test_inflight_sampling_client(sc):
+    """kind="inflight" sampling clients (served as snapshots)"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    scl = tc.save_weights_and_get_sampling_client(kind="inflight")
+    res = scl.sample(types.ModelInput.from_ints([1, 2, 3]), 2, types.SamplingParams(max_tokens=3, seed=1)).result()
+    assert len(res.sequences) == 2
+
+
+def refused_features():
+    """The features of newer releases this server refuses, as (min SDK, name, call)."""
+    prompt = types.ModelInput.from_ints([1, 2, 3])
+    params = types.SamplingParams(max_tokens=2)
+    return [
+        ("0.29.0", "topk_sample_logprobs", lambda tc, scl: scl.sample(prompt, 1, params, topk_sample_logprobs=2).result()),
+        ("0.30.0", "target_prompt_logprobs", lambda tc, scl: scl.sample(
+            prompt, 1, params, target_prompt_logprobs=types.TensorData(data=[5, 6], dtype="int64", shape=[2, 1])).result()),
+        ("0.31.0", "prompt_alt_tokens_k", lambda tc, scl: scl.sample(prompt, 1, params, prompt_alt_tokens_k=2).result()),
+        ("0.28.0", "save_weights_external", lambda tc, scl: tc.save_weights_external("x").result()),
+        ("0.35.0", "stable_reinforce", lambda tc, scl: tc.forward_backward(sft_batch(n=1), "stable_reinforce").result()),
+    ]
+
+
+@needs(since="0.28.0", why="the refused features arrived from 0.28 on")
+def test_newer_features_are_refused_by_name(sc):
+    """Unimplemented newer features refused by name; training goes on"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    scl = sc.create_sampling_client(base_model=MODEL)
+    tried = []
+    for since, name, call in refused_features():
+        if SDK < _version(since):
+            continue
+        raises_promptly(lambda: call(tc, scl), name)
+        tried.append(name)
+        t0 = time.time()
+        out = tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+        assert math.isfinite(loss_of(out)) and time.time() - t0 < 5, f"after refusing {name}"
+    if SDK >= _version("0.30.0"):
+        stability = sc.create_sampling_client(base_model=MODEL, record_stability_info=True)
+        raises_promptly(lambda: stability.sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2)).result(),
+                        "record_stability_info")
+        tried.append("record_stability_info")
+    print("refused:", tried)
+
+
+def test_no_seq_hole_after_a_400(sc, record_property):
+    """A 400 (unknown loss) is followed by a normal operation within a second"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    raises_promptly(lambda: tc.forward_backward(sft_batch(n=1), "not_a_loss").result(), "not_a_loss")
+    t0 = time.time()
+    out = tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    elapsed = time.time() - t0
+    record_property("next_op_after_400_ms", round(elapsed * 1000))
+    assert math.isfinite(loss_of(out))
+    assert elapsed < 1.0, f"the next operation took {elapsed:.2f}s: a seq_id hole held it"

@@ -160,7 +160,7 @@ func FromSampleRequest(ref *AdapterRef, r engine.SampleRequest) *SampleRequest {
 	return &SampleRequest{Adapter: ref, Prompt: r.Prompt, NumSamples: int32(r.NumSamples), PromptLogprobs: r.PromptLogprobs,
 		TopkPromptLogprobs: int32(r.TopKPromptLogprobs),
 		Params: &SampleParams{MaxTokens: int32(p.MaxTokens), Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP,
-			Seed: p.Seed, StopStrings: p.StopStrings, StopTokens: p.StopTokens}}
+			Seed: p.Seed, StopStrings: p.StopStrings, StopTokens: p.StopTokens, IgnoreEos: p.IgnoreEOS}}
 }
 
 // ToSampleRequest decodes a sampling request.
@@ -174,7 +174,7 @@ func ToSampleRequest(r *SampleRequest) engine.SampleRequest {
 	return engine.SampleRequest{Prompt: r.GetPrompt(), NumSamples: int(r.GetNumSamples()), PromptLogprobs: r.GetPromptLogprobs(),
 		TopKPromptLogprobs: int(r.GetTopkPromptLogprobs()),
 		Params: engine.SampleParams{MaxTokens: int(p.GetMaxTokens()), Temperature: p.GetTemperature(), TopK: int(p.GetTopK()),
-			TopP: p.GetTopP(), Seed: seed, StopStrings: p.GetStopStrings(), StopTokens: p.GetStopTokens()}}
+			TopP: p.GetTopP(), Seed: seed, StopStrings: p.GetStopStrings(), StopTokens: p.GetStopTokens(), IgnoreEOS: p.GetIgnoreEos()}}
 }
 
 // FromSampleResult encodes sampled sequences.

@@ -64,3 +64,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Every sampling parameter crosses to the worker, stop=[] (IgnoreEOS) included.
+func TestSampleParamsRoundTrip(t *testing.T) {
+	seed := int64(9)
+	in := engine.SampleRequest{Prompt: []int32{1, 2}, NumSamples: 2, PromptLogprobs: true, TopKPromptLogprobs: 3,
+		Params: engine.SampleParams{MaxTokens: 7, Temperature: 0.5, TopK: 4, TopP: 0.9, Seed: &seed,
+			StopStrings: []string{"x"}, StopTokens: []int32{5}, IgnoreEOS: true}}
+	b, err := proto.Marshal(FromSampleRequest(&AdapterRef{Model: "m"}, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg SampleRequest
+	if err := proto.Unmarshal(b, &msg); err != nil {
+		t.Fatal(err)
+	}
+	got := ToSampleRequest(&msg)
+	p := got.Params
+	if !p.IgnoreEOS || p.MaxTokens != 7 || p.Temperature != 0.5 || p.TopK != 4 || p.TopP != 0.9 || *p.Seed != 9 ||
+		p.StopStrings[0] != "x" || p.StopTokens[0] != 5 || got.TopKPromptLogprobs != 3 || !got.PromptLogprobs || got.NumSamples != 2 {
+		t.Fatalf("round trip: %+v", got)
+	}
+}

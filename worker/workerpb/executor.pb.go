@@ -1288,6 +1288,7 @@ type SampleParams struct {
 	Seed          *int64                 `protobuf:"varint,5,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	StopStrings   []string               `protobuf:"bytes,6,rep,name=stop_strings,json=stopStrings,proto3" json:"stop_strings,omitempty"`
 	StopTokens    []int32                `protobuf:"varint,7,rep,packed,name=stop_tokens,json=stopTokens,proto3" json:"stop_tokens,omitempty"`
+	IgnoreEos     bool                   `protobuf:"varint,8,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"` // the model's EOS tokens do not end generation (the SDK's stop=[])
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1369,6 +1370,13 @@ func (x *SampleParams) GetStopTokens() []int32 {
 		return x.StopTokens
 	}
 	return nil
+}
+
+func (x *SampleParams) GetIgnoreEos() bool {
+	if x != nil {
+		return x.IgnoreEos
+	}
+	return false
 }
 
 type SampleRequest struct {
@@ -2030,7 +2038,7 @@ const file_executor_proto_rawDesc = "" +
 	"\fStateRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x1c\n" +
-	"\toptimizer\x18\x03 \x01(\bR\toptimizer\"\xdf\x01\n" +
+	"\toptimizer\x18\x03 \x01(\bR\toptimizer\"\xfe\x01\n" +
 	"\fSampleParams\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\x05R\tmaxTokens\x12 \n" +
@@ -2040,7 +2048,9 @@ const file_executor_proto_rawDesc = "" +
 	"\x04seed\x18\x05 \x01(\x03H\x00R\x04seed\x88\x01\x01\x12!\n" +
 	"\fstop_strings\x18\x06 \x03(\tR\vstopStrings\x12\x1f\n" +
 	"\vstop_tokens\x18\a \x03(\x05R\n" +
-	"stopTokensB\a\n" +
+	"stopTokens\x12\x1d\n" +
+	"\n" +
+	"ignore_eos\x18\b \x01(\bR\tignoreEosB\a\n" +
 	"\x05_seed\"\x8f\x02\n" +
 	"\rSampleRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x12\x16\n" +

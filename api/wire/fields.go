@@ -1,0 +1,397 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tuft-go/tuft/api/wire/tinkerpb"
+)
+
+// Every field a Tinker SDK sends is either honoured or refused with an error naming it,
+// never silently ignored. The request types of this package declare every field of SDK
+// 0.38 (api/testdata holds the list, and api's field-walk test checks each one). A field
+// they do not declare (a newer SDK's) is accepted only while it holds its zero value
+// (null, false, 0, "", [] or {}), which is what an SDK sends when the feature is not
+// used; any other value is refused, so a feature this server lacks is never taken for
+// granted.
+
+// DecodeRequest decodes a JSON request body into v like DecodeJSON, then refuses the
+// fields v does not declare that hold a non-zero value, naming them.
+func DecodeRequest(b []byte, v any) error {
+	if err := DecodeJSON(b, v); err != nil {
+		return err
+	}
+	return checkUnknown(b, reflect.TypeOf(v), "")
+}
+
+// jsonFields maps a struct type's JSON names to their field types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			for k, v := range jsonFields(indirect(f.Type)) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func indirect(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+var rawMessage = reflect.TypeOf(json.RawMessage(nil))
+
+// selfChecked is implemented by types whose UnmarshalJSON judges every field it is given
+// (a JSON value that is not an object of declared fields).
+type selfChecked interface{ checksOwnFields() }
+
+func (*OptimizerConfig) checksOwnFields() {}
+func (*Stop) checksOwnFields()            {}
+
+// checkUnknown walks raw (a JSON value decoded into t) and refuses undeclared fields with
+// non-zero values.
+func checkUnknown(raw []byte, t reflect.Type, path string) error {
+	t = indirect(t)
+	if t == rawMessage || reflect.PointerTo(t).Implements(reflect.TypeOf((*selfChecked)(nil)).Elem()) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil // not an object (null): the decoder has judged it
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				if !zeroJSON(obj[k]) {
+					return errf(joinField(path, k), "is not supported by this server (a newer SDK feature); leave it out or unset")
+				}
+				continue
+			}
+			if err := checkUnknown(obj[k], ft, joinField(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, it := range items {
+			if err := checkUnknown(it, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil
+		}
+		for k, it := range m {
+			if err := checkUnknown(it, t.Elem(), fmt.Sprintf("%s[%q]", path, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func joinField(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// zeroJSON reports whether a JSON value is null, false, a zero number, "", [] or {}.
+func zeroJSON(raw json.RawMessage) bool {
+	b := bytes.TrimSpace(raw)
+	switch string(b) {
+	case "null", "false", `""`, "[]", "{}":
+		return true
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&n) == nil {
+		f, err := n.Float64()
+		return err == nil && f == 0
+	}
+	var arr []json.RawMessage
+	if json.Unmarshal(b, &arr) == nil {
+		return len(arr) == 0
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) == nil {
+		return len(obj) == 0
+	}
+	return false
+}
+
+// OptimizerConfig is create_model's and load_weights' optimizer_config (SDK >= 0.29.1):
+// the optimizer family, by type, and that family's fields.
+type OptimizerConfig struct {
+	Type   string
+	Fields map[string]json.RawMessage // every field but type
+}
+
+// UnmarshalJSON keeps the type and the family's fields.
+func (o *OptimizerConfig) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("optimizer_config must be an object with a type")
+	}
+	if raw, ok := m["type"]; ok {
+		if err := json.Unmarshal(raw, &o.Type); err != nil {
+			return fmt.Errorf("optimizer_config.type must be a string")
+		}
+	}
+	delete(m, "type")
+	o.Fields = m
+	return nil
+}
+
+// MarshalJSON writes {"type": ..., fields...}.
+func (o OptimizerConfig) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"type": o.Type}
+	for k, v := range o.Fields {
+		m[k] = v
+	}
+	return json.Marshal(m)
+}
+
+// Family returns the optimizer family of a config (nil: "", the server default). The
+// adamw family has no fields; the others are returned as named for the service to
+// accept or refuse.
+func (o *OptimizerConfig) Family(field string) (string, error) {
+	if o == nil {
+		return "", nil
+	}
+	if o.Type == "" {
+		return "", errf(field+".type", "is required (e.g. \"adamw\")")
+	}
+	if o.Type == "adamw" {
+		for _, k := range sortedKeys(o.Fields) {
+			return "", errf(field+"."+k, "is not a field of the adamw optimizer_config (it has none)")
+		}
+	}
+	return o.Type, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// AdamW is the optimizer_config that get_info and weights_info echo for Adam runs.
+func AdamW() *OptimizerConfig { return &OptimizerConfig{Type: "adamw"} }
+
+// OptimParams resolves optim_step's parameters: adam_params (Adam, every SDK),
+// optimizer_params (a family by type, SDK >= 0.29.1) or optim_params (the SDK's own
+// name, which it accepts on input). It returns the family and, for adamw, the Adam
+// parameters with the SDK's defaults for absent fields.
+func (o *OptimStepRequest) OptimParams() (string, AdamParams, error) {
+	given := 0
+	for _, raw := range [][]byte{o.RawAdam, o.OptimizerParams, o.OptimParamsAlias} {
+		if len(raw) > 0 && string(bytes.TrimSpace(raw)) != "null" {
+			given++
+		}
+	}
+	if given > 1 {
+		return "", AdamParams{}, errf("optimizer_params", "give one of adam_params, optimizer_params and optim_params")
+	}
+	if len(o.OptimizerParams) == 0 && len(o.OptimParamsAlias) > 0 {
+		return o.typedParams("optim_params", o.OptimParamsAlias, true)
+	}
+	if len(o.OptimizerParams) > 0 && string(bytes.TrimSpace(o.OptimizerParams)) != "null" {
+		return o.typedParams("optimizer_params", o.OptimizerParams, false)
+	}
+	return "adamw", o.AdamParams, nil
+}
+
+var adamFields = jsonFields(reflect.TypeOf(AdamParams{}))
+
+func (o *OptimStepRequest) typedParams(field string, raw []byte, untypedIsAdam bool) (string, AdamParams, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", AdamParams{}, errf(field, "must be an object")
+	}
+	var typ string
+	if t, ok := m["type"]; ok {
+		if err := json.Unmarshal(t, &typ); err != nil {
+			return "", AdamParams{}, errf(field+".type", "must be a string")
+		}
+	} else if untypedIsAdam {
+		typ = "adamw"
+	} else {
+		return "", AdamParams{}, errf(field+".type", "is required (e.g. \"adamw\")")
+	}
+	if typ != "adamw" {
+		return typ, AdamParams{}, nil
+	}
+	delete(m, "type")
+	for _, k := range sortedKeys(m) {
+		if _, ok := adamFields[k]; !ok {
+			return "", AdamParams{}, errf(field+"."+k, "is not an adamw parameter")
+		}
+	}
+	var p AdamParams
+	if err := DecodeJSON(raw, &p); err != nil {
+		return "", AdamParams{}, prefix(field, err)
+	}
+	return "adamw", p, nil
+}
+
+// FinishReason is the reason object of POST /sessions/{id}/finish.
+type FinishReason struct {
+	Type string `json:"type"`
+}
+
+// FinishSessionRequest is POST /sessions/{id}/finish (SDK >= 0.27.2: ServiceClient.close
+// and the end of a `with ServiceClient()` block).
+type FinishSessionRequest struct {
+	Reason *FinishReason `json:"reason"`
+	Detail *string       `json:"detail"`
+}
+
+// SessionStatus is a session's status in the SDK's SessionStatus shape: {"type":
+// "active"}, {"type": "client_finished", "reason": {"type": ...}, "detail": ...}, or
+// {"type": "cancelled", "detail": ...} for a session that expired without heartbeats.
+type SessionStatus struct {
+	Type   string        `json:"type"`
+	Reason *FinishReason `json:"reason,omitempty"`
+	Detail *string       `json:"detail,omitempty"`
+}
+
+// FinishSessionResponse answers finish with the session's (first) finish status.
+type FinishSessionResponse struct {
+	SessionID string        `json:"session_id"`
+	Status    SessionStatus `json:"status"`
+}
+
+// SaveWeightsExternalRequest is POST /save_weights_external (SDK >= 0.28): a training
+// operation with a seq_id. The server does not implement it yet and refuses it, settling
+// its seq_id.
+type SaveWeightsExternalRequest struct {
+	ModelID                 string   `json:"model_id"`
+	Path                    *string  `json:"path,omitempty"`
+	SeqID                   *int64   `json:"seq_id,omitempty"`
+	TTLSeconds              *int64   `json:"ttl_seconds,omitempty"`
+	AgeEncryptionRecipients []string `json:"age_encryption_recipients,omitempty"`
+	Type                    string   `json:"type,omitempty"`
+}
+
+// OpAddress reads the run and seq_id a JSON training request addresses, from a body that
+// may otherwise be invalid, so that a refused request can still settle its seq_id.
+func OpAddress(body []byte) (modelID string, seqID int64, ok bool) {
+	var m struct {
+		ModelID string `json:"model_id"`
+		SeqID   *int64 `json:"seq_id"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.ModelID == "" || m.SeqID == nil {
+		return "", 0, false
+	}
+	return m.ModelID, *m.SeqID, true
+}
+
+// ForwardBackwardAddress is OpAddress for a forward_backward body in either encoding.
+func ForwardBackwardAddress(body []byte, protobuf bool) (modelID string, seqID int64, ok bool) {
+	if !protobuf {
+		return OpAddress(body)
+	}
+	var m tinkerpb.ForwardBackwardRequest
+	if proto.Unmarshal(body, &m) != nil || m.ModelId == "" {
+		return "", 0, false
+	}
+	return m.ModelId, int64(m.SeqId), true
+}
+
+// checkForwardBackwardProto refuses the 0.38 schema's forward_backward fields that this
+// server does not implement, and merges loss_fn_config_v2 (which the SDK writes beside
+// the numeric loss_fn_config, and alone for string values) into the numeric config.
+func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]float64, error) {
+	cfg := m.LossFnConfig
+	for _, k := range sortedKeys(m.LossFnConfigV2) {
+		v := m.LossFnConfigV2[k]
+		switch x := v.GetValue().(type) {
+		case *tinkerpb.LossConfigValue_Number:
+			if old, ok := cfg[k]; ok && old != x.Number {
+				return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "%v contradicts loss_fn_config[%q] = %v", x.Number, k, old)
+			}
+			if cfg == nil {
+				cfg = map[string]float64{}
+			}
+			cfg[k] = x.Number
+		case *tinkerpb.LossConfigValue_Text:
+			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "string values (%q) are not supported by any loss this server implements", x.Text)
+		default:
+			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "has no value")
+		}
+	}
+	// Provenance spans are validated per datum in DecodeForwardBackwardProto (checkProvenance).
+	return cfg, nil
+}
+
+// checkSampleFields refuses the sample request fields this server does not implement
+// and validates prompt_logprobs_last_n against the prompt.
+func (m *SampleRequest) checkSampleFields(promptLen int) error {
+	switch {
+	case m.TopkSampleLogprobs < 0:
+		return errf("topk_sample_logprobs", "%d must not be negative", m.TopkSampleLogprobs)
+	case m.TopkSampleLogprobs > 0:
+		return errf("topk_sample_logprobs", "%d: top-k logprobs of sampled tokens are not supported by this server yet (send 0)", m.TopkSampleLogprobs)
+	case len(m.TargetPromptLogprobs) > 0 && !zeroJSON(m.TargetPromptLogprobs):
+		return errf("target_prompt_logprobs", "is not supported by this server yet (leave it out)")
+	case m.PromptAltTokensK < 0:
+		return errf("prompt_alt_tokens_k", "%d must not be negative", m.PromptAltTokensK)
+	case m.PromptAltTokensK > 0:
+		return errf("prompt_alt_tokens_k", "%d: alternative prompt tokens are not supported by this server yet (send 0)", m.PromptAltTokensK)
+	case m.RecordStabilityInfo != nil && *m.RecordStabilityInfo:
+		return errf("record_stability_info", "true is not supported by this server yet (no stable_reinforce loss): send false")
+	}
+	if n := m.PromptLogprobsLastN; n != nil {
+		if m.PromptLogprobs == nil || !*m.PromptLogprobs {
+			return errf("prompt_logprobs_last_n", "applies to prompt logprobs: set prompt_logprobs to true")
+		}
+		if *n < 1 || *n > promptLen-1 {
+			return errf("prompt_logprobs_last_n", "%d must be between 1 and len(prompt)-1 = %d", *n, promptLen-1)
+		}
+	}
+	return nil
+}
