@@ -3,6 +3,8 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -229,12 +231,7 @@ func (s *scheduler) loop() {
 			s.hooks.kind(kind, work[kindSample] && work[kindTrain])
 		}
 		t0 := time.Now()
-		var ran bool
-		if kind == kindTrain {
-			ran = s.trainPack()
-		} else {
-			ran = s.decodeStep()
-		}
+		ran := s.run(kind)
 		el := time.Since(t0)
 		if ran {
 			longest := &s.stats.maxStep
@@ -258,6 +255,34 @@ func (s *scheduler) loop() {
 			s.wait(5 * time.Millisecond)
 		}
 	}
+}
+
+// run runs one unit of work of the given kind. A panic inside it (a bug, or a device
+// failing in a way the engine does not report as an error) fails the work the loop
+// holds, which may be half-updated, instead of the whole process: the futures layer
+// used to turn such a panic into one failed operation, and the loop keeps that promise
+// for everything it runs.
+func (s *scheduler) run(kind int) (ran bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("internal error in the model scheduler: %v", v)
+			slog.Error("model scheduler panicked; failing the work it held", "model", s.m.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			for r := range s.reqs {
+				s.failRequest(r, err)
+			}
+			for _, t := range s.ring {
+				for _, c := range slices.Clone(t.calls) {
+					s.failCall(c, err)
+				}
+			}
+			s.prune()
+			ran = true
+		}
+	}()
+	if kind == kindTrain {
+		return s.trainPack()
+	}
+	return s.decodeStep()
 }
 
 // choose picks the kind of the next unit of work. While both kinds have work they

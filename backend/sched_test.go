@@ -654,3 +654,21 @@ func TestIgnoreEOSInTheScheduler(t *testing.T) {
 	}
 	sameAsAlone(t, "ignore EOS", m, nil, req, r)
 }
+
+// A panic inside a unit of work fails the requests the loop held, not the process, and
+// the model keeps serving.
+func TestPanicInAStepFailsItsWorkOnly(t *testing.T) {
+	l, _ := schedLocal(t, SchedConfig{})
+	s := l.models["tiny"].sched
+	var once sync.Once
+	s.hooks.step = func([]planned) { once.Do(func() { panic("boom") }) }
+	if _, err := l.Sample(context.Background(), "tiny", "", seeded(prompt(4, 1), 1, 4, 1, 1)); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("the request of a panicking step: %v", err)
+	}
+	if _, err := l.Sample(context.Background(), "tiny", "", seeded(prompt(4, 1), 1, 4, 1, 1)); err != nil {
+		t.Fatalf("after the panic: %v", err)
+	}
+	if f := s.pool.FreeBlocks(); f != s.pool.Blocks() {
+		t.Fatalf("%d of %d blocks free after the panic", f, s.pool.Blocks())
+	}
+}
