@@ -120,7 +120,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens per sample (no stop at EOS)")
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank of the adapters (q, k, v, o, gate, up, down)")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the adapters' weights and of sampling")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds of both phases, alternated; medians are reported")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds of both phases, alternated; medians are reported")
 	d := backend.DefaultSchedConfig()
 	fs.IntVar(&o.sched.MaxBatchSeqs, "max-batch", d.MaxBatchSeqs, "engine.scheduler.max_batch_size")
 	fs.IntVar(&o.sched.StepTokens, "step-tokens", d.StepTokens, "engine.scheduler.step_token_budget")
