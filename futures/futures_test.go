@@ -409,7 +409,7 @@ func TestRefusedSeqIDDoesNotHoldItsSuccessor(t *testing.T) {
 	}
 	// Refused entries free their tenant slot.
 	m.mu.Lock()
-	n := m.perTenant["a"]
+	n := m.sched.open["a"]
 	m.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("tenant slots held after everything settled: %d", n)
