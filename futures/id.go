@@ -15,12 +15,15 @@ const idLen = 26
 // newID returns "req_" + 10 characters of the current time in milliseconds + 16
 // random characters (80 bits). Ids sort by creation time, and the time tells a restarted
 // process which unknown ids an earlier process handed out (see lostFuture).
-func newID() string {
+func newID() string { return newIDAt(time.Now()) }
+
+// newIDAt is newID with the time given.
+func newIDAt(now time.Time) string {
 	b := make([]byte, idLen)
 	if _, err := rand.Read(b[10:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	ms := uint64(time.Now().UnixMilli())
+	ms := uint64(now.UnixMilli())
 	for i := 9; i >= 0; i-- {
 		b[i] = idAlphabet[ms&31]
 		ms >>= 5
