@@ -3,7 +3,6 @@ package logstore
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Group commit: writers queue frames, one goroutine appends each group with one write
@@ -112,7 +111,7 @@ func (d *db) commit(group []*call, total int) {
 		}
 		err = fmt.Errorf("store file %s: write: %w", d.path, err)
 	} else {
-		now := time.Now().UnixNano()
+		now := d.now().UnixNano()
 		d.mu.Lock()
 		off := base + markLen
 		d.sealed = false

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"time"
 )
 
 // compactMin is the file size below which the file is never compacted (a variable for
@@ -38,7 +37,7 @@ func (d *db) compact() error {
 	pos := int64(len(magic))
 	newIndex := map[string]entry{}
 	var live int64
-	now := time.Now().UnixNano()
+	now := d.now().UnixNano()
 	d.mu.RLock()
 	keys := make([]string, 0, len(d.index))
 	for k, e := range d.index {

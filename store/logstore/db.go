@@ -17,6 +17,7 @@ var errLocked = errors.New("locked by another process")
 type db struct {
 	path string
 	log  *slog.Logger
+	now  func() time.Time // for expiries: see WithClock
 
 	mu    sync.RWMutex // index, f, size, live
 	f     *os.File
@@ -50,7 +51,7 @@ var (
 	shared   = map[string]*db{}
 )
 
-func openDB(path string) (*db, error) {
+func openDB(path string, now func() time.Time) (*db, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
@@ -70,7 +71,7 @@ func openDB(path string) (*db, error) {
 	if err := os.Remove(path + ".compact"); err == nil {
 		slog.Default().Info("store file: removed the leftover of an interrupted compaction", "file", path+".compact")
 	}
-	d := &db{path: path, log: slog.Default(), f: f, index: map[string]entry{}, overlay: map[string]pendingKey{},
+	d := &db{path: path, log: slog.Default(), now: now, f: f, index: map[string]entry{}, overlay: map[string]pendingKey{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if err := d.load(); err != nil {
 		f.Close()
@@ -134,7 +135,7 @@ func (d *db) load() error {
 	if err := checkMagic(d.f, d.path); err != nil {
 		return err
 	}
-	now := time.Now().UnixNano()
+	now := d.now().UnixNano()
 	var w walkResult
 	err = walk(d.f, fi.Size(), func(off int64, payload []byte, ops []op, voffs []int) error {
 		if !w.damaged() {

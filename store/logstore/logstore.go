@@ -39,8 +39,22 @@ type Store struct {
 	wg   sync.WaitGroup
 }
 
+// Option configures Open.
+type Option func(*options)
+
+type options struct{ now func() time.Time }
+
+// WithClock makes the store tell time by now (default time.Now) for expiries. The file's
+// own work (loading, committing and compacting, which drop expired values) goes by the
+// clock of the Open that opened the file first in this process.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
 // Open opens (creating if needed) the store file at path and returns its namespace.
-func Open(path, namespace string) (*Store, error) {
+func Open(path, namespace string, opts ...Option) (*Store, error) {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if namespace == "" || strings.Contains(namespace, "\x00") {
 		return nil, fmt.Errorf("embedded store: bad namespace %q", namespace)
 	}
@@ -52,13 +66,13 @@ func Open(path, namespace string) (*Store, error) {
 	defer sharedMu.Unlock()
 	d, ok := shared[abs]
 	if !ok {
-		if d, err = openDB(abs); err != nil {
+		if d, err = openDB(abs, o.now); err != nil {
 			return nil, err
 		}
 		shared[abs] = d
 	}
 	d.refs++
-	s := &Store{d: d, ns: namespace + "\x00", now: time.Now, stop: make(chan struct{})}
+	s := &Store{d: d, ns: namespace + "\x00", now: o.now, stop: make(chan struct{})}
 	s.wg.Add(1)
 	go s.sweeper()
 	return s, nil
