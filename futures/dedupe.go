@@ -82,6 +82,16 @@ func (x *dedupeIndex) taken(ik string) bool {
 	return ok
 }
 
+// hold records that the future id, in memory, holds ik.
+func (x *dedupeIndex) hold(ik, id string) { x.byKey[ik] = id }
+
+// restore adds store-only references found by Recover.
+func (x *dedupeIndex) restore(prior map[priorKey]priorRef) {
+	for k, ref := range prior {
+		x.prior[k] = ref
+	}
+}
+
 // remove forgets that id holds ik (an admission that could not be persisted).
 func (x *dedupeIndex) remove(ik, id string) {
 	if x.byKey[ik] == id {
@@ -145,11 +155,13 @@ func resubmitted(t Task, id, hash string) (string, error) {
 
 // pruneDedupe forgets the store-only references older than the dedupe window: one of the
 // janitor's sweeps. Callers hold m.mu.
-func (m *Manager) pruneDedupe(now time.Time) {
-	window := min(m.o.TTL, dedupeWindow)
-	for ik, ref := range m.index.prior {
+func (m *Manager) pruneDedupe(now time.Time) { m.index.prune(now, min(m.o.TTL, dedupeWindow)) }
+
+// prune forgets the store-only references of futures resolved longer than window ago.
+func (x *dedupeIndex) prune(now time.Time, window time.Duration) {
+	for k, ref := range x.prior {
 		if now.Sub(time.Unix(0, ref.done)) > window {
-			delete(m.index.prior, ik)
+			delete(x.prior, k)
 		}
 	}
 }

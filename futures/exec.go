@@ -17,12 +17,12 @@ import (
 // outcome and only then resolves the future (finish), which frees the tenant's slot and
 // releases the queue's next seq_id.
 
-// staff starts the workers of the named pool on its first task. Callers hold m.mu.
-func (m *Manager) staff(name string) {
-	if m.staffed[name] {
+// startWorkers starts the workers of the named pool on its first task. Callers hold m.mu.
+func (m *Manager) startWorkers(name string) {
+	if m.withWorkers[name] {
 		return
 	}
-	m.staffed[name] = true
+	m.withWorkers[name] = true
 	p := m.sched.pool(name)
 	for range m.o.WorkersPerPool {
 		m.workers.Add(1)

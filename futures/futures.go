@@ -97,20 +97,20 @@ type Manager struct {
 	tracer trace.Tracer
 	ins    *telemetry.Instruments
 
-	mu        sync.Mutex
-	cond      *sync.Cond // signalled when the scheduler has a runnable entry, and at shutdown
-	entries   map[string]*entry
-	index     dedupeIndex
-	sched     *scheduler
-	staffed   map[string]bool // pools whose workers are started
-	closing   bool
-	recovered map[string]int64 // per ordered queue: one past the highest seq_id resolved before a restart
-	doneList  []*entry         // resolved entries in completion order, for expiry
-	started   time.Time        // when this Manager (process) started
-	queued    bool             // the store queues writes (store.Queuer)
-	running   sync.WaitGroup
-	workers   sync.WaitGroup
-	stop      chan struct{}
+	mu          sync.Mutex
+	cond        *sync.Cond // signalled when the scheduler has a runnable entry, and at shutdown
+	entries     map[string]*entry
+	index       dedupeIndex
+	sched       *scheduler
+	withWorkers map[string]bool // pools whose workers are started
+	closing     bool
+	recovered   map[string]int64 // per ordered queue: one past the highest seq_id resolved before a restart
+	doneList    []*entry         // resolved entries in completion order, for expiry
+	started     time.Time        // when this Manager (process) started
+	queued      bool             // the store queues writes (store.Queuer)
+	running     sync.WaitGroup
+	workers     sync.WaitGroup
+	stop        chan struct{}
 }
 
 // New creates a Manager.
@@ -141,7 +141,7 @@ func New(o Options) (*Manager, error) {
 	}
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued,
-		entries: map[string]*entry{}, index: newDedupeIndex(), staffed: map[string]bool{},
+		entries: map[string]*entry{}, index: newDedupeIndex(), withWorkers: map[string]bool{},
 		sched: newScheduler(o.Now, o.MaxQueuedPerTenant, o.WorkersPerPool), stop: make(chan struct{})}
 	tel := telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	m.tracer, m.ins = tel.Tracer(telemetry.ScopeFutures), tel.Instruments

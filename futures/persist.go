@@ -142,9 +142,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	}
 	m.mu.Lock()
 	m.recovered = hw
-	for ik, ref := range prior {
-		m.index.prior[ik] = ref
-	}
+	m.index.restore(prior)
 	for key, seqs := range abandoned {
 		m.sched.abandon(key, seqs)
 	}

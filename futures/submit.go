@@ -77,7 +77,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		m.fail(e, shutdownMessage)
 		return id, nil
 	}
-	m.staff(t.Pool)
+	m.startWorkers(t.Pool)
 	if m.sched.add(e) {
 		m.cond.Broadcast()
 	}
@@ -127,7 +127,7 @@ func (m *Manager) admit(ctx context.Context, t Task, lookStored bool) admission 
 	}
 	m.entries[e.rec.ID] = e
 	if ik != "" {
-		m.index.byKey[ik] = e.rec.ID
+		m.index.hold(ik, e.rec.ID)
 	}
 	m.sched.reserve(t.Tenant)
 	if m.queued {
@@ -197,7 +197,7 @@ func (m *Manager) refuse(t Task, reason Failure) (Record, error) {
 	e.task.Run = nil
 	close(e.done)
 	m.entries[e.rec.ID] = e
-	m.index.byKey[ik] = e.rec.ID
+	m.index.hold(ik, e.rec.ID)
 	m.doneList = append(m.doneList, e)
 	m.sched.reserve(t.Tenant)
 	if m.sched.refuse(e) {
