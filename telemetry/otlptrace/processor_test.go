@@ -207,8 +207,9 @@ func (c *endCounter) OnEnd(sdktrace.ReadOnlySpan) {
 		close(c.reached)
 	}
 }
-func (c *endCounter) Shutdown(context.Context) error                  { return nil }
-func (c *endCounter) ForceFlush(context.Context) error                { return nil }
+
+func (c *endCounter) Shutdown(context.Context) error   { return nil }
+func (c *endCounter) ForceFlush(context.Context) error { return nil }
 
 // Under concurrent span ends, flushes and a shutdown, every span handed to the batcher is
 // either exported or counted as dropped: none is lost silently, none sent twice. (Spans
