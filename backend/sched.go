@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 )
 
@@ -65,11 +66,8 @@ type SchedConfig struct {
 	TrainShare float64
 }
 
-// DefaultSchedConfig is the configuration of config.Default().
-func DefaultSchedConfig() SchedConfig {
-	return SchedConfig{MaxBatchSeqs: 128, StepTokens: 256, PrefillChunk: 128, KVCacheBytes: 1 << 30,
-		PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}
-}
+// DefaultSchedConfig is the configuration of config.Default() (engine.scheduler).
+func DefaultSchedConfig() SchedConfig { return SchedConfigFrom(config.Default("").Engine.Scheduler) }
 
 func (c SchedConfig) withDefaults() SchedConfig {
 	d := DefaultSchedConfig()

@@ -52,7 +52,7 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Record, error)
 			e.cancel()
 		}
 	case StatusPending:
-		removed = m.unqueue(e)
+		removed = m.sched.unqueue(e)
 	}
 	m.mu.Unlock()
 	if removed {
@@ -61,25 +61,22 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Record, error)
 	return m.Get(ctx, tenant, id)
 }
 
-// unqueue removes a pending entry from its pool's queue; false when it is not there
-// (an ordered entry waiting for an earlier seq_id). Callers hold m.mu.
-func (m *Manager) unqueue(e *entry) bool {
-	p := m.pools[e.task.Pool]
+// unqueue takes a queued entry out of its pool; false when it is not there (an ordered
+// entry waiting for an earlier seq_id: it fails at its turn).
+func (s *scheduler) unqueue(e *entry) bool {
+	p := s.pools[e.task.Pool]
 	if p == nil {
 		return false
 	}
-	t := e.rec.Tenant
-	q := p.tenants[t]
-	i := slices.Index(q, e)
+	i := slices.Index(p.tenants[e.rec.Tenant], e)
 	if i < 0 {
 		return false
 	}
-	p.remove(t, i)
+	p.remove(e.rec.Tenant, i)
 	return true
 }
 
 // remove takes entry i out of tenant t's queue, and t out of the ring when it empties.
-// Callers hold m.mu.
 func (p *pool) remove(t string, i int) {
 	q := slices.Delete(p.tenants[t], i, i+1)
 	if len(q) > 0 {
@@ -95,23 +92,12 @@ func (p *pool) remove(t string, i int) {
 	}
 }
 
-// ended says why an entry about to run must not: cancelled, or past its deadline.
-// Callers hold m.mu.
-func (m *Manager) ended(e *entry) (string, Category) {
-	switch {
-	case e.cancelled:
-		return cancelMessage(e), CategoryUser
-	case !e.rec.Deadline.IsZero() && !m.now().Before(e.rec.Deadline):
-		return deadlineMessage(e), CategoryServer
-	}
-	return "", ""
-}
-
-// expiredLocked takes the queued entries past their deadline out of the pools' queues
-// and returns them, to be failed. Callers hold m.mu.
-func (m *Manager) expiredLocked(now time.Time) []*entry {
+// expired takes the queued entries past their deadline out of the pools and returns
+// them, to be failed. (Ordered entries still waiting for an earlier seq_id fail at their
+// turn: the worker checks the deadline before running anything.)
+func (s *scheduler) expired(now time.Time) []*entry {
 	var out []*entry
-	for _, p := range m.pools {
+	for _, p := range s.pools {
 		for t, q := range p.tenants {
 			for i := 0; i < len(q); {
 				if e := q[i]; !e.rec.Deadline.IsZero() && !now.Before(e.rec.Deadline) {
@@ -127,36 +113,37 @@ func (m *Manager) expiredLocked(now time.Time) []*entry {
 	return out
 }
 
-// runContext bounds a running task's context by its deadline and lets Cancel end it.
-func (m *Manager) runContext(ctx context.Context, e *entry) context.Context {
-	ctx, cancelCause := context.WithCancelCause(ctx)
+// ended says why an entry a worker took must not run: cancelled, or past its deadline.
+// Callers hold m.mu.
+func (m *Manager) ended(e *entry) (string, Category) {
+	switch {
+	case e.cancelled:
+		return cancelMessage(e), CategoryUser
+	case !e.rec.Deadline.IsZero() && !m.now().Before(e.rec.Deadline):
+		return deadlineMessage(e), CategoryServer
+	}
+	return "", ""
+}
+
+// runContext is a running operation's context: it ends at the deadline, or when the
+// returned function is called (with ErrCancelled as its cause).
+func runContext(e *entry) (context.Context, context.CancelFunc) {
+	ctx, cancelCause := context.WithCancelCause(context.Background())
 	ctx, cancel := context.WithDeadlineCause(ctx, e.rec.Deadline,
 		fmt.Errorf("%w: the deadline of %s passed", context.DeadlineExceeded, e.rec.Deadline.Format(time.RFC3339)))
-	m.mu.Lock()
-	e.cancel = func() { cancelCause(ErrCancelled); cancel() }
-	cancelled := e.cancelled
-	m.mu.Unlock()
-	if cancelled {
-		cancel()
-	}
-	return ctx
+	return ctx, func() { cancelCause(ErrCancelled); cancel() }
 }
 
 // endedError is a finished task's error: when its context ended (deadline,
 // cancellation) and it failed, the failure says so instead of whatever the executor
-// said. It also releases the context.
+// said.
 func (m *Manager) endedError(ctx context.Context, e *entry, err error) error {
-	m.mu.Lock()
-	cancel, cancelled := e.cancel, e.cancelled
-	e.cancel = nil
-	m.mu.Unlock()
-	ended := ctx.Err() != nil
-	if cancel != nil {
-		cancel() // releases the context's timer (after the task, the cause no longer matters)
-	}
-	if err == nil || !ended {
+	if err == nil || ctx.Err() == nil {
 		return err
 	}
+	m.mu.Lock()
+	cancelled := e.cancelled
+	m.mu.Unlock()
 	if cancelled {
 		return &endedErr{msg: cancelMessage(e) + " while it ran", cat: CategoryUser}
 	}
