@@ -19,6 +19,9 @@ type ModelInfo struct {
 	Signature string
 	// Config is the architecture, for validating requests before they are queued.
 	Config engine.Config
+	// KVCacheTokens is the capacity of the model's KV cache in positions (0: unknown), for
+	// refusing at the edge a sequence that could never fit and for sampling backpressure.
+	KVCacheTokens int
 	// Text is the model's tokenizer and chat template; nil where this process has none
 	// (a model hosted only by remote workers).
 	Text *Text

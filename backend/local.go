@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -15,7 +14,8 @@ import (
 )
 
 // Local hosts base models in this process and runs operations on them directly. It is the
-// default executor; `tuft worker` serves the same type over gRPC.
+// default executor; `tuft worker` serves the same type over gRPC. Each model has a
+// scheduler (sched.go) that runs its decode steps and training packs.
 type Local struct {
 	mu       sync.Mutex
 	models   map[string]*hosted
@@ -26,45 +26,36 @@ type Local struct {
 
 type hosted struct {
 	model *engine.Model
-	// compute admits one heavy operation at a time per base model: the engine already
-	// uses every core for one operation, so more would only thrash caches.
-	compute chan struct{}
-	// pending holds forward(_backward) requests waiting for compute; whoever gets compute
-	// runs all of them as one multi-LoRA batch (one pass over the base weights).
-	pmu     sync.Mutex
-	pending []*fbCall
-	batches atomic.Int64 // engine batches run (for tests and debugging)
+	sched *scheduler
 }
-
-// fbCall is one forward(_backward) waiting to join a batch.
-type fbCall struct {
-	ctx  context.Context
-	a    *engine.Adapter
-	req  engine.ForwardRequest
-	res  engine.ForwardResult
-	err  error
-	size int // batch members it ran with
-	done chan struct{}
-}
-
-// maxBatchTokens bounds the tokens of one multi-LoRA batch.
-const maxBatchTokens = 16384
 
 type adapterKey struct{ model, lora string }
 
-// slot serialises the operations of one adapter.
+// slot guards one adapter: training operations hold it exclusively, samples share it.
 type slot struct {
-	mu sync.Mutex
-	a  *engine.Adapter
+	mu  sync.RWMutex
+	a   *engine.Adapter
+	gen uint64 // bumped when the weights change (the prefix cache keys on it)
 }
 
-// NewLocal hosts the given models; info supplies each model's advertised limits. Its
-// spans (hf_model.*) go to the tracer provider of opts (default: the global one).
+// NewLocal hosts the given models with the default scheduler configuration; info
+// supplies each model's advertised limits. Its spans (hf_model.*) go to the tracer
+// provider of opts (default: the global one).
 func NewLocal(models []*engine.Model, infos []ModelInfo, opts ...telemetry.Option) *Local {
+	return NewLocalWith(models, infos, DefaultSchedConfig(), opts...)
+}
+
+// NewLocalWith is NewLocal with a scheduler configuration.
+func NewLocalWith(models []*engine.Model, infos []ModelInfo, sc SchedConfig, opts ...telemetry.Option) *Local {
 	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: append([]ModelInfo(nil), infos...),
 		tracer: telemetry.NewSettings(opts...).Tracer(telemetry.ScopeModel)}
 	for _, m := range models {
-		l.models[m.Name] = &hosted{model: m, compute: make(chan struct{}, 1)}
+		l.models[m.Name] = &hosted{model: m, sched: newScheduler(m, sc)}
+	}
+	for i, mi := range l.infos {
+		if h, ok := l.models[mi.Name]; ok {
+			l.infos[i].KVCacheTokens = h.sched.kvTokens()
+		}
 	}
 	for i, mi := range l.infos {
 		if h, ok := l.models[mi.Name]; ok && mi.Text == nil && h.model.Tok != nil {
@@ -77,8 +68,19 @@ func NewLocal(models []*engine.Model, infos []ModelInfo, opts ...telemetry.Optio
 // Models lists the hosted models.
 func (l *Local) Models() []ModelInfo { return append([]ModelInfo(nil), l.infos...) }
 
-// Close releases nothing today; models are garbage collected.
-func (l *Local) Close() error { return nil }
+// Close stops the models' schedulers: queued and running operations fail with ErrClosed.
+func (l *Local) Close() error {
+	l.mu.Lock()
+	hs := make([]*hosted, 0, len(l.models))
+	for _, h := range l.models {
+		hs = append(hs, h)
+	}
+	l.mu.Unlock()
+	for _, h := range hs {
+		h.sched.close()
+	}
+	return nil
+}
 
 func (l *Local) model(name string) (*hosted, error) {
 	l.mu.Lock()
@@ -99,18 +101,6 @@ func (l *Local) slot(model, lora string) (*slot, error) {
 	}
 	return s, nil
 }
-
-// acquire waits for the model's compute slot, honouring ctx.
-func (h *hosted) acquire(ctx context.Context) error {
-	select {
-	case h.compute <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (h *hosted) release() { <-h.compute }
 
 func (l *Local) span(ctx context.Context, name, lora string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	attrs = append(attrs, attribute.String(telemetry.AttrLoraID, lora))
@@ -138,8 +128,12 @@ func (l *Local) CreateAdapter(ctx context.Context, model, lora string, cfg engin
 // RemoveAdapter drops an adapter; removing a missing one is not an error.
 func (l *Local) RemoveAdapter(ctx context.Context, model, lora string) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	delete(l.adapters, adapterKey{model, lora})
+	h := l.models[model]
+	l.mu.Unlock()
+	if h != nil {
+		h.sched.dropPrefixes(lora)
+	}
 	return nil
 }
 
@@ -150,7 +144,7 @@ func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req eng
 		name = telemetry.SpanHFForwardBackward
 	}
 	ctx, sp := l.span(ctx, name, lora, attribute.Bool(telemetry.AttrBackward, req.Backward),
-		attribute.Int(telemetry.AttrDataCount, len(req.Data)), attribute.Int(telemetry.AttrNumMicroBatches, 1))
+		attribute.Int(telemetry.AttrDataCount, len(req.Data)))
 	defer func() {
 		if sp.IsRecording() {
 			sp.SetAttributes(attribute.Int(telemetry.AttrTokens, res.Tokens))
@@ -167,123 +161,16 @@ func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req eng
 		if err != nil {
 			return res, err
 		}
-		s.mu.Lock() // held until the batch that carries this request is done
+		s.mu.Lock() // held until the scheduler has run every datum of the request
 		defer s.mu.Unlock()
 		a = s.a
 	}
-	c := &fbCall{ctx: ctx, a: a, req: req, done: make(chan struct{})}
-	h.pmu.Lock()
-	h.pending = append(h.pending, c)
-	h.pmu.Unlock()
-	if err := h.runPending(c); err != nil {
-		return res, err
-	}
+	c := h.sched.forwardBackward(ctx, a, req)
 	if sp.IsRecording() {
-		sp.SetAttributes(attribute.Int(telemetry.AttrBatchAdapters, c.size))
+		sp.SetAttributes(attribute.Int(telemetry.AttrBatchAdapters, c.parts), attribute.Int(telemetry.AttrNumMicroBatches, max(1, c.packs)),
+			attribute.Float64(telemetry.AttrQueueWaitMs, float64(c.waited.Microseconds())/1000))
 	}
 	return c.res, c.err
-}
-
-// runPending waits until c has run: either this goroutine gets the model's compute slot
-// and runs everything pending (c included) as one batch, or another one does.
-func (h *hosted) runPending(c *fbCall) error {
-	for {
-		select {
-		case <-c.done:
-			return nil
-		case h.compute <- struct{}{}:
-		case <-c.ctx.Done():
-			if h.withdraw(c) {
-				return c.ctx.Err()
-			}
-			<-c.done // already taken into a running batch
-			return nil
-		}
-		select {
-		case <-c.done: // ran in the batch that just released compute
-			h.release()
-			return nil
-		default:
-		}
-		h.runBatch()
-		h.release()
-	}
-}
-
-// withdraw removes c from the pending list; false if a batch already took it.
-func (h *hosted) withdraw(c *fbCall) bool {
-	h.pmu.Lock()
-	defer h.pmu.Unlock()
-	for i, p := range h.pending {
-		if p == c {
-			h.pending = append(h.pending[:i], h.pending[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// runBatch takes pending requests (up to maxBatchTokens, at least one) and runs them as
-// one engine batch. The caller holds compute.
-func (h *hosted) runBatch() {
-	h.pmu.Lock()
-	n, tokens := 0, 0
-	for n < len(h.pending) {
-		t := 0
-		for _, d := range h.pending[n].req.Data {
-			t += len(d.Tokens)
-		}
-		if n > 0 && tokens+t > maxBatchTokens {
-			break
-		}
-		tokens += t
-		n++
-	}
-	calls := append([]*fbCall(nil), h.pending[:n]...)
-	h.pending = append(h.pending[:0:0], h.pending[n:]...)
-	h.pmu.Unlock()
-	var live []*fbCall
-	items := make([]engine.BatchItem, 0, len(calls))
-	for _, c := range calls {
-		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			close(c.done)
-			continue
-		}
-		live = append(live, c)
-		items = append(items, engine.BatchItem{Adapter: c.a, Request: c.req})
-	}
-	if len(live) == 0 {
-		return
-	}
-	// One context for the batch: it ends only when every member's has.
-	ctx, cancel := allDone(live)
-	defer cancel()
-	h.batches.Add(1)
-	res, errs := h.model.ForwardBackwardBatch(ctx, items)
-	for i, c := range live {
-		c.res, c.err, c.size = res[i], errs[i], len(live)
-		close(c.done)
-	}
-}
-
-// allDone returns a context cancelled once every call's context is done.
-func allDone(calls []*fbCall) (context.Context, context.CancelFunc) {
-	if len(calls) == 1 {
-		return context.WithCancel(calls[0].ctx)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(calls[0].ctx))
-	go func() {
-		for _, c := range calls {
-			select {
-			case <-c.ctx.Done():
-			case <-ctx.Done():
-				return
-			}
-		}
-		cancel()
-	}()
-	return ctx, cancel
 }
 
 // OptimStep applies AdamW to the adapter.
@@ -300,7 +187,12 @@ func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.Adam
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return h.model.OptimStep(ctx, s.a, p)
+	m, err = h.model.OptimStep(ctx, s.a, p)
+	if err == nil {
+		s.gen++ // new weights: prompts cached under the old ones no longer apply
+		h.sched.dropPrefixes(lora)
+	}
+	return m, err
 }
 
 // SaveState writes the adapter into dir.
@@ -333,32 +225,43 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 		return err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s, ok := l.adapters[adapterKey{model, lora}]; ok {
-		s.mu.Lock()
-		s.a = a
-		s.mu.Unlock()
+	s, ok := l.adapters[adapterKey{model, lora}]
+	if !ok {
+		l.adapters[adapterKey{model, lora}] = &slot{a: a}
+		l.mu.Unlock()
 		return nil
 	}
-	l.adapters[adapterKey{model, lora}] = &slot{a: a}
+	l.mu.Unlock()
+	// Not under l.mu: samples may hold the slot for a while, and other adapters' calls
+	// must not wait for them.
+	s.mu.Lock()
+	s.a = a
+	s.gen++
+	s.mu.Unlock()
+	h.sched.dropPrefixes(lora)
 	return nil
 }
 
-// Sample generates continuations, tracing the request's lifecycle slices (preprocess,
-// schedule, prefill, decode with a first_token event, postprocess) as children of
-// hf_model.sample.
+// Sample generates continuations through the model's scheduler, which decodes this
+// request's sequences in one batch with every other active sequence. It traces the
+// request's lifecycle slices (preprocess, schedule, prefill, decode with a first_token
+// event, postprocess) as children of hf_model.sample, each at the time this request
+// reaches it inside the shared batch.
 func (l *Local) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (engine.SampleResult, error) {
 	return l.SampleStream(ctx, model, lora, req, Stream{})
 }
 
-// SampleStream is Sample reporting each token to st as it is drawn.
+// SampleStream is Sample reporting each token to st as the decode step that drew it
+// ends.
 func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {
 	start := time.Now()
 	tr := telemetry.StartRequest(ctx, l.tracer, telemetry.SpanHFSample, attribute.String(telemetry.AttrLoraID, lora),
 		attribute.Bool(telemetry.AttrHasLora, lora != ""), attribute.Int(telemetry.AttrNumSamples, req.NumSamples),
 		attribute.String(telemetry.AttrGenAIRequestModel, model))
 	ctx = tr.Context()
+	var r *sampleReq
 	defer func() {
+		tr.EndSlice()
 		if !tr.Recording() {
 			tr.End(err)
 			return
@@ -367,49 +270,68 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 		for _, s := range res.Sequences {
 			reasons = append(reasons, string(s.StopReason))
 		}
-		tr.End(err,
+		attrs := []attribute.KeyValue{
 			attribute.Int(telemetry.AttrPromptTokens, res.PromptTokens),
 			attribute.Int(telemetry.AttrOutputTokens, res.OutputTokens),
 			attribute.Int(telemetry.AttrGenAIInputTokens, res.PromptTokens),
 			attribute.Int(telemetry.AttrGenAIOutputTokens, res.OutputTokens),
 			attribute.StringSlice(telemetry.AttrGenAIFinishReasons, reasons),
-			attribute.Int(telemetry.AttrTokens, res.PromptTokens+res.OutputTokens))
+			attribute.Int(telemetry.AttrTokens, res.PromptTokens+res.OutputTokens),
+			attribute.Int(telemetry.AttrPromptCacheHitTokens, res.PromptCacheHitTokens),
+		}
+		if r != nil {
+			attrs = append(attrs, attribute.Int(telemetry.AttrBatchSizeMax, r.maxRows), attribute.Int(telemetry.AttrPreemptions, r.preempts))
+			if r.steps > 0 {
+				attrs = append(attrs, attribute.Float64(telemetry.AttrBatchSizeMean, float64(r.rows)/float64(r.steps)))
+			}
+		}
+		tr.End(err, attrs...)
 	}()
 	h, err := l.model(model)
 	if err != nil {
 		return res, err
 	}
+	tr.StartSlice(telemetry.SpanSamplePreprocess)
 	var lw *engine.LoraWeights[float32]
+	key := prefixKey("", 0)
 	if lora != "" {
 		s, err := l.slot(model, lora)
 		if err != nil {
 			return res, err
 		}
-		// Sampling reads the weights; hold the slot so a concurrent LoadState cannot swap
-		// them halfway through a generation.
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		lw = &s.a.W
+		// Sampling reads the weights; hold the slot so a concurrent LoadState or optim_step
+		// cannot change them halfway through a generation.
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		lw, key = &s.a.W, prefixKey(lora, s.gen)
 	}
-	tr.StartSlice(telemetry.SpanSampleSchedule)
-	if err := h.acquire(ctx); err != nil {
-		return res, err
-	}
-	defer h.release()
-	tr.EndSlice()
-	return h.model.SampleWithHooks(ctx, lw, req, engine.SampleHooks{
-		OnPhase: func(phase string, begin bool) {
-			if begin {
-				tr.StartSlice(telemetry.SampleSpan(phase))
-			} else {
-				tr.EndSlice()
+	slice := func(name string) { tr.StartSlice(telemetry.SampleSpan(name)) }
+	r, err = h.sched.newSampleReq(ctx, key, lw, req, sampleHooks{
+		phase: func(name string) {
+			if name == "prefill" {
+				tr.EndSlice(attribute.Float64(telemetry.AttrQueueWaitMs, float64(time.Since(start).Microseconds())/1000))
 			}
+			slice(name)
 		},
-		OnFirstToken: func() {
+		firstToken: func() {
 			tr.Event(telemetry.EventFirstToken,
 				attribute.Float64(telemetry.AttrTimeToFirstToken, float64(time.Since(start).Microseconds())/1000))
 		},
-		OnToken:     st.OnToken,
-		TopLogprobs: st.TopLogprobs,
+		token: st.OnToken,
+		top:   st.TopLogprobs,
 	})
+	if err != nil {
+		return res, err
+	}
+	tr.StartSlice(telemetry.SpanSampleSchedule)
+	return h.sched.sample(r)
+}
+
+// SchedulerStats reads a hosted model's scheduler counters (for benchmarks and tests).
+func (l *Local) SchedulerStats(model string) (SchedStats, error) {
+	h, err := l.model(model)
+	if err != nil {
+		return SchedStats{}, err
+	}
+	return h.sched.snapshot(), nil
 }

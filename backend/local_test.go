@@ -2,6 +2,9 @@ package backend
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -30,8 +33,25 @@ func ce(toks []int32) engine.ForwardRequest {
 		LossInputs: map[string]engine.Tensor{"target_tokens": {DType: engine.Int64, Shape: []int{n}, I64: tt}}}}}
 }
 
+// holdLoop makes the model's scheduler wait before its next unit of work until the
+// returned function is called, so that tests can queue requests deterministically.
+func holdLoop(t *testing.T, s *scheduler) (release func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	var once sync.Once
+	s.hooks.iter = func() { <-gate }
+	return func() { once.Do(func() { close(gate) }) }
+}
+
+// waitQueued waits until n submissions reached the (held) scheduler.
+func waitQueued(s *scheduler, n int) {
+	for s.queued() < n {
+		runtime.Gosched()
+	}
+}
+
 // Concurrent forward_backwards of different adapters on one base model run together in
-// multi-LoRA batches and give exactly what they give one at a time.
+// multi-LoRA packs and give exactly what they give one at a time.
 func TestConcurrentForwardBackwardsAreBatched(t *testing.T) {
 	ctx := context.Background()
 	batched, serial := tinyLocal(t), tinyLocal(t)
@@ -49,34 +69,26 @@ func TestConcurrentForwardBackwardsAreBatched(t *testing.T) {
 			}
 		}
 	}
-	// Hold the compute slot so all requests queue, then let them go.
 	h := batched.models["tiny"]
-	h.compute <- struct{}{}
+	release := holdLoop(t, h.sched)
 	got := make([]engine.ForwardResult, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r, err := batched.ForwardBackward(ctx, "tiny", string(rune('a'+i)), reqs[i])
+			r, err := batched.ForwardBackward(WithTenant(ctx, fmt.Sprint("tenant", i%2)), "tiny", string(rune('a'+i)), reqs[i])
 			if err != nil {
 				t.Error(err)
 			}
 			got[i] = r
 		}(i)
 	}
-	for {
-		h.pmu.Lock()
-		k := len(h.pending)
-		h.pmu.Unlock()
-		if k == n {
-			break
-		}
-	}
-	h.release()
+	waitQueued(h.sched, n)
+	release()
 	wg.Wait()
-	if b := h.batches.Load(); b != 1 {
-		t.Fatalf("%d queued requests ran in %d engine batches, want 1", n, b)
+	if b := h.sched.stats.packs.Load(); b != 1 {
+		t.Fatalf("%d queued requests ran in %d packs, want 1", n, b)
 	}
 	for i := 0; i < n; i++ {
 		want, err := serial.ForwardBackward(ctx, "tiny", string(rune('a'+i)), reqs[i])
@@ -101,35 +113,40 @@ func TestConcurrentForwardBackwardsAreBatched(t *testing.T) {
 	}
 }
 
-// A request whose caller gives up while it waits for compute is withdrawn, not run.
+// A request whose caller gives up while it waits is withdrawn, not run, and leaves its
+// adapter untouched.
 func TestCancelledWaitingRequestIsWithdrawn(t *testing.T) {
 	l := tinyLocal(t)
 	ctx := context.Background()
 	l.CreateAdapter(ctx, "tiny", "x", engine.LoraConfig{Rank: 2, TrainAttn: true})
 	h := l.models["tiny"]
-	h.compute <- struct{}{}
+	release := holdLoop(t, h.sched)
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := l.ForwardBackward(cctx, "tiny", "x", ce([]int32{1, 2, 3, 4}))
 		done <- err
 	}()
-	for {
-		h.pmu.Lock()
-		k := len(h.pending)
-		h.pmu.Unlock()
-		if k == 1 {
-			break
-		}
-	}
+	waitQueued(h.sched, 1)
 	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("a cancelled request ran")
+	release()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled request: %v", err)
 	}
-	h.release()
-	h.pmu.Lock()
-	defer h.pmu.Unlock()
-	if len(h.pending) != 0 {
-		t.Fatal("the withdrawn request is still pending")
+	if p := h.sched.stats.packs.Load(); p != 0 {
+		t.Fatalf("the withdrawn request ran (%d packs)", p)
+	}
+	s, _ := l.slot("tiny", "x")
+	for _, p := range s.a.Grad.Layers {
+		for _, q := range p {
+			if q == nil {
+				continue
+			}
+			for _, v := range q.B {
+				if v != 0 {
+					t.Fatal("the withdrawn request left gradients")
+				}
+			}
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/tuft-go/tuft/engine"
@@ -108,7 +109,8 @@ func (r *Remote) refresh(ctx context.Context) error {
 	r.infos = r.infos[:0]
 	for _, m := range info.GetModels() {
 		mi := ModelInfo{Name: m.GetName(), Arch: m.GetArch(), VocabSize: int(m.GetVocabSize()),
-			MaxContextLength: int(m.GetMaxContextLength()), Signature: m.GetSignature(), Config: workerpb.ToConfig(m.GetConfig())}
+			MaxContextLength: int(m.GetMaxContextLength()), Signature: m.GetSignature(), Config: workerpb.ToConfig(m.GetConfig()),
+			KVCacheTokens: int(m.GetKvCacheTokens())}
 		if tj := m.GetTokenizerJson(); len(tj) > 0 {
 			if mi.Text, err = TextFromSource(tj, m.GetChatTemplate(), mi.Config); err != nil {
 				return fmt.Errorf("worker %s: model %s: %w", r.addr, mi.Name, err)
@@ -146,7 +148,12 @@ func (r *Remote) Close() error { return r.conn.Close() }
 // call bounds one operation and sends the correlation keys along (W3C baggage), so the
 // worker's spans and logs carry the same tuft.* keys as the caller's.
 func (r *Remote) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(telemetry.KeysToBaggage(ctx), r.o.CallTimeout)
+	ctx = telemetry.KeysToBaggage(ctx)
+	if t := TenantFrom(ctx); t != "" {
+		// The worker's scheduler shares the model between tenants.
+		ctx = metadata.AppendToOutgoingContext(ctx, TenantMetadata, t)
+	}
+	return context.WithTimeout(ctx, r.o.CallTimeout)
 }
 
 func ref(model, lora string) *workerpb.AdapterRef {

@@ -2,8 +2,11 @@ package backend
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -51,4 +54,98 @@ func TestSampleSpansGoToTheGivenProvider(t *testing.T) {
 		string(ev[0].Attributes[0].Key) != telemetry.AttrTimeToFirstToken {
 		t.Fatalf("decode events %+v", ev)
 	}
+}
+
+// Inside a shared batch every request keeps its own lifecycle: preprocess, schedule
+// (with its queue wait), prefill, decode (with first_token) and postprocess, in that
+// order, children of its own hf_model.sample, which carries the batch sizes it ran in.
+func TestSampleSlicesPerRequestInASharedBatch(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	dir := t.TempDir()
+	if err := engine.WritePreset("tiny", dir); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(dir, "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := NewLocal([]*engine.Model{m}, []ModelInfo{{Name: "tiny", Config: m.Cfg}}, telemetry.WithTracerProvider(tp))
+	defer local.Close()
+	release := holdLoop(t, local.models["tiny"].sched)
+	done := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			_, err := local.Sample(WithTenant(context.Background(), fmt.Sprint("t", i)), "tiny", "", engine.SampleRequest{Prompt: []int32{1, 2, 3, int32(i)}, NumSamples: 2,
+				Params: engine.SampleParams{MaxTokens: 5, Temperature: 1, TopP: 1, TopK: -1}})
+			done <- err
+		}()
+	}
+	waitQueued(local.models["tiny"].sched, 3)
+	release()
+	for i := 0; i < 3; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := map[string][]sdktrace.ReadOnlySpan{}
+	var roots []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == telemetry.SpanHFSample {
+			roots = append(roots, s)
+		} else {
+			children[s.Parent().SpanID().String()] = append(children[s.Parent().SpanID().String()], s)
+		}
+	}
+	if len(roots) != 3 {
+		t.Fatalf("%d hf_model.sample spans, want 3", len(roots))
+	}
+	want := []string{telemetry.SpanSamplePreprocess, telemetry.SpanSampleSchedule, telemetry.SpanSamplePrefill,
+		telemetry.SpanSampleDecode, telemetry.SpanSamplePostprocess}
+	for _, root := range roots {
+		kids := children[root.SpanContext().SpanID().String()]
+		sort.Slice(kids, func(i, j int) bool { return kids[i].StartTime().Before(kids[j].StartTime()) })
+		if len(kids) != len(want) {
+			t.Fatalf("request has slices %v, want %v", names(kids), want)
+		}
+		for i, k := range kids {
+			if k.Name() != want[i] || (i > 0 && k.StartTime().Before(kids[i-1].EndTime())) {
+				t.Fatalf("slices %v out of order (want %v)", names(kids), want)
+			}
+		}
+		if !hasAttr(kids[1].Attributes(), telemetry.AttrQueueWaitMs) {
+			t.Fatal("sample.schedule carries no queue wait")
+		}
+		if ev := kids[3].Events(); len(ev) != 1 || ev[0].Name != telemetry.EventFirstToken {
+			t.Fatalf("decode events %+v", ev)
+		}
+		attrs := root.Attributes()
+		for _, k := range []string{telemetry.AttrBatchSizeMax, telemetry.AttrBatchSizeMean, telemetry.AttrPreemptions, telemetry.AttrPromptCacheHitTokens} {
+			if !hasAttr(attrs, k) {
+				t.Fatalf("hf_model.sample lacks %s: %v", k, attrs)
+			}
+		}
+		for _, a := range attrs {
+			if string(a.Key) == telemetry.AttrBatchSizeMax && a.Value.AsInt64() < 4 {
+				t.Fatalf("batch size max %d: the three requests did not share steps", a.Value.AsInt64())
+			}
+		}
+	}
+}
+
+func names(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+func hasAttr(attrs []attribute.KeyValue, key string) bool {
+	for _, a := range attrs {
+		if string(a.Key) == key {
+			return true
+		}
+	}
+	return false
 }

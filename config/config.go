@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -134,6 +135,33 @@ type Engine struct {
 	CUDAFP32Weights bool `yaml:"cuda_fp32_weights"`
 	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
 	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`
+	// Scheduler configures each model's iteration-level scheduler (docs/scheduling.md).
+	Scheduler Scheduler `yaml:"scheduler"`
+}
+
+// Scheduler configures the loop that runs each model's decode steps and training packs
+// (in the server for local models, in `tuft worker` for remote ones).
+type Scheduler struct {
+	// MaxBatchSize bounds the sequences of one decode step, all requests, adapters and
+	// tenants together.
+	MaxBatchSize int `yaml:"max_batch_size"`
+	// StepTokenBudget bounds the tokens of one decode step: one per decoding sequence
+	// plus chunks of joining prompts. It bounds how long a step takes.
+	StepTokenBudget int `yaml:"step_token_budget"`
+	// PrefillChunkTokens bounds the tokens of one prompt in one step, so a long prompt is
+	// prefilled over several steps while the others keep decoding.
+	PrefillChunkTokens int `yaml:"prefill_chunk_tokens"`
+	// KVCacheBytes is the KV-cache memory of each model (on its device). Work is admitted
+	// as it fits; a sequence that can never fit is refused with 400 naming this key.
+	KVCacheBytes int64 `yaml:"kv_cache_bytes"`
+	// PrefixCacheEntries bounds the prompts whose KV blocks are kept for later requests of
+	// the same adapter (0 turns the prefix cache off).
+	PrefixCacheEntries int `yaml:"prefix_cache_entries"`
+	// TrainPackTokens bounds the tokens of one training pass: a decode step waits for at
+	// most one pass (a single longer datum runs alone).
+	TrainPackTokens int `yaml:"train_pack_tokens"`
+	// TrainShare is the share of a model's time training gets while sampling also waits.
+	TrainShare float64 `yaml:"train_share"`
 }
 
 // TLSFiles names PEM files.
@@ -236,6 +264,20 @@ type Limits struct {
 	// puts in the server's log: its events, and each text field of one.
 	MaxClientEvents     int `yaml:"max_client_events"`
 	MaxClientEventBytes int `yaml:"max_client_event_bytes"`
+	// SampleTimeoutSeconds is a sample request's deadline from its submission (Tinker
+	// requests carry none): past it, the request leaves the batch at the next step and
+	// fails. FutureTimeoutSeconds is every other operation's.
+	SampleTimeoutSeconds float64 `yaml:"sample_timeout_seconds"`
+	FutureTimeoutSeconds float64 `yaml:"future_timeout_seconds"`
+	// MaxRunningPerTenant bounds one tenant's operations running at once on a base model
+	// (the rest wait in its queue), so that another tenant's operation always finds a
+	// free slot and joins the model's scheduler at once.
+	MaxRunningPerTenant int `yaml:"max_running_per_tenant"`
+	// SampleBacklogFactor bounds the sampling work a base model holds: when the KV
+	// positions that accepted, unfinished sample requests may take exceed this many
+	// times its KV cache, a tenant above its share of that is answered 429 (the SDK backs
+	// off and resends).
+	SampleBacklogFactor float64 `yaml:"sample_backlog_factor"`
 }
 
 // Inference configures the OpenAI- and Anthropic-compatible routes.
@@ -265,11 +307,13 @@ func Default(home string) Config {
 		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
-			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192},
+			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
+			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
-		Engine:    Engine{Device: "auto"},
-		Home:      home,
+		Engine: Engine{Device: "auto", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
+			KVCacheBytes: 1 << 30, PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}},
+		Home: home,
 	}
 }
 
@@ -463,6 +507,40 @@ func (c Config) Validate() error {
 	}
 	if l.MaxStopStringBytes < 0 {
 		bad("limits.max_stop_string_bytes", "%d must not be negative", l.MaxStopStringBytes)
+	}
+	if !(l.SampleTimeoutSeconds >= 1 && l.SampleTimeoutSeconds <= MaxTTLSeconds) {
+		bad("limits.sample_timeout_seconds", "%g must be in [1, %d]", l.SampleTimeoutSeconds, MaxTTLSeconds)
+	}
+	if !(l.FutureTimeoutSeconds >= 1 && l.FutureTimeoutSeconds <= MaxTTLSeconds) {
+		bad("limits.future_timeout_seconds", "%g must be in [1, %d]", l.FutureTimeoutSeconds, MaxTTLSeconds)
+	}
+	if l.MaxRunningPerTenant < 1 {
+		bad("limits.max_running_per_tenant", "%d must be at least 1", l.MaxRunningPerTenant)
+	}
+	if !(l.SampleBacklogFactor >= 1) || math.IsInf(l.SampleBacklogFactor, 0) {
+		bad("limits.sample_backlog_factor", "%g must be a finite number ≥ 1", l.SampleBacklogFactor)
+	}
+	sc := c.Engine.Scheduler
+	if sc.MaxBatchSize < 1 {
+		bad("engine.scheduler.max_batch_size", "%d must be at least 1", sc.MaxBatchSize)
+	}
+	if sc.StepTokenBudget < 1 {
+		bad("engine.scheduler.step_token_budget", "%d must be at least 1", sc.StepTokenBudget)
+	}
+	if sc.PrefillChunkTokens < 1 {
+		bad("engine.scheduler.prefill_chunk_tokens", "%d must be at least 1", sc.PrefillChunkTokens)
+	}
+	if sc.KVCacheBytes < 1<<20 {
+		bad("engine.scheduler.kv_cache_bytes", "%d must be at least 1 MiB", sc.KVCacheBytes)
+	}
+	if sc.PrefixCacheEntries < 0 {
+		bad("engine.scheduler.prefix_cache_entries", "%d must not be negative", sc.PrefixCacheEntries)
+	}
+	if sc.TrainPackTokens < 1 {
+		bad("engine.scheduler.train_pack_tokens", "%d must be at least 1", sc.TrainPackTokens)
+	}
+	if !(sc.TrainShare > 0 && sc.TrainShare < 1) {
+		bad("engine.scheduler.train_share", "%g must be in (0, 1)", sc.TrainShare)
 	}
 	if l.MaxClientEvents < 1 {
 		bad("limits.max_client_events", "%d must be at least 1", l.MaxClientEvents)

@@ -16,12 +16,14 @@
 //   - lora.go: adapters (LoraWeights, Adapter), their initialisation, and their copy on
 //     the device.
 //   - train.go: ForwardBackward and the multi-LoRA batch that packs many adapters'
-//     datums into one pass.
+//     datums into one pass; trainjob.go: the same run a few datums at a time
+//     (TrainJob, TrainStep), the training unit of a scheduler.
 //   - loss.go: the Tinker losses and their gradients with respect to target logprobs.
 //   - optim.go: AdamW.
 //   - kvcache.go: the block-allocated KV cache (KVPool, KVCache with copy-on-write forks).
 //   - sampler.go: DecodeStep (one iteration over many sequences, the scheduler's unit)
-//     and Sample, the decode loop built on it.
+//     and Sample, the decode loop built on it; stopmatch.go: stop strings matched on
+//     new text only.
 //   - validate.go: the checks a server runs before queueing a request.
 //   - peft.go, preset.go: PEFT adapter files and the built-in preset models.
 //   - types.go: the types exchanged with callers.

@@ -124,15 +124,43 @@ func (c *KVCache[T]) Pool() *KVPool[T] { return c.pool }
 
 // Fork returns a cache with the same positions that shares c's blocks; whichever of the
 // two writes into a shared block first gets its own copy of it.
-func (c *KVCache[T]) Fork() *KVCache[T] {
+func (c *KVCache[T]) Fork() *KVCache[T] { return c.ForkPrefix(c.n) }
+
+// ForkPrefix returns a cache that holds the first n positions of c (0 ≤ n ≤ Len) and
+// shares c's blocks for them, as Fork does: a cached prompt prefix served to a new
+// sequence. A partly filled last block stays shared until one of the two writes into it.
+// Only blocks holding positions are shared: blocks a failed step reserved stay c's.
+func (c *KVCache[T]) ForkPrefix(n int) *KVCache[T] {
+	if n < 0 || n > c.n {
+		panic(fmt.Sprintf("engine: ForkPrefix(%d) of a cache of %d positions", n, c.n))
+	}
 	p := c.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, b := range c.blocks {
+	nb := (n + p.blockLen - 1) / p.blockLen
+	for _, b := range c.blocks[:nb] {
 		p.refs[b]++
 	}
-	return &KVCache[T]{pool: p, blocks: append([]int32(nil), c.blocks...), n: c.n}
+	return &KVCache[T]{pool: p, blocks: append([]int32(nil), c.blocks[:nb]...), n: n}
 }
+
+// BlocksToAppend is the number of free blocks appending n positions would take from the
+// pool: new blocks, plus the copy of a shared, partly filled last block. A scheduler
+// plans a step's memory with it before running the step.
+func (c *KVCache[T]) BlocksToAppend(n int) int {
+	p := c.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bl := p.blockLen
+	need := max(0, (c.n+n+bl-1)/bl-len(c.blocks))
+	if n > 0 && c.n%bl != 0 && p.refs[c.blocks[c.n/bl]] > 1 {
+		need++
+	}
+	return need
+}
+
+// Blocks is the number of pool blocks the cache holds (shared ones included).
+func (c *KVCache[T]) Blocks() int { return len(c.blocks) }
 
 // Release gives the cache's blocks back to the pool; the cache is empty afterwards.
 func (c *KVCache[T]) Release() {
@@ -154,7 +182,9 @@ func (c *KVCache[T]) reserve(n int) ([]int32, error) {
 	defer p.mu.Unlock()
 	bl := p.blockLen
 	if c.n%bl != 0 {
-		last := len(c.blocks) - 1
+		// The partly filled block that position c.n falls in (a failed step may have left
+		// fresh blocks after it).
+		last := c.n / bl
 		if b := c.blocks[last]; p.refs[b] > 1 {
 			nb, err := p.take()
 			if err != nil {

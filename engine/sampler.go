@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 
 	"github.com/tuft-go/tuft/engine/device"
 )
@@ -288,6 +287,7 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	if len(p.StopStrings) > 0 && m.Tok == nil {
 		return SampleResult{}, Inputf("stop strings need a tokenizer, and this model has none")
 	}
+	stops := NewStopMatcher(p.StopStrings)
 	stopTok := map[int32]bool{}
 	if !p.IgnoreEOS { // the SDK's stop=[]: no stop token at all, EOS included
 		for _, t := range c.EOSTokenIDs {
@@ -353,6 +353,7 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		tok   int32 // drawn, not yet appended
 		lp    float32
 		top   []TokenLogprob // the draw's top logprobs (SampleHooks.TopLogprobs)
+		stop  StopState
 	}
 	act := make([]*live, req.NumSamples)
 	for i := range act {
@@ -371,14 +372,12 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 			sq.Tokens = append(sq.Tokens, s.tok)
 			sq.Logprobs = append(sq.Logprobs, s.lp)
 			stop := stopTok[s.tok]
-			if !stop && len(p.StopStrings) > 0 {
-				text := m.Tok.Decode(sq.Tokens)
-				for _, ss := range p.StopStrings {
-					if ss != "" && strings.Contains(text, ss) {
-						stop = true
-						break
-					}
-				}
+			if stops != nil {
+				// Only the new token's text is matched: the tokenizer's text of a sequence
+				// is the concatenation of its tokens' texts (byte-level BPE).
+				var hit bool
+				s.stop, hit = stops.Feed(s.stop, m.Tok.Decode([]int32{s.tok}))
+				stop = stop || hit
 			}
 			switch {
 			case stop:

@@ -91,15 +91,8 @@ func runBatch[T kern.Float](ctx context.Context, c Config, d device.Device[T], w
 		}
 	}()
 	for i, it := range items {
-		if it.err != nil {
+		if !it.start(c, d) {
 			continue
-		}
-		if it.err = it.validate(c); it.err != nil {
-			continue
-		}
-		it.res = ForwardResult{Outputs: make([]map[string]Tensor, len(it.req.Data)), Metrics: map[string]float64{}}
-		if it.grad != nil {
-			it.scratch = zeroOn(d, it.grad)
 		}
 		for j := range it.req.Data {
 			if it.grad != nil {
@@ -134,28 +127,50 @@ func runBatch[T kern.Float](ctx context.Context, c Config, d device.Device[T], w
 		return
 	}
 	for _, it := range items {
-		if it.err != nil {
-			continue
-		}
-		// Inputs within their ranges can still overflow together (an importance ratio
-		// e^(new-old) past float64): such a result is refused and adds no gradient.
-		if math.IsNaN(it.total) || math.IsInf(it.total, 0) || (it.scratch != nil && !finiteSq(d.SumSquares(it.scratch.tensors()))) {
-			it.err, it.res = Inputf("the loss of %s or its gradients are not finite (loss %g): the inputs overflowed them (e.g. logprobs far "+
-				"below the model's, or weights grown huge); nothing was accumulated", it.req.LossFn, it.total), ForwardResult{}
-			continue
-		}
-		if it.scratch != nil {
-			for i, p := range it.grad.list {
-				s := it.scratch.list[i]
-				d.Add(p.a, p.a, s.a)
-				d.Add(p.b, p.b, s.b)
-			}
-		}
-		it.res.Metrics["loss:sum"] = it.total
+		it.finish(d)
 	}
 	if err := d.Err(); err != nil {
 		failAll(items, fmt.Errorf("%s: %w", d.Name(), err))
 	}
+}
+
+// start validates the item and sets up its result and scratch gradients; false when it
+// failed (it.err says why).
+func (it *fbItem[T]) start(c Config, d device.Device[T]) bool {
+	if it.err != nil {
+		return false
+	}
+	if it.err = it.validate(c); it.err != nil {
+		return false
+	}
+	it.res = ForwardResult{Outputs: make([]map[string]Tensor, len(it.req.Data)), Metrics: map[string]float64{}}
+	if it.grad != nil {
+		it.scratch = zeroOn(d, it.grad)
+	}
+	return true
+}
+
+// finish adds the item's scratch gradients to its adapter's and sets its metrics, unless
+// it failed.
+func (it *fbItem[T]) finish(d device.Device[T]) {
+	if it.err != nil {
+		return
+	}
+	// Inputs within their ranges can still overflow together (an importance ratio
+	// e^(new-old) past float64): such a result is refused and adds no gradient.
+	if math.IsNaN(it.total) || math.IsInf(it.total, 0) || (it.scratch != nil && !finiteSq(d.SumSquares(it.scratch.tensors()))) {
+		it.err, it.res = Inputf("the loss of %s or its gradients are not finite (loss %g): the inputs overflowed them (e.g. logprobs far "+
+			"below the model's, or weights grown huge); nothing was accumulated", it.req.LossFn, it.total), ForwardResult{}
+		return
+	}
+	if it.scratch != nil {
+		for i, p := range it.grad.list {
+			s := it.scratch.list[i]
+			d.Add(p.a, p.a, s.a)
+			d.Add(p.b, p.b, s.b)
+		}
+	}
+	it.res.Metrics["loss:sum"] = it.total
 }
 
 // finiteSq reports whether a sum of squares is finite: it is exactly when every term is

@@ -203,6 +203,9 @@ type SampleResult struct {
 	TopKPrompt     [][]TokenLogprob // len(Prompt); nil at position 0
 	PromptTokens   int
 	OutputTokens   int
+	// PromptCacheHitTokens is how many prompt positions were served from a cache of
+	// earlier requests' prompts instead of computed (a server's prefix cache).
+	PromptCacheHitTokens int
 }
 
 // InputError is returned for bad input (wrong shapes, token ids outside the vocabulary,

@@ -45,16 +45,25 @@ func (m *Manager) worker(p *pool) {
 			}
 			m.cond.Wait()
 		}
+		if why, cat := m.ended(e); why != "" {
+			// Cancelled or past its deadline while it waited for its turn: it never runs.
+			m.sched.ran(p, e)
+			m.mu.Unlock()
+			m.failWith(e, why, cat)
+			continue
+		}
 		m.running.Add(1)
 		e.rec.Status, e.rec.StartedAt = StatusRunning, m.now()
-		// The operation's context: e.cancel ends it early, for whoever must stop it.
-		ctx, cancel := context.WithCancel(context.Background())
+		// The operation's context: its deadline, and e.cancel ends it early, for whoever
+		// must stop it (Cancel, with ErrCancelled as the cause).
+		ctx, cancel := runContext(e)
 		e.cancel = cancel
 		m.mu.Unlock()
 		m.execute(ctx, e)
 		m.mu.Lock()
-		m.sched.ran(p)
+		m.sched.ran(p, e)
 		e.cancel = nil
+		m.cond.Broadcast() // a tenant at its running bound may go on
 		m.mu.Unlock()
 		cancel()
 		m.running.Done()
@@ -97,6 +106,7 @@ func (m *Manager) execute(ctx context.Context, e *entry) {
 
 	start := time.Now()
 	res, err := m.run(ctx, e)
+	err = m.endedError(ctx, e, err)
 	ins.FuturesExecutionTime.Record(ctx, time.Since(start).Seconds(), opAttr...)
 	telemetry.End(span, err)
 
@@ -137,6 +147,7 @@ func (m *Manager) run(ctx context.Context, e *entry) (res Result, err error) {
 // finish wakes waiters, frees the tenant's slot and lets the next seq_id run.
 func (m *Manager) finish(e *entry, st Status) {
 	m.mu.Lock()
+	m.addWeight(e.task.Pool, e.rec.Tenant, -e.task.Weight)
 	if m.sched.done(e) {
 		m.cond.Broadcast()
 	}
@@ -149,10 +160,13 @@ func (m *Manager) finish(e *entry, st Status) {
 }
 
 // fail resolves a not-yet-running entry as failed. Callers must not hold m.mu.
-func (m *Manager) fail(e *entry, msg string) {
+func (m *Manager) fail(e *entry, msg string) { m.failWith(e, msg, CategoryServer) }
+
+// failWith is fail with the failure's category.
+func (m *Manager) failWith(e *entry, msg string, cat Category) {
 	m.mu.Lock()
 	e.rec.Status, e.rec.DoneAt = StatusFailed, m.now()
-	e.rec.Failure = &Failure{Message: msg, Category: CategoryServer}
+	e.rec.Failure = &Failure{Message: msg, Category: cat}
 	e.noteResultQueued()
 	rec := e.rec
 	m.mu.Unlock()

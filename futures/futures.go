@@ -31,6 +31,13 @@ type Task struct {
 	// the queue does not wait for it.
 	InOrder bool
 	Run     func(ctx context.Context) (Result, error)
+	// Weight is the task's share of its pool's backlog while it is unfinished (the KV
+	// positions a sample may take), which Backlog reports per tenant.
+	Weight int
+	// Timeout is the operation's deadline from its submission (0: Options.DefaultTimeout).
+	// Past it, a queued operation fails without running and a running one sees its
+	// context end (cancel.go).
+	Timeout time.Duration
 }
 
 // Options configure a Manager.
@@ -56,6 +63,11 @@ type Options struct {
 	// metrics (default: the OTel global provider and telemetry.Metrics()).
 	TracerProvider trace.TracerProvider
 	Instruments    *telemetry.Instruments
+	// DefaultTimeout is the deadline of a task without its own (default 1 h).
+	DefaultTimeout time.Duration
+	// MaxRunningPerTenant bounds one tenant's running tasks in a pool (0: no bound), so
+	// that another tenant's task finds a worker while one tenant's flood runs.
+	MaxRunningPerTenant int
 }
 
 // DefaultSeqGapTimeout is Options.SeqGapTimeout's default: the Tinker SDK retries a
@@ -75,9 +87,10 @@ type entry struct {
 	// guarded by Manager.mu.
 	accept       *time.Timer
 	resultQueued bool
-	// cancel ends the context of a running operation (nil when it is not running).
-	// Guarded by Manager.mu.
-	cancel context.CancelFunc
+	// cancel ends the context of a running operation (nil when it is not running);
+	// cancelled records that its tenant asked for it (Cancel). Guarded by Manager.mu.
+	cancel    context.CancelFunc
+	cancelled bool
 }
 
 // noteResultQueued records that the entry's final record is about to be written, so a
@@ -104,10 +117,11 @@ type Manager struct {
 	sched       *scheduler
 	withWorkers map[string]bool // pools whose workers are started
 	closing     bool
-	recovered   map[string]int64 // per ordered queue: one past the highest seq_id resolved before a restart
-	doneList    []*entry         // resolved entries in completion order, for expiry
-	started     time.Time        // when this Manager (process) started
-	queued      bool             // the store queues writes (store.Queuer)
+	recovered   map[string]int64          // per ordered queue: one past the highest seq_id resolved before a restart
+	doneList    []*entry                  // resolved entries in completion order, for expiry
+	started     time.Time                 // when this Manager (process) started
+	queued      bool                      // the store queues writes (store.Queuer)
+	backlog     map[string]map[string]int // pool → tenant → Task.Weight of unfinished tasks
 	running     sync.WaitGroup
 	workers     sync.WaitGroup
 	stop        chan struct{}
@@ -139,10 +153,13 @@ func New(o Options) (*Manager, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = time.Hour
+	}
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued,
 		entries: map[string]*entry{}, index: newDedupeIndex(), withWorkers: map[string]bool{},
-		sched: newScheduler(o.Now, o.MaxQueuedPerTenant, o.WorkersPerPool), stop: make(chan struct{})}
+		sched: newScheduler(o.Now, o.MaxQueuedPerTenant, o.WorkersPerPool, o.MaxRunningPerTenant), stop: make(chan struct{})}
 	tel := telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	m.tracer, m.ins = tel.Tracer(telemetry.ScopeFutures), tel.Instruments
 	m.cond = sync.NewCond(&m.mu)

@@ -28,10 +28,14 @@ func (m *Manager) janitor() {
 func (m *Manager) sweep(now time.Time) {
 	m.mu.Lock()
 	victims, missing := m.sched.overdue(now, m.o.SeqGapTimeout)
+	expired := m.sched.expired(now)
 	m.pruneDedupe(now)
 	m.expireResolved(now)
 	m.mu.Unlock()
 	m.failSeqGaps(victims, missing)
+	for _, e := range expired {
+		m.fail(e, deadlineMessage(e))
+	}
 }
 
 // failSeqGaps fails the ordered tasks that waited longer than Options.SeqGapTimeout for

@@ -77,6 +77,8 @@ type Record struct {
 	Refused bool `json:"refused,omitempty"`
 	// Owner is the API replica that runs the future ("" for a single server).
 	Owner string `json:"owner,omitempty"`
+	// Deadline is when the operation fails if it has not finished.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // Done reports whether the future has resolved.

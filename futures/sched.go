@@ -15,15 +15,17 @@ type scheduler struct {
 	now       func() time.Time
 	maxQueued int // open operations per tenant
 	workers   int // workers per pool, for queue states
-	queues    map[string]*orderedQueue
-	pools     map[string]*pool
+	// maxRunning bounds one tenant's running entries per pool (0: no bound).
+	maxRunning int
+	queues     map[string]*orderedQueue
+	pools      map[string]*pool
 	// open counts each tenant's unfinished operations, plus its refusals ahead of their
 	// turn (see refuse): what the tenant's queue limit bounds.
 	open map[string]int
 }
 
-func newScheduler(now func() time.Time, maxQueuedPerTenant, workersPerPool int) *scheduler {
-	return &scheduler{now: now, maxQueued: maxQueuedPerTenant, workers: workersPerPool,
+func newScheduler(now func() time.Time, maxQueuedPerTenant, workersPerPool, maxRunningPerTenant int) *scheduler {
+	return &scheduler{now: now, maxQueued: maxQueuedPerTenant, workers: workersPerPool, maxRunning: maxRunningPerTenant,
 		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, open: map[string]int{}}
 }
 
@@ -56,21 +58,33 @@ func (q *orderedQueue) sent(t Task) {
 
 // pool runs the runnable tasks of one pool, round-robin across tenants.
 type pool struct {
-	name    string
-	tenants map[string][]*entry // runnable FIFO per tenant
-	order   []string            // round-robin ring of tenants with runnable work
-	rr      int
-	running int // entries taken by a worker and not yet ran
+	name     string
+	tenants  map[string][]*entry // runnable FIFO per tenant
+	order    []string            // round-robin ring of tenants with runnable work
+	rr       int
+	running  int            // entries taken by a worker and not yet ran
+	byTenant map[string]int // the same, per tenant
 }
 
-// next picks the next runnable entry of p, round-robin across tenants.
-func (p *pool) next() *entry {
+// next picks the next runnable entry of p, round-robin across the tenants below
+// maxRunning running entries (0: no bound).
+func (p *pool) next(maxRunning int) *entry {
 	if len(p.order) == 0 {
 		return nil
 	}
 	if p.rr >= len(p.order) {
 		p.rr = 0
 	}
+	k := 0
+	for ; k < len(p.order); k++ {
+		if t := p.order[(p.rr+k)%len(p.order)]; maxRunning <= 0 || p.byTenant[t] < maxRunning {
+			break
+		}
+	}
+	if k == len(p.order) {
+		return nil
+	}
+	p.rr = (p.rr + k) % len(p.order)
 	t := p.order[p.rr]
 	q := p.tenants[t]
 	e := q[0]
@@ -99,7 +113,7 @@ func (s *scheduler) queue(key string) *orderedQueue {
 func (s *scheduler) pool(name string) *pool {
 	p, ok := s.pools[name]
 	if !ok {
-		p = &pool{name: name, tenants: map[string][]*entry{}}
+		p = &pool{name: name, tenants: map[string][]*entry{}, byTenant: map[string]int{}}
 		s.pools[name] = p
 	}
 	return p
@@ -211,15 +225,21 @@ func (s *scheduler) enqueue(e *entry) {
 
 // take hands p's next runnable entry to a worker, counting it as running until ran.
 func (s *scheduler) take(p *pool) *entry {
-	e := p.next()
+	e := p.next(s.maxRunning)
 	if e != nil {
 		p.running++
+		p.byTenant[e.rec.Tenant]++
 	}
 	return e
 }
 
-// ran notes that one of p's workers finished the entry it took.
-func (s *scheduler) ran(p *pool) { p.running-- }
+// ran notes that one of p's workers finished the entry e it took.
+func (s *scheduler) ran(p *pool, e *entry) {
+	p.running--
+	if p.byTenant[e.rec.Tenant]--; p.byTenant[e.rec.Tenant] <= 0 {
+		delete(p.byTenant, e.rec.Tenant)
+	}
+}
 
 // done notes that e has resolved: its tenant's slot is free and, for an ordered entry,
 // the queue's turn moves past its seq_id.
@@ -330,6 +350,9 @@ func (s *scheduler) state(e *entry) string {
 		}
 	}
 	if p := s.pools[e.task.Pool]; p != nil {
+		if s.maxRunning > 0 && p.byTenant[e.rec.Tenant] >= s.maxRunning {
+			return QueuePausedCapacity // the tenant's running bound
+		}
 		if q := p.tenants[e.rec.Tenant]; len(q) > 0 && q[0] == e && p.running < s.workers {
 			return QueueActive
 		}

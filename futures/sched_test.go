@@ -17,7 +17,7 @@ type schedFixture struct {
 
 func newSchedFixture(t *testing.T, maxQueued, workers int) *schedFixture {
 	f := &schedFixture{t: t, clock: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
-	f.s = newScheduler(func() time.Time { return f.clock }, maxQueued, workers)
+	f.s = newScheduler(func() time.Time { return f.clock }, maxQueued, workers, 0)
 	return f
 }
 
@@ -48,7 +48,7 @@ func (f *schedFixture) take() *entry {
 
 // finish resolves a taken entry as a worker and finish do.
 func (f *schedFixture) finish(e *entry) bool {
-	f.s.ran(f.s.pool("p"))
+	f.s.ran(f.s.pool("p"), e)
 	e.rec.Status = StatusReady
 	return f.s.done(e)
 }
@@ -360,5 +360,45 @@ func TestSchedulerRetryAfterGrowsWithTheBacklog(t *testing.T) {
 	}
 	if got := f.s.retryAfter("p"); got != 30*time.Second {
 		t.Fatalf("550 queued: %s, want the 30 s cap", got)
+	}
+}
+
+// With a running bound per tenant, a tenant at its bound is passed over (its next entry
+// reports paused_capacity) until one of its entries ran; an expired queued entry leaves
+// its pool.
+func TestRunningBoundAndExpiry(t *testing.T) {
+	f := newSchedFixture(t, 100, 8)
+	f.s.maxRunning = 2
+	var flood []*entry
+	for range 4 {
+		e := newEntry("flood", "", 0)
+		flood = append(flood, e)
+		f.submit(e)
+	}
+	a, b := f.take(), f.take()
+	if a != flood[0] || b != flood[1] {
+		t.Fatal("the flood's first two entries should run")
+	}
+	if e := f.take(); e != nil {
+		t.Fatalf("a third entry of a tenant at its bound ran: %+v", e.rec)
+	}
+	if st := f.s.state(flood[2]); st != QueuePausedCapacity {
+		t.Fatalf("an entry over the bound reports %q", st)
+	}
+	victim := newEntry("victim", "", 0)
+	f.submit(victim)
+	if e := f.take(); e != victim {
+		t.Fatal("another tenant's entry did not run while the flood was at its bound")
+	}
+	f.finish(a)
+	if e := f.take(); e != flood[2] {
+		t.Fatal("the flood did not go on once one of its entries ran")
+	}
+	flood[3].rec.Deadline = f.clock.Add(time.Minute)
+	if got := f.s.expired(f.clock.Add(2 * time.Minute)); len(got) != 1 || got[0] != flood[3] {
+		t.Fatalf("expired %v, want the flood's last entry", got)
+	}
+	if e := f.take(); e != nil {
+		t.Fatal("an expired entry stayed in its pool")
 	}
 }

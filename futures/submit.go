@@ -120,9 +120,14 @@ func (m *Manager) admit(ctx context.Context, t Task, lookStored bool) admission 
 		return admission{err: &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: m.sched.retryAfter(t.Pool)}}
 	}
 	now := m.now()
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = m.o.DefaultTimeout
+	}
 	e := &entry{
 		rec: Record{ID: newID(), Owner: m.o.Owner, Tenant: t.Tenant, QueueKey: t.QueueKey, OpType: t.OpType, ModelID: t.ModelID, Pool: t.Pool,
-			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now},
+			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now,
+			Deadline: now.Add(timeout)},
 		task: t, link: trace.SpanContextFromContext(ctx), keys: telemetry.KeysFrom(ctx), done: make(chan struct{}), queued: now,
 	}
 	m.entries[e.rec.ID] = e
@@ -130,6 +135,7 @@ func (m *Manager) admit(ctx context.Context, t Task, lookStored bool) admission 
 		m.index.hold(ik, e.rec.ID)
 	}
 	m.sched.reserve(t.Tenant)
+	m.addWeight(t.Pool, t.Tenant, t.Weight)
 	if m.queued {
 		e.accept = time.AfterFunc(acceptDelay, func() { m.persistAccepted(e) })
 	}
@@ -144,6 +150,7 @@ func (m *Manager) withdraw(e *entry) {
 		m.index.remove(indexKey(e.rec.QueueKey, e.rec.SeqID), e.rec.ID)
 	}
 	m.sched.release(e.rec.Tenant)
+	m.addWeight(e.task.Pool, e.rec.Tenant, -e.task.Weight)
 }
 
 // Refuse settles the seq_id of an ordered operation that was refused at submission (bad

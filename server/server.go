@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		local := backend.NewLocal(models, infos, tel.Options()...)
+		local := backend.NewLocalWith(models, infos, backend.SchedConfigFrom(cfg.Engine.Scheduler), tel.Options()...)
 		exec = local
 		if remote := cfg.RemoteModels(); len(remote) > 0 {
 			if exec, err = s.connectWorkers(ctx, cfg, local, len(models) > 0, remote, tel); err != nil {
@@ -140,11 +140,15 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	fut, err := futures.New(futures.Options{
 		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log, Owner: cfg.Server.ReplicaID,
 		SeqGapTimeout: cfg.SeqGapTimeout(),
-		// Several operations per base model may be in flight: the executor admits one heavy
-		// one at a time, and runs the forward(_backward)s waiting for it together as one
-		// multi-LoRA batch. Each run's operations stay in seq_id order.
-		WorkersPerPool: 8,
-		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
+		// Many operations per base model are in flight at once: the model's scheduler runs
+		// their decode steps and training packs together (continuous batching), so the
+		// pool's workers only bound how many it sees; each tenant gets at most
+		// limits.max_running_per_tenant of them, so another tenant's operation always
+		// reaches the scheduler at once. Each run's operations stay in seq_id order.
+		WorkersPerPool:      max(64, cfg.Engine.Scheduler.MaxBatchSize+cfg.Limits.MaxRunningPerTenant),
+		MaxRunningPerTenant: cfg.Limits.MaxRunningPerTenant,
+		DefaultTimeout:      seconds(cfg.Limits.FutureTimeoutSeconds),
+		TracerProvider:      tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	if err != nil {
 		return nil, err

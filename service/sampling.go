@@ -251,11 +251,21 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 	if err := s.checkSample(mi.Config, req); err != nil {
 		return "", err
 	}
+	// One sequence must fit the model's KV cache (its scheduler runs the samples of a
+	// request as memory allows, recomputing preempted ones).
+	if kv := mi.KVCacheTokens; kv > 0 && len(req.Prompt)+req.Params.MaxTokens > kv {
+		return "", invalidf("prompt of %d tokens plus max_tokens %d needs more KV-cache positions than %s has (%d; engine.scheduler.kv_cache_bytes)",
+			len(req.Prompt), req.Params.MaxTokens, base, kv)
+	}
+	weight := len(req.Prompt) + req.NumSamples*req.Params.MaxTokens
+	if err := s.checkBacklog(base, job.tenant, weight, mi.KVCacheTokens); err != nil {
+		return "", err
+	}
 	keys := job.keys
 	keys.OperationType, keys.BaseModel = telemetry.OpSample, base
-	id, err := s.fut.Submit(ctx, futures.Task{
+	id, err := s.submit(ctx, futures.Task{
 		Tenant: job.tenant, QueueKey: job.queue, SeqID: job.seq, OpType: telemetry.OpSample, ModelID: base, Pool: base,
-		PayloadHash: job.hash,
+		PayloadHash: job.hash, Weight: weight, Timeout: time.Duration(lim.SampleTimeoutSeconds * float64(time.Second)),
 		Run: func(ctx context.Context) (res futures.Result, err error) {
 			if job.finally != nil {
 				defer job.finally()

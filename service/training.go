@@ -108,7 +108,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	s.mu.Unlock()
 
 	s.fut.SetNextSeq(runID, 0)
-	id, err := s.fut.Submit(ctx, futures.Task{
+	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: runID, Ordered: true, SeqID: 0, OpType: telemetry.OpCreateModel,
 		ModelID: runID, Pool: in.BaseModel, PayloadHash: in.PayloadHash,
 		Run: func(ctx context.Context) (futures.Result, error) {
@@ -212,7 +212,7 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 	if err != nil {
 		return "", err
 	}
-	id, err := s.fut.Submit(ctx, futures.Task{
+	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
 		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
 		Run: func(ctx context.Context) (futures.Result, error) {
@@ -588,7 +588,7 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 	if err != nil {
 		return "", err
 	}
-	id, err := s.fut.Submit(ctx, futures.Task{
+	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: runID + "/unload", OpType: telemetry.OpUnloadModel, ModelID: runID, Pool: r.BaseModel,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpUnloadModel))

@@ -112,6 +112,16 @@ const (
 	AttrDBSystem           = "db.system"
 	AttrDBOperation        = "db.operation"
 
+	// Scheduler attributes of hf_model.sample (and tuft.queue_wait_ms on its
+	// sample.schedule slice): the decode steps a request ran in held this many sequences
+	// at most and on average; preemptions counts the times its memory was taken back
+	// (it was recomputed later); prompt_cache_hit_tokens the prompt positions served
+	// from the prefix cache.
+	AttrBatchSizeMax         = "tuft.batch_size.max"
+	AttrBatchSizeMean        = "tuft.batch_size.mean"
+	AttrPreemptions          = "tuft.preemptions"
+	AttrPromptCacheHitTokens = "tuft.prompt_cache_hit_tokens"
+
 	// AttrTimeToFirstToken is the first_token event's delay since the request reached the
 	// model executor, in milliseconds.
 	AttrTimeToFirstToken = "tuft.time_to_first_token_ms"

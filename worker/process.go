@@ -99,7 +99,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Worker, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.exec = backend.NewLocal(models, infos, tel...)
+		w.exec = backend.NewLocalWith(models, infos, backend.SchedConfigFrom(cfg.Engine.Scheduler), tel...)
 	}
 	w.svc = NewService(w.exec)
 	w.grpc, w.health, err = NewServer(w.svc, ServerOptions{Token: token, TLS: tlsCfg, Telemetry: tel})

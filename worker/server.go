@@ -117,7 +117,21 @@ func streamAuthInterceptor(token string) grpc.StreamServerInterceptor {
 
 // streamKeysInterceptor is keysInterceptor for streaming RPCs.
 func streamKeysInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return h(srv, &keysStream{ServerStream: ss, ctx: telemetry.KeysFromBaggage(ss.Context())})
+	return h(srv, &keysStream{ServerStream: ss, ctx: callerContext(ss.Context())})
+}
+
+// callerContext restores what the API server sent beside a call: the correlation keys
+// (W3C baggage, extracted by otelgrpc), so hf_model.* spans here carry
+// tuft.training_run_id and the rest, and the operation's tenant (metadata), by which the
+// model's scheduler shares it.
+func callerContext(ctx context.Context) context.Context {
+	ctx = telemetry.KeysFromBaggage(ctx)
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(backend.TenantMetadata); len(v) > 0 {
+			ctx = backend.WithTenant(ctx, v[0])
+		}
+	}
+	return ctx
 }
 
 type keysStream struct {
@@ -127,10 +141,9 @@ type keysStream struct {
 
 func (k *keysStream) Context() context.Context { return k.ctx }
 
-// keysInterceptor restores the caller's correlation keys from the baggage otelgrpc
-// extracted, so hf_model.* spans here carry tuft.training_run_id and the rest.
+// keysInterceptor restores what the caller sent beside the call (callerContext).
 func keysInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	return h(telemetry.KeysFromBaggage(ctx), req)
+	return h(callerContext(ctx), req)
 }
 
 // toStatus maps executor errors to gRPC codes that backend.Remote maps back.
@@ -157,7 +170,8 @@ func (s *Service) Info(context.Context, *workerpb.InfoRequest) (*workerpb.InfoRe
 	rep := &workerpb.InfoReply{Instance: s.instance}
 	for _, m := range s.ex.Models() {
 		mi := &workerpb.ModelInfo{Name: m.Name, Arch: m.Arch, VocabSize: int32(m.VocabSize),
-			MaxContextLength: int32(m.MaxContextLength), Signature: m.Signature, Config: workerpb.FromConfig(m.Config)}
+			MaxContextLength: int32(m.MaxContextLength), Signature: m.Signature, Config: workerpb.FromConfig(m.Config),
+			KvCacheTokens: int64(m.KVCacheTokens)}
 		if m.Text != nil {
 			mi.TokenizerJson, mi.ChatTemplate = m.Text.TokenizerJSON, m.Text.TemplateSource
 		}

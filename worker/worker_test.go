@@ -314,3 +314,61 @@ func TestSampleStreamNeedsTheToken(t *testing.T) {
 		t.Fatalf("stream without the token: %v", err)
 	}
 }
+
+// tenantRecorder is an executor that notes the tenant each call ran for.
+type tenantRecorder struct {
+	*backend.Local
+	tenants chan string
+}
+
+func (r *tenantRecorder) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (engine.SampleResult, error) {
+	r.tenants <- backend.TenantFrom(ctx)
+	return r.Local.Sample(ctx, model, lora, req)
+}
+
+func (r *tenantRecorder) ForwardBackward(ctx context.Context, model, lora string, req engine.ForwardRequest) (engine.ForwardResult, error) {
+	r.tenants <- backend.TenantFrom(ctx)
+	return r.Local.ForwardBackward(ctx, model, lora, req)
+}
+
+// The worker's scheduler sees each call's tenant, and its KV-cache capacity and prefix
+// cache hits come back to the API server.
+func TestTenantAndSchedulerFiguresCrossTheWorker(t *testing.T) {
+	rec := &tenantRecorder{Local: tinyLocal(t), tenants: make(chan string, 4)}
+	addr, _ := serve(t, rec)
+	r, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if kv := r.Models()[0].KVCacheTokens; kv <= 0 || kv != rec.Local.Models()[0].KVCacheTokens {
+		t.Fatalf("KV cache tokens over the wire %d, worker %d", kv, rec.Local.Models()[0].KVCacheTokens)
+	}
+	ctx := backend.WithTenant(context.Background(), "tenant-a")
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(i + 3)
+	}
+	req := engine.SampleRequest{Prompt: prompt, NumSamples: 1, Params: engine.SampleParams{MaxTokens: 2, Temperature: 0, TopK: -1, TopP: 1}}
+	if _, err := r.Sample(ctx, "tiny", "", req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Sample(ctx, "tiny", "", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PromptCacheHitTokens != 32 {
+		t.Fatalf("prompt cache hit tokens over the wire: %d, want 32", res.PromptCacheHitTokens)
+	}
+	if err := r.CreateAdapter(ctx, "tiny", "x", engine.LoraConfig{Rank: 2, TrainAttn: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ForwardBackward(backend.WithTenant(context.Background(), "tenant-b"), "tiny", "x", ceRequest([]int32{1, 2, 3, 4})); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tenant-a", "tenant-a", "tenant-b"} {
+		if got := <-rec.tenants; got != want {
+			t.Fatalf("the worker ran a call for tenant %q, want %q", got, want)
+		}
+	}
+}

@@ -402,7 +402,7 @@ const TopKSentinel = -99999.0
 
 // EncodeSampleResponseProto encodes a sampling result as the SDK 0.25 SampleResponse.
 func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
-	m := &tinkerpb.SampleResponse{}
+	m := &tinkerpb.SampleResponse{PromptCacheHitTokens: int32(res.PromptCacheHitTokens)}
 	for _, s := range res.Sequences {
 		tb := make([]byte, 4*len(s.Tokens))
 		for i, t := range s.Tokens {
@@ -448,7 +448,7 @@ func DecodeSampleResponseProto(pb []byte) (engine.SampleResult, error) {
 	if err := proto.Unmarshal(pb, &m); err != nil {
 		return engine.SampleResult{}, errf("body", "malformed SampleResponse: %v", err)
 	}
-	var res engine.SampleResult
+	res := engine.SampleResult{PromptCacheHitTokens: int(m.PromptCacheHitTokens)}
 	for i, s := range m.Sequences {
 		if len(s.Tokens)%4 != 0 || len(s.Logprobs)%4 != 0 {
 			return res, errf(fmt.Sprintf("sequences[%d]", i), "arrays are not whole int32/float32 arrays")
@@ -505,7 +505,7 @@ func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := SampleResponseJSON{Type: "sample", Sequences: []SampledSequence{}}
+	out := SampleResponseJSON{Type: "sample", Sequences: []SampledSequence{}, PromptCacheHitTokens: res.PromptCacheHitTokens}
 	for _, s := range res.Sequences {
 		out.Sequences = append(out.Sequences, SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
 	}

@@ -62,8 +62,9 @@ func TestForwardBackwardOutputRoundTripAndRecords(t *testing.T) {
 
 func TestSampleResponseRoundTrip(t *testing.T) {
 	res := engine.SampleResult{Sequences: []engine.Sequence{{Tokens: []int32{5, 6}, Logprobs: []float32{-0.1, -0.2}, StopReason: engine.StopReasonLength}},
-		PromptLogprobs: []float32{float32(math.NaN()), -1.5},
-		TopKPrompt:     [][]engine.TokenLogprob{nil, {{Token: 3, Logprob: -0.5}, {Token: 4, Logprob: -1}}}}
+		PromptLogprobs:       []float32{float32(math.NaN()), -1.5},
+		TopKPrompt:           [][]engine.TokenLogprob{nil, {{Token: 3, Logprob: -0.5}, {Token: 4, Logprob: -1}}},
+		PromptCacheHitTokens: 32}
 	pb, err := EncodeSampleResponseProto(res)
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +79,12 @@ func TestSampleResponseRoundTrip(t *testing.T) {
 	if len(back.TopKPrompt[0]) != 0 || back.TopKPrompt[1][1].Token != 4 {
 		t.Fatalf("topk %+v", back.TopKPrompt)
 	}
+	if back.PromptCacheHitTokens != 32 {
+		t.Fatalf("prompt_cache_hit_tokens (protobuf field 4) %d, want 32", back.PromptCacheHitTokens)
+	}
 	js, _ := SampleResponseProtoToJSON(pb)
-	if !strings.Contains(string(js), `"prompt_logprobs":[null,-1.5]`) || !strings.Contains(string(js), `"stop_reason":"length"`) {
+	if !strings.Contains(string(js), `"prompt_logprobs":[null,-1.5]`) || !strings.Contains(string(js), `"stop_reason":"length"`) ||
+		!strings.Contains(string(js), `"prompt_cache_hit_tokens":32`) {
 		t.Fatalf("json %s", js)
 	}
 }

@@ -73,6 +73,7 @@ type benchSide struct {
 	Train        benchTrain    `json:"train"`
 	Sample       []benchSample `json:"sample"`
 	PeakRSSMiB   float64       `json:"peak_rss_mib"`
+	BLAS         *torchBLAS    `json:"blas,omitempty"` // the reference's BLAS (CPU reference only)
 }
 
 func (s *benchSide) sample(batch int) *benchSample {
@@ -106,14 +107,20 @@ type benchReport struct {
 	TorchSkipped string             `json:"torch_skipped,omitempty"`
 	TorchPython  string             `json:"torch_python,omitempty"`
 	Ratios       map[string]float64 `json:"ratios_go_over_torch,omitempty"`
+	GoGEMMGFlops float64            `json:"go_gemm_gflops,omitempty"`
+	// RatiosRefused says why no ratio is printed: the reference ran on a crippled BLAS.
+	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
 
 func cmdBench(args []string) error { return runBench(args, os.Stdout, os.Stderr) }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	_, args, err := verb(args, "engine")
+	v, args, err := verb(args, "engine", "sampling")
 	if err != nil {
 		return err
+	}
+	if v == "sampling" {
+		return runBenchSampling(args, stdout, stderr)
 	}
 	fs := newFlags("bench engine", "tuft bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
@@ -190,6 +197,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		rep.TorchSkipped = "--torch off"
 	}
 
+	if !gpuDevice(o.device) {
+		rep.GoGEMMGFlops = goGEMMGFlops()
+		logf("Go GEMM (1024×1024×1024 float32): %.1f GFLOP/s", rep.GoGEMMGFlops)
+	}
 	goSide, m, err := benchGo(context.Background(), dir, o, logf)
 	if err != nil {
 		return err
@@ -209,7 +220,22 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			rep.TorchSkipped = "reference run failed: " + err.Error()
 		} else {
 			rep.Torch = ts
-			rep.Ratios = benchRatios(goSide, ts)
+			why := ""
+			if !gpuDevice(o.device) {
+				if ts.BLAS == nil {
+					why = "the reference did not say which BLAS it runs on"
+				} else {
+					why = crippledReference(*ts.BLAS, rep.GoGEMMGFlops)
+				}
+			}
+			if why != "" {
+				if o.torch == "on" {
+					return fmt.Errorf("PyTorch reference refused: %s", why)
+				}
+				rep.RatiosRefused = why
+			} else {
+				rep.Ratios = benchRatios(goSide, ts)
+			}
 		}
 	}
 	if o.jsonOut {
@@ -346,6 +372,18 @@ func findTorchRef(python, script string, gpu bool) (string, string, string) {
 	if gpu {
 		name, imports = "bench_peft.py", "import torch, transformers, peft; assert torch.cuda.is_available(), 'no CUDA GPU for PyTorch'"
 	}
+	return findPythonScript(python, script, name, imports)
+}
+
+// findTorchScript locates a CPU reference script of tools/torchref and an interpreter
+// that can import torch and numpy.
+func findTorchScript(python, script, name string) (string, string, string) {
+	return findPythonScript(python, script, name, "import torch, numpy")
+}
+
+// findPythonScript picks an interpreter that can run imports and locates the script
+// (tools/torchref/NAME above the working directory unless given).
+func findPythonScript(python, script, name, imports string) (string, string, string) {
 	if script == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -403,6 +441,7 @@ func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*
 		args = append(args, "--device", fmt.Sprintf("cuda:%d", ord))
 	}
 	cmd := exec.Command(python, args...)
+	cmd.Env = referenceEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {
@@ -458,6 +497,12 @@ func printBench(w io.Writer, r *benchReport) {
 			fmt.Fprintf(w, ", on %s", t.Device)
 		}
 		fmt.Fprintln(w)
+		if b := t.BLAS; b != nil {
+			fmt.Fprintf(w, "GEMM 1024³ float32: Go %.1f GFLOP/s; PyTorch %.1f GFLOP/s on BLAS %s (%s)\n", r.GoGEMMGFlops, b.GEMMGFlops, b.Kind, b.Library)
+		}
+		if r.RatiosRefused != "" {
+			fmt.Fprintf(w, "Go/PyTorch ratios not printed: %s\n", r.RatiosRefused)
+		}
 	} else {
 		fmt.Fprintf(w, "reference: PyTorch skipped: %s\n", r.TorchSkipped)
 	}

@@ -61,3 +61,43 @@ func TestBenchEngineWithTorch(t *testing.T) {
 		t.Fatalf("warm-up loss/token: Go %v, PyTorch %v", g, p)
 	}
 }
+
+// A reference on the unoptimised reference BLAS, or one whose GEMM is far below ours,
+// gets no ratio; an optimised one does.
+func TestCrippledReferenceIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		b      torchBLAS
+		go_    float64
+		refuse bool
+	}{
+		{torchBLAS{Library: "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3", Kind: "reference", GEMMGFlops: 7}, 80, true},
+		{torchBLAS{Library: "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3", Kind: "openblas", GEMMGFlops: 85}, 80, false},
+		{torchBLAS{Kind: "unknown", GEMMGFlops: 9}, 80, true},
+		{torchBLAS{Kind: "mkl", GEMMGFlops: 60}, 80, false},
+		{torchBLAS{Kind: "openblas"}, 80, true},
+	} {
+		if why := crippledReference(c.b, c.go_); (why != "") != c.refuse {
+			t.Errorf("%+v against Go %.0f GFLOP/s: refusal %q", c.b, c.go_, why)
+		}
+	}
+}
+
+// The sampling benchmark runs the concurrent and single-request phases and reports
+// sane figures (the targets themselves are checked on the smollm2-135m shape by hand,
+// and recorded in the README).
+func TestBenchSamplingGoOnly(t *testing.T) {
+	benchPresetInChild = false
+	var out bytes.Buffer
+	if err := runBench([]string{"sampling", "--preset", "tiny", "--requests", "6", "--adapters", "3", "--tenants", "2",
+		"--sample-tokens", "8", "--torch", "off", "--json"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var r samplingReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if r.Single.OutputTokens != 48 || r.Concurrent.OutputTokens != 48 || r.Ratio <= 0 || r.GoGEMMGFlops <= 0 ||
+		len(r.Concurrent.TenantTPS) != 2 || r.Concurrent.TenantRatio < 1 || r.Concurrent.TTFTP50Ms <= 0 || r.Concurrent.MaxBatch < 2 {
+		t.Fatalf("report: %+v", r)
+	}
+}

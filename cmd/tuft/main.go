@@ -41,8 +41,9 @@ func commands() []command {
 			[]string{"list", "download", "delete", "publish", "unpublish"}, cmdCheckpoints},
 		{"smoke", []string{"tuft smoke [--config FILE] [--otlp-endpoint URL]"},
 			"Send one trace, metric batch and log through the telemetry pipeline; report the export.", nil, cmdSmoke},
-		{"bench", []string{"tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--torch auto|on|off] [--json] [flags]"},
-			"Measure training and sampling speed and memory against PyTorch.", []string{"engine"}, cmdBench},
+		{"bench", []string{"tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--torch auto|on|off] [--json] [flags]",
+			"tuft bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]"},
+			"Measure training and sampling speed and memory against PyTorch, and the continuous-batching scheduler.", []string{"engine", "sampling"}, cmdBench},
 	}
 }
 

@@ -183,7 +183,10 @@ def test_trained_checkpoint_by_tinker_path(checkpoint):
     # The adapter was trained on this sequence: it predicts it better than the base model.
     assert tuned.choices[0].logprobs.token_logprobs != base.choices[0].logprobs.token_logprobs
     both = oai().completions.create(model=MODEL + ";" + checkpoint, **kw)
-    assert both.choices[0].logprobs.token_logprobs == tuned.choices[0].logprobs.token_logprobs
+    assert both.choices[0].text == tuned.choices[0].text
+    # Equal to float32 rounding, not bit for bit: the second request's prompt comes partly
+    # from the prefix cache, and batched rows sum in another order (docs/scheduling.md).
+    assert both.choices[0].logprobs.token_logprobs == pytest.approx(tuned.choices[0].logprobs.token_logprobs, abs=1e-5)
     chat = oai().chat.completions.create(model=checkpoint, messages=[{"role": "user", "content": "Hi"}], max_tokens=5)
     assert chat.choices[0].message.role == "assistant"
 

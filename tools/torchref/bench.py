@@ -14,6 +14,8 @@ are frozen. It then measures, on the CPU with --threads threads:
           with a KV cache, at batch 1 and batch 16 (the prompt is prefilled once and its cache
           copied 16 times, as the Go sampler does); prefill is included in the time
   memory  peak RSS of this process (ru_maxrss), import of torch included
+  blas    which BLAS torch multiplies with and its GEMM GFLOP/s (blas.py): `tuft bench`
+          refuses a ratio against Debian's unoptimised reference BLAS
 
 and prints one JSON object on stdout (progress goes to stderr). The token ids are the same
 formula as the Go side's, so the warm-up step's loss must agree with Go's to float32 precision.
@@ -34,6 +36,9 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas  # noqa: E402
 
 PROJ = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -276,7 +281,8 @@ def main():
     load_s = time.perf_counter() - t0
     log(f"loaded {args.model} in {load_s:.2f}s")
     res = {"impl": "pytorch", "torch_version": torch.__version__, "python": sys.version.split()[0],
-           "threads": torch.get_num_threads(), "load_s": load_s}
+           "threads": torch.get_num_threads(), "load_s": load_s, "blas": blas.blas_info(threads)}
+    log(f"BLAS {res['blas']['kind']} ({res['blas']['library']}): GEMM 1024^3 {res['blas']['gemm_gflops']:.1f} GFLOP/s")
     res["train"] = train(m, args)
     res["sample"] = [sample(m, args, b) for b in args.batch]
     res["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

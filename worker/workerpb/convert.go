@@ -179,7 +179,8 @@ func ToSampleRequest(r *SampleRequest) engine.SampleRequest {
 
 // FromSampleResult encodes sampled sequences.
 func FromSampleResult(r engine.SampleResult) *SampleReply {
-	out := &SampleReply{PromptLogprobs: r.PromptLogprobs, PromptTokens: int64(r.PromptTokens), OutputTokens: int64(r.OutputTokens)}
+	out := &SampleReply{PromptLogprobs: r.PromptLogprobs, PromptTokens: int64(r.PromptTokens), OutputTokens: int64(r.OutputTokens),
+		PromptCacheHitTokens: int64(r.PromptCacheHitTokens)}
 	for _, s := range r.Sequences {
 		out.Sequences = append(out.Sequences, &Sequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
 	}
@@ -197,7 +198,8 @@ func FromSampleResult(r engine.SampleResult) *SampleReply {
 
 // ToSampleResult decodes sampled sequences.
 func ToSampleResult(r *SampleReply) engine.SampleResult {
-	out := engine.SampleResult{PromptLogprobs: r.GetPromptLogprobs(), PromptTokens: int(r.GetPromptTokens()), OutputTokens: int(r.GetOutputTokens())}
+	out := engine.SampleResult{PromptLogprobs: r.GetPromptLogprobs(), PromptTokens: int(r.GetPromptTokens()), OutputTokens: int(r.GetOutputTokens()),
+		PromptCacheHitTokens: int(r.GetPromptCacheHitTokens())}
 	for _, s := range r.GetSequences() {
 		out.Sequences = append(out.Sequences, engine.Sequence{Tokens: s.GetTokens(), Logprobs: s.GetLogprobs(), StopReason: engine.StopReason(s.GetStopReason())})
 	}

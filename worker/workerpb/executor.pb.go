@@ -211,6 +211,9 @@ type ModelInfo struct {
 	// into tokens for the OpenAI- and Anthropic-compatible routes.
 	TokenizerJson []byte `protobuf:"bytes,7,opt,name=tokenizer_json,json=tokenizerJson,proto3" json:"tokenizer_json,omitempty"`
 	ChatTemplate  string `protobuf:"bytes,8,opt,name=chat_template,json=chatTemplate,proto3" json:"chat_template,omitempty"`
+	// The capacity of the model's KV cache in positions (its scheduler's pool), for
+	// refusing at the edge a sequence that could never fit and for sampling backpressure.
+	KvCacheTokens int64 `protobuf:"varint,20,opt,name=kv_cache_tokens,json=kvCacheTokens,proto3" json:"kv_cache_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +302,13 @@ func (x *ModelInfo) GetChatTemplate() string {
 		return x.ChatTemplate
 	}
 	return ""
+}
+
+func (x *ModelInfo) GetKvCacheTokens() int64 {
+	if x != nil {
+		return x.KvCacheTokens
+	}
+	return 0
 }
 
 type ModelConfig struct {
@@ -1616,8 +1626,10 @@ type SampleReply struct {
 	TopkPrompt     []*TopKEntry           `protobuf:"bytes,3,rep,name=topk_prompt,json=topkPrompt,proto3" json:"topk_prompt,omitempty"`
 	PromptTokens   int64                  `protobuf:"varint,4,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	OutputTokens   int64                  `protobuf:"varint,5,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Prompt positions served from the worker's prefix cache.
+	PromptCacheHitTokens int64 `protobuf:"varint,20,opt,name=prompt_cache_hit_tokens,json=promptCacheHitTokens,proto3" json:"prompt_cache_hit_tokens,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SampleReply) Reset() {
@@ -1681,6 +1693,13 @@ func (x *SampleReply) GetPromptTokens() int64 {
 func (x *SampleReply) GetOutputTokens() int64 {
 	if x != nil {
 		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *SampleReply) GetPromptCacheHitTokens() int64 {
+	if x != nil {
+		return x.PromptCacheHitTokens
 	}
 	return 0
 }
@@ -1907,7 +1926,7 @@ const file_executor_proto_rawDesc = "" +
 	"\vInfoRequest\"Z\n" +
 	"\tInfoReply\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x121\n" +
-	"\x06models\x18\x02 \x03(\v2\x19.tuft.worker.v1.ModelInfoR\x06models\"\x9f\x02\n" +
+	"\x06models\x18\x02 \x03(\v2\x19.tuft.worker.v1.ModelInfoR\x06models\"\xc7\x02\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04arch\x18\x02 \x01(\tR\x04arch\x12\x1d\n" +
@@ -1917,7 +1936,8 @@ const file_executor_proto_rawDesc = "" +
 	"\tsignature\x18\x05 \x01(\tR\tsignature\x123\n" +
 	"\x06config\x18\x06 \x01(\v2\x1b.tuft.worker.v1.ModelConfigR\x06config\x12%\n" +
 	"\x0etokenizer_json\x18\a \x01(\fR\rtokenizerJson\x12#\n" +
-	"\rchat_template\x18\b \x01(\tR\fchatTemplate\"\x90\x04\n" +
+	"\rchat_template\x18\b \x01(\tR\fchatTemplate\x12&\n" +
+	"\x0fkv_cache_tokens\x18\x14 \x01(\x03R\rkvCacheTokens\"\x90\x04\n" +
 	"\vModelConfig\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x1d\n" +
 	"\n" +
@@ -2049,14 +2069,15 @@ const file_executor_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +
 	"\alogprob\x18\x02 \x01(\x02R\alogprob\"C\n" +
 	"\tTopKEntry\x126\n" +
-	"\aentries\x18\x01 \x03(\v2\x1c.tuft.worker.v1.TokenLogprobR\aentries\"\xf4\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1c.tuft.worker.v1.TokenLogprobR\aentries\"\xab\x02\n" +
 	"\vSampleReply\x126\n" +
 	"\tsequences\x18\x01 \x03(\v2\x18.tuft.worker.v1.SequenceR\tsequences\x12'\n" +
 	"\x0fprompt_logprobs\x18\x02 \x03(\x02R\x0epromptLogprobs\x12:\n" +
 	"\vtopk_prompt\x18\x03 \x03(\v2\x19.tuft.worker.v1.TopKEntryR\n" +
 	"topkPrompt\x12#\n" +
 	"\rprompt_tokens\x18\x04 \x01(\x03R\fpromptTokens\x12#\n" +
-	"\routput_tokens\x18\x05 \x01(\x03R\foutputTokens\"q\n" +
+	"\routput_tokens\x18\x05 \x01(\x03R\foutputTokens\x125\n" +
+	"\x17prompt_cache_hit_tokens\x18\x14 \x01(\x03R\x14promptCacheHitTokens\"q\n" +
 	"\x13SampleStreamRequest\x127\n" +
 	"\arequest\x18\x01 \x01(\v2\x1d.tuft.worker.v1.SampleRequestR\arequest\x12!\n" +
 	"\ftop_logprobs\x18\x02 \x01(\x05R\vtopLogprobs\"\x92\x01\n" +

@@ -46,7 +46,7 @@ func goldenCases() map[string]goldenCase {
 	adam := engine.AdamParams{LearningRate: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-12, WeightDecay: 0.01, GradClipNorm: 1}
 	sreq := engine.SampleRequest{Prompt: []int32{1, 2, 3}, NumSamples: 2, PromptLogprobs: true, TopKPromptLogprobs: 2,
 		Params: engine.SampleParams{MaxTokens: 8, Temperature: 0.7, TopK: 40, TopP: 0.9, Seed: &seed, StopStrings: []string{"\n\n"}, StopTokens: []int32{2}}}
-	sres := engine.SampleResult{PromptTokens: 3, OutputTokens: 3,
+	sres := engine.SampleResult{PromptTokens: 3, OutputTokens: 3, PromptCacheHitTokens: 16,
 		Sequences:      []engine.Sequence{{Tokens: []int32{5, 6}, Logprobs: []float32{-0.5, -0.75}, StopReason: engine.StopReasonLength}, {Tokens: []int32{2}, Logprobs: []float32{-0.125}, StopReason: engine.StopReasonStop}},
 		PromptLogprobs: []float32{0, -2.5, -3},
 		TopKPrompt:     [][]engine.TokenLogprob{nil, {{Token: 2, Logprob: -2.5}, {Token: 9, Logprob: -3.5}}, {{Token: 3, Logprob: -3}}}}
@@ -54,7 +54,7 @@ func goldenCases() map[string]goldenCase {
 
 	return map[string]goldenCase{
 		"info_reply": {msg: &InfoReply{Instance: "inst-1", Models: []*ModelInfo{{Name: "tuft/tiny", Arch: "llama", VocabSize: 512, MaxContextLength: 1024,
-			Signature: "sig-1", Config: FromConfig(cfg), TokenizerJson: []byte(`{"model":{}}`), ChatTemplate: "{{ messages }}"}}},
+			Signature: "sig-1", Config: FromConfig(cfg), TokenizerJson: []byte(`{"model":{}}`), ChatTemplate: "{{ messages }}", KvCacheTokens: 4096}}},
 			back: func(m proto.Message) (any, error) { return ToConfig(m.(*InfoReply).Models[0].Config), nil }, want: cfg},
 		"create_adapter_request": {msg: &CreateAdapterRequest{Adapter: ref, Config: FromLoraConfig(lora)},
 			back: func(m proto.Message) (any, error) { return ToLoraConfig(m.(*CreateAdapterRequest).Config), nil }, want: lora},

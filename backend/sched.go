@@ -1,0 +1,439 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+)
+
+// This file is the iteration-level scheduler each hosted model runs (in the API server
+// for local models, in `tuft worker` for remote ones): one goroutine that owns the model
+// and runs, one at a time, two kinds of bounded units of work:
+//
+//   - a decode step (sched_sample.go): one engine.DecodeStep over every active sequence of
+//     every sample request, sampling session, adapter and tenant (sorted by adapter), plus
+//     chunks of new prompts, within a token budget, filled fairly across tenants (deficit
+//     round robin); requests join at the next step and leave when done;
+//   - a training pack (sched_train.go): one engine.TrainStep over datums of queued
+//     forward(_backward) requests of many adapters and tenants, within a token budget,
+//     filled by deficit round robin across tenants.
+//
+// Between units it checks every request's context (deadline, cancellation) and drops
+// those that ended. While both kinds have work they alternate by time (choose): one
+// pack, then decode steps for as long as the pack took, scaled by TrainShare. Hence the
+// bounds (docs/scheduling.md):
+//
+//   - a decode step waits for at most one training pack: TrainPackTokens tokens of forward
+//     and backward, or one datum where a single datum is longer;
+//   - a training pack waits for decode steps for at most the previous pack's time (times
+//     (1−TrainShare)/TrainShare) plus one step (StepTokens tokens);
+//   - a tenant's new sample request gets its first chunk into the batch at the next
+//     decode step with memory for it, and its share of every step's budget by deficit
+//     round robin;
+//   - a tenant's training datum joins a pack as soon as its deficit covers it: within
+//     ⌈datum tokens / quantum⌉ packs, the quantum being the pack budget divided among
+//     the tenants with training work.
+
+// SchedConfig configures the scheduler of each hosted model.
+type SchedConfig struct {
+	// MaxBatchSeqs bounds the sequences in one decode step.
+	MaxBatchSeqs int
+	// StepTokens bounds the tokens of one decode step: one per decoding sequence plus the
+	// prompt chunks of joining requests.
+	StepTokens int
+	// PrefillChunk bounds the tokens of one prompt in one step, so a long prompt is
+	// prefilled over several steps while the other sequences keep decoding.
+	PrefillChunk int
+	// KVCacheBytes is the device memory of the model's KV-cache pool; work is admitted as
+	// it fits, and sequences are preempted (and later recomputed) when decoding outgrows it.
+	KVCacheBytes int64
+	// PrefixCacheEntries bounds the prompts whose KV blocks are kept for later requests of
+	// the same adapter (0 disables the prefix cache).
+	PrefixCacheEntries int
+	// TrainPackTokens bounds the tokens of one training pass (a longer single datum runs
+	// alone).
+	TrainPackTokens int
+	// TrainShare is the share of the model's time training gets while both training and
+	// sampling have work (the rest goes to sampling).
+	TrainShare float64
+}
+
+// DefaultSchedConfig is the configuration of config.Default() (engine.scheduler).
+func DefaultSchedConfig() SchedConfig { return SchedConfigFrom(config.Default("").Engine.Scheduler) }
+
+func (c SchedConfig) withDefaults() SchedConfig {
+	d := DefaultSchedConfig()
+	if c.MaxBatchSeqs <= 0 {
+		c.MaxBatchSeqs = d.MaxBatchSeqs
+	}
+	if c.StepTokens <= 0 {
+		c.StepTokens = d.StepTokens
+	}
+	if c.PrefillChunk <= 0 {
+		c.PrefillChunk = d.PrefillChunk
+	}
+	if c.KVCacheBytes <= 0 {
+		c.KVCacheBytes = d.KVCacheBytes
+	}
+	if c.PrefixCacheEntries < 0 {
+		c.PrefixCacheEntries = 0
+	}
+	if c.TrainPackTokens <= 0 {
+		c.TrainPackTokens = d.TrainPackTokens
+	}
+	if c.TrainShare <= 0 || c.TrainShare >= 1 {
+		c.TrainShare = d.TrainShare
+	}
+	return c
+}
+
+// ErrClosed is returned for work a closed executor did not run.
+var ErrClosed = errors.New("the model executor is closed")
+
+// Work kinds.
+const (
+	kindSample = iota
+	kindTrain
+)
+
+// scheduler runs one model's decode steps and training packs.
+type scheduler struct {
+	m   *engine.Model
+	cfg SchedConfig
+	// blockBytes and blocks size the KV pool, created at the first sample request.
+	blockBytes int64
+	blocks     int
+
+	mu      sync.Mutex
+	inbox   []*sampleReq // arrived, not yet taken by the loop
+	trainIn []*fbCall
+	running bool // the loop goroutine is running
+	closed  bool
+	idle    chan struct{} // closed when a loop exits (for Close)
+	kick    chan struct{} // new work arrived (wakes a loop that waits)
+
+	// Owned by the loop goroutine.
+	pool    *engine.KVPool[float32]
+	prefix  *prefixCache
+	tenants map[string]*tenantState
+	ring    []*tenantState // tenants in arrival order: the round-robin order
+	rr      int            // where the next decode step's round robin starts
+	trr     int            // likewise for training packs
+	reqs    map[*sampleReq]struct{}
+	calls   int     // training calls in tenant queues
+	credit  float64 // seconds sampling may still run before the next training pack
+	admits  uint64  // admission counter (preemption takes the latest first)
+
+	stats schedStats
+	hooks testHooks
+}
+
+// testHooks let tests hold the loop and watch what it runs; nil in production.
+type testHooks struct {
+	iter func()                    // before each unit of work (it may block, holding the loop)
+	step func([]planned)           // after a decode step ran
+	pack func([]*fbCall)           // after a training pack ran
+	kind func(kind int, both bool) // the kind of work about to run; both: both kinds had work
+}
+
+// schedStats are counters for tests and benchmarks.
+type schedStats struct {
+	steps, stepRows, maxRows atomic.Int64
+	packs, packTokens        atomic.Int64
+	preemptions              atomic.Int64
+	prefixHitTokens          atomic.Int64
+	maxStep, maxPack         atomic.Int64 // the longest decode step and training pack, ns
+}
+
+// tenantState is one tenant's work on the model.
+type tenantState struct {
+	name    string
+	running []*unit // sequences with a KV cache, oldest admission first
+	pending []*unit // sequences waiting for memory: preempted ones first, then new prompts
+	deficit int     // decode step round robin
+	calls   []*fbCall
+	tdef    int // training pack round robin
+}
+
+func newScheduler(m *engine.Model, cfg SchedConfig) *scheduler {
+	cfg = cfg.withDefaults()
+	c := m.Cfg
+	bb := int64(2*c.Layers*engine.KVBlockLen*c.KVHeads*c.HeadDim) * 4
+	blocks := int(cfg.KVCacheBytes / bb)
+	return &scheduler{m: m, cfg: cfg, blockBytes: bb, blocks: max(blocks, 1), tenants: map[string]*tenantState{},
+		reqs: map[*sampleReq]struct{}{}, kick: make(chan struct{}, 1)}
+}
+
+// queued is the number of requests and calls submitted but not yet taken by the loop.
+func (s *scheduler) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inbox) + len(s.trainIn)
+}
+
+// kvTokens is the KV pool's capacity in positions.
+func (s *scheduler) kvTokens() int { return s.blocks * engine.KVBlockLen }
+
+// start makes sure the loop runs and notices new work. Callers hold s.mu.
+func (s *scheduler) start() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	if s.running {
+		return
+	}
+	s.running = true
+	s.idle = make(chan struct{})
+	go s.loop()
+}
+
+// loop runs units of work until there is none, then exits (the next submission starts it
+// again).
+func (s *scheduler) loop() {
+	for {
+		if s.hooks.iter != nil {
+			s.hooks.iter()
+		}
+		s.mu.Lock()
+		closed := s.closed
+		for _, r := range s.inbox {
+			s.addRequest(r)
+		}
+		for _, c := range s.trainIn {
+			s.addCall(c)
+		}
+		s.inbox, s.trainIn = nil, nil
+		if closed {
+			s.shutdown()
+		}
+		if closed || (len(s.reqs) == 0 && s.calls == 0) {
+			s.running = false
+			close(s.idle)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		s.dropEnded()
+		work := [2]bool{len(s.reqs) > 0, s.calls > 0}
+		kind := s.choose(work)
+		if s.hooks.kind != nil {
+			s.hooks.kind(kind, work[kindSample] && work[kindTrain])
+		}
+		t0 := time.Now()
+		ran := s.run(kind)
+		el := time.Since(t0)
+		if ran {
+			longest := &s.stats.maxStep
+			if kind == kindTrain {
+				longest = &s.stats.maxPack
+			}
+			if int64(el) > longest.Load() {
+				longest.Store(int64(el))
+			}
+		}
+		d := el.Seconds()
+		if kind == kindTrain {
+			// Sampling may now run for as long, scaled by the shares, before the next pack.
+			s.credit = d * (1 - s.cfg.TrainShare) / s.cfg.TrainShare
+		} else {
+			s.credit -= d
+		}
+		if !ran {
+			// Nothing could run (all waiting on memory that running work holds, which
+			// cannot happen with the admission rules, or every request ended): do not spin.
+			s.wait(5 * time.Millisecond)
+		}
+	}
+}
+
+// run runs one unit of work of the given kind. A panic inside it (a bug, or a device
+// failing in a way the engine does not report as an error) fails the work the loop
+// holds, which may be half-updated, instead of the whole process: the futures layer
+// used to turn such a panic into one failed operation, and the loop keeps that promise
+// for everything it runs.
+func (s *scheduler) run(kind int) (ran bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("internal error in the model scheduler: %v", v)
+			slog.Error("model scheduler panicked; failing the work it held", "model", s.m.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			for r := range s.reqs {
+				s.failRequest(r, err)
+			}
+			for _, t := range s.ring {
+				for _, c := range slices.Clone(t.calls) {
+					s.failCall(c, err)
+				}
+			}
+			s.prune()
+			ran = true
+		}
+	}()
+	if kind == kindTrain {
+		return s.trainPack()
+	}
+	return s.decodeStep()
+}
+
+// choose picks the kind of the next unit of work. While both kinds have work they
+// alternate by time: one training pack, then decode steps for as long as the pack took
+// (scaled by the shares; at least one step), then the next pack. So a decode step waits
+// for at most one pack, and a pack for at most the previous pack's time in steps plus
+// one step. A kind without work banks nothing.
+func (s *scheduler) choose(work [2]bool) int {
+	switch {
+	case !work[kindTrain]:
+		s.credit = 0
+		return kindSample
+	case !work[kindSample]:
+		s.credit = 0
+		return kindTrain
+	case s.credit > 0:
+		return kindSample
+	}
+	return kindTrain
+}
+
+// wait sleeps for d or until new work arrives.
+func (s *scheduler) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.kick:
+	}
+}
+
+// dropEnded fails the requests and calls whose context ended (deadline, cancellation):
+// they leave the batch before the next unit of work.
+func (s *scheduler) dropEnded() {
+	for r := range s.reqs {
+		if err := r.ctx.Err(); err != nil {
+			s.failRequest(r, fmt.Errorf("sample request ended after %s: %w", time.Since(r.arrived).Round(time.Millisecond), err))
+		}
+	}
+	for _, t := range s.ring {
+		// failCall removes the call from t.calls: walk a copy.
+		for _, c := range slices.Clone(t.calls) {
+			if err := c.ctx.Err(); err != nil {
+				s.failCall(c, err)
+			}
+		}
+	}
+}
+
+// tenant returns the state of a tenant, creating it. Loop only.
+func (s *scheduler) tenant(name string) *tenantState {
+	t, ok := s.tenants[name]
+	if !ok {
+		t = &tenantState{name: name}
+		s.tenants[name] = t
+		s.ring = append(s.ring, t)
+	}
+	return t
+}
+
+// prune forgets tenants with no work left. Loop only.
+func (s *scheduler) prune() {
+	keep := s.ring[:0]
+	for _, t := range s.ring {
+		if len(t.running) > 0 || len(t.pending) > 0 || len(t.calls) > 0 {
+			keep = append(keep, t)
+		} else {
+			delete(s.tenants, t.name)
+		}
+	}
+	clear(s.ring[len(keep):])
+	s.ring = keep
+}
+
+// shutdown fails everything. Loop only, with s.mu held.
+func (s *scheduler) shutdown() {
+	for r := range s.reqs {
+		s.failRequest(r, ErrClosed)
+	}
+	for _, t := range s.ring {
+		for _, c := range slices.Clone(t.calls) {
+			s.failCall(c, ErrClosed)
+		}
+	}
+	if s.prefix != nil {
+		s.prefix.drop(func(string) bool { return true })
+	}
+	if s.pool != nil {
+		s.pool.Close()
+		s.pool = nil
+	}
+}
+
+// close fails queued and running work and waits for the loop to stop.
+func (s *scheduler) close() {
+	s.mu.Lock()
+	s.closed = true
+	running, idle := s.running, s.idle
+	inbox, trainIn := s.inbox, s.trainIn
+	s.inbox, s.trainIn = nil, nil
+	s.mu.Unlock()
+	for _, r := range inbox {
+		r.finish(ErrClosed)
+	}
+	for _, c := range trainIn {
+		c.finish(ErrClosed)
+	}
+	if running {
+		<-idle
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prefix != nil {
+		s.prefix.drop(func(string) bool { return true })
+	}
+	if s.pool != nil {
+		s.pool.Close()
+		s.pool = nil
+	}
+}
+
+// dropPrefixes forgets the cached prompts of an adapter (removed or replaced).
+func (s *scheduler) dropPrefixes(lora string) {
+	s.mu.Lock()
+	p := s.prefix
+	s.mu.Unlock()
+	if p != nil {
+		p.drop(func(key string) bool { return adapterOfKey(key) == lora })
+	}
+}
+
+// waitDone waits for work submitted to the loop. The loop notices a context that ends
+// at its next unit boundary and answers then, so the wait is bounded by one unit.
+func waitDone(done <-chan struct{}) { <-done }
+
+// SchedStats are a model scheduler's counters since it started.
+type SchedStats struct {
+	Steps           int64 // decode steps run
+	StepRows        int64 // sequences over all decode steps
+	MaxRows         int64 // the largest decode step, in sequences
+	Packs           int64 // training packs run
+	PackTokens      int64 // tokens over all packs
+	Preemptions     int64 // sequences whose memory was taken back (and later recomputed)
+	PrefixHitTokens int64 // prompt positions served from the prefix cache
+	// MaxStep and MaxPack are the longest decode step and training pack: the units of
+	// the scheduler's waiting bounds (docs/scheduling.md) measured.
+	MaxStep, MaxPack time.Duration
+}
+
+func (s *scheduler) snapshot() SchedStats {
+	st := &s.stats
+	return SchedStats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
+		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load(),
+		MaxStep: time.Duration(st.maxStep.Load()), MaxPack: time.Duration(st.maxPack.Load())}
+}

@@ -1,0 +1,699 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tuft-go/tuft/engine"
+)
+
+// This file is the sampling half of the scheduler: requests, their sequences (units),
+// and the decode step that advances them together.
+
+// sampleHooks observe a request; the loop goroutine calls them.
+type sampleHooks struct {
+	// phase starts a lifecycle slice: "prefill" (its prompt's first chunk is scheduled),
+	// "decode" (its first tokens are drawn), "postprocess" (its last sequence ended).
+	phase func(name string)
+	// firstToken marks the first sampled tokens.
+	firstToken func()
+	// token receives every sampled token as the step that drew it ends (Stop set on a
+	// sequence's last token), for streaming.
+	token func(engine.TokenEvent)
+	// top > 0 fills each event's Top with that many most likely tokens.
+	top int
+}
+
+// sampleReq is one sample request in the scheduler.
+type sampleReq struct {
+	ctx     context.Context
+	tenant  string
+	key     string // adapter and weights generation: the prefix cache's namespace
+	lw      *engine.LoraWeights[float32]
+	req     engine.SampleRequest
+	stopTok map[int32]bool
+	stops   *engine.StopMatcher
+	text    engine.TextCodec
+	rngs    []*rand.Rand
+	hooks   sampleHooks
+	arrived time.Time
+
+	// Loop state.
+	prompt   *unit   // the prompt's prefill, shared by the samples; nil once done
+	samples  []*unit // one per sample, from the end of the prefill
+	live     int     // samples not yet stopped
+	res      engine.SampleResult
+	started  time.Time // the first chunk of the prompt was scheduled
+	steps    int       // decode steps the request ran in
+	rows     int       // their total sequences
+	maxRows  int
+	preempts int
+
+	err    error
+	done   chan struct{}
+	closed bool
+}
+
+// unit is a sequence that advances through decode steps: a request's prompt (whose
+// last step draws the first token of every sample) or one sample.
+type unit struct {
+	r     *sampleReq
+	t     *tenantState
+	idx   int // sample index; -1: the prompt
+	cache *engine.KVCache[float32]
+	// feed are the tokens not yet in the cache: a prompt (or what remains of it), the last
+	// sampled token, or everything again after a preemption; the step that takes the last
+	// of them draws.
+	feed  []int32
+	draws []engine.Draw // the variates of the pending draw(s), kept if a step fails
+	stop  engine.StopState
+	// admitted orders admissions (preemption takes the latest); preemptedAt is the step
+	// number of the last preemption.
+	admitted    uint64
+	preemptedAt int64
+	gone        bool
+}
+
+func (r *sampleReq) finish(err error) {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.err = err
+	close(r.done)
+}
+
+// newSampleReq checks a request against the model and the KV pool and prepares it. The
+// seed gives every sample its own generator, so a sample's tokens do not depend on what
+// else is in the batch.
+func (s *scheduler) newSampleReq(ctx context.Context, key string, lw *engine.LoraWeights[float32], req engine.SampleRequest, h sampleHooks) (*sampleReq, error) {
+	c := s.m.Cfg
+	p := req.Params
+	if err := engine.ValidateSample(c, req); err != nil {
+		return nil, err
+	}
+	if len(p.StopStrings) > 0 && s.m.Tok == nil {
+		return nil, engine.Inputf("stop strings need a tokenizer, and this model has none")
+	}
+	bl := engine.KVBlockLen
+	if need := (len(req.Prompt) + p.MaxTokens + bl - 1) / bl; need > s.blocks {
+		return nil, engine.Inputf("prompt of %d tokens plus max_tokens %d needs %d KV-cache positions; the model's KV cache holds %d (engine.scheduler.kv_cache_bytes)",
+			len(req.Prompt), p.MaxTokens, need*bl, s.kvTokens())
+	}
+	r := &sampleReq{ctx: ctx, tenant: TenantFrom(ctx), key: key, lw: lw, req: req, stopTok: map[int32]bool{},
+		stops: engine.NewStopMatcher(p.StopStrings), text: s.m.Tok, hooks: h, arrived: time.Now(), done: make(chan struct{})}
+	if !p.IgnoreEOS { // the SDK's stop=[]: no stop token at all, EOS included
+		for _, t := range c.EOSTokenIDs {
+			r.stopTok[t] = true
+		}
+	}
+	for _, t := range p.StopTokens {
+		r.stopTok[t] = true
+	}
+	seed := uint64(rand.Int64())
+	if p.Seed != nil {
+		seed = uint64(*p.Seed)
+	}
+	r.rngs = make([]*rand.Rand, req.NumSamples)
+	for i := range r.rngs {
+		// The same streams as engine.Sample: one request gives the same tokens either way.
+		r.rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
+	}
+	return r, nil
+}
+
+// sample runs r and waits for its result.
+func (s *scheduler) sample(r *sampleReq) (engine.SampleResult, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return engine.SampleResult{}, ErrClosed
+	}
+	s.inbox = append(s.inbox, r)
+	s.start()
+	s.mu.Unlock()
+	waitDone(r.done)
+	if r.err != nil {
+		return engine.SampleResult{}, r.err
+	}
+	return r.res, nil
+}
+
+// addRequest takes an arrived request into the loop's state. Loop only.
+func (s *scheduler) addRequest(r *sampleReq) {
+	n := len(r.req.Prompt)
+	r.res = engine.SampleResult{Sequences: make([]engine.Sequence, r.req.NumSamples), PromptTokens: n}
+	if r.req.PromptLogprobs {
+		r.res.PromptLogprobs = make([]float32, n)
+		r.res.PromptLogprobs[0] = float32(math.NaN())
+	}
+	if r.req.TopKPromptLogprobs > 0 {
+		r.res.TopKPrompt = make([][]engine.TokenLogprob, n)
+	}
+	t := s.tenant(r.tenant)
+	r.prompt = &unit{r: r, t: t, idx: -1, feed: r.req.Prompt}
+	r.samples = make([]*unit, r.req.NumSamples)
+	r.live = r.req.NumSamples
+	t.pending = append(t.pending, r.prompt)
+	s.reqs[r] = struct{}{}
+}
+
+// ensurePool creates the model's KV pool (once) and its prefix cache.
+func (s *scheduler) ensurePool() error {
+	if s.pool != nil {
+		return nil
+	}
+	p, err := s.m.NewKVPool(s.blocks)
+	if err != nil {
+		return fmt.Errorf("KV cache of %d blocks (engine.scheduler.kv_cache_bytes %d): %w", s.blocks, s.cfg.KVCacheBytes, err)
+	}
+	s.mu.Lock()
+	s.pool = p
+	if s.cfg.PrefixCacheEntries > 0 {
+		s.prefix = newPrefixCache(engine.KVBlockLen, s.cfg.PrefixCacheEntries)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// planned is a unit's part of a decode step: its next n feed tokens, taking need free
+// blocks.
+type planned struct {
+	u       *unit
+	n, need int
+}
+
+// stepCount numbers decode steps (for preemption bookkeeping).
+func (s *scheduler) stepCount() int64 { return s.stats.steps.Load() }
+
+// decodeStep plans and runs one decode step; false when nothing could run.
+func (s *scheduler) decodeStep() bool {
+	if err := s.ensurePool(); err != nil {
+		for r := range s.reqs {
+			s.failRequest(r, err)
+		}
+		return true
+	}
+	plan := s.plan()
+	if len(plan) == 0 {
+		s.prune()
+		return false
+	}
+	// Sequences of one adapter side by side: the engine runs each adapter's LoRA
+	// products once over its consecutive rows.
+	sort.SliceStable(plan, func(i, j int) bool { return plan[i].u.r.key < plan[j].u.r.key })
+	seqs := make([]engine.StepSeq, len(plan))
+	for i, p := range plan {
+		seqs[i] = s.stepSeq(p)
+	}
+	s.stats.steps.Add(1)
+	s.stats.stepRows.Add(int64(len(plan)))
+	if int64(len(plan)) > s.stats.maxRows.Load() {
+		s.stats.maxRows.Store(int64(len(plan)))
+	}
+	outs, err := s.m.DecodeStep(context.Background(), seqs)
+	if err != nil {
+		if errors.Is(err, engine.ErrKVPoolFull) {
+			// The plan missed a block (it counts conservatively, so this should not happen):
+			// give the latest admitted sequence's memory back and try again.
+			latest := plan[0].u
+			for _, p := range plan {
+				if p.u.admitted > latest.admitted {
+					latest = p.u
+				}
+			}
+			s.preempt(latest)
+			return true
+		}
+		failed := map[*sampleReq]bool{}
+		for _, p := range plan {
+			if !failed[p.u.r] {
+				failed[p.u.r] = true
+				s.failRequest(p.u.r, fmt.Errorf("decode step: %w", err))
+			}
+		}
+		return true
+	}
+	if s.hooks.step != nil {
+		s.hooks.step(plan)
+	}
+	for i, p := range plan {
+		if !p.u.gone {
+			s.apply(p, outs[i], len(plan))
+		}
+	}
+	s.prune()
+	return true
+}
+
+// stepSeq is a planned unit's StepSeq.
+func (s *scheduler) stepSeq(p planned) engine.StepSeq {
+	u, r := p.u, p.u.r
+	ss := engine.StepSeq{Adapter: r.lw, Cache: u.cache, Tokens: u.feed[:p.n]}
+	if p.n == len(u.feed) {
+		if u.draws == nil {
+			if u.idx < 0 {
+				u.draws = make([]engine.Draw, len(r.rngs))
+				for i, g := range r.rngs {
+					u.draws[i] = drawFor(r.req.Params, g)
+				}
+			} else {
+				u.draws = []engine.Draw{drawFor(r.req.Params, r.rngs[u.idx])}
+			}
+			if r.hooks.token != nil {
+				for i := range u.draws {
+					u.draws[i].Top = r.hooks.top
+				}
+			}
+		}
+		ss.Draws = u.draws
+	}
+	if u.idx < 0 {
+		pos0 := u.cache.Len()
+		if r.req.PromptLogprobs {
+			ss.Targets = make([]int32, p.n)
+			for j := range ss.Targets {
+				ss.Targets[j] = -1
+				if k := pos0 + j + 1; k < len(r.req.Prompt) {
+					ss.Targets[j] = r.req.Prompt[k]
+				}
+			}
+		}
+		ss.TopK = r.req.TopKPromptLogprobs
+	}
+	return ss
+}
+
+// drawFor is the next draw of a sample: the uniform variate comes from the sample's own
+// generator, and only when the draw is random (as engine.Sample draws).
+func drawFor(p engine.SampleParams, rng *rand.Rand) engine.Draw {
+	d := engine.Draw{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
+	if p.Temperature > 0 {
+		d.U = rng.Float64()
+	}
+	return d
+}
+
+// apply takes a step's output for one unit.
+func (s *scheduler) apply(p planned, out engine.StepOut, rows int) {
+	u, r := p.u, p.u.r
+	pos0 := u.cache.Len() - p.n
+	u.feed = u.feed[p.n:]
+	r.steps++
+	r.rows += rows
+	r.maxRows = max(r.maxRows, rows)
+	if u.idx < 0 {
+		n := len(r.req.Prompt)
+		for j, lp := range out.TargetLogprobs {
+			if k := pos0 + j + 1; k < n && !math.IsNaN(float64(lp)) {
+				r.res.PromptLogprobs[k] = lp
+			}
+		}
+		for j, top := range out.TopK {
+			if k := pos0 + j + 1; k < n {
+				r.res.TopKPrompt[k] = top
+			}
+		}
+		if len(u.feed) == 0 {
+			s.finishPrompt(u, out)
+		}
+		return
+	}
+	if len(u.feed) == 0 {
+		u.draws = nil
+		s.token(u, out.Tokens[0], out.Logprobs[0], drawTop(out, 0))
+	}
+}
+
+// drawTop is a step output's top logprobs of draw i (nil when not asked for).
+func drawTop(out engine.StepOut, i int) []engine.TokenLogprob {
+	if i < len(out.DrawTop) {
+		return out.DrawTop[i]
+	}
+	return nil
+}
+
+// finishPrompt turns a request's prefilled prompt into its samples: each forks the
+// prompt's cache (one prefill for all of them) and takes its first token.
+func (s *scheduler) finishPrompt(u *unit, out engine.StepOut) {
+	r := u.r
+	r.prompt = nil
+	if s.prefix != nil {
+		s.prefix.insert(r.key, r.req.Prompt, u.cache)
+	}
+	if r.hooks.phase != nil {
+		r.hooks.phase("decode")
+	}
+	if r.hooks.firstToken != nil {
+		r.hooks.firstToken()
+	}
+	for i := range r.samples {
+		su := &unit{r: r, t: u.t, idx: i, cache: u.cache.Fork(), admitted: u.admitted}
+		r.samples[i] = su
+		u.t.running = append(u.t.running, su)
+	}
+	s.retire(u)
+	for i, su := range r.samples {
+		if r.closed {
+			return
+		}
+		s.token(su, out.Tokens[i], out.Logprobs[i], drawTop(out, i))
+	}
+}
+
+// token appends a sampled token to its sequence, checks whether the sequence stops, and
+// either feeds the token to the next step or retires the sequence.
+func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
+	r := u.r
+	sq := &r.res.Sequences[u.idx]
+	sq.Tokens = append(sq.Tokens, tok)
+	sq.Logprobs = append(sq.Logprobs, lp)
+	stop := r.stopTok[tok]
+	if r.stops != nil {
+		// Only the new token's text: a sequence's text is the concatenation of its tokens'
+		// texts (byte-level BPE), so the automaton needs nothing else.
+		var hit bool
+		u.stop, hit = r.stops.Feed(u.stop, r.text.Decode([]int32{tok}))
+		stop = stop || hit
+	}
+	var reason engine.StopReason
+	switch {
+	case stop:
+		reason = engine.StopReasonStop
+	case len(sq.Tokens) >= r.req.Params.MaxTokens || len(r.req.Prompt)+len(sq.Tokens) >= s.m.Cfg.MaxPositions:
+		reason = engine.StopReasonLength
+	}
+	if r.hooks.token != nil {
+		r.hooks.token(engine.TokenEvent{Seq: u.idx, Token: tok, Logprob: lp, Top: top, Stop: reason})
+	}
+	if reason == "" {
+		u.feed = []int32{tok}
+		return
+	}
+	sq.StopReason = reason
+	s.retire(u)
+	if r.live--; r.live == 0 {
+		s.complete(r)
+	}
+}
+
+// complete answers a request whose samples have all stopped.
+func (s *scheduler) complete(r *sampleReq) {
+	if r.hooks.phase != nil {
+		r.hooks.phase("postprocess")
+	}
+	for _, sq := range r.res.Sequences {
+		r.res.OutputTokens += len(sq.Tokens)
+	}
+	delete(s.reqs, r)
+	r.finish(nil)
+}
+
+// failRequest ends a request with err, giving back its memory.
+func (s *scheduler) failRequest(r *sampleReq, err error) {
+	if r.prompt != nil {
+		s.retire(r.prompt)
+	}
+	for _, u := range r.samples {
+		if u != nil {
+			s.retire(u)
+		}
+	}
+	delete(s.reqs, r)
+	r.finish(err)
+}
+
+// retire releases a unit's cache and removes it from its tenant's lists.
+func (s *scheduler) retire(u *unit) {
+	if u.gone {
+		return
+	}
+	u.gone = true
+	if u.cache != nil {
+		u.cache.Release()
+		u.cache = nil
+	}
+	t := u.t
+	if i := slices.Index(t.running, u); i >= 0 {
+		t.running = slices.Delete(t.running, i, i+1)
+	} else if i := slices.Index(t.pending, u); i >= 0 {
+		t.pending = slices.Delete(t.pending, i, i+1)
+	}
+}
+
+// preempt gives a running unit's memory back to the pool; it waits (first in its
+// tenant's line) to be recomputed from its tokens when memory frees up. Its generator
+// and pending draw are kept, so its output is the same as if it had never left.
+func (s *scheduler) preempt(u *unit) {
+	t, r := u.t, u.r
+	u.cache.Release()
+	u.cache = nil
+	if u.idx < 0 {
+		u.feed = r.req.Prompt
+	} else {
+		u.feed = append(append([]int32(nil), r.req.Prompt...), r.res.Sequences[u.idx].Tokens...)
+	}
+	u.preemptedAt = s.stepCount()
+	if i := slices.Index(t.running, u); i >= 0 {
+		t.running = slices.Delete(t.running, i, i+1)
+	}
+	t.pending = slices.Insert(t.pending, 0, u)
+	r.preempts++
+	s.stats.preemptions.Add(1)
+}
+
+// plan chooses the units of the next decode step and their token counts: sequences that
+// are decoding take one token, prompts (and preempted sequences being recomputed) a
+// chunk. Tenants take turns by deficit round robin, a token per round, until the step's
+// token or sequence budget is spent; each tenant's running
+// sequences come first (rotating, so all of them advance), then its waiting ones in
+// order, admitted only when their memory fits.
+func (s *scheduler) plan() []planned {
+	n := len(s.ring)
+	if n == 0 {
+		return nil
+	}
+	cfg := s.cfg
+	tokLeft, seqLeft := cfg.StepTokens, cfg.MaxBatchSeqs
+	m := memPlan{s: s}
+	// Blocks that admitted work will still take (the rest of its prompts): admission
+	// leaves them free.
+	running := 0
+	for _, t := range s.ring {
+		for _, u := range t.running {
+			m.promised += u.cache.BlocksToAppend(len(u.feed))
+		}
+		running += len(t.running)
+	}
+	step := s.stepCount()
+	var plan []planned
+	at := map[*unit]int{}
+	cands := make([][]*unit, n)
+	for i, t := range s.ring {
+		k := len(t.running)
+		off := 0
+		if k > 0 {
+			off = int(step % int64(k))
+		}
+		c := make([]*unit, 0, k+len(t.pending))
+		c = append(c, t.running[off:]...)
+		c = append(c, t.running[:off]...)
+		cands[i] = append(c, t.pending...)
+	}
+	cur := make([]int, n)
+	exhausted := make([]bool, n)
+	start := s.rr % n
+	s.rr++
+	// One token per tenant per round: rows go round the tenants one at a time, so a full
+	// step is shared equally (max-min fair) however many sequences each tenant has.
+	const quantum = 1
+	for tokLeft > 0 {
+		progress := false
+		for k := 0; k < n && tokLeft > 0; k++ {
+			ti := (start + k) % n
+			if exhausted[ti] {
+				continue
+			}
+			t := s.ring[ti]
+			t.deficit += quantum
+			for t.deficit > 0 && tokLeft > 0 {
+				if cur[ti] >= len(cands[ti]) {
+					exhausted[ti], t.deficit = true, 0
+					break
+				}
+				u := cands[ti][cur[ti]]
+				if u.gone {
+					cur[ti]++
+					continue
+				}
+				pi, inPlan := at[u]
+				have, prior := 0, 0
+				if inPlan {
+					have, prior = plan[pi].n, plan[pi].need
+				} else {
+					if seqLeft == 0 {
+						exhausted[ti] = true
+						break
+					}
+					if u.cache == nil {
+						if u.admitted != 0 && u.preemptedAt == step {
+							cur[ti]++ // preempted for this step's memory
+							continue
+						}
+						if !s.admit(u, &m, running) {
+							exhausted[ti] = true // its line waits for memory, in order
+							break
+						}
+						running++
+					}
+				}
+				room := min(len(u.feed), cfg.PrefillChunk) - have
+				if room <= 0 {
+					cur[ti]++
+					continue
+				}
+				take := min(room, t.deficit, tokLeft)
+				need := u.cache.BlocksToAppend(have+take) - prior
+				if need > m.free() {
+					s.reclaim(need-m.free(), at, u)
+					if need > m.free() {
+						if !inPlan && running > 1 {
+							s.preempt(u) // it cannot grow now; the others can
+							running--
+						}
+						cur[ti]++
+						continue
+					}
+				}
+				m.reserved += need
+				m.promised = max(0, m.promised-need)
+				if inPlan {
+					plan[pi].n += take
+					plan[pi].need += need
+				} else {
+					at[u] = len(plan)
+					plan = append(plan, planned{u: u, n: take, need: need})
+					seqLeft--
+				}
+				t.deficit -= take
+				tokLeft -= take
+				progress = true
+				if take == room {
+					cur[ti]++
+				}
+			}
+		}
+		if !progress {
+			break
+		}
+	}
+	return plan
+}
+
+// memPlan is the pool's memory as a step is planned: blocks the planned chunks will
+// take (reserved), and blocks admitted work will take later (promised).
+type memPlan struct {
+	s                  *scheduler
+	reserved, promised int
+}
+
+func (m *memPlan) free() int { return m.s.pool.FreeBlocks() - m.reserved }
+
+// admit gives a waiting unit its cache (a prefix from the prefix cache where one
+// matches) if its remaining tokens, and some room to grow, fit beside what admitted work
+// still needs; least recently used cached prefixes are evicted to make room.
+func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
+	r := u.r
+	var c *engine.KVCache[float32]
+	hit := 0
+	// Prompt logprobs need every prompt position computed: no prefix for them.
+	if s.prefix != nil && !(u.idx < 0 && (r.req.PromptLogprobs || r.req.TopKPromptLogprobs > 0)) {
+		c, hit = s.prefix.lookup(r.key, u.feed, len(u.feed)-1)
+	}
+	if c == nil {
+		c = s.pool.NewCache()
+	}
+	rest := c.BlocksToAppend(len(u.feed) - hit)
+	headroom := 1
+	if u.idx < 0 {
+		// The samples' first writes copy the prompt's last block.
+		headroom = min(len(r.rngs), max(1, s.blocks/8))
+	}
+	watermark := max(1, s.blocks/64)
+	fits := func() bool { return m.free()-m.promised >= rest+headroom+watermark }
+	for !fits() && s.prefix != nil && s.prefix.evict() {
+	}
+	// With nothing else running, a unit that fits at all runs (progress).
+	if !fits() && !(running == 0 && m.free() >= rest) {
+		c.Release()
+		return false
+	}
+	u.cache = c
+	u.feed = u.feed[hit:]
+	m.promised += rest
+	s.admits++
+	u.admitted = s.admits
+	t := u.t
+	if i := slices.Index(t.pending, u); i >= 0 {
+		t.pending = slices.Delete(t.pending, i, i+1)
+	}
+	t.running = append(t.running, u)
+	if u.idx < 0 {
+		r.res.PromptCacheHitTokens = hit
+		s.stats.prefixHitTokens.Add(int64(hit))
+		if r.started.IsZero() {
+			r.started = time.Now()
+			if r.hooks.phase != nil {
+				r.hooks.phase("prefill")
+			}
+		}
+	}
+	return true
+}
+
+// reclaim tries to free need blocks: it evicts cached prefixes (least recently used
+// first), then preempts running units that are not in the step being planned, from the
+// tenant that holds the most positions, latest admitted first.
+func (s *scheduler) reclaim(need int, inPlan map[*unit]int, self *unit) {
+	before := s.pool.FreeBlocks()
+	for s.pool.FreeBlocks()-before < need && s.prefix != nil && s.prefix.evict() {
+	}
+	for s.pool.FreeBlocks()-before < need {
+		var victim *unit
+		most := -1
+		for _, t := range s.ring {
+			held := 0
+			var latest *unit
+			for _, u := range t.running {
+				held += u.cache.Len()
+				if _, ok := inPlan[u]; !ok && u != self && (latest == nil || u.admitted > latest.admitted) {
+					latest = u
+				}
+			}
+			if latest != nil && held > most {
+				most, victim = held, latest
+			}
+		}
+		if victim == nil {
+			return
+		}
+		s.preempt(victim)
+	}
+}
+
+// prefixKey names an adapter's weights in the prefix cache: the adapter and the
+// generation of its weights (cached keys and values are only valid for those weights).
+func prefixKey(lora string, gen uint64) string { return fmt.Sprintf("%s\x00%d", lora, gen) }
+
+// adapterOfKey is the adapter a prefix key belongs to.
+func adapterOfKey(key string) string {
+	a, _, _ := strings.Cut(key, "\x00")
+	return a
+}

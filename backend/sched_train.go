@@ -1,0 +1,193 @@
+package backend
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/tuft-go/tuft/engine"
+)
+
+// This file is the training half of the scheduler: forward(_backward) requests run in
+// packs, each pack one pass over the base weights with datums of many adapters and
+// tenants, interleaved with decode steps.
+
+// fbCall is one forward(_backward) request in the scheduler.
+type fbCall struct {
+	ctx     context.Context
+	tenant  string
+	a       *engine.Adapter
+	req     engine.ForwardRequest
+	arrived time.Time
+
+	// Loop state.
+	t       *tenantState
+	job     *engine.TrainJob
+	planned int           // datums planned into the pack being built
+	packs   int           // packs it ran in
+	parts   int           // the most requests a pack it ran in held
+	waited  time.Duration // from arrival to its first pack
+
+	res    engine.ForwardResult
+	err    error
+	done   chan struct{}
+	closed bool
+}
+
+func (c *fbCall) finish(err error) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.err = err
+	close(c.done)
+}
+
+// forwardBackward runs a request on adapter a (nil: the base model, forward only) and
+// waits for it. The caller holds the adapter's lock, so no other operation touches its
+// weights or gradients meanwhile.
+func (s *scheduler) forwardBackward(ctx context.Context, a *engine.Adapter, req engine.ForwardRequest) *fbCall {
+	c := &fbCall{ctx: ctx, tenant: TenantFrom(ctx), a: a, req: req, arrived: time.Now(), done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.finish(ErrClosed)
+		return c
+	}
+	s.trainIn = append(s.trainIn, c)
+	s.start()
+	s.mu.Unlock()
+	waitDone(c.done)
+	return c
+}
+
+// addCall takes an arrived call into the loop's state. Loop only.
+func (s *scheduler) addCall(c *fbCall) {
+	c.t = s.tenant(c.tenant)
+	c.t.calls = append(c.t.calls, c)
+	s.calls++
+}
+
+// failCall ends a call with err; its adapter is left as it was.
+func (s *scheduler) failCall(c *fbCall, err error) {
+	if c.job != nil {
+		c.job.Abort(err)
+	}
+	s.removeCall(c)
+	c.finish(err)
+}
+
+func (s *scheduler) removeCall(c *fbCall) {
+	if i := slices.Index(c.t.calls, c); i >= 0 {
+		c.t.calls = slices.Delete(c.t.calls, i, i+1)
+		s.calls--
+	}
+}
+
+// trainPack builds and runs one training pack; false when nothing could run. Tenants
+// take turns by deficit round robin over datum tokens (a quantum of the pack budget
+// divided among the tenants with work per round); each tenant's calls go in order, whole
+// datums at a time, until the pack's token budget is spent. A datum longer than the
+// budget runs alone once its tenant's deficit covers it.
+func (s *scheduler) trainPack() bool {
+	budget := s.cfg.TrainPackTokens
+	var active []*tenantState
+	n := len(s.ring)
+	for k := 0; k < n; k++ {
+		if t := s.ring[(s.trr+k)%n]; len(t.calls) > 0 {
+			active = append(active, t)
+		}
+	}
+	s.trr++
+	if len(active) == 0 {
+		return false
+	}
+	quantum := max(engine.KVBlockLen, budget/len(active))
+	var calls []*fbCall // in the pack, in order
+	tokens := 0
+	cur := make([]int, len(active))
+	exhausted := make([]bool, len(active))
+	for {
+		progress, open := false, false
+		for i, t := range active {
+			if exhausted[i] {
+				continue
+			}
+			open = true
+			t.tdef += quantum
+			for {
+				if cur[i] >= len(t.calls) {
+					exhausted[i], t.tdef = true, 0
+					break
+				}
+				c := t.calls[cur[i]]
+				if c.job == nil {
+					j, err := s.m.NewTrainJob(c.a, c.req)
+					if err != nil {
+						s.failCall(c, err) // removes it from t.calls
+						continue
+					}
+					c.job = j
+				}
+				d := c.job.Next() + c.planned
+				if d == c.job.Datums() {
+					cur[i]++
+					continue
+				}
+				L := c.job.DatumTokens(d)
+				if L > t.tdef {
+					break // more deficit next round
+				}
+				if tokens > 0 && tokens+L > budget {
+					exhausted[i] = true // the pack is full for it; its deficit waits for the next
+					break
+				}
+				if c.planned == 0 {
+					calls = append(calls, c)
+				}
+				c.planned++
+				tokens += L
+				t.tdef -= L
+				progress = true
+			}
+		}
+		if !open || (!progress && tokens > 0) {
+			break
+		}
+	}
+	if tokens == 0 {
+		s.prune()
+		return false
+	}
+	parts := make([]engine.TrainPart, len(calls))
+	for i, c := range calls {
+		parts[i] = engine.TrainPart{Job: c.job, N: c.planned}
+		c.planned = 0
+		if c.packs == 0 {
+			c.waited = time.Since(c.arrived)
+		}
+		c.packs++
+		c.parts = max(c.parts, len(calls))
+	}
+	s.stats.packs.Add(1)
+	s.stats.packTokens.Add(int64(tokens))
+	if s.hooks.pack != nil {
+		s.hooks.pack(calls)
+	}
+	if err := s.m.TrainStep(context.Background(), parts); err != nil {
+		for _, c := range calls {
+			s.failCall(c, err)
+		}
+		s.prune()
+		return true
+	}
+	for _, c := range calls {
+		if c.job.Done() {
+			c.res, c.err = c.job.Finish()
+			s.removeCall(c)
+			c.finish(c.err)
+		}
+	}
+	s.prune()
+	return true
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// goGEMMGFlops is the Go kernels' float32 GEMM speed on a 1024×1024×1024 product (the
+// median of five), printed beside the reference BLAS's on the same shape.
+func goGEMMGFlops() float64 {
+	const n = 1024
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, b, c := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+	for i := range a {
+		a[i], b[i] = rng.Float32(), rng.Float32()
+	}
+	kern.MatMulNT(c, a, b, n, n, n, false)
+	times := make([]float64, 5)
+	for i := range times {
+		t0 := time.Now()
+		kern.MatMulNT(c, a, b, n, n, n, false)
+		times[i] = time.Since(t0).Seconds()
+	}
+	return 2 * n * n * n / median(times) / 1e9
+}
+
+// referenceEnv is the environment of a PyTorch reference run: OpenMP threads that
+// sleep when idle (OMP_WAIT_POLICY=PASSIVE) unless the caller chose otherwise. libgomp's
+// threads otherwise spin between parallel regions, and beside OpenBLAS's own threads on
+// a machine with few cores they starve each other: on 2 busy cores a decode step of the
+// reference took 2 s spinning and 0.3 s passive, its prefill 24 s and 2 s. The reference
+// must not be slowed by its threading.
+func referenceEnv() []string {
+	env := os.Environ()
+	if os.Getenv("OMP_WAIT_POLICY") == "" {
+		env = append(env, "OMP_WAIT_POLICY=PASSIVE")
+	}
+	return env
+}
+
+// crippledReference says why a reference's figures must not be compared with ours: it
+// runs on the unoptimised reference BLAS, or its GEMM is under a fifth of our kernels'
+// speed (some other unoptimised BLAS). "" when it is a fair reference.
+func crippledReference(b torchBLAS, goGFlops float64) string {
+	switch {
+	case b.Kind == "reference":
+		return fmt.Sprintf("PyTorch runs on the unoptimised reference BLAS (%s, %.1f GFLOP/s); install an optimised one "+
+			"(apt-get install libopenblas0-pthread, as scripts/setup.sh does) and run again", b.Library, b.GEMMGFlops)
+	case b.GEMMGFlops <= 0:
+		return "the reference did not report its GEMM speed"
+	case goGFlops > 0 && b.GEMMGFlops < goGFlops/5:
+		return fmt.Sprintf("the reference's GEMM runs at %.1f GFLOP/s (BLAS %s: %s), under a fifth of Go's %.1f: not an optimised BLAS",
+			b.GEMMGFlops, b.Kind, b.Library, goGFlops)
+	}
+	return ""
+}
+
+func benchSamplingTorch(python, script, dir string, o samplingOptions, stderr io.Writer) (*torchSampling, error) {
+	args := []string{script, "--model", dir, "--requests", fmt.Sprint(o.requests), "--adapters", fmt.Sprint(o.adapters),
+		"--rank", fmt.Sprint(o.rank), "--prompt-tokens", fmt.Sprint(o.promptTokens), "--sample-tokens", fmt.Sprint(o.sampleTokens),
+		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0))}
+	cmd := exec.Command(python, args...)
+	cmd.Env = referenceEnv()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", filepath.Base(python), filepath.Base(script), err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var ts torchSampling
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ts); err != nil {
+		return nil, fmt.Errorf("parse reference output: %w\n%s", err, out.String())
+	}
+	if ts.Batched.TokensPerS <= 0 || ts.Single.TokensPerS <= 0 {
+		return nil, errors.New("reference output lacks figures: " + lines[len(lines)-1])
+	}
+	return &ts, nil
+}
