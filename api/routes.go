@@ -285,7 +285,7 @@ func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string)
 	arch := info.Arch
 	writeJSON(w, http.StatusOK, wire.GetInfoResponse{
 		ModelID: info.ModelID, ModelData: wire.ModelData{Arch: &arch, ModelName: &name, TokenizerID: &name},
-		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: &wire.OptimizerConfig{Type: info.Optimizer}, Type: "get_info"})
+		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: wire.EchoOptimizer(info.Optimizer), Type: "get_info"})
 }
 
 func (h *Handler) unloadModel(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -323,7 +323,7 @@ func (h *Handler) weightsInfo(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	rank, ta, tm, tu := c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed
 	writeJSON(w, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
-		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: &wire.OptimizerConfig{Type: c.OptimizerOf()}})
+		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: wire.EchoOptimizer(c.OptimizerOf())})
 }
 
 // forwardBackward accepts the 0.25 protobuf body (optionally zstd) and the JSON form of
@@ -398,12 +398,17 @@ func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep})
 	m := opMeta(r, req.ModelID, req.SeqID, body)
-	family, p, err := req.OptimParams()
+	sp, err := req.OptimParams()
 	if err != nil {
 		h.refuse(w, r, tenant, m, telemetry.OpOptimStep, invalid(err))
 		return
 	}
-	id, err := h.svc.OptimStep(r.Context(), tenant, m, service.OptimParams{Optimizer: family, Adam: p.Engine()}, h.enc)
+	op := service.OptimParams{Optimizer: sp.Family, Adam: sp.Adam.Engine()}
+	if sp.Dimuon != nil {
+		d := sp.Dimuon.Engine()
+		op.Dimuon = &d
+	}
+	id, err := h.svc.OptimStep(r.Context(), tenant, m, op, h.enc)
 	h.opFuture(w, r, tenant, m, telemetry.OpOptimStep, id, err)
 }
 

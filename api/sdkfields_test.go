@@ -146,12 +146,8 @@ func sdkFieldRules() map[string]fieldRule {
 	set("CreateSessionRequest.display_name CreateSessionRequest.user_metadata", honoured("TestUserMetadataKindAndDisplayName"))
 	set("CreateSessionRequest.project_id CreateSessionRequest.tags", tag("recorded with the session; no behaviour depends on it"))
 	set("CreateSessionRequest.sdk_version", tag("recorded with the session and logged; selects no behaviour"))
-	set("DimuonOptimizerConfig.type DimuonOptimizerConfig.version", refused("dimuon", func(p *probe) *testenv.Response {
-		return p.createModel(map[string]any{"type": "dimuon", "version": 1})
-	}))
-	set("DimuonParams.type DimuonParams.learning_rate DimuonParams.grad_clip_norm DimuonParams.beta1", refused("dimuon", func(p *probe) *testenv.Response {
-		return p.optim(map[string]any{"type": "dimuon", "learning_rate": 1e-3, "grad_clip_norm": 1, "beta1": 0.9})
-	}))
+	set("DimuonOptimizerConfig.type DimuonOptimizerConfig.version DimuonParams.type DimuonParams.learning_rate DimuonParams.grad_clip_norm "+
+		"DimuonParams.beta1", honoured("TestDimuonThroughTheAPI"))
 	set("DmelChunk.dmel DmelChunk.type", refused("dmel", func(p *probe) *testenv.Response {
 		return p.samplePrompt(map[string]any{"type": "dmel", "dmel": "AAAA"})
 	}))

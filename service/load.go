@@ -90,9 +90,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		}
 		optimizer = src.OptimizerOf()
 	}
-	if optimizer == "" {
-		optimizer = OptimizerAdamW
-	}
+	optimizer = familyOr(optimizer)
 
 	s.mu.Lock()
 	if _, ok := s.runs[runID]; ok { // created meanwhile
@@ -113,8 +111,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpLoadWeights))
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
-				attribute.String(telemetry.AttrCheckpointType, src.Type), attribute.Int64(telemetry.AttrSeqID, 0))
-			err := s.be.LoadState(ctx, base, runID, src.Dir, in.Optimizer)
+				attribute.String(telemetry.AttrCheckpointType, src.Type), attribute.Int64(telemetry.AttrSeqID, 0),
+				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
+			err := s.be.LoadState(ctx, base, runID, src.Dir, in.Optimizer, r.optimizer())
 			if err == nil {
 				// The loaded state is what a restart (or a worker that lost it) restores.
 				err = s.autosave(ctx, r, 0)

@@ -104,8 +104,12 @@ type Run struct {
 	GradsLost bool `json:"-"`
 }
 
-// OptimizerAdamW is the only optimizer family implemented; the SDK's default.
-const OptimizerAdamW = "adamw"
+// The optimizer families a run may train with (engine.OptimizerAdamW and
+// engine.OptimizerDimuon): AdamW is the SDK's default.
+const (
+	OptimizerAdamW  = engine.OptimizerAdamW
+	OptimizerDimuon = engine.OptimizerDimuon
+)
 
 // OptimizerOf is a run's optimizer family.
 func (r *Run) OptimizerOf() string {

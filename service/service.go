@@ -410,9 +410,9 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		// any, so the run is usable, as the client may retry.
 		var err error
 		if lf := r.LoadedFrom; lf != nil {
-			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer)
+			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer, r.optimizer())
 		} else {
-			err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+			err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 		}
 		if err != nil {
 			return err
@@ -423,10 +423,10 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 	dir, optimizer, from := s.latestState(r)
 	var err error
 	if dir == "" {
-		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 		from = "a fresh adapter (no saved state)"
 	} else {
-		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer)
+		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
 		r.Corrupted, r.Loaded = true, false

@@ -54,14 +54,6 @@ type CreateModelInput struct {
 	Optimizer string
 }
 
-// checkOptimizer refuses optimizer families this server does not implement.
-func checkOptimizer(family string) error {
-	if family != "" && family != OptimizerAdamW {
-		return invalidf("optimizer_config.type %q is not supported: this server implements only %q", family, OptimizerAdamW)
-	}
-	return nil
-}
-
 func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 	return telemetry.Keys{SessionID: r.SessionID, TrainingRunID: r.ID, OperationType: op, BaseModel: r.BaseModel, LoraRank: r.Lora.Rank}
 }
@@ -103,7 +95,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	now := s.now()
 	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
-		Optimizer: OptimizerAdamW}
+		Optimizer: familyOr(in.Optimizer)}
 	s.runs[runID] = r
 	s.mu.Unlock()
 
@@ -113,8 +105,9 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		ModelID: runID, Pool: in.BaseModel, PayloadHash: in.PayloadHash,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpCreateModel))
-			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCCreateModel)
-			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCCreateModel,
+				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
+			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 			if err == nil {
 				s.mu.Lock()
 				r.Ready, r.Loaded = true, true
@@ -318,37 +311,46 @@ func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) er
 }
 
 // OptimParams are one optim_step's hyper-parameters: the optimizer family they are for
-// (it must be the run's) and, for adamw, Adam's parameters.
+// (it must be the run's) and that family's parameters (Adam's, or Dimuon's).
 type OptimParams struct {
 	Optimizer string // "" = adamw
 	Adam      engine.AdamParams
+	Dimuon    *engine.DimuonParams // set for the dimuon family
 }
 
-// OptimStep queues an AdamW step; afterwards the adapter and optimizer state are
-// autosaved so a crash loses no completed step.
+// OptimStep queues one step of the run's optimizer (AdamW or Dimuon); afterwards the
+// adapter and optimizer state are autosaved so a crash loses no completed step.
 func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams, enc ResultEncoder) (string, error) {
-	if op.Optimizer == "" {
-		op.Optimizer = OptimizerAdamW
-	}
-	if op.Optimizer != OptimizerAdamW {
-		return "", invalidf("optimizer_params.type %q is not supported: this server implements only %q", op.Optimizer, OptimizerAdamW)
+	op.Optimizer = familyOr(op.Optimizer)
+	var p engine.StepParams
+	switch op.Optimizer {
+	case OptimizerAdamW:
+		p.Adam = op.Adam
+	case OptimizerDimuon:
+		if op.Dimuon == nil {
+			return "", invalidf("optimizer_params of type %q carry no parameters", op.Optimizer)
+		}
+		p.Dimuon = op.Dimuon
+	default:
+		return "", invalidf("optimizer_params.type %q is not supported: this server implements %q and %q", op.Optimizer, OptimizerAdamW, OptimizerDimuon)
 	}
 	s.mu.Lock()
 	r, err := s.usableRun(tenant, m.ModelID)
 	if err == nil && r.OptimizerOf() != op.Optimizer {
-		err = invalidf("optim_step gives %s parameters, but training run %s uses the %s optimizer", op.Optimizer, r.ID, r.OptimizerOf())
+		err = invalidf("optim_step gives %s parameters (%s), but training run %s trains with the %s optimizer (%s); the optimizer is fixed when the run is created",
+			op.Optimizer, paramsField(op.Optimizer), r.ID, r.OptimizerOf(), paramsField(r.OptimizerOf()))
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return "", err
 	}
-	p := op.Adam
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
 	}
 	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
-			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
+			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()), attribute.Int64(telemetry.AttrSeqID, m.SeqID),
+			attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
 		var metrics map[string]float64
 		err := s.lostGrads(ctx, r)
 		if err == nil {
@@ -542,7 +544,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpLoadWeights, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
 			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
-		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer)
+		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer, r.optimizer())
 		if err == nil {
 			// The loaded state is the run's state now: make it what a restart restores.
 			// It replaces the gradients too (with none): whatever a restart lost no
@@ -664,10 +666,10 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	}
 	dir, optimizer, from := s.latestState(r)
 	if dir == "" {
-		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora) // same seed: the same initial adapter
+		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter
 		from = "its initial state (it had no saved state)"
 	} else {
-		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer)
+		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
 		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s lost its adapter, and restoring it from %s failed: %v", r.ID, from, err), Err: err}

@@ -99,11 +99,13 @@ const (
 	AttrNumMicroBatches   = "tuft.num_micro_batches"
 	AttrBatchAdapters     = "tuft.batch_adapters" // requests of different adapters run in one engine batch
 	AttrTokens            = "tuft.tokens"
-	AttrOptimizer         = "tuft.optimizer"
-	AttrPromptTokens      = "tuft.prompt_tokens"
-	AttrOutputTokens      = "tuft.output_tokens"
-	AttrTenant            = "tuft.tenant"
-	AttrRole              = "tuft.role"
+	AttrOptimizer         = "tuft.optimizer" // a save or load includes the optimizer state
+	// AttrOptimizerFamily is the optimizer family of a step, a load or a run (adamw, dimuon).
+	AttrOptimizerFamily = "tuft.optimizer_family"
+	AttrPromptTokens    = "tuft.prompt_tokens"
+	AttrOutputTokens    = "tuft.output_tokens"
+	AttrTenant          = "tuft.tenant"
+	AttrRole            = "tuft.role"
 
 	AttrGenAIRequestModel  = "gen_ai.request.model"
 	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"

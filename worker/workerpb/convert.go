@@ -37,13 +37,25 @@ func ToConfig(m *ModelConfig) engine.Config {
 
 // FromLoraConfig encodes adapter settings.
 func FromLoraConfig(c engine.LoraConfig) *LoraConfig {
-	return &LoraConfig{Rank: int32(c.Rank), Alpha: c.Alpha, Seed: c.Seed, TrainAttn: c.TrainAttn, TrainMlp: c.TrainMLP, TrainUnembed: c.TrainUnembed}
+	return &LoraConfig{Rank: int32(c.Rank), Alpha: c.Alpha, Seed: c.Seed, TrainAttn: c.TrainAttn, TrainMlp: c.TrainMLP, TrainUnembed: c.TrainUnembed,
+		Optimizer: FromOptimizerConfig(c.Optimizer)}
+}
+
+// FromOptimizerConfig encodes an optimizer family.
+func FromOptimizerConfig(c engine.OptimizerConfig) *OptimizerConfig {
+	c = c.Normalize()
+	return &OptimizerConfig{Type: c.Type, Version: int32(c.Version)}
+}
+
+// ToOptimizerConfig decodes an optimizer family (nil: adamw).
+func ToOptimizerConfig(c *OptimizerConfig) engine.OptimizerConfig {
+	return engine.OptimizerConfig{Type: c.GetType(), Version: int(c.GetVersion())}.Normalize()
 }
 
 // ToLoraConfig decodes adapter settings.
 func ToLoraConfig(c *LoraConfig) engine.LoraConfig {
 	return engine.LoraConfig{Rank: int(c.GetRank()), Alpha: c.GetAlpha(), Seed: c.GetSeed(), TrainAttn: c.GetTrainAttn(),
-		TrainMLP: c.GetTrainMlp(), TrainUnembed: c.GetTrainUnembed()}
+		TrainMLP: c.GetTrainMlp(), TrainUnembed: c.GetTrainUnembed(), Optimizer: ToOptimizerConfig(c.GetOptimizer())}
 }
 
 func fromTensor(t engine.Tensor) *Tensor {
@@ -152,6 +164,31 @@ func FromAdamParams(p engine.AdamParams) *AdamParams {
 func ToAdamParams(p *AdamParams) engine.AdamParams {
 	return engine.AdamParams{LearningRate: p.GetLearningRate(), Beta1: p.GetBeta1(), Beta2: p.GetBeta2(), Eps: p.GetEps(),
 		WeightDecay: p.GetWeightDecay(), GradClipNorm: p.GetGradClipNorm()}
+}
+
+// FromStepParams encodes one optimizer step of adapter ref.
+func FromStepParams(ref *AdapterRef, p engine.StepParams) *OptimStepRequest {
+	out := &OptimStepRequest{Adapter: ref}
+	if d := p.Dimuon; d != nil {
+		out.Dimuon = &DimuonParams{LearningRate: d.LearningRate, GradClipNorm: d.GradClipNorm, Beta1: d.Beta1, Damping: d.Damping,
+			RankLrCorrectionExponent: d.RankLRCorrectionExponent}
+	} else {
+		out.Params = FromAdamParams(p.Adam)
+	}
+	return out
+}
+
+// ToStepParams decodes one optimizer step: Dimuon's when the request carries its
+// parameters, else Adam's.
+func ToStepParams(r *OptimStepRequest) (engine.StepParams, error) {
+	if d := r.GetDimuon(); d != nil {
+		if r.GetParams() != nil {
+			return engine.StepParams{}, fmt.Errorf("optim_step carries both Adam's and Dimuon's parameters")
+		}
+		return engine.StepParams{Dimuon: &engine.DimuonParams{LearningRate: d.GetLearningRate(), GradClipNorm: d.GetGradClipNorm(),
+			Beta1: d.GetBeta1(), Damping: d.GetDamping(), RankLRCorrectionExponent: d.GetRankLrCorrectionExponent()}}, nil
+	}
+	return engine.StepParams{Adam: ToAdamParams(r.GetParams())}, nil
 }
 
 // FromSampleRequest encodes a sampling request.
