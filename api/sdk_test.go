@@ -694,7 +694,7 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 // loss_fn_config_v2 (SDK >= 0.26.2 writes numbers to it beside loss_fn_config, and alone
 // for string values): numbers are honoured, the same as in loss_fn_config; a value that
 // contradicts loss_fn_config is refused.
-func TestLossConfigV2NumbersAreHonoured(t *testing.T) {
+func TestLossConfigV2NumbersAndStrings(t *testing.T) {
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	pb := map[string]string{"Content-Type": "application/x-protobuf"}
@@ -734,6 +734,29 @@ func TestLossConfigV2NumbersAreHonoured(t *testing.T) {
 	})
 	if r.Status != 400 || !strings.Contains(string(r.Body), "contradicts") {
 		t.Fatalf("contradicting configs: %d %s", r.Status, r.Body)
+	}
+	// String values are parsed and handed to the loss, which takes only the string keys
+	// it defines (none of TuFT's losses defines one: engine's TestLossTextConfig shows
+	// one that does); the refusal names the key and settles the seq_id.
+	text := func(k, v string) func(*tinkerpb.ForwardBackwardRequest) {
+		return func(m *tinkerpb.ForwardBackwardRequest) {
+			m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{k: {Value: &tinkerpb.LossConfigValue_Text{Text: v}}}
+		}
+	}
+	for _, tc := range []struct {
+		mut  func(*tinkerpb.ForwardBackwardRequest)
+		want string
+	}{
+		{text("loss_id", "l1"), `key \"loss_id\"`},
+		{text("beta", "high"), `loss_fn_config[\"beta\"] must be a number`},
+		{func(m *tinkerpb.ForwardBackwardRequest) { v1(m); text("beta", "x")(m) }, "contradicts"},
+		{text("mode", strings.Repeat("x", 300)), "more than 256"},
+	} {
+		model := h.model(h.a, sess, 4, 4)
+		if _, r := loss(model, tc.mut); r.Status != 400 || !strings.Contains(string(r.Body), tc.want) {
+			t.Errorf("string config: %d %s, want 400 naming %s", r.Status, r.Body, tc.want)
+		}
+		sess = h.session(h.a)
 	}
 }
 

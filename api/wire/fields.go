@@ -420,31 +420,46 @@ func ForwardBackwardAddress(body []byte, protobuf bool) (modelID string, seqID i
 	return m.ModelId, int64(m.SeqId), true
 }
 
-// checkForwardBackwardProto refuses the 0.38 schema's forward_backward fields that this
-// server does not implement, and merges loss_fn_config_v2 (which the SDK writes beside
-// the numeric loss_fn_config, and alone for string values) into the numeric config.
-func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]float64, error) {
+// checkForwardBackwardProto merges loss_fn_config_v2 (which the SDK writes beside the
+// numeric loss_fn_config, and alone for string values) into the numeric config and the
+// string-valued one. Which keys a loss takes, and of which kind, the engine decides
+// (engine.ValidateForward), naming the key it refuses.
+func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]float64, map[string]string, error) {
 	cfg := m.LossFnConfig
+	var text map[string]string
 	for _, k := range sortedKeys(m.LossFnConfigV2) {
 		v := m.LossFnConfigV2[k]
 		switch x := v.GetValue().(type) {
 		case *tinkerpb.LossConfigValue_Number:
 			if old, ok := cfg[k]; ok && old != x.Number {
-				return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "%v contradicts loss_fn_config[%q] = %v", x.Number, k, old)
+				return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "%v contradicts loss_fn_config[%q] = %v", x.Number, k, old)
 			}
 			if cfg == nil {
 				cfg = map[string]float64{}
 			}
 			cfg[k] = x.Number
 		case *tinkerpb.LossConfigValue_Text:
-			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "string values (%q) are not supported by any loss this server implements", x.Text)
+			if _, ok := cfg[k]; ok {
+				return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "the string %q contradicts the number loss_fn_config[%q] = %v", x.Text, k, cfg[k])
+			}
+			if len(x.Text) > maxLossConfigText {
+				return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "is %d bytes long, more than %d", len(x.Text), maxLossConfigText)
+			}
+			if text == nil {
+				text = map[string]string{}
+			}
+			text[k] = x.Text
 		default:
-			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "has no value")
+			return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "has no value")
 		}
 	}
 	// Provenance spans are validated per datum in DecodeForwardBackwardProto (checkProvenance).
-	return cfg, nil
+	return cfg, text, nil
 }
+
+// maxLossConfigText bounds a string value of loss_fn_config_v2 (the values a loss may
+// define are short names).
+const maxLossConfigText = 256
 
 // checkSampleFields refuses the sample request fields this server does not implement
 // and validates prompt_logprobs_last_n against the prompt.

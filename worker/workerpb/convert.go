@@ -110,7 +110,7 @@ func toTensors(m map[string]*Tensor) (map[string]engine.Tensor, error) {
 
 // FromForwardRequest encodes a forward(_backward) request.
 func FromForwardRequest(ref *AdapterRef, r engine.ForwardRequest) *ForwardBackwardRequest {
-	out := &ForwardBackwardRequest{Adapter: ref, LossFn: r.LossFn, LossFnConfig: r.LossFnConfig, Backward: r.Backward}
+	out := &ForwardBackwardRequest{Adapter: ref, LossFn: r.LossFn, LossFnConfig: r.LossFnConfig, LossFnTextConfig: r.LossFnTextConfig, Backward: r.Backward}
 	for _, d := range r.Data {
 		out.Data = append(out.Data, &Datum{Tokens: d.Tokens, LossInputs: fromTensors(d.LossInputs)})
 	}
@@ -119,7 +119,7 @@ func FromForwardRequest(ref *AdapterRef, r engine.ForwardRequest) *ForwardBackwa
 
 // ToForwardRequest decodes a forward(_backward) request.
 func ToForwardRequest(r *ForwardBackwardRequest) (engine.ForwardRequest, error) {
-	out := engine.ForwardRequest{LossFn: r.GetLossFn(), LossFnConfig: r.GetLossFnConfig(), Backward: r.GetBackward()}
+	out := engine.ForwardRequest{LossFn: r.GetLossFn(), LossFnConfig: r.GetLossFnConfig(), LossFnTextConfig: r.GetLossFnTextConfig(), Backward: r.GetBackward()}
 	for i, d := range r.GetData() {
 		in, err := toTensors(d.GetLossInputs())
 		if err != nil {
