@@ -444,9 +444,8 @@ func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant str
 }
 
 // saveWeightsForSampler saves a sampler checkpoint (named) or makes a sampling session
-// of the current weights (ephemeral). kind "inflight" (SDK 0.38) is served as a
-// snapshot: the SDK's inflight contract promises samples on "the weights saved when the
-// client was created, or newer", which a snapshot of those weights keeps.
+// of the current weights (ephemeral). kind "inflight" (SDK 0.38, ephemeral form) makes
+// one that follows the run's newest inflight save (see service/inflight.go).
 func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.SaveWeightsForSamplerRequest
 	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsForSampler, &req)
@@ -461,7 +460,7 @@ func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, 
 	}
 	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
 		OpMeta: m, Name: deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID,
-		UserMetadata: req.UserMetadata}, h.enc)
+		UserMetadata: req.UserMetadata, Inflight: deref(req.Kind) == service.SamplerInflight}, h.enc)
 	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, id, err)
 }
 

@@ -500,7 +500,7 @@ func TestUserMetadataKindAndDisplayName(t *testing.T) {
 	if m := meta("weights/a"); len(m) != 0 {
 		t.Fatalf("metadata after overwrite without any: %v", m)
 	}
-	wait(save("/api/v1/save_weights_for_sampler", map[string]any{"path": "s", "kind": "inflight", "user_metadata": map[string]any{"k": "v"}}))
+	wait(save("/api/v1/save_weights_for_sampler", map[string]any{"path": "s", "kind": "snapshot", "user_metadata": map[string]any{"k": "v"}}))
 	if m := meta("sampler_weights/s"); m["k"] != "v" {
 		t.Fatalf("sampler metadata: %v", m)
 	}
@@ -655,7 +655,7 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) {
 				m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{"loss_id": {Value: &tinkerpb.LossConfigValue_Text{Text: "x"}}}
 			})
-		}, pb, "loss_fn_config_v2"},
+		}, pb, "loss_id"},
 		{"provenance spans that do not tile the input", "/api/v1/forward_backward", func(seq int) any {
 			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) {
 				m.Data[0].ModelInputSpans = []*tinkerpb.ProvenanceSpan{{Span: &tinkerpb.ProvenanceSpan_PromptTokens{PromptTokens: &tinkerpb.PromptProvenanceSpan{SequenceId: "s", Length: 1}}}}

@@ -232,7 +232,7 @@ func sdkFieldRules() map[string]fieldRule {
 			return p.fwd(func(m *tinkerpb.ForwardBackwardRequest) { m.LossFn = loss })
 		})
 	}
-	set("value:SamplingClientKind.snapshot value:SamplingClientKind.inflight", honoured("TestUserMetadataKindAndDisplayName"))
+	set("value:SamplingClientKind.snapshot value:SamplingClientKind.inflight", honoured("TestInflightSamplersFollowTheRun"))
 	return r
 }
 

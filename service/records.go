@@ -90,6 +90,8 @@ type Run struct {
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
 	// Optimizer is the optimizer family fixed at creation ("" reads as OptimizerAdamW).
 	Optimizer string `json:"optimizer,omitempty"`
+	// Inflight: the run has published weights to its shared inflight target.
+	Inflight bool `json:"inflight,omitempty"`
 	// LoadedFrom is the checkpoint a run created by load_weights starts from (its seq 0);
 	// a restart that finds the load unfinished starts it again from there.
 	LoadedFrom *LoadSource `json:"loaded_from,omitempty"`
@@ -192,6 +194,18 @@ type Sampler struct {
 	// ClosedWhy says why a sampler was closed, when it is not the usual (its session
 	// expired or its run was unloaded).
 	ClosedWhy string `json:"closed_why,omitempty"`
+	// Inflight: created by an inflight save, it samples its run's shared inflight
+	// adapter (AdapterID), which follows the run's newest inflight save.
+	Inflight  bool   `json:"inflight,omitempty"`
+	AdapterID string `json:"adapter_id,omitempty"`
+}
+
+// adapterID is the executor's id of the adapter the sampler samples.
+func (sm *Sampler) adapterID() string {
+	if sm.AdapterID != "" {
+		return sm.AdapterID
+	}
+	return sm.ID
 }
 
 var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

@@ -16,7 +16,7 @@ import (
 func (s *Service) recoverSaves() {
 	var dirs []string
 	for id := range s.runs {
-		dirs = append(dirs, s.autosaveDir(id))
+		dirs = append(dirs, s.autosaveDir(id), s.inflightDir(id))
 		for _, c := range s.ckpts[id] {
 			dirs = append(dirs, c.Dir)
 		}

@@ -53,11 +53,12 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if _, ok := s.models[baseModel]; !ok {
 		return nil, invalidf("base_model %q is not served here; available: %v", baseModel, s.modelNames())
 	}
-	return s.newSampler(ctx, tenant, sessionID, seq, baseModel, modelPath, dir, runID, false)
+	return s.newSampler(ctx, tenant, sessionID, seq, baseModel, modelPath, dir, runID, false, false)
 }
 
-// newSampler registers a sampling session (idempotent per session and seq).
-func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral bool) (*Sampler, error) {
+// newSampler registers a sampling session (idempotent per session and seq). An inflight
+// one samples the run's shared inflight adapter, which publishInflight has loaded.
+func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := fmt.Sprintf("%s:sample:%d", sessionID, seq)
 	s.mu.Lock()
 	if old, ok := s.samplers[id]; ok && !old.Closed {
@@ -74,10 +75,13 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		s.mu.Lock()
 	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
-		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now()}
+		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now(), Inflight: inflight}
+	if inflight {
+		sm.AdapterID = inflightAdapterID(runID)
+	}
 	s.samplers[id] = sm
 	s.mu.Unlock()
-	if sm.Lora {
+	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
 			s.mu.Lock()
 			delete(s.samplers, id)
@@ -102,7 +106,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 	sm.Closed = true
 	c := *sm
 	s.mu.Unlock()
-	if sm.Lora {
+	if sm.Lora && !sm.Inflight { // the shared inflight adapter goes with its run (unload)
 		if err := s.be.RemoveSamplerAdapter(ctx, sm.BaseModel, sm.ID); err != nil {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
 		}
@@ -188,7 +192,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		}
 		job.base, job.queue, job.sampler = sm.BaseModel, sm.ID, sm.ID
 		if sm.Lora {
-			job.lora, job.adapterDir = sm.ID, sm.AdapterDir
+			job.lora, job.adapterDir = sm.adapterID(), sm.AdapterDir
 		}
 		job.keys.SessionID, job.keys.SamplingSessionID = sm.SessionID, sm.ID
 	} else if job.base == "" {

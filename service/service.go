@@ -357,8 +357,9 @@ func (s *Service) restore(ctx context.Context) error {
 			s.log.Error("could not restore training run", "run", r.ID, "error", err)
 		}
 	}
+	restored := map[string]bool{} // inflight samplers of a run share one adapter
 	for _, sm := range s.samplers {
-		if sm.Closed || !sm.Lora {
+		if sm.Closed || !sm.Lora || restored[sm.adapterID()] {
 			continue
 		}
 		if _, ok := s.models[sm.BaseModel]; !ok {
@@ -373,7 +374,8 @@ func (s *Service) restore(ctx context.Context) error {
 			s.log.Info("sampling session closed: its checkpoint is no longer published", "sampler", sm.ID, "checkpoint", sm.ModelPath)
 			continue
 		}
-		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.ID, sm.AdapterDir); err != nil {
+		restored[sm.adapterID()] = true
+		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.adapterID(), sm.AdapterDir); err != nil {
 			s.log.Warn("sampling session could not be restored; closing it", "sampler", sm.ID, "error", err)
 			sm.Closed = true
 			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)

@@ -396,6 +396,9 @@ type SaveInput struct {
 	SamplerSeq *int64 // sampling_session_seq_id: the ephemeral form creates a sampling session
 	// UserMetadata is stored with the checkpoint, replacing the old one on overwrite.
 	UserMetadata map[string]string
+	// Inflight (the ephemeral form only, SDK 0.38's kind="inflight") publishes the
+	// weights to the run's shared inflight target instead of a snapshot: see inflight.go.
+	Inflight bool
 }
 
 // Save queues a checkpoint save.
@@ -410,6 +413,9 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	}
 	if ephemeral && in.UserMetadata != nil {
 		return "", invalidf("user_metadata is stored with a named checkpoint: give a path, or leave user_metadata out of the ephemeral save")
+	}
+	if in.Inflight && !ephemeral {
+		return "", invalidf("kind \"inflight\" applies to save_weights_and_get_sampling_client (sampling_session_seq_id, no path): a named sampler checkpoint is a snapshot")
 	}
 	if ephemeral && in.TTLSeconds != nil {
 		return "", invalidf("ttl_seconds applies to a named checkpoint: give a path, or leave ttl_seconds out of the ephemeral save")
@@ -434,8 +440,15 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 		return "", err
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, op, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint,
-			attribute.String(telemetry.AttrCheckpointType, typ), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
+		kind := SamplerSnapshot
+		if in.Inflight {
+			kind = SamplerInflight
+		}
+		attrs := []attribute.KeyValue{attribute.String(telemetry.AttrCheckpointType, typ), attribute.Int64(telemetry.AttrSeqID, in.SeqID)}
+		if in.Sampler {
+			attrs = append(attrs, attribute.String(telemetry.AttrSamplerKind, kind))
+		}
+		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint, attrs...)
 		res, err := s.doSave(ctx, r, in, typ, ephemeral, enc)
 		telemetry.End(sp, err)
 		return res, err
@@ -443,6 +456,17 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 }
 
 func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
+	if ephemeral && in.Inflight {
+		dir, err := s.publishInflight(ctx, r)
+		if err != nil {
+			return futures.Result{}, err
+		}
+		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, true)
+		if err != nil {
+			return futures.Result{}, err
+		}
+		return enc.SaveWeightsForSampler("", sm.ID)
+	}
 	if ephemeral {
 		s.mu.Lock()
 		r.EphemeralCount++
@@ -452,7 +476,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			return futures.Result{}, err
 		}
-		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true)
+		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, false)
 		if err != nil {
 			return futures.Result{}, err
 		}
@@ -617,6 +641,11 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 	if was {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
 			s.log.Warn("remove adapter failed", "run", r.ID, "error", err)
+		}
+		if c.Inflight {
+			if err := s.be.RemoveSamplerAdapter(ctx, r.BaseModel, inflightAdapterID(r.ID)); err != nil {
+				s.log.Warn("remove inflight sampling adapter failed", "run", r.ID, "error", err)
+			}
 		}
 		s.tel.Instruments.TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 	}

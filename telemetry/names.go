@@ -102,10 +102,12 @@ const (
 	AttrOptimizer         = "tuft.optimizer" // a save or load includes the optimizer state
 	// AttrOptimizerFamily is the optimizer family of a step, a load or a run (adamw, dimuon).
 	AttrOptimizerFamily = "tuft.optimizer_family"
-	AttrPromptTokens    = "tuft.prompt_tokens"
-	AttrOutputTokens    = "tuft.output_tokens"
-	AttrTenant          = "tuft.tenant"
-	AttrRole            = "tuft.role"
+	// AttrSamplerKind is a sampler save's kind: snapshot or inflight.
+	AttrSamplerKind  = "tuft.sampler_kind"
+	AttrPromptTokens = "tuft.prompt_tokens"
+	AttrOutputTokens = "tuft.output_tokens"
+	AttrTenant       = "tuft.tenant"
+	AttrRole         = "tuft.role"
 
 	AttrGenAIRequestModel  = "gen_ai.request.model"
 	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"
