@@ -47,10 +47,12 @@ func (h *Handler) routes() {
 	a("POST /api/v1/save_weights_external", h.saveWeightsExternal)
 	a("POST /api/v1/asample", h.asample)
 	a("POST /api/v1/retrieve_future", h.retrieveFuture)
-	// Newer SDK routes this server does not implement yet: a 400 naming the feature
-	// rather than a 404 (the SDK only calls most of them when the server advertises them).
-	for _, rt := range []string{"POST /api/v1/copy_weights", "POST /api/v1/create_custom_loss", "POST /api/v1/join_sampling_session",
-		"POST /api/v1/retrieve_futures", "POST /api/v1/cancel_future", "POST /api/v1/sessions/search",
+	a("POST /api/v1/retrieve_futures", h.retrieveFutures)
+	a("POST /api/v1/cancel_future", h.cancelFuture)
+	a("POST /api/v1/join_sampling_session", h.joinSamplingSession)
+	// Newer SDK routes this server does not implement: a 400 naming the feature and why
+	// rather than a 404 (docs/compatibility.md).
+	for _, rt := range []string{"POST /api/v1/copy_weights", "POST /api/v1/create_custom_loss", "POST /api/v1/sessions/search",
 		"GET /api/v1/billing/usage/checkpoints/current", "GET /api/v1/billing/usage/events", "GET /api/v1/audit"} {
 		a(rt, h.notImplemented)
 	}
@@ -157,7 +159,7 @@ func (h *Handler) dynamicConfig(w http.ResponseWriter, r *http.Request, tenant s
 	if _, ok := h.readBody(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.ClientDynamicConfigResponse{RefreshIntervalSec: 300})
+	writeJSON(w, http.StatusOK, wire.ServerDynamicConfig())
 }
 
 func (h *Handler) capabilities(w http.ResponseWriter, r *http.Request, tenant string) {

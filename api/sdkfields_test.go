@@ -110,8 +110,6 @@ func sdkFieldRules() map[string]fieldRule {
 		"CopyWeightsRequest":       {"POST", "/api/v1/copy_weights"},
 		"CreateCustomLossRequest":  {"POST", "/api/v1/create_custom_loss"}, "CustomLossGraph": {"POST", "/api/v1/create_custom_loss"},
 		"CustomLossInput": {"POST", "/api/v1/create_custom_loss"}, "CustomLossNode": {"POST", "/api/v1/create_custom_loss"},
-		"FuturesRetrieveRequest": {"POST", "/api/v1/retrieve_futures"}, "SamplingSessionFuturesTarget": {"POST", "/api/v1/retrieve_futures"},
-		"JoinSamplingSessionRequest":              {"POST", "/api/v1/join_sampling_session"},
 		"GetBillingUsageRequest":                  {"GET", "/api/v1/billing/usage/events"},
 		"GetCurrentCheckpointStorageUsageRequest": {"GET", "/api/v1/billing/usage/checkpoints/current"},
 	} {
@@ -131,6 +129,11 @@ func sdkFieldRules() map[string]fieldRule {
 			r[k] = rule
 		}
 	}
+	set("FuturesRetrieveRequest.prev_cursor FuturesRetrieveRequest.target FuturesRetrieveRequest.timeout SamplingSessionFuturesTarget.cloned_sampler_id "+
+		"SamplingSessionFuturesTarget.sampling_session_id SamplingSessionFuturesTarget.type JoinSamplingSessionRequest.sampling_session_id",
+		honoured("TestRetrieveFuturesAndJoin"))
+	set("FuturesRetrieveRequest.retrieved_request_ids", tag("a permission to drop results early; they stay retrievable for persistence.future_ttl_seconds (at most limits.max_retrieved_request_ids per poll)"))
+	set("JoinSamplingSessionRequest.type", tag(typeTag))
 	set("AdamParams.learning_rate AdamOptimizerConfig.type OptimStepRequest.optim_params OptimParamsBase.type OptimizerConfigBase.type "+
 		"CreateModelRequest.optimizer_config", honoured("TestOptimizerConfigAndParams"))
 	set("AdamParams.beta1 AdamParams.beta2 AdamParams.eps AdamParams.weight_decay AdamParams.grad_clip_norm", honoured("engine:TestMatchesPyTorchReference"))

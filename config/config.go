@@ -242,6 +242,11 @@ type Limits struct {
 	// puts in the server's log: its events, and each text field of one.
 	MaxClientEvents     int `yaml:"max_client_events"`
 	MaxClientEventBytes int `yaml:"max_client_event_bytes"`
+	// MaxCompletionEventsPerSampler bounds the completions retrieve_futures keeps for one
+	// sampling session (clone) until its client acknowledges them; the oldest go first.
+	MaxCompletionEventsPerSampler int `yaml:"max_completion_events_per_sampler"`
+	// MaxRetrievedRequestIDs bounds the retrieved_request_ids of one retrieve_futures poll.
+	MaxRetrievedRequestIDs int `yaml:"max_retrieved_request_ids"`
 }
 
 // Inference configures the OpenAI- and Anthropic-compatible routes.
@@ -271,7 +276,8 @@ func Default(home string) Config {
 		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
-			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192},
+			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
+			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine:    Engine{Device: "auto"},
@@ -630,6 +636,12 @@ func (c Config) Validate() error {
 	}
 	if l.MaxClientEventBytes < 64 {
 		bad("limits.max_client_event_bytes", "%d must be at least 64", l.MaxClientEventBytes)
+	}
+	if l.MaxCompletionEventsPerSampler < 1 {
+		bad("limits.max_completion_events_per_sampler", "%d must be at least 1", l.MaxCompletionEventsPerSampler)
+	}
+	if l.MaxRetrievedRequestIDs < 1 {
+		bad("limits.max_retrieved_request_ids", "%d must be at least 1", l.MaxRetrievedRequestIDs)
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)

@@ -218,6 +218,10 @@ type entry struct {
 	// guarded by Manager.mu.
 	accept       *time.Timer
 	resultQueued bool
+	// cancel ends a running task's context (Cancel); cancelled records a Cancel that
+	// came before the task's context existed. Both are guarded by Manager.mu.
+	cancel    context.CancelCauseFunc
+	cancelled bool
 }
 
 // acceptDelay is how long an operation may stay unresolved before its acceptance is
@@ -916,6 +920,14 @@ func (m *Manager) execute(e *entry) {
 	default:
 		opts = append(opts, trace.WithNewRoot())
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	m.mu.Lock()
+	e.cancel = cancel
+	if e.cancelled {
+		cancel(ErrCancelled)
+	}
+	m.mu.Unlock()
 	ctx, span := m.tracer.Start(ctx, telemetry.SpanFutureExecute, opts...)
 	if span.IsRecording() {
 		attrs := telemetry.AppendKeyAttributes(make([]attribute.KeyValue, 0, telemetry.MaxKeyAttributes+3), telemetry.KeysFrom(ctx))
@@ -993,10 +1005,13 @@ func (m *Manager) finish(e *entry, st Status) {
 }
 
 // fail resolves a not-yet-running entry as failed. Callers must not hold m.mu.
-func (m *Manager) fail(e *entry, msg string) {
+func (m *Manager) fail(e *entry, msg string) { m.failAs(e, msg, CategoryServer) }
+
+// failAs is fail with the failure's category.
+func (m *Manager) failAs(e *entry, msg string, cat Category) {
 	m.mu.Lock()
 	e.rec.Status, e.rec.DoneAt = StatusFailed, m.now()
-	e.rec.Failure = &Failure{Message: msg, Category: CategoryServer}
+	e.rec.Failure = &Failure{Message: msg, Category: cat}
 	e.noteResultQueued()
 	rec := e.rec
 	m.mu.Unlock()

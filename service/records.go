@@ -198,6 +198,8 @@ type Sampler struct {
 	// adapter (AdapterID), which follows the run's newest inflight save.
 	Inflight  bool   `json:"inflight,omitempty"`
 	AdapterID string `json:"adapter_id,omitempty"`
+	// Clients counts the clones that joined (join_sampling_session); the original is 0.
+	Clients int64 `json:"clients,omitempty"`
 }
 
 // adapterID is the executor's id of the adapter the sampler samples.

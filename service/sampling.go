@@ -198,7 +198,11 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	} else if job.base == "" {
 		return "", invalidf("asample needs sampling_session_id (or base_model)")
 	}
-	return s.submitSample(ctx, job)
+	id, err := s.submitSample(ctx, job)
+	if err == nil && job.sampler != "" {
+		s.watchCompletion(tenant, job.sampler, in.SeqID, id)
+	}
+	return id, err
 }
 
 // sampleJob is a sample request on its way to the futures pool of its base model: the
@@ -297,6 +301,9 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, job.adapterDir); lerr == nil {
 					out, err = sample()
 				}
+			}
+			if err != nil {
+				err = cancelledError(ctx, err)
 			}
 			telemetry.End(sp, err)
 			if err != nil {

@@ -51,6 +51,8 @@ type Service struct {
 
 	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
 	adapters adapterCache
+	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
+	polls *completionLogs
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
@@ -80,7 +82,8 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
 		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
-		tel: telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
+		tel:   telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
+		polls: newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -182,6 +185,7 @@ func (s *Service) Close() {
 		close(s.stop)
 	}
 	s.stopped.Wait()
+	s.polls.close()
 }
 
 // Authenticate maps an API key to its tenant.
@@ -519,6 +523,7 @@ func (s *Service) Reap(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	s.expireCompletions(now)
 	for _, se := range expired {
 		s.expireSession(ctx, se)
 	}

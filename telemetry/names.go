@@ -34,6 +34,10 @@ const (
 
 	SpanSCCreateSamplingSession = "sampling_controller.create_sampling_session"
 	SpanSCRunSample             = "sampling_controller.run_sample"
+	// SpanSCCancelSample is cancel_future (SDK >= 0.26) stopping a sampling request.
+	SpanSCCancelSample = "sampling_controller.cancel_sample"
+	// SpanSCJoinSamplingSession allocates a cloned sampling client's counter.
+	SpanSCJoinSamplingSession = "sampling_controller.join_sampling_session"
 
 	SpanTBForward         = "training_backend.forward"
 	SpanTBForwardBackward = "training_backend.forward_backward"
@@ -103,11 +107,16 @@ const (
 	// AttrOptimizerFamily is the optimizer family of a step, a load or a run (adamw, dimuon).
 	AttrOptimizerFamily = "tuft.optimizer_family"
 	// AttrSamplerKind is a sampler save's kind: snapshot or inflight.
-	AttrSamplerKind  = "tuft.sampler_kind"
-	AttrPromptTokens = "tuft.prompt_tokens"
-	AttrOutputTokens = "tuft.output_tokens"
-	AttrTenant       = "tuft.tenant"
-	AttrRole         = "tuft.role"
+	AttrSamplerKind = "tuft.sampler_kind"
+	// AttrCancelOutcome is what cancel_future did: cancelled_queued, cancelled_running
+	// or already_done.
+	AttrCancelOutcome = "tuft.cancel_outcome"
+	// AttrClientCounter is the counter join_sampling_session gave a cloned client.
+	AttrClientCounter = "tuft.client_counter"
+	AttrPromptTokens  = "tuft.prompt_tokens"
+	AttrOutputTokens  = "tuft.output_tokens"
+	AttrTenant        = "tuft.tenant"
+	AttrRole          = "tuft.role"
 
 	AttrGenAIRequestModel  = "gen_ai.request.model"
 	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"
