@@ -19,7 +19,8 @@ import (
 func (h *Handler) routes() {
 	m := h.mux
 	m.HandleFunc("GET /api/v1/healthz", h.healthz)
-	m.HandleFunc("GET /api/v1/archive/{token}", h.archiveDownload) // signed link, no API key
+	m.HandleFunc("GET /api/v1/archive/{token}", h.archiveDownload)              // signed link, no API key
+	m.HandleFunc("GET /api/v1/external_weights/{token}/{file}", h.externalFile) // signed link, no API key
 
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
@@ -50,12 +51,18 @@ func (h *Handler) routes() {
 	a("POST /api/v1/retrieve_futures", h.retrieveFutures)
 	a("POST /api/v1/cancel_future", h.cancelFuture)
 	a("POST /api/v1/join_sampling_session", h.joinSamplingSession)
-	// Newer SDK routes this server does not implement: a 400 naming the feature and why
-	// rather than a 404 (docs/compatibility.md).
-	for _, rt := range []string{"POST /api/v1/copy_weights", "POST /api/v1/create_custom_loss", "POST /api/v1/sessions/search",
-		"GET /api/v1/billing/usage/checkpoints/current", "GET /api/v1/billing/usage/events", "GET /api/v1/audit"} {
-		a(rt, h.notImplemented)
-	}
+	a("POST /api/v1/copy_weights", h.copyWeights)
+	a("POST /api/v1/sessions/search", h.searchSessions)
+	a("GET /api/v1/billing/usage/checkpoints/current", h.checkpointStorage)
+	a("GET /api/v1/auth/apikey/me", h.apiKeyMe)
+	a("DELETE /api/v1/auth/apikey/me", h.deleteAPIKeyMe)
+	// Newer SDK routes this server does not implement: a 400 that says why rather than a
+	// 404 (docs/compatibility.md).
+	a("POST /api/v1/create_custom_loss", h.refusedRoute("server-side custom losses (create_custom_loss) are not supported: this server "+
+		"advertises custom_loss_server_side false, so the SDK runs forward_backward_custom on the client"))
+	a("GET /api/v1/billing/usage/events", h.refusedRoute("billing usage events are not recorded: TuFT bills nothing "+
+		"(GET /api/v1/billing/usage/checkpoints/current reports checkpoint storage)"))
+	a("GET /api/v1/audit", h.refusedRoute("audit logs are not kept by this server (the server's log and traces record operations)"))
 
 	a("GET /api/v1/training_runs", h.listRuns)
 	a("GET /api/v1/training_runs/{run_id}", h.getRun)
@@ -140,9 +147,12 @@ func (h *Handler) opFuture(w http.ResponseWriter, r *http.Request, tenant string
 	h.future(w, r, id, m.ModelID, nil)
 }
 
-// notImplemented answers routes of newer SDKs that this server does not implement yet.
-func (h *Handler) notImplemented(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.badRequest(w, r, fmt.Errorf("%s %s (a newer Tinker SDK feature) is not implemented by this server yet", r.Method, r.URL.Path))
+// refusedRoute answers a route of a newer SDK that this server does not implement, with
+// the reason.
+func (h *Handler) refusedRoute(why string) func(w http.ResponseWriter, r *http.Request, tenant string) {
+	return func(w http.ResponseWriter, r *http.Request, tenant string) {
+		h.badRequest(w, r, fmt.Errorf("%s %s: %s", r.Method, r.URL.Path, why))
+	}
 }
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -529,23 +539,6 @@ func (h *Handler) createViaLoad(w http.ResponseWriter, r *http.Request, tenant s
 		SessionID: *req.SessionID, ModelSeqID: *req.ModelSeqID, Path: req.Path, Optimizer: req.Optimizer,
 		BaseModel: deref(req.BaseModel), OptimizerConfig: family, UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}, h.enc)
 	h.future(w, r, id, runID, err)
-}
-
-// saveWeightsExternal is a training operation of SDK >= 0.28 that this server does not
-// implement yet. It is refused, never left to a 404, so that its seq_id is settled.
-func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, tenant string) {
-	var req wire.SaveWeightsExternalRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsExternal, &req)
-	if !ok {
-		return
-	}
-	if _, err := h.svc.GetInfo(tenant, req.ModelID); err != nil {
-		h.fail(w, r, err) // an unknown run is 404, as for every operation
-		return
-	}
-	h.refuse(w, r, tenant, opMeta(r, req.ModelID, req.SeqID, body), telemetry.OpSaveWeightsExternal,
-		invalid(fmt.Errorf("save_weights_external (export in Hugging Face format with signed download links) is not implemented by this server yet; "+
-			"use save_state or save_weights_for_sampler")))
 }
 
 func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -667,9 +667,9 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 		{"dimuon step", "/api/v1/optim_step", func(seq int) any {
 			return map[string]any{"model_id": model, "seq_id": seq, "optimizer_params": map[string]any{"type": "dimuon", "learning_rate": 1e-3}}
 		}, nil, "dimuon"},
-		{"save_weights_external", "/api/v1/save_weights_external", func(seq int) any {
-			return map[string]any{"model_id": model, "seq_id": seq, "path": "x", "type": "save_weights_external"}
-		}, nil, "save_weights_external"},
+		{"save_weights_external to a bad recipient", "/api/v1/save_weights_external", func(seq int) any {
+			return map[string]any{"model_id": model, "seq_id": seq, "path": "x", "type": "save_weights_external", "age_encryption_recipients": []string{"age1x"}}
+		}, nil, "age_encryption_recipients"},
 		{"missing checkpoint", "/api/v1/load_weights", func(seq int) any {
 			return map[string]any{"model_id": model, "seq_id": seq, "path": "tinker://" + model + "/weights/none", "optimizer": false}
 		}, nil, "not found"},

@@ -55,6 +55,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
 	c, err := s.resolvePath(tenant, in.Path)
+	if err == nil {
+		err = notAnExport(c, in.Path)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return "", "", err

@@ -90,6 +90,8 @@ type Run struct {
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
 	// Optimizer is the optimizer family fixed at creation ("" reads as OptimizerAdamW).
 	Optimizer string `json:"optimizer,omitempty"`
+	// ProjectID is the project of a run made by copy_weights without a session.
+	ProjectID string `json:"project_id,omitempty"`
 	// Inflight: the run has published weights to its shared inflight target.
 	Inflight bool `json:"inflight,omitempty"`
 	// LoadedFrom is the checkpoint a run created by load_weights starts from (its seq 0);
@@ -132,6 +134,9 @@ type LoadSource struct {
 const (
 	CkptTraining = "training"
 	CkptSampler  = "sampler"
+	// CkptExternal is an export (save_weights_external): the adapter in Hugging Face
+	// PEFT format, optionally age-encrypted, downloaded through signed links.
+	CkptExternal = "external"
 )
 
 // Checkpoint is the metadata of a saved adapter on disk.
@@ -152,6 +157,8 @@ type Checkpoint struct {
 	UserMetadata map[string]string `json:"user_metadata,omitempty"`
 	// Optimizer is the run's optimizer family ("" reads as OptimizerAdamW).
 	Optimizer string `json:"optimizer,omitempty"`
+	// Encrypted: an external checkpoint whose files are age-encrypted ("<file>.age").
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 // OptimizerOf is the checkpoint's optimizer family.
@@ -169,10 +176,24 @@ func (c *Checkpoint) ID() string { return ckptKindDir(c.Type) + "/" + c.Name }
 func (c *Checkpoint) TinkerPath() string { return "tinker://" + c.RunID + "/" + c.ID() }
 
 func ckptKindDir(typ string) string {
-	if typ == CkptSampler {
+	switch typ {
+	case CkptSampler:
 		return "sampler_weights"
+	case CkptExternal:
+		return "external_weights"
 	}
 	return "weights"
+}
+
+// ckptType is the checkpoint type of a tinker:// path's kind segment.
+func ckptType(kind string) string {
+	switch kind {
+	case "sampler_weights":
+		return CkptSampler
+	case "external_weights":
+		return CkptExternal
+	}
+	return CkptTraining
 }
 
 // Sampler is a sampling session: a base model, optionally with an adapter loaded from a

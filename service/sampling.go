@@ -38,6 +38,9 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
 		c, err = s.resolvePath(tenant, modelPath)
+		if err == nil {
+			err = notAnExport(c, modelPath)
+		}
 		switch {
 		case err != nil:
 		case baseModel != "" && baseModel != c.BaseModel:

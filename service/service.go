@@ -454,6 +454,9 @@ func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) 
 		dir, optimizer, from, best = s.autosaveDir(r.ID), true, "the autosave of its last optim_step", fi.ModTime()
 	}
 	for _, c := range s.ckpts[r.ID] {
+		if c.Type == CkptExternal {
+			continue // an export (maybe encrypted), not a state to train from
+		}
 		t := c.CreatedAt
 		if fi, err := os.Stat(filepath.Join(c.Dir, "adapter_model.safetensors")); err == nil && fi.ModTime().After(t) {
 			t = fi.ModTime()

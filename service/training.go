@@ -549,6 +549,9 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		c, err = s.resolvePath(tenant, in.Path)
 	}
 	if err == nil {
+		err = notAnExport(c, in.Path)
+	}
+	if err == nil {
 		switch {
 		case c.BaseModel != r.BaseModel:
 			err = invalidf("checkpoint %s was trained on %s, but run %s uses %s", in.Path, c.BaseModel, r.ID, r.BaseModel)
@@ -716,11 +719,7 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 
 // storedCheckpoint reads a checkpoint record from the store (callers hold s.mu).
 func (s *Service) storedCheckpoint(runID, kind, name string) (*Checkpoint, bool) {
-	typ := CkptTraining
-	if kind == ckptKindDir(CkptSampler) {
-		typ = CkptSampler
-	}
-	b, err := s.st.Get(context.Background(), ckptKey(runID, typ, name))
+	b, err := s.st.Get(context.Background(), ckptKey(runID, ckptType(kind), name))
 	if err != nil {
 		return nil, false
 	}

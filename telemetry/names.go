@@ -31,6 +31,8 @@ const (
 	SpanTCSaveCheckpoint     = "training_controller.save_checkpoint"
 	SpanTCLoadCheckpoint     = "training_controller.load_checkpoint"
 	SpanTCUnloadModel        = "training_controller.unload_model"
+	// SpanTCCopyCheckpoint is copy_weights copying a checkpoint into a run of the caller's.
+	SpanTCCopyCheckpoint = "training_controller.copy_checkpoint"
 
 	SpanSCCreateSamplingSession = "sampling_controller.create_sampling_session"
 	SpanSCRunSample             = "sampling_controller.run_sample"
@@ -113,10 +115,14 @@ const (
 	AttrCancelOutcome = "tuft.cancel_outcome"
 	// AttrClientCounter is the counter join_sampling_session gave a cloned client.
 	AttrClientCounter = "tuft.client_counter"
-	AttrPromptTokens  = "tuft.prompt_tokens"
-	AttrOutputTokens  = "tuft.output_tokens"
-	AttrTenant        = "tuft.tenant"
-	AttrRole          = "tuft.role"
+	// AttrCheckpointPath is the tinker:// path of the checkpoint an operation made.
+	AttrCheckpointPath = "tuft.checkpoint_path"
+	// AttrEncrypted says an export's files are age-encrypted (save_weights_external).
+	AttrEncrypted    = "tuft.encrypted"
+	AttrPromptTokens = "tuft.prompt_tokens"
+	AttrOutputTokens = "tuft.output_tokens"
+	AttrTenant       = "tuft.tenant"
+	AttrRole         = "tuft.role"
 
 	AttrGenAIRequestModel  = "gen_ai.request.model"
 	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"
@@ -190,8 +196,10 @@ const (
 	OpLoadWeights           = "load_weights"
 	OpSample                = "sample"
 	OpUnloadModel           = "unload_model"
-	// OpSaveWeightsExternal is SDK 0.28's export, refused for now (its seq_id is settled).
+	// OpSaveWeightsExternal is SDK 0.28's export in Hugging Face PEFT format.
 	OpSaveWeightsExternal = "save_weights_external"
+	// OpCopyWeights is copy_weights (synchronous: no future).
+	OpCopyWeights = "copy_weights"
 )
 
 // Values of gen_ai.operation.name.

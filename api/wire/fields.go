@@ -476,7 +476,8 @@ func (m *SampleRequest) checkSampleFields(promptLen int) error {
 	case m.PromptAltTokensK > 0:
 		return errf("prompt_alt_tokens_k", "%d: alternative prompt tokens are not supported by this server yet (send 0)", m.PromptAltTokensK)
 	case m.RecordStabilityInfo != nil && *m.RecordStabilityInfo:
-		return errf("record_stability_info", "true is not supported by this server yet (no stable_reinforce loss): send false")
+		return errf("record_stability_info", "true records stability information for the stable_reinforce loss, which this server refuses "+
+			"because Tinker does not publish its objective (nor what the record holds), so nothing could use the record: send false")
 	}
 	if n := m.PromptLogprobsLastN; n != nil {
 		if m.PromptLogprobs == nil || !*m.PromptLogprobs {
