@@ -189,7 +189,8 @@ func (s *Service) ownsProject(tenant, project string) bool {
 }
 
 // copyDir copies the regular files of src into a new directory dst (through a temporary
-// directory, renamed into place, so dst appears whole or not at all).
+// directory, renamed into place, so dst appears whole or not at all). A copy shares
+// the source's storage: deleting either leaves the other whole.
 func copyDir(src, dst string) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
@@ -205,6 +206,11 @@ func copyDir(src, dst string) error {
 	defer os.RemoveAll(tmp)
 	for _, e := range ents {
 		if !e.Type().IsRegular() {
+			continue
+		}
+		// Storage is shared with the source where the file system allows (a hard link:
+		// saves replace files, never rewrite them in place); else the bytes are copied.
+		if err := os.Link(filepath.Join(src, e.Name()), filepath.Join(tmp, e.Name())); err == nil {
 			continue
 		}
 		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
