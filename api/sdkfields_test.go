@@ -62,15 +62,6 @@ func (p *probe) fwd(mut func(*tinkerpb.ForwardBackwardRequest)) *testenv.Respons
 	return p.h.a.Do("POST", "/api/v1/forward_backward", fwdProto(p.model, p.nextSeq(), mut), map[string]string{"Content-Type": "application/x-protobuf"})
 }
 
-func (p *probe) optim(params map[string]any) *testenv.Response {
-	return p.h.a.Do("POST", "/api/v1/optim_step", map[string]any{"model_id": p.model, "seq_id": p.nextSeq(), "optimizer_params": params}, nil)
-}
-
-func (p *probe) createModel(opt map[string]any) *testenv.Response {
-	return p.h.a.Do("POST", "/api/v1/create_model", map[string]any{"session_id": p.sess, "model_seq_id": 50 + p.nextID(), "base_model": testenv.Model,
-		"lora_config": map[string]any{"rank": 4}, "optimizer_config": opt}, nil)
-}
-
 var imageProbe = func(p *probe) *testenv.Response {
 	return p.fwd(func(m *tinkerpb.ForwardBackwardRequest) {
 		m.Data[0].ModelInput = append(m.Data[0].ModelInput, &tinkerpb.Chunk{Chunk: &tinkerpb.Chunk_Image{Image: &tinkerpb.ImageChunk{
