@@ -199,7 +199,16 @@ func TestSaveWeightsExternal(t *testing.T) {
 	if r := h.b.Do("GET", "/api/v1/training_runs/"+run+"/checkpoints/external_weights/plain/external_weights_urls", nil, nil); r.Status != 404 {
 		t.Fatalf("another tenant's urls: %d %s", r.Status, r.Body)
 	}
+	// Published, an export is every tenant's to download.
+	if r := h.a.Do("POST", "/api/v1/training_runs/"+run+"/checkpoints/external_weights/plain/publish", nil, nil); r.Status != 204 {
+		t.Fatalf("publish: %d %s", r.Status, r.Body)
+	}
 	var u urlsReply
+	h.b.Do("GET", "/api/v1/training_runs/"+run+"/checkpoints/external_weights/plain/external_weights_urls", nil, nil).JSON(t, &u)
+	if code, b := fetch(t, u.URLs["adapter_model.safetensors"]); code != 200 || !bytes.Equal(b, got["adapter_model.safetensors"]) {
+		t.Fatalf("another tenant downloads a published export: %d", code)
+	}
+	h.a.Do("DELETE", "/api/v1/training_runs/"+run+"/checkpoints/external_weights/plain/publish", nil, nil)
 	h.a.Do("GET", "/api/v1/training_runs/"+run+"/checkpoints/external_weights/plain/external_weights_urls", nil, nil).JSON(t, &u)
 	link := u.URLs["adapter_config.json"]
 	if code, _ := fetch(t, strings.Replace(link, "/adapter_config.json", "/adapter_model.safetensors", 1)); code != 403 {

@@ -240,11 +240,16 @@ func encryptFile(src, dst string, recipients []age.Recipient) error {
 	return err
 }
 
-// CheckpointFiles lists the files of a tenant's checkpoint (names relative to its
-// directory), for external_weights_urls.
+// CheckpointFiles lists the files of a checkpoint the tenant may read (its own, or a
+// published one), names relative to its directory, for external_weights_urls.
 func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []string, error) {
 	s.mu.Lock()
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+	if KindOf(err) == KindNotFound {
+		if pc, ok := s.ckpts[runID][ckptID]; ok && pc.Public {
+			c, err = pc, nil // published: every tenant may download it
+		}
+	}
 	var cc Checkpoint
 	if err == nil {
 		cc = *c
