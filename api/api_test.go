@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -222,28 +221,20 @@ func TestSFTFlowOverJSON(t *testing.T) {
 func TestOutOfOrderSubmissionRunsInSeqOrder(t *testing.T) {
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
-	// Submit seq 1..6 concurrently in reverse order: forward-only passes record nothing,
-	// so the proof of order is that every future succeeds and later ones see the optim
-	// steps of earlier ones.
+	// Submit seq 6..1 in reverse order, each answered (queued) before the next is sent, so
+	// every one arrives before its predecessors: the later ones wait for the earlier ones,
+	// and the proof of order is that the optim steps of earlier seq_ids show in the losses
+	// of later forward_backwards.
 	ids := make([]string, 7)
-	var wg sync.WaitGroup
 	for seq := 6; seq >= 1; seq-- {
-		wg.Add(1)
-		go func(seq int) {
-			defer wg.Done()
-			var f future
-			var body map[string]any
-			if seq%2 == 1 {
-				body = fwdbwdJSON(model, seq, datum(3, 8))
-				h.a.Post("/api/v1/forward_backward", body, &f)
-			} else {
-				h.a.Post("/api/v1/optim_step", optim(model, seq, 1e-2), &f)
-			}
-			ids[seq] = f.RequestID
-		}(seq)
-		time.Sleep(5 * time.Millisecond)
+		var f future
+		if seq%2 == 1 {
+			h.a.Post("/api/v1/forward_backward", fwdbwdJSON(model, seq, datum(3, 8)), &f)
+		} else {
+			h.a.Post("/api/v1/optim_step", optim(model, seq, 1e-2), &f)
+		}
+		ids[seq] = f.RequestID
 	}
-	wg.Wait()
 	var losses []float64
 	for seq := 1; seq <= 6; seq++ {
 		r := h.a.Result(ids[seq], nil)

@@ -3,6 +3,7 @@ package futures
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // ErrCancelled is the cause of a running task's context cancelled by Cancel: a task can
@@ -50,7 +51,6 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id, reason string) (Cancel
 		m.mu.Unlock()
 		return 0, UserError(errors.New("operations of a training run cannot be cancelled (they run in seq_id order); only sampling requests can"))
 	case e.rec.Status == StatusRunning:
-		e.cancelled = true
 		if e.cancel != nil {
 			e.cancel(ErrCancelled)
 		}
@@ -58,38 +58,11 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id, reason string) (Cancel
 		return CancelledRunning, nil
 	}
 	// Pending: take it out of its pool's runnable queue, so no worker picks it.
-	removed := false
-	if p := m.pools[e.task.Pool]; p != nil {
-		q := p.tenants[e.rec.Tenant]
-		for i, x := range q {
-			if x == e {
-				q = append(q[:i:i], q[i+1:]...)
-				removed = true
-				break
-			}
-		}
-		if removed {
-			if len(q) == 0 {
-				delete(p.tenants, e.rec.Tenant)
-				for i, t := range p.order {
-					if t == e.rec.Tenant {
-						p.order = append(p.order[:i], p.order[i+1:]...)
-						break
-					}
-				}
-			} else {
-				p.tenants[e.rec.Tenant] = q
-			}
-		}
-	}
-	if !removed {
-		// Accepted but not yet runnable (its acceptance is being recorded): it fails as
-		// soon as it starts, before doing any work.
-		e.cancelled = true
-		m.mu.Unlock()
-		return CancelledRunning, nil
-	}
+	removed := m.sched.remove(e)
 	m.mu.Unlock()
+	if !removed {
+		return 0, fmt.Errorf("future %s is pending but not in its pool's queue", id)
+	}
 	m.failAs(e, reason, CategoryUser)
 	return CancelledQueued, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,8 +117,9 @@ func TestDedupeAndConflict(t *testing.T) {
 
 func TestLongPollTimesOutThenWakesOnCompletion(t *testing.T) {
 	m := newManager(t, Options{})
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	id, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: func(context.Context) (Result, error) {
+		close(started)
 		<-release
 		return Result{Body: []byte("x")}, nil
 	}})
@@ -129,7 +131,10 @@ func TestLongPollTimesOutThenWakesOnCompletion(t *testing.T) {
 	if r.QueueState == "" {
 		t.Fatal("no queue state")
 	}
-	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
+	// The operation is running, unresolved: released now, it resolves while (or just
+	// before) the long poll waits, and the poll answers at once either way.
+	<-started
+	go close(release)
 	start = time.Now()
 	r, _ = m.Wait(context.Background(), "a", id, 5*time.Second)
 	if !r.Done() || time.Since(start) > 2*time.Second {
@@ -171,9 +176,12 @@ func TestFairShareAcrossTenants(t *testing.T) {
 	m := newManager(t, Options{})
 	var mu sync.Mutex
 	var order []string
-	slow := func(name string) func(context.Context) (Result, error) {
+	// Tenant a's first operation holds the pool's only worker until all of a's queue and
+	// then b's operation are submitted.
+	gate := make(chan struct{})
+	record := func(name string) func(context.Context) (Result, error) {
 		return func(context.Context) (Result, error) {
-			time.Sleep(5 * time.Millisecond)
+			<-gate
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
@@ -182,9 +190,10 @@ func TestFairShareAcrossTenants(t *testing.T) {
 	}
 	var last string
 	for i := 0; i < 50; i++ {
-		last, _ = m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: slow("a")})
+		last, _ = m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: record("a")})
 	}
-	b, _ := m.Submit(context.Background(), Task{Tenant: "b", Pool: "p", Run: slow("b")})
+	b, _ := m.Submit(context.Background(), Task{Tenant: "b", Pool: "p", Run: record("b")})
+	close(gate)
 	wait(t, m, "b", b)
 	mu.Lock()
 	before := 0
@@ -255,23 +264,36 @@ func TestSeqGapTimeoutFailsWaiters(t *testing.T) {
 	if err != nil || r.Status != StatusFailed || r.Failure == nil {
 		t.Fatalf("gap: %+v %v", r, err)
 	}
-	if want := "seq_id 1"; !containsStr(r.Failure.Message, want) {
+	if want := "seq_id 1"; !strings.Contains(r.Failure.Message, want) {
 		t.Fatalf("message %q does not name the missing %s", r.Failure.Message, want)
 	}
 }
 
 func TestShutdownFailsQueuedWork(t *testing.T) {
 	m, _ := New(Options{Store: memory.New()})
-	block := make(chan struct{})
-	running, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: func(context.Context) (Result, error) { <-block; return Result{}, nil }})
+	started, block := make(chan struct{}), make(chan struct{})
+	running, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: func(context.Context) (Result, error) {
+		close(started)
+		<-block
+		return Result{}, nil
+	}})
 	queued, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`1`)})
-	time.Sleep(50 * time.Millisecond)
-	go func() { time.Sleep(100 * time.Millisecond); close(block) }()
-	if err := m.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := m.Get(context.Background(), "a", queued); r.Status != StatusFailed || !containsStr(r.Failure.Message, "shutting down") {
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- m.Shutdown(context.Background()) }()
+	// Shutdown fails the queued operation first, then waits for the running one: only
+	// then is the running one released.
+	if r := wait(t, m, "a", queued); r.Status != StatusFailed || !strings.Contains(r.Failure.Message, "shutting down") {
 		t.Fatalf("queued: %+v", r)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned while an operation was running: %v", err)
+	default:
+	}
+	close(block)
+	if err := <-shut; err != nil {
+		t.Fatal(err)
 	}
 	if r, _ := m.Get(context.Background(), "a", running); r.Status != StatusReady {
 		t.Fatalf("running work must finish: %+v", r)
@@ -316,15 +338,6 @@ func TestExecutionSpanIsLinkedToTheEnqueuingSpan(t *testing.T) {
 	if !found {
 		t.Fatal("no execution span")
 	}
-}
-
-func containsStr(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
 
 func BenchmarkSubmitWait(b *testing.B) {
@@ -391,7 +404,7 @@ func TestRefusedSeqIDDoesNotHoldItsSuccessor(t *testing.T) {
 		t.Fatalf("seq 3 after a refused seq 2: %+v", r)
 	}
 	r := wait(t, m, "a", refused)
-	if r.Status != StatusFailed || r.Failure.Category != CategoryUser || !containsStr(r.Failure.Message, "nope") || !r.Refused {
+	if r.Status != StatusFailed || r.Failure.Category != CategoryUser || !strings.Contains(r.Failure.Message, "nope") || !r.Refused {
 		t.Fatalf("refused future: %+v", r)
 	}
 	// Refusing at the queue's turn settles at once; a refusal of an executed or taken
@@ -409,7 +422,7 @@ func TestRefusedSeqIDDoesNotHoldItsSuccessor(t *testing.T) {
 	}
 	// Refused entries free their tenant slot.
 	m.mu.Lock()
-	n := m.perTenant["a"]
+	n := m.sched.open["a"]
 	m.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("tenant slots held after everything settled: %d", n)

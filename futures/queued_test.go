@@ -72,7 +72,9 @@ func TestQueuedStoreWritesAcceptanceOnlyForSlowOperations(t *testing.T) {
 
 	fast, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"fast"`)})
 	wait(t, m, "a", fast)
-	time.Sleep(2 * acceptDelay) // a stray acceptance write would land by now
+	// Proving an absence: a stray acceptance write (its timer fires after acceptDelay)
+	// would have landed within twice that. No event marks "never", so this waits.
+	time.Sleep(2 * acceptDelay)
 	if s := storedStatus(t, st, fast); s != StatusReady {
 		t.Fatalf("fast future stored as %q, want %s", s, StatusReady)
 	}
@@ -84,10 +86,10 @@ func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	st := openStore(t, path)
 	m1, _ := New(Options{Store: st})
-	lost := newID() // accepted, never written: the process died first
+	// Accepted a second ago, never written: the process died first.
+	lost := newIDAt(time.Now().Add(-time.Second))
 	done, _ := m1.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"kept"`)})
 	wait(t, m1, "a", done)
-	time.Sleep(2 * time.Millisecond) // ids carry milliseconds
 	st.Close()
 
 	st2 := openStore(t, path)
@@ -153,15 +155,16 @@ func TestDedupeSurvivesRestart(t *testing.T) {
 }
 
 func TestIDsSortByCreationTime(t *testing.T) {
-	a := newID()
-	time.Sleep(2 * time.Millisecond)
-	b := newID()
+	now := time.Now()
+	a, b := newIDAt(now), newIDAt(now.Add(time.Millisecond))
 	if !(a < b) {
 		t.Fatalf("%s !< %s", a, b)
 	}
-	ta, ok := idTime(a)
-	if !ok || time.Since(ta) > time.Minute || time.Since(ta) < 0 {
-		t.Fatalf("idTime(%s) = %v %v", a, ta, ok)
+	if ta, ok := idTime(a); !ok || !ta.Equal(now.Truncate(time.Millisecond)) {
+		t.Fatalf("idTime(%s) = %v %v, want %v", a, ta, ok, now.Truncate(time.Millisecond))
+	}
+	if ta, ok := idTime(newID()); !ok || time.Since(ta) > time.Minute || time.Since(ta) < 0 {
+		t.Fatalf("idTime of a new id = %v %v", ta, ok)
 	}
 }
 
@@ -170,25 +173,27 @@ func TestIDsSortByCreationTime(t *testing.T) {
 func TestResolvedFuturesMoveToTheStore(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "f.db"))
 	defer st.Close()
-	m := newManager(t, Options{Store: st, KeepInMemory: 10 * time.Millisecond})
+	clock := newTestClock()
+	m := newManager(t, Options{Store: st, KeepInMemory: 10 * time.Millisecond, Now: clock.Now})
 	task := Task{Tenant: "a", QueueKey: "run-1", Ordered: true, SeqID: 1, Pool: "p", PayloadHash: "h1", Run: ok(`"one"`)}
 	id, err := m.Submit(context.Background(), task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wait(t, m, "a", id)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	inMemory := func() bool {
 		m.mu.Lock()
-		_, inMemory := m.entries[id]
-		m.mu.Unlock()
-		if !inMemory {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the resolved future never left memory")
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer m.mu.Unlock()
+		_, ok := m.entries[id]
+		return ok
+	}
+	m.sweep(clock.Add(10 * time.Millisecond))
+	if !inMemory() {
+		t.Fatal("the resolved future left memory before KeepInMemory passed")
+	}
+	m.sweep(clock.Add(time.Millisecond))
+	if inMemory() {
+		t.Fatal("the resolved future stayed in memory after KeepInMemory")
 	}
 	if r, err := m.Get(context.Background(), "a", id); err != nil || string(r.Result.Body) != `"one"` {
 		t.Fatalf("from the store: %+v %v", r, err)

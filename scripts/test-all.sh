@@ -60,6 +60,8 @@ echo "== Kubernetes manifests"
 if [ -d tests/conformance ]; then
   echo "== Tinker SDK conformance suite"
   bash tests/conformance/run.sh
+  echo "== api/wire response goldens read by the Tinker SDK (protobuf and JSON releases)"
+  for v in 0.38.0 0.18.x; do "$HOME/.cache/tuft/sdk/$v/bin/python" api/wire/testdata/sdk_goldens.py check; done
 fi
 if [ -d tests/openai ]; then
   echo "== OpenAI/Anthropic-compatible API suite (official openai and anthropic clients)"

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -106,7 +107,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 }
 
 func TestSparseCSRBecomesDense(t *testing.T) {
-	td := TensorData{Data: []json_Number{"1", "2"}, DType: "float32", Shape: []int64{2, 3}, SparseCrowIndices: []int64{0, 1, 2}, SparseColIndices: []int64{2, 0}}
+	td := TensorData{Data: []json.Number{"1", "2"}, DType: "float32", Shape: []int64{2, 3}, SparseCrowIndices: []int64{0, 1, 2}, SparseColIndices: []int64{2, 0}}
 	et, err := td.engine("weights")
 	if err != nil {
 		t.Fatal(err)

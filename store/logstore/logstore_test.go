@@ -17,6 +17,7 @@ import (
 func TestConformance(t *testing.T) {
 	var mu sync.Mutex
 	files := map[string]string{}
+	clock := storetest.NewClock()
 	storetest.Run(t, func(t *testing.T, ns string) store.Store {
 		mu.Lock()
 		path, ok := files[t.Name()]
@@ -25,13 +26,13 @@ func TestConformance(t *testing.T) {
 			files[t.Name()] = path
 		}
 		mu.Unlock()
-		s, err := logstore.Open(path, ns)
+		s, err := logstore.Open(path, ns, logstore.WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return store.Instrument(s)
-	})
+	}, storetest.WithClock(clock))
 }
 
 func open(t *testing.T, path, ns string) *logstore.Store {

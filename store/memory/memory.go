@@ -23,8 +23,20 @@ type Store struct {
 	now func() time.Time
 }
 
+// Option configures New.
+type Option func(*Store)
+
+// WithClock makes the store tell time by now (default time.Now) for expiries.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
 // New returns an empty store.
-func New() *Store { return &Store{m: map[string]item{}, now: time.Now} }
+func New(opts ...Option) *Store {
+	s := &Store{m: map[string]item{}, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 func (s *Store) live(it item, now time.Time) bool { return it.exp.IsZero() || now.Before(it.exp) }
 

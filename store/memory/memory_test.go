@@ -12,6 +12,7 @@ import (
 func TestConformance(t *testing.T) {
 	var mu sync.Mutex
 	stores := map[string]store.Store{}
+	clock := storetest.NewClock()
 	storetest.Run(t, func(t *testing.T, ns string) store.Store {
 		mu.Lock()
 		defer mu.Unlock()
@@ -19,8 +20,8 @@ func TestConformance(t *testing.T) {
 		if s, ok := stores[key]; ok {
 			return s
 		}
-		s := store.Instrument(memory.New())
+		s := store.Instrument(memory.New(memory.WithClock(clock.Now)))
 		stores[key] = s
 		return s
-	})
+	}, storetest.WithClock(clock))
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,47 @@ import (
 // reach the same data (a reopen).
 type Opener func(t *testing.T, namespace string) store.Store
 
+// Clock is a clock the suite moves, for stores that take one: the expiry cases then
+// advance it instead of waiting. NewClock starts it at the current time.
+type Clock struct{ ns atomic.Int64 }
+
+// NewClock returns a Clock at the current time.
+func NewClock() *Clock {
+	c := &Clock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// Option configures Run.
+type Option func(*suite)
+
+type suite struct{ clock *Clock }
+
+// WithClock says that the stores the opener returns tell time by c.
+func WithClock(c *Clock) Option { return func(s *suite) { s.clock = c } }
+
+// pass lets d pass for the stores: on the suite's clock where they take one, else (Redis
+// keeps its own time) by waiting.
+func (s *suite) pass(d time.Duration) {
+	if s.clock != nil {
+		s.clock.Advance(d)
+		return
+	}
+	time.Sleep(d)
+}
+
 // Run runs the suite.
-func Run(t *testing.T, open Opener) {
+func Run(t *testing.T, open Opener, opts ...Option) {
+	var cfg suite
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx := context.Background()
 	t.Run("GetSetOverwrite", func(t *testing.T) {
 		s := open(t, "a")
@@ -54,7 +94,7 @@ func Run(t *testing.T, open Opener) {
 		if _, err := s.Get(ctx, "short"); err != nil {
 			t.Fatal("expired too early")
 		}
-		time.Sleep(300 * time.Millisecond)
+		cfg.pass(300 * time.Millisecond)
 		if _, err := s.Get(ctx, "short"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("not expired: %v", err)
 		}
@@ -224,6 +264,7 @@ func StartRedis(t testing.TB) string {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// Polls its port: the server gives no other sign that it is ready.
 	for i := 0; i < 100; i++ {
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()

@@ -16,10 +16,13 @@ import (
 )
 
 // gatedSender decodes and records what it is sent; while gate is non-nil each send waits
-// on it.
+// on it. Each send signals entered on arrival (before the gate) and sent after recording,
+// where they are non-nil.
 type gatedSender struct {
 	t       *testing.T
 	gate    chan struct{}
+	entered chan struct{}
+	sent    chan struct{}
 	mu      sync.Mutex
 	batches []int
 	names   []string
@@ -27,6 +30,8 @@ type gatedSender struct {
 }
 
 func (e *gatedSender) send(ctx context.Context, req []byte) (int64, error) {
+	signal(e.entered)
+	defer signal(e.sent)
 	if e.gate != nil {
 		select {
 		case <-e.gate:
@@ -52,6 +57,17 @@ func (e *gatedSender) send(ctx context.Context, req []byte) (int64, error) {
 	}
 	e.batches = append(e.batches, n)
 	return 0, nil
+}
+
+// signal notes an event on ch without blocking (ch is buffered; the first events count).
+func signal(ch chan struct{}) {
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func (e *gatedSender) shutdown(context.Context) error {
@@ -101,31 +117,32 @@ func TestSpanBatcherExportsInBatches(t *testing.T) {
 }
 
 func TestSpanBatcherExportsOnTimer(t *testing.T) {
-	exp := &gatedSender{t: t}
+	exp := &gatedSender{t: t, sent: make(chan struct{}, 8)}
 	b := newProcessor(exp, &dropCounter{}, 100, 50, 20*time.Millisecond, time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	defer tp.Shutdown(context.Background())
 	startSpans(tp, 3) // fewer than a batch: only the timer sends them
-	deadline := time.Now().Add(5 * time.Second)
+	timeout := time.After(5 * time.Second)
 	for exp.count() < 3 {
-		if time.Now().After(deadline) {
+		select {
+		case <-exp.sent:
+		case <-timeout:
 			t.Fatal("the timer did not export a partial batch")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
 // A stalled exporter must not block span ends: the queue fills, further spans are dropped
 // and counted, and a line says so.
 func TestSpanBatcherCountsQueueFullDrops(t *testing.T) {
-	exp := &gatedSender{t: t, gate: make(chan struct{})}
+	exp := &gatedSender{t: t, gate: make(chan struct{}), entered: make(chan struct{}, 8)}
 	drops := &dropCounter{}
 	b := newProcessor(exp, drops, 10, 5, time.Hour, 10*time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	done := make(chan struct{})
 	go func() {
 		startSpans(tp, 5) // one batch: the loop takes it and blocks in the exporter
-		time.Sleep(50 * time.Millisecond)
+		<-exp.entered
 		startSpans(tp, 30) // 10 fit in the queue, 20 are dropped
 		close(done)
 	}()
@@ -176,13 +193,23 @@ func TestSpanBatcherShutdownIsBounded(t *testing.T) {
 	}
 }
 
-// endCounter counts the spans the SDK hands to its processors.
-type endCounter struct{ n atomic.Int64 }
+// endCounter counts the spans the SDK hands to its processors, and closes reached when
+// the count reaches at.
+type endCounter struct {
+	n       atomic.Int64
+	at      int64
+	reached chan struct{}
+}
 
 func (c *endCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (c *endCounter) OnEnd(sdktrace.ReadOnlySpan)                     { c.n.Add(1) }
-func (c *endCounter) Shutdown(context.Context) error                  { return nil }
-func (c *endCounter) ForceFlush(context.Context) error                { return nil }
+func (c *endCounter) OnEnd(sdktrace.ReadOnlySpan) {
+	if c.n.Add(1) == c.at {
+		close(c.reached)
+	}
+}
+
+func (c *endCounter) Shutdown(context.Context) error   { return nil }
+func (c *endCounter) ForceFlush(context.Context) error { return nil }
 
 // Under concurrent span ends, flushes and a shutdown, every span handed to the batcher is
 // either exported or counted as dropped: none is lost silently, none sent twice. (Spans
@@ -191,9 +218,9 @@ func TestSpanBatcherAccountsForEverySpan(t *testing.T) {
 	exp := &gatedSender{t: t}
 	drops := &dropCounter{}
 	b := newProcessor(exp, drops, 64, 16, time.Millisecond, time.Second)
-	ends := &endCounter{}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ends), sdktrace.WithSpanProcessor(b))
 	const workers, each = 8, 500
+	ends := &endCounter{at: workers * each / 4, reached: make(chan struct{})}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ends), sdktrace.WithSpanProcessor(b))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -209,8 +236,8 @@ func TestSpanBatcherAccountsForEverySpan(t *testing.T) {
 			_ = b.ForceFlush(context.Background())
 		}
 	}()
-	time.Sleep(5 * time.Millisecond)
-	if err := tp.Shutdown(context.Background()); err != nil { // some ends come after it
+	<-ends.reached // shut down mid-stream: some ends come after it
+	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()

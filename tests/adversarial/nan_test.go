@@ -67,10 +67,11 @@ func TestNaNPoisoningIsRefused(t *testing.T) {
 		body  map[string]any
 		want  string
 	}{
+		// Each refusal settles its seq_id (the SDK never sends one again), so each takes its own.
 		{"/api/v1/forward_backward", fbBody(1, "importance_sampling", nil, rlDatum(-1e30, 1)), "logprobs"},
-		{"/api/v1/forward_backward", fbBody(1, "dro", map[string]any{"beta": 1e308}, rlDatum(-1, 1)), "beta"},
-		{"/api/v1/optim_step", map[string]any{"model_id": model, "seq_id": 1, "adam_params": map[string]any{"learning_rate": 1e39}}, "learning_rate"},
-		{"/api/v1/optim_step", map[string]any{"model_id": model, "seq_id": 1, "adam_params": map[string]any{"learning_rate": 1e-3, "eps": 1e-50}}, "eps"},
+		{"/api/v1/forward_backward", fbBody(2, "dro", map[string]any{"beta": 1e308}, rlDatum(-1, 1)), "beta"},
+		{"/api/v1/optim_step", map[string]any{"model_id": model, "seq_id": 3, "adam_params": map[string]any{"learning_rate": 1e39}}, "learning_rate"},
+		{"/api/v1/optim_step", map[string]any{"model_id": model, "seq_id": 4, "adam_params": map[string]any{"learning_rate": 1e-3, "eps": 1e-50}}, "eps"},
 	} {
 		r := a.c.Do("POST", c.route, c.body, nil)
 		if r.Status != http.StatusBadRequest || !contains(string(r.Body), c.want, "must be in") {
@@ -78,11 +79,11 @@ func TestNaNPoisoningIsRefused(t *testing.T) {
 		}
 	}
 	// In range, but overflowing when computed.
-	msg, cat := a.failure(a.submit("/api/v1/forward_backward", fbBody(1, "importance_sampling", nil, rlDatum(-10000, 1))))
+	msg, cat := a.failure(a.submit("/api/v1/forward_backward", fbBody(5, "importance_sampling", nil, rlDatum(-10000, 1))))
 	if cat != "user" || !strings.Contains(msg, "not finite") {
 		t.Fatalf("an overflowing importance ratio: %q (%s)", msg, cat)
 	}
-	seq, refused := 2, ""
+	seq, refused := 6, ""
 	for i := 0; i < 40 && refused == ""; i++ {
 		refused, _ = a.failure(a.submit("/api/v1/optim_step", map[string]any{"model_id": model, "seq_id": seq,
 			"adam_params": map[string]any{"learning_rate": 10, "weight_decay": 10}}))

@@ -278,8 +278,7 @@ telemetry:
 	// A clean stop flushes the last batches.
 	_ = srv.Process.Signal(syscall.SIGTERM)
 	_, _ = srv.Process.Wait()
-	time.Sleep(2 * time.Second)
-	c2.stop()
+	c2.stop() // the collector writes out all it received when it stops
 
 	spans, metrics, logs := readOTLP(t, out)
 	for _, name := range []string{"POST /api/v1/forward_backward", "future_store.execute_operation", "training_controller.run_forward_backward",

@@ -148,6 +148,8 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 	}
 	c.Post("/api/v1/forward_backward", map[string]any{"model_id": model, "seq_id": seq, "forward_backward_input": map[string]any{"data": data, "loss_fn": "cross_entropy"}}, &f)
 	seq++
+	// Not a synchronisation: the checks below hold wherever the kill lands; the pause only
+	// makes it likely to land while the worker runs the operation.
 	time.Sleep(300 * time.Millisecond)
 	_ = w.Process.Kill()
 	killed := time.Now()
@@ -168,16 +170,20 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 	// The restarted worker (a new instance at the same address) gets the adapter back
 	// from the autosave of the last optim_step; training and sampling go on.
 	w = startWorker()
-	time.Sleep(4 * time.Second) // discovery notices the new instance
+	waitFor(t, "discovery of the restarted worker", slog, func() bool {
+		b, _ := os.ReadFile(slog)
+		return strings.Contains(string(b), "worker restarted") || strings.Count(string(b), "worker joined") > 1
+	})
 	workload(t, []*testenv.Client{c}, &seq, model, se.SessionID, 1)
 	if b, _ := os.ReadFile(slog); !strings.Contains(string(b), "adapter restored after its worker lost it") {
 		t.Error("the server log does not mention restoring the adapter")
 	}
 
 	// Flush both processes' telemetry, then read what the collector received.
+	// Both flush their telemetry before they exit, and the collector writes out all it
+	// received when it stops.
 	stopProc(srv)
 	stopProc(w)
-	time.Sleep(2 * time.Second)
 	collector.stop()
 	spans, _, _ := readOTLP(t, out)
 	serverTraces := map[string]bool{}

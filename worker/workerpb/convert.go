@@ -41,15 +41,19 @@ func FromLoraConfig(c engine.LoraConfig) *LoraConfig {
 		Optimizer: FromOptimizerConfig(c.Optimizer)}
 }
 
-// FromOptimizerConfig encodes an optimizer family.
+// FromOptimizerConfig encodes an optimizer family; AdamW, the default, is left out (nil),
+// so messages of AdamW adapters are what they were before optimizers had families.
 func FromOptimizerConfig(c engine.OptimizerConfig) *OptimizerConfig {
 	c = c.Normalize()
+	if c.Type == engine.OptimizerAdamW {
+		return nil
+	}
 	return &OptimizerConfig{Type: c.Type, Version: int32(c.Version)}
 }
 
-// ToOptimizerConfig decodes an optimizer family (nil: adamw).
+// ToOptimizerConfig decodes an optimizer family (nil: the zero value, which is adamw).
 func ToOptimizerConfig(c *OptimizerConfig) engine.OptimizerConfig {
-	return engine.OptimizerConfig{Type: c.GetType(), Version: int(c.GetVersion())}.Normalize()
+	return engine.OptimizerConfig{Type: c.GetType(), Version: int(c.GetVersion())}
 }
 
 // ToLoraConfig decodes adapter settings.

@@ -1,0 +1,73 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/tuft-go/tuft/api/wire"
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Handlers of sampling sessions and sampling.
+
+func (h *Handler) createSamplingSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req wire.CreateSamplingSessionRequest
+	if _, ok := h.decode(w, r, &req); !ok {
+		return
+	}
+	r = annotate(r, telemetry.Keys{SessionID: req.SessionID})
+	base, path := deref(req.BaseModel), deref(req.ModelPath)
+	sm, err := h.svc.CreateSamplingSession(r.Context(), tenant, req.SessionID, req.SamplingSessionSeqID, base, path)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	annotate(r, telemetry.Keys{SamplingSessionID: sm.ID})
+	writeJSON(w, http.StatusOK, wire.CreateSamplingSessionResponse{SamplingSessionID: sm.ID, Type: "create_sampling_session"})
+}
+
+func (h *Handler) getSampler(w http.ResponseWriter, r *http.Request, tenant string) {
+	sm, err := h.svc.GetSampler(tenant, r.PathValue("sampler_id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp := wire.GetSamplerResponse{SamplerID: sm.ID, BaseModel: sm.BaseModel}
+	if sm.ModelPath != "" {
+		resp.ModelPath = &sm.ModelPath
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	if id, ok := wire.PeekJSONString(body, "sampling_session_id"); ok && id != "" {
+		if err := h.svc.CheckSampler(tenant, id); err != nil {
+			h.fail(w, r, err) // before the costly decode, as for forward_backward
+			return
+		}
+	}
+	call, err := wire.DecodeSampleRequest(body)
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	if call.ModelPath != "" && call.SamplingSessionID == "" {
+		h.badRequest(w, r, fmt.Errorf("asample with model_path is not supported: create a sampling session for the checkpoint first"))
+		return
+	}
+	r = annotate(r, telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel})
+	id, err := h.svc.Sample(r.Context(), tenant, service.SampleInput{
+		SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
+		PayloadHash: payloadHash(body), Req: call.Req, PromptLogprobsLastN: call.PromptLogprobsLastN}, h.enc)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	annotate(r, telemetry.Keys{RequestID: id})
+	writeJSON(w, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, SampleSequenceIDs: wire.SampleSequenceIDs(id, call.Req.NumSamples)})
+}

@@ -1,0 +1,349 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"unsafe"
+
+	"github.com/tuft-go/tuft/engine/device"
+)
+
+// The compute operations of device.Device, each queued as a kernel launch (or a cuBLAS
+// call) on the default stream.
+
+// gemm is cuBLAS's column-major C[m×n] (+)= op(A)·op(B) with leading dimensions. A row-major
+// product C = X·Y is the column-major Cᵀ = Yᵀ·Xᵀ, so the callers swap the operands.
+// A may be bfloat16 (a weight); B then is rounded to bfloat16 on the way in.
+func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int, b device.Tensor[float32], ldb int, c device.Tensor[float32], ldc int, acc bool) {
+	if d.err != nil || m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		if !acc {
+			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, c.Ptr(), 0, uintptr(m*n)*4, 0)))
+		}
+		return
+	}
+	if b.BF16() {
+		d.fail(errors.New("cuda: a product's activation operand is bfloat16"))
+		return
+	}
+	at, bt, bp := uintptr(cudaR32F), uintptr(cudaR32F), b.Ptr()
+	if a.BF16() {
+		at, bt = cudaR16BF, cudaR16BF
+		nb := uintptr(b.Len())
+		if nb > d.castN {
+			d.put(d.cast)
+			d.castN = uintptr(1) << bits.Len64(uint64(nb))
+			if d.cast = d.get(d.castN*2, false); d.cast == 0 {
+				d.castN = 0
+				return
+			}
+		}
+		d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
+		bp = d.cast
+	}
+	d.alpha, d.beta = 1, 0
+	if acc {
+		d.beta = 1
+	}
+	r := call(d.blas.gemmEx, d.handle, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k),
+		uintptr(unsafe.Pointer(&d.alpha)), a.Ptr(), at, uintptr(lda), bp, bt, uintptr(ldb),
+		uintptr(unsafe.Pointer(&d.beta)), c.Ptr(), cudaR32F, uintptr(ldc), cublasCompute32F, uintptr(uint32(cublasGemmDefault&0xffffffff)))
+	if r != 0 {
+		d.fail(fmt.Errorf("cublasGemmEx(%d×%d×%d): status %d", m, n, k, r))
+	}
+}
+
+// MatMulNT implements device.Device: C = A·Bᵀ is Cᵀ = B·Aᵀ.
+func (d *Device) MatMulNT(c, a, b device.Tensor[float32], m, n, k int, acc bool) {
+	defer d.exit()
+	if d.enter() {
+		d.gemm(cublasOpT, cublasOpN, n, m, k, b, k, a, k, c, n, acc)
+	}
+}
+
+// MatMulNN implements device.Device: C = A·B is Cᵀ = Bᵀ·Aᵀ.
+func (d *Device) MatMulNN(c, a, b device.Tensor[float32], m, n, k int, acc bool) {
+	defer d.exit()
+	if d.enter() {
+		d.gemm(cublasOpN, cublasOpN, n, m, k, b, n, a, k, c, n, acc)
+	}
+}
+
+// MatMulTN implements device.Device: C = Aᵀ·B is Cᵀ = Bᵀ·A.
+func (d *Device) MatMulTN(c, a, b device.Tensor[float32], m, n, k int, acc bool) {
+	defer d.exit()
+	if d.enter() {
+		d.gemm(cublasOpN, cublasOpT, n, m, k, b, n, a, m, c, n, acc)
+	}
+}
+
+// Add implements device.Device.
+func (d *Device) Add(out, a, b device.Tensor[float32]) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("add", d.stride(out.Len()), 1, 256, pArg(out), pArg(a), pArg(b), lArg(out.Len()))
+	}
+}
+
+// Scale implements device.Device.
+func (d *Device) Scale(x device.Tensor[float32], s float32) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("scale", d.stride(x.Len()), 1, 256, pArg(x), fArg(s), lArg(x.Len()))
+	}
+}
+
+// AddRows implements device.Device.
+func (d *Device) AddRows(y, b device.Tensor[float32], rows int) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("add_rows", d.stride(rows*b.Len()), 1, 256, pArg(y), pArg(b), lArg(rows), iArg(b.Len()))
+	}
+}
+
+// Embed implements device.Device.
+func (d *Device) Embed(x, table device.Tensor[float32], idx device.Tensor[int32], dim int) {
+	defer d.exit()
+	if !d.enter() {
+		return
+	}
+	k := "embed_f32"
+	if table.BF16() {
+		k = "embed_bf16"
+	}
+	d.launch(k, idx.Len(), 1, 256, pArg(x), pArg(table), pArg(idx), iArg(dim))
+}
+
+// RMSNorm implements device.Device.
+func (d *Device) RMSNorm(y, rstd, x, w device.Tensor[float32], rows, dim int, eps float64) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("rmsnorm", rows, 1, 256, pArg(y), pArg(rstd), pArg(x), pArg(w), iArg(dim), dArg(eps))
+	}
+}
+
+// RMSNormBack implements device.Device.
+func (d *Device) RMSNormBack(dx, dy, x, w, rstd device.Tensor[float32], rows, dim int) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("rmsnorm_back", rows, 1, 256, pArg(dx), pArg(dy), pArg(x), pArg(w), pArg(rstd), iArg(dim))
+	}
+}
+
+// rope returns the device copy of RoPE tables (float32), made on first use.
+func (d *Device) rope(r *device.Rope) [2]uintptr {
+	if t, ok := d.ropes[r]; ok {
+		return t
+	}
+	c, s := make([]float32, len(r.Cos)), make([]float32, len(r.Sin))
+	for i := range c {
+		c[i], s[i] = float32(r.Cos[i]), float32(r.Sin[i])
+	}
+	t := [2]uintptr{uploadSlice(d, c), uploadSlice(d, s)}
+	if d.err == nil {
+		d.ropes[r] = t
+	}
+	return t
+}
+
+// Rope implements device.Device.
+func (d *Device) Rope(x device.Tensor[float32], pos device.Tensor[int32], heads int, r *device.Rope, inverse bool) {
+	defer d.exit()
+	if !d.enter() {
+		return
+	}
+	t := d.rope(r)
+	inv := 0
+	if inverse {
+		inv = 1
+	}
+	rows := pos.Len()
+	d.launch("rope", d.stride(rows*heads*r.Half), 1, 256, pArg(x), pArg(pos), uint64(t[0]), uint64(t[1]), lArg(rows), iArg(heads), iArg(r.Half), iArg(inv))
+}
+
+// SwiGLU implements device.Device.
+func (d *Device) SwiGLU(a, g, u device.Tensor[float32]) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("swiglu", d.stride(a.Len()), 1, 256, pArg(a), pArg(g), pArg(u), lArg(a.Len()))
+	}
+}
+
+// SwiGLUBack implements device.Device.
+func (d *Device) SwiGLUBack(dg, du, da, g, u device.Tensor[float32]) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("swiglu_back", d.stride(da.Len()), 1, 256, pArg(dg), pArg(du), pArg(da), pArg(g), pArg(u), lArg(da.Len()))
+	}
+}
+
+func (d *Device) checkAttn(a *device.Attn[float32]) bool {
+	switch {
+	case a.HeadDim > 256:
+		return d.fail(fmt.Errorf("cuda: head_dim %d is above the kernels' 256", a.HeadDim))
+	case a.Layout.Desc.Empty() && len(a.Layout.Seqs) > 0:
+		return d.fail(errors.New("cuda: attention layout was not uploaded"))
+	}
+	return true
+}
+
+// Attention implements device.Device.
+func (d *Device) Attention(a *device.Attn[float32]) {
+	defer d.exit()
+	if !d.enter() || !d.checkAttn(a) {
+		return
+	}
+	rows := a.Q.Len() / (a.Heads * a.HeadDim)
+	shift := 0
+	if a.Layout.BlockLen > 0 {
+		shift = bits.TrailingZeros(uint(a.Layout.BlockLen))
+	}
+	d.launch("attention", rows, a.Heads, 128, pArg(a.Q), pArg(a.Out), pArg(a.K), pArg(a.V), pArg(a.P),
+		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), pArg(a.Layout.Tab), iArg(shift),
+		iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+}
+
+// AttentionBack implements device.Device, for training passes: every sequence's keys are
+// its own rows, from position 0.
+func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.Tensor[float32]) {
+	defer d.exit()
+	if !d.enter() || !d.checkAttn(a) {
+		return
+	}
+	for _, s := range a.Layout.Seqs {
+		if s.Blocks != 0 || s.Pos != 0 || s.KRow != s.Row {
+			d.fail(errors.New("cuda: attention backward needs each sequence's own keys from position 0"))
+			return
+		}
+	}
+	ds := device.OnDevice[float32](d.get(uintptr(a.P.Len())*4, false), a.P.Len(), false)
+	defer d.put(ds.Ptr())
+	rows := a.Q.Len() / (a.Heads * a.HeadDim)
+	d.launch("attn_back_q", rows, a.Heads, 128, pArg(dq), pArg(ds), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V), pArg(a.P),
+		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+	d.launch("attn_back_kv", rows, a.KVHeads, min(256, (a.HeadDim+31)/32*32), pArg(dk), pArg(dv), pArg(ds), pArg(a.P), pArg(dout), pArg(a.Q),
+		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim))
+}
+
+// KVWrite implements device.Device.
+func (d *Device) KVWrite(cache, rows device.Tensor[float32], slots device.Tensor[int32], width int) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("kv_write", d.stride(slots.Len()*width), 1, 256, pArg(cache), pArg(rows), pArg(slots), lArg(slots.Len()), iArg(width))
+	}
+}
+
+// LogSoftmax implements device.Device.
+func (d *Device) LogSoftmax(x device.Tensor[float32], rows, cols int) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("log_softmax", rows, 1, 256, pArg(x), iArg(cols))
+	}
+}
+
+// Gather implements device.Device.
+func (d *Device) Gather(dst []float32, x device.Tensor[float32], idx []int64) {
+	defer d.exit()
+	if !d.enter() || len(idx) == 0 {
+		return
+	}
+	ip := uploadSlice(d, idx)
+	out := d.get(uintptr(len(idx))*4, false)
+	d.launch("gather", d.stride(len(idx)), 1, 256, uint64(out), pArg(x), uint64(ip), lArg(len(idx)))
+	downloadSlice(d, dst, out)
+	d.put(ip)
+	d.put(out)
+}
+
+// XentBack implements device.Device.
+func (d *Device) XentBack(dl, logp device.Tensor[float32], cols int, g *device.XentGrad) {
+	defer d.exit()
+	if !d.enter() {
+		return
+	}
+	if len(g.Rows) > 0 {
+		rp, sp := uploadSlice(d, g.Rows), uploadSlice(d, g.Sums)
+		d.launch("xent_fill", len(g.Rows), 1, 256, pArg(dl), pArg(logp), uint64(rp), uint64(sp), iArg(cols))
+		d.put(rp)
+		d.put(sp)
+	}
+	if len(g.Idx) > 0 {
+		ip, vp := uploadSlice(d, g.Idx), uploadSlice(d, g.Vals)
+		d.launch("scatter_add", d.stride(len(g.Idx)), 1, 256, pArg(dl), uint64(ip), uint64(vp), lArg(len(g.Idx)))
+		d.put(ip)
+		d.put(vp)
+	}
+}
+
+// SumSquares implements device.Device.
+func (d *Device) SumSquares(xs []device.Tensor[float32]) float64 {
+	defer d.exit()
+	if !d.enter() {
+		return 0
+	}
+	acc := d.get(8, true)
+	for _, x := range xs {
+		d.launch("sumsq", d.stride(x.Len()), 1, 256, pArg(x), lArg(x.Len()), uint64(acc))
+	}
+	out := make([]float64, 1)
+	downloadSlice(d, out, acc)
+	d.put(acc)
+	return out[0]
+}
+
+// AdamW implements device.Device.
+func (d *Device) AdamW(w, g, m, v device.Tensor[float32], s *device.AdamStep) {
+	defer d.exit()
+	if d.enter() {
+		d.launch("adamw", d.stride(w.Len()), 1, 256, pArg(w), pArg(g), pArg(m), pArg(v), lArg(w.Len()),
+			fArg(s.Clip), fArg(s.Decay), fArg(s.B1), fArg(s.B2), fArg(s.StepSize), fArg(s.BC2Sqrt), fArg(s.Eps))
+	}
+}
+
+// Sample implements device.Device.
+func (d *Device) Sample(logits device.Tensor[float32], cols int, draws []device.Draw) ([]int32, []float32) {
+	toks, lps := make([]int32, len(draws)), make([]float32, len(draws))
+	defer d.exit()
+	if !d.enter() || len(draws) == 0 {
+		return toks, lps
+	}
+	rows, topk := make([]int32, len(draws)), make([]int32, len(draws))
+	temp, topp, u := make([]float64, len(draws)), make([]float64, len(draws)), make([]float64, len(draws))
+	for i, dr := range draws {
+		rows[i], topk[i], temp[i], topp[i], u[i] = int32(dr.Row), int32(dr.TopK), dr.Temperature, dr.TopP, dr.U
+	}
+	bufs := []uintptr{uploadSlice(d, rows), uploadSlice(d, temp), uploadSlice(d, topk), uploadSlice(d, topp), uploadSlice(d, u),
+		d.get(uintptr(len(draws))*4, false), d.get(uintptr(len(draws))*4, false)}
+	d.launch("sample", len(draws), 1, 256, pArg(logits), iArg(cols), uint64(bufs[0]), uint64(bufs[1]), uint64(bufs[2]),
+		uint64(bufs[3]), uint64(bufs[4]), uint64(bufs[5]), uint64(bufs[6]))
+	downloadSlice(d, toks, bufs[5])
+	downloadSlice(d, lps, bufs[6])
+	for _, b := range bufs {
+		d.put(b)
+	}
+	return toks, lps
+}
+
+// TopK implements device.Device.
+func (d *Device) TopK(logp device.Tensor[float32], cols int, rows []int32, k int) ([]int32, []float32) {
+	k = min(k, cols)
+	toks, vals := make([]int32, len(rows)*k), make([]float32, len(rows)*k)
+	defer d.exit()
+	if !d.enter() || len(rows) == 0 || k == 0 {
+		return toks, vals
+	}
+	rp := uploadSlice(d, rows)
+	tp, vp := d.get(uintptr(len(toks))*4, false), d.get(uintptr(len(vals))*4, false)
+	d.launch("topk", len(rows), 1, 256, pArg(logp), iArg(cols), uint64(rp), iArg(k), uint64(tp), uint64(vp))
+	downloadSlice(d, toks, tp)
+	downloadSlice(d, vals, vp)
+	d.put(rp)
+	d.put(tp)
+	d.put(vp)
+	return toks, vals
+}

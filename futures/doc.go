@@ -1,0 +1,17 @@
+// Package futures runs the control plane's asynchronous operations: every training and
+// sampling call becomes a future with an unguessable request id. Operations of one
+// training run execute strictly in seq_id order (out-of-order arrivals wait); tenants
+// share each execution pool fairly (round-robin across tenants); results are persisted
+// and stay retrievable for a TTL; a restart resolves every future left in flight.
+//
+// The Manager (futures.go) is the only type; its files follow its concerns:
+//
+//   - record.go: Record, the state clients read and the store keeps, and the errors.
+//   - id.go: request ids, which sort by and carry their creation time.
+//   - submit.go: Submit and Refuse: checks under the lock, then persist, then schedule.
+//   - dedupe.go: resubmissions of a (queue, seq_id) get the first request id.
+//   - sched.go: the scheduler, plain data: ordered queues, fair pools, tenant limits.
+//   - exec.go: the pools' workers, the execution span and the futures metrics.
+//   - persist.go: records in the store, Recover after a restart, lost acceptances.
+//   - janitor.go: the periodic sweeps (seq_id gaps, dedupe window, memory expiry).
+package futures

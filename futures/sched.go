@@ -1,0 +1,387 @@
+package futures
+
+import "time"
+
+// scheduler decides which operation runs next. It holds the ordered queues (one per
+// training run: operations run in seq_id order) and the pools (one per base model: its
+// runnable operations, taken round-robin across tenants), and counts each tenant's open
+// operations against Options.MaxQueuedPerTenant.
+//
+// It is plain data: no goroutines, no store, no lock of its own (Manager.mu guards it)
+// and no clock but the one it is given, so each decision can be tested step by step
+// (sched_test.go). Methods that may make an entry runnable report it, so the Manager
+// wakes its workers only then.
+type scheduler struct {
+	now       func() time.Time
+	maxQueued int // open operations per tenant
+	workers   int // workers per pool, for queue states
+	queues    map[string]*orderedQueue
+	pools     map[string]*pool
+	// open counts each tenant's unfinished operations, plus its refusals ahead of their
+	// turn (see refuse): what the tenant's queue limit bounds.
+	open map[string]int
+}
+
+func newScheduler(now func() time.Time, maxQueuedPerTenant, workersPerPool int) *scheduler {
+	return &scheduler{now: now, maxQueued: maxQueuedPerTenant, workers: workersPerPool,
+		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, open: map[string]int{}}
+}
+
+// orderedQueue buffers the tasks of one ordering domain until their turn.
+type orderedQueue struct {
+	next     int64
+	waiting  map[int64]*entry
+	waitedAt time.Time // when the queue started waiting for next
+	// promoted holds the seq_ids handed to their pool and not yet done: the queue's turn
+	// stays at one until it finishes (a failed operation consumes its seq_id too).
+	promoted map[int64]bool
+	// refused holds seq_ids refused at submission, ahead of next: each is skipped when
+	// its turn comes (the entry is already resolved, failed).
+	refused map[int64]*entry
+	// abandoned holds seq_ids whose futures a restart failed before they ran: the queue
+	// skips one as soon as a later seq_id waits, since the client saw the failure and will
+	// not resend it, but a resubmission that comes first runs.
+	abandoned map[int64]bool
+	// skipBelow: an in-order sender (Task.InOrder) has submitted seq_ids up to here, so
+	// any lower seq_id that never arrived never will; the queue moves past them.
+	skipBelow int64
+}
+
+// sent notes a submission (run or refused) of seq by t's sender.
+func (q *orderedQueue) sent(t Task) {
+	if t.InOrder && t.SeqID > q.skipBelow {
+		q.skipBelow = t.SeqID
+	}
+}
+
+// pool runs the runnable tasks of one pool, round-robin across tenants.
+type pool struct {
+	name    string
+	tenants map[string][]*entry // runnable FIFO per tenant
+	order   []string            // round-robin ring of tenants with runnable work
+	rr      int
+	running int // entries taken by a worker and not yet ran
+}
+
+// next picks the next runnable entry of p, round-robin across tenants.
+func (p *pool) next() *entry {
+	if len(p.order) == 0 {
+		return nil
+	}
+	if p.rr >= len(p.order) {
+		p.rr = 0
+	}
+	t := p.order[p.rr]
+	q := p.tenants[t]
+	e := q[0]
+	if len(q) == 1 {
+		delete(p.tenants, t)
+		p.order = append(p.order[:p.rr], p.order[p.rr+1:]...)
+	} else {
+		p.tenants[t] = q[1:]
+		p.rr++
+	}
+	return e
+}
+
+// queue returns the ordered queue of key, creating it (expecting seq_id 1) if needed.
+func (s *scheduler) queue(key string) *orderedQueue {
+	q, ok := s.queues[key]
+	if !ok {
+		q = &orderedQueue{next: 1, waiting: map[int64]*entry{}, waitedAt: s.now(), promoted: map[int64]bool{},
+			refused: map[int64]*entry{}, abandoned: map[int64]bool{}}
+		s.queues[key] = q
+	}
+	return q
+}
+
+// pool returns the pool of name, creating it if needed.
+func (s *scheduler) pool(name string) *pool {
+	p, ok := s.pools[name]
+	if !ok {
+		p = &pool{name: name, tenants: map[string][]*entry{}}
+		s.pools[name] = p
+	}
+	return p
+}
+
+// full reports whether tenant has as many open operations as it may.
+func (s *scheduler) full(tenant string) bool { return s.open[tenant] >= s.maxQueued }
+
+// reserve counts one more open operation of tenant (an admitted or refused one).
+func (s *scheduler) reserve(tenant string) { s.open[tenant]++ }
+
+// release counts one open operation of tenant less.
+func (s *scheduler) release(tenant string) {
+	if s.open[tenant]--; s.open[tenant] <= 0 {
+		delete(s.open, tenant)
+	}
+}
+
+// add schedules an admitted entry: an ordered one waits for its turn, an unordered one
+// joins its pool at once.
+func (s *scheduler) add(e *entry) (runnable bool) {
+	if !e.rec.Ordered {
+		s.enqueue(e)
+		return true
+	}
+	q := s.queue(e.rec.QueueKey)
+	q.waiting[e.rec.SeqID] = e
+	q.sent(e.task)
+	return s.promote(q)
+}
+
+// refuse settles the seq_id of an ordered operation refused at submission (its entry is
+// already resolved): the queue moves past it when its turn comes. The caller has
+// reserved a slot for it, which stays taken until then.
+func (s *scheduler) refuse(e *entry) (runnable bool) {
+	q := s.queue(e.rec.QueueKey)
+	q.refused[e.rec.SeqID] = e
+	delete(q.abandoned, e.rec.SeqID)
+	q.sent(e.task)
+	return s.promote(q)
+}
+
+// abandon marks seq_ids of queue key that a restart failed before they ran.
+func (s *scheduler) abandon(key string, seqs []int64) {
+	q := s.queue(key)
+	for _, seq := range seqs {
+		q.abandoned[seq] = true
+	}
+}
+
+// setNext sets the next expected seq_id of queue key.
+func (s *scheduler) setNext(key string, next int64) (runnable bool) {
+	q := s.queue(key)
+	q.next = next
+	q.waitedAt = s.now()
+	return s.promote(q)
+}
+
+// nextSeq is the next expected seq_id of queue key.
+func (s *scheduler) nextSeq(key string) int64 { return s.queue(key).next }
+
+// promote moves the ordered queue's next task, if it has arrived, to its pool, first
+// moving past seq_ids that are settled without running: refused at submission, abandoned
+// by a restart, or never sent by an in-order sender, while a later seq_id waits.
+func (s *scheduler) promote(q *orderedQueue) (runnable bool) {
+	for {
+		if e, ok := q.waiting[q.next]; ok {
+			delete(q.waiting, q.next)
+			delete(q.abandoned, q.next)
+			q.promoted[q.next] = true
+			s.enqueue(e)
+			runnable = true
+			break
+		}
+		if e, ok := q.refused[q.next]; ok {
+			delete(q.refused, q.next)
+			s.release(e.rec.Tenant)
+		} else if q.promoted[q.next] || len(q.waiting) == 0 {
+			break // running (next moves when it finishes), or nothing is waiting behind it
+		} else if q.abandoned[q.next] || q.next < q.skipBelow {
+			delete(q.abandoned, q.next)
+		} else {
+			break
+		}
+		q.next++
+		q.waitedAt = s.now()
+	}
+	if len(q.refused) > 0 {
+		// A gap timeout may have moved next past refused seq_ids: they settle nothing now.
+		for seq, e := range q.refused {
+			if seq < q.next {
+				delete(q.refused, seq)
+				s.release(e.rec.Tenant)
+			}
+		}
+	}
+	return runnable
+}
+
+// enqueue makes e runnable in its pool.
+func (s *scheduler) enqueue(e *entry) {
+	p := s.pool(e.task.Pool)
+	t := e.rec.Tenant
+	if len(p.tenants[t]) == 0 {
+		p.order = append(p.order, t)
+	}
+	p.tenants[t] = append(p.tenants[t], e)
+}
+
+// take hands p's next runnable entry to a worker, counting it as running until ran.
+func (s *scheduler) take(p *pool) *entry {
+	e := p.next()
+	if e != nil {
+		p.running++
+	}
+	return e
+}
+
+// ran notes that one of p's workers finished the entry it took.
+func (s *scheduler) ran(p *pool) { p.running-- }
+
+// done notes that e has resolved: its tenant's slot is free and, for an ordered entry,
+// the queue's turn moves past its seq_id.
+func (s *scheduler) done(e *entry) (runnable bool) {
+	s.release(e.rec.Tenant)
+	if !e.rec.Ordered {
+		return false
+	}
+	q := s.queue(e.rec.QueueKey)
+	delete(q.promoted, e.rec.SeqID)
+	if e.rec.SeqID >= q.next {
+		// A failed operation consumes its seq_id too: otherwise the client's pipeline
+		// (which already sent the next seq_id) would wait forever.
+		q.next = e.rec.SeqID + 1
+		q.waitedAt = s.now()
+	}
+	return s.promote(q)
+}
+
+// remove takes an unordered entry that has not started out of its pool (Cancel), so no
+// worker runs it; false if it is not waiting there.
+func (s *scheduler) remove(e *entry) bool {
+	p := s.pools[e.task.Pool]
+	if p == nil {
+		return false
+	}
+	t := e.rec.Tenant
+	q := p.tenants[t]
+	for i, x := range q {
+		if x != e {
+			continue
+		}
+		q = append(q[:i:i], q[i+1:]...)
+		if len(q) > 0 {
+			p.tenants[t] = q
+			return true
+		}
+		delete(p.tenants, t)
+		for j, name := range p.order {
+			if name == t {
+				p.order = append(p.order[:j], p.order[j+1:]...)
+				break
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// drop takes every queued (not running) entry of queue key out of the scheduler and
+// returns them, to be failed; its refusals ahead of their turn free their slots.
+func (s *scheduler) drop(key string) []*entry {
+	var victims []*entry
+	if q, ok := s.queues[key]; ok {
+		for _, e := range q.waiting {
+			victims = append(victims, e)
+		}
+		q.waiting = map[int64]*entry{}
+		for _, e := range q.refused { // already resolved: only their slots are freed
+			s.release(e.rec.Tenant)
+		}
+		q.refused = map[int64]*entry{}
+	}
+	for _, p := range s.pools {
+		for t, q := range p.tenants {
+			keep := q[:0]
+			for _, e := range q {
+				if e.rec.QueueKey == key {
+					victims = append(victims, e)
+				} else {
+					keep = append(keep, e)
+				}
+			}
+			if len(keep) == 0 {
+				delete(p.tenants, t)
+				for i, name := range p.order {
+					if name == t {
+						p.order = append(p.order[:i], p.order[i+1:]...)
+						break
+					}
+				}
+			} else {
+				p.tenants[t] = keep
+			}
+		}
+	}
+	return victims
+}
+
+// drain takes every queued (not running) entry out of the scheduler and returns them.
+func (s *scheduler) drain() []*entry {
+	var victims []*entry
+	for _, q := range s.queues {
+		for _, e := range q.waiting {
+			victims = append(victims, e)
+		}
+		q.waiting = map[int64]*entry{}
+	}
+	for _, p := range s.pools {
+		for _, q := range p.tenants {
+			victims = append(victims, q...)
+		}
+		p.tenants, p.order = map[string][]*entry{}, nil
+	}
+	return victims
+}
+
+// overdue takes out the waiting entries of every ordered queue that has waited longer
+// than gap for its next seq_id, and returns them with the seq_id each waited for.
+func (s *scheduler) overdue(now time.Time, gap time.Duration) (victims []*entry, missing []int64) {
+	for _, q := range s.queues {
+		if len(q.waiting) > 0 && now.Sub(q.waitedAt) > gap {
+			for _, e := range q.waiting {
+				victims = append(victims, e)
+				missing = append(missing, q.next)
+			}
+			q.waiting = map[int64]*entry{}
+		}
+	}
+	return victims, missing
+}
+
+// state describes why an unfinished entry has not run (a Queue* value; "" once done).
+func (s *scheduler) state(e *entry) string {
+	switch e.rec.Status {
+	case StatusRunning:
+		return QueueActive
+	case StatusPending:
+	default:
+		return ""
+	}
+	if s.full(e.rec.Tenant) {
+		return QueuePausedRateLimit
+	}
+	if e.rec.Ordered {
+		if q := s.queues[e.rec.QueueKey]; q != nil && e.rec.SeqID > q.next {
+			return QueuePausedCapacity // waiting for an earlier seq_id
+		}
+	}
+	if p := s.pools[e.task.Pool]; p != nil {
+		if q := p.tenants[e.rec.Tenant]; len(q) > 0 && q[0] == e && p.running < s.workers {
+			return QueueActive
+		}
+		if p.running >= s.workers {
+			return QueuePausedCapacity
+		}
+	}
+	return QueueActive
+}
+
+// retryAfter estimates when a tenant over its limit may try again.
+func (s *scheduler) retryAfter(poolName string) time.Duration {
+	d := time.Second
+	if p, ok := s.pools[poolName]; ok {
+		n := 0
+		for _, q := range p.tenants {
+			n += len(q)
+		}
+		// A rough estimate: a tenth of a second per queued operation ahead, capped.
+		if est := time.Duration(n) * 100 * time.Millisecond; est > d {
+			d = est
+		}
+	}
+	return min(d, 30*time.Second)
+}

@@ -1,0 +1,2 @@
+
+	tuft/tinyrun-1
