@@ -6,6 +6,7 @@ import (
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/service"
 )
 
 // Result kinds stored with futures: protobuf results are converted to JSON on retrieve
@@ -78,4 +79,9 @@ func (encoder) Sample(res engine.SampleResult) (futures.Result, error) {
 		return futures.Result{}, err
 	}
 	return futures.Result{ContentType: ctProto, Kind: kindSample, Body: b}, nil
+}
+
+func (encoder) SaveWeightsExternal(res service.ExternalResult) (futures.Result, error) {
+	size := res.SizeBytes
+	return jsonResult(wire.SaveWeightsExternalResponse{Path: res.Path, SizeBytes: &size, Type: "save_weights_external"})
 }

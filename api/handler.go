@@ -164,6 +164,8 @@ func status(k service.Kind) int {
 		return http.StatusUnauthorized
 	case service.KindGone:
 		return http.StatusGone
+	case service.KindForbidden:
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }
@@ -197,7 +199,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	case code == http.StatusConflict || code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusUnauthorized || code == http.StatusGone:
+	case code == http.StatusConflict || code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusUnauthorized || code == http.StatusGone ||
+		code == http.StatusForbidden:
 		// The SDK would otherwise retry some of these (409) for minutes; a user error does
 		// not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")

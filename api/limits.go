@@ -34,6 +34,8 @@ type Limits struct {
 	// its events, and each text field of an event.
 	MaxClientEvents     int
 	MaxClientEventBytes int
+	// MaxRetrievedRequestIDs bounds the retrieved_request_ids of a retrieve_futures poll.
+	MaxRetrievedRequestIDs int
 }
 
 func (l *Limits) fill() {
@@ -60,6 +62,9 @@ func (l *Limits) fill() {
 	}
 	if l.MaxClientEventBytes <= 0 {
 		l.MaxClientEventBytes = 8192
+	}
+	if l.MaxRetrievedRequestIDs <= 0 {
+		l.MaxRetrievedRequestIDs = 10000
 	}
 }
 

@@ -149,7 +149,7 @@ func (h *Handler) empty(w http.ResponseWriter, r *http.Request, err error) {
 func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, action := splitCkpt(r.PathValue("ckpt"))
 	if action == "external_weights_urls" {
-		h.notImplemented(w, r, tenant)
+		h.externalWeightsURLs(w, r, tenant, r.PathValue("run_id"), id)
 		return
 	}
 	if action != "archive" {
@@ -161,14 +161,7 @@ func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant s
 		h.fail(w, r, err)
 		return
 	}
-	base := ""
-	if p := h.publicURL.Load(); p != nil {
-		base = *p
-	}
-	if base == "" {
-		base = "http://" + r.Host
-	}
-	w.Header().Set("Location", base+"/api/v1/archive/"+url.PathEscape(tok))
+	w.Header().Set("Location", h.base(r)+"/api/v1/archive/"+url.PathEscape(tok))
 	w.Header().Set("Expires", exp.UTC().Format(http.TimeFormat))
 	w.WriteHeader(http.StatusFound)
 }

@@ -16,7 +16,8 @@ import (
 func (h *Handler) routes() {
 	m := h.mux
 	m.HandleFunc("GET /api/v1/healthz", h.healthz)
-	m.HandleFunc("GET /api/v1/archive/{token}", h.archiveDownload) // signed link, no API key
+	m.HandleFunc("GET /api/v1/archive/{token}", h.archiveDownload)              // signed link, no API key
+	m.HandleFunc("GET /api/v1/external_weights/{token}/{file}", h.externalFile) // signed link, no API key
 
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
@@ -44,13 +45,21 @@ func (h *Handler) routes() {
 	a("POST /api/v1/save_weights_external", h.saveWeightsExternal)
 	a("POST /api/v1/asample", h.asample)
 	a("POST /api/v1/retrieve_future", h.retrieveFuture)
-	// Newer SDK routes this server does not implement yet: a 400 naming the feature
-	// rather than a 404 (the SDK only calls most of them when the server advertises them).
-	for _, rt := range []string{"POST /api/v1/copy_weights", "POST /api/v1/create_custom_loss", "POST /api/v1/join_sampling_session",
-		"POST /api/v1/retrieve_futures", "POST /api/v1/cancel_future", "POST /api/v1/sessions/search",
-		"GET /api/v1/billing/usage/checkpoints/current", "GET /api/v1/billing/usage/events", "GET /api/v1/audit"} {
-		a(rt, h.notImplemented)
-	}
+	a("POST /api/v1/retrieve_futures", h.retrieveFutures)
+	a("POST /api/v1/cancel_future", h.cancelFuture)
+	a("POST /api/v1/join_sampling_session", h.joinSamplingSession)
+	a("POST /api/v1/copy_weights", h.copyWeights)
+	a("POST /api/v1/sessions/search", h.searchSessions)
+	a("GET /api/v1/billing/usage/checkpoints/current", h.checkpointStorage)
+	a("GET /api/v1/auth/apikey/me", h.apiKeyMe)
+	a("DELETE /api/v1/auth/apikey/me", h.deleteAPIKeyMe)
+	// Newer SDK routes this server does not implement: a 400 that says why rather than a
+	// 404 (docs/compatibility.md).
+	a("POST /api/v1/create_custom_loss", h.refusedRoute("server-side custom losses (create_custom_loss) are not supported: this server "+
+		"advertises custom_loss_server_side false, so the SDK runs forward_backward_custom on the client"))
+	a("GET /api/v1/billing/usage/events", h.refusedRoute("billing usage events are not recorded: TuFT bills nothing "+
+		"(GET /api/v1/billing/usage/checkpoints/current reports checkpoint storage)"))
+	a("GET /api/v1/audit", h.refusedRoute("audit logs are not kept by this server (the server's log and traces record operations)"))
 
 	a("GET /api/v1/training_runs", h.listRuns)
 	a("GET /api/v1/training_runs/{run_id}", h.getRun)
@@ -135,9 +144,12 @@ func (h *Handler) opFuture(w http.ResponseWriter, r *http.Request, tenant string
 	h.future(w, r, id, m.ModelID, nil)
 }
 
-// notImplemented answers routes of newer SDKs that this server does not implement yet.
-func (h *Handler) notImplemented(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.badRequest(w, r, fmt.Errorf("%s %s (a newer Tinker SDK feature) is not implemented by this server yet", r.Method, r.URL.Path))
+// refusedRoute answers a route of a newer SDK that this server does not implement, with
+// the reason.
+func (h *Handler) refusedRoute(why string) func(w http.ResponseWriter, r *http.Request, tenant string) {
+	return func(w http.ResponseWriter, r *http.Request, tenant string) {
+		h.badRequest(w, r, fmt.Errorf("%s %s: %s", r.Method, r.URL.Path, why))
+	}
 }
 
 func deref[T any](p *T) T {

@@ -24,7 +24,7 @@ func (h *Handler) dynamicConfig(w http.ResponseWriter, r *http.Request, tenant s
 	if _, ok := h.readBody(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.ClientDynamicConfigResponse{RefreshIntervalSec: 300})
+	writeJSON(w, http.StatusOK, wire.ServerDynamicConfig())
 }
 
 func (h *Handler) capabilities(w http.ResponseWriter, r *http.Request, tenant string) {

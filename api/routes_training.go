@@ -63,7 +63,7 @@ func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string)
 	arch := info.Arch
 	writeJSON(w, http.StatusOK, wire.GetInfoResponse{
 		ModelID: info.ModelID, ModelData: wire.ModelData{Arch: &arch, ModelName: &name, TokenizerID: &name},
-		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: &wire.OptimizerConfig{Type: info.Optimizer}, Type: "get_info"})
+		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: wire.EchoOptimizer(info.Optimizer), Type: "get_info"})
 }
 
 func (h *Handler) unloadModel(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -88,7 +88,7 @@ func (h *Handler) weightsInfo(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	rank, ta, tm, tu := c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed
 	writeJSON(w, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
-		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: &wire.OptimizerConfig{Type: c.OptimizerOf()}})
+		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: wire.EchoOptimizer(c.OptimizerOf())})
 }
 
 // forwardBackward accepts the 0.25 protobuf body (optionally zstd) and the JSON form of
@@ -163,12 +163,17 @@ func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep})
 	m := opMeta(r, req.ModelID, req.SeqID, body)
-	family, p, err := req.OptimParams()
+	sp, err := req.OptimParams()
 	if err != nil {
 		h.refuse(w, r, tenant, m, telemetry.OpOptimStep, invalid(err))
 		return
 	}
-	id, err := h.svc.OptimStep(r.Context(), tenant, m, service.OptimParams{Optimizer: family, Adam: p.Engine()}, h.enc)
+	op := service.OptimParams{Optimizer: sp.Family, Adam: sp.Adam.Engine()}
+	if sp.Dimuon != nil {
+		d := sp.Dimuon.Engine()
+		op.Dimuon = &d
+	}
+	id, err := h.svc.OptimStep(r.Context(), tenant, m, op, h.enc)
 	h.opFuture(w, r, tenant, m, telemetry.OpOptimStep, id, err)
 }
 
@@ -190,9 +195,8 @@ func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant str
 }
 
 // saveWeightsForSampler saves a sampler checkpoint (named) or makes a sampling session
-// of the current weights (ephemeral). kind "inflight" (SDK 0.38) is served as a
-// snapshot: the SDK's inflight contract promises samples on "the weights saved when the
-// client was created, or newer", which a snapshot of those weights keeps.
+// of the current weights (ephemeral). kind "inflight" (SDK 0.38, ephemeral form) makes
+// one that follows the run's newest inflight save (see service/inflight.go).
 func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req wire.SaveWeightsForSamplerRequest
 	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsForSampler, &req)
@@ -207,7 +211,7 @@ func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, 
 	}
 	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
 		OpMeta: m, Name: deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID,
-		UserMetadata: req.UserMetadata}, h.enc)
+		UserMetadata: req.UserMetadata, Inflight: deref(req.Kind) == service.SamplerInflight}, h.enc)
 	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, id, err)
 }
 
@@ -274,21 +278,4 @@ func (h *Handler) createViaLoad(w http.ResponseWriter, r *http.Request, tenant s
 		SessionID: *req.SessionID, ModelSeqID: *req.ModelSeqID, Path: req.Path, Optimizer: req.Optimizer,
 		BaseModel: deref(req.BaseModel), OptimizerConfig: family, UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}, h.enc)
 	h.future(w, r, id, runID, err)
-}
-
-// saveWeightsExternal is a training operation of SDK >= 0.28 that this server does not
-// implement yet. It is refused, never left to a 404, so that its seq_id is settled.
-func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, tenant string) {
-	var req wire.SaveWeightsExternalRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsExternal, &req)
-	if !ok {
-		return
-	}
-	if _, err := h.svc.GetInfo(tenant, req.ModelID); err != nil {
-		h.fail(w, r, err) // an unknown run is 404, as for every operation
-		return
-	}
-	h.refuse(w, r, tenant, opMeta(r, req.ModelID, req.SeqID, body), telemetry.OpSaveWeightsExternal,
-		invalid(fmt.Errorf("save_weights_external (export in Hugging Face format with signed download links) is not implemented by this server yet; "+
-			"use save_state or save_weights_for_sampler")))
 }

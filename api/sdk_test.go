@@ -224,7 +224,7 @@ func TestUserMetadataKindAndDisplayName(t *testing.T) {
 	if m := meta("weights/a"); len(m) != 0 {
 		t.Fatalf("metadata after overwrite without any: %v", m)
 	}
-	wait(save("/api/v1/save_weights_for_sampler", map[string]any{"path": "s", "kind": "inflight", "user_metadata": map[string]any{"k": "v"}}))
+	wait(save("/api/v1/save_weights_for_sampler", map[string]any{"path": "s", "kind": "snapshot", "user_metadata": map[string]any{"k": "v"}}))
 	if m := meta("sampler_weights/s"); m["k"] != "v" {
 		t.Fatalf("sampler metadata: %v", m)
 	}

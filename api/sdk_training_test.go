@@ -125,7 +125,8 @@ func TestCreateViaLoad(t *testing.T) {
 		{"taken model_seq_id", map[string]any{"session_id": sess, "model_seq_id": 1, "path": path, "optimizer": false}, 409, "already exists"},
 		{"incompatible base_model", map[string]any{"session_id": sess, "model_seq_id": 9, "path": path, "optimizer": true, "base_model": "tuft/other"}, 400, "tuft/other"},
 		{"unknown base_model", map[string]any{"session_id": sess, "model_seq_id": 9, "path": path, "optimizer": true, "base_model": "nope"}, 400, "nope"},
-		{"dimuon", map[string]any{"session_id": sess, "model_seq_id": 9, "path": path, "optimizer": false, "optimizer_config": map[string]any{"type": "dimuon", "version": 1}}, 400, "dimuon"},
+		{"unknown optimizer", map[string]any{"session_id": sess, "model_seq_id": 9, "path": path, "optimizer": false, "optimizer_config": map[string]any{"type": "lion"}}, 400, "lion"},
+		{"state of another optimizer", map[string]any{"session_id": sess, "model_seq_id": 9, "path": path, "optimizer": true, "optimizer_config": map[string]any{"type": "dimuon", "version": 1}}, 400, "dimuon"},
 		{"sampler checkpoint with optimizer", map[string]any{"session_id": sess, "model_seq_id": 9, "path": sampler.Path, "optimizer": true}, 400, "optimizer state"},
 		{"missing checkpoint", map[string]any{"session_id": sess, "model_seq_id": 9, "path": "tinker://" + orig + "/weights/nope", "optimizer": false}, 404, "not found"},
 		{"both forms", map[string]any{"model_id": orig, "seq_id": 11, "session_id": sess, "model_seq_id": 9, "path": path, "optimizer": false}, 400, "not both"},
@@ -182,8 +183,8 @@ func TestOptimizerConfigAndParams(t *testing.T) {
 		return h.a.Do("POST", "/api/v1/create_model", map[string]any{"session_id": sess, "model_seq_id": seq, "base_model": testenv.Model,
 			"lora_config": map[string]any{"rank": 4}, "optimizer_config": opt}, nil)
 	}
-	if r := create(1, map[string]any{"type": "dimuon", "version": 1}); r.Status != 400 || !strings.Contains(string(r.Body), "dimuon") {
-		t.Fatalf("dimuon run: %d %s", r.Status, r.Body)
+	if r := create(1, map[string]any{"type": "lion"}); r.Status != 400 || !strings.Contains(string(r.Body), "lion") {
+		t.Fatalf("an unknown optimizer family: %d %s", r.Status, r.Body)
 	}
 	if r := create(1, map[string]any{"type": "adamw", "betas": 1}); r.Status != 400 || !strings.Contains(string(r.Body), "optimizer_config.betas") {
 		t.Fatalf("adamw with a field: %d %s", r.Status, r.Body)
@@ -226,7 +227,8 @@ func TestOptimizerConfigAndParams(t *testing.T) {
 		params map[string]any
 		want   string
 	}{
-		{map[string]any{"optimizer_params": map[string]any{"type": "dimuon", "learning_rate": 1e-3}}, "dimuon"},
+		{map[string]any{"optimizer_params": map[string]any{"type": "dimuon", "learning_rate": 1e-3}}, "adamw"},
+		{map[string]any{"optimizer_params": map[string]any{"type": "lion", "learning_rate": 1e-3}}, "lion"},
 		{map[string]any{"optimizer_params": map[string]any{"learning_rate": 1e-3}}, "optimizer_params.type"},
 		{map[string]any{"optimizer_params": map[string]any{"type": "adamw", "momentum": 0.9}}, "optimizer_params.momentum"},
 		{map[string]any{"adam_params": map[string]any{"learning_rate": 1e-3}, "optimizer_params": map[string]any{"type": "adamw"}}, "one of"},
@@ -305,7 +307,7 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) {
 				m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{"loss_id": {Value: &tinkerpb.LossConfigValue_Text{Text: "x"}}}
 			})
-		}, pb, "loss_fn_config_v2"},
+		}, pb, "loss_id"},
 		{"provenance spans that do not tile the input", "/api/v1/forward_backward", func(seq int) any {
 			return fwdProto(model, seq, func(m *tinkerpb.ForwardBackwardRequest) {
 				m.Data[0].ModelInputSpans = []*tinkerpb.ProvenanceSpan{{Span: &tinkerpb.ProvenanceSpan_PromptTokens{PromptTokens: &tinkerpb.PromptProvenanceSpan{SequenceId: "s", Length: 1}}}}
@@ -317,9 +319,9 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 		{"dimuon step", "/api/v1/optim_step", func(seq int) any {
 			return map[string]any{"model_id": model, "seq_id": seq, "optimizer_params": map[string]any{"type": "dimuon", "learning_rate": 1e-3}}
 		}, nil, "dimuon"},
-		{"save_weights_external", "/api/v1/save_weights_external", func(seq int) any {
-			return map[string]any{"model_id": model, "seq_id": seq, "path": "x", "type": "save_weights_external"}
-		}, nil, "save_weights_external"},
+		{"save_weights_external to a bad recipient", "/api/v1/save_weights_external", func(seq int) any {
+			return map[string]any{"model_id": model, "seq_id": seq, "path": "x", "type": "save_weights_external", "age_encryption_recipients": []string{"age1x"}}
+		}, nil, "age_encryption_recipients"},
 		{"missing checkpoint", "/api/v1/load_weights", func(seq int) any {
 			return map[string]any{"model_id": model, "seq_id": seq, "path": "tinker://" + model + "/weights/none", "optimizer": false}
 		}, nil, "not found"},
@@ -344,7 +346,7 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 // loss_fn_config_v2 (SDK >= 0.26.2 writes numbers to it beside loss_fn_config, and alone
 // for string values): numbers are honoured, the same as in loss_fn_config; a value that
 // contradicts loss_fn_config is refused.
-func TestLossConfigV2NumbersAreHonoured(t *testing.T) {
+func TestLossConfigV2NumbersAndStrings(t *testing.T) {
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	pb := map[string]string{"Content-Type": "application/x-protobuf"}
@@ -384,6 +386,29 @@ func TestLossConfigV2NumbersAreHonoured(t *testing.T) {
 	})
 	if r.Status != 400 || !strings.Contains(string(r.Body), "contradicts") {
 		t.Fatalf("contradicting configs: %d %s", r.Status, r.Body)
+	}
+	// String values are parsed and handed to the loss, which takes only the string keys
+	// it defines (none of TuFT's losses defines one: engine's TestLossTextConfig shows
+	// one that does); the refusal names the key and settles the seq_id.
+	text := func(k, v string) func(*tinkerpb.ForwardBackwardRequest) {
+		return func(m *tinkerpb.ForwardBackwardRequest) {
+			m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{k: {Value: &tinkerpb.LossConfigValue_Text{Text: v}}}
+		}
+	}
+	for _, tc := range []struct {
+		mut  func(*tinkerpb.ForwardBackwardRequest)
+		want string
+	}{
+		{text("loss_id", "l1"), `key \"loss_id\"`},
+		{text("beta", "high"), `loss_fn_config[\"beta\"] must be a number`},
+		{func(m *tinkerpb.ForwardBackwardRequest) { v1(m); text("beta", "x")(m) }, "contradicts"},
+		{text("mode", strings.Repeat("x", 300)), "more than 256"},
+	} {
+		model := h.model(h.a, sess, 4, 4)
+		if _, r := loss(model, tc.mut); r.Status != 400 || !strings.Contains(string(r.Body), tc.want) {
+			t.Errorf("string config: %d %s, want 400 naming %s", r.Status, r.Body, tc.want)
+		}
+		sess = h.session(h.a)
 	}
 }
 

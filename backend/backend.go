@@ -65,9 +65,10 @@ func (b *Backend) ForwardBackward(ctx context.Context, model, lora string, req e
 	return b.Exec.ForwardBackward(ctx, model, lora, req)
 }
 
-// OptimStep applies AdamW.
-func (b *Backend) OptimStep(ctx context.Context, model, lora string, p engine.AdamParams) (m map[string]float64, err error) {
-	ctx, sp := b.tspan(ctx, telemetry.SpanTBOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate))
+// OptimStep applies one step of the adapter's optimizer (AdamW or Dimuon).
+func (b *Backend) OptimStep(ctx context.Context, model, lora string, p engine.StepParams) (m map[string]float64, err error) {
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()),
+		attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
 	defer func() { telemetry.End(sp, err) }()
 	return b.Exec.OptimStep(ctx, model, lora, p)
 }
@@ -79,18 +80,19 @@ func (b *Backend) SaveState(ctx context.Context, model, lora, dir string, optimi
 	return b.Exec.SaveState(ctx, model, lora, dir, optimizer)
 }
 
-// LoadState loads a training adapter.
-func (b *Backend) LoadState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
-	ctx, sp := b.tspan(ctx, telemetry.SpanTBLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
+// LoadState loads a training adapter that trains with the optimizer family want.
+func (b *Backend) LoadState(ctx context.Context, model, lora, dir string, optimizer bool, want engine.OptimizerConfig) (err error) {
+	ctx, sp := b.tspan(ctx, telemetry.SpanTBLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer),
+		attribute.String(telemetry.AttrOptimizerFamily, want.Normalize().Type))
 	defer func() { telemetry.End(sp, err) }()
-	return b.Exec.LoadState(ctx, model, lora, dir, optimizer)
+	return b.Exec.LoadState(ctx, model, lora, dir, optimizer, want)
 }
 
 // AddSamplerAdapter loads a sampler checkpoint as a sampling adapter.
 func (b *Backend) AddSamplerAdapter(ctx context.Context, model, lora, dir string) (err error) {
 	ctx, sp := b.sspan(ctx, telemetry.SpanSBAddAdapter, lora)
 	defer func() { telemetry.End(sp, err) }()
-	return b.Exec.LoadState(ctx, model, lora, dir, false)
+	return b.Exec.LoadState(ctx, model, lora, dir, false, engine.OptimizerConfig{})
 }
 
 // RemoveSamplerAdapter drops a sampling adapter.

@@ -35,12 +35,15 @@ type Executor interface {
 	CreateAdapter(ctx context.Context, model, loraID string, cfg engine.LoraConfig) error
 	RemoveAdapter(ctx context.Context, model, loraID string) error
 	ForwardBackward(ctx context.Context, model, loraID string, req engine.ForwardRequest) (engine.ForwardResult, error)
-	OptimStep(ctx context.Context, model, loraID string, p engine.AdamParams) (map[string]float64, error)
+	// OptimStep applies one step of the adapter's optimizer family; p must be for it.
+	OptimStep(ctx context.Context, model, loraID string, p engine.StepParams) (map[string]float64, error)
 	// SaveState writes the adapter (and, with optimizer, its optimizer state) in PEFT
 	// format into dir, atomically.
 	SaveState(ctx context.Context, model, loraID, dir string, optimizer bool) error
-	// LoadState creates or replaces the adapter loraID from dir.
-	LoadState(ctx context.Context, model, loraID, dir string, optimizer bool) error
+	// LoadState creates or replaces the adapter loraID from dir, training with the
+	// optimizer family want: with optimizer, dir's recorded optimizer state must be of
+	// want (an InputError names both otherwise); without, want starts afresh.
+	LoadState(ctx context.Context, model, loraID, dir string, optimizer bool, want engine.OptimizerConfig) error
 	Sample(ctx context.Context, model, loraID string, req engine.SampleRequest) (engine.SampleResult, error)
 	Close() error
 }

@@ -173,9 +173,10 @@ func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req eng
 	return c.res, c.err
 }
 
-// OptimStep applies AdamW to the adapter.
-func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.AdamParams) (m map[string]float64, err error) {
-	ctx, sp := l.span(ctx, telemetry.SpanHFOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate))
+// OptimStep applies one step of the adapter's optimizer (AdamW or Dimuon).
+func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.StepParams) (m map[string]float64, err error) {
+	ctx, sp := l.span(ctx, telemetry.SpanHFOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()),
+		attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
 	defer func() { telemetry.End(sp, err) }()
 	h, err := l.model(model)
 	if err != nil {
@@ -187,7 +188,7 @@ func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.Adam
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m, err = h.model.OptimStep(ctx, s.a, p)
+	m, err = h.model.Step(ctx, s.a, p)
 	if err == nil {
 		s.gen++ // new weights: prompts cached under the old ones no longer apply
 		h.sched.dropPrefixes(lora)
@@ -212,15 +213,15 @@ func (l *Local) SaveState(ctx context.Context, model, lora, dir string, optimize
 	return h.model.SaveAdapter(s.a, dir, optimizer)
 }
 
-// LoadState creates or replaces the adapter from dir.
-func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
+// LoadState creates or replaces the adapter from dir, training with want.
+func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimizer bool, want engine.OptimizerConfig) (err error) {
 	_, sp := l.span(ctx, telemetry.SpanHFLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
 	defer func() { telemetry.End(sp, err) }()
 	h, err := l.model(model)
 	if err != nil {
 		return err
 	}
-	a, err := h.model.LoadAdapter(dir, optimizer)
+	a, err := h.model.LoadAdapterAs(dir, optimizer, want)
 	if err != nil {
 		return err
 	}

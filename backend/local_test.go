@@ -102,7 +102,7 @@ func TestConcurrentForwardBackwardsAreBatched(t *testing.T) {
 	// The gradients landed in the right adapters: one optimizer step makes them equal.
 	for i := 0; i < n; i++ {
 		lora := string(rune('a' + i))
-		p := engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+		p := engine.StepParams{Adam: engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}}
 		batched.OptimStep(ctx, "tiny", lora, p)
 		serial.OptimStep(ctx, "tiny", lora, p)
 		a, _ := batched.ForwardBackward(ctx, "tiny", lora, reqs[i])

@@ -234,10 +234,10 @@ func (r *Remote) ForwardBackward(ctx context.Context, model, lora string, req en
 }
 
 // OptimStep implements Executor.
-func (r *Remote) OptimStep(ctx context.Context, model, lora string, p engine.AdamParams) (map[string]float64, error) {
+func (r *Remote) OptimStep(ctx context.Context, model, lora string, p engine.StepParams) (map[string]float64, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	rep, err := r.cl.OptimStep(ctx, &workerpb.OptimStepRequest{Adapter: ref(model, lora), Params: workerpb.FromAdamParams(p)})
+	rep, err := r.cl.OptimStep(ctx, workerpb.FromStepParams(ref(model, lora), p))
 	if err != nil {
 		return nil, r.fail("optim_step", err)
 	}
@@ -259,10 +259,11 @@ func (r *Remote) SaveState(ctx context.Context, model, lora, dir string, optimiz
 }
 
 // LoadState implements Executor; dir is on the checkpoint volume the worker shares.
-func (r *Remote) LoadState(ctx context.Context, model, lora, dir string, optimizer bool) error {
+func (r *Remote) LoadState(ctx context.Context, model, lora, dir string, optimizer bool, want engine.OptimizerConfig) error {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	if _, err := r.cl.LoadState(ctx, &workerpb.StateRequest{Adapter: ref(model, lora), Dir: dir, Optimizer: optimizer}); err != nil {
+	req := &workerpb.StateRequest{Adapter: ref(model, lora), Dir: dir, Optimizer: optimizer, OptimizerConfig: workerpb.FromOptimizerConfig(want)}
+	if _, err := r.cl.LoadState(ctx, req); err != nil {
 		return r.fail("load state", err)
 	}
 	return nil

@@ -174,7 +174,7 @@ func (r *Router) ForwardBackward(ctx context.Context, model, lora string, req en
 }
 
 // OptimStep implements Executor.
-func (r *Router) OptimStep(ctx context.Context, model, lora string, p engine.AdamParams) (map[string]float64, error) {
+func (r *Router) OptimStep(ctx context.Context, model, lora string, p engine.StepParams) (map[string]float64, error) {
 	ex, err := r.pick(model, lora)
 	if err != nil {
 		return nil, err
@@ -192,12 +192,12 @@ func (r *Router) SaveState(ctx context.Context, model, lora, dir string, optimiz
 }
 
 // LoadState implements Executor.
-func (r *Router) LoadState(ctx context.Context, model, lora, dir string, optimizer bool) error {
+func (r *Router) LoadState(ctx context.Context, model, lora, dir string, optimizer bool, want engine.OptimizerConfig) error {
 	ex, err := r.pick(model, lora)
 	if err != nil {
 		return err
 	}
-	return ex.LoadState(ctx, model, lora, dir, optimizer)
+	return ex.LoadState(ctx, model, lora, dir, optimizer, want)
 }
 
 // Sample implements Executor.

@@ -256,7 +256,7 @@ func TestPrefixCacheHitsAndEviction(t *testing.T) {
 		t.Fatalf("prompt logprobs served %d tokens from the cache", r.PromptCacheHitTokens)
 	}
 	// New weights: the cached keys and values are stale.
-	if _, err := l.OptimStep(ctx, "tiny", "a", engine.AdamParams{LearningRate: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+	if _, err := l.OptimStep(ctx, "tiny", "a", engine.StepParams{Adam: engine.AdamParams{LearningRate: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := l.Sample(ctx, "tiny", "a", seeded(p, 1, 3, 1, 1)); r.PromptCacheHitTokens != 0 {

@@ -97,6 +97,8 @@ type LoraOptions struct {
 	TrainAttn    bool
 	TrainMLP     bool
 	TrainUnembed bool
+	// Optimizer selects the run's optimizer family (nil: AdamW), e.g. wire.Dimuon().
+	Optimizer *wire.OptimizerConfig
 }
 
 // DefaultLora trains every target with rank r.
@@ -116,7 +118,8 @@ func (s *ServiceClient) CreateLoRATrainingClient(ctx context.Context, baseModel 
 	}
 	var f wire.UntypedAPIFuture
 	err := s.c.call(ctx, "POST", "/api/v1/create_model", wire.CreateModelRequest{SessionID: s.sessionID, ModelSeqID: seq, BaseModel: baseModel,
-		LoraConfig: &wire.LoraConfig{Rank: lo.Rank, Seed: lo.Seed, TrainAttn: lo.TrainAttn, TrainMLP: lo.TrainMLP, TrainUnembed: lo.TrainUnembed}, Type: "create_model"}, &f)
+		LoraConfig:      &wire.LoraConfig{Rank: lo.Rank, Seed: lo.Seed, TrainAttn: lo.TrainAttn, TrainMLP: lo.TrainMLP, TrainUnembed: lo.TrainUnembed},
+		OptimizerConfig: lo.Optimizer, Type: "create_model"}, &f)
 	if err == nil {
 		_, err = newFuture(s.c, f.RequestID, false, jsonDecoder[wire.CreateModelResponse]).Result(ctx)
 	}
@@ -141,6 +144,7 @@ func (s *ServiceClient) CreateTrainingClientFromState(ctx context.Context, path 
 	if wi.TrainAttn != nil {
 		lo.TrainAttn, lo.TrainMLP, lo.TrainUnembed = *wi.TrainAttn, *wi.TrainMLP, *wi.TrainUnembed
 	}
+	lo.Optimizer = wi.OptimizerConfig // the run trains with the checkpoint's optimizer
 	tc, err := s.CreateLoRATrainingClient(ctx, wi.BaseModel, lo)
 	if err != nil {
 		return nil, err

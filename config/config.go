@@ -278,6 +278,11 @@ type Limits struct {
 	// times its KV cache, a tenant above its share of that is answered 429 (the SDK backs
 	// off and resends).
 	SampleBacklogFactor float64 `yaml:"sample_backlog_factor"`
+	// MaxCompletionEventsPerSampler bounds the completions retrieve_futures keeps for one
+	// sampling session (clone) until its client acknowledges them; the oldest go first.
+	MaxCompletionEventsPerSampler int `yaml:"max_completion_events_per_sampler"`
+	// MaxRetrievedRequestIDs bounds the retrieved_request_ids of one retrieve_futures poll.
+	MaxRetrievedRequestIDs int `yaml:"max_retrieved_request_ids"`
 }
 
 // Inference configures the OpenAI- and Anthropic-compatible routes.
@@ -308,7 +313,8 @@ func Default(home string) Config {
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
-			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4},
+			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
+			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine: Engine{Device: "auto", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
@@ -547,6 +553,12 @@ func (c Config) Validate() error {
 	}
 	if l.MaxClientEventBytes < 64 {
 		bad("limits.max_client_event_bytes", "%d must be at least 64", l.MaxClientEventBytes)
+	}
+	if l.MaxCompletionEventsPerSampler < 1 {
+		bad("limits.max_completion_events_per_sampler", "%d must be at least 1", l.MaxCompletionEventsPerSampler)
+	}
+	if l.MaxRetrievedRequestIDs < 1 {
+		bad("limits.max_retrieved_request_ids", "%d must be at least 1", l.MaxRetrievedRequestIDs)
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -33,7 +34,10 @@ type lossSpec struct {
 	required []string
 	optional []string
 	config   map[string]float64
-	check    func(d Datum) error
+	// text lists the string-valued config keys and each one's allowed values, the
+	// first being the default. None of the losses below has one.
+	text  map[string][]string
+	check func(d Datum) error
 }
 
 var losses = map[string]lossSpec{
@@ -81,6 +85,52 @@ func LossNames() []string {
 	return out
 }
 
+// resolveTextConfig validates a loss's string-valued config keys, returning them with
+// the defaults of the keys not given.
+func resolveTextConfig(name string, spec lossSpec, numeric map[string]float64, text map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, vals := range spec.text {
+		out[k] = vals[0]
+	}
+	keys := make([]string, 0, len(text))
+	for k := range text {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := text[k]
+		allowed, ok := spec.text[k]
+		if !ok {
+			if _, numericKey := spec.config[k]; numericKey {
+				return nil, Inputf("loss_fn_config[%q] must be a number for %s, not the string %q", k, name, v)
+			}
+			return nil, Inputf("loss_fn_config key %q (the string %q) is not used by %s (string-valued keys: %s)", k, v, name, keyList(spec.text))
+		}
+		if !slices.Contains(allowed, v) {
+			return nil, Inputf("loss_fn_config[%q] %q is not one of %s for %s", k, v, strings.Join(allowed, ", "), name)
+		}
+		out[k] = v
+	}
+	for k := range numeric {
+		if _, ok := spec.text[k]; ok {
+			return nil, Inputf("loss_fn_config[%q] of %s takes a string (one of %s), not a number", k, name, strings.Join(spec.text[k], ", "))
+		}
+	}
+	return out, nil
+}
+
+func keyList[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
 // resolveLoss validates the loss name and config, returning the config with defaults.
 func resolveLoss(name string, cfg map[string]float64) (lossSpec, map[string]float64, error) {
 	spec, ok := losses[name]
@@ -95,6 +145,9 @@ func resolveLoss(name string, cfg map[string]float64) (lossSpec, map[string]floa
 		out[k] = v
 	}
 	for k, v := range cfg {
+		if _, ok := spec.text[k]; ok {
+			continue // a string key given a number: resolveTextConfig names it
+		}
 		if _, ok := spec.config[k]; !ok {
 			keys := make([]string, 0, len(spec.config))
 			for kk := range spec.config {

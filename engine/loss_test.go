@@ -233,3 +233,44 @@ func TestGSPOAndStableReinforceInputErrors(t *testing.T) {
 		})
 	}
 }
+
+// String-valued config (the SDK's loss_fn_config_v2 text values): a loss takes only the
+// string keys it defines and only their values, a key is not both a number and a string,
+// and the defaults fill what is not given. No TuFT loss defines a string key, so this
+// registers one for the test.
+func TestLossTextConfig(t *testing.T) {
+	losses["test_text"] = lossSpec{required: []string{"target_tokens"}, config: map[string]float64{"beta": 0.5},
+		text: map[string][]string{"mode": {"mean", "sum"}}}
+	t.Cleanup(func() { delete(losses, "test_text") })
+	for _, tc := range []struct {
+		num  map[string]float64
+		text map[string]string
+		want string // error substring, "" for success
+		mode string
+	}{
+		{nil, nil, "", "mean"},
+		{nil, map[string]string{"mode": "sum"}, "", "sum"},
+		{map[string]float64{"beta": 1}, map[string]string{"mode": "sum"}, "", "sum"},
+		{nil, map[string]string{"mode": "max"}, `"max" is not one of mean, sum`, ""},
+		{nil, map[string]string{"other": "x"}, `key "other"`, ""},
+		{nil, map[string]string{"beta": "x"}, `["beta"] must be a number`, ""},
+		{map[string]float64{"mode": 1}, nil, `["mode"] of test_text takes a string`, ""},
+	} {
+		spec, _, err := resolveLoss("test_text", tc.num)
+		var got map[string]string
+		if err == nil {
+			got, err = resolveTextConfig("test_text", spec, tc.num, tc.text)
+		}
+		switch {
+		case tc.want == "" && (err != nil || got["mode"] != tc.mode):
+			t.Errorf("%v %v: %v %v, want mode %s", tc.num, tc.text, got, err, tc.mode)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v %v: %v, want an error naming %s", tc.num, tc.text, err, tc.want)
+		}
+	}
+	// The implemented losses define no string key: every string value is refused, by key.
+	err := ValidateForward(Config{}, ForwardRequest{LossFn: "ppo", LossFnTextConfig: map[string]string{"clip_low_threshold": "0.1"}})
+	if err == nil || !strings.Contains(err.Error(), "must be a number") {
+		t.Fatalf("ppo with a string clip: %v", err)
+	}
+}

@@ -190,6 +190,9 @@ func (it *fbItem[T]) validate(c Config) error {
 	if err != nil {
 		return err
 	}
+	if _, err := resolveTextConfig(it.req.LossFn, spec, it.req.LossFnConfig, it.req.LossFnTextConfig); err != nil {
+		return err
+	}
 	if len(it.req.Data) == 0 {
 		return Inputf("data is empty")
 	}

@@ -54,7 +54,11 @@ type ForwardRequest struct {
 	Data         []Datum
 	LossFn       string             // cross_entropy | importance_sampling | ppo | cispo | dro | gspo
 	LossFnConfig map[string]float64 // loss-specific keys; unknown keys are an error
-	Backward     bool               // accumulate gradients into the adapter
+	// LossFnTextConfig holds string-valued config keys (the SDK's loss_fn_config_v2
+	// text values): a loss accepts only the string keys it defines, and only their
+	// allowed values. No loss TuFT implements defines one today.
+	LossFnTextConfig map[string]string
+	Backward         bool // accumulate gradients into the adapter
 }
 
 // ForwardResult holds per-datum outputs (at least "logprobs", float32, the shape of

@@ -14,6 +14,9 @@ func ValidateForward(c Config, req ForwardRequest) error {
 	if err != nil {
 		return err
 	}
+	if _, err := resolveTextConfig(req.LossFn, spec, req.LossFnConfig, req.LossFnTextConfig); err != nil {
+		return err
+	}
 	if len(req.Data) == 0 {
 		return Inputf("data is empty")
 	}

@@ -56,7 +56,7 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Record, error)
 	}
 	m.mu.Unlock()
 	if removed {
-		m.failWith(e, cancelMessage(e), CategoryUser)
+		m.failWith(e, cancelMessage(e)+" before it started", CategoryUser)
 	}
 	return m.Get(ctx, tenant, id)
 }
@@ -118,7 +118,7 @@ func (s *scheduler) expired(now time.Time) []*entry {
 func (m *Manager) ended(e *entry) (string, Category) {
 	switch {
 	case e.cancelled:
-		return cancelMessage(e), CategoryUser
+		return cancelMessage(e) + " before it started", CategoryUser
 	case !e.rec.Deadline.IsZero() && !m.now().Before(e.rec.Deadline):
 		return deadlineMessage(e), CategoryServer
 	}
@@ -151,7 +151,7 @@ func (m *Manager) endedError(ctx context.Context, e *entry, err error) error {
 }
 
 func cancelMessage(e *entry) string {
-	return fmt.Sprintf("%s operation %s was cancelled", e.rec.OpType, e.rec.ID)
+	return fmt.Sprintf("%s operation %s was cancelled by the client", e.rec.OpType, e.rec.ID)
 }
 
 func deadlineMessage(e *entry) string {

@@ -75,7 +75,7 @@ func TestCancelRunningFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := wait(t, m, "a", id)
-	if r.Status != StatusFailed || r.Failure.Category != CategoryUser || !strings.Contains(r.Failure.Message, "cancelled while it ran") {
+	if r.Status != StatusFailed || r.Failure.Category != CategoryUser || !strings.Contains(r.Failure.Message, "cancelled by the client while it ran") {
 		t.Fatalf("cancelled running future: %+v", r.Failure)
 	}
 	if !errors.Is(cause, ErrCancelled) {

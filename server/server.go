@@ -167,7 +167,8 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		Limits: api.Limits{ReadBodyTimeout: config.Seconds(cfg.Server.ReadBodyTimeoutSeconds),
 			MaxConcurrent: l.MaxConcurrentRequests, MaxConcurrentPerTenant: l.MaxConcurrentRequestsPerTenant,
 			MaxBodyBytes: l.MaxBodyBytesInFlight, MaxBodyBytesPerTenant: l.MaxBodyBytesInFlightPerTenant,
-			MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes},
+			MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes,
+			MaxRetrievedRequestIDs: l.MaxRetrievedRequestIDs},
 	})
 	ln := o.Listener
 	if ln == nil {

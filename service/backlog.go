@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,19 +43,4 @@ func (s *Service) submit(ctx context.Context, t futures.Task) (string, error) {
 	run, tenant := t.Run, t.Tenant
 	t.Run = func(ctx context.Context) (futures.Result, error) { return run(backend.WithTenant(ctx, tenant)) }
 	return s.fut.Submit(ctx, t)
-}
-
-// CancelFuture cancels a tenant's operation: a queued one fails at once without
-// running (an ordered one when its turn comes), a running one leaves the model's batch
-// at its next step and fails. It returns the record as it stands; a finished operation
-// is unchanged. (The cancel_future route calls it.)
-func (s *Service) CancelFuture(ctx context.Context, tenant, id string) (futures.Record, error) {
-	r, err := s.fut.Cancel(ctx, tenant, id)
-	if errors.Is(err, futures.ErrNotFound) {
-		return futures.Record{}, notFoundf("future %q not found", id)
-	}
-	if err != nil {
-		return futures.Record{}, classify(err)
-	}
-	return r, nil
 }

@@ -86,11 +86,13 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	if _, err := sample("victim", 2, 10, 490); err != nil {
 		t.Fatalf("the victim's second request, within its share: %v", err)
 	}
-	r, err := svc.CancelFuture(ctx, "flood", ids[7])
-	if err != nil || r.Status != futures.StatusFailed {
-		t.Fatalf("cancelling a queued sample: %+v %v", r, err)
+	if out, err := svc.CancelSample(ctx, "flood", ids[7]); err != nil || out != service.CancelQueued {
+		t.Fatalf("cancelling a queued sample: %v %v", out, err)
 	}
-	if _, err := svc.CancelFuture(ctx, "victim", ids[0]); service.KindOf(err) != service.KindNotFound {
+	if r, err := svc.Retrieve(ctx, "flood", ids[7], 0); err != nil || r.Status != futures.StatusFailed {
+		t.Fatalf("the cancelled sample: %+v %v", r, err)
+	}
+	if _, err := svc.CancelSample(ctx, "victim", ids[0]); service.KindOf(err) != service.KindNotFound {
 		t.Fatalf("cancelling another tenant's sample: %v", err)
 	}
 	if got := <-exec.tenants; got != "flood" {

@@ -2,10 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +14,7 @@ import (
 	"github.com/tuft-go/tuft/futures"
 )
 
-// ParseTinkerPath splits tinker://<run>/<weights|sampler_weights>/<name>.
+// ParseTinkerPath splits tinker://<run>/<weights|sampler_weights|external_weights>/<name>.
 func ParseTinkerPath(p string) (runID, kind, name string, err error) {
 	rest, ok := strings.CutPrefix(p, "tinker://")
 	if !ok {
@@ -28,8 +24,8 @@ func ParseTinkerPath(p string) (runID, kind, name string, err error) {
 	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
 		return "", "", "", invalidf("path %q must look like tinker://<training_run_id>/weights/<name> or .../sampler_weights/<name>", p)
 	}
-	if parts[1] != "weights" && parts[1] != "sampler_weights" {
-		return "", "", "", invalidf("path %q: the second part must be weights or sampler_weights, not %q", p, parts[1])
+	if parts[1] != "weights" && parts[1] != "sampler_weights" && parts[1] != "external_weights" {
+		return "", "", "", invalidf("path %q: the second part must be weights, sampler_weights or external_weights, not %q", p, parts[1])
 	}
 	if err := validCheckpointName(parts[2]); err != nil {
 		return "", "", "", err
@@ -154,7 +150,7 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 	}
 	ids := []string{ckptID}
 	if !strings.Contains(ckptID, "/") {
-		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID}
+		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID, "external_weights/" + ckptID}
 	}
 	for _, id := range ids {
 		if c, ok := s.ckpts[runID][id]; ok {
@@ -262,14 +258,7 @@ func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) 
 		return "", time.Time{}, err
 	}
 	exp := s.now().Add(ttl).Truncate(time.Second)
-	payload := c.TinkerPath()
-	buf := make([]byte, 8, 8+len(payload))
-	binary.BigEndian.PutUint64(buf, uint64(exp.Unix()))
-	buf = append(buf, payload...)
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(buf)
-	tok := base64.RawURLEncoding.EncodeToString(buf) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-	return tok, exp, nil
+	return s.sign(exp, c.TinkerPath()), exp, nil
 }
 
 // ErrBadToken is returned for an archive token that is malformed, forged or expired.
@@ -277,24 +266,11 @@ var ErrBadToken = errors.New("archive link is invalid or expired")
 
 // OpenArchive verifies a token and returns the checkpoint it grants.
 func (s *Service) OpenArchive(tok string) (Checkpoint, error) {
-	a, b, ok := strings.Cut(tok, ".")
-	if !ok {
-		return Checkpoint{}, ErrBadToken
+	payload, err := s.verify(tok)
+	if err != nil {
+		return Checkpoint{}, err
 	}
-	buf, err1 := base64.RawURLEncoding.DecodeString(a)
-	sig, err2 := base64.RawURLEncoding.DecodeString(b)
-	if err1 != nil || err2 != nil || len(buf) < 9 {
-		return Checkpoint{}, ErrBadToken
-	}
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(buf)
-	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return Checkpoint{}, ErrBadToken
-	}
-	if s.now().Unix() > int64(binary.BigEndian.Uint64(buf[:8])) {
-		return Checkpoint{}, ErrBadToken
-	}
-	runID, kind, name, err := ParseTinkerPath(string(buf[8:]))
+	runID, kind, name, err := ParseTinkerPath(payload) // a file token's payload is no path
 	if err != nil {
 		return Checkpoint{}, ErrBadToken
 	}
@@ -302,7 +278,7 @@ func (s *Service) OpenArchive(tok string) (Checkpoint, error) {
 	defer s.mu.Unlock()
 	c, ok := s.ckpts[runID][kind+"/"+name]
 	if !ok {
-		return Checkpoint{}, notFoundf("checkpoint %s no longer exists", string(buf[8:]))
+		return Checkpoint{}, notFoundf("checkpoint %s no longer exists", payload)
 	}
 	return *c, nil
 }

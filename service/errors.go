@@ -21,6 +21,7 @@ const (
 	KindUnavailable              // 503, the server is shutting down or a dependency is down
 	KindUnauthorized             // 401
 	KindGone                     // 410, category user: the session was finished
+	KindForbidden                // 403, category user: the caller may not do this (e.g. delete a configured key)
 )
 
 // Error is an error a client sees: a kind and a message naming the problem.
@@ -38,7 +39,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Category is the Tinker failure category of the error (futures use it).
 func (e *Error) Category() futures.Category {
 	switch e.Kind {
-	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone:
+	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone, KindForbidden:
 		return futures.Category("user")
 	}
 	return futures.Category("server")

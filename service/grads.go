@@ -91,10 +91,10 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 	dir, optimizer, from := s.latestState(r)
 	var err error
 	if dir == "" {
-		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora) // same seed: the same initial adapter
+		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter
 		from = "its initial state"
 	} else {
-		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer)
+		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
 		s.mu.Lock()

@@ -88,6 +88,9 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 		s.mu.Lock()
 		c, err := s.resolvePath(tenant, path)
 		s.mu.Unlock()
+		if err == nil {
+			err = notAnExport(c, path)
+		}
 		if err != nil {
 			return nil, notFoundf("the model %q does not exist or you do not have access to it: %s", name, err.Error())
 		}

@@ -55,6 +55,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
 	c, err := s.resolvePath(tenant, in.Path)
+	if err == nil {
+		err = notAnExport(c, in.Path)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return "", "", err
@@ -90,9 +93,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		}
 		optimizer = src.OptimizerOf()
 	}
-	if optimizer == "" {
-		optimizer = OptimizerAdamW
-	}
+	optimizer = familyOr(optimizer)
 
 	s.mu.Lock()
 	if _, ok := s.runs[runID]; ok { // created meanwhile
@@ -113,8 +114,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpLoadWeights))
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
-				attribute.String(telemetry.AttrCheckpointType, src.Type), attribute.Int64(telemetry.AttrSeqID, 0))
-			err := s.be.LoadState(ctx, base, runID, src.Dir, in.Optimizer)
+				attribute.String(telemetry.AttrCheckpointType, src.Type), attribute.Int64(telemetry.AttrSeqID, 0),
+				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
+			err := s.be.LoadState(ctx, base, runID, src.Dir, in.Optimizer, r.optimizer())
 			if err == nil {
 				// The loaded state is what a restart (or a worker that lost it) restores.
 				err = s.autosave(ctx, r, 0)

@@ -90,6 +90,10 @@ type Run struct {
 	LastSamplerCkpt string    `json:"last_sampler_ckpt,omitempty"` // "sampler_weights/<name>"
 	// Optimizer is the optimizer family fixed at creation ("" reads as OptimizerAdamW).
 	Optimizer string `json:"optimizer,omitempty"`
+	// ProjectID is the project of a run made by copy_weights without a session.
+	ProjectID string `json:"project_id,omitempty"`
+	// Inflight: the run has published weights to its shared inflight target.
+	Inflight bool `json:"inflight,omitempty"`
 	// LoadedFrom is the checkpoint a run created by load_weights starts from (its seq 0);
 	// a restart that finds the load unfinished starts it again from there.
 	LoadedFrom *LoadSource `json:"loaded_from,omitempty"`
@@ -104,8 +108,12 @@ type Run struct {
 	GradsLost bool `json:"-"`
 }
 
-// OptimizerAdamW is the only optimizer family implemented; the SDK's default.
-const OptimizerAdamW = "adamw"
+// The optimizer families a run may train with (engine.OptimizerAdamW and
+// engine.OptimizerDimuon): AdamW is the SDK's default.
+const (
+	OptimizerAdamW  = engine.OptimizerAdamW
+	OptimizerDimuon = engine.OptimizerDimuon
+)
 
 // OptimizerOf is a run's optimizer family.
 func (r *Run) OptimizerOf() string {
@@ -126,6 +134,9 @@ type LoadSource struct {
 const (
 	CkptTraining = "training"
 	CkptSampler  = "sampler"
+	// CkptExternal is an export (save_weights_external): the adapter in Hugging Face
+	// PEFT format, optionally age-encrypted, downloaded through signed links.
+	CkptExternal = "external"
 )
 
 // Checkpoint is the metadata of a saved adapter on disk.
@@ -146,6 +157,8 @@ type Checkpoint struct {
 	UserMetadata map[string]string `json:"user_metadata,omitempty"`
 	// Optimizer is the run's optimizer family ("" reads as OptimizerAdamW).
 	Optimizer string `json:"optimizer,omitempty"`
+	// Encrypted: an external checkpoint whose files are age-encrypted ("<file>.age").
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 // OptimizerOf is the checkpoint's optimizer family.
@@ -163,10 +176,24 @@ func (c *Checkpoint) ID() string { return ckptKindDir(c.Type) + "/" + c.Name }
 func (c *Checkpoint) TinkerPath() string { return "tinker://" + c.RunID + "/" + c.ID() }
 
 func ckptKindDir(typ string) string {
-	if typ == CkptSampler {
+	switch typ {
+	case CkptSampler:
 		return "sampler_weights"
+	case CkptExternal:
+		return "external_weights"
 	}
 	return "weights"
+}
+
+// ckptType is the checkpoint type of a tinker:// path's kind segment.
+func ckptType(kind string) string {
+	switch kind {
+	case "sampler_weights":
+		return CkptSampler
+	case "external_weights":
+		return CkptExternal
+	}
+	return CkptTraining
 }
 
 // Sampler is a sampling session: a base model, optionally with an adapter loaded from a
@@ -188,6 +215,20 @@ type Sampler struct {
 	// ClosedWhy says why a sampler was closed, when it is not the usual (its session
 	// expired or its run was unloaded).
 	ClosedWhy string `json:"closed_why,omitempty"`
+	// Inflight: created by an inflight save, it samples its run's shared inflight
+	// adapter (AdapterID), which follows the run's newest inflight save.
+	Inflight  bool   `json:"inflight,omitempty"`
+	AdapterID string `json:"adapter_id,omitempty"`
+	// Clients counts the clones that joined (join_sampling_session); the original is 0.
+	Clients int64 `json:"clients,omitempty"`
+}
+
+// adapterID is the executor's id of the adapter the sampler samples.
+func (sm *Sampler) adapterID() string {
+	if sm.AdapterID != "" {
+		return sm.AdapterID
+	}
+	return sm.ID
 }
 
 var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

@@ -38,6 +38,9 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
 		c, err = s.resolvePath(tenant, modelPath)
+		if err == nil {
+			err = notAnExport(c, modelPath)
+		}
 		switch {
 		case err != nil:
 		case baseModel != "" && baseModel != c.BaseModel:
@@ -53,11 +56,12 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if _, ok := s.models[baseModel]; !ok {
 		return nil, invalidf("base_model %q is not served here; available: %v", baseModel, s.modelNames())
 	}
-	return s.newSampler(ctx, tenant, sessionID, seq, baseModel, modelPath, dir, runID, false)
+	return s.newSampler(ctx, tenant, sessionID, seq, baseModel, modelPath, dir, runID, false, false)
 }
 
-// newSampler registers a sampling session (idempotent per session and seq).
-func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral bool) (*Sampler, error) {
+// newSampler registers a sampling session (idempotent per session and seq). An inflight
+// one samples the run's shared inflight adapter, which publishInflight has loaded.
+func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := fmt.Sprintf("%s:sample:%d", sessionID, seq)
 	s.mu.Lock()
 	if old, ok := s.samplers[id]; ok && !old.Closed {
@@ -74,10 +78,13 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		s.mu.Lock()
 	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
-		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now()}
+		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now(), Inflight: inflight}
+	if inflight {
+		sm.AdapterID = inflightAdapterID(runID)
+	}
 	s.samplers[id] = sm
 	s.mu.Unlock()
-	if sm.Lora {
+	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
 			s.mu.Lock()
 			delete(s.samplers, id)
@@ -102,7 +109,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 	sm.Closed = true
 	c := *sm
 	s.mu.Unlock()
-	if sm.Lora {
+	if sm.Lora && !sm.Inflight { // the shared inflight adapter goes with its run (unload)
 		if err := s.be.RemoveSamplerAdapter(ctx, sm.BaseModel, sm.ID); err != nil {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
 		}
@@ -188,13 +195,17 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		}
 		job.base, job.queue, job.sampler = sm.BaseModel, sm.ID, sm.ID
 		if sm.Lora {
-			job.lora, job.adapterDir = sm.ID, sm.AdapterDir
+			job.lora, job.adapterDir = sm.adapterID(), sm.AdapterDir
 		}
 		job.keys.SessionID, job.keys.SamplingSessionID = sm.SessionID, sm.ID
 	} else if job.base == "" {
 		return "", invalidf("asample needs sampling_session_id (or base_model)")
 	}
-	return s.submitSample(ctx, job)
+	id, err := s.submitSample(ctx, job)
+	if err == nil && job.sampler != "" {
+		s.watchCompletion(tenant, job.sampler, in.SeqID, id)
+	}
+	return id, err
 }
 
 // sampleJob is a sample request on its way to the futures pool of its base model: the
@@ -303,6 +314,9 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, job.adapterDir); lerr == nil {
 					out, err = sample()
 				}
+			}
+			if err != nil {
+				err = cancelledError(ctx, err)
 			}
 			telemetry.End(sp, err)
 			if err != nil {

@@ -51,6 +51,8 @@ type Service struct {
 
 	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
 	adapters adapterCache
+	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
+	polls *completionLogs
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
@@ -80,7 +82,8 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
 		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
-		tel: telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
+		tel:   telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
+		polls: newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -182,6 +185,7 @@ func (s *Service) Close() {
 		close(s.stop)
 	}
 	s.stopped.Wait()
+	s.polls.close()
 }
 
 // Authenticate maps an API key to its tenant.
@@ -357,8 +361,9 @@ func (s *Service) restore(ctx context.Context) error {
 			s.log.Error("could not restore training run", "run", r.ID, "error", err)
 		}
 	}
+	restored := map[string]bool{} // inflight samplers of a run share one adapter
 	for _, sm := range s.samplers {
-		if sm.Closed || !sm.Lora {
+		if sm.Closed || !sm.Lora || restored[sm.adapterID()] {
 			continue
 		}
 		if _, ok := s.models[sm.BaseModel]; !ok {
@@ -373,7 +378,8 @@ func (s *Service) restore(ctx context.Context) error {
 			s.log.Info("sampling session closed: its checkpoint is no longer published", "sampler", sm.ID, "checkpoint", sm.ModelPath)
 			continue
 		}
-		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.ID, sm.AdapterDir); err != nil {
+		restored[sm.adapterID()] = true
+		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.adapterID(), sm.AdapterDir); err != nil {
 			s.log.Warn("sampling session could not be restored; closing it", "sampler", sm.ID, "error", err)
 			sm.Closed = true
 			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)
@@ -410,9 +416,9 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		// any, so the run is usable, as the client may retry.
 		var err error
 		if lf := r.LoadedFrom; lf != nil {
-			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer)
+			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer, r.optimizer())
 		} else {
-			err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+			err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 		}
 		if err != nil {
 			return err
@@ -423,10 +429,10 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 	dir, optimizer, from := s.latestState(r)
 	var err error
 	if dir == "" {
-		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 		from = "a fresh adapter (no saved state)"
 	} else {
-		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer)
+		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
 		r.Corrupted, r.Loaded = true, false
@@ -448,6 +454,9 @@ func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) 
 		dir, optimizer, from, best = s.autosaveDir(r.ID), true, "the autosave of its last optim_step", fi.ModTime()
 	}
 	for _, c := range s.ckpts[r.ID] {
+		if c.Type == CkptExternal {
+			continue // an export (maybe encrypted), not a state to train from
+		}
 		t := c.CreatedAt
 		if fi, err := os.Stat(filepath.Join(c.Dir, "adapter_model.safetensors")); err == nil && fi.ModTime().After(t) {
 			t = fi.ModTime()
@@ -517,6 +526,7 @@ func (s *Service) Reap(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	s.expireCompletions(now)
 	for _, se := range expired {
 		s.expireSession(ctx, se)
 	}

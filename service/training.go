@@ -54,14 +54,6 @@ type CreateModelInput struct {
 	Optimizer string
 }
 
-// checkOptimizer refuses optimizer families this server does not implement.
-func checkOptimizer(family string) error {
-	if family != "" && family != OptimizerAdamW {
-		return invalidf("optimizer_config.type %q is not supported: this server implements only %q", family, OptimizerAdamW)
-	}
-	return nil
-}
-
 func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 	return telemetry.Keys{SessionID: r.SessionID, TrainingRunID: r.ID, OperationType: op, BaseModel: r.BaseModel, LoraRank: r.Lora.Rank}
 }
@@ -103,7 +95,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	now := s.now()
 	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
-		Optimizer: OptimizerAdamW}
+		Optimizer: familyOr(in.Optimizer)}
 	s.runs[runID] = r
 	s.mu.Unlock()
 
@@ -113,8 +105,9 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		ModelID: runID, Pool: in.BaseModel, PayloadHash: in.PayloadHash,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpCreateModel))
-			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCCreateModel)
-			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora)
+			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCCreateModel,
+				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
+			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 			if err == nil {
 				s.mu.Lock()
 				r.Ready, r.Loaded = true, true
@@ -318,37 +311,46 @@ func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) er
 }
 
 // OptimParams are one optim_step's hyper-parameters: the optimizer family they are for
-// (it must be the run's) and, for adamw, Adam's parameters.
+// (it must be the run's) and that family's parameters (Adam's, or Dimuon's).
 type OptimParams struct {
 	Optimizer string // "" = adamw
 	Adam      engine.AdamParams
+	Dimuon    *engine.DimuonParams // set for the dimuon family
 }
 
-// OptimStep queues an AdamW step; afterwards the adapter and optimizer state are
-// autosaved so a crash loses no completed step.
+// OptimStep queues one step of the run's optimizer (AdamW or Dimuon); afterwards the
+// adapter and optimizer state are autosaved so a crash loses no completed step.
 func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams, enc ResultEncoder) (string, error) {
-	if op.Optimizer == "" {
-		op.Optimizer = OptimizerAdamW
-	}
-	if op.Optimizer != OptimizerAdamW {
-		return "", invalidf("optimizer_params.type %q is not supported: this server implements only %q", op.Optimizer, OptimizerAdamW)
+	op.Optimizer = familyOr(op.Optimizer)
+	var p engine.StepParams
+	switch op.Optimizer {
+	case OptimizerAdamW:
+		p.Adam = op.Adam
+	case OptimizerDimuon:
+		if op.Dimuon == nil {
+			return "", invalidf("optimizer_params of type %q carry no parameters", op.Optimizer)
+		}
+		p.Dimuon = op.Dimuon
+	default:
+		return "", invalidf("optimizer_params.type %q is not supported: this server implements %q and %q", op.Optimizer, OptimizerAdamW, OptimizerDimuon)
 	}
 	s.mu.Lock()
 	r, err := s.usableRun(tenant, m.ModelID)
 	if err == nil && r.OptimizerOf() != op.Optimizer {
-		err = invalidf("optim_step gives %s parameters, but training run %s uses the %s optimizer", op.Optimizer, r.ID, r.OptimizerOf())
+		err = invalidf("optim_step gives %s parameters (%s), but training run %s trains with the %s optimizer (%s); the optimizer is fixed when the run is created",
+			op.Optimizer, paramsField(op.Optimizer), r.ID, r.OptimizerOf(), paramsField(r.OptimizerOf()))
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return "", err
 	}
-	p := op.Adam
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
 	}
 	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
-			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
+			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()), attribute.Int64(telemetry.AttrSeqID, m.SeqID),
+			attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
 		var metrics map[string]float64
 		err := s.lostGrads(ctx, r)
 		if err == nil {
@@ -394,6 +396,9 @@ type SaveInput struct {
 	SamplerSeq *int64 // sampling_session_seq_id: the ephemeral form creates a sampling session
 	// UserMetadata is stored with the checkpoint, replacing the old one on overwrite.
 	UserMetadata map[string]string
+	// Inflight (the ephemeral form only, SDK 0.38's kind="inflight") publishes the
+	// weights to the run's shared inflight target instead of a snapshot: see inflight.go.
+	Inflight bool
 }
 
 // Save queues a checkpoint save.
@@ -408,6 +413,9 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	}
 	if ephemeral && in.UserMetadata != nil {
 		return "", invalidf("user_metadata is stored with a named checkpoint: give a path, or leave user_metadata out of the ephemeral save")
+	}
+	if in.Inflight && !ephemeral {
+		return "", invalidf("kind \"inflight\" applies to save_weights_and_get_sampling_client (sampling_session_seq_id, no path): a named sampler checkpoint is a snapshot")
 	}
 	if ephemeral && in.TTLSeconds != nil {
 		return "", invalidf("ttl_seconds applies to a named checkpoint: give a path, or leave ttl_seconds out of the ephemeral save")
@@ -432,8 +440,15 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 		return "", err
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, op, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint,
-			attribute.String(telemetry.AttrCheckpointType, typ), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
+		kind := SamplerSnapshot
+		if in.Inflight {
+			kind = SamplerInflight
+		}
+		attrs := []attribute.KeyValue{attribute.String(telemetry.AttrCheckpointType, typ), attribute.Int64(telemetry.AttrSeqID, in.SeqID)}
+		if in.Sampler {
+			attrs = append(attrs, attribute.String(telemetry.AttrSamplerKind, kind))
+		}
+		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint, attrs...)
 		res, err := s.doSave(ctx, r, in, typ, ephemeral, enc)
 		telemetry.End(sp, err)
 		return res, err
@@ -441,6 +456,17 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 }
 
 func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
+	if ephemeral && in.Inflight {
+		dir, err := s.publishInflight(ctx, r)
+		if err != nil {
+			return futures.Result{}, err
+		}
+		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, true)
+		if err != nil {
+			return futures.Result{}, err
+		}
+		return enc.SaveWeightsForSampler("", sm.ID)
+	}
 	if ephemeral {
 		s.mu.Lock()
 		r.EphemeralCount++
@@ -450,7 +476,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			return futures.Result{}, err
 		}
-		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true)
+		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, false)
 		if err != nil {
 			return futures.Result{}, err
 		}
@@ -523,6 +549,9 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		c, err = s.resolvePath(tenant, in.Path)
 	}
 	if err == nil {
+		err = notAnExport(c, in.Path)
+	}
+	if err == nil {
 		switch {
 		case c.BaseModel != r.BaseModel:
 			err = invalidf("checkpoint %s was trained on %s, but run %s uses %s", in.Path, c.BaseModel, r.ID, r.BaseModel)
@@ -542,7 +571,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpLoadWeights, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
 			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
-		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer)
+		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer, r.optimizer())
 		if err == nil {
 			// The loaded state is the run's state now: make it what a restart restores.
 			// It replaces the gradients too (with none): whatever a restart lost no
@@ -616,6 +645,11 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
 			s.log.Warn("remove adapter failed", "run", r.ID, "error", err)
 		}
+		if c.Inflight {
+			if err := s.be.RemoveSamplerAdapter(ctx, r.BaseModel, inflightAdapterID(r.ID)); err != nil {
+				s.log.Warn("remove inflight sampling adapter failed", "run", r.ID, "error", err)
+			}
+		}
 		s.tel.Instruments.TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 	}
 	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
@@ -664,10 +698,10 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	}
 	dir, optimizer, from := s.latestState(r)
 	if dir == "" {
-		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.Lora) // same seed: the same initial adapter
+		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter
 		from = "its initial state (it had no saved state)"
 	} else {
-		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer)
+		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
 		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s lost its adapter, and restoring it from %s failed: %v", r.ID, from, err), Err: err}
@@ -685,11 +719,7 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 
 // storedCheckpoint reads a checkpoint record from the store (callers hold s.mu).
 func (s *Service) storedCheckpoint(runID, kind, name string) (*Checkpoint, bool) {
-	typ := CkptTraining
-	if kind == ckptKindDir(CkptSampler) {
-		typ = CkptSampler
-	}
-	b, err := s.st.Get(context.Background(), ckptKey(runID, typ, name))
+	b, err := s.st.Get(context.Background(), ckptKey(runID, ckptType(kind), name))
 	if err != nil {
 		return nil, false
 	}

@@ -31,9 +31,15 @@ const (
 	SpanTCSaveCheckpoint     = "training_controller.save_checkpoint"
 	SpanTCLoadCheckpoint     = "training_controller.load_checkpoint"
 	SpanTCUnloadModel        = "training_controller.unload_model"
+	// SpanTCCopyCheckpoint is copy_weights copying a checkpoint into a run of the caller's.
+	SpanTCCopyCheckpoint = "training_controller.copy_checkpoint"
 
 	SpanSCCreateSamplingSession = "sampling_controller.create_sampling_session"
 	SpanSCRunSample             = "sampling_controller.run_sample"
+	// SpanSCCancelSample is cancel_future (SDK >= 0.26) stopping a sampling request.
+	SpanSCCancelSample = "sampling_controller.cancel_sample"
+	// SpanSCJoinSamplingSession allocates a cloned sampling client's counter.
+	SpanSCJoinSamplingSession = "sampling_controller.join_sampling_session"
 
 	SpanTBForward         = "training_backend.forward"
 	SpanTBForwardBackward = "training_backend.forward_backward"
@@ -99,11 +105,24 @@ const (
 	AttrNumMicroBatches   = "tuft.num_micro_batches"
 	AttrBatchAdapters     = "tuft.batch_adapters" // requests of different adapters run in one engine batch
 	AttrTokens            = "tuft.tokens"
-	AttrOptimizer         = "tuft.optimizer"
-	AttrPromptTokens      = "tuft.prompt_tokens"
-	AttrOutputTokens      = "tuft.output_tokens"
-	AttrTenant            = "tuft.tenant"
-	AttrRole              = "tuft.role"
+	AttrOptimizer         = "tuft.optimizer" // a save or load includes the optimizer state
+	// AttrOptimizerFamily is the optimizer family of a step, a load or a run (adamw, dimuon).
+	AttrOptimizerFamily = "tuft.optimizer_family"
+	// AttrSamplerKind is a sampler save's kind: snapshot or inflight.
+	AttrSamplerKind = "tuft.sampler_kind"
+	// AttrCancelOutcome is what cancel_future did: cancelled_queued, cancelled_running
+	// or already_done.
+	AttrCancelOutcome = "tuft.cancel_outcome"
+	// AttrClientCounter is the counter join_sampling_session gave a cloned client.
+	AttrClientCounter = "tuft.client_counter"
+	// AttrCheckpointPath is the tinker:// path of the checkpoint an operation made.
+	AttrCheckpointPath = "tuft.checkpoint_path"
+	// AttrEncrypted says an export's files are age-encrypted (save_weights_external).
+	AttrEncrypted    = "tuft.encrypted"
+	AttrPromptTokens = "tuft.prompt_tokens"
+	AttrOutputTokens = "tuft.output_tokens"
+	AttrTenant       = "tuft.tenant"
+	AttrRole         = "tuft.role"
 
 	AttrGenAIRequestModel  = "gen_ai.request.model"
 	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"
@@ -187,8 +206,10 @@ const (
 	OpLoadWeights           = "load_weights"
 	OpSample                = "sample"
 	OpUnloadModel           = "unload_model"
-	// OpSaveWeightsExternal is SDK 0.28's export, refused for now (its seq_id is settled).
+	// OpSaveWeightsExternal is SDK 0.28's export in Hugging Face PEFT format.
 	OpSaveWeightsExternal = "save_weights_external"
+	// OpCopyWeights is copy_weights (synchronous: no future).
+	OpCopyWeights = "copy_weights"
 )
 
 // Values of gen_ai.operation.name.

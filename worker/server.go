@@ -206,7 +206,11 @@ func (s *Service) ForwardBackward(ctx context.Context, r *workerpb.ForwardBackwa
 
 // OptimStep implements workerpb.ExecutorServer.
 func (s *Service) OptimStep(ctx context.Context, r *workerpb.OptimStepRequest) (*workerpb.OptimStepReply, error) {
-	m, err := s.ex.OptimStep(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), workerpb.ToAdamParams(r.GetParams()))
+	p, err := workerpb.ToStepParams(r)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	m, err := s.ex.OptimStep(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), p)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -220,7 +224,8 @@ func (s *Service) SaveState(ctx context.Context, r *workerpb.StateRequest) (*wor
 
 // LoadState implements workerpb.ExecutorServer.
 func (s *Service) LoadState(ctx context.Context, r *workerpb.StateRequest) (*workerpb.Empty, error) {
-	return &workerpb.Empty{}, toStatus(s.ex.LoadState(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), r.GetDir(), r.GetOptimizer()))
+	return &workerpb.Empty{}, toStatus(s.ex.LoadState(ctx, r.GetAdapter().GetModel(), r.GetAdapter().GetLoraId(), r.GetDir(), r.GetOptimizer(),
+		workerpb.ToOptimizerConfig(r.GetOptimizerConfig())))
 }
 
 // Sample implements workerpb.ExecutorServer.

@@ -87,7 +87,7 @@ func TestRemoteEqualsLocal(t *testing.T) {
 			if got[i], err = ex.ForwardBackward(ctx, "tiny", "run-1", req); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ex.OptimStep(ctx, "tiny", "run-1", engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+			if _, err := ex.OptimStep(ctx, "tiny", "run-1", engine.StepParams{Adam: engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -119,8 +119,99 @@ func TestRemoteEqualsLocal(t *testing.T) {
 	if _, err := os.Stat(dir + "/adapter_model.safetensors"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rem.LoadState(ctx, "tiny", "run-2", dir, true); err != nil {
+	if err := rem.LoadState(ctx, "tiny", "run-2", dir, true, engine.OptimizerConfig{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Dimuon runs on a worker as in process: the optimizer family travels with the adapter,
+// its steps with their parameters, and its state through a checkpoint; a load that asks
+// for the other family is refused with both named.
+func TestRemoteDimuonEqualsLocal(t *testing.T) {
+	addr, _ := serve(t, tinyLocal(t))
+	ctx := context.Background()
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Close()
+	local := tinyLocal(t)
+	dimuon := engine.OptimizerConfig{Type: engine.OptimizerDimuon, Version: 1}
+	lc := engine.LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true, Seed: 3, Optimizer: dimuon}
+	req := ceRequest([]int32{5, 17, 99, 3, 42, 7, 8, 250})
+	p := engine.NewDimuonParams(0.02)
+	p.GradClipNorm = 1
+	step := engine.StepParams{Dimuon: &p}
+	for _, ex := range []backend.Executor{rem, local} {
+		if err := ex.CreateAdapter(ctx, "tiny", "d", lc); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ex.OptimStep(ctx, "tiny", "d", engine.StepParams{Adam: engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.9}}); err == nil ||
+			!strings.Contains(err.Error(), "dimuon") {
+			t.Fatalf("adam params on a dimuon adapter: %v", err)
+		}
+	}
+	var losses [2][]float64
+	for s := 0; s < 3; s++ {
+		for i, ex := range []backend.Executor{rem, local} {
+			res, err := ex.ForwardBackward(ctx, "tiny", "d", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := ex.OptimStep(ctx, "tiny", "d", step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m["learning_rate:max"] != 0.02 {
+				t.Fatalf("metrics %v", m)
+			}
+			losses[i] = append(losses[i], res.Metrics["loss:sum"])
+		}
+	}
+	if fmt.Sprint(losses[0]) != fmt.Sprint(losses[1]) || !(losses[0][2] < losses[0][0]) {
+		t.Fatalf("remote %v, local %v", losses[0], losses[1])
+	}
+	dir := t.TempDir()
+	if err := rem.SaveState(ctx, "tiny", "d", dir, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := rem.LoadState(ctx, "tiny", "d2", dir, true, engine.OptimizerConfig{}); err == nil ||
+		!strings.Contains(err.Error(), "dimuon") || !strings.Contains(err.Error(), "adamw") {
+		t.Fatalf("resuming dimuon state as adamw: %v", err)
+	}
+	if err := rem.LoadState(ctx, "tiny", "d2", dir, true, dimuon); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.LoadState(ctx, "tiny", "d2", dir, true, dimuon); err != nil {
+		t.Fatal(err)
+	}
+	// The restored momentum continues exactly like the original on both sides.
+	var next [2]float64
+	for i, ex := range []backend.Executor{rem, local} {
+		if _, err := ex.ForwardBackward(ctx, "tiny", "d2", req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ex.OptimStep(ctx, "tiny", "d2", step); err != nil {
+			t.Fatal(err)
+		}
+		res, err := ex.ForwardBackward(ctx, "tiny", "d2", engine.ForwardRequest{LossFn: req.LossFn, Data: req.Data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[i] = res.Metrics["loss:sum"]
+	}
+	if _, err := local.ForwardBackward(ctx, "tiny", "d", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.OptimStep(ctx, "tiny", "d", step); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := local.ForwardBackward(ctx, "tiny", "d", engine.ForwardRequest{LossFn: req.LossFn, Data: req.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next[0] != next[1] || next[1] != orig.Metrics["loss:sum"] {
+		t.Fatalf("after resume: remote %v, local %v, uninterrupted %v", next[0], next[1], orig.Metrics["loss:sum"])
 	}
 }
 
@@ -174,7 +265,7 @@ func TestSlowWorkerHitsTheDeadline(t *testing.T) {
 	}
 	defer rem.Close()
 	t0 := time.Now()
-	_, err = rem.OptimStep(context.Background(), testenv.Model, "x", engine.AdamParams{})
+	_, err = rem.OptimStep(context.Background(), testenv.Model, "x", engine.StepParams{})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 5*time.Second {
 		t.Fatalf("slow call: %v after %v", err, time.Since(t0))
 	}
@@ -197,7 +288,7 @@ func TestDeadWorkerIsUnavailable(t *testing.T) {
 
 type slowExecutor struct{ *testenv.NoopExecutor }
 
-func (s slowExecutor) OptimStep(ctx context.Context, _, _ string, _ engine.AdamParams) (map[string]float64, error) {
+func (s slowExecutor) OptimStep(ctx context.Context, _, _ string, _ engine.StepParams) (map[string]float64, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()

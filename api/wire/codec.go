@@ -125,12 +125,12 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 	if m.ModelId == "" {
 		return nil, errf("model_id", "is required")
 	}
-	cfg, err := checkForwardBackwardProto(&m)
+	cfg, text, err := checkForwardBackwardProto(&m)
 	if err != nil {
 		return nil, err
 	}
 	call := &ForwardBackwardCall{ModelID: m.ModelId, SeqID: int64(m.SeqId), HasSeqID: true, ForwardOnly: m.ForwardOnly,
-		Req: engine.ForwardRequest{LossFn: m.LossFn, LossFnConfig: cfg}}
+		Req: engine.ForwardRequest{LossFn: m.LossFn, LossFnConfig: cfg, LossFnTextConfig: text}}
 	if len(m.Data) == 0 {
 		return nil, errf("data", "is empty: at least one datum is required")
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
+	"github.com/tuft-go/tuft/engine"
 )
 
 // Every field a Tinker SDK sends is either honoured or refused with an error naming it,
@@ -193,21 +194,46 @@ func (o OptimizerConfig) MarshalJSON() ([]byte, error) {
 }
 
 // Family returns the optimizer family of a config (nil: "", the server default). The
-// adamw family has no fields; the others are returned as named for the service to
-// accept or refuse.
+// adamw family has no fields; dimuon has its version, which must be 1 (absent: 1). Other
+// families are returned as named for the service to refuse.
 func (o *OptimizerConfig) Family(field string) (string, error) {
 	if o == nil {
 		return "", nil
 	}
-	if o.Type == "" {
+	switch o.Type {
+	case "":
 		return "", errf(field+".type", "is required (e.g. \"adamw\")")
-	}
-	if o.Type == "adamw" {
+	case "adamw":
 		for _, k := range sortedKeys(o.Fields) {
 			return "", errf(field+"."+k, "is not a field of the adamw optimizer_config (it has none)")
 		}
+	case "dimuon":
+		for _, k := range sortedKeys(o.Fields) {
+			if k != "version" {
+				return "", errf(field+"."+k, "is not a field of the dimuon optimizer_config (it has version)")
+			}
+			var v json.Number
+			d := json.NewDecoder(bytes.NewReader(o.Fields[k]))
+			d.UseNumber()
+			if err := d.Decode(&v); err != nil || v.String() != "1" {
+				return "", errf(field+".version", "%s is not a Dimuon version this server implements (1)", bytes.TrimSpace(o.Fields[k]))
+			}
+		}
 	}
 	return o.Type, nil
+}
+
+// Dimuon is the optimizer_config that get_info and weights_info echo for Dimuon runs.
+func Dimuon() *OptimizerConfig {
+	return &OptimizerConfig{Type: "dimuon", Fields: map[string]json.RawMessage{"version": json.RawMessage("1")}}
+}
+
+// EchoOptimizer is the optimizer_config get_info and weights_info show for a family.
+func EchoOptimizer(family string) *OptimizerConfig {
+	if family == "dimuon" {
+		return Dimuon()
+	}
+	return &OptimizerConfig{Type: family}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -222,11 +248,19 @@ func sortedKeys[V any](m map[string]V) []string {
 // AdamW is the optimizer_config that get_info and weights_info echo for Adam runs.
 func AdamW() *OptimizerConfig { return &OptimizerConfig{Type: "adamw"} }
 
+// StepParams are optim_step's parameters resolved: the family they are for and that
+// family's parameters (Adam's with the SDK's defaults for absent fields, or Dimuon's).
+type StepParams struct {
+	Family string
+	Adam   AdamParams
+	Dimuon *DimuonParams
+}
+
 // OptimParams resolves optim_step's parameters: adam_params (Adam, every SDK),
 // optimizer_params (a family by type, SDK >= 0.29.1) or optim_params (the SDK's own
-// name, which it accepts on input). It returns the family and, for adamw, the Adam
-// parameters with the SDK's defaults for absent fields.
-func (o *OptimStepRequest) OptimParams() (string, AdamParams, error) {
+// name, which it accepts on input). Another family than adamw and dimuon is returned by
+// name, for the service to refuse.
+func (o *OptimStepRequest) OptimParams() (StepParams, error) {
 	given := 0
 	for _, raw := range [][]byte{o.RawAdam, o.OptimizerParams, o.OptimParamsAlias} {
 		if len(raw) > 0 && string(bytes.TrimSpace(raw)) != "null" {
@@ -234,7 +268,7 @@ func (o *OptimStepRequest) OptimParams() (string, AdamParams, error) {
 		}
 	}
 	if given > 1 {
-		return "", AdamParams{}, errf("optimizer_params", "give one of adam_params, optimizer_params and optim_params")
+		return StepParams{}, errf("optimizer_params", "give one of adam_params, optimizer_params and optim_params")
 	}
 	if len(o.OptimizerParams) == 0 && len(o.OptimParamsAlias) > 0 {
 		return o.typedParams("optim_params", o.OptimParamsAlias, true)
@@ -242,40 +276,84 @@ func (o *OptimStepRequest) OptimParams() (string, AdamParams, error) {
 	if len(o.OptimizerParams) > 0 && string(bytes.TrimSpace(o.OptimizerParams)) != "null" {
 		return o.typedParams("optimizer_params", o.OptimizerParams, false)
 	}
-	return "adamw", o.AdamParams, nil
+	return StepParams{Family: "adamw", Adam: o.AdamParams}, nil
 }
 
-var adamFields = jsonFields(reflect.TypeOf(AdamParams{}))
+var (
+	adamFields   = jsonFields(reflect.TypeOf(AdamParams{}))
+	dimuonFields = jsonFields(reflect.TypeOf(DimuonParams{}))
+)
 
-func (o *OptimStepRequest) typedParams(field string, raw []byte, untypedIsAdam bool) (string, AdamParams, error) {
+func (o *OptimStepRequest) typedParams(field string, raw []byte, untypedIsAdam bool) (StepParams, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return "", AdamParams{}, errf(field, "must be an object")
+		return StepParams{}, errf(field, "must be an object")
 	}
 	var typ string
 	if t, ok := m["type"]; ok {
 		if err := json.Unmarshal(t, &typ); err != nil {
-			return "", AdamParams{}, errf(field+".type", "must be a string")
+			return StepParams{}, errf(field+".type", "must be a string")
 		}
 	} else if untypedIsAdam {
 		typ = "adamw"
 	} else {
-		return "", AdamParams{}, errf(field+".type", "is required (e.g. \"adamw\")")
-	}
-	if typ != "adamw" {
-		return typ, AdamParams{}, nil
+		return StepParams{}, errf(field+".type", "is required (e.g. \"adamw\")")
 	}
 	delete(m, "type")
+	var fields map[string]reflect.Type
+	switch typ {
+	case "adamw":
+		fields = adamFields
+	case "dimuon":
+		fields = dimuonFields
+	default:
+		return StepParams{Family: typ}, nil
+	}
 	for _, k := range sortedKeys(m) {
-		if _, ok := adamFields[k]; !ok {
-			return "", AdamParams{}, errf(field+"."+k, "is not an adamw parameter")
+		if _, ok := fields[k]; !ok {
+			return StepParams{}, errf(field+"."+k, "is not a %s parameter", typ)
 		}
+	}
+	if typ == "dimuon" {
+		if _, ok := m["learning_rate"]; !ok {
+			return StepParams{}, errf(field+".learning_rate", "is required for dimuon")
+		}
+		p := DefaultDimuonParams()
+		if err := DecodeJSON(raw, &p); err != nil {
+			return StepParams{}, prefix(field, err)
+		}
+		return StepParams{Family: typ, Dimuon: &p}, nil
 	}
 	var p AdamParams
 	if err := DecodeJSON(raw, &p); err != nil {
-		return "", AdamParams{}, prefix(field, err)
+		return StepParams{}, prefix(field, err)
 	}
-	return "adamw", p, nil
+	return StepParams{Family: typ, Adam: p}, nil
+}
+
+// DimuonParams are optimizer_params of type dimuon (SDK >= 0.30.4 sends type,
+// learning_rate, grad_clip_norm and beta1); damping and rank_lr_correction_exponent
+// are TuFT's, with the engine's defaults when absent.
+type DimuonParams struct {
+	Type                     string  `json:"type"`
+	LearningRate             float64 `json:"learning_rate"`
+	GradClipNorm             float64 `json:"grad_clip_norm"`
+	Beta1                    float64 `json:"beta1"`
+	Damping                  float64 `json:"damping"`
+	RankLRCorrectionExponent float64 `json:"rank_lr_correction_exponent"`
+}
+
+// DefaultDimuonParams are the defaults of the fields a request may omit (the
+// learning rate has none).
+func DefaultDimuonParams() DimuonParams {
+	d := engine.NewDimuonParams(0)
+	return DimuonParams{Type: "dimuon", Beta1: d.Beta1, Damping: d.Damping, RankLRCorrectionExponent: d.RankLRCorrectionExponent}
+}
+
+// Engine converts to the engine's type.
+func (p DimuonParams) Engine() engine.DimuonParams {
+	return engine.DimuonParams{LearningRate: p.LearningRate, GradClipNorm: p.GradClipNorm, Beta1: p.Beta1, Damping: p.Damping,
+		RankLRCorrectionExponent: p.RankLRCorrectionExponent}
 }
 
 // FinishReason is the reason object of POST /sessions/{id}/finish.
@@ -342,31 +420,46 @@ func ForwardBackwardAddress(body []byte, protobuf bool) (modelID string, seqID i
 	return m.ModelId, int64(m.SeqId), true
 }
 
-// checkForwardBackwardProto refuses the 0.38 schema's forward_backward fields that this
-// server does not implement, and merges loss_fn_config_v2 (which the SDK writes beside
-// the numeric loss_fn_config, and alone for string values) into the numeric config.
-func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]float64, error) {
+// checkForwardBackwardProto merges loss_fn_config_v2 (which the SDK writes beside the
+// numeric loss_fn_config, and alone for string values) into the numeric config and the
+// string-valued one. Which keys a loss takes, and of which kind, the engine decides
+// (engine.ValidateForward), naming the key it refuses.
+func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]float64, map[string]string, error) {
 	cfg := m.LossFnConfig
+	var text map[string]string
 	for _, k := range sortedKeys(m.LossFnConfigV2) {
 		v := m.LossFnConfigV2[k]
 		switch x := v.GetValue().(type) {
 		case *tinkerpb.LossConfigValue_Number:
 			if old, ok := cfg[k]; ok && old != x.Number {
-				return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "%v contradicts loss_fn_config[%q] = %v", x.Number, k, old)
+				return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "%v contradicts loss_fn_config[%q] = %v", x.Number, k, old)
 			}
 			if cfg == nil {
 				cfg = map[string]float64{}
 			}
 			cfg[k] = x.Number
 		case *tinkerpb.LossConfigValue_Text:
-			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "string values (%q) are not supported by any loss this server implements", x.Text)
+			if _, ok := cfg[k]; ok {
+				return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "the string %q contradicts the number loss_fn_config[%q] = %v", x.Text, k, cfg[k])
+			}
+			if len(x.Text) > maxLossConfigText {
+				return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "is %d bytes long, more than %d", len(x.Text), maxLossConfigText)
+			}
+			if text == nil {
+				text = map[string]string{}
+			}
+			text[k] = x.Text
 		default:
-			return nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "has no value")
+			return nil, nil, errf(fmt.Sprintf("loss_fn_config_v2[%q]", k), "has no value")
 		}
 	}
 	// Provenance spans are validated per datum in DecodeForwardBackwardProto (checkProvenance).
-	return cfg, nil
+	return cfg, text, nil
 }
+
+// maxLossConfigText bounds a string value of loss_fn_config_v2 (the values a loss may
+// define are short names).
+const maxLossConfigText = 256
 
 // checkSampleFields refuses the sample request fields this server does not implement
 // and validates prompt_logprobs_last_n against the prompt.
@@ -383,7 +476,8 @@ func (m *SampleRequest) checkSampleFields(promptLen int) error {
 	case m.PromptAltTokensK > 0:
 		return errf("prompt_alt_tokens_k", "%d: alternative prompt tokens are not supported by this server yet (send 0)", m.PromptAltTokensK)
 	case m.RecordStabilityInfo != nil && *m.RecordStabilityInfo:
-		return errf("record_stability_info", "true is not supported by this server yet (no stable_reinforce loss): send false")
+		return errf("record_stability_info", "true records stability information for the stable_reinforce loss, which this server refuses "+
+			"because Tinker does not publish its objective (nor what the record holds), so nothing could use the record: send false")
 	}
 	if n := m.PromptLogprobsLastN; n != nil {
 		if m.PromptLogprobs == nil || !*m.PromptLogprobs {

@@ -47,6 +47,10 @@ func TestOptimParamsForms(t *testing.T) {
 		{`{"model_id":"m","optimizer_params":{"type":"adamw","learning_rate":0.25}}`, "adamw", 0.25, ""},
 		{`{"model_id":"m","optim_params":{"learning_rate":0.125}}`, "adamw", 0.125, ""},
 		{`{"model_id":"m","optimizer_params":{"type":"dimuon","learning_rate":1}}`, "dimuon", 0, ""},
+		{`{"model_id":"m","optimizer_params":{"type":"dimuon","learning_rate":1,"beta1":0.5,"grad_clip_norm":2,"damping":0.2,"rank_lr_correction_exponent":1}}`, "dimuon", 0, ""},
+		{`{"model_id":"m","optimizer_params":{"type":"dimuon"}}`, "", 0, "optimizer_params.learning_rate"},
+		{`{"model_id":"m","optimizer_params":{"type":"dimuon","learning_rate":1,"eps":1}}`, "", 0, "optimizer_params.eps"},
+		{`{"model_id":"m","optimizer_params":{"type":"lion","learning_rate":1}}`, "lion", 0, ""},
 		{`{"model_id":"m","optimizer_params":{"learning_rate":1}}`, "", 0, "optimizer_params.type"},
 		{`{"model_id":"m","optimizer_params":{"type":"adamw","rho":1}}`, "", 0, "optimizer_params.rho"},
 		{`{"model_id":"m","optimizer_params":{"type":"adamw","learning_rate":"x"}}`, "", 0, "learning_rate"},
@@ -57,7 +61,9 @@ func TestOptimParamsForms(t *testing.T) {
 		var fam string
 		var p AdamParams
 		if err == nil {
-			fam, p, err = req.OptimParams()
+			var sp StepParams
+			sp, err = req.OptimParams()
+			fam, p = sp.Family, sp.Adam
 		}
 		if tc.want != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -77,6 +83,8 @@ func TestOptimizerConfigFamily(t *testing.T) {
 		`{"optimizer_config":{"type":"adamw"}}`: "adamw",
 		`{}`:                                    "",
 		`{"optimizer_config":{"type":"dimuon","version":1}}`: "dimuon",
+		`{"optimizer_config":{"type":"dimuon"}}`:             "dimuon",
+		`{"optimizer_config":{"type":"muon"}}`:               "muon", // refused by the service, by name
 	} {
 		r = CreateModelRequest{}
 		if err := DecodeRequest([]byte(body), &r); err != nil {
@@ -87,8 +95,10 @@ func TestOptimizerConfigFamily(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]string{
-		`{"optimizer_config":{"type":"adamw","lr":1}}`: "optimizer_config.lr",
-		`{"optimizer_config":{"version":1}}`:           "optimizer_config.type",
+		`{"optimizer_config":{"type":"adamw","lr":1}}`:         "optimizer_config.lr",
+		`{"optimizer_config":{"version":1}}`:                   "optimizer_config.type",
+		`{"optimizer_config":{"type":"dimuon","version":2}}`:   "optimizer_config.version",
+		`{"optimizer_config":{"type":"dimuon","damping":0.1}}`: "optimizer_config.damping",
 	} {
 		r = CreateModelRequest{}
 		err := DecodeRequest([]byte(body), &r)
@@ -108,7 +118,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var o OptimStepRequest
 		if DecodeRequest(data, &o) == nil {
-			_, _, _ = o.OptimParams()
+			_, _ = o.OptimParams()
 		}
 		var l LoadWeightsRequest
 		if DecodeRequest(data, &l) == nil {
@@ -133,8 +143,8 @@ func TestOptimStepRequestMarshalsItsAdamParams(t *testing.T) {
 	if err := DecodeRequest(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	fam, p, err := back.OptimParams()
-	if err != nil || fam != "adamw" || p.LearningRate != 0.5 || p.Beta1 != 0.8 || *back.SeqID != 3 {
-		t.Fatalf("%s → %q %+v %v", b, fam, p, err)
+	sp, err := back.OptimParams()
+	if err != nil || sp.Family != "adamw" || sp.Adam.LearningRate != 0.5 || sp.Adam.Beta1 != 0.8 || *back.SeqID != 3 {
+		t.Fatalf("%s → %+v %v", b, sp, err)
 	}
 }

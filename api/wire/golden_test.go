@@ -66,6 +66,26 @@ func decodeRequest(route string, body []byte) (any, error) {
 		v = &LoadWeightsRequest{}
 	case "retrieve_future.json":
 		v = &FutureRetrieveRequest{}
+	case "create_model_dimuon.json":
+		v = &CreateModelRequest{}
+	case "optim_step_dimuon.json":
+		var r OptimStepRequest
+		if err := DecodeRequest(body, &r); err != nil {
+			return nil, err
+		}
+		return r.OptimParams()
+	case "save_weights_for_sampler_inflight.json":
+		v = &SaveWeightsForSamplerRequest{}
+	case "save_weights_external.json":
+		v = &SaveWeightsExternalRequest{}
+	case "retrieve_futures.json":
+		v = &FuturesRetrieveRequest{}
+	case "join_sampling_session.json":
+		v = &JoinSamplingSessionRequest{}
+	case "copy_weights.json":
+		v = &CopyWeightsRequest{}
+	case "sessions_search.json":
+		v = &SessionSearchRequest{}
 	default:
 		return nil, nil
 	}
@@ -122,7 +142,7 @@ func goldenResponses(t *testing.T) map[string][]byte {
 		LastRequestTime: at, LastCheckpoint: &ckpt}
 	jsons := map[string]any{
 		"client_config":           ServerClientConfig(),
-		"client_dynamic_config":   ClientDynamicConfigResponse{RefreshIntervalSec: 300},
+		"client_dynamic_config":   ServerDynamicConfig(),
 		"healthz":                 HealthResponse{Status: "ok"},
 		"get_server_capabilities": GetServerCapabilitiesResponse{SupportedModels: []SupportedModel{{ModelName: str("tuft/tiny"), MaxContextLength: i(1024), Trainable: b(true), Sampleable: b(true)}}},
 		"create_session":          CreateSessionResponse{SessionID: "sess-1", Type: "create_session"},
@@ -150,6 +170,21 @@ func goldenResponses(t *testing.T) map[string][]byte {
 		"archive_url":                     ArchiveURLResponse{URL: "http://127.0.0.1:10610/api/v1/archive/tok", Expires: expires},
 		"list_sessions":                   ListSessionsResponse{Sessions: []string{"sess-1"}},
 		"get_session":                     GetSessionResponse{TrainingRunIDs: []string{"run-1"}, SamplerIDs: []string{"samp-1"}, DisplayName: str("golden"), Status: SessionStatus{Type: "active"}},
+		"get_info_dimuon": GetInfoResponse{ModelID: "run-1", ModelData: ModelData{Arch: str("llama"), ModelName: str("tuft/tiny"), TokenizerID: str("tuft/tiny")},
+			IsLora: b(true), LoraRank: i(8), ModelName: str("tuft/tiny"), OptimizerConfig: EchoOptimizer("dimuon"), Type: "get_info"},
+		"save_weights_external_result": SaveWeightsExternalResponse{Path: "tinker://run-1/external_weights/download", SizeBytes: &size, Type: "save_weights_external"},
+		"external_weights_urls": ExternalWeightsURLsResponse{URLs: map[string]string{"adapter_config.json.age": "http://127.0.0.1:10610/api/v1/external_weights/tok/adapter_config.json.age"},
+			Expires: expires},
+		"retrieve_futures":      FuturesRetrieveResponse{Completions: []FutureCompletion{{State: "finished", RequestID: "req_2", ResponsePayloadUncompressedSize: &size}, {State: "failed", RequestID: "req_3"}}, Cursor: 1795000000000001},
+		"join_sampling_session": JoinSamplingSessionResponse{Type: "join_sampling_session", ClientCounter: 1},
+		"copy_weights":          CopyWeightsResponse{TinkerPath: "tinker://copy_1/weights/step-4"},
+		"sessions_search": SessionSearchResponse{Sessions: []SessionSummary{{SessionID: "sess-1", CreatedAt: at, Owner: "alice", ProjectID: "alice",
+			Status: &SessionStatus{Type: "active"}, CheckpointsCount: 1, DisplayName: str("golden"), CheckpointStorageBytes: &size}},
+			NextCursor: &SessionSearchCursor{LastCreatedAt: at, LastSessionID: "sess-1"}},
+		"checkpoint_storage_usage": CheckpointStorageUsageResponse{Data: []CheckpointStorageUsageItem{{ProjectID: str("alice"), OrgUserURN: str("alice"),
+			UserName: str("alice"), CheckpointCount: 1, SizeBytes: size, SizeGigabytes: float64(size) / 1e9}}},
+		"apikey_me": SelfAPIKeyResponse{KeyID: 42, Name: "alice key 0123456789ab", Note: "configured in the server's config (auth.api_keys)",
+			Details: APIKeyDetails{OrgDetails: APIKeyOrgDetails{Name: "alice"}, UserDetails: APIKeyUserDetails{Email: "alice"}}},
 	}
 	out := map[string][]byte{}
 	for name, v := range jsons {

@@ -220,6 +220,12 @@ func ForwardBackwardOutputProtoToJSON(pb []byte) ([]byte, error) {
 func EncodeForwardBackwardProto(call ForwardBackwardCall) ([]byte, error) {
 	m := &tinkerpb.ForwardBackwardRequest{ModelId: call.ModelID, SeqId: int32(call.SeqID), LossFn: call.Req.LossFn,
 		LossFnConfig: call.Req.LossFnConfig, ForwardOnly: call.ForwardOnly}
+	for k, v := range call.Req.LossFnTextConfig { // string values travel in v2 only, as the SDK writes them
+		if m.LossFnConfigV2 == nil {
+			m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{}
+		}
+		m.LossFnConfigV2[k] = &tinkerpb.LossConfigValue{Value: &tinkerpb.LossConfigValue_Text{Text: v}}
+	}
 	for _, d := range call.Req.Data {
 		tb := make([]byte, 4*len(d.Tokens))
 		for i, t := range d.Tokens {

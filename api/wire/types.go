@@ -27,6 +27,14 @@ type ClientConfigResponse struct {
 	CreateModelViaLoadWeights  bool   `json:"create_model_via_load_weights"`
 	SampleNoRetries            bool   `json:"sample_no_retries"`
 	SampleEnableStuckDetection bool   `json:"sample_enable_stuck_detection"`
+	// SampleUseRetrieveFutures: a SamplingClient polls /retrieve_futures once per
+	// sampling session instead of one retrieve_future long-poll per request (SDK >= 0.26.2).
+	SampleUseRetrieveFutures bool `json:"sample_use_retrieve_futures"`
+	// SampleJoinSamplingSession: a cloned SamplingClient asks /join_sampling_session for
+	// its counter instead of picking a random one (SDK >= 0.32).
+	SampleJoinSamplingSession bool `json:"sample_join_sampling_session"`
+	// CustomLossServerSide stays false: custom losses run in the SDK.
+	CustomLossServerSide bool `json:"custom_loss_server_side"`
 }
 
 // ServerClientConfig is this server's client configuration: plain API keys, chunks
@@ -34,12 +42,22 @@ type ClientConfigResponse struct {
 // a seq_id the SDK skipped is never waited for), protobuf forward_backward for every
 // SDK ≥ 0.18.2, the plain httpx transport.
 func ServerClientConfig() ClientConfigResponse {
-	return ClientConfigResponse{CredentialDefaultSource: "api_key", ProtoWriteFwdbwd: true, SampleEnableStuckDetection: true}
+	return ClientConfigResponse{CredentialDefaultSource: "api_key", ProtoWriteFwdbwd: true, SampleEnableStuckDetection: true,
+		SampleUseRetrieveFutures: true, SampleJoinSamplingSession: true}
 }
 
 // ClientDynamicConfigResponse answers POST /client/dynamic_config.
 type ClientDynamicConfigResponse struct {
 	RefreshIntervalSec int `json:"refresh_interval_sec"`
+	// SampleCancelEnabled: the SDK sends /cancel_future for a sample whose caller gave
+	// up (SDK >= 0.26), at most SampleCancelMaxBatchSize at once.
+	SampleCancelEnabled      bool `json:"sample_cancel_enabled"`
+	SampleCancelMaxBatchSize int  `json:"sample_cancel_max_batch_size"`
+}
+
+// ServerDynamicConfig is this server's dynamic client configuration.
+func ServerDynamicConfig() ClientDynamicConfigResponse {
+	return ClientDynamicConfigResponse{RefreshIntervalSec: 300, SampleCancelEnabled: true, SampleCancelMaxBatchSize: 64}
 }
 
 // HealthResponse answers GET /healthz.

@@ -263,7 +263,7 @@ func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf fu
 		if err := benchAdapter(m, o, i, dir); err != nil {
 			return err
 		}
-		err := local.LoadState(ctx, "bench", names[i], dir, false)
+		err := local.LoadState(ctx, "bench", names[i], dir, false, engine.OptimizerConfig{})
 		os.RemoveAll(dir)
 		if err != nil {
 			return err

@@ -17,9 +17,22 @@ import (
 
 // restFlags adds --url and --api-key and returns a constructor for the REST client.
 func restFlags(fs *flags) func() (*client.RestClient, error) {
+	ep := endpointFlags(fs)
+	return func() (*client.RestClient, error) {
+		u, k, err := ep()
+		if err != nil {
+			return nil, err
+		}
+		return client.NewRestClient(u, k)
+	}
+}
+
+// endpointFlags adds --url and --api-key and returns their values, with the
+// environment's and the defaults applied.
+func endpointFlags(fs *flags) func() (url, key string, err error) {
 	url := fs.String("url", "", "server URL ($TUFT_URL, default http://127.0.0.1:10610)")
 	key := fs.String("api-key", "", "API key ($TUFT_API_KEY, else $TUFT_HOME/api_key)")
-	return func() (*client.RestClient, error) {
+	return func() (string, string, error) {
 		u := *url
 		if u == "" {
 			u = os.Getenv("TUFT_URL")
@@ -34,11 +47,11 @@ func restFlags(fs *flags) func() (*client.RestClient, error) {
 		if k == "" {
 			b, err := os.ReadFile(filepath.Join(config.DefaultHome(), "api_key"))
 			if err != nil {
-				return nil, fmt.Errorf("no API key: pass --api-key, set TUFT_API_KEY, or run `tuft launch` once")
+				return "", "", fmt.Errorf("no API key: pass --api-key, set TUFT_API_KEY, or run `tuft launch` once")
 			}
 			k = strings.TrimSpace(string(b))
 		}
-		return client.NewRestClient(u, k)
+		return u, k, nil
 	}
 }
 
@@ -117,8 +130,11 @@ var checkpointVerbs = map[string]struct {
 	synopsis, summary string
 	min, max          int
 }{
-	"list":      {"tuft checkpoints list [RUN_ID] [--url URL] [--api-key KEY]", "List the checkpoints of one run, or of every run.", 0, 1},
-	"download":  {"tuft checkpoints download PATH [-o FILE] [--url URL] [--api-key KEY]", "Download a checkpoint (tinker:// path) as a tar of the PEFT adapter.", 1, 1},
+	"list": {"tuft checkpoints list [RUN_ID] [--url URL] [--api-key KEY]", "List the checkpoints of one run, or of every run.", 0, 1},
+	"download": {"tuft checkpoints download PATH [-o OUT] [--external] [--url URL] [--api-key KEY]",
+		"Download a checkpoint (tinker:// path): a training or sampler checkpoint as a tar of the PEFT adapter, or with --external as the " +
+			"adapter's files in Hugging Face PEFT format (exported encrypted and decrypted here, like tinker-cookbook's weights.download); " +
+			"an external_weights checkpoint as its files (encrypted ones as they are).", 1, 1},
 	"delete":    {"tuft checkpoints delete PATH [--url URL] [--api-key KEY]", "Delete a checkpoint.", 1, 1},
 	"publish":   {"tuft checkpoints publish PATH [--url URL] [--api-key KEY]", "Make a checkpoint readable by other tenants.", 1, 1},
 	"unpublish": {"tuft checkpoints unpublish PATH [--url URL] [--api-key KEY]", "Make a published checkpoint private again.", 1, 1},
@@ -131,10 +147,19 @@ func cmdCheckpoints(args []string) error {
 	}
 	v := checkpointVerbs[sub]
 	fs := newFlags("checkpoints "+sub, v.synopsis, v.summary)
-	mk := restFlags(fs)
+	ep := endpointFlags(fs)
+	mk := func() (*client.RestClient, error) {
+		u, k, err := ep()
+		if err != nil {
+			return nil, err
+		}
+		return client.NewRestClient(u, k)
+	}
 	var outPath *string
+	var external *bool
 	if sub == "download" {
-		outPath = fs.String("o", "", "output file (default <run>_<name>.tar)")
+		outPath = fs.String("o", "", "output: the tar file (default <run>_<name>.tar), or the directory of --external and external_weights files (default <run>_<name>)")
+		external = fs.Bool("external", false, "export a training checkpoint in Hugging Face PEFT format and download its files (through an encrypted external checkpoint, deleted afterwards)")
 	}
 	if err := fs.parse(args); err != nil {
 		return err
@@ -165,6 +190,9 @@ func cmdCheckpoints(args []string) error {
 		return w.Flush()
 	case "download":
 		path := fs.Arg(0)
+		if *external || strings.Contains(path, "/external_weights/") {
+			return downloadExternal(ctx, rc, ep, path, *outPath, *external)
+		}
 		out := *outPath
 		if out == "" {
 			out = strings.NewReplacer("tinker://", "", "/", "_", ":", "_").Replace(path) + ".tar"
@@ -206,4 +234,40 @@ func cmdCheckpoints(args []string) error {
 		fmt.Printf("%sd %s\n", strings.TrimSuffix(sub, "e"), fs.Arg(0))
 		return nil
 	}
+}
+
+// downloadExternal downloads a checkpoint's files in Hugging Face PEFT format into a
+// directory: an external_weights checkpoint as its files are (encrypted ones stay
+// encrypted), or a training checkpoint (export) through an encrypted export made for
+// this download and deleted after it.
+func downloadExternal(ctx context.Context, rc *client.RestClient, ep func() (string, string, error), path, out string, export bool) error {
+	if out == "" {
+		out = strings.NewReplacer("tinker://", "", "/", "_", ":", "_").Replace(path)
+	}
+	report := func(file string, n int64) { fmt.Printf("  %s (%d bytes)\n", filepath.Join(out, file), n) }
+	var files []string
+	var err error
+	if strings.Contains(path, "/external_weights/") {
+		files, err = rc.DownloadExternal(ctx, path, out, nil, report)
+	} else {
+		if !export {
+			return fmt.Errorf("%s is not an external_weights checkpoint: pass --external to export it", path)
+		}
+		u, k, eerr := ep()
+		if eerr != nil {
+			return eerr
+		}
+		sc, serr := client.NewServiceClient(ctx, u, k)
+		if serr != nil {
+			return serr
+		}
+		defer sc.Close()
+		fmt.Printf("exporting %s in Hugging Face PEFT format (a training run of a new session; the export is encrypted to a key made for this download)\n", path)
+		files, err = sc.ExportAndDownload(ctx, path, out, report)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("wrote %d files into %s\n", len(files), out)
+	return nil
 }

@@ -77,6 +77,31 @@ func TestManagementCommands(t *testing.T) {
 	if !names["adapter_config.json"] || !names["adapter_model.safetensors"] {
 		t.Fatalf("archive holds %v", names)
 	}
+	// Hugging Face PEFT files: an export of a training checkpoint (--external: encrypted
+	// on the server, decrypted here, then deleted) and an external_weights checkpoint.
+	sf, _ := tc.SaveState(ctx, "st")
+	state, err := sf.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, _ := tc.SaveWeightsExternal(ctx, "plain", 0, nil)
+	exp, err := ef.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported, plain := filepath.Join(t.TempDir(), "x"), filepath.Join(t.TempDir(), "p")
+	run("checkpoints", "download", "--external", "true", "-o", exported, state)
+	run("checkpoints", "download", "-o", plain, exp.Path)
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors"} {
+		a, err1 := os.ReadFile(filepath.Join(exported, f))
+		b, err2 := os.ReadFile(filepath.Join(plain, f))
+		if err1 != nil || err2 != nil || string(a) != string(b) {
+			t.Fatalf("%s: the export of %s and %s differ (%v %v)", f, state, exp.Path, err1, err2)
+		}
+	}
+	if out := run("checkpoints", "list"); strings.Contains(out, "external_weights/download") {
+		t.Fatalf("the temporary export was left behind:\n%s", out)
+	}
 	run("checkpoints", "publish", path)
 	if out := run("checkpoints", "list", tc.ModelID); !strings.Contains(out, "true") {
 		t.Fatalf("not public:\n%s", out)
@@ -93,7 +118,11 @@ func reorder(args []string) []string {
 	var flags, pos []string
 	for i := 2; i < len(args); i++ {
 		if strings.HasPrefix(args[i], "-") {
-			flags = append(flags, args[i], args[i+1])
+			if args[i] == "--external" { // a boolean flag: its value joins it
+				flags = append(flags, args[i]+"="+args[i+1])
+			} else {
+				flags = append(flags, args[i], args[i+1])
+			}
 			i++
 		} else {
 			pos = append(pos, args[i])

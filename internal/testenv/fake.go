@@ -53,7 +53,7 @@ func (e *NoopExecutor) ForwardBackward(_ context.Context, _, _ string, req engin
 }
 
 // OptimStep implements backend.Executor.
-func (e *NoopExecutor) OptimStep(context.Context, string, string, engine.AdamParams) (map[string]float64, error) {
+func (e *NoopExecutor) OptimStep(context.Context, string, string, engine.StepParams) (map[string]float64, error) {
 	return map[string]float64{}, nil
 }
 
@@ -61,7 +61,7 @@ func (e *NoopExecutor) OptimStep(context.Context, string, string, engine.AdamPar
 func (e *NoopExecutor) SaveState(context.Context, string, string, string, bool) error { return nil }
 
 // LoadState implements backend.Executor.
-func (e *NoopExecutor) LoadState(_ context.Context, _, lora, _ string, _ bool) error {
+func (e *NoopExecutor) LoadState(_ context.Context, _, lora, _ string, _ bool, _ engine.OptimizerConfig) error {
 	return e.CreateAdapter(context.Background(), "", lora, engine.LoraConfig{})
 }
 

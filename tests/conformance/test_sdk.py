@@ -400,13 +400,36 @@ def test_with_block_finishes_the_session():
 
 @needs(since="0.30.4", why="optimizer selection (Dimuon types final in 0.30.4)")
 def test_optimizer_config_and_params(sc):
-    """optimizer_config / optimizer_params: adamw echoed, Dimuon refused (no seq hole)"""
+    """Dimuon: optimizer_config echoed, optimizer_params run, Adam's refused naming both, resume continues exactly"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4, optimizer=types.AdamOptimizerConfig())
     assert tc.get_info().optimizer_config.type == "adamw"
-    raises_promptly(lambda: sc.create_lora_training_client(base_model=MODEL, rank=4, optimizer=types.DimuonOptimizerConfig()).get_info(),
-                    "dimuon")
-    tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
-    raises_promptly(lambda: tc.optim_step(types.DimuonParams(learning_rate=1e-3)).result(), "dimuon")
+    dm = sc.create_lora_training_client(base_model=MODEL, rank=4, seed=3, optimizer=types.DimuonOptimizerConfig())
+    info = dm.get_info().optimizer_config
+    assert info.type == "dimuon" and getattr(info, "version", None) == 1, info
+    data = sft_batch(seed=9)
+    losses = []
+    for _ in range(4):
+        losses.append(loss_of(dm.forward_backward(data, "cross_entropy").result()))
+        out = dm.optim_step(types.DimuonParams(learning_rate=0.02, grad_clip_norm=1.0)).result()
+        assert out.metrics["learning_rate:max"] == 0.02, out.metrics
+    assert losses[-1] < losses[0], losses
+    # The other family's parameters name both (and use up their seq_id: no hole).
+    raises_promptly(lambda: dm.optim_step(types.AdamParams(learning_rate=1e-3)).result(), "adamw", "dimuon")
+    raises_promptly(lambda: tc.optim_step(types.DimuonParams(learning_rate=1e-3)).result(), "adamw", "dimuon")
+    # Dimuon's momentum is saved and restored: the resumed run continues exactly.
+    path = dm.save_state("dimuon-state").result().path
+    resumed = sc.create_training_client_from_state_with_optimizer(path)
+    if hasattr(resumed, "result"):
+        resumed = resumed.result()
+    assert resumed.get_info().optimizer_config.type == "dimuon"
+    nxt = sft_batch(seed=10)
+    a, b = [], []
+    for client_, out in ((dm, a), (resumed, b)):
+        for _ in range(2):
+            out.append(loss_of(client_.forward_backward(nxt, "cross_entropy").result()))
+            client_.optim_step(types.DimuonParams(learning_rate=0.02, grad_clip_norm=1.0)).result()
+    print("dimuon losses", losses, "original", a, "resumed", b)
+    assert a == b, "a Dimuon run resumed with its optimizer must continue exactly like the original"
     t0 = time.time()
     out = tc.optim_step(types.AdamParams(learning_rate=0.0125)).result()
     assert out.metrics["learning_rate:max"] == 0.0125, out.metrics
@@ -479,10 +502,24 @@ def test_prompt_logprobs_last_n(sc):
 
 @needs(since="0.38.0", why="save_weights_and_get_sampling_client(kind=...)")
 def test_inflight_sampling_client(sc):
-    """kind="inflight" sampling clients (served as snapshots)"""
-    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
-    scl = tc.save_weights_and_get_sampling_client(kind="inflight")
-    res = scl.sample(types.ModelInput.from_ints([1, 2, 3]), 2, types.SamplingParams(max_tokens=3, seed=1)).result()
+    """kind="inflight" sampling clients follow the run's newest inflight save"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4, seed=2)
+    prompt = types.ModelInput.from_ints([60, 61, 62, 63, 64])
+    a = tc.save_weights_and_get_sampling_client(kind="inflight")
+    if hasattr(a, "result"):
+        a = a.result()
+    w1 = a.compute_logprobs(prompt).result()
+    for _ in range(3):
+        tc.forward_backward(sft_batch(seed=11), "cross_entropy").result()
+        tc.optim_step(types.AdamParams(learning_rate=5e-2)).result()
+    assert a.compute_logprobs(prompt).result() == w1, "the inflight target changed without an inflight save"
+    b = tc.save_weights_and_get_sampling_client(kind="inflight")
+    if hasattr(b, "result"):
+        b = b.result()
+    w2 = b.compute_logprobs(prompt).result()
+    assert w2 != w1, "training did not change the weights"
+    assert a.compute_logprobs(prompt).result() == w2, "the earlier inflight client did not follow the next save"
+    res = a.sample(prompt, 2, types.SamplingParams(max_tokens=3, seed=1)).result()
     assert len(res.sequences) == 2
 
 
@@ -495,14 +532,13 @@ def refused_features():
         ("0.30.0", "target_prompt_logprobs", lambda tc, scl: scl.sample(
             prompt, 1, params, target_prompt_logprobs=types.TensorData(data=[5, 6], dtype="int64", shape=[2, 1])).result()),
         ("0.31.0", "prompt_alt_tokens_k", lambda tc, scl: scl.sample(prompt, 1, params, prompt_alt_tokens_k=2).result()),
-        ("0.28.0", "save_weights_external", lambda tc, scl: tc.save_weights_external("x").result()),
         ("0.35.0", "stable_reinforce", lambda tc, scl: tc.forward_backward(sft_batch(n=1), "stable_reinforce").result()),
     ]
 
 
-@needs(since="0.28.0", why="the refused features arrived from 0.28 on")
+@needs(since="0.29.0", why="the refused features arrived from 0.29 on")
 def test_newer_features_are_refused_by_name(sc):
-    """Unimplemented newer features refused by name; training goes on"""
+    """Refused features (sampling outputs, stable_reinforce) named, with why; training goes on"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     scl = sc.create_sampling_client(base_model=MODEL)
     tried = []
@@ -533,3 +569,222 @@ def test_no_seq_hole_after_a_400(sc, record_property):
     record_property("next_op_after_400_ms", round(elapsed * 1000))
     assert math.isfinite(loss_of(out))
     assert elapsed < 1.0, f"the next operation took {elapsed:.2f}s: a seq_id hole held it"
+
+
+# ---- Issue 15: the rest of what SDK 0.38 offers.
+
+import base64
+import concurrent.futures
+import subprocess
+import sys
+import tempfile
+
+
+def sampler_id(scl):
+    """The sampling session id behind a SamplingClient (its public handle carries it)."""
+    return json.loads(base64.urlsafe_b64decode(scl.get_sampler_handle()))["sampling_session_id"]
+
+
+@needs(since="0.32.0", why="sampler handles and join_sampling_session")
+def test_retrieve_futures_and_clones(sc):
+    """retrieve_futures polling; cloned clients numbered by join_sampling_session"""
+    code, cfg = raw("POST", "/api/v1/client/config", {"sdk_version": tinker.__version__})
+    assert cfg["sample_use_retrieve_futures"] and cfg["sample_join_sampling_session"], cfg
+    scl = sc.create_sampling_client(base_model=MODEL)
+    handle = scl.get_sampler_handle()
+    clones = [tinker.SamplingClient.from_sampler_handle(handle, api_key=KEY_A) for _ in range(2)]
+    prompt = types.ModelInput.from_ints([5, 6, 7])
+    futs = [c.sample(prompt, 2, types.SamplingParams(max_tokens=4, seed=i)) for i, c in enumerate([scl] + clones) for _ in range(4)]
+    results = [f.result() for f in futs]
+    ids = [s.sequence_id for r in results for s in r.sequences]
+    assert len(ids) == 24 and len(set(ids)) == 24, ids
+    # The two clones joined the session (counters 1 and 2): the next join gets 3.
+    code, body = raw("POST", "/api/v1/join_sampling_session", {"sampling_session_id": sampler_id(scl)})
+    assert code == 200 and body["client_counter"] == 3, (code, body)
+    # A poll from the start: everything the clients retrieved was acknowledged (trimmed).
+    code, body = raw("POST", "/api/v1/retrieve_futures", {"target": {"type": "sampling_session", "sampling_session_id": sampler_id(scl),
+                                                                     "cloned_sampler_id": 0}, "prev_cursor": 0, "timeout": 0,
+                                                          "retrieved_request_ids": []})
+    assert code == 200 and isinstance(body["cursor"], int), body
+
+
+@needs(since="0.32.0", why="sampler handles (the sampling session id); cancel_future is sent from 0.26")
+def test_abandoned_sample_is_cancelled(sc, record_property):
+    """An abandoned sample is cancelled on the server (cancel_future): it stops at once"""
+    code, dyn = raw("POST", "/api/v1/client/dynamic_config", {"sdk_version": tinker.__version__})
+    assert dyn["sample_cancel_enabled"], dyn
+    scl = sc.create_sampling_client(base_model=MODEL)
+    sid = sampler_id(scl)
+    # Watch the session's completions from before the request, so the failure is seen
+    # whatever the SDK's own poller acknowledges.
+    watch = concurrent.futures.ThreadPoolExecutor(1).submit(
+        raw, "POST", "/api/v1/retrieve_futures",
+        {"target": {"type": "sampling_session", "sampling_session_id": sid, "cloned_sampler_id": 0}, "prev_cursor": 0,
+         "timeout": 25, "retrieved_request_ids": []})
+    long = scl.sample(types.ModelInput.from_ints([1, 2, 3]), 64, types.SamplingParams(max_tokens=1000, stop=[], temperature=1.0))
+    with pytest.raises((TimeoutError, concurrent.futures.TimeoutError)):
+        long.result(timeout=1.0)
+    # The caller gives up (cancels the future): the SDK sends cancel_future.
+    (long.future() if hasattr(long, "future") else long).cancel()
+    t0 = time.time()
+    code, body = watch.result(timeout=40)
+    assert code == 200 and len(body["completions"]) == 1 and body["completions"][0]["state"] == "failed", body
+    record_property("cancel_to_failed_ms", round((time.time() - t0) * 1000))
+    code, res = raw("POST", "/api/v1/retrieve_future", {"request_id": body["completions"][0]["request_id"]})
+    assert "cancelled by the client" in res.get("error", ""), res
+    # The sampler works on.
+    assert len(scl.sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2)).result().sequences) == 1
+
+
+@needs(since="0.33.0", why="save_weights_external with age_encryption_recipients")
+def test_save_weights_external(sc):
+    """save_weights_external: PEFT files behind signed links, age-encrypted on request; listed, TTL, deleted"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    tc.forward_backward(sft_batch(n=2), "cross_entropy").result()
+    tc.optim_step(ADAM).result()
+    res = tc.save_weights_external("export", ttl_seconds=3600).result()
+    assert res.path.endswith("/external_weights/export"), res
+    rest = sc.create_rest_client()
+    urls = rest.get_external_weights_urls(res.path).result()
+    assert sorted(urls.urls) == ["adapter_config.json", "adapter_model.safetensors"], urls
+    files = {}
+    for name, url in urls.urls.items():
+        with urllib.request.urlopen(url, timeout=30) as r:  # no API key: the link is signed
+            files[name] = r.read()
+    cfg = json.loads(files["adapter_config.json"])
+    assert cfg["peft_type"] == "LORA" and cfg["r"] == 4, cfg
+    n = int.from_bytes(files["adapter_model.safetensors"][:8], "little")  # safetensors: header length, JSON header
+    assert any(k.endswith("lora_A.weight") for k in json.loads(files["adapter_model.safetensors"][8:8 + n]))
+    # Encrypted to an x25519 recipient: only .age files, each an age file. A key that is
+    # not one is refused by name (and its seq_id settled).
+    raises_promptly(lambda: tc.save_weights_external("bad", age_encryption_recipients=["age1notakey"]).result(), "age_encryption_recipients")
+    enc = tc.save_weights_external("enc", age_encryption_recipients=[AGE_RECIPIENT]).result()
+    eurls = rest.get_external_weights_urls(enc.path).result()
+    assert sorted(eurls.urls) == ["adapter_config.json.age", "adapter_model.safetensors.age"], eurls
+    with urllib.request.urlopen(eurls.urls["adapter_config.json.age"], timeout=30) as r:
+        assert r.read().startswith(b"age-encryption.org/v1\n")
+    run_id = res.path.split("/")[2]
+    listed = {c.tinker_path: c for c in rest.list_checkpoints(run_id).result().checkpoints}
+    assert listed[res.path].checkpoint_type == "external" and listed[res.path].expires_at is not None, listed
+    assert listed[res.path].size_bytes == sum(len(b) for b in files.values()), listed[res.path]
+    rest.delete_checkpoint_from_tinker_path(res.path).result()
+    assert res.path not in {c.tinker_path for c in rest.list_checkpoints(run_id).result().checkpoints}
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(urls.urls["adapter_config.json"], timeout=30)
+
+
+# An x25519 public key whose identity was discarded: only the format of what comes back
+# is checked here (api/external_test.go decrypts with identities it generates).
+AGE_RECIPIENT = "age1070jn9yhxjwdra2qutp6eh6dvgqr47qk3fl77exmms9v0humwywq7ld4l8"
+
+
+@needs(since="0.38.0", why="the CLI's checkpoint download (create-via-load to export a training checkpoint)")
+def test_cli_checkpoint_download(sc):
+    """tinker checkpoint download: a training checkpoint exported and downloaded as PEFT files"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    path = tc.save_state("cli-download").result().path
+    out = tempfile.mkdtemp()
+    env = dict(os.environ, TINKER_API_KEY=KEY_A, TINKER_BASE_URL=BASE_URL)
+    cli = os.path.join(os.path.dirname(sys.executable), "tinker")
+    p = subprocess.run([cli, "checkpoint", "download", path, "--output", out], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    target = os.path.join(out, path.replace("tinker://", "").replace("/", "_"))
+    assert sorted(os.listdir(target)) == ["adapter_config.json", "adapter_model.safetensors"], os.listdir(target)
+    # The temporary export was deleted.
+    left = [c.tinker_path for c in sc.create_rest_client().list_user_checkpoints().result().checkpoints
+            if c.tinker_path.endswith("/external_weights/download")]
+    assert not left, left
+
+
+@needs(since="0.34.0", why="RestClient.copy_weights(path, destination_project_id)")
+def test_copy_weights(sc):
+    """copy_weights: into the caller's project (idempotent), never another tenant's"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4, seed=6)
+    path = tc.save_state("to-copy").result().path
+    rest = sc.create_rest_client()
+    copy = rest.copy_weights(path, "alice", ttl_seconds=3600).result()
+    assert copy.startswith("tinker://") and copy.endswith("/weights/to-copy") and copy != path, copy
+    # The copy trains like its source.
+    a = sc.create_training_client_from_state(copy)
+    if hasattr(a, "result"):
+        a = a.result()
+    probe = sft_batch(seed=12)
+    assert loss_of(a.forward(probe, "cross_entropy").result()) == loss_of(tc.forward(probe, "cross_entropy").result())
+    raises_promptly(lambda: rest.copy_weights(path, "bob").result(), "not found")
+    bob = client(KEY_B).create_rest_client()
+    raises_promptly(lambda: bob.copy_weights(path, "bob").result(), "not found")
+
+
+@needs(since="0.36.0", why="RestClient.search_sessions")
+def test_search_sessions():
+    """sessions/search: display name, metadata, status filters and cursor paging"""
+    tag = f"search-{time.time_ns()}"
+    made = []
+    for i in range(3):
+        c = tinker.ServiceClient(base_url=BASE_URL, api_key=KEY_A, display_name=f"{tag} run {i}", user_metadata={"tag": tag, "i": str(i)})
+        made.append(session_of(c.create_lora_training_client(base_model=MODEL, rank=4)))
+    rest = tinker.RestClient(base_url=BASE_URL, api_key=KEY_A) if hasattr(tinker, "RestClient") else client().create_rest_client()
+    req = types.SessionSearchRequest(display_name=tag, limit=2)
+    page = rest.search_sessions(req).result()
+    got = [s.session_id for s in page.sessions]
+    while page.next_cursor is not None:
+        page = rest.search_sessions(req.model_copy(update={"cursor": page.next_cursor})).result()
+        got += [s.session_id for s in page.sessions]
+    assert got == made[::-1], (got, made)
+    one = rest.search_sessions(types.SessionSearchRequest(user_metadata={"tag": tag, "i": "1"})).result().sessions
+    assert [s.session_id for s in one] == [made[1]] and one[0].display_name == f"{tag} run 1" and one[0].owner, one
+    active = rest.search_sessions(types.SessionSearchRequest(display_name=tag, statuses=[types.ActiveSessionStatusQuery()])).result()
+    assert len(active.sessions) == 3
+
+
+@needs(since="0.36.0", why="AdminClient.get_current_checkpoint_storage_usage")
+def test_checkpoint_storage_usage(sc):
+    """Checkpoint storage report: the tenant's checkpoints counted and measured on disk"""
+    admin = tinker.AdminClient(base_url=BASE_URL, api_key=KEY_B)
+    before = admin.get_current_checkpoint_storage_usage().result()
+    n0 = sum(d.checkpoint_count for d in before.data)
+    b0 = sum(d.size_bytes for d in before.data)
+    bob = client(KEY_B)
+    tc = bob.create_lora_training_client(base_model=MODEL, rank=4)
+    tc.save_state("usage").result()
+    listed = [c for c in bob.create_rest_client().list_checkpoints(tc.model_id).result().checkpoints]
+    after = admin.get_current_checkpoint_storage_usage().result()
+    assert sum(d.checkpoint_count for d in after.data) == n0 + 1, after
+    assert sum(d.size_bytes for d in after.data) == b0 + sum(c.size_bytes or 0 for c in listed), after
+
+
+@needs(since="0.38.0", why="the CLI's tinker auth login / logout")
+def test_cli_auth_login(tmp_path):
+    """auth/apikey/me: tinker auth login verifies the key; deleting a configured key is refused"""
+    env = dict(os.environ, HOME=str(tmp_path), TINKER_BASE_URL=BASE_URL)
+    env.pop("TINKER_API_KEY", None)
+    cli = os.path.join(os.path.dirname(sys.executable), "tinker")
+    p = subprocess.run([cli, "auth", "login"], input=KEY_A + "\n", env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "alice" in p.stdout, p.stdout + p.stderr
+    bad = subprocess.run([cli, "auth", "logout"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 0, bad.stdout + bad.stderr
+    p = subprocess.run([cli, "auth", "login"], input="tml-not-a-key\n", env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "invalid API key" in (p.stdout + p.stderr), p.stdout + p.stderr
+    code, body = raw("DELETE", "/api/v1/auth/apikey/me")
+    assert code == 403 and "auth.api_keys" in body["detail"], (code, body)
+
+
+@needs(since="0.35.0", why="string-valued loss_fn_config (0.26.2) and zero-length provenance spans (0.35)")
+def test_string_loss_config_and_provenance(sc):
+    """String loss config values refused by key (no loss defines one); provenance spans accepted"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    scl = sc.create_sampling_client(base_model=MODEL)
+    prompt = [20, 21, 22]
+    seq = scl.sample(types.ModelInput.from_ints(prompt), 1, types.SamplingParams(max_tokens=4, seed=3)).result().sequences[0]
+    toks = list(seq.tokens)
+    d = types.Datum(model_input=types.ModelInput.from_ints(prompt + toks[:-1]),
+                    loss_fn_inputs={"target_tokens": prompt[1:] + toks, "weights": [0.0] * (len(prompt) - 1) + [1.0] * len(toks)})
+    d = d.with_provenance(
+        model_input=[types.PromptProvenanceSpan(sequence_id=seq.sequence_id, length=len(prompt)),
+                     types.SampledProvenanceSpan(sequence_id=seq.sequence_id, length=len(toks) - 1)],
+        loss_fn_inputs=[types.PromptProvenanceSpan(sequence_id=seq.sequence_id, offset=1, length=len(prompt) - 1),
+                        types.SampledProvenanceSpan(sequence_id=seq.sequence_id, length=len(toks))])
+    out = tc.forward_backward([d], "cross_entropy").result()
+    assert math.isfinite(loss_of(out))
+    raises_promptly(lambda: tc.forward_backward([d], "ppo", loss_fn_config={"clip_mode": "sequence"}).result(), "clip_mode")
+    assert math.isfinite(loss_of(tc.forward_backward([d], "cross_entropy").result()))

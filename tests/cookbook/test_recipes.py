@@ -24,11 +24,9 @@ import pytest
 from conftest import HERE, MODEL, RENDERER, WORK, Run, cookbook_args, run_recipe
 
 COMMON = dict(model_name=MODEL, renderer_name=RENDERER, lora_rank=8)
-# The server's refusals of the issue-15 features (a blocked recipe must fail with one of these).
-STABLE_REINFORCE = (r"record_stability_info: true is not supported by this server yet \(no stable_reinforce loss\)"
-                    r"|unknown loss_fn \\?\"stable_reinforce\\?\"")
-EXTERNAL_WEIGHTS = (r"save_weights_external \(export in Hugging Face format with signed download links\) is not "
-                    r"implemented by this server yet|no route POST /api/v1/save_weights_external")
+# The server's refusal of stable_reinforce (a blocked recipe must fail with it).
+STABLE_REINFORCE = (r"record_stability_info: true records stability information for the stable_reinforce loss, which this server refuses"
+                    r"|loss_fn \\?\"stable_reinforce\\?\" is not supported")
 
 
 def mean(xs):
@@ -258,8 +256,6 @@ def test_off_policy_distillation_topk(sl_run, arith_jsonl, fig):
     assert mean(loss[-2:]) < 0.8 * loss[0], f"distillation loss did not fall: {loss}"
 
 
-@pytest.mark.blocked_by("save_weights_external with age encryption and external_weights_urls",
-                        match=EXTERNAL_WEIGHTS)
 def test_weights_download(sl_run, fig):
     """weights.download of the chat_sl checkpoint (external weights, age-encrypted), then build_lora_adapter: the PEFT adapter is the trained one."""
     import os

@@ -37,13 +37,29 @@ func ToConfig(m *ModelConfig) engine.Config {
 
 // FromLoraConfig encodes adapter settings.
 func FromLoraConfig(c engine.LoraConfig) *LoraConfig {
-	return &LoraConfig{Rank: int32(c.Rank), Alpha: c.Alpha, Seed: c.Seed, TrainAttn: c.TrainAttn, TrainMlp: c.TrainMLP, TrainUnembed: c.TrainUnembed}
+	return &LoraConfig{Rank: int32(c.Rank), Alpha: c.Alpha, Seed: c.Seed, TrainAttn: c.TrainAttn, TrainMlp: c.TrainMLP, TrainUnembed: c.TrainUnembed,
+		Optimizer: FromOptimizerConfig(c.Optimizer)}
+}
+
+// FromOptimizerConfig encodes an optimizer family; AdamW, the default, is left out (nil),
+// so messages of AdamW adapters are what they were before optimizers had families.
+func FromOptimizerConfig(c engine.OptimizerConfig) *OptimizerConfig {
+	c = c.Normalize()
+	if c.Type == engine.OptimizerAdamW {
+		return nil
+	}
+	return &OptimizerConfig{Type: c.Type, Version: int32(c.Version)}
+}
+
+// ToOptimizerConfig decodes an optimizer family (nil: the zero value, which is adamw).
+func ToOptimizerConfig(c *OptimizerConfig) engine.OptimizerConfig {
+	return engine.OptimizerConfig{Type: c.GetType(), Version: int(c.GetVersion())}
 }
 
 // ToLoraConfig decodes adapter settings.
 func ToLoraConfig(c *LoraConfig) engine.LoraConfig {
 	return engine.LoraConfig{Rank: int(c.GetRank()), Alpha: c.GetAlpha(), Seed: c.GetSeed(), TrainAttn: c.GetTrainAttn(),
-		TrainMLP: c.GetTrainMlp(), TrainUnembed: c.GetTrainUnembed()}
+		TrainMLP: c.GetTrainMlp(), TrainUnembed: c.GetTrainUnembed(), Optimizer: ToOptimizerConfig(c.GetOptimizer())}
 }
 
 func fromTensor(t engine.Tensor) *Tensor {
@@ -98,7 +114,7 @@ func toTensors(m map[string]*Tensor) (map[string]engine.Tensor, error) {
 
 // FromForwardRequest encodes a forward(_backward) request.
 func FromForwardRequest(ref *AdapterRef, r engine.ForwardRequest) *ForwardBackwardRequest {
-	out := &ForwardBackwardRequest{Adapter: ref, LossFn: r.LossFn, LossFnConfig: r.LossFnConfig, Backward: r.Backward}
+	out := &ForwardBackwardRequest{Adapter: ref, LossFn: r.LossFn, LossFnConfig: r.LossFnConfig, LossFnTextConfig: r.LossFnTextConfig, Backward: r.Backward}
 	for _, d := range r.Data {
 		out.Data = append(out.Data, &Datum{Tokens: d.Tokens, LossInputs: fromTensors(d.LossInputs)})
 	}
@@ -107,7 +123,7 @@ func FromForwardRequest(ref *AdapterRef, r engine.ForwardRequest) *ForwardBackwa
 
 // ToForwardRequest decodes a forward(_backward) request.
 func ToForwardRequest(r *ForwardBackwardRequest) (engine.ForwardRequest, error) {
-	out := engine.ForwardRequest{LossFn: r.GetLossFn(), LossFnConfig: r.GetLossFnConfig(), Backward: r.GetBackward()}
+	out := engine.ForwardRequest{LossFn: r.GetLossFn(), LossFnConfig: r.GetLossFnConfig(), LossFnTextConfig: r.GetLossFnTextConfig(), Backward: r.GetBackward()}
 	for i, d := range r.GetData() {
 		in, err := toTensors(d.GetLossInputs())
 		if err != nil {
@@ -152,6 +168,31 @@ func FromAdamParams(p engine.AdamParams) *AdamParams {
 func ToAdamParams(p *AdamParams) engine.AdamParams {
 	return engine.AdamParams{LearningRate: p.GetLearningRate(), Beta1: p.GetBeta1(), Beta2: p.GetBeta2(), Eps: p.GetEps(),
 		WeightDecay: p.GetWeightDecay(), GradClipNorm: p.GetGradClipNorm()}
+}
+
+// FromStepParams encodes one optimizer step of adapter ref.
+func FromStepParams(ref *AdapterRef, p engine.StepParams) *OptimStepRequest {
+	out := &OptimStepRequest{Adapter: ref}
+	if d := p.Dimuon; d != nil {
+		out.Dimuon = &DimuonParams{LearningRate: d.LearningRate, GradClipNorm: d.GradClipNorm, Beta1: d.Beta1, Damping: d.Damping,
+			RankLrCorrectionExponent: d.RankLRCorrectionExponent}
+	} else {
+		out.Params = FromAdamParams(p.Adam)
+	}
+	return out
+}
+
+// ToStepParams decodes one optimizer step: Dimuon's when the request carries its
+// parameters, else Adam's.
+func ToStepParams(r *OptimStepRequest) (engine.StepParams, error) {
+	if d := r.GetDimuon(); d != nil {
+		if r.GetParams() != nil {
+			return engine.StepParams{}, fmt.Errorf("optim_step carries both Adam's and Dimuon's parameters")
+		}
+		return engine.StepParams{Dimuon: &engine.DimuonParams{LearningRate: d.GetLearningRate(), GradClipNorm: d.GetGradClipNorm(),
+			Beta1: d.GetBeta1(), Damping: d.GetDamping(), RankLRCorrectionExponent: d.GetRankLrCorrectionExponent()}}, nil
+	}
+	return engine.StepParams{Adam: ToAdamParams(r.GetParams())}, nil
 }
 
 // FromSampleRequest encodes a sampling request.

@@ -70,7 +70,7 @@ func (x Tensor_DType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Tensor_DType.Descriptor instead.
 func (Tensor_DType) EnumDescriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{9, 0}
+	return file_executor_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type Empty struct {
@@ -604,13 +604,15 @@ func (x *AdapterRef) GetLoraId() string {
 }
 
 type LoraConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	Alpha         float64                `protobuf:"fixed64,2,opt,name=alpha,proto3" json:"alpha,omitempty"`
-	Seed          int64                  `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
-	TrainAttn     bool                   `protobuf:"varint,4,opt,name=train_attn,json=trainAttn,proto3" json:"train_attn,omitempty"`
-	TrainMlp      bool                   `protobuf:"varint,5,opt,name=train_mlp,json=trainMlp,proto3" json:"train_mlp,omitempty"`
-	TrainUnembed  bool                   `protobuf:"varint,6,opt,name=train_unembed,json=trainUnembed,proto3" json:"train_unembed,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Rank         int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Alpha        float64                `protobuf:"fixed64,2,opt,name=alpha,proto3" json:"alpha,omitempty"`
+	Seed         int64                  `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	TrainAttn    bool                   `protobuf:"varint,4,opt,name=train_attn,json=trainAttn,proto3" json:"train_attn,omitempty"`
+	TrainMlp     bool                   `protobuf:"varint,5,opt,name=train_mlp,json=trainMlp,proto3" json:"train_mlp,omitempty"`
+	TrainUnembed bool                   `protobuf:"varint,6,opt,name=train_unembed,json=trainUnembed,proto3" json:"train_unembed,omitempty"`
+	// The optimizer family the adapter trains with (absent: adamw).
+	Optimizer     *OptimizerConfig `protobuf:"bytes,7,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +689,67 @@ func (x *LoraConfig) GetTrainUnembed() bool {
 	return false
 }
 
+func (x *LoraConfig) GetOptimizer() *OptimizerConfig {
+	if x != nil {
+		return x.Optimizer
+	}
+	return nil
+}
+
+// OptimizerConfig mirrors engine.OptimizerConfig: "adamw" ("" too) or "dimuon" with
+// its version.
+type OptimizerConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OptimizerConfig) Reset() {
+	*x = OptimizerConfig{}
+	mi := &file_executor_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OptimizerConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OptimizerConfig) ProtoMessage() {}
+
+func (x *OptimizerConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OptimizerConfig.ProtoReflect.Descriptor instead.
+func (*OptimizerConfig) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OptimizerConfig) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *OptimizerConfig) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type CreateAdapterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Adapter       *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
@@ -697,7 +760,7 @@ type CreateAdapterRequest struct {
 
 func (x *CreateAdapterRequest) Reset() {
 	*x = CreateAdapterRequest{}
-	mi := &file_executor_proto_msgTypes[8]
+	mi := &file_executor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +772,7 @@ func (x *CreateAdapterRequest) String() string {
 func (*CreateAdapterRequest) ProtoMessage() {}
 
 func (x *CreateAdapterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[8]
+	mi := &file_executor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +785,7 @@ func (x *CreateAdapterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAdapterRequest.ProtoReflect.Descriptor instead.
 func (*CreateAdapterRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{8}
+	return file_executor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateAdapterRequest) GetAdapter() *AdapterRef {
@@ -751,7 +814,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_executor_proto_msgTypes[9]
+	mi := &file_executor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +826,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[9]
+	mi := &file_executor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +839,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{9}
+	return file_executor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Tensor) GetDtype() Tensor_DType {
@@ -817,7 +880,7 @@ type Datum struct {
 
 func (x *Datum) Reset() {
 	*x = Datum{}
-	mi := &file_executor_proto_msgTypes[10]
+	mi := &file_executor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +892,7 @@ func (x *Datum) String() string {
 func (*Datum) ProtoMessage() {}
 
 func (x *Datum) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[10]
+	mi := &file_executor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +905,7 @@ func (x *Datum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Datum.ProtoReflect.Descriptor instead.
 func (*Datum) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{10}
+	return file_executor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Datum) GetTokens() []int32 {
@@ -860,19 +923,21 @@ func (x *Datum) GetLossInputs() map[string]*Tensor {
 }
 
 type ForwardBackwardRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Adapter       *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
-	Data          []*Datum               `protobuf:"bytes,2,rep,name=data,proto3" json:"data,omitempty"`
-	LossFn        string                 `protobuf:"bytes,3,opt,name=loss_fn,json=lossFn,proto3" json:"loss_fn,omitempty"`
-	LossFnConfig  map[string]float64     `protobuf:"bytes,4,rep,name=loss_fn_config,json=lossFnConfig,proto3" json:"loss_fn_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
-	Backward      bool                   `protobuf:"varint,5,opt,name=backward,proto3" json:"backward,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Adapter      *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	Data         []*Datum               `protobuf:"bytes,2,rep,name=data,proto3" json:"data,omitempty"`
+	LossFn       string                 `protobuf:"bytes,3,opt,name=loss_fn,json=lossFn,proto3" json:"loss_fn,omitempty"`
+	LossFnConfig map[string]float64     `protobuf:"bytes,4,rep,name=loss_fn_config,json=lossFnConfig,proto3" json:"loss_fn_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Backward     bool                   `protobuf:"varint,5,opt,name=backward,proto3" json:"backward,omitempty"`
+	// String-valued loss configuration (the SDK's loss_fn_config_v2 text values).
+	LossFnTextConfig map[string]string `protobuf:"bytes,6,rep,name=loss_fn_text_config,json=lossFnTextConfig,proto3" json:"loss_fn_text_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ForwardBackwardRequest) Reset() {
 	*x = ForwardBackwardRequest{}
-	mi := &file_executor_proto_msgTypes[11]
+	mi := &file_executor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +949,7 @@ func (x *ForwardBackwardRequest) String() string {
 func (*ForwardBackwardRequest) ProtoMessage() {}
 
 func (x *ForwardBackwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[11]
+	mi := &file_executor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +962,7 @@ func (x *ForwardBackwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBackwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardBackwardRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{11}
+	return file_executor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ForwardBackwardRequest) GetAdapter() *AdapterRef {
@@ -935,6 +1000,13 @@ func (x *ForwardBackwardRequest) GetBackward() bool {
 	return false
 }
 
+func (x *ForwardBackwardRequest) GetLossFnTextConfig() map[string]string {
+	if x != nil {
+		return x.LossFnTextConfig
+	}
+	return nil
+}
+
 type TensorMap struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tensors       map[string]*Tensor     `protobuf:"bytes,1,rep,name=tensors,proto3" json:"tensors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -944,7 +1016,7 @@ type TensorMap struct {
 
 func (x *TensorMap) Reset() {
 	*x = TensorMap{}
-	mi := &file_executor_proto_msgTypes[12]
+	mi := &file_executor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1028,7 @@ func (x *TensorMap) String() string {
 func (*TensorMap) ProtoMessage() {}
 
 func (x *TensorMap) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[12]
+	mi := &file_executor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1041,7 @@ func (x *TensorMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorMap.ProtoReflect.Descriptor instead.
 func (*TensorMap) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{12}
+	return file_executor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TensorMap) GetTensors() map[string]*Tensor {
@@ -990,7 +1062,7 @@ type ForwardBackwardReply struct {
 
 func (x *ForwardBackwardReply) Reset() {
 	*x = ForwardBackwardReply{}
-	mi := &file_executor_proto_msgTypes[13]
+	mi := &file_executor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1074,7 @@ func (x *ForwardBackwardReply) String() string {
 func (*ForwardBackwardReply) ProtoMessage() {}
 
 func (x *ForwardBackwardReply) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[13]
+	mi := &file_executor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1087,7 @@ func (x *ForwardBackwardReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBackwardReply.ProtoReflect.Descriptor instead.
 func (*ForwardBackwardReply) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{13}
+	return file_executor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ForwardBackwardReply) GetOutputs() []*TensorMap {
@@ -1053,7 +1125,7 @@ type AdamParams struct {
 
 func (x *AdamParams) Reset() {
 	*x = AdamParams{}
-	mi := &file_executor_proto_msgTypes[14]
+	mi := &file_executor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1137,7 @@ func (x *AdamParams) String() string {
 func (*AdamParams) ProtoMessage() {}
 
 func (x *AdamParams) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[14]
+	mi := &file_executor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1150,7 @@ func (x *AdamParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdamParams.ProtoReflect.Descriptor instead.
 func (*AdamParams) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{14}
+	return file_executor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AdamParams) GetLearningRate() float64 {
@@ -1123,17 +1195,96 @@ func (x *AdamParams) GetGradClipNorm() float64 {
 	return 0
 }
 
+// DimuonParams mirrors engine.DimuonParams.
+type DimuonParams struct {
+	state                    protoimpl.MessageState `protogen:"open.v1"`
+	LearningRate             float64                `protobuf:"fixed64,1,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
+	GradClipNorm             float64                `protobuf:"fixed64,2,opt,name=grad_clip_norm,json=gradClipNorm,proto3" json:"grad_clip_norm,omitempty"`
+	Beta1                    float64                `protobuf:"fixed64,3,opt,name=beta1,proto3" json:"beta1,omitempty"`
+	Damping                  float64                `protobuf:"fixed64,4,opt,name=damping,proto3" json:"damping,omitempty"`
+	RankLrCorrectionExponent float64                `protobuf:"fixed64,5,opt,name=rank_lr_correction_exponent,json=rankLrCorrectionExponent,proto3" json:"rank_lr_correction_exponent,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *DimuonParams) Reset() {
+	*x = DimuonParams{}
+	mi := &file_executor_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DimuonParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DimuonParams) ProtoMessage() {}
+
+func (x *DimuonParams) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DimuonParams.ProtoReflect.Descriptor instead.
+func (*DimuonParams) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DimuonParams) GetLearningRate() float64 {
+	if x != nil {
+		return x.LearningRate
+	}
+	return 0
+}
+
+func (x *DimuonParams) GetGradClipNorm() float64 {
+	if x != nil {
+		return x.GradClipNorm
+	}
+	return 0
+}
+
+func (x *DimuonParams) GetBeta1() float64 {
+	if x != nil {
+		return x.Beta1
+	}
+	return 0
+}
+
+func (x *DimuonParams) GetDamping() float64 {
+	if x != nil {
+		return x.Damping
+	}
+	return 0
+}
+
+func (x *DimuonParams) GetRankLrCorrectionExponent() float64 {
+	if x != nil {
+		return x.RankLrCorrectionExponent
+	}
+	return 0
+}
+
 type OptimStepRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Adapter       *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
-	Params        *AdamParams            `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Adapter *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	// Adam's parameters, unless dimuon is set: the step is then Dimuon's.
+	Params        *AdamParams   `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	Dimuon        *DimuonParams `protobuf:"bytes,3,opt,name=dimuon,proto3" json:"dimuon,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OptimStepRequest) Reset() {
 	*x = OptimStepRequest{}
-	mi := &file_executor_proto_msgTypes[15]
+	mi := &file_executor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1296,7 @@ func (x *OptimStepRequest) String() string {
 func (*OptimStepRequest) ProtoMessage() {}
 
 func (x *OptimStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[15]
+	mi := &file_executor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1309,7 @@ func (x *OptimStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OptimStepRequest.ProtoReflect.Descriptor instead.
 func (*OptimStepRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{15}
+	return file_executor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OptimStepRequest) GetAdapter() *AdapterRef {
@@ -1175,6 +1326,13 @@ func (x *OptimStepRequest) GetParams() *AdamParams {
 	return nil
 }
 
+func (x *OptimStepRequest) GetDimuon() *DimuonParams {
+	if x != nil {
+		return x.Dimuon
+	}
+	return nil
+}
+
 type OptimStepReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Metrics       map[string]float64     `protobuf:"bytes,1,rep,name=metrics,proto3" json:"metrics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
@@ -1184,7 +1342,7 @@ type OptimStepReply struct {
 
 func (x *OptimStepReply) Reset() {
 	*x = OptimStepReply{}
-	mi := &file_executor_proto_msgTypes[16]
+	mi := &file_executor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1354,7 @@ func (x *OptimStepReply) String() string {
 func (*OptimStepReply) ProtoMessage() {}
 
 func (x *OptimStepReply) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[16]
+	mi := &file_executor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1367,7 @@ func (x *OptimStepReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OptimStepReply.ProtoReflect.Descriptor instead.
 func (*OptimStepReply) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{16}
+	return file_executor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OptimStepReply) GetMetrics() map[string]float64 {
@@ -1220,17 +1378,19 @@ func (x *OptimStepReply) GetMetrics() map[string]float64 {
 }
 
 type StateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Adapter       *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
-	Dir           string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
-	Optimizer     bool                   `protobuf:"varint,3,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Adapter   *AdapterRef            `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	Dir       string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	Optimizer bool                   `protobuf:"varint,3,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
+	// LoadState: the optimizer family the adapter trains with (absent: adamw).
+	OptimizerConfig *OptimizerConfig `protobuf:"bytes,4,opt,name=optimizer_config,json=optimizerConfig,proto3" json:"optimizer_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StateRequest) Reset() {
 	*x = StateRequest{}
-	mi := &file_executor_proto_msgTypes[17]
+	mi := &file_executor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1402,7 @@ func (x *StateRequest) String() string {
 func (*StateRequest) ProtoMessage() {}
 
 func (x *StateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[17]
+	mi := &file_executor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1415,7 @@ func (x *StateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
 func (*StateRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{17}
+	return file_executor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StateRequest) GetAdapter() *AdapterRef {
@@ -1279,6 +1439,13 @@ func (x *StateRequest) GetOptimizer() bool {
 	return false
 }
 
+func (x *StateRequest) GetOptimizerConfig() *OptimizerConfig {
+	if x != nil {
+		return x.OptimizerConfig
+	}
+	return nil
+}
+
 type SampleParams struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MaxTokens     int32                  `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
@@ -1295,7 +1462,7 @@ type SampleParams struct {
 
 func (x *SampleParams) Reset() {
 	*x = SampleParams{}
-	mi := &file_executor_proto_msgTypes[18]
+	mi := &file_executor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1474,7 @@ func (x *SampleParams) String() string {
 func (*SampleParams) ProtoMessage() {}
 
 func (x *SampleParams) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[18]
+	mi := &file_executor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1487,7 @@ func (x *SampleParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleParams.ProtoReflect.Descriptor instead.
 func (*SampleParams) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{18}
+	return file_executor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SampleParams) GetMaxTokens() int32 {
@@ -1393,7 +1560,7 @@ type SampleRequest struct {
 
 func (x *SampleRequest) Reset() {
 	*x = SampleRequest{}
-	mi := &file_executor_proto_msgTypes[19]
+	mi := &file_executor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1572,7 @@ func (x *SampleRequest) String() string {
 func (*SampleRequest) ProtoMessage() {}
 
 func (x *SampleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[19]
+	mi := &file_executor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1585,7 @@ func (x *SampleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleRequest.ProtoReflect.Descriptor instead.
 func (*SampleRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{19}
+	return file_executor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SampleRequest) GetAdapter() *AdapterRef {
@@ -1474,7 +1641,7 @@ type Sequence struct {
 
 func (x *Sequence) Reset() {
 	*x = Sequence{}
-	mi := &file_executor_proto_msgTypes[20]
+	mi := &file_executor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1653,7 @@ func (x *Sequence) String() string {
 func (*Sequence) ProtoMessage() {}
 
 func (x *Sequence) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[20]
+	mi := &file_executor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1666,7 @@ func (x *Sequence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sequence.ProtoReflect.Descriptor instead.
 func (*Sequence) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{20}
+	return file_executor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Sequence) GetTokens() []int32 {
@@ -1533,7 +1700,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_executor_proto_msgTypes[21]
+	mi := &file_executor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1712,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[21]
+	mi := &file_executor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1725,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{21}
+	return file_executor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TokenLogprob) GetToken() int32 {
@@ -1584,7 +1751,7 @@ type TopKEntry struct {
 
 func (x *TopKEntry) Reset() {
 	*x = TopKEntry{}
-	mi := &file_executor_proto_msgTypes[22]
+	mi := &file_executor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1763,7 @@ func (x *TopKEntry) String() string {
 func (*TopKEntry) ProtoMessage() {}
 
 func (x *TopKEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[22]
+	mi := &file_executor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1776,7 @@ func (x *TopKEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopKEntry.ProtoReflect.Descriptor instead.
 func (*TopKEntry) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{22}
+	return file_executor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TopKEntry) GetEntries() []*TokenLogprob {
@@ -1634,7 +1801,7 @@ type SampleReply struct {
 
 func (x *SampleReply) Reset() {
 	*x = SampleReply{}
-	mi := &file_executor_proto_msgTypes[23]
+	mi := &file_executor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1813,7 @@ func (x *SampleReply) String() string {
 func (*SampleReply) ProtoMessage() {}
 
 func (x *SampleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[23]
+	mi := &file_executor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1826,7 @@ func (x *SampleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleReply.ProtoReflect.Descriptor instead.
 func (*SampleReply) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{23}
+	return file_executor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SampleReply) GetSequences() []*Sequence {
@@ -1715,7 +1882,7 @@ type SampleStreamRequest struct {
 
 func (x *SampleStreamRequest) Reset() {
 	*x = SampleStreamRequest{}
-	mi := &file_executor_proto_msgTypes[24]
+	mi := &file_executor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1894,7 @@ func (x *SampleStreamRequest) String() string {
 func (*SampleStreamRequest) ProtoMessage() {}
 
 func (x *SampleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[24]
+	mi := &file_executor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1907,7 @@ func (x *SampleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleStreamRequest.ProtoReflect.Descriptor instead.
 func (*SampleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{24}
+	return file_executor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SampleStreamRequest) GetRequest() *SampleRequest {
@@ -1771,7 +1938,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_executor_proto_msgTypes[25]
+	mi := &file_executor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1950,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[25]
+	mi := &file_executor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1963,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{25}
+	return file_executor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TokenEvent) GetSeq() int32 {
@@ -1848,7 +2015,7 @@ type SampleEvent struct {
 
 func (x *SampleEvent) Reset() {
 	*x = SampleEvent{}
-	mi := &file_executor_proto_msgTypes[26]
+	mi := &file_executor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2027,7 @@ func (x *SampleEvent) String() string {
 func (*SampleEvent) ProtoMessage() {}
 
 func (x *SampleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[26]
+	mi := &file_executor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2040,7 @@ func (x *SampleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleEvent.ProtoReflect.Descriptor instead.
 func (*SampleEvent) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{26}
+	return file_executor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SampleEvent) GetEvent() isSampleEvent_Event {
@@ -1969,7 +2136,7 @@ const file_executor_proto_rawDesc = "" +
 	"\n" +
 	"AdapterRef\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x17\n" +
-	"\alora_id\x18\x02 \x01(\tR\x06loraId\"\xab\x01\n" +
+	"\alora_id\x18\x02 \x01(\tR\x06loraId\"\xea\x01\n" +
 	"\n" +
 	"LoraConfig\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x14\n" +
@@ -1978,7 +2145,11 @@ const file_executor_proto_rawDesc = "" +
 	"\n" +
 	"train_attn\x18\x04 \x01(\bR\ttrainAttn\x12\x1b\n" +
 	"\ttrain_mlp\x18\x05 \x01(\bR\btrainMlp\x12#\n" +
-	"\rtrain_unembed\x18\x06 \x01(\bR\ftrainUnembed\"\x80\x01\n" +
+	"\rtrain_unembed\x18\x06 \x01(\bR\ftrainUnembed\x12=\n" +
+	"\toptimizer\x18\a \x01(\v2\x1f.tuft.worker.v1.OptimizerConfigR\toptimizer\"?\n" +
+	"\x0fOptimizerConfig\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\"\x80\x01\n" +
 	"\x14CreateAdapterRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x122\n" +
 	"\x06config\x18\x02 \x01(\v2\x1a.tuft.worker.v1.LoraConfigR\x06config\"\xae\x01\n" +
@@ -1997,16 +2168,20 @@ const file_executor_proto_rawDesc = "" +
 	"lossInputs\x1aU\n" +
 	"\x0fLossInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.tuft.worker.v1.TensorR\x05value:\x028\x01\"\xcf\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.tuft.worker.v1.TensorR\x05value:\x028\x01\"\x81\x04\n" +
 	"\x16ForwardBackwardRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x12)\n" +
 	"\x04data\x18\x02 \x03(\v2\x15.tuft.worker.v1.DatumR\x04data\x12\x17\n" +
 	"\aloss_fn\x18\x03 \x01(\tR\x06lossFn\x12^\n" +
 	"\x0eloss_fn_config\x18\x04 \x03(\v28.tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntryR\flossFnConfig\x12\x1a\n" +
-	"\bbackward\x18\x05 \x01(\bR\bbackward\x1a?\n" +
+	"\bbackward\x18\x05 \x01(\bR\bbackward\x12k\n" +
+	"\x13loss_fn_text_config\x18\x06 \x03(\v2<.tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntryR\x10lossFnTextConfig\x1a?\n" +
 	"\x11LossFnConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xa1\x01\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aC\n" +
+	"\x15LossFnTextConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x01\n" +
 	"\tTensorMap\x12@\n" +
 	"\atensors\x18\x01 \x03(\v2&.tuft.worker.v1.TensorMap.TensorsEntryR\atensors\x1aR\n" +
 	"\fTensorsEntry\x12\x10\n" +
@@ -2026,19 +2201,27 @@ const file_executor_proto_rawDesc = "" +
 	"\x05beta2\x18\x03 \x01(\x01R\x05beta2\x12\x10\n" +
 	"\x03eps\x18\x04 \x01(\x01R\x03eps\x12!\n" +
 	"\fweight_decay\x18\x05 \x01(\x01R\vweightDecay\x12$\n" +
-	"\x0egrad_clip_norm\x18\x06 \x01(\x01R\fgradClipNorm\"|\n" +
+	"\x0egrad_clip_norm\x18\x06 \x01(\x01R\fgradClipNorm\"\xc8\x01\n" +
+	"\fDimuonParams\x12#\n" +
+	"\rlearning_rate\x18\x01 \x01(\x01R\flearningRate\x12$\n" +
+	"\x0egrad_clip_norm\x18\x02 \x01(\x01R\fgradClipNorm\x12\x14\n" +
+	"\x05beta1\x18\x03 \x01(\x01R\x05beta1\x12\x18\n" +
+	"\adamping\x18\x04 \x01(\x01R\adamping\x12=\n" +
+	"\x1brank_lr_correction_exponent\x18\x05 \x01(\x01R\x18rankLrCorrectionExponent\"\xb2\x01\n" +
 	"\x10OptimStepRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x122\n" +
-	"\x06params\x18\x02 \x01(\v2\x1a.tuft.worker.v1.AdamParamsR\x06params\"\x93\x01\n" +
+	"\x06params\x18\x02 \x01(\v2\x1a.tuft.worker.v1.AdamParamsR\x06params\x124\n" +
+	"\x06dimuon\x18\x03 \x01(\v2\x1c.tuft.worker.v1.DimuonParamsR\x06dimuon\"\x93\x01\n" +
 	"\x0eOptimStepReply\x12E\n" +
 	"\ametrics\x18\x01 \x03(\v2+.tuft.worker.v1.OptimStepReply.MetricsEntryR\ametrics\x1a:\n" +
 	"\fMetricsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"t\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xc0\x01\n" +
 	"\fStateRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x1c\n" +
-	"\toptimizer\x18\x03 \x01(\bR\toptimizer\"\xfe\x01\n" +
+	"\toptimizer\x18\x03 \x01(\bR\toptimizer\x12J\n" +
+	"\x10optimizer_config\x18\x04 \x01(\v2\x1f.tuft.worker.v1.OptimizerConfigR\x0foptimizerConfig\"\xfe\x01\n" +
 	"\fSampleParams\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\x05R\tmaxTokens\x12 \n" +
@@ -2116,7 +2299,7 @@ func file_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_executor_proto_goTypes = []any{
 	(Tensor_DType)(0),              // 0: tuft.worker.v1.Tensor.DType
 	(*Empty)(nil),                  // 1: tuft.worker.v1.Empty
@@ -2127,83 +2310,90 @@ var file_executor_proto_goTypes = []any{
 	(*RopeScaling)(nil),            // 6: tuft.worker.v1.RopeScaling
 	(*AdapterRef)(nil),             // 7: tuft.worker.v1.AdapterRef
 	(*LoraConfig)(nil),             // 8: tuft.worker.v1.LoraConfig
-	(*CreateAdapterRequest)(nil),   // 9: tuft.worker.v1.CreateAdapterRequest
-	(*Tensor)(nil),                 // 10: tuft.worker.v1.Tensor
-	(*Datum)(nil),                  // 11: tuft.worker.v1.Datum
-	(*ForwardBackwardRequest)(nil), // 12: tuft.worker.v1.ForwardBackwardRequest
-	(*TensorMap)(nil),              // 13: tuft.worker.v1.TensorMap
-	(*ForwardBackwardReply)(nil),   // 14: tuft.worker.v1.ForwardBackwardReply
-	(*AdamParams)(nil),             // 15: tuft.worker.v1.AdamParams
-	(*OptimStepRequest)(nil),       // 16: tuft.worker.v1.OptimStepRequest
-	(*OptimStepReply)(nil),         // 17: tuft.worker.v1.OptimStepReply
-	(*StateRequest)(nil),           // 18: tuft.worker.v1.StateRequest
-	(*SampleParams)(nil),           // 19: tuft.worker.v1.SampleParams
-	(*SampleRequest)(nil),          // 20: tuft.worker.v1.SampleRequest
-	(*Sequence)(nil),               // 21: tuft.worker.v1.Sequence
-	(*TokenLogprob)(nil),           // 22: tuft.worker.v1.TokenLogprob
-	(*TopKEntry)(nil),              // 23: tuft.worker.v1.TopKEntry
-	(*SampleReply)(nil),            // 24: tuft.worker.v1.SampleReply
-	(*SampleStreamRequest)(nil),    // 25: tuft.worker.v1.SampleStreamRequest
-	(*TokenEvent)(nil),             // 26: tuft.worker.v1.TokenEvent
-	(*SampleEvent)(nil),            // 27: tuft.worker.v1.SampleEvent
-	nil,                            // 28: tuft.worker.v1.Datum.LossInputsEntry
-	nil,                            // 29: tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
-	nil,                            // 30: tuft.worker.v1.TensorMap.TensorsEntry
-	nil,                            // 31: tuft.worker.v1.ForwardBackwardReply.MetricsEntry
-	nil,                            // 32: tuft.worker.v1.OptimStepReply.MetricsEntry
+	(*OptimizerConfig)(nil),        // 9: tuft.worker.v1.OptimizerConfig
+	(*CreateAdapterRequest)(nil),   // 10: tuft.worker.v1.CreateAdapterRequest
+	(*Tensor)(nil),                 // 11: tuft.worker.v1.Tensor
+	(*Datum)(nil),                  // 12: tuft.worker.v1.Datum
+	(*ForwardBackwardRequest)(nil), // 13: tuft.worker.v1.ForwardBackwardRequest
+	(*TensorMap)(nil),              // 14: tuft.worker.v1.TensorMap
+	(*ForwardBackwardReply)(nil),   // 15: tuft.worker.v1.ForwardBackwardReply
+	(*AdamParams)(nil),             // 16: tuft.worker.v1.AdamParams
+	(*DimuonParams)(nil),           // 17: tuft.worker.v1.DimuonParams
+	(*OptimStepRequest)(nil),       // 18: tuft.worker.v1.OptimStepRequest
+	(*OptimStepReply)(nil),         // 19: tuft.worker.v1.OptimStepReply
+	(*StateRequest)(nil),           // 20: tuft.worker.v1.StateRequest
+	(*SampleParams)(nil),           // 21: tuft.worker.v1.SampleParams
+	(*SampleRequest)(nil),          // 22: tuft.worker.v1.SampleRequest
+	(*Sequence)(nil),               // 23: tuft.worker.v1.Sequence
+	(*TokenLogprob)(nil),           // 24: tuft.worker.v1.TokenLogprob
+	(*TopKEntry)(nil),              // 25: tuft.worker.v1.TopKEntry
+	(*SampleReply)(nil),            // 26: tuft.worker.v1.SampleReply
+	(*SampleStreamRequest)(nil),    // 27: tuft.worker.v1.SampleStreamRequest
+	(*TokenEvent)(nil),             // 28: tuft.worker.v1.TokenEvent
+	(*SampleEvent)(nil),            // 29: tuft.worker.v1.SampleEvent
+	nil,                            // 30: tuft.worker.v1.Datum.LossInputsEntry
+	nil,                            // 31: tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
+	nil,                            // 32: tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntry
+	nil,                            // 33: tuft.worker.v1.TensorMap.TensorsEntry
+	nil,                            // 34: tuft.worker.v1.ForwardBackwardReply.MetricsEntry
+	nil,                            // 35: tuft.worker.v1.OptimStepReply.MetricsEntry
 }
 var file_executor_proto_depIdxs = []int32{
 	4,  // 0: tuft.worker.v1.InfoReply.models:type_name -> tuft.worker.v1.ModelInfo
 	5,  // 1: tuft.worker.v1.ModelInfo.config:type_name -> tuft.worker.v1.ModelConfig
 	6,  // 2: tuft.worker.v1.ModelConfig.rope_scaling:type_name -> tuft.worker.v1.RopeScaling
-	7,  // 3: tuft.worker.v1.CreateAdapterRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
-	8,  // 4: tuft.worker.v1.CreateAdapterRequest.config:type_name -> tuft.worker.v1.LoraConfig
-	0,  // 5: tuft.worker.v1.Tensor.dtype:type_name -> tuft.worker.v1.Tensor.DType
-	28, // 6: tuft.worker.v1.Datum.loss_inputs:type_name -> tuft.worker.v1.Datum.LossInputsEntry
-	7,  // 7: tuft.worker.v1.ForwardBackwardRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
-	11, // 8: tuft.worker.v1.ForwardBackwardRequest.data:type_name -> tuft.worker.v1.Datum
-	29, // 9: tuft.worker.v1.ForwardBackwardRequest.loss_fn_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
-	30, // 10: tuft.worker.v1.TensorMap.tensors:type_name -> tuft.worker.v1.TensorMap.TensorsEntry
-	13, // 11: tuft.worker.v1.ForwardBackwardReply.outputs:type_name -> tuft.worker.v1.TensorMap
-	31, // 12: tuft.worker.v1.ForwardBackwardReply.metrics:type_name -> tuft.worker.v1.ForwardBackwardReply.MetricsEntry
-	7,  // 13: tuft.worker.v1.OptimStepRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
-	15, // 14: tuft.worker.v1.OptimStepRequest.params:type_name -> tuft.worker.v1.AdamParams
-	32, // 15: tuft.worker.v1.OptimStepReply.metrics:type_name -> tuft.worker.v1.OptimStepReply.MetricsEntry
-	7,  // 16: tuft.worker.v1.StateRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
-	7,  // 17: tuft.worker.v1.SampleRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
-	19, // 18: tuft.worker.v1.SampleRequest.params:type_name -> tuft.worker.v1.SampleParams
-	22, // 19: tuft.worker.v1.TopKEntry.entries:type_name -> tuft.worker.v1.TokenLogprob
-	21, // 20: tuft.worker.v1.SampleReply.sequences:type_name -> tuft.worker.v1.Sequence
-	23, // 21: tuft.worker.v1.SampleReply.topk_prompt:type_name -> tuft.worker.v1.TopKEntry
-	20, // 22: tuft.worker.v1.SampleStreamRequest.request:type_name -> tuft.worker.v1.SampleRequest
-	22, // 23: tuft.worker.v1.TokenEvent.top:type_name -> tuft.worker.v1.TokenLogprob
-	26, // 24: tuft.worker.v1.SampleEvent.token:type_name -> tuft.worker.v1.TokenEvent
-	24, // 25: tuft.worker.v1.SampleEvent.result:type_name -> tuft.worker.v1.SampleReply
-	10, // 26: tuft.worker.v1.Datum.LossInputsEntry.value:type_name -> tuft.worker.v1.Tensor
-	10, // 27: tuft.worker.v1.TensorMap.TensorsEntry.value:type_name -> tuft.worker.v1.Tensor
-	2,  // 28: tuft.worker.v1.Executor.Info:input_type -> tuft.worker.v1.InfoRequest
-	9,  // 29: tuft.worker.v1.Executor.CreateAdapter:input_type -> tuft.worker.v1.CreateAdapterRequest
-	7,  // 30: tuft.worker.v1.Executor.RemoveAdapter:input_type -> tuft.worker.v1.AdapterRef
-	12, // 31: tuft.worker.v1.Executor.ForwardBackward:input_type -> tuft.worker.v1.ForwardBackwardRequest
-	16, // 32: tuft.worker.v1.Executor.OptimStep:input_type -> tuft.worker.v1.OptimStepRequest
-	18, // 33: tuft.worker.v1.Executor.SaveState:input_type -> tuft.worker.v1.StateRequest
-	18, // 34: tuft.worker.v1.Executor.LoadState:input_type -> tuft.worker.v1.StateRequest
-	20, // 35: tuft.worker.v1.Executor.Sample:input_type -> tuft.worker.v1.SampleRequest
-	25, // 36: tuft.worker.v1.Executor.SampleStream:input_type -> tuft.worker.v1.SampleStreamRequest
-	3,  // 37: tuft.worker.v1.Executor.Info:output_type -> tuft.worker.v1.InfoReply
-	1,  // 38: tuft.worker.v1.Executor.CreateAdapter:output_type -> tuft.worker.v1.Empty
-	1,  // 39: tuft.worker.v1.Executor.RemoveAdapter:output_type -> tuft.worker.v1.Empty
-	14, // 40: tuft.worker.v1.Executor.ForwardBackward:output_type -> tuft.worker.v1.ForwardBackwardReply
-	17, // 41: tuft.worker.v1.Executor.OptimStep:output_type -> tuft.worker.v1.OptimStepReply
-	1,  // 42: tuft.worker.v1.Executor.SaveState:output_type -> tuft.worker.v1.Empty
-	1,  // 43: tuft.worker.v1.Executor.LoadState:output_type -> tuft.worker.v1.Empty
-	24, // 44: tuft.worker.v1.Executor.Sample:output_type -> tuft.worker.v1.SampleReply
-	27, // 45: tuft.worker.v1.Executor.SampleStream:output_type -> tuft.worker.v1.SampleEvent
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	9,  // 3: tuft.worker.v1.LoraConfig.optimizer:type_name -> tuft.worker.v1.OptimizerConfig
+	7,  // 4: tuft.worker.v1.CreateAdapterRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
+	8,  // 5: tuft.worker.v1.CreateAdapterRequest.config:type_name -> tuft.worker.v1.LoraConfig
+	0,  // 6: tuft.worker.v1.Tensor.dtype:type_name -> tuft.worker.v1.Tensor.DType
+	30, // 7: tuft.worker.v1.Datum.loss_inputs:type_name -> tuft.worker.v1.Datum.LossInputsEntry
+	7,  // 8: tuft.worker.v1.ForwardBackwardRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
+	12, // 9: tuft.worker.v1.ForwardBackwardRequest.data:type_name -> tuft.worker.v1.Datum
+	31, // 10: tuft.worker.v1.ForwardBackwardRequest.loss_fn_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
+	32, // 11: tuft.worker.v1.ForwardBackwardRequest.loss_fn_text_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntry
+	33, // 12: tuft.worker.v1.TensorMap.tensors:type_name -> tuft.worker.v1.TensorMap.TensorsEntry
+	14, // 13: tuft.worker.v1.ForwardBackwardReply.outputs:type_name -> tuft.worker.v1.TensorMap
+	34, // 14: tuft.worker.v1.ForwardBackwardReply.metrics:type_name -> tuft.worker.v1.ForwardBackwardReply.MetricsEntry
+	7,  // 15: tuft.worker.v1.OptimStepRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
+	16, // 16: tuft.worker.v1.OptimStepRequest.params:type_name -> tuft.worker.v1.AdamParams
+	17, // 17: tuft.worker.v1.OptimStepRequest.dimuon:type_name -> tuft.worker.v1.DimuonParams
+	35, // 18: tuft.worker.v1.OptimStepReply.metrics:type_name -> tuft.worker.v1.OptimStepReply.MetricsEntry
+	7,  // 19: tuft.worker.v1.StateRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
+	9,  // 20: tuft.worker.v1.StateRequest.optimizer_config:type_name -> tuft.worker.v1.OptimizerConfig
+	7,  // 21: tuft.worker.v1.SampleRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
+	21, // 22: tuft.worker.v1.SampleRequest.params:type_name -> tuft.worker.v1.SampleParams
+	24, // 23: tuft.worker.v1.TopKEntry.entries:type_name -> tuft.worker.v1.TokenLogprob
+	23, // 24: tuft.worker.v1.SampleReply.sequences:type_name -> tuft.worker.v1.Sequence
+	25, // 25: tuft.worker.v1.SampleReply.topk_prompt:type_name -> tuft.worker.v1.TopKEntry
+	22, // 26: tuft.worker.v1.SampleStreamRequest.request:type_name -> tuft.worker.v1.SampleRequest
+	24, // 27: tuft.worker.v1.TokenEvent.top:type_name -> tuft.worker.v1.TokenLogprob
+	28, // 28: tuft.worker.v1.SampleEvent.token:type_name -> tuft.worker.v1.TokenEvent
+	26, // 29: tuft.worker.v1.SampleEvent.result:type_name -> tuft.worker.v1.SampleReply
+	11, // 30: tuft.worker.v1.Datum.LossInputsEntry.value:type_name -> tuft.worker.v1.Tensor
+	11, // 31: tuft.worker.v1.TensorMap.TensorsEntry.value:type_name -> tuft.worker.v1.Tensor
+	2,  // 32: tuft.worker.v1.Executor.Info:input_type -> tuft.worker.v1.InfoRequest
+	10, // 33: tuft.worker.v1.Executor.CreateAdapter:input_type -> tuft.worker.v1.CreateAdapterRequest
+	7,  // 34: tuft.worker.v1.Executor.RemoveAdapter:input_type -> tuft.worker.v1.AdapterRef
+	13, // 35: tuft.worker.v1.Executor.ForwardBackward:input_type -> tuft.worker.v1.ForwardBackwardRequest
+	18, // 36: tuft.worker.v1.Executor.OptimStep:input_type -> tuft.worker.v1.OptimStepRequest
+	20, // 37: tuft.worker.v1.Executor.SaveState:input_type -> tuft.worker.v1.StateRequest
+	20, // 38: tuft.worker.v1.Executor.LoadState:input_type -> tuft.worker.v1.StateRequest
+	22, // 39: tuft.worker.v1.Executor.Sample:input_type -> tuft.worker.v1.SampleRequest
+	27, // 40: tuft.worker.v1.Executor.SampleStream:input_type -> tuft.worker.v1.SampleStreamRequest
+	3,  // 41: tuft.worker.v1.Executor.Info:output_type -> tuft.worker.v1.InfoReply
+	1,  // 42: tuft.worker.v1.Executor.CreateAdapter:output_type -> tuft.worker.v1.Empty
+	1,  // 43: tuft.worker.v1.Executor.RemoveAdapter:output_type -> tuft.worker.v1.Empty
+	15, // 44: tuft.worker.v1.Executor.ForwardBackward:output_type -> tuft.worker.v1.ForwardBackwardReply
+	19, // 45: tuft.worker.v1.Executor.OptimStep:output_type -> tuft.worker.v1.OptimStepReply
+	1,  // 46: tuft.worker.v1.Executor.SaveState:output_type -> tuft.worker.v1.Empty
+	1,  // 47: tuft.worker.v1.Executor.LoadState:output_type -> tuft.worker.v1.Empty
+	26, // 48: tuft.worker.v1.Executor.Sample:output_type -> tuft.worker.v1.SampleReply
+	29, // 49: tuft.worker.v1.Executor.SampleStream:output_type -> tuft.worker.v1.SampleEvent
+	41, // [41:50] is the sub-list for method output_type
+	32, // [32:41] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_executor_proto_init() }
@@ -2211,8 +2401,8 @@ func file_executor_proto_init() {
 	if File_executor_proto != nil {
 		return
 	}
-	file_executor_proto_msgTypes[18].OneofWrappers = []any{}
-	file_executor_proto_msgTypes[26].OneofWrappers = []any{
+	file_executor_proto_msgTypes[20].OneofWrappers = []any{}
+	file_executor_proto_msgTypes[28].OneofWrappers = []any{
 		(*SampleEvent_Token)(nil),
 		(*SampleEvent_Result)(nil),
 	}
@@ -2222,7 +2412,7 @@ func file_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_executor_proto_rawDesc), len(file_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

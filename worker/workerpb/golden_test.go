@@ -44,6 +44,11 @@ func goldenCases() map[string]goldenCase {
 	fres := engine.ForwardResult{Metrics: map[string]float64{"loss:sum": 1.5}, Tokens: 3,
 		Outputs: []map[string]engine.Tensor{{"logprobs": {DType: engine.Float32, Shape: []int{3}, F32: []float32{-0.5, -1, -2}}}}}
 	adam := engine.AdamParams{LearningRate: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-12, WeightDecay: 0.01, GradClipNorm: 1}
+	dimuon := engine.StepParams{Dimuon: &engine.DimuonParams{LearningRate: 0.02, GradClipNorm: 1, Beta1: 0.9, Damping: 0.1, RankLRCorrectionExponent: 0.5}}
+	dimuonLora := lora
+	dimuonLora.Optimizer = engine.OptimizerConfig{Type: engine.OptimizerDimuon, Version: 1}
+	textFwd := fwd
+	textFwd.LossFnTextConfig = map[string]string{"mode": "sequence"}
 	sreq := engine.SampleRequest{Prompt: []int32{1, 2, 3}, NumSamples: 2, PromptLogprobs: true, TopKPromptLogprobs: 2,
 		Params: engine.SampleParams{MaxTokens: 8, Temperature: 0.7, TopK: 40, TopP: 0.9, Seed: &seed, StopStrings: []string{"\n\n"}, StopTokens: []int32{2}}}
 	sres := engine.SampleResult{PromptTokens: 3, OutputTokens: 3, PromptCacheHitTokens: 16,
@@ -66,7 +71,15 @@ func goldenCases() map[string]goldenCase {
 		"optim_step_request": {msg: &OptimStepRequest{Adapter: ref, Params: FromAdamParams(adam)},
 			back: func(m proto.Message) (any, error) { return ToAdamParams(m.(*OptimStepRequest).Params), nil }, want: adam},
 		"optim_step_reply": {msg: &OptimStepReply{Metrics: map[string]float64{"grad_norm:mean": 0.5}}},
-		"state_request":    {msg: &StateRequest{Adapter: ref, Dir: "/ckpt/run-1/weights/step-4", Optimizer: true}},
+		"optim_step_dimuon_request": {msg: FromStepParams(ref, dimuon),
+			back: func(m proto.Message) (any, error) { return ToStepParams(m.(*OptimStepRequest)) }, want: dimuon},
+		"create_adapter_dimuon_request": {msg: &CreateAdapterRequest{Adapter: ref, Config: FromLoraConfig(dimuonLora)},
+			back: func(m proto.Message) (any, error) { return ToLoraConfig(m.(*CreateAdapterRequest).Config), nil }, want: dimuonLora},
+		"forward_backward_text_config_request": {msg: FromForwardRequest(ref, textFwd),
+			back: func(m proto.Message) (any, error) { return ToForwardRequest(m.(*ForwardBackwardRequest)) }, want: textFwd},
+		"state_request_dimuon": {msg: &StateRequest{Adapter: ref, Dir: "/ckpt/run-1/weights/step-4", OptimizerConfig: FromOptimizerConfig(dimuonLora.Optimizer)},
+			back: func(m proto.Message) (any, error) { return ToOptimizerConfig(m.(*StateRequest).OptimizerConfig), nil }, want: dimuonLora.Optimizer},
+		"state_request": {msg: &StateRequest{Adapter: ref, Dir: "/ckpt/run-1/weights/step-4", Optimizer: true}},
 		"sample_request": {msg: FromSampleRequest(ref, sreq),
 			back: func(m proto.Message) (any, error) { return ToSampleRequest(m.(*SampleRequest)), nil }, want: sreq},
 		"sample_reply": {msg: FromSampleResult(sres),

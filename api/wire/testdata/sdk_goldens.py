@@ -117,6 +117,26 @@ def requests():
                                                 process_uuid="0b5b1f2e-6a7c-4d1e-9f00-1a2b3c4d5e6f", events=events())),
         lambda: dump(types.TelemetrySendRequest(platform="linux", sdk_version=version("tinker"), session_id="sess-1", events=events())))
 
+    # Issue 15: Dimuon, inflight samplers, weight export, the sampling and account routes.
+    add("create_model_dimuon.json", lambda: dump(types.CreateModelRequest(
+        session_id="sess-1", model_seq_id=1, base_model="tuft/tiny", lora_config=types.LoraConfig(rank=8, seed=3),
+        optimizer_config=types.DimuonOptimizerConfig())))
+    add("optim_step_dimuon.json", lambda: dump(types.OptimStepRequest(model_id="run-1", seq_id=3,
+                                                                      optim_params=types.DimuonParams(learning_rate=0.02, grad_clip_norm=1.0))))
+    add("save_weights_for_sampler_inflight.json", lambda: dump(types.SaveWeightsForSamplerRequest(
+        model_id="run-1", seq_id=5, sampling_session_seq_id=0, kind="inflight")))
+    add("save_weights_external.json", lambda: dump(types.SaveWeightsExternalRequest(
+        model_id="run-1", path="download", seq_id=7, ttl_seconds=3600,
+        age_encryption_recipients=["age1070jn9yhxjwdra2qutp6eh6dvgqr47qk3fl77exmms9v0humwywq7ld4l8"])))
+    add("retrieve_futures.json", lambda: dump(types.FuturesRetrieveRequest(
+        target=types.SamplingSessionFuturesTarget(sampling_session_id="samp-1", cloned_sampler_id=1), prev_cursor=5, timeout=0,
+        retrieved_request_ids=["req_2"])))
+    add("join_sampling_session.json", lambda: dump(types.JoinSamplingSessionRequest(sampling_session_id="samp-1")))
+    add("copy_weights.json", lambda: dump(types.CopyWeightsRequest(source_path="tinker://run-1/weights/step-4",
+                                                                   destination_project_id="alice", ttl_seconds=3600)))
+    add("sessions_search.json", lambda: dump(types.SessionSearchRequest(
+        display_name="nightly", statuses=[types.ActiveSessionStatusQuery()], limit=10)))
+
     fb = getattr(types, "ForwardBackwardRequest")
     if hasattr(fb, "model_fields"):  # releases that send forward_backward as JSON
         add("forward_backward.json", lambda: dump(fb(forward_backward_input=fwdbwd_input(), model_id="run-1", seq_id=1)))
@@ -175,6 +195,15 @@ REPLIES = {
     "archive_url": "CheckpointArchiveUrlResponse",
     "list_sessions": "ListSessionsResponse",
     "get_session": "GetSessionResponse",
+    "get_info_dimuon": "GetInfoResponse",
+    "save_weights_external_result": "SaveWeightsExternalResponseInternal",
+    "external_weights_urls": "ExternalWeightsUrlsResponse",
+    "retrieve_futures": "FuturesRetrieveResponse",
+    "join_sampling_session": "JoinSamplingSessionResponse",
+    "copy_weights": "CopyWeightsResponse",
+    "sessions_search": "SessionSearchResponse",
+    "checkpoint_storage_usage": "CurrentCheckpointStorageUsageResponse",
+    "apikey_me": "SelfApiKeyResponse",
 }
 
 
@@ -186,6 +215,12 @@ def sdk_type(name):
     tp = getattr(types, name, None)
     if tp is not None:
         return tp
+    if name == "SelfApiKeyResponse":  # the CLI's (tinker auth login), not a types one
+        try:
+            from tinker.cli.auth_api import SelfApiKeyResponse
+            return SelfApiKeyResponse
+        except ImportError:
+            return None
     module = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().replace("a_p_i", "api")
     try:
         return getattr(importlib.import_module("tinker.types." + module), name, None)

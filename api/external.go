@@ -1,0 +1,95 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+
+	"github.com/tuft-go/tuft/api/wire"
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// Weight export (see service/external.go): save_weights_external, the signed links of
+// …/external_weights_urls, and the download route those links point at.
+
+// saveWeightsExternal is a training operation with a seq_id: a refusal settles it.
+func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req wire.SaveWeightsExternalRequest
+	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsExternal, &req)
+	if !ok {
+		return
+	}
+	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsExternal})
+	m := opMeta(r, req.ModelID, req.SeqID, body)
+	name := deref(req.Path)
+	if name == "" {
+		h.refuse(w, r, tenant, m, telemetry.OpSaveWeightsExternal, invalid(fmt.Errorf("path (the export's name) is required")))
+		return
+	}
+	id, err := h.svc.SaveExternal(r.Context(), tenant, service.ExternalInput{OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds,
+		Recipients: req.AgeEncryptionRecipients}, h.enc)
+	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeightsExternal, id, err)
+}
+
+// externalWeightsURLs answers GET …/checkpoints/external_weights/<name>/external_weights_urls:
+// one signed link per file, served by this server, valid for the archive link lifetime.
+func (h *Handler) externalWeightsURLs(w http.ResponseWriter, r *http.Request, tenant, runID, ckptID string) {
+	c, files, err := h.svc.CheckpointFiles(tenant, runID, ckptID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp := wire.ExternalWeightsURLsResponse{URLs: map[string]string{}}
+	base := h.base(r)
+	for _, f := range files {
+		tok, exp := h.svc.FileToken(c, f, h.opt.ArchiveTTL)
+		resp.URLs[f] = base + "/api/v1/external_weights/" + url.PathEscape(tok) + "/" + url.PathEscape(f)
+		resp.Expires = exp.UTC()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// base is the URL signed links are built on.
+func (h *Handler) base(r *http.Request) string {
+	if p := h.publicURL.Load(); p != nil && *p != "" {
+		return *p
+	}
+	return "http://" + r.Host
+}
+
+// externalFile serves one file of an export for a valid signed link (no API key: the
+// link is the credential, as for archives).
+func (h *Handler) externalFile(w http.ResponseWriter, r *http.Request) {
+	file := r.PathValue("file")
+	if file == "" || file != path.Base(file) || file == "." || file == ".." {
+		writeJSON(w, http.StatusForbidden, errorBody{Detail: service.ErrBadToken.Error(), Category: "user"})
+		return
+	}
+	p, err := h.svc.OpenFile(r.PathValue("token"), file)
+	if err != nil {
+		if errors.Is(err, service.ErrBadToken) {
+			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
+			return
+		}
+		h.fail(w, r, err)
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "the file is missing on the server"})
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "the file is missing on the server"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", file))
+	http.ServeContent(w, r, file, fi.ModTime(), f)
+}

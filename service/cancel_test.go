@@ -1,0 +1,103 @@
+package service_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/futures"
+	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/store/memory"
+)
+
+// blockingSampler samples until its context ends, like a generation that would run long.
+type blockingSampler struct {
+	*testenv.NoopExecutor
+	started chan struct{}
+	calls   atomic.Int32
+}
+
+func (b *blockingSampler) Sample(ctx context.Context, _, _ string, _ engine.SampleRequest) (engine.SampleResult, error) {
+	b.calls.Add(1)
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return engine.SampleResult{}, ctx.Err()
+}
+
+// cancel_future: the running sample's context ends (the executor stops) and its future
+// fails saying it was cancelled; a queued one fails at once and never reaches the
+// executor; a training operation cannot be cancelled.
+func TestCancelSample(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default(t.TempDir())
+	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
+	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	st := memory.New()
+	fut, _ := futures.New(futures.Options{Store: st, WorkersPerPool: 1})
+	defer fut.Shutdown(ctx)
+	exec := &blockingSampler{NoopExecutor: testenv.NewNoopExecutor(), started: make(chan struct{}, 4)}
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	se, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
+	sm, err := svc.CreateSamplingSession(ctx, "alice", se.ID, 0, testenv.Model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := func(seq int64) string {
+		id, err := svc.Sample(ctx, "alice", service.SampleInput{SamplingSessionID: sm.ID, SeqID: seq,
+			Req: engine.SampleRequest{Prompt: []int32{1, 2}, NumSamples: 1, Params: engine.SampleParams{MaxTokens: 4, TopP: 1, Temperature: 1}}}, enc{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	running := sample(1)
+	<-exec.started
+	queued := sample(2)
+	if out, err := svc.CancelSample(ctx, "bob", queued); service.KindOf(err) != service.KindNotFound {
+		t.Fatalf("another tenant cancels: %q %v", out, err)
+	}
+	if out, err := svc.CancelSample(ctx, "alice", queued); err != nil || out != service.CancelQueued {
+		t.Fatalf("queued: %q %v", out, err)
+	}
+	rec, _ := svc.Retrieve(ctx, "alice", queued, 5*time.Second)
+	if rec.Status != futures.StatusFailed || !strings.Contains(rec.Failure.Message, "before it started") {
+		t.Fatalf("queued sample after cancel: %+v", rec)
+	}
+	if out, err := svc.CancelSample(ctx, "alice", running); err != nil || out != service.CancelRunning {
+		t.Fatalf("running: %q %v", out, err)
+	}
+	rec, _ = svc.Retrieve(ctx, "alice", running, 5*time.Second)
+	if rec.Status != futures.StatusFailed || rec.Failure.Category != futures.CategoryUser || !strings.Contains(rec.Failure.Message, "while it ran") {
+		t.Fatalf("running sample after cancel: %+v", rec)
+	}
+	if n := exec.calls.Load(); n != 1 {
+		t.Fatalf("the executor sampled %d times; the queued sample must never reach it", n)
+	}
+	if out, err := svc.CancelSample(ctx, "alice", running); err != nil || out != service.CancelDone {
+		t.Fatalf("again: %q %v", out, err)
+	}
+	id, _, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CancelSample(ctx, "alice", id); err == nil {
+		// Done already (create_model is quick) or refused: never cancelled.
+		if rec, _ := svc.Retrieve(ctx, "alice", id, 5*time.Second); rec.Status != futures.StatusReady {
+			t.Fatalf("create_model after a cancel: %+v", rec)
+		}
+	} else if service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "only sampling requests") {
+		t.Fatalf("cancelling create_model: %v", err)
+	}
+}
