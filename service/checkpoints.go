@@ -264,23 +264,27 @@ func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) 
 // ErrBadToken is returned for an archive token that is malformed, forged or expired.
 var ErrBadToken = errors.New("archive link is invalid or expired")
 
-// OpenArchive verifies a token and returns the checkpoint it grants.
-func (s *Service) OpenArchive(tok string) (Checkpoint, error) {
+// OpenArchive verifies a token and opens the archive of the checkpoint it grants.
+func (s *Service) OpenArchive(tok string) (*Archive, error) {
 	payload, err := s.verify(tok)
 	if err != nil {
-		return Checkpoint{}, err
+		return nil, err
 	}
 	runID, kind, name, err := ParseTinkerPath(payload) // a file token's payload is no path
 	if err != nil {
-		return Checkpoint{}, ErrBadToken
+		return nil, ErrBadToken
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c, ok := s.ckpts[runID][kind+"/"+name]
-	if !ok {
-		return Checkpoint{}, notFoundf("checkpoint %s no longer exists", payload)
+	var cc Checkpoint
+	if ok {
+		cc = *c
 	}
-	return *c, nil
+	s.mu.Unlock()
+	if !ok {
+		return nil, notFoundf("checkpoint %s no longer exists", payload)
+	}
+	return openArchive(cc)
 }
 
 // WeightsInfo describes the checkpoint a tinker:// path names.

@@ -134,9 +134,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		s.mu.Lock()
 		delete(s.runs, runID)
 		s.mu.Unlock()
-		_ = os.RemoveAll(s.runDir(runID))
+		_ = os.RemoveAll(s.files.runDir(runID))
 	}
-	dst := filepath.Join(s.runDir(runID), ckptKindDir(c.Type), c.Name)
+	dst := s.files.ckptDir(runID, c.Type, c.Name)
 	if err := copyDir(c.Dir, dst); err != nil {
 		undo()
 		return "", classify(fmt.Errorf("copy checkpoint files: %w", err))

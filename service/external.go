@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -134,7 +133,7 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 }
 
 func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipients []age.Recipient) (ExternalResult, error) {
-	parent := filepath.Join(s.runDir(r.ID), ckptKindDir(CkptExternal))
+	parent := s.files.kindDir(r.ID, CkptExternal)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return ExternalResult{}, fmt.Errorf("export: %w", err)
 	}
@@ -269,21 +268,6 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 	return cc, files, nil
 }
 
-func regularFiles(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 // fileTokenTag separates file tokens from archive tokens (whose payload is a tinker://
 // path, which holds no NUL byte).
 const fileTokenTag = "file\x00"
@@ -326,23 +310,24 @@ func (s *Service) verify(tok string) (string, error) {
 	return string(buf[8:]), nil
 }
 
-// OpenFile verifies a file token for file and returns the file's path on disk.
-func (s *Service) OpenFile(tok, file string) (string, error) {
+// OpenFile verifies a file token for file and opens that file of the checkpoint; the
+// caller closes it.
+func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
 	payload, err := s.verify(tok)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	rest, ok := strings.CutPrefix(payload, fileTokenTag)
 	if !ok {
-		return "", ErrBadToken
+		return nil, ErrBadToken
 	}
 	path, signed, ok := strings.Cut(rest, "\x00")
 	if !ok || signed != file {
-		return "", ErrBadToken
+		return nil, ErrBadToken
 	}
 	runID, kind, name, err := ParseTinkerPath(path)
 	if err != nil {
-		return "", ErrBadToken
+		return nil, ErrBadToken
 	}
 	s.mu.Lock()
 	c, ok := s.ckpts[runID][kind+"/"+name]
@@ -352,7 +337,7 @@ func (s *Service) OpenFile(tok, file string) (string, error) {
 	}
 	s.mu.Unlock()
 	if !ok {
-		return "", notFoundf("checkpoint %s no longer exists", path)
+		return nil, notFoundf("checkpoint %s no longer exists", path)
 	}
-	return filepath.Join(dir, filepath.Base(file)), nil
+	return openCheckpointFile(dir, file)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -97,11 +95,11 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 		if base != "" && base != c.BaseModel {
 			return nil, invalidf("model %q: checkpoint %s was trained on %s, not %s", name, path, c.BaseModel, base)
 		}
-		fi, err := os.Stat(filepath.Join(c.Dir, "adapter_model.safetensors"))
-		if err != nil {
+		mod, ok := adapterModTime(c.Dir)
+		if !ok {
 			return nil, notFoundf("the model %q: its checkpoint files are missing on the server", name)
 		}
-		t.BaseModel, t.Checkpoint, t.RunID, t.dir, t.mod = c.BaseModel, c.TinkerPath(), c.RunID, c.Dir, fi.ModTime()
+		t.BaseModel, t.Checkpoint, t.RunID, t.dir, t.mod = c.BaseModel, c.TinkerPath(), c.RunID, c.Dir, mod
 	}
 	mi, ok := s.models[t.BaseModel]
 	if !ok {

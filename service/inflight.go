@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"path/filepath"
 )
 
 // Inflight sampling (save_weights_and_get_sampling_client(kind="inflight"), SDK 0.38).
@@ -32,16 +31,11 @@ const (
 // inflightAdapterID is the executor id of a run's shared inflight sampling adapter.
 func inflightAdapterID(runID string) string { return runID + "/inflight" }
 
-// inflightDir holds a run's newest inflight weights.
-func (s *Service) inflightDir(runID string) string {
-	return filepath.Join(s.runDir(runID), "_inflight")
-}
-
 // publishInflight makes the run's current weights its inflight target: saved to the
 // run's inflight directory and loaded into its shared sampling adapter. It runs as the
 // run's operation (in seq_id order), so two publications never interleave.
 func (s *Service) publishInflight(ctx context.Context, r *Run) (string, error) {
-	dir := s.inflightDir(r.ID)
+	dir := s.files.inflightDir(r.ID)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 		return "", err
 	}

@@ -16,7 +16,7 @@ import (
 func (s *Service) recoverSaves() {
 	var dirs []string
 	for id := range s.runs {
-		dirs = append(dirs, s.autosaveDir(id), s.inflightDir(id))
+		dirs = append(dirs, s.files.autosaveDir(id), s.files.inflightDir(id))
 		for _, c := range s.ckpts[id] {
 			dirs = append(dirs, c.Dir)
 		}
@@ -33,9 +33,7 @@ func (s *Service) recoverSaves() {
 		seen[d] = true
 	}
 	for id := range s.runs {
-		rd := s.runDir(id)
-		for _, parent := range []string{rd, filepath.Join(rd, ckptKindDir(CkptTraining)), filepath.Join(rd, ckptKindDir(CkptSampler)),
-			filepath.Join(rd, ckptKindDir(CkptExternal)), filepath.Join(rd, "_ephemeral")} {
+		for _, parent := range s.files.saveParents(id) {
 			ents, _ := os.ReadDir(parent)
 			for _, e := range ents {
 				name := leftoverOf(e.Name())
