@@ -102,7 +102,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	if err == nil {
 		if session {
 			_, err = s.liveSession(tenant, in.SessionID)
-			runID = fmt.Sprintf("%s:train:%d", in.SessionID, *in.ModelSeqID)
+			runID = RunID(in.SessionID, *in.ModelSeqID)
 			if _, taken := s.runs[runID]; err == nil && taken {
 				err = conflictf("training run %s already exists (model_seq_id %d is taken)", runID, *in.ModelSeqID)
 			}

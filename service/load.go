@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -40,7 +39,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	if err := checkOptimizer(in.OptimizerConfig); err != nil {
 		return "", "", err
 	}
-	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
+	runID = RunID(in.SessionID, in.ModelSeqID)
 
 	s.mu.Lock()
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {

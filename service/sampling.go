@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -62,7 +63,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 // newSampler registers a sampling session (idempotent per session and seq). An inflight
 // one samples the run's shared inflight adapter, which publishInflight has loaded.
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
-	id := fmt.Sprintf("%s:sample:%d", sessionID, seq)
+	id := SamplerID(sessionID, seq)
 	s.mu.Lock()
 	if old, ok := s.samplers[id]; ok && !old.Closed {
 		s.mu.Unlock()
@@ -256,7 +257,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 		return "", invalidf("sampling_params.max_tokens %d must be in [1, %d]", req.Params.MaxTokens, lim.MaxSampleTokens)
 	}
 	maxLen := s.maxContext(base, mi)
-	if maxLen > 0 && len(req.Prompt)+req.Params.MaxTokens > maxLen {
+	if config.ExceedsContext(maxLen, len(req.Prompt), req.Params.MaxTokens) {
 		return "", invalidf("prompt of %d tokens plus max_tokens %d exceeds max_context_length %d of %s", len(req.Prompt), req.Params.MaxTokens, maxLen, base)
 	}
 	if err := s.checkSample(mi.Config, req); err != nil {
@@ -346,9 +347,6 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 // maxContext is the context length requests on base may use: the model's, lowered by
 // models[].max_context_length.
 func (s *Service) maxContext(base string, mi backend.ModelInfo) int {
-	maxLen := mi.MaxContextLength
-	if mc, _ := s.cfg.Model(base); mc.MaxContextLength > 0 && (maxLen == 0 || mc.MaxContextLength < maxLen) {
-		maxLen = mc.MaxContextLength
-	}
-	return maxLen
+	mc, _ := s.cfg.Model(base)
+	return mc.ContextLength(mi.MaxContextLength)
 }

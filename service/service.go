@@ -3,9 +3,6 @@ package service
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +32,8 @@ type Service struct {
 	now    func() time.Time
 	tel    telemetry.Settings
 	models map[string]backend.ModelInfo
-	keys   map[[32]byte]string // sha256(key) → tenant
-	secret []byte              // signs archive URLs
+	keys   map[config.KeyDigest]string // the API keys' digests → tenant
+	secret []byte                      // signs archive URLs
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -78,7 +75,7 @@ type Options struct {
 func New(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
-		models: map[string]backend.ModelInfo{}, keys: map[[32]byte]string{},
+		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
 		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
 		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}), files: ckptLayout{root: o.Config.CheckpointDir},
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
@@ -95,12 +92,10 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		s.models[m.Name] = m
 	}
 	for _, k := range o.Config.Auth.APIKeys {
-		var h [32]byte
-		b, err := hex.DecodeString(k.KeySHA256)
-		if err != nil || len(b) != 32 {
-			return nil, fmt.Errorf("auth.api_keys: tenant %s: bad key_sha256", k.Tenant)
+		h, err := config.ParseKeyDigest(k.KeySHA256)
+		if err != nil {
+			return nil, fmt.Errorf("auth.api_keys: tenant %s: %w", k.Tenant, err)
 		}
-		copy(h[:], b)
 		s.keys[h] = k.Tenant
 	}
 	if err := os.MkdirAll(o.Config.CheckpointDir, 0o755); err != nil {
@@ -193,11 +188,11 @@ func (s *Service) Authenticate(key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}
-	h := sha256.Sum256([]byte(key))
-	// Map lookup by hash: the hash is not secret, and comparing fixed-size digests keeps
-	// the lookup independent of how much of the key matches.
+	h := config.HashAPIKey(key)
+	// Compare against every digest in constant time: the time taken says nothing of how
+	// much of a key matched.
 	for k, t := range s.keys {
-		if subtle.ConstantTimeCompare(k[:], h[:]) == 1 {
+		if k.Equal(h) {
 			return t, true
 		}
 	}
@@ -466,12 +461,6 @@ func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) 
 		}
 	}
 	return dir, optimizer, from
-}
-
-func newID(prefix string) string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }
 
 // reaper expires sessions that stopped heartbeating and checkpoints past their TTL.

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -74,7 +75,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		return "", "", err
 	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
-	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
+	runID = RunID(in.SessionID, in.ModelSeqID)
 
 	s.mu.Lock()
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
@@ -285,14 +286,10 @@ func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) er
 	if len(req.Data) == 0 {
 		return invalidf("forward_backward_input.data is empty")
 	}
-	mc, _ := s.cfg.Model(r.BaseModel)
-	maxLen := s.models[r.BaseModel].MaxContextLength
-	if mc.MaxContextLength > 0 && (maxLen == 0 || mc.MaxContextLength < maxLen) {
-		maxLen = mc.MaxContextLength
-	}
+	maxLen := s.maxContext(r.BaseModel, s.models[r.BaseModel])
 	total := 0
 	for i, d := range req.Data {
-		if maxLen > 0 && len(d.Tokens) > maxLen {
+		if config.ExceedsContext(maxLen, len(d.Tokens), 0) {
 			return invalidf("data[%d]: %d tokens exceed max_context_length %d of %s", i, len(d.Tokens), maxLen, r.BaseModel)
 		}
 		total += len(d.Tokens)
