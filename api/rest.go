@@ -25,7 +25,7 @@ func checkpointWire(c service.Checkpoint) wire.Checkpoint {
 func runWire(v service.RunView) wire.TrainingRun {
 	rank := v.Lora.Rank
 	tr := wire.TrainingRun{TrainingRunID: v.ID, BaseModel: v.BaseModel, ModelOwner: v.Tenant, IsLora: true,
-		Corrupted: v.Corrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata)}
+		Corrupted: v.State == service.RunCorrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata)}
 	if v.LastCheckpointRec != nil {
 		c := checkpointWire(*v.LastCheckpointRec)
 		tr.LastCheckpoint = &c

@@ -120,7 +120,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		// Reserve the slot while the files are copied.
 		now := s.now()
 		s.runs[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
-			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, Ready: true, Unloaded: true, ProjectID: project,
+			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, State: RunUnloaded, ProjectID: project,
 			Note: fmt.Sprintf("holds a copy of %s (copy_weights); train from its checkpoint with create_training_client_from_state", in.SourcePath)}
 		if in.ModelSeqID != nil {
 			s.runs[runID].ModelSeqID = *in.ModelSeqID

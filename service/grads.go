@@ -98,7 +98,7 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 	}
 	if err != nil {
 		s.mu.Lock()
-		r.Corrupted, r.Loaded = true, false
+		r.State = RunCorrupted
 		r.Note = fmt.Sprintf("an optim_step could not save its result (%v) nor be undone (%v)", cause, err)
 		c := *r
 		s.mu.Unlock()

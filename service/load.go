@@ -100,7 +100,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
 	now := s.now()
-	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
+	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
 		Lora: src.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
 	s.runs[runID] = r
@@ -122,7 +122,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 			}
 			if err == nil {
 				s.mu.Lock()
-				r.Ready, r.Loaded = true, true
+				if r.State == RunCreating { // not unloaded meanwhile
+					r.State = RunReady
+				}
 				c := *r
 				s.mu.Unlock()
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)

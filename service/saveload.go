@@ -171,7 +171,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		switch {
 		case c.BaseModel != r.BaseModel:
 			err = invalidf("checkpoint %s was trained on %s, but run %s uses %s", in.Path, c.BaseModel, r.ID, r.BaseModel)
-		case c.Lora.Rank != r.Lora.Rank || c.Lora.TrainAttn != r.Lora.TrainAttn || c.Lora.TrainMLP != r.Lora.TrainMLP || c.Lora.TrainUnembed != r.Lora.TrainUnembed:
+		case !c.Lora.sameShape(r.Lora):
 			err = invalidf("checkpoint %s has LoRA rank %d (attn %v, mlp %v, unembed %v) but run %s has rank %d (attn %v, mlp %v, unembed %v)",
 				in.Path, c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed, r.ID, r.Lora.Rank, r.Lora.TrainAttn, r.Lora.TrainMLP, r.Lora.TrainUnembed)
 		case in.Optimizer && c.Type != CkptTraining:

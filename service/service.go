@@ -396,16 +396,15 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 	if err := s.restoreGrads(ctx, r); err != nil {
 		return err
 	}
-	if r.Unloaded || r.Corrupted {
-		r.Loaded = false
+	if r.State == RunUnloaded || r.State == RunCorrupted {
 		return nil
 	}
 	if _, ok := s.models[r.BaseModel]; !ok {
-		r.Corrupted, r.Loaded = true, false
+		r.State = RunCorrupted
 		r.Note = fmt.Sprintf("base model %q is no longer configured", r.BaseModel)
 		return putJSON(ctx, s.st, keyRun+r.ID, r)
 	}
-	if !r.Ready {
+	if r.State == RunCreating {
 		// create_model (or the load that creates the run) never finished: its future was
 		// failed by Recover. Create the adapter now, from the checkpoint it was loading if
 		// any, so the run is usable, as the client may retry.
@@ -418,7 +417,7 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		if err != nil {
 			return err
 		}
-		r.Ready, r.Loaded = true, true
+		r.State = RunReady
 		return putJSON(ctx, s.st, keyRun+r.ID, r)
 	}
 	dir, optimizer, from := s.latestState(r)
@@ -430,12 +429,11 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
-		r.Corrupted, r.Loaded = true, false
+		r.State = RunCorrupted
 		r.Note = fmt.Sprintf("restore from %s failed: %v", from, err)
 		_ = putJSON(ctx, s.st, keyRun+r.ID, r)
 		return err
 	}
-	r.Loaded = true
 	s.log.Info("training run restored", "run", r.ID, "from", from, "next_seq", r.NextSeq)
 	return putJSON(ctx, s.st, keyRun+r.ID, r)
 }
@@ -523,7 +521,7 @@ func (s *Service) expireSession(ctx context.Context, se *Session) {
 	var runs []*Run
 	var samplers []*Sampler
 	for _, r := range s.runs {
-		if r.SessionID == se.ID && r.Loaded {
+		if r.SessionID == se.ID && r.State == RunReady {
 			runs = append(runs, r)
 		}
 	}

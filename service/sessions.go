@@ -163,7 +163,7 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	var runs []*Run
 	var samplers []*Sampler
 	for _, r := range s.runs {
-		if r.SessionID == id && !r.Unloaded {
+		if r.SessionID == id && r.State != RunUnloaded {
 			runs = append(runs, r)
 		}
 	}

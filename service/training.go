@@ -90,8 +90,8 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		return "", "", conflictf("training run %s already exists (model_seq_id %d was used by another create_model)", runID, in.ModelSeqID)
 	}
 	now := s.now()
-	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
-		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
+		Lora: loraRecord(in.Lora), UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
 	s.runs[runID] = r
 	s.mu.Unlock()
@@ -107,7 +107,9 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 			if err == nil {
 				s.mu.Lock()
-				r.Ready, r.Loaded = true, true
+				if r.State == RunCreating { // not unloaded meanwhile
+					r.State = RunReady
+				}
 				c := *r
 				s.mu.Unlock()
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
@@ -185,9 +187,9 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 		return nil, err
 	}
 	switch {
-	case r.Corrupted:
+	case r.State == RunCorrupted:
 		return nil, &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is unusable: %s; create a new run from one of its checkpoints", id, r.Note)}
-	case r.Unloaded:
+	case r.State == RunUnloaded:
 		return nil, notFoundf("training run %s was unloaded (%s); create a new run from one of its checkpoints", id, r.Note)
 	}
 	return r, nil
@@ -208,7 +210,7 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
 			s.mu.Lock()
-			ok := r.Loaded && !r.Unloaded && !r.Corrupted
+			ok := r.State == RunReady
 			note := r.Note
 			s.mu.Unlock()
 			var res futures.Result
@@ -406,8 +408,8 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 // unload removes a run's adapter and fails its queued operations.
 func (s *Service) unload(ctx context.Context, r *Run, why string) {
 	s.mu.Lock()
-	was := r.Loaded
-	r.Loaded, r.Unloaded, r.Note = false, true, why
+	was := r.State == RunReady
+	r.State, r.Note = RunUnloaded, why
 	c := *r
 	s.mu.Unlock()
 	s.fut.DropQueue(r.ID, fmt.Sprintf("training run %s was unloaded: %s", r.ID, why))
@@ -460,7 +462,7 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 		return err
 	}
 	s.mu.Lock()
-	loaded := r.Loaded && !r.Unloaded && !r.Corrupted
+	loaded := r.State == RunReady
 	lost := r.PendingGrads
 	s.mu.Unlock()
 	if !loaded {
