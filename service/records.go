@@ -62,16 +62,16 @@ type SessionFinish struct {
 
 // Run is a training run: one LoRA adapter on a base model.
 type Run struct {
-	ID              string            `json:"id"`
-	Owner           string            `json:"owner,omitempty"` // the API replica that runs it
-	Tenant          string            `json:"tenant"`
-	SessionID       string            `json:"session_id"`
-	ModelSeqID      int64             `json:"model_seq_id"`
-	BaseModel       string            `json:"base_model"`
-	Lora            LoraRecord        `json:"lora"`
-	UserMetadata    map[string]any    `json:"user_metadata,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
-	LastRequestTime time.Time         `json:"last_request_time"`
+	ID              string         `json:"id"`
+	Owner           string         `json:"owner,omitempty"` // the API replica that runs it
+	Tenant          string         `json:"tenant"`
+	SessionID       string         `json:"session_id"`
+	ModelSeqID      int64          `json:"model_seq_id"`
+	BaseModel       string         `json:"base_model"`
+	Lora            LoraRecord     `json:"lora"`
+	UserMetadata    map[string]any `json:"user_metadata,omitempty"`
+	CreatedAt       time.Time      `json:"created_at"`
+	LastRequestTime time.Time      `json:"last_request_time"`
 	// NextSeq is the next seq_id the run expects; persisted after every operation.
 	NextSeq int64 `json:"next_seq"`
 	// State is where the run is in its life (see RunState); records written before it
@@ -139,18 +139,18 @@ const (
 
 // Checkpoint is the metadata of a saved adapter on disk.
 type Checkpoint struct {
-	RunID     string            `json:"run_id"`
-	Tenant    string            `json:"tenant"`
-	Type      string            `json:"type"` // training | sampler
-	Name      string            `json:"name"`
-	Dir       string            `json:"dir"`
-	CreatedAt time.Time         `json:"created_at"`
-	SizeBytes int64             `json:"size_bytes"`
-	Public    bool              `json:"public"`
-	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
-	SeqID     int64             `json:"seq_id"`
-	BaseModel string            `json:"base_model"`
-	Lora      LoraRecord        `json:"lora"`
+	RunID     string     `json:"run_id"`
+	Tenant    string     `json:"tenant"`
+	Type      string     `json:"type"` // training | sampler
+	Name      string     `json:"name"`
+	Dir       string     `json:"dir"`
+	CreatedAt time.Time  `json:"created_at"`
+	SizeBytes int64      `json:"size_bytes"`
+	Public    bool       `json:"public"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	SeqID     int64      `json:"seq_id"`
+	BaseModel string     `json:"base_model"`
+	Lora      LoraRecord `json:"lora"`
 	// UserMetadata is the client's, given at save time (replaced whole on overwrite).
 	UserMetadata map[string]string `json:"user_metadata,omitempty"`
 	// Optimizer is the run's optimizer family ("" reads as OptimizerAdamW).
