@@ -124,13 +124,16 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 	s.mu.Unlock()
 	if s.self != "" {
 		// Other replicas' runs write checkpoints this one has not loaded.
-		_ = s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
+		err := s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
 			var c Checkpoint
 			if json.Unmarshal(v, &c) == nil && c.Tenant == tenant && !seen[c.TinkerPath()] {
 				all = append(all, c)
 			}
 			return nil
 		})
+		if err != nil { // the listing shows this replica's checkpoints at least
+			s.log.Warn("could not list other replicas' checkpoints", "tenant", tenant, "error", err)
+		}
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {

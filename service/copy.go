@@ -156,7 +156,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		return "", classify(err)
 	}
 	if err := putJSON(ctx, s.st, ckptKey(runID, cp.Type, cp.Name), cp); err != nil {
-		_ = s.st.Del(ctx, keyRun+runID)
+		if err := s.st.Del(ctx, keyRun+runID); err != nil {
+			s.writeFailed(ctx, reasonCopyRollback, err, "key", keyRun+runID)
+		}
 		undo()
 		return "", classify(err)
 	}

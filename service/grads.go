@@ -102,7 +102,7 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 		r.Note = fmt.Sprintf("an optim_step could not save its result (%v) nor be undone (%v)", cause, err)
 		c := *r
 		s.mu.Unlock()
-		_ = putJSON(ctx, s.st, keyRun+r.ID, &c)
+		s.putLogged(ctx, keyRun+r.ID, &c, reasonRunCorrupted)
 		return &Error{Kind: KindInternal, Err: cause, Msg: fmt.Sprintf("optim_step could not save its result (%v), and training run %s could not be "+
 			"restored from %s (%v): the run is unusable; create a new run from one of its checkpoints", cause, r.ID, from, err)}
 	}

@@ -9,6 +9,9 @@ import (
 
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Store keys. Every record is JSON; ids are global and records carry their tenant.
@@ -345,4 +348,28 @@ func (l LoraRecord) engine() engine.LoraConfig {
 // loads into the other).
 func (l LoraRecord) sameShape(o LoraRecord) bool {
 	return l.Rank == o.Rank && l.TrainAttn == o.TrainAttn && l.TrainMLP == o.TrainMLP && l.TrainUnembed == o.TrainUnembed
+}
+
+// Reasons for tuft.store.write_failures: what a write that no caller could hear about was for.
+const (
+	reasonSessionExpired = "session_expired"
+	reasonSamplerClosed  = "sampler_closed"
+	reasonRunCorrupted   = "run_corrupted"
+	reasonRunUnloaded    = "run_unloaded"
+	reasonRunFlush       = "run_flush"
+	reasonCopyRollback   = "copy_rollback"
+)
+
+// putLogged writes a record where a failure cannot be returned to anyone (a background
+// pass, or a path already failing with a better error): the failure is logged and counted.
+func (s *Service) putLogged(ctx context.Context, key string, v any, reason string) {
+	if err := putJSON(ctx, s.st, key, v); err != nil {
+		s.writeFailed(ctx, reason, err, "key", key)
+	}
+}
+
+// writeFailed logs and counts a store write that failed with no caller to tell.
+func (s *Service) writeFailed(ctx context.Context, reason string, err error, args ...any) {
+	s.log.ErrorContext(ctx, "store write failed", append([]any{"reason", reason, "error", err}, args...)...)
+	s.tel.Instruments.StoreWriteFailures.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrReason, reason)))
 }

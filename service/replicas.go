@@ -95,7 +95,7 @@ func foreignRecords[T owned](s *Service, prefix, tenant string, fn func(T)) {
 	if s.self == "" {
 		return
 	}
-	_ = s.st.Scan(context.Background(), prefix, func(_ string, v []byte) error {
+	err := s.st.Scan(context.Background(), prefix, func(_ string, v []byte) error {
 		var head struct {
 			Tenant string `json:"tenant"`
 			Owner  string `json:"owner"`
@@ -109,4 +109,7 @@ func foreignRecords[T owned](s *Service, prefix, tenant string, fn func(T)) {
 		}
 		return nil
 	})
+	if err != nil { // the listing shows this replica's records at least
+		s.log.Warn("could not list other replicas' records", "prefix", prefix, "error", err)
+	}
 }

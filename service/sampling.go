@@ -116,7 +116,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 		}
 	}
 	s.tel.Instruments.SamplingSessionsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, sm.BaseModel)))
-	_ = putJSON(ctx, s.st, keySampler+sm.ID, &c)
+	s.putLogged(ctx, keySampler+sm.ID, &c, reasonSamplerClosed)
 }
 
 // GetSampler describes a sampling session.

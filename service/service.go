@@ -168,7 +168,7 @@ func (s *Service) flush(ctx context.Context) {
 		ops = append(ops, store.Op{Key: keyRun + id, Value: b})
 	}
 	if err := s.st.Apply(ctx, ops); err != nil {
-		s.log.Error("persist run records", "count", len(ops), "error", err)
+		s.writeFailed(ctx, reasonRunFlush, err, "count", len(ops))
 	}
 }
 
@@ -369,7 +369,7 @@ func (s *Service) restore(ctx context.Context) error {
 			// Unpublished (or deleted) while the server was down, or before the write that
 			// closed the sampler reached the store.
 			sm.Closed, sm.ClosedWhy = true, withdrawn(sm.ModelPath)
-			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)
+			s.putLogged(ctx, keySampler+sm.ID, sm, reasonSamplerClosed)
 			s.log.Info("sampling session closed: its checkpoint is no longer published", "sampler", sm.ID, "checkpoint", sm.ModelPath)
 			continue
 		}
@@ -377,7 +377,7 @@ func (s *Service) restore(ctx context.Context) error {
 		if err := s.be.AddSamplerAdapter(ctx, sm.BaseModel, sm.adapterID(), sm.AdapterDir); err != nil {
 			s.log.Warn("sampling session could not be restored; closing it", "sampler", sm.ID, "error", err)
 			sm.Closed = true
-			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)
+			s.putLogged(ctx, keySampler+sm.ID, sm, reasonSamplerClosed)
 		}
 	}
 	s.log.Info("state restored", "sessions", len(s.sessions), "runs", len(s.runs), "samplers", len(s.samplers))
@@ -431,7 +431,7 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 	if err != nil {
 		r.State = RunCorrupted
 		r.Note = fmt.Sprintf("restore from %s failed: %v", from, err)
-		_ = putJSON(ctx, s.st, keyRun+r.ID, r)
+		s.putLogged(ctx, keyRun+r.ID, r, reasonRunCorrupted)
 		return err
 	}
 	s.log.Info("training run restored", "run", r.ID, "from", from, "next_seq", r.NextSeq)
@@ -516,7 +516,7 @@ func (s *Service) Reap(ctx context.Context) {
 // sampling sessions. Records and checkpoints stay, so the user can resume from them.
 func (s *Service) expireSession(ctx context.Context, se *Session) {
 	s.log.Info("session expired: no heartbeat", "session", se.ID, "tenant", se.Tenant, "last_heartbeat", se.LastHeartbeat)
-	_ = putJSON(ctx, s.st, keySession+se.ID, se)
+	s.putLogged(ctx, keySession+se.ID, se, reasonSessionExpired)
 	s.mu.Lock()
 	var runs []*Run
 	var samplers []*Sampler

@@ -424,9 +424,7 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 		}
 		s.tel.Instruments.TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 	}
-	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
-		s.log.Error("persist unloaded run", "run", r.ID, "error", err)
-	}
+	s.putLogged(ctx, keyRun+r.ID, &c, reasonRunUnloaded)
 }
 
 // RunInfo is get_info's answer.
