@@ -6,8 +6,8 @@ import "github.com/tuft-go/tuft/engine"
 // on it would get (404 for a missing or another tenant's run): the HTTP layer asks
 // before decoding a large request about it.
 func (s *Service) CheckRun(tenant, id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	_, err := s.usableRun(tenant, id)
 	return err
 }
@@ -19,9 +19,9 @@ func (s *Service) CheckSampler(tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	err = finishedErr(s.sessions[sm.SessionID])
-	s.mu.Unlock()
+	s.lock(lkAll)
+	err = finishedErr(s.sessions.m[sm.SessionID])
+	s.unlock(lkAll)
 	if err != nil {
 		return err
 	}

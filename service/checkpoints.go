@@ -42,11 +42,11 @@ type RunView struct {
 
 func (s *Service) view(r *Run) RunView {
 	v := RunView{Run: *r}
-	if c, ok := s.ckpts[r.ID][r.LastCheckpoint]; ok {
+	if c, ok := s.ckpts.m[r.ID][r.LastCheckpoint]; ok {
 		cc := *c
 		v.LastCheckpointRec = &cc
 	}
-	if c, ok := s.ckpts[r.ID][r.LastSamplerCkpt]; ok {
+	if c, ok := s.ckpts.m[r.ID][r.LastSamplerCkpt]; ok {
 		cc := *c
 		v.LastSamplerRec = &cc
 	}
@@ -55,10 +55,10 @@ func (s *Service) view(r *Run) RunView {
 
 // ListRuns lists the tenant's training runs, most recently used first.
 func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	var all []*Run
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.Tenant == tenant {
 			all = append(all, r)
 		}
@@ -79,8 +79,8 @@ func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 
 // GetRun describes one training run.
 func (s *Service) GetRun(tenant, id string) (RunView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	r, err := s.ownedRun(tenant, id)
 	if err != nil {
 		return RunView{}, err
@@ -90,13 +90,13 @@ func (s *Service) GetRun(tenant, id string) (RunView, error) {
 
 // ListCheckpoints lists one run's checkpoints, oldest first.
 func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	if _, err := s.ownedRun(tenant, runID); err != nil {
 		return nil, err
 	}
-	out := make([]Checkpoint, 0, len(s.ckpts[runID]))
-	for _, c := range s.ckpts[runID] {
+	out := make([]Checkpoint, 0, len(s.ckpts.m[runID]))
+	for _, c := range s.ckpts.m[runID] {
 		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -110,10 +110,10 @@ func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 
 // ListAllCheckpoints lists every checkpoint of the tenant, newest first.
 func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	var all []Checkpoint
 	seen := map[string]bool{}
-	for _, m := range s.ckpts {
+	for _, m := range s.ckpts.m {
 		for _, c := range m {
 			if c.Tenant == tenant {
 				all = append(all, *c)
@@ -121,7 +121,7 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if s.self != "" {
 		// Other replicas' runs write checkpoints this one has not loaded.
 		err := s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
@@ -156,7 +156,7 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID, "external_weights/" + ckptID}
 	}
 	for _, id := range ids {
-		if c, ok := s.ckpts[runID][id]; ok {
+		if c, ok := s.ckpts.m[runID][id]; ok {
 			return c, nil
 		}
 	}
@@ -165,9 +165,9 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 
 // DeleteCheckpoint removes a checkpoint's files and record.
 func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID string) error {
-	s.mu.Lock()
+	s.lock(lkAll)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return err
 	}
@@ -184,9 +184,9 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 	if err := s.st.Del(ctx, ckptKey(c.RunID, c.Type, c.Name)); err != nil {
 		return fmt.Errorf("delete checkpoint record: %w", err)
 	}
-	s.mu.Lock()
-	delete(s.ckpts[c.RunID], c.ID())
-	if r, ok := s.runs[c.RunID]; ok {
+	s.lock(lkAll)
+	delete(s.ckpts.m[c.RunID], c.ID())
+	if r, ok := s.runs.m[c.RunID]; ok {
 		if r.LastCheckpoint == c.ID() {
 			r.LastCheckpoint = ""
 		}
@@ -194,7 +194,7 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 			r.LastSamplerCkpt = ""
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("delete checkpoint files: %w", err)
 	}
@@ -240,23 +240,23 @@ func validTTL(ttl *int64) error {
 }
 
 func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID string, f func(*Checkpoint)) error {
-	s.mu.Lock()
+	s.lock(lkAll)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return err
 	}
 	f(c)
 	cc := *c
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	return classify(putJSON(ctx, s.st, ckptKey(cc.RunID, cc.Type, cc.Name), &cc))
 }
 
 // ArchiveToken returns a signed, expiring token for downloading a checkpoint's archive.
 func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) (string, time.Time, error) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -277,13 +277,13 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 	if err != nil {
 		return nil, ErrBadToken
 	}
-	s.mu.Lock()
-	c, ok := s.ckpts[runID][kind+"/"+name]
+	s.lock(lkAll)
+	c, ok := s.ckpts.m[runID][kind+"/"+name]
 	var cc Checkpoint
 	if ok {
 		cc = *c
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if !ok {
 		return nil, notFoundf("checkpoint %s no longer exists", payload)
 	}
@@ -292,8 +292,8 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 
 // WeightsInfo describes the checkpoint a tinker:// path names.
 func (s *Service) WeightsInfo(tenant, path string) (Checkpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	c, err := s.resolvePath(tenant, path)
 	if err != nil {
 		return Checkpoint{}, err

@@ -96,14 +96,14 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		}
 	}
 
-	s.mu.Lock()
+	s.lock(lkAll)
 	src, err := s.resolvePath(tenant, in.SourcePath)
 	var runID, project string
 	if err == nil {
 		if session {
 			_, err = s.liveSession(tenant, in.SessionID)
 			runID = RunID(in.SessionID, *in.ModelSeqID)
-			if _, taken := s.runs[runID]; err == nil && taken {
+			if _, taken := s.runs.m[runID]; err == nil && taken {
 				err = conflictf("training run %s already exists (model_seq_id %d is taken)", runID, *in.ModelSeqID)
 			}
 		} else {
@@ -119,24 +119,24 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		c = *src
 		// Reserve the slot while the files are copied.
 		now := s.now()
-		s.runs[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
+		s.runs.m[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
 			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, State: RunUnloaded, ProjectID: project,
 			Note: fmt.Sprintf("holds a copy of %s (copy_weights); train from its checkpoint with create_training_client_from_state", in.SourcePath)}
 		if in.ModelSeqID != nil {
-			s.runs[runID].ModelSeqID = *in.ModelSeqID
+			s.runs.m[runID].ModelSeqID = *in.ModelSeqID
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
 	undo := func() {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
-		_ = os.RemoveAll(s.files.runDir(runID))
+		s.lock(lkAll)
+		delete(s.runs.m, runID)
+		s.unlock(lkAll)
+		_ = os.RemoveAll(s.ckpts.files.runDir(runID))
 	}
-	dst := s.files.ckptDir(runID, c.Type, c.Name)
+	dst := s.ckpts.files.ckptDir(runID, c.Type, c.Name)
 	if err := copyDir(c.Dir, dst); err != nil {
 		undo()
 		return "", classify(fmt.Errorf("copy checkpoint files: %w", err))
@@ -148,9 +148,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		t := now.Add(time.Duration(*in.TTLSeconds) * time.Second)
 		cp.ExpiresAt = &t
 	}
-	s.mu.Lock()
-	r := *s.runs[runID]
-	s.mu.Unlock()
+	s.lock(lkAll)
+	r := *s.runs.m[runID]
+	s.unlock(lkAll)
 	if err := putJSON(ctx, s.st, keyRun+runID, &r); err != nil {
 		undo()
 		return "", classify(err)
@@ -162,9 +162,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		undo()
 		return "", classify(err)
 	}
-	s.mu.Lock()
-	s.ckpts[runID] = map[string]*Checkpoint{cp.ID(): cp}
-	s.mu.Unlock()
+	s.lock(lkAll)
+	s.ckpts.m[runID] = map[string]*Checkpoint{cp.ID(): cp}
+	s.unlock(lkAll)
 	path = cp.TinkerPath()
 	if idemKey != "" {
 		b, _ := json.Marshal(copyRecord{PayloadHash: in.PayloadHash, Path: path})
@@ -182,7 +182,7 @@ func (s *Service) ownsProject(tenant, project string) bool {
 	if project == tenant {
 		return true
 	}
-	for _, se := range s.sessions {
+	for _, se := range s.sessions.m {
 		if se.Tenant == tenant && ProjectOf(se) == project {
 			return true
 		}

@@ -110,9 +110,9 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 	if err != nil {
 		return "", err
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	_, err = s.usableRun(tenant, in.ModelID)
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
@@ -133,7 +133,7 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 }
 
 func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipients []age.Recipient) (ExternalResult, error) {
-	parent := s.files.kindDir(r.ID, CkptExternal)
+	parent := s.ckpts.files.kindDir(r.ID, CkptExternal)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return ExternalResult{}, fmt.Errorf("export: %w", err)
 	}
@@ -177,12 +177,12 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 	if err := putJSON(ctx, s.st, ckptKey(r.ID, c.Type, c.Name), c); err != nil {
 		return ExternalResult{}, err
 	}
-	s.mu.Lock()
-	if s.ckpts[r.ID] == nil {
-		s.ckpts[r.ID] = map[string]*Checkpoint{}
+	s.lock(lkAll)
+	if s.ckpts.m[r.ID] == nil {
+		s.ckpts.m[r.ID] = map[string]*Checkpoint{}
 	}
-	s.ckpts[r.ID][c.ID()] = c
-	s.mu.Unlock()
+	s.ckpts.m[r.ID][c.ID()] = c
+	s.unlock(lkAll)
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, CkptExternal)}
 	if s.tel.Instruments.ModelIDAttribute {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
@@ -242,10 +242,10 @@ func encryptFile(src, dst string, recipients []age.Recipient) error {
 // CheckpointFiles lists the files of a checkpoint the tenant may read (its own, or a
 // published one), names relative to its directory, for external_weights_urls.
 func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []string, error) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if KindOf(err) == KindNotFound {
-		if pc, ok := s.ckpts[runID][ckptID]; ok && pc.Public {
+		if pc, ok := s.ckpts.m[runID][ckptID]; ok && pc.Public {
 			c, err = pc, nil // published: every tenant may download it
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 	if err == nil {
 		cc = *c
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return Checkpoint{}, nil, err
 	}
@@ -329,13 +329,13 @@ func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
 	if err != nil {
 		return nil, ErrBadToken
 	}
-	s.mu.Lock()
-	c, ok := s.ckpts[runID][kind+"/"+name]
+	s.lock(lkAll)
+	c, ok := s.ckpts.m[runID][kind+"/"+name]
 	var dir string
 	if ok {
 		dir = c.Dir
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if !ok {
 		return nil, notFoundf("checkpoint %s no longer exists", path)
 	}

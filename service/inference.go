@@ -83,9 +83,9 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 	}
 	t := &InferenceTarget{Model: name, BaseModel: base}
 	if path != "" {
-		s.mu.Lock()
+		s.lock(lkAll)
 		c, err := s.resolvePath(tenant, path)
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		if err == nil {
 			err = notAnExport(c, path)
 		}

@@ -35,16 +35,16 @@ func inflightAdapterID(runID string) string { return runID + "/inflight" }
 // run's inflight directory and loaded into its shared sampling adapter. It runs as the
 // run's operation (in seq_id order), so two publications never interleave.
 func (s *Service) publishInflight(ctx context.Context, r *Run) (string, error) {
-	dir := s.files.inflightDir(r.ID)
+	dir := s.ckpts.files.inflightDir(r.ID)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 		return "", err
 	}
 	if err := s.be.AddSamplerAdapter(ctx, r.BaseModel, inflightAdapterID(r.ID), dir); err != nil {
 		return "", err
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r.Inflight = true
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	s.markDirty(r)
 	return dir, nil
 }

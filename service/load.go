@@ -41,13 +41,13 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	runID = RunID(in.SessionID, in.ModelSeqID)
 
-	s.mu.Lock()
+	s.lock(lkAll)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return "", "", err
 	}
-	if r, ok := s.runs[runID]; ok {
-		s.mu.Unlock()
+	if r, ok := s.runs.m[runID]; ok {
+		s.unlock(lkAll)
 		if r.CreatePayload == in.PayloadHash && r.RequestID != "" {
 			return r.RequestID, runID, nil // a retried load
 		}
@@ -58,11 +58,11 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		err = notAnExport(c, in.Path)
 	}
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return "", "", err
 	}
 	src := *c
-	s.mu.Unlock()
+	s.unlock(lkAll)
 
 	base := src.BaseModel
 	if in.BaseModel != "" && in.BaseModel != base {
@@ -94,17 +94,17 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	optimizer = familyOr(optimizer)
 
-	s.mu.Lock()
-	if _, ok := s.runs[runID]; ok { // created meanwhile
-		s.mu.Unlock()
+	s.lock(lkAll)
+	if _, ok := s.runs.m[runID]; ok { // created meanwhile
+		s.unlock(lkAll)
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
 	now := s.now()
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
 		Lora: src.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
-	s.runs[runID] = r
-	s.mu.Unlock()
+	s.runs.m[runID] = r
+	s.unlock(lkAll)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.fut.Submit(ctx, futures.Task{
@@ -121,12 +121,12 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 				err = s.autosave(ctx, r, 0)
 			}
 			if err == nil {
-				s.mu.Lock()
+				s.lock(lkAll)
 				if r.State == RunCreating { // not unloaded meanwhile
 					r.State = RunReady
 				}
 				c := *r
-				s.mu.Unlock()
+				s.unlock(lkAll)
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
 				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, base)))
 			}
@@ -138,15 +138,15 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		},
 	})
 	if err != nil {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
+		s.lock(lkAll)
+		delete(s.runs.m, runID)
+		s.unlock(lkAll)
 		return "", "", s.submitError(err)
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r.RequestID = id
 	rc := *r
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err := putJSON(ctx, s.st, keyRun+runID, &rc); err != nil {
 		return "", "", classify(err)
 	}
@@ -180,13 +180,13 @@ func (s *Service) Refused(ctx context.Context, tenant string, m OpMeta, op strin
 	if !settles(cause) || m.ModelID == "" {
 		return nil
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.ownedRun(tenant, m.ModelID)
 	var pool string
 	if err == nil {
 		pool = r.BaseModel
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	var ee *ElsewhereError
 	if errors.As(err, &ee) {
 		return err

@@ -17,8 +17,8 @@ func (s *Service) sourceVisible(sm *Sampler) bool {
 	if sm.ModelPath == "" {
 		return true // the base model, or weights saved for the sampler by its own run
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	_, err := s.resolvePath(sm.Tenant, sm.ModelPath)
 	return err == nil
 }
@@ -28,12 +28,12 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 	if s.sourceVisible(sm) {
 		return nil
 	}
-	s.mu.Lock()
-	live := s.samplers[sm.ID]
+	s.lock(lkAll)
+	live := s.samplers.m[sm.ID]
 	if live != nil && !live.Closed {
 		live.ClosedWhy = withdrawn(sm.ModelPath)
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if live != nil {
 		s.closeSampler(ctx, live)
 	}
@@ -44,14 +44,14 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 // checkpoint at path, which owner has just unpublished or deleted.
 func (s *Service) stopForeignSamplers(ctx context.Context, owner, path string) {
 	var victims []*Sampler
-	s.mu.Lock()
-	for _, sm := range s.samplers {
+	s.lock(lkAll)
+	for _, sm := range s.samplers.m {
 		if !sm.Closed && sm.ModelPath == path && sm.Tenant != owner {
 			sm.ClosedWhy = withdrawn(path)
 			victims = append(victims, sm)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	for _, sm := range victims {
 		s.closeSampler(ctx, sm)
 		s.log.InfoContext(ctx, "sampling session closed: its checkpoint was withdrawn by its owner", "sampler", sm.ID, "checkpoint", path)

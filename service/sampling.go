@@ -33,7 +33,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if baseModel == "" && modelPath == "" {
 		return nil, invalidf("create_sampling_session needs base_model or model_path")
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	_, err = s.liveSession(tenant, sessionID)
 	var dir, runID string
 	if err == nil && modelPath != "" {
@@ -50,7 +50,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 			dir, baseModel, runID = c.Dir, c.BaseModel, c.RunID
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +64,9 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 // one samples the run's shared inflight adapter, which publishInflight has loaded.
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := SamplerID(sessionID, seq)
-	s.mu.Lock()
-	if old, ok := s.samplers[id]; ok && !old.Closed {
-		s.mu.Unlock()
+	s.lock(lkAll)
+	if old, ok := s.samplers.m[id]; ok && !old.Closed {
+		s.unlock(lkAll)
 		if old.Tenant == tenant && old.ModelPath == modelPath && old.BaseModel == baseModel && !ephemeral {
 			c := *old
 			return &c, nil
@@ -76,20 +76,20 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		}
 		// An ephemeral save re-using a seq replaces the previous weights.
 		s.closeSampler(ctx, old)
-		s.mu.Lock()
+		s.lock(lkAll)
 	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
 		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now(), Inflight: inflight}
 	if inflight {
 		sm.AdapterID = inflightAdapterID(runID)
 	}
-	s.samplers[id] = sm
-	s.mu.Unlock()
+	s.samplers.m[id] = sm
+	s.unlock(lkAll)
 	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
-			s.mu.Lock()
-			delete(s.samplers, id)
-			s.mu.Unlock()
+			s.lock(lkAll)
+			delete(s.samplers.m, id)
+			s.unlock(lkAll)
 			return nil, classify(err)
 		}
 	}
@@ -102,14 +102,14 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 }
 
 func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	if sm.Closed {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return
 	}
 	sm.Closed = true
 	c := *sm
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if sm.Lora && !sm.Inflight { // the shared inflight adapter goes with its run (unload)
 		if err := s.be.RemoveSamplerAdapter(ctx, sm.BaseModel, sm.ID); err != nil {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
@@ -121,9 +121,9 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 
 // GetSampler describes a sampling session.
 func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sm, ok := s.samplers[id]
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
+	sm, ok := s.samplers.m[id]
 	if !ok || sm.Tenant != tenant {
 		if err := s.elsewhere(keySampler+id, tenant); err != nil {
 			return nil, err
@@ -155,9 +155,9 @@ func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
 // samplerClosed reports whether a sampling session was closed (finished, expired,
 // unloaded) since a request on it was queued.
 func (s *Service) samplerClosed(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sm, ok := s.samplers[id]
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
+	sm, ok := s.samplers.m[id]
 	return !ok || sm.Closed
 }
 
@@ -182,9 +182,9 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		if err != nil {
 			return "", err
 		}
-		s.mu.Lock()
-		err = finishedErr(s.sessions[sm.SessionID])
-		s.mu.Unlock()
+		s.lock(lkAll)
+		err = finishedErr(s.sessions.m[sm.SessionID])
+		s.unlock(lkAll)
 		if err != nil {
 			return "", err
 		}

@@ -57,14 +57,14 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	if err := validTTL(in.TTLSeconds); err != nil {
 		return "", err
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.usableRun(tenant, in.ModelID)
 	if err == nil && !ephemeral && !in.Overwrite {
-		if _, exists := s.ckpts[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
+		if _, exists := s.ckpts.m[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
 			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
@@ -97,11 +97,11 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
 	if ephemeral {
-		s.mu.Lock()
+		s.lock(lkAll)
 		r.EphemeralCount++
 		n := r.EphemeralCount
-		s.mu.Unlock()
-		dir := s.files.ephemeralDir(r.ID, n)
+		s.unlock(lkAll)
+		dir := s.ckpts.files.ephemeralDir(r.ID, n)
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			return futures.Result{}, err
 		}
@@ -111,7 +111,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
-	dir := s.files.ckptDir(r.ID, typ, in.Name)
+	dir := s.ckpts.files.ckptDir(r.ID, typ, in.Name)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining) }); err != nil {
 		return futures.Result{}, err
 	}
@@ -125,17 +125,17 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	if err := putJSON(ctx, s.st, ckptKey(r.ID, typ, in.Name), c); err != nil {
 		return futures.Result{}, err
 	}
-	s.mu.Lock()
-	if s.ckpts[r.ID] == nil {
-		s.ckpts[r.ID] = map[string]*Checkpoint{}
+	s.lock(lkAll)
+	if s.ckpts.m[r.ID] == nil {
+		s.ckpts.m[r.ID] = map[string]*Checkpoint{}
 	}
-	s.ckpts[r.ID][c.ID()] = c
+	s.ckpts.m[r.ID][c.ID()] = c
 	if typ == CkptTraining {
 		r.LastCheckpoint = c.ID()
 	} else {
 		r.LastSamplerCkpt = c.ID()
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, typ)}
 	if s.tel.Instruments.ModelIDAttribute {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
@@ -158,7 +158,7 @@ type LoadInput struct {
 // Load queues load_weights: the run's adapter (and optionally optimizer) become the
 // checkpoint's.
 func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc ResultEncoder) (string, error) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.usableRun(tenant, in.ModelID)
 	var c *Checkpoint
 	if err == nil {
@@ -180,7 +180,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 			err = invalidf("checkpoint %s holds %s optimizer state, but run %s uses the %s optimizer", in.Path, c.OptimizerOf(), r.ID, r.OptimizerOf())
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
@@ -211,7 +211,7 @@ func (s *Service) resolvePath(tenant, path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, ok := s.ckpts[runID][kind+"/"+name]
+	c, ok := s.ckpts.m[runID][kind+"/"+name]
 	if !ok && s.self != "" {
 		// Saved through another replica after this one started: the record is in the store.
 		c, ok = s.storedCheckpoint(runID, kind, name)

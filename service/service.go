@@ -35,13 +35,12 @@ type Service struct {
 	keys   map[config.KeyDigest]string // the API keys' digests → tenant
 	secret []byte                      // signs archive URLs
 
-	mu       sync.Mutex
-	sessions map[string]*Session
-	runs     map[string]*Run
-	samplers map[string]*Sampler
-	ckpts    map[string]map[string]*Checkpoint // run → checkpoint id → record
-	self     string                            // this API replica ("" for a single server)
-	files    ckptLayout                        // where checkpoints lie on disk
+	// The controllers, one per kind of record (controllers.go).
+	sessions sessionCtl
+	runs     runCtl
+	samplers samplerCtl
+	ckpts    ckptCtl
+	self     string // this API replica ("" for a single server)
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -76,8 +75,8 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
 		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
-		sessions: map[string]*Session{}, runs: map[string]*Run{}, samplers: map[string]*Sampler{},
-		ckpts: map[string]map[string]*Checkpoint{}, stop: make(chan struct{}), files: ckptLayout{root: o.Config.CheckpointDir},
+		sessions: sessionCtl{m: map[string]*Session{}}, runs: runCtl{m: map[string]*Run{}}, samplers: samplerCtl{m: map[string]*Sampler{}},
+		ckpts: ckptCtl{m: map[string]map[string]*Checkpoint{}, files: ckptLayout{root: o.Config.CheckpointDir}}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 		tel:   telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 		polls: newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
@@ -120,9 +119,9 @@ func New(ctx context.Context, o Options) (*Service, error) {
 // store commit. Losing the last few updates in a crash is harmless: NextSeq is rebuilt
 // from the persisted futures, and the rest is bookkeeping.
 func (s *Service) markDirty(r *Run) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	c := *r
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	s.dirtyMu.Lock()
 	s.dirty[c.ID] = &c
 	s.dirtyMu.Unlock()
@@ -283,65 +282,17 @@ func (s *Service) loadSecret(ctx context.Context) error {
 
 // restore reloads every record and each live run's adapter from its latest saved state.
 func (s *Service) restore(ctx context.Context) error {
-	load := func(prefix string, fn func([]byte) error) error {
-		return s.st.Scan(ctx, prefix, func(key string, v []byte) error {
-			if err := fn(v); err != nil {
-				s.log.Warn("skipping unreadable record", "key", key, "error", err)
-			}
-			return nil
-		})
+	if err := s.sessions.load(ctx, s.st, s.self, s.log); err != nil {
+		return err
 	}
-	if err := load(keySession, func(b []byte) error {
-		var x Session
-		if err := json.Unmarshal(b, &x); err != nil {
-			return err
-		}
-		if x.Owner != s.self {
-			return nil // another replica's
-		}
-		s.sessions[x.ID] = &x
-		return nil
-	}); err != nil {
-		return fmt.Errorf("restore sessions: %w", err)
+	if err := s.runs.load(ctx, s.st, s.self, s.log); err != nil {
+		return err
 	}
-	if err := load(keyRun, func(b []byte) error {
-		var x Run
-		if err := json.Unmarshal(b, &x); err != nil {
-			return err
-		}
-		if x.Owner != s.self {
-			return nil
-		}
-		s.runs[x.ID] = &x
-		return nil
-	}); err != nil {
-		return fmt.Errorf("restore runs: %w", err)
+	if err := s.ckpts.load(ctx, s.st, s.log); err != nil {
+		return err
 	}
-	if err := load(keyCkpt, func(b []byte) error {
-		var x Checkpoint
-		if err := json.Unmarshal(b, &x); err != nil {
-			return err
-		}
-		if s.ckpts[x.RunID] == nil {
-			s.ckpts[x.RunID] = map[string]*Checkpoint{}
-		}
-		s.ckpts[x.RunID][x.ID()] = &x
-		return nil
-	}); err != nil {
-		return fmt.Errorf("restore checkpoints: %w", err)
-	}
-	if err := load(keySampler, func(b []byte) error {
-		var x Sampler
-		if err := json.Unmarshal(b, &x); err != nil {
-			return err
-		}
-		if x.Owner != s.self {
-			return nil
-		}
-		s.samplers[x.ID] = &x
-		return nil
-	}); err != nil {
-		return fmt.Errorf("restore samplers: %w", err)
+	if err := s.samplers.load(ctx, s.st, s.self, s.log); err != nil {
+		return err
 	}
 	n, err := s.fut.Recover(ctx)
 	if err != nil {
@@ -351,13 +302,13 @@ func (s *Service) restore(ctx context.Context) error {
 		s.log.Warn("failed futures left in flight by the previous process", "count", n)
 	}
 	s.recoverSaves()
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if err := s.restoreRun(ctx, r); err != nil {
 			s.log.Error("could not restore training run", "run", r.ID, "error", err)
 		}
 	}
 	restored := map[string]bool{} // inflight samplers of a run share one adapter
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.Closed || !sm.Lora || restored[sm.adapterID()] {
 			continue
 		}
@@ -380,7 +331,7 @@ func (s *Service) restore(ctx context.Context) error {
 			s.putLogged(ctx, keySampler+sm.ID, sm, reasonSamplerClosed)
 		}
 	}
-	s.log.Info("state restored", "sessions", len(s.sessions), "runs", len(s.runs), "samplers", len(s.samplers))
+	s.log.Info("state restored", "sessions", len(s.sessions.m), "runs", len(s.runs.m), "samplers", len(s.samplers.m))
 	return nil
 }
 
@@ -443,10 +394,10 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 // the files themselves, so a run record written lazily cannot point at stale state.
 func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) {
 	var best time.Time
-	if mt, ok := adapterModTime(s.files.autosaveDir(r.ID)); ok {
-		dir, optimizer, from, best = s.files.autosaveDir(r.ID), true, "the autosave of its last optim_step", mt
+	if mt, ok := adapterModTime(s.ckpts.files.autosaveDir(r.ID)); ok {
+		dir, optimizer, from, best = s.ckpts.files.autosaveDir(r.ID), true, "the autosave of its last optim_step", mt
 	}
-	for _, c := range s.ckpts[r.ID] {
+	for _, c := range s.ckpts.m[r.ID] {
 		if c.Type == CkptExternal {
 			continue // an export (maybe encrypted), not a state to train from
 		}
@@ -484,21 +435,21 @@ func (s *Service) Reap(ctx context.Context) {
 	timeout := s.cfg.HeartbeatTimeout()
 	var expired []*Session
 	var ckpts []*Checkpoint
-	s.mu.Lock()
-	for _, se := range s.sessions {
+	s.lock(lkAll)
+	for _, se := range s.sessions.m {
 		if !se.Expired && now.Sub(se.LastHeartbeat) > timeout {
 			se.Expired = true
 			expired = append(expired, se)
 		}
 	}
-	for _, m := range s.ckpts {
+	for _, m := range s.ckpts.m {
 		for _, c := range m {
 			if c.ExpiresAt != nil && now.After(*c.ExpiresAt) {
 				ckpts = append(ckpts, c)
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	s.expireCompletions(now)
 	for _, se := range expired {
 		s.expireSession(ctx, se)
@@ -517,20 +468,20 @@ func (s *Service) Reap(ctx context.Context) {
 func (s *Service) expireSession(ctx context.Context, se *Session) {
 	s.log.Info("session expired: no heartbeat", "session", se.ID, "tenant", se.Tenant, "last_heartbeat", se.LastHeartbeat)
 	s.putLogged(ctx, keySession+se.ID, se, reasonSessionExpired)
-	s.mu.Lock()
+	s.lock(lkAll)
 	var runs []*Run
 	var samplers []*Sampler
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.SessionID == se.ID && r.State == RunReady {
 			runs = append(runs, r)
 		}
 	}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.SessionID == se.ID && !sm.Closed {
 			samplers = append(samplers, sm)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	for _, r := range runs {
 		s.unload(ctx, r, fmt.Sprintf("session %s expired (no heartbeat for %s)", se.ID, s.cfg.HeartbeatTimeout()))
 	}

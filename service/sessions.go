@@ -27,9 +27,9 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
 		return nil, classify(err)
 	}
-	s.mu.Lock()
-	s.sessions[se.ID] = se
-	s.mu.Unlock()
+	s.lock(lkAll)
+	s.sessions.m[se.ID] = se
+	s.unlock(lkAll)
 	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: se.ID}), "session created",
 		"tenant", tenant, "sdk_version", in.SDKVersion)
 	c := *se
@@ -38,7 +38,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 
 // ownedSession returns the tenant's session (callers hold s.mu).
 func (s *Service) ownedSession(tenant, id string) (*Session, error) {
-	se, ok := s.sessions[id]
+	se, ok := s.sessions.m[id]
 	if !ok || se.Tenant != tenant {
 		if err := s.elsewhere(keySession+id, tenant); err != nil {
 			return nil, err
@@ -65,29 +65,29 @@ func (s *Service) liveSession(tenant, id string) (*Session, error) {
 
 // Heartbeat keeps a session alive.
 func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
-	s.mu.Lock()
+	s.lock(lkAll)
 	se, err := s.liveSession(tenant, id)
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return err
 	}
 	se.LastHeartbeat = s.now()
 	c := *se
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	return classify(putJSON(ctx, s.st, keySession+c.ID, &c))
 }
 
 // ListSessions returns the tenant's session ids, newest first.
 func (s *Service) ListSessions(tenant string, limit, offset int) []string {
-	s.mu.Lock()
+	s.lock(lkAll)
 	var all []*Session
-	for _, se := range s.sessions {
+	for _, se := range s.sessions.m {
 		if se.Tenant == tenant {
 			all = append(all, se)
 		}
 	}
 	foreignRecords(s, keySession, tenant, func(se *Session) { all = append(all, se) })
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))
 	for _, se := range page(all, limit, offset) {
@@ -112,19 +112,19 @@ type SessionView struct {
 
 // SessionInfo describes a session: its training runs, sampling sessions and status.
 func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
 		return SessionView{}, err
 	}
 	v := SessionView{Session: *se}
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.SessionID == id {
 			v.Runs = append(v.Runs, r.ID)
 		}
 	}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.SessionID == id {
 			v.Samplers = append(v.Samplers, sm.ID)
 		}
@@ -146,15 +146,15 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	default:
 		return SessionFinish{}, invalidf("reason.type %q must be one of %s, %s, %s", reason, FinishSuccess, FinishErrored, FinishInterrupted)
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return SessionFinish{}, err
 	}
 	if se.Finished != nil {
 		f := *se.Finished
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return f, nil
 	}
 	se.Finished = &SessionFinish{Reason: reason, Detail: detail, At: s.now()}
@@ -162,17 +162,17 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	c := *se
 	var runs []*Run
 	var samplers []*Sampler
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.SessionID == id && r.State != RunUnloaded {
 			runs = append(runs, r)
 		}
 	}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.SessionID == id && !sm.Closed {
 			samplers = append(samplers, sm)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err := putJSON(ctx, s.st, keySession+id, &c); err != nil {
 		return SessionFinish{}, classify(err)
 	}
@@ -191,15 +191,15 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 
 // SetSessionProject records a session's project id.
 func (s *Service) SetSessionProject(ctx context.Context, tenant, id, project string) error {
-	s.mu.Lock()
+	s.lock(lkAll)
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return err
 	}
 	se.ProjectID = project
 	c := *se
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	return classify(putJSON(ctx, s.st, keySession+id, &c))
 }
 

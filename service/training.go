@@ -77,13 +77,13 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
 	runID = RunID(in.SessionID, in.ModelSeqID)
 
-	s.mu.Lock()
+	s.lock(lkAll)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.mu.Unlock()
+		s.unlock(lkAll)
 		return "", "", err
 	}
-	if r, ok := s.runs[runID]; ok {
-		s.mu.Unlock()
+	if r, ok := s.runs.m[runID]; ok {
+		s.unlock(lkAll)
 		if r.CreatePayload == in.PayloadHash && r.RequestID != "" {
 			return r.RequestID, runID, nil // a retried create_model
 		}
@@ -93,8 +93,8 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: loraRecord(in.Lora), UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
-	s.runs[runID] = r
-	s.mu.Unlock()
+	s.runs.m[runID] = r
+	s.unlock(lkAll)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.submit(ctx, futures.Task{
@@ -106,12 +106,12 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
 			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 			if err == nil {
-				s.mu.Lock()
+				s.lock(lkAll)
 				if r.State == RunCreating { // not unloaded meanwhile
 					r.State = RunReady
 				}
 				c := *r
-				s.mu.Unlock()
+				s.unlock(lkAll)
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
 				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 			}
@@ -123,15 +123,15 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		},
 	})
 	if err != nil {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
+		s.lock(lkAll)
+		delete(s.runs.m, runID)
+		s.unlock(lkAll)
 		return "", "", s.submitError(err)
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r.RequestID = id
 	c := *r
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err := putJSON(ctx, s.st, keyRun+runID, &c); err != nil {
 		return "", "", classify(err)
 	}
@@ -166,7 +166,7 @@ func (s *Service) submitError(err error) error {
 
 // ownedRun returns the tenant's run (callers hold s.mu).
 func (s *Service) ownedRun(tenant, id string) (*Run, error) {
-	r, ok := s.runs[id]
+	r, ok := s.runs.m[id]
 	if !ok || r.Tenant != tenant {
 		if err := s.elsewhere(keyRun+id, tenant); err != nil {
 			return nil, err
@@ -183,7 +183,7 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := finishedErr(s.sessions[r.SessionID]); err != nil {
+	if err := finishedErr(s.sessions.m[r.SessionID]); err != nil {
 		return nil, err
 	}
 	switch {
@@ -198,9 +198,9 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 // submitRunOp queues an ordered operation of a training run.
 func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op string,
 	run func(ctx context.Context, r *Run) (futures.Result, error)) (string, error) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.usableRun(tenant, m.ModelID)
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
@@ -209,10 +209,10 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
-			s.mu.Lock()
+			s.lock(lkAll)
 			ok := r.State == RunReady
 			note := r.Note
-			s.mu.Unlock()
+			s.unlock(lkAll)
 			var res futures.Result
 			var err error
 			if ok {
@@ -221,12 +221,12 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 				err = &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
 			}
 			// The operation consumed its seq_id whether it succeeded or not.
-			s.mu.Lock()
+			s.lock(lkAll)
 			r.LastRequestTime = s.now()
 			if m.SeqID+1 > r.NextSeq {
 				r.NextSeq = m.SeqID + 1
 			}
-			s.mu.Unlock()
+			s.unlock(lkAll)
 			s.markDirty(r)
 			return res, classify(err)
 		},
@@ -279,9 +279,9 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 
 // checkBatch enforces the per-request limits before anything is queued.
 func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) error {
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.usableRun(tenant, runID)
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return err
 	}
@@ -329,13 +329,13 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 	default:
 		return "", invalidf("optimizer_params.type %q is not supported: this server implements %q and %q", op.Optimizer, OptimizerAdamW, OptimizerDimuon)
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.usableRun(tenant, m.ModelID)
 	if err == nil && r.OptimizerOf() != op.Optimizer {
 		err = invalidf("optim_step gives %s parameters (%s), but training run %s trains with the %s optimizer (%s); the optimizer is fixed when the run is created",
 			op.Optimizer, paramsField(op.Optimizer), r.ID, r.OptimizerOf(), paramsField(r.OptimizerOf()))
 	}
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
@@ -372,20 +372,20 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 }
 
 func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
-	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.files.autosaveDir(r.ID), true); err != nil {
+	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true); err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	r.AutosaveSeq, r.AutosaveAt = seq, s.now()
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	return nil
 }
 
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
 func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	r, err := s.ownedRun(tenant, runID)
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if err != nil {
 		return "", err
 	}
@@ -407,11 +407,11 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 
 // unload removes a run's adapter and fails its queued operations.
 func (s *Service) unload(ctx context.Context, r *Run, why string) {
-	s.mu.Lock()
+	s.lock(lkAll)
 	was := r.State == RunReady
 	r.State, r.Note = RunUnloaded, why
 	c := *r
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	s.fut.DropQueue(r.ID, fmt.Sprintf("training run %s was unloaded: %s", r.ID, why))
 	if was {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
@@ -438,8 +438,8 @@ type RunInfo struct {
 
 // GetInfo describes a training run.
 func (s *Service) GetInfo(tenant, runID string) (RunInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkAll)
+	defer s.unlock(lkAll)
 	r, err := s.ownedRun(tenant, runID)
 	if err != nil {
 		return RunInfo{}, err
@@ -459,10 +459,10 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
 		return err
 	}
-	s.mu.Lock()
+	s.lock(lkAll)
 	loaded := r.State == RunReady
 	lost := r.PendingGrads
-	s.mu.Unlock()
+	s.unlock(lkAll)
 	if !loaded {
 		return err
 	}

@@ -1,0 +1,141 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/tuft-go/tuft/store"
+)
+
+// The service keeps one controller per kind of record: sessions, training runs, sampling
+// sessions and checkpoints. Each owns its map, the lock that guards the map and its
+// records' fields, its store keys and its loader. An operation that needs several takes
+// their locks through Service.lock, which always takes them in one order (sessions, runs,
+// samplers, checkpoints), so two operations never wait on each other in a cycle. No store
+// call is made under these locks: an ownership miss found under a lock is settled by the
+// caller after unlocking (missError, settle).
+
+// sessionCtl holds this replica's client sessions (store keys keySession+id).
+type sessionCtl struct {
+	mu sync.Mutex
+	m  map[string]*Session
+}
+
+// runCtl holds this replica's training runs (keyRun+id; keyGrads+id for pending gradients).
+type runCtl struct {
+	mu sync.Mutex
+	m  map[string]*Run
+}
+
+// samplerCtl holds this replica's sampling sessions (keySampler+id).
+type samplerCtl struct {
+	mu sync.Mutex
+	m  map[string]*Sampler
+}
+
+// ckptCtl holds the checkpoints of this replica's runs (ckptKey(run, type, name)), by run
+// and checkpoint id, and owns their layout on disk.
+type ckptCtl struct {
+	mu    sync.Mutex
+	m     map[string]map[string]*Checkpoint // run → checkpoint id → record
+	files ckptLayout
+}
+
+func (c *sessionCtl) load(ctx context.Context, st store.Store, self string, log *slog.Logger) error {
+	return loadAll(ctx, st, keySession, log, func(x *Session) {
+		if x.Owner == self { // else another replica's
+			c.m[x.ID] = x
+		}
+	})
+}
+
+func (c *runCtl) load(ctx context.Context, st store.Store, self string, log *slog.Logger) error {
+	return loadAll(ctx, st, keyRun, log, func(x *Run) {
+		if x.Owner == self {
+			c.m[x.ID] = x
+		}
+	})
+}
+
+func (c *samplerCtl) load(ctx context.Context, st store.Store, self string, log *slog.Logger) error {
+	return loadAll(ctx, st, keySampler, log, func(x *Sampler) {
+		if x.Owner == self {
+			c.m[x.ID] = x
+		}
+	})
+}
+
+// load reads every checkpoint record: checkpoints have no owner, and those of other
+// replicas' runs serve path resolution and listings.
+func (c *ckptCtl) load(ctx context.Context, st store.Store, log *slog.Logger) error {
+	return loadAll(ctx, st, keyCkpt, log, func(x *Checkpoint) {
+		if c.m[x.RunID] == nil {
+			c.m[x.RunID] = map[string]*Checkpoint{}
+		}
+		c.m[x.RunID][x.ID()] = x
+	})
+}
+
+// loadAll decodes every record under prefix and hands it to keep; an unreadable record is
+// logged and skipped, so one bad record does not stop the server.
+func loadAll[T any](ctx context.Context, st store.Store, prefix string, log *slog.Logger, keep func(*T)) error {
+	err := st.Scan(ctx, prefix, func(key string, v []byte) error {
+		x := new(T)
+		if err := json.Unmarshal(v, x); err != nil {
+			log.Warn("skipping unreadable record", "key", key, "error", err)
+			return nil
+		}
+		keep(x)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load %s records: %w", prefix, err)
+	}
+	return nil
+}
+
+// lockSet names the controllers an operation locks.
+type lockSet uint8
+
+const (
+	lkSessions lockSet = 1 << iota
+	lkRuns
+	lkSamplers
+	lkCkpts
+	lkAll = lkSessions | lkRuns | lkSamplers | lkCkpts
+)
+
+// lock takes the controllers' locks in ls, in the one order.
+func (s *Service) lock(ls lockSet) {
+	if ls&lkSessions != 0 {
+		s.sessions.mu.Lock()
+	}
+	if ls&lkRuns != 0 {
+		s.runs.mu.Lock()
+	}
+	if ls&lkSamplers != 0 {
+		s.samplers.mu.Lock()
+	}
+	if ls&lkCkpts != 0 {
+		s.ckpts.mu.Lock()
+	}
+}
+
+// unlock releases the locks lock(ls) took.
+func (s *Service) unlock(ls lockSet) {
+	if ls&lkCkpts != 0 {
+		s.ckpts.mu.Unlock()
+	}
+	if ls&lkSamplers != 0 {
+		s.samplers.mu.Unlock()
+	}
+	if ls&lkRuns != 0 {
+		s.runs.mu.Unlock()
+	}
+	if ls&lkSessions != 0 {
+		s.sessions.mu.Unlock()
+	}
+}
