@@ -6,10 +6,10 @@ import "github.com/tuft-go/tuft/engine"
 // on it would get (404 for a missing or another tenant's run): the HTTP layer asks
 // before decoding a large request about it.
 func (s *Service) CheckRun(tenant, id string) error {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkSessions | lkRuns)
 	_, err := s.usableRun(tenant, id)
-	return err
+	s.unlock(lkSessions | lkRuns)
+	return s.settle(err)
 }
 
 // CheckSampler says whether tenant may sample on sampling session id (the error a
@@ -19,9 +19,9 @@ func (s *Service) CheckSampler(tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions)
 	err = finishedErr(s.sessions.m[sm.SessionID])
-	s.unlock(lkAll)
+	s.unlock(lkSessions)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ type RunView struct {
 	LastSamplerRec    *Checkpoint
 }
 
+// view is r with its last checkpoints (callers hold the checkpoints lock, and the runs
+// lock when r is this replica's).
 func (s *Service) view(r *Run) RunView {
 	v := RunView{Run: *r}
 	if c, ok := s.ckpts.m[r.ID][r.LastCheckpoint]; ok {
@@ -55,14 +57,15 @@ func (s *Service) view(r *Run) RunView {
 
 // ListRuns lists the tenant's training runs, most recently used first.
 func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkRuns)
 	var all []*Run
 	for _, r := range s.runs.m {
 		if r.Tenant == tenant {
-			all = append(all, r)
+			c := *r
+			all = append(all, &c)
 		}
 	}
+	s.unlock(lkRuns)
 	foreignRecords(s, keyRun, tenant, func(r *Run) { all = append(all, r) })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
@@ -71,34 +74,38 @@ func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 		return all[i].ID < all[j].ID
 	})
 	var out []RunView
+	s.lock(lkCkpts)
 	for _, r := range page(all, limit, offset) {
 		out = append(out, s.view(r))
 	}
+	s.unlock(lkCkpts)
 	return out, len(all)
 }
 
 // GetRun describes one training run.
 func (s *Service) GetRun(tenant, id string) (RunView, error) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	r, err := s.ownedRun(tenant, id)
-	if err != nil {
-		return RunView{}, err
+	var v RunView
+	if err == nil {
+		v = s.view(r)
 	}
-	return s.view(r), nil
+	s.unlock(lkRuns | lkCkpts)
+	return v, s.settle(err)
 }
 
 // ListCheckpoints lists one run's checkpoints, oldest first.
 func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	if _, err := s.ownedRun(tenant, runID); err != nil {
-		return nil, err
+		s.unlock(lkRuns | lkCkpts)
+		return nil, s.settle(err)
 	}
 	out := make([]Checkpoint, 0, len(s.ckpts.m[runID]))
 	for _, c := range s.ckpts.m[runID] {
 		out = append(out, *c)
 	}
+	s.unlock(lkRuns | lkCkpts)
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
@@ -110,7 +117,7 @@ func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 
 // ListAllCheckpoints lists every checkpoint of the tenant, newest first.
 func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
-	s.lock(lkAll)
+	s.lock(lkCkpts)
 	var all []Checkpoint
 	seen := map[string]bool{}
 	for _, m := range s.ckpts.m {
@@ -121,7 +128,7 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 			}
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkCkpts)
 	if s.self != "" {
 		// Other replicas' runs write checkpoints this one has not loaded.
 		err := s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
@@ -146,7 +153,7 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 
 // ownedCheckpoint finds a tenant's checkpoint by run and checkpoint id ("weights/<name>",
 // "sampler_weights/<name>", or a bare name, tried as weights then sampler_weights).
-// Callers hold s.mu.
+// Callers hold the runs and checkpoints locks, and settle the error after unlocking.
 func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, error) {
 	if _, err := s.ownedRun(tenant, runID); err != nil {
 		return nil, err
@@ -165,11 +172,11 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 
 // DeleteCheckpoint removes a checkpoint's files and record.
 func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID string) error {
-	s.lock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
-		return err
+		return s.settle(err)
 	}
 	if err := s.removeCheckpoint(ctx, c); err != nil {
 		return classify(err)
@@ -184,7 +191,7 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 	if err := s.st.Del(ctx, ckptKey(c.RunID, c.Type, c.Name)); err != nil {
 		return fmt.Errorf("delete checkpoint record: %w", err)
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	delete(s.ckpts.m[c.RunID], c.ID())
 	if r, ok := s.runs.m[c.RunID]; ok {
 		if r.LastCheckpoint == c.ID() {
@@ -194,7 +201,7 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 			r.LastSamplerCkpt = ""
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkCkpts)
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("delete checkpoint files: %w", err)
 	}
@@ -240,25 +247,25 @@ func validTTL(ttl *int64) error {
 }
 
 func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID string, f func(*Checkpoint)) error {
-	s.lock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if err != nil {
-		s.unlock(lkAll)
-		return err
+		s.unlock(lkRuns | lkCkpts)
+		return s.settle(err)
 	}
 	f(c)
 	cc := *c
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkCkpts)
 	return classify(putJSON(ctx, s.st, ckptKey(cc.RunID, cc.Type, cc.Name), &cc))
 }
 
 // ArchiveToken returns a signed, expiring token for downloading a checkpoint's archive.
 func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) (string, time.Time, error) {
-	s.lock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, s.settle(err)
 	}
 	exp := s.now().Add(ttl).Truncate(time.Second)
 	return s.sign(exp, c.TinkerPath()), exp, nil
@@ -277,13 +284,13 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 	if err != nil {
 		return nil, ErrBadToken
 	}
-	s.lock(lkAll)
+	s.lock(lkCkpts)
 	c, ok := s.ckpts.m[runID][kind+"/"+name]
 	var cc Checkpoint
 	if ok {
 		cc = *c
 	}
-	s.unlock(lkAll)
+	s.unlock(lkCkpts)
 	if !ok {
 		return nil, notFoundf("checkpoint %s no longer exists", payload)
 	}
@@ -292,9 +299,10 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 
 // WeightsInfo describes the checkpoint a tinker:// path names.
 func (s *Service) WeightsInfo(tenant, path string) (Checkpoint, error) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
-	c, err := s.resolvePath(tenant, path)
+	fetched := s.fetchCheckpoint(path)
+	s.lock(lkCkpts)
+	defer s.unlock(lkCkpts)
+	c, err := s.resolvePath(tenant, path, fetched)
 	if err != nil {
 		return Checkpoint{}, err
 	}

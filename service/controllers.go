@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -138,4 +139,33 @@ func (s *Service) unlock(ls lockSet) {
 	if ls&lkSessions != 0 {
 		s.sessions.mu.Unlock()
 	}
+}
+
+// missError is an id a request named that this replica does not hold, found under a
+// controller lock. It reads as its not-found error; settle, called after unlocking, asks
+// the store whether another replica owns the record (a request to forward there).
+type missError struct {
+	key, tenant string
+	err         error
+}
+
+func (e *missError) Error() string { return e.err.Error() }
+func (e *missError) Unwrap() error { return e.err }
+
+// miss is the missError for key, reading as notFound.
+func miss(key, tenant string, notFound error) error {
+	return &missError{key: key, tenant: tenant, err: notFound}
+}
+
+// settle turns an ownership miss into an ElsewhereError when another replica owns the
+// record (a store read: callers hold no controller lock). Other errors pass unchanged.
+func (s *Service) settle(err error) error {
+	var me *missError
+	if !errors.As(err, &me) {
+		return err
+	}
+	if ee := s.elsewhere(me.key, me.tenant); ee != nil {
+		return ee
+	}
+	return me.err
 }

@@ -96,8 +96,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		}
 	}
 
-	s.lock(lkAll)
-	src, err := s.resolvePath(tenant, in.SourcePath)
+	fetched := s.fetchCheckpoint(in.SourcePath)
+	s.lock(lkSessions | lkRuns | lkCkpts)
+	src, err := s.resolvePath(tenant, in.SourcePath, fetched)
 	var runID, project string
 	if err == nil {
 		if session {
@@ -126,14 +127,14 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 			s.runs.m[runID].ModelSeqID = *in.ModelSeqID
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	undo := func() {
-		s.lock(lkAll)
+		s.lock(lkRuns)
 		delete(s.runs.m, runID)
-		s.unlock(lkAll)
+		s.unlock(lkRuns)
 		_ = os.RemoveAll(s.ckpts.files.runDir(runID))
 	}
 	dst := s.ckpts.files.ckptDir(runID, c.Type, c.Name)
@@ -148,9 +149,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		t := now.Add(time.Duration(*in.TTLSeconds) * time.Second)
 		cp.ExpiresAt = &t
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r := *s.runs.m[runID]
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &r); err != nil {
 		undo()
 		return "", classify(err)
@@ -162,9 +163,9 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		undo()
 		return "", classify(err)
 	}
-	s.lock(lkAll)
+	s.lock(lkCkpts)
 	s.ckpts.m[runID] = map[string]*Checkpoint{cp.ID(): cp}
-	s.unlock(lkAll)
+	s.unlock(lkCkpts)
 	path = cp.TinkerPath()
 	if idemKey != "" {
 		b, _ := json.Marshal(copyRecord{PayloadHash: in.PayloadHash, Path: path})
@@ -177,7 +178,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 }
 
 // ownsProject reports whether a project id is the tenant's: its name (the default
-// project) or the project of one of its sessions. Callers hold s.mu.
+// project) or the project of one of its sessions. Callers hold the sessions lock.
 func (s *Service) ownsProject(tenant, project string) bool {
 	if project == tenant {
 		return true

@@ -110,11 +110,11 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 	if err != nil {
 		return "", err
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns)
 	_, err = s.usableRun(tenant, in.ModelID)
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpSaveWeightsExternal, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint,
@@ -177,12 +177,12 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 	if err := putJSON(ctx, s.st, ckptKey(r.ID, c.Type, c.Name), c); err != nil {
 		return ExternalResult{}, err
 	}
-	s.lock(lkAll)
+	s.lock(lkCkpts)
 	if s.ckpts.m[r.ID] == nil {
 		s.ckpts.m[r.ID] = map[string]*Checkpoint{}
 	}
 	s.ckpts.m[r.ID][c.ID()] = c
-	s.unlock(lkAll)
+	s.unlock(lkCkpts)
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, CkptExternal)}
 	if s.tel.Instruments.ModelIDAttribute {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
@@ -242,7 +242,7 @@ func encryptFile(src, dst string, recipients []age.Recipient) error {
 // CheckpointFiles lists the files of a checkpoint the tenant may read (its own, or a
 // published one), names relative to its directory, for external_weights_urls.
 func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []string, error) {
-	s.lock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if KindOf(err) == KindNotFound {
 		if pc, ok := s.ckpts.m[runID][ckptID]; ok && pc.Public {
@@ -253,9 +253,9 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 	if err == nil {
 		cc = *c
 	}
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
-		return Checkpoint{}, nil, err
+		return Checkpoint{}, nil, s.settle(err)
 	}
 	if cc.Type != CkptExternal {
 		return Checkpoint{}, nil, invalidf("checkpoint %s is a %s checkpoint: signed file URLs are for external weights (save_weights_external); "+
@@ -329,13 +329,13 @@ func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
 	if err != nil {
 		return nil, ErrBadToken
 	}
-	s.lock(lkAll)
+	s.lock(lkCkpts)
 	c, ok := s.ckpts.m[runID][kind+"/"+name]
 	var dir string
 	if ok {
 		dir = c.Dir
 	}
-	s.unlock(lkAll)
+	s.unlock(lkCkpts)
 	if !ok {
 		return nil, notFoundf("checkpoint %s no longer exists", path)
 	}

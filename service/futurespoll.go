@@ -176,9 +176,9 @@ func (s *Service) RetrieveFutures(ctx context.Context, tenant, samplerID string,
 	if err != nil {
 		return nil, 0, err
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions)
 	err = finishedErr(s.sessions.m[sm.SessionID])
-	s.unlock(lkAll)
+	s.unlock(lkSessions)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -83,9 +83,10 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 	}
 	t := &InferenceTarget{Model: name, BaseModel: base}
 	if path != "" {
-		s.lock(lkAll)
-		c, err := s.resolvePath(tenant, path)
-		s.unlock(lkAll)
+		fetched := s.fetchCheckpoint(path)
+		s.lock(lkCkpts)
+		c, err := s.resolvePath(tenant, path, fetched)
+		s.unlock(lkCkpts)
 		if err == nil {
 			err = notAnExport(c, path)
 		}

@@ -42,9 +42,9 @@ func (s *Service) publishInflight(ctx context.Context, r *Run) (string, error) {
 	if err := s.be.AddSamplerAdapter(ctx, r.BaseModel, inflightAdapterID(r.ID), dir); err != nil {
 		return "", err
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r.Inflight = true
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	s.markDirty(r)
 	return dir, nil
 }

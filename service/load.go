@@ -41,28 +41,30 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	runID = RunID(in.SessionID, in.ModelSeqID)
 
-	s.lock(lkAll)
+	fetched := s.fetchCheckpoint(in.Path)
+	s.lock(lkSessions | lkRuns | lkCkpts)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.unlock(lkAll)
-		return "", "", err
+		s.unlock(lkSessions | lkRuns | lkCkpts)
+		return "", "", s.settle(err)
 	}
 	if r, ok := s.runs.m[runID]; ok {
-		s.unlock(lkAll)
-		if r.CreatePayload == in.PayloadHash && r.RequestID != "" {
-			return r.RequestID, runID, nil // a retried load
+		payload, reqID := r.CreatePayload, r.RequestID
+		s.unlock(lkSessions | lkRuns | lkCkpts)
+		if payload == in.PayloadHash && reqID != "" {
+			return reqID, runID, nil // a retried load
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
-	c, err := s.resolvePath(tenant, in.Path)
+	c, err := s.resolvePath(tenant, in.Path, fetched)
 	if err == nil {
 		err = notAnExport(c, in.Path)
 	}
 	if err != nil {
-		s.unlock(lkAll)
+		s.unlock(lkSessions | lkRuns | lkCkpts)
 		return "", "", err
 	}
 	src := *c
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 
 	base := src.BaseModel
 	if in.BaseModel != "" && in.BaseModel != base {
@@ -94,9 +96,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	optimizer = familyOr(optimizer)
 
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	if _, ok := s.runs.m[runID]; ok { // created meanwhile
-		s.unlock(lkAll)
+		s.unlock(lkRuns)
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
 	now := s.now()
@@ -104,7 +106,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		Lora: src.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
 	s.runs.m[runID] = r
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.fut.Submit(ctx, futures.Task{
@@ -121,12 +123,12 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 				err = s.autosave(ctx, r, 0)
 			}
 			if err == nil {
-				s.lock(lkAll)
+				s.lock(lkRuns)
 				if r.State == RunCreating { // not unloaded meanwhile
 					r.State = RunReady
 				}
 				c := *r
-				s.unlock(lkAll)
+				s.unlock(lkRuns)
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
 				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, base)))
 			}
@@ -138,15 +140,15 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		},
 	})
 	if err != nil {
-		s.lock(lkAll)
+		s.lock(lkRuns)
 		delete(s.runs.m, runID)
-		s.unlock(lkAll)
+		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r.RequestID = id
 	rc := *r
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &rc); err != nil {
 		return "", "", classify(err)
 	}
@@ -180,13 +182,14 @@ func (s *Service) Refused(ctx context.Context, tenant string, m OpMeta, op strin
 	if !settles(cause) || m.ModelID == "" {
 		return nil
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r, err := s.ownedRun(tenant, m.ModelID)
 	var pool string
 	if err == nil {
 		pool = r.BaseModel
 	}
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
+	err = s.settle(err)
 	var ee *ElsewhereError
 	if errors.As(err, &ee) {
 		return err

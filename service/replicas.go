@@ -37,7 +37,7 @@ const replicaTTL = 15 * time.Second
 
 // elsewhere reports an ElsewhereError when key's record exists in the store, belongs to
 // tenant and is owned by another replica; nil otherwise (also for a single server).
-// Callers hold s.mu; this is the miss path only.
+// It reads the store: callers hold no controller lock (see settle).
 func (s *Service) elsewhere(key, tenant string) error {
 	if s.self == "" {
 		return nil

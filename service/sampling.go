@@ -33,12 +33,16 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if baseModel == "" && modelPath == "" {
 		return nil, invalidf("create_sampling_session needs base_model or model_path")
 	}
-	s.lock(lkAll)
+	var fetched *Checkpoint
+	if modelPath != "" {
+		fetched = s.fetchCheckpoint(modelPath)
+	}
+	s.lock(lkSessions | lkCkpts)
 	_, err = s.liveSession(tenant, sessionID)
 	var dir, runID string
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
-		c, err = s.resolvePath(tenant, modelPath)
+		c, err = s.resolvePath(tenant, modelPath, fetched)
 		if err == nil {
 			err = notAnExport(c, modelPath)
 		}
@@ -50,9 +54,9 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 			dir, baseModel, runID = c.Dir, c.BaseModel, c.RunID
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkCkpts)
 	if err != nil {
-		return nil, err
+		return nil, s.settle(err)
 	}
 	if _, ok := s.models[baseModel]; !ok {
 		return nil, invalidf("base_model %q is not served here; available: %v", baseModel, s.modelNames())
@@ -64,11 +68,11 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 // one samples the run's shared inflight adapter, which publishInflight has loaded.
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := SamplerID(sessionID, seq)
-	s.lock(lkAll)
+	s.lock(lkSamplers)
 	if old, ok := s.samplers.m[id]; ok && !old.Closed {
-		s.unlock(lkAll)
-		if old.Tenant == tenant && old.ModelPath == modelPath && old.BaseModel == baseModel && !ephemeral {
-			c := *old
+		c := *old
+		s.unlock(lkSamplers)
+		if c.Tenant == tenant && c.ModelPath == modelPath && c.BaseModel == baseModel && !ephemeral {
 			return &c, nil
 		}
 		if !ephemeral {
@@ -76,7 +80,7 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		}
 		// An ephemeral save re-using a seq replaces the previous weights.
 		s.closeSampler(ctx, old)
-		s.lock(lkAll)
+		s.lock(lkSamplers)
 	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
 		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now(), Inflight: inflight}
@@ -84,32 +88,32 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		sm.AdapterID = inflightAdapterID(runID)
 	}
 	s.samplers.m[id] = sm
-	s.unlock(lkAll)
+	c := *sm
+	s.unlock(lkSamplers)
 	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
-			s.lock(lkAll)
+			s.lock(lkSamplers)
 			delete(s.samplers.m, id)
-			s.unlock(lkAll)
+			s.unlock(lkSamplers)
 			return nil, classify(err)
 		}
 	}
-	if err := putJSON(ctx, s.st, keySampler+id, sm); err != nil {
+	if err := putJSON(ctx, s.st, keySampler+id, &c); err != nil {
 		return nil, classify(err)
 	}
 	s.tel.Instruments.SamplingSessionsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, baseModel)))
-	c := *sm
 	return &c, nil
 }
 
 func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
-	s.lock(lkAll)
+	s.lock(lkSamplers)
 	if sm.Closed {
-		s.unlock(lkAll)
+		s.unlock(lkSamplers)
 		return
 	}
 	sm.Closed = true
 	c := *sm
-	s.unlock(lkAll)
+	s.unlock(lkSamplers)
 	if sm.Lora && !sm.Inflight { // the shared inflight adapter goes with its run (unload)
 		if err := s.be.RemoveSamplerAdapter(ctx, sm.BaseModel, sm.ID); err != nil {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
@@ -121,16 +125,16 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 
 // GetSampler describes a sampling session.
 func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkSamplers)
 	sm, ok := s.samplers.m[id]
-	if !ok || sm.Tenant != tenant {
-		if err := s.elsewhere(keySampler+id, tenant); err != nil {
-			return nil, err
-		}
-		return nil, notFoundf("sampler %q not found", id)
+	var c Sampler
+	if ok && sm.Tenant == tenant {
+		c = *sm
 	}
-	c := *sm
+	s.unlock(lkSamplers)
+	if !ok || c.Tenant != tenant {
+		return nil, s.settle(miss(keySampler+id, tenant, notFoundf("sampler %q not found", id)))
+	}
 	return &c, nil
 }
 
@@ -155,8 +159,8 @@ func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
 // samplerClosed reports whether a sampling session was closed (finished, expired,
 // unloaded) since a request on it was queued.
 func (s *Service) samplerClosed(id string) bool {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkSamplers)
+	defer s.unlock(lkSamplers)
 	sm, ok := s.samplers.m[id]
 	return !ok || sm.Closed
 }
@@ -182,9 +186,9 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		if err != nil {
 			return "", err
 		}
-		s.lock(lkAll)
+		s.lock(lkSessions)
 		err = finishedErr(s.sessions.m[sm.SessionID])
-		s.unlock(lkAll)
+		s.unlock(lkSessions)
 		if err != nil {
 			return "", err
 		}

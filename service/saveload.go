@@ -57,16 +57,16 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	if err := validTTL(in.TTLSeconds); err != nil {
 		return "", err
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns | lkCkpts)
 	r, err := s.usableRun(tenant, in.ModelID)
 	if err == nil && !ephemeral && !in.Overwrite {
 		if _, exists := s.ckpts.m[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
 			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, op, func(ctx context.Context, r *Run) (futures.Result, error) {
 		kind := SamplerSnapshot
@@ -97,10 +97,10 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
 	if ephemeral {
-		s.lock(lkAll)
+		s.lock(lkRuns)
 		r.EphemeralCount++
 		n := r.EphemeralCount
-		s.unlock(lkAll)
+		s.unlock(lkRuns)
 		dir := s.ckpts.files.ephemeralDir(r.ID, n)
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			return futures.Result{}, err
@@ -125,7 +125,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	if err := putJSON(ctx, s.st, ckptKey(r.ID, typ, in.Name), c); err != nil {
 		return futures.Result{}, err
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns | lkCkpts)
 	if s.ckpts.m[r.ID] == nil {
 		s.ckpts.m[r.ID] = map[string]*Checkpoint{}
 	}
@@ -135,7 +135,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	} else {
 		r.LastSamplerCkpt = c.ID()
 	}
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkCkpts)
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, typ)}
 	if s.tel.Instruments.ModelIDAttribute {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
@@ -158,11 +158,12 @@ type LoadInput struct {
 // Load queues load_weights: the run's adapter (and optionally optimizer) become the
 // checkpoint's.
 func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc ResultEncoder) (string, error) {
-	s.lock(lkAll)
+	fetched := s.fetchCheckpoint(in.Path)
+	s.lock(lkSessions | lkRuns | lkCkpts)
 	r, err := s.usableRun(tenant, in.ModelID)
 	var c *Checkpoint
 	if err == nil {
-		c, err = s.resolvePath(tenant, in.Path)
+		c, err = s.resolvePath(tenant, in.Path, fetched)
 	}
 	if err == nil {
 		err = notAnExport(c, in.Path)
@@ -180,9 +181,9 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 			err = invalidf("checkpoint %s holds %s optimizer state, but run %s uses the %s optimizer", in.Path, c.OptimizerOf(), r.ID, r.OptimizerOf())
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpLoadWeights, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
@@ -205,16 +206,16 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 }
 
 // resolvePath finds the checkpoint a tinker:// path names, visible to tenant (its own or
-// a published one). Callers hold s.mu.
-func (s *Service) resolvePath(tenant, path string) (*Checkpoint, error) {
+// a published one): this replica's record, else fetched (fetchCheckpoint's answer, read
+// before the lock). Callers hold the checkpoints lock.
+func (s *Service) resolvePath(tenant, path string, fetched *Checkpoint) (*Checkpoint, error) {
 	runID, kind, name, err := ParseTinkerPath(path)
 	if err != nil {
 		return nil, err
 	}
 	c, ok := s.ckpts.m[runID][kind+"/"+name]
-	if !ok && s.self != "" {
-		// Saved through another replica after this one started: the record is in the store.
-		c, ok = s.storedCheckpoint(runID, kind, name)
+	if !ok && fetched != nil && fetched.RunID == runID && fetched.ID() == kind+"/"+name {
+		c, ok = fetched, true
 	}
 	if !ok || (c.Tenant != tenant && !c.Public) {
 		return nil, notFoundf("checkpoint %s not found", path)
@@ -225,15 +226,31 @@ func (s *Service) resolvePath(tenant, path string) (*Checkpoint, error) {
 	return c, nil
 }
 
-// storedCheckpoint reads a checkpoint record from the store (callers hold s.mu).
-func (s *Service) storedCheckpoint(runID, kind, name string) (*Checkpoint, bool) {
+// fetchCheckpoint reads the record of the checkpoint path names from the store when this
+// replica does not hold it (saved through another replica after this one started), for
+// resolvePath; nil for a single server, a held record or none. Callers hold no
+// controller lock.
+func (s *Service) fetchCheckpoint(path string) *Checkpoint {
+	if s.self == "" {
+		return nil
+	}
+	runID, kind, name, err := ParseTinkerPath(path)
+	if err != nil {
+		return nil
+	}
+	s.lock(lkCkpts)
+	_, held := s.ckpts.m[runID][kind+"/"+name]
+	s.unlock(lkCkpts)
+	if held {
+		return nil
+	}
 	b, err := s.st.Get(context.Background(), ckptKey(runID, ckptType(kind), name))
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	var c Checkpoint
 	if json.Unmarshal(b, &c) != nil {
-		return nil, false
+		return nil
 	}
-	return &c, true
+	return &c
 }

@@ -100,8 +100,8 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	words := strings.Fields(strings.ToLower(q.DisplayName))
 	var foreign []*Session
 	foreignRecords(s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before s.mu
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkSessions | lkRuns | lkCkpts)
+	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)
 	projects := map[string]bool{tenant: true}
 	for _, se := range s.sessions.m {

@@ -119,9 +119,9 @@ func New(ctx context.Context, o Options) (*Service, error) {
 // store commit. Losing the last few updates in a crash is harmless: NextSeq is rebuilt
 // from the persisted futures, and the rest is bookkeeping.
 func (s *Service) markDirty(r *Run) {
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	c := *r
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	s.dirtyMu.Lock()
 	s.dirty[c.ID] = &c
 	s.dirtyMu.Unlock()
@@ -392,12 +392,19 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 // latestState picks the most recent saved state of a run: the autosave written after
 // every optim_step and load, or a checkpoint if one was written later. Time decides, from
 // the files themselves, so a run record written lazily cannot point at stale state.
+// Callers hold no controller lock.
 func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) {
 	var best time.Time
 	if mt, ok := adapterModTime(s.ckpts.files.autosaveDir(r.ID)); ok {
 		dir, optimizer, from, best = s.ckpts.files.autosaveDir(r.ID), true, "the autosave of its last optim_step", mt
 	}
+	s.lock(lkCkpts)
+	ckpts := make([]Checkpoint, 0, len(s.ckpts.m[r.ID]))
 	for _, c := range s.ckpts.m[r.ID] {
+		ckpts = append(ckpts, *c)
+	}
+	s.unlock(lkCkpts)
+	for _, c := range ckpts {
 		if c.Type == CkptExternal {
 			continue // an export (maybe encrypted), not a state to train from
 		}
@@ -434,12 +441,14 @@ func (s *Service) Reap(ctx context.Context) {
 	now := s.now()
 	timeout := s.cfg.HeartbeatTimeout()
 	var expired []*Session
+	var expiredRecs []Session
 	var ckpts []*Checkpoint
-	s.lock(lkAll)
+	s.lock(lkSessions | lkCkpts)
 	for _, se := range s.sessions.m {
 		if !se.Expired && now.Sub(se.LastHeartbeat) > timeout {
 			se.Expired = true
 			expired = append(expired, se)
+			expiredRecs = append(expiredRecs, *se)
 		}
 	}
 	for _, m := range s.ckpts.m {
@@ -449,10 +458,10 @@ func (s *Service) Reap(ctx context.Context) {
 			}
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkCkpts)
 	s.expireCompletions(now)
-	for _, se := range expired {
-		s.expireSession(ctx, se)
+	for i, se := range expired {
+		s.expireSession(ctx, se, &expiredRecs[i])
 	}
 	for _, c := range ckpts {
 		if err := s.removeCheckpoint(ctx, c); err != nil {
@@ -465,10 +474,11 @@ func (s *Service) Reap(ctx context.Context) {
 
 // expireSession releases a dead session's resources: its runs' adapters and its
 // sampling sessions. Records and checkpoints stay, so the user can resume from them.
-func (s *Service) expireSession(ctx context.Context, se *Session) {
-	s.log.Info("session expired: no heartbeat", "session", se.ID, "tenant", se.Tenant, "last_heartbeat", se.LastHeartbeat)
-	s.putLogged(ctx, keySession+se.ID, se, reasonSessionExpired)
-	s.lock(lkAll)
+// rec is se's record as it was when it expired.
+func (s *Service) expireSession(ctx context.Context, se *Session, rec *Session) {
+	s.log.Info("session expired: no heartbeat", "session", rec.ID, "tenant", rec.Tenant, "last_heartbeat", rec.LastHeartbeat)
+	s.putLogged(ctx, keySession+rec.ID, rec, reasonSessionExpired)
+	s.lock(lkRuns | lkSamplers)
 	var runs []*Run
 	var samplers []*Sampler
 	for _, r := range s.runs.m {
@@ -481,7 +491,7 @@ func (s *Service) expireSession(ctx context.Context, se *Session) {
 			samplers = append(samplers, sm)
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkRuns | lkSamplers)
 	for _, r := range runs {
 		s.unload(ctx, r, fmt.Sprintf("session %s expired (no heartbeat for %s)", se.ID, s.cfg.HeartbeatTimeout()))
 	}

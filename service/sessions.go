@@ -27,23 +27,21 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
 		return nil, classify(err)
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions)
 	s.sessions.m[se.ID] = se
-	s.unlock(lkAll)
+	s.unlock(lkSessions)
 	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: se.ID}), "session created",
 		"tenant", tenant, "sdk_version", in.SDKVersion)
 	c := *se
 	return &c, nil
 }
 
-// ownedSession returns the tenant's session (callers hold s.mu).
+// ownedSession returns the tenant's session (callers hold the sessions lock, and settle
+// the error after unlocking).
 func (s *Service) ownedSession(tenant, id string) (*Session, error) {
 	se, ok := s.sessions.m[id]
 	if !ok || se.Tenant != tenant {
-		if err := s.elsewhere(keySession+id, tenant); err != nil {
-			return nil, err
-		}
-		return nil, notFoundf("session %q not found", id)
+		return nil, miss(keySession+id, tenant, notFoundf("session %q not found", id))
 	}
 	return se, nil
 }
@@ -65,29 +63,30 @@ func (s *Service) liveSession(tenant, id string) (*Session, error) {
 
 // Heartbeat keeps a session alive.
 func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
-	s.lock(lkAll)
+	s.lock(lkSessions)
 	se, err := s.liveSession(tenant, id)
 	if err != nil {
-		s.unlock(lkAll)
-		return err
+		s.unlock(lkSessions)
+		return s.settle(err)
 	}
 	se.LastHeartbeat = s.now()
 	c := *se
-	s.unlock(lkAll)
+	s.unlock(lkSessions)
 	return classify(putJSON(ctx, s.st, keySession+c.ID, &c))
 }
 
 // ListSessions returns the tenant's session ids, newest first.
 func (s *Service) ListSessions(tenant string, limit, offset int) []string {
-	s.lock(lkAll)
+	s.lock(lkSessions)
 	var all []*Session
 	for _, se := range s.sessions.m {
 		if se.Tenant == tenant {
-			all = append(all, se)
+			c := *se
+			all = append(all, &c)
 		}
 	}
+	s.unlock(lkSessions)
 	foreignRecords(s, keySession, tenant, func(se *Session) { all = append(all, se) })
-	s.unlock(lkAll)
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))
 	for _, se := range page(all, limit, offset) {
@@ -112,8 +111,13 @@ type SessionView struct {
 
 // SessionInfo describes a session: its training runs, sampling sessions and status.
 func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	v, err := s.sessionInfo(tenant, id)
+	return v, s.settle(err)
+}
+
+func (s *Service) sessionInfo(tenant, id string) (SessionView, error) {
+	s.lock(lkSessions | lkRuns | lkSamplers)
+	defer s.unlock(lkSessions | lkRuns | lkSamplers)
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
 		return SessionView{}, err
@@ -146,15 +150,15 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	default:
 		return SessionFinish{}, invalidf("reason.type %q must be one of %s, %s, %s", reason, FinishSuccess, FinishErrored, FinishInterrupted)
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns | lkSamplers)
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
-		s.unlock(lkAll)
-		return SessionFinish{}, err
+		s.unlock(lkSessions | lkRuns | lkSamplers)
+		return SessionFinish{}, s.settle(err)
 	}
 	if se.Finished != nil {
 		f := *se.Finished
-		s.unlock(lkAll)
+		s.unlock(lkSessions | lkRuns | lkSamplers)
 		return f, nil
 	}
 	se.Finished = &SessionFinish{Reason: reason, Detail: detail, At: s.now()}
@@ -172,7 +176,7 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 			samplers = append(samplers, sm)
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns | lkSamplers)
 	if err := putJSON(ctx, s.st, keySession+id, &c); err != nil {
 		return SessionFinish{}, classify(err)
 	}
@@ -191,15 +195,15 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 
 // SetSessionProject records a session's project id.
 func (s *Service) SetSessionProject(ctx context.Context, tenant, id, project string) error {
-	s.lock(lkAll)
+	s.lock(lkSessions)
 	se, err := s.ownedSession(tenant, id)
 	if err != nil {
-		s.unlock(lkAll)
-		return err
+		s.unlock(lkSessions)
+		return s.settle(err)
 	}
 	se.ProjectID = project
 	c := *se
-	s.unlock(lkAll)
+	s.unlock(lkSessions)
 	return classify(putJSON(ctx, s.st, keySession+id, &c))
 }
 

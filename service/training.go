@@ -77,15 +77,16 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
 	runID = RunID(in.SessionID, in.ModelSeqID)
 
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.unlock(lkAll)
-		return "", "", err
+		s.unlock(lkSessions | lkRuns)
+		return "", "", s.settle(err)
 	}
 	if r, ok := s.runs.m[runID]; ok {
-		s.unlock(lkAll)
-		if r.CreatePayload == in.PayloadHash && r.RequestID != "" {
-			return r.RequestID, runID, nil // a retried create_model
+		payload, reqID := r.CreatePayload, r.RequestID
+		s.unlock(lkSessions | lkRuns)
+		if payload == in.PayloadHash && reqID != "" {
+			return reqID, runID, nil // a retried create_model
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d was used by another create_model)", runID, in.ModelSeqID)
 	}
@@ -94,7 +95,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		Lora: loraRecord(in.Lora), UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
 	s.runs.m[runID] = r
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.submit(ctx, futures.Task{
@@ -106,12 +107,12 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
 			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 			if err == nil {
-				s.lock(lkAll)
+				s.lock(lkRuns)
 				if r.State == RunCreating { // not unloaded meanwhile
 					r.State = RunReady
 				}
 				c := *r
-				s.unlock(lkAll)
+				s.unlock(lkRuns)
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
 				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 			}
@@ -123,15 +124,15 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		},
 	})
 	if err != nil {
-		s.lock(lkAll)
+		s.lock(lkRuns)
 		delete(s.runs.m, runID)
-		s.unlock(lkAll)
+		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r.RequestID = id
 	c := *r
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &c); err != nil {
 		return "", "", classify(err)
 	}
@@ -164,20 +165,18 @@ func (s *Service) submitError(err error) error {
 	return classify(err)
 }
 
-// ownedRun returns the tenant's run (callers hold s.mu).
+// ownedRun returns the tenant's run (callers hold the runs lock, and settle the error
+// after unlocking).
 func (s *Service) ownedRun(tenant, id string) (*Run, error) {
 	r, ok := s.runs.m[id]
 	if !ok || r.Tenant != tenant {
-		if err := s.elsewhere(keyRun+id, tenant); err != nil {
-			return nil, err
-		}
-		return nil, notFoundf("training run %q not found", id)
+		return nil, miss(keyRun+id, tenant, notFoundf("training run %q not found", id))
 	}
 	return r, nil
 }
 
 // usableRun is ownedRun that also refuses runs of finished sessions (410), unloaded and
-// corrupted runs.
+// corrupted runs (callers hold the sessions and runs locks).
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	r, err := s.ownedRun(tenant, id)
 	if err != nil {
@@ -198,21 +197,21 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 // submitRunOp queues an ordered operation of a training run.
 func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op string,
 	run func(ctx context.Context, r *Run) (futures.Result, error)) (string, error) {
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, m.ModelID)
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
 		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
-			s.lock(lkAll)
+			s.lock(lkRuns)
 			ok := r.State == RunReady
 			note := r.Note
-			s.unlock(lkAll)
+			s.unlock(lkRuns)
 			var res futures.Result
 			var err error
 			if ok {
@@ -221,12 +220,12 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 				err = &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
 			}
 			// The operation consumed its seq_id whether it succeeded or not.
-			s.lock(lkAll)
+			s.lock(lkRuns)
 			r.LastRequestTime = s.now()
 			if m.SeqID+1 > r.NextSeq {
 				r.NextSeq = m.SeqID + 1
 			}
-			s.unlock(lkAll)
+			s.unlock(lkRuns)
 			s.markDirty(r)
 			return res, classify(err)
 		},
@@ -279,11 +278,11 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 
 // checkBatch enforces the per-request limits before anything is queued.
 func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) error {
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, runID)
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return err
+		return s.settle(err)
 	}
 	if len(req.Data) == 0 {
 		return invalidf("forward_backward_input.data is empty")
@@ -329,15 +328,15 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 	default:
 		return "", invalidf("optimizer_params.type %q is not supported: this server implements %q and %q", op.Optimizer, OptimizerAdamW, OptimizerDimuon)
 	}
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, m.ModelID)
 	if err == nil && r.OptimizerOf() != op.Optimizer {
 		err = invalidf("optim_step gives %s parameters (%s), but training run %s trains with the %s optimizer (%s); the optimizer is fixed when the run is created",
 			op.Optimizer, paramsField(op.Optimizer), r.ID, r.OptimizerOf(), paramsField(r.OptimizerOf()))
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
@@ -375,19 +374,19 @@ func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
 	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true); err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r.AutosaveSeq, r.AutosaveAt = seq, s.now()
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	return nil
 }
 
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
 func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	r, err := s.ownedRun(tenant, runID)
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: runID + "/unload", OpType: telemetry.OpUnloadModel, ModelID: runID, Pool: r.BaseModel,
@@ -407,11 +406,11 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 
 // unload removes a run's adapter and fails its queued operations.
 func (s *Service) unload(ctx context.Context, r *Run, why string) {
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	was := r.State == RunReady
 	r.State, r.Note = RunUnloaded, why
 	c := *r
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	s.fut.DropQueue(r.ID, fmt.Sprintf("training run %s was unloaded: %s", r.ID, why))
 	if was {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
@@ -438,13 +437,14 @@ type RunInfo struct {
 
 // GetInfo describes a training run.
 func (s *Service) GetInfo(tenant, runID string) (RunInfo, error) {
-	s.lock(lkAll)
-	defer s.unlock(lkAll)
+	s.lock(lkRuns)
 	r, err := s.ownedRun(tenant, runID)
-	if err != nil {
-		return RunInfo{}, err
+	var info RunInfo
+	if err == nil {
+		info = RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank, Optimizer: r.OptimizerOf()}
 	}
-	return RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank, Optimizer: r.OptimizerOf()}, nil
+	s.unlock(lkRuns)
+	return info, s.settle(err)
 }
 
 // onAdapter runs op on run r's adapter. A worker that restarted (or left, moving the
@@ -459,10 +459,10 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
 		return err
 	}
-	s.lock(lkAll)
+	s.lock(lkRuns)
 	loaded := r.State == RunReady
 	lost := r.PendingGrads
-	s.unlock(lkAll)
+	s.unlock(lkRuns)
 	if !loaded {
 		return err
 	}

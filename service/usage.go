@@ -26,7 +26,7 @@ func (s *Service) CheckpointUsage(tenant, project string) []UsageGroup {
 		dir     string
 	}
 	var items []item
-	s.lock(lkAll)
+	s.lock(lkSessions | lkRuns | lkCkpts)
 	for runID, m := range s.ckpts.m {
 		p := tenant
 		if r, ok := s.runs.m[runID]; ok {
@@ -42,7 +42,7 @@ func (s *Service) CheckpointUsage(tenant, project string) []UsageGroup {
 			}
 		}
 	}
-	s.unlock(lkAll)
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 	groups := map[string]*UsageGroup{}
 	for _, it := range items { // disk reads outside the lock
 		g := groups[it.project]
