@@ -44,11 +44,11 @@ type RunView struct {
 // lock when r is this replica's).
 func (s *Service) view(r *Run) RunView {
 	v := RunView{Run: *r}
-	if c, ok := s.ckpts.m[r.ID][r.LastCheckpoint]; ok {
+	if c, ok := s.ckpts.get(r.ID, r.LastCheckpoint); ok {
 		cc := *c
 		v.LastCheckpointRec = &cc
 	}
-	if c, ok := s.ckpts.m[r.ID][r.LastSamplerCkpt]; ok {
+	if c, ok := s.ckpts.get(r.ID, r.LastSamplerCkpt); ok {
 		cc := *c
 		v.LastSamplerRec = &cc
 	}
@@ -85,7 +85,7 @@ func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 // GetRun describes one training run.
 func (s *Service) GetRun(tenant, id string) (RunView, error) {
 	s.lock(lkRuns | lkCkpts)
-	r, err := s.ownedRun(tenant, id)
+	r, err := s.runs.owned(tenant, id)
 	var v RunView
 	if err == nil {
 		v = s.view(r)
@@ -97,14 +97,11 @@ func (s *Service) GetRun(tenant, id string) (RunView, error) {
 // ListCheckpoints lists one run's checkpoints, oldest first.
 func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 	s.lock(lkRuns | lkCkpts)
-	if _, err := s.ownedRun(tenant, runID); err != nil {
+	if _, err := s.runs.owned(tenant, runID); err != nil {
 		s.unlock(lkRuns | lkCkpts)
 		return nil, s.settle(err)
 	}
-	out := make([]Checkpoint, 0, len(s.ckpts.m[runID]))
-	for _, c := range s.ckpts.m[runID] {
-		out = append(out, *c)
-	}
+	out := s.ckpts.ofRun(runID)
 	s.unlock(lkRuns | lkCkpts)
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
@@ -155,7 +152,7 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 // "sampler_weights/<name>", or a bare name, tried as weights then sampler_weights).
 // Callers hold the runs and checkpoints locks, and settle the error after unlocking.
 func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, error) {
-	if _, err := s.ownedRun(tenant, runID); err != nil {
+	if _, err := s.runs.owned(tenant, runID); err != nil {
 		return nil, err
 	}
 	ids := []string{ckptID}
@@ -163,7 +160,7 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID, "external_weights/" + ckptID}
 	}
 	for _, id := range ids {
-		if c, ok := s.ckpts.m[runID][id]; ok {
+		if c, ok := s.ckpts.get(runID, id); ok {
 			return c, nil
 		}
 	}
@@ -285,7 +282,7 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 		return nil, ErrBadToken
 	}
 	s.lock(lkCkpts)
-	c, ok := s.ckpts.m[runID][kind+"/"+name]
+	c, ok := s.ckpts.get(runID, kind+"/"+name)
 	var cc Checkpoint
 	if ok {
 		cc = *c
@@ -302,7 +299,7 @@ func (s *Service) WeightsInfo(tenant, path string) (Checkpoint, error) {
 	fetched := s.fetchCheckpoint(path)
 	s.lock(lkCkpts)
 	defer s.unlock(lkCkpts)
-	c, err := s.resolvePath(tenant, path, fetched)
+	c, err := s.ckpts.resolve(tenant, path, fetched)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -169,3 +169,26 @@ func (s *Service) settle(err error) error {
 	}
 	return me.err
 }
+
+// put adds or replaces a checkpoint record (callers hold the checkpoints lock).
+func (c *ckptCtl) put(ck *Checkpoint) {
+	if c.m[ck.RunID] == nil {
+		c.m[ck.RunID] = map[string]*Checkpoint{}
+	}
+	c.m[ck.RunID][ck.ID()] = ck
+}
+
+// get finds a run's checkpoint by its id ("weights/<name>"…; callers hold the lock).
+func (c *ckptCtl) get(runID, id string) (*Checkpoint, bool) {
+	ck, ok := c.m[runID][id]
+	return ck, ok
+}
+
+// ofRun copies a run's checkpoint records (callers hold the lock).
+func (c *ckptCtl) ofRun(runID string) []Checkpoint {
+	out := make([]Checkpoint, 0, len(c.m[runID]))
+	for _, ck := range c.m[runID] {
+		out = append(out, *ck)
+	}
+	return out
+}

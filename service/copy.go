@@ -98,7 +98,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 
 	fetched := s.fetchCheckpoint(in.SourcePath)
 	s.lock(lkSessions | lkRuns | lkCkpts)
-	src, err := s.resolvePath(tenant, in.SourcePath, fetched)
+	src, err := s.ckpts.resolve(tenant, in.SourcePath, fetched)
 	var runID, project string
 	if err == nil {
 		if session {

@@ -178,10 +178,7 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 		return ExternalResult{}, err
 	}
 	s.lock(lkCkpts)
-	if s.ckpts.m[r.ID] == nil {
-		s.ckpts.m[r.ID] = map[string]*Checkpoint{}
-	}
-	s.ckpts.m[r.ID][c.ID()] = c
+	s.ckpts.put(c)
 	s.unlock(lkCkpts)
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, CkptExternal)}
 	if s.tel.Instruments.ModelIDAttribute {
@@ -245,7 +242,7 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if KindOf(err) == KindNotFound {
-		if pc, ok := s.ckpts.m[runID][ckptID]; ok && pc.Public {
+		if pc, ok := s.ckpts.get(runID, ckptID); ok && pc.Public {
 			c, err = pc, nil // published: every tenant may download it
 		}
 	}
@@ -330,7 +327,7 @@ func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
 		return nil, ErrBadToken
 	}
 	s.lock(lkCkpts)
-	c, ok := s.ckpts.m[runID][kind+"/"+name]
+	c, ok := s.ckpts.get(runID, kind+"/"+name)
 	var dir string
 	if ok {
 		dir = c.Dir

@@ -85,7 +85,7 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 	if path != "" {
 		fetched := s.fetchCheckpoint(path)
 		s.lock(lkCkpts)
-		c, err := s.resolvePath(tenant, path, fetched)
+		c, err := s.ckpts.resolve(tenant, path, fetched)
 		s.unlock(lkCkpts)
 		if err == nil {
 			err = notAnExport(c, path)

@@ -55,7 +55,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
-	c, err := s.resolvePath(tenant, in.Path, fetched)
+	c, err := s.ckpts.resolve(tenant, in.Path, fetched)
 	if err == nil {
 		err = notAnExport(c, in.Path)
 	}
@@ -183,7 +183,7 @@ func (s *Service) Refused(ctx context.Context, tenant string, m OpMeta, op strin
 		return nil
 	}
 	s.lock(lkRuns)
-	r, err := s.ownedRun(tenant, m.ModelID)
+	r, err := s.runs.owned(tenant, m.ModelID)
 	var pool string
 	if err == nil {
 		pool = r.BaseModel

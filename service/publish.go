@@ -20,7 +20,7 @@ func (s *Service) sourceVisible(sm *Sampler) bool {
 	fetched := s.fetchCheckpoint(sm.ModelPath)
 	s.lock(lkCkpts)
 	defer s.unlock(lkCkpts)
-	_, err := s.resolvePath(sm.Tenant, sm.ModelPath, fetched)
+	_, err := s.ckpts.resolve(sm.Tenant, sm.ModelPath, fetched)
 	return err == nil
 }
 

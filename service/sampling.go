@@ -42,7 +42,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	var dir, runID string
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
-		c, err = s.resolvePath(tenant, modelPath, fetched)
+		c, err = s.ckpts.resolve(tenant, modelPath, fetched)
 		if err == nil {
 			err = notAnExport(c, modelPath)
 		}

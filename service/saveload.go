@@ -126,10 +126,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		return futures.Result{}, err
 	}
 	s.lock(lkRuns | lkCkpts)
-	if s.ckpts.m[r.ID] == nil {
-		s.ckpts.m[r.ID] = map[string]*Checkpoint{}
-	}
-	s.ckpts.m[r.ID][c.ID()] = c
+	s.ckpts.put(c)
 	if typ == CkptTraining {
 		r.LastCheckpoint = c.ID()
 	} else {
@@ -163,7 +160,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 	r, err := s.usableRun(tenant, in.ModelID)
 	var c *Checkpoint
 	if err == nil {
-		c, err = s.resolvePath(tenant, in.Path, fetched)
+		c, err = s.ckpts.resolve(tenant, in.Path, fetched)
 	}
 	if err == nil {
 		err = notAnExport(c, in.Path)
@@ -205,15 +202,15 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 	})
 }
 
-// resolvePath finds the checkpoint a tinker:// path names, visible to tenant (its own or
-// a published one): this replica's record, else fetched (fetchCheckpoint's answer, read
+// resolve finds the checkpoint a tinker:// path names, visible to tenant (its own or a
+// published one): this replica's record, else fetched (fetchCheckpoint's answer, read
 // before the lock). Callers hold the checkpoints lock.
-func (s *Service) resolvePath(tenant, path string, fetched *Checkpoint) (*Checkpoint, error) {
+func (cc *ckptCtl) resolve(tenant, path string, fetched *Checkpoint) (*Checkpoint, error) {
 	runID, kind, name, err := ParseTinkerPath(path)
 	if err != nil {
 		return nil, err
 	}
-	c, ok := s.ckpts.m[runID][kind+"/"+name]
+	c, ok := cc.m[runID][kind+"/"+name]
 	if !ok && fetched != nil && fetched.RunID == runID && fetched.ID() == kind+"/"+name {
 		c, ok = fetched, true
 	}
@@ -228,7 +225,7 @@ func (s *Service) resolvePath(tenant, path string, fetched *Checkpoint) (*Checkp
 
 // fetchCheckpoint reads the record of the checkpoint path names from the store when this
 // replica does not hold it (saved through another replica after this one started), for
-// resolvePath; nil for a single server, a held record or none. Callers hold no
+// ckptCtl.resolve; nil for a single server, a held record or none. Callers hold no
 // controller lock.
 func (s *Service) fetchCheckpoint(path string) *Checkpoint {
 	if s.self == "" {

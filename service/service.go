@@ -399,10 +399,7 @@ func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) 
 		dir, optimizer, from, best = s.ckpts.files.autosaveDir(r.ID), true, "the autosave of its last optim_step", mt
 	}
 	s.lock(lkCkpts)
-	ckpts := make([]Checkpoint, 0, len(s.ckpts.m[r.ID]))
-	for _, c := range s.ckpts.m[r.ID] {
-		ckpts = append(ckpts, *c)
-	}
+	ckpts := s.ckpts.ofRun(r.ID)
 	s.unlock(lkCkpts)
 	for _, c := range ckpts {
 		if c.Type == CkptExternal {

@@ -36,19 +36,19 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	return &c, nil
 }
 
-// ownedSession returns the tenant's session (callers hold the sessions lock, and settle
-// the error after unlocking).
-func (s *Service) ownedSession(tenant, id string) (*Session, error) {
-	se, ok := s.sessions.m[id]
+// owned returns the tenant's session (callers hold the sessions lock, and settle the
+// error after unlocking).
+func (c *sessionCtl) owned(tenant, id string) (*Session, error) {
+	se, ok := c.m[id]
 	if !ok || se.Tenant != tenant {
 		return nil, miss(keySession+id, tenant, notFoundf("session %q not found", id))
 	}
 	return se, nil
 }
 
-// liveSession is ownedSession that also refuses finished (410) and expired sessions.
+// liveSession is sessions.owned that also refuses finished (410) and expired sessions.
 func (s *Service) liveSession(tenant, id string) (*Session, error) {
-	se, err := s.ownedSession(tenant, id)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
 func (s *Service) sessionInfo(tenant, id string) (SessionView, error) {
 	s.lock(lkSessions | lkRuns | lkSamplers)
 	defer s.unlock(lkSessions | lkRuns | lkSamplers)
-	se, err := s.ownedSession(tenant, id)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		return SessionView{}, err
 	}
@@ -151,7 +151,7 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 		return SessionFinish{}, invalidf("reason.type %q must be one of %s, %s, %s", reason, FinishSuccess, FinishErrored, FinishInterrupted)
 	}
 	s.lock(lkSessions | lkRuns | lkSamplers)
-	se, err := s.ownedSession(tenant, id)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		s.unlock(lkSessions | lkRuns | lkSamplers)
 		return SessionFinish{}, s.settle(err)
@@ -196,7 +196,7 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 // SetSessionProject records a session's project id.
 func (s *Service) SetSessionProject(ctx context.Context, tenant, id, project string) error {
 	s.lock(lkSessions)
-	se, err := s.ownedSession(tenant, id)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		s.unlock(lkSessions)
 		return s.settle(err)

@@ -165,20 +165,20 @@ func (s *Service) submitError(err error) error {
 	return classify(err)
 }
 
-// ownedRun returns the tenant's run (callers hold the runs lock, and settle the error
-// after unlocking).
-func (s *Service) ownedRun(tenant, id string) (*Run, error) {
-	r, ok := s.runs.m[id]
+// owned returns the tenant's run (callers hold the runs lock, and settle the error after
+// unlocking).
+func (c *runCtl) owned(tenant, id string) (*Run, error) {
+	r, ok := c.m[id]
 	if !ok || r.Tenant != tenant {
 		return nil, miss(keyRun+id, tenant, notFoundf("training run %q not found", id))
 	}
 	return r, nil
 }
 
-// usableRun is ownedRun that also refuses runs of finished sessions (410), unloaded and
+// usableRun is runs.owned that also refuses runs of finished sessions (410), unloaded and
 // corrupted runs (callers hold the sessions and runs locks).
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
-	r, err := s.ownedRun(tenant, id)
+	r, err := s.runs.owned(tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +383,7 @@ func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
 func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
 	s.lock(lkRuns)
-	r, err := s.ownedRun(tenant, runID)
+	r, err := s.runs.owned(tenant, runID)
 	s.unlock(lkRuns)
 	if err != nil {
 		return "", s.settle(err)
@@ -438,7 +438,7 @@ type RunInfo struct {
 // GetInfo describes a training run.
 func (s *Service) GetInfo(tenant, runID string) (RunInfo, error) {
 	s.lock(lkRuns)
-	r, err := s.ownedRun(tenant, runID)
+	r, err := s.runs.owned(tenant, runID)
 	var info RunInfo
 	if err == nil {
 		info = RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank, Optimizer: r.OptimizerOf()}
