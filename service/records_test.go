@@ -34,6 +34,9 @@ func goldenRecords() map[string]any {
 			UserMetadata: map[string]string{"k": "v"}, Optimizer: "dimuon", Encrypted: true},
 		"sampler": &Sampler{ID: "sess_1:sample:0", Owner: "r1", Tenant: "alice", SessionID: "sess_1", SeqID: 0, BaseModel: "tiny", ModelPath: "tinker://sess_1:train:0/sampler_weights/b",
 			AdapterDir: "/ck/x", Lora: true, Ephemeral: true, RunID: "sess_1:train:0", CreatedAt: t0, Closed: true, ClosedWhy: "why", Inflight: true, AdapterID: "sess_1:train:0/inflight", Clients: 2},
+		"signature": &signature{Models: map[string]string{"tiny": "sha256:abc"}},
+		"copy":      &copyRecord{PayloadHash: "h", Path: "tinker://copy_1/weights/a"},
+		"replica":   &replicaRecord{ID: "r1", URL: "http://127.0.0.1:10610", Started: t0},
 	}
 }
 
