@@ -106,7 +106,6 @@ const (
 	lkRuns
 	lkSamplers
 	lkCkpts
-	lkAll = lkSessions | lkRuns | lkSamplers | lkCkpts
 )
 
 // lock takes the controllers' locks in ls, in the one order.
