@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,5 +115,35 @@ func TestOtherReplicasRecordsAreSettledOutsideTheLocks(t *testing.T) {
 	defer st.mu.Unlock()
 	if len(st.violations) > 0 {
 		t.Errorf("store calls made under a controller lock: %v", st.violations)
+	}
+}
+
+// The context length a model is listed with is the one requests on it are held to: the
+// executor's, lowered by models[].max_context_length of this server's config.
+func TestModelsListTheEnforcedContextLength(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default(t.TempDir())
+	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
+	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1, MaxContextLength: 64}}
+	st := memory.New()
+	fut, _ := futures.New(futures.Options{Store: st})
+	defer fut.Shutdown(ctx)
+	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if ms := svc.Models(); len(ms) != 1 || ms[0].MaxContextLength != 64 {
+		t.Fatalf("Models() = %+v, want max_context_length 64", ms)
+	}
+	se, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
+	sm, err := svc.CreateSamplingSession(ctx, "alice", se.ID, 0, testenv.Model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Sample(ctx, "alice", service.SampleInput{SamplingSessionID: sm.ID, Req: engine.SampleRequest{Prompt: make([]int32, 60), NumSamples: 1,
+		Params: engine.SampleParams{MaxTokens: 5, Temperature: 1}}}, enc{})
+	if service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "max_context_length 64") {
+		t.Fatalf("60 + 5 tokens on a 64-token model: %v", err)
 	}
 }

@@ -142,10 +142,12 @@ func (s *Service) Authenticate(key string) (string, bool) {
 	return "", false
 }
 
-// Models lists the served base models.
+// Models lists the served base models, each with the context length requests on it may
+// use (what the service enforces: see maxContext).
 func (s *Service) Models() []backend.ModelInfo {
 	out := make([]backend.ModelInfo, 0, len(s.models))
 	for _, m := range s.models {
+		m.MaxContextLength = s.maxContext(m.Name, m)
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
