@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/tuft-go/tuft/store"
 )
@@ -190,4 +191,31 @@ func (c *ckptCtl) ofRun(runID string) []Checkpoint {
 		out = append(out, *ck)
 	}
 	return out
+}
+
+// latestState picks the most recent saved state of a run: the autosave written after
+// every optim_step and load, or a checkpoint if one was written later. Time decides, from
+// the files themselves, so a run record written lazily cannot point at stale state.
+// Callers do not hold the checkpoints lock.
+func (cc *ckptCtl) latestState(runID string) (dir string, optimizer bool, from string) {
+	var best time.Time
+	if mt, ok := adapterModTime(cc.files.autosaveDir(runID)); ok {
+		dir, optimizer, from, best = cc.files.autosaveDir(runID), true, "the autosave of its last optim_step", mt
+	}
+	cc.mu.Lock()
+	ckpts := cc.ofRun(runID)
+	cc.mu.Unlock()
+	for _, c := range ckpts {
+		if c.Type == CkptExternal {
+			continue // an export (maybe encrypted), not a state to train from
+		}
+		t := c.CreatedAt
+		if mt, ok := adapterModTime(c.Dir); ok && mt.After(t) {
+			t = mt
+		}
+		if dir == "" || t.After(best) {
+			dir, optimizer, from, best = c.Dir, c.Type == CkptTraining, c.TinkerPath(), t
+		}
+	}
+	return dir, optimizer, from
 }

@@ -88,7 +88,7 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 	s.lock(lkRuns)
 	hadGrads := r.PendingGrads
 	s.unlock(lkRuns)
-	dir, optimizer, from := s.latestState(r)
+	dir, optimizer, from := s.ckpts.latestState(r.ID)
 	var err error
 	if dir == "" {
 		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Start-up: every controller loads its records, then each live run gets its adapter back.
@@ -99,7 +98,7 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		r.State = RunReady
 		return putJSON(ctx, s.st, keyRun+r.ID, r)
 	}
-	dir, optimizer, from := s.latestState(r)
+	dir, optimizer, from := s.ckpts.latestState(r.ID)
 	var err error
 	if dir == "" {
 		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
@@ -115,31 +114,4 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 	}
 	s.log.Info("training run restored", "run", r.ID, "from", from, "next_seq", r.NextSeq)
 	return putJSON(ctx, s.st, keyRun+r.ID, r)
-}
-
-// latestState picks the most recent saved state of a run: the autosave written after
-// every optim_step and load, or a checkpoint if one was written later. Time decides, from
-// the files themselves, so a run record written lazily cannot point at stale state.
-// Callers hold no controller lock.
-func (s *Service) latestState(r *Run) (dir string, optimizer bool, from string) {
-	var best time.Time
-	if mt, ok := adapterModTime(s.ckpts.files.autosaveDir(r.ID)); ok {
-		dir, optimizer, from, best = s.ckpts.files.autosaveDir(r.ID), true, "the autosave of its last optim_step", mt
-	}
-	s.lock(lkCkpts)
-	ckpts := s.ckpts.ofRun(r.ID)
-	s.unlock(lkCkpts)
-	for _, c := range ckpts {
-		if c.Type == CkptExternal {
-			continue // an export (maybe encrypted), not a state to train from
-		}
-		t := c.CreatedAt
-		if mt, ok := adapterModTime(c.Dir); ok && mt.After(t) {
-			t = mt
-		}
-		if dir == "" || t.After(best) {
-			dir, optimizer, from, best = c.Dir, c.Type == CkptTraining, c.TinkerPath(), t
-		}
-	}
-	return dir, optimizer, from
 }

@@ -466,7 +466,7 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	if !loaded {
 		return err
 	}
-	dir, optimizer, from := s.latestState(r)
+	dir, optimizer, from := s.ckpts.latestState(r.ID)
 	if dir == "" {
 		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter
 		from = "its initial state (it had no saved state)"
