@@ -398,11 +398,6 @@ type candidates struct {
 	greedy int
 }
 
-// pick draws the next token from logits under d and returns it with its logprob.
-func pick[T Float](logits []T, d Draw) (int32, float32) {
-	return prepare(logits, d).choose(d.U)
-}
-
 // prepare computes what draws under d from logits pick from.
 func prepare[T Float](logits []T, d Draw) *candidates {
 	temp := d.Temperature
