@@ -166,6 +166,8 @@ func status(k service.Kind) int {
 		return http.StatusGone
 	case service.KindForbidden:
 		return http.StatusForbidden
+	case service.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

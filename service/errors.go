@@ -22,6 +22,7 @@ const (
 	KindUnauthorized             // 401
 	KindGone                     // 410, category user: the session was finished
 	KindForbidden                // 403, category user: the caller may not do this (e.g. delete a configured key)
+	KindTooLarge                 // 413, category user: one request's payload is over a limit (quota.go)
 )
 
 // Error is an error a client sees: a kind and a message naming the problem.
@@ -39,7 +40,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Category is the Tinker failure category of the error (futures use it).
 func (e *Error) Category() futures.Category {
 	switch e.Kind {
-	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone, KindForbidden:
+	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone, KindForbidden, KindTooLarge:
 		return futures.Category("user")
 	}
 	return futures.Category("server")
