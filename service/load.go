@@ -171,7 +171,7 @@ func settles(cause error) bool {
 		return false
 	}
 	switch KindOf(cause) {
-	case KindInvalid, KindNotFound, KindConflict:
+	case KindInvalid, KindNotFound, KindConflict, KindForbidden, KindTooLarge: // quotas (403, 413): not retried
 		return true
 	}
 	return false

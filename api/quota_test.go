@@ -1,0 +1,238 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/testenv"
+)
+
+// tinyLoraParams is the parameter count of a rank-r adapter (attn, mlp, unembed) on the
+// tiny test model.
+func tinyLoraParams(t *testing.T, rank int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.TinyDir(t), "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := engine.ParseHFConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.LoraParamCount(c, engine.LoraConfig{Rank: rank, TrainAttn: true, TrainMLP: true, TrainUnembed: true})
+}
+
+// quotaRefused requires a quota refusal: the status, the config key in the message, and (for
+// 429) a Retry-After.
+func quotaRefused(t *testing.T, r *testenv.Response, status int, key string) {
+	t.Helper()
+	var e struct {
+		Detail string `json:"detail"`
+	}
+	_ = json.Unmarshal(r.Body, &e)
+	if r.Status != status || !strings.Contains(e.Detail, key) {
+		t.Fatalf("want %d naming %s, got %d %s", status, key, r.Status, r.Body)
+	}
+	if status == http.StatusTooManyRequests && r.Header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+}
+
+func createModel(c *testenv.Client, sess string, seq, rank int) *testenv.Response {
+	return c.Do("POST", "/api/v1/create_model", map[string]any{"session_id": sess, "model_seq_id": seq, "base_model": testenv.Model,
+		"lora_config": map[string]any{"rank": rank, "seed": 1, "train_unembed": true, "train_mlp": true, "train_attn": true}}, nil)
+}
+
+func baseSampler(c *testenv.Client, sess string, seq int) *testenv.Response {
+	return c.Do("POST", "/api/v1/create_sampling_session", map[string]any{"session_id": sess, "sampling_session_seq_id": seq, "base_model": testenv.Model}, nil)
+}
+
+func sessionWith(c *testenv.Client, md map[string]any) *testenv.Response {
+	return c.Do("POST", "/api/v1/create_session", map[string]any{"tags": []string{"t"}, "user_metadata": md, "sdk_version": "0.38.0"}, nil)
+}
+
+func finish(c *testenv.Client, sess string) {
+	c.Post("/api/v1/sessions/"+sess+"/finish", map[string]any{"reason": map[string]any{"type": "success"}}, nil)
+}
+
+func bigMetadata(n int) map[string]any { return map[string]any{"blob": strings.Repeat("x", n)} }
+
+// Each per-tenant quota: over it, the right status naming its config key and nothing
+// changed; the other tenant unaffected; freeing what the tenant holds brings the capacity
+// back. Each case failed before the quotas existed (every request was accepted).
+func TestPerTenantQuotas(t *testing.T) {
+	const rank = 4
+	adapter := 16 * tinyLoraParams(t, rank)
+	sampler := 4*tinyLoraParams(t, rank) + 64<<10
+	cases := []struct {
+		name string
+		edit func(*config.Limits)
+		// fill uses up alice's quota and returns the request over it, and how to free.
+		run func(t *testing.T, h *harness) (over func() *testenv.Response, free func())
+		// status and key of the refusal
+		status int
+		key    string
+		// other: the same request by bob succeeds.
+		other func(t *testing.T, h *harness)
+	}{
+		{
+			name: "runs", edit: func(l *config.Limits) { l.MaxRunsPerTenant = 2 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				sess := h.session(h.a)
+				m0 := h.model(h.a, sess, 0, rank)
+				h.model(h.a, sess, 1, rank)
+				return func() *testenv.Response { return createModel(h.a, sess, 2, rank) },
+					func() {
+						var f future
+						h.a.Post("/api/v1/unload_model", map[string]any{"model_id": m0}, &f)
+						h.a.Result(f.RequestID, nil)
+					}
+			},
+			status: http.StatusForbidden, key: "limits.max_runs_per_tenant",
+			other: func(t *testing.T, h *harness) {
+				sess := h.session(h.b)
+				h.model(h.b, sess, 0, rank)
+				h.model(h.b, sess, 1, rank)
+			},
+		},
+		{
+			name: "adapter memory", edit: func(l *config.Limits) { l.MaxAdapterBytesPerTenant = adapter*3/2 + 1 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				sess := h.session(h.a)
+				m0 := h.model(h.a, sess, 0, rank)
+				return func() *testenv.Response { return createModel(h.a, sess, 1, rank) },
+					func() {
+						var f future
+						h.a.Post("/api/v1/unload_model", map[string]any{"model_id": m0}, &f)
+						h.a.Result(f.RequestID, nil)
+					}
+			},
+			status: http.StatusForbidden, key: "limits.max_adapter_bytes_per_tenant",
+			other: func(t *testing.T, h *harness) { h.model(h.b, h.session(h.b), 0, rank) },
+		},
+		{
+			name: "samplers", edit: func(l *config.Limits) { l.MaxSamplersPerTenant = 2 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				sess := h.session(h.a)
+				for seq := range 2 {
+					if r := baseSampler(h.a, sess, seq); r.Status != 200 {
+						t.Fatalf("sampler %d: %d %s", seq, r.Status, r.Body)
+					}
+				}
+				other := h.session(h.a)
+				return func() *testenv.Response { return baseSampler(h.a, other, 0) }, func() { finish(h.a, sess) }
+			},
+			status: http.StatusForbidden, key: "limits.max_samplers_per_tenant",
+			other: func(t *testing.T, h *harness) {
+				sess := h.session(h.b)
+				for seq := range 2 {
+					if r := baseSampler(h.b, sess, seq); r.Status != 200 {
+						t.Fatalf("bob's sampler %d: %d %s", seq, r.Status, r.Body)
+					}
+				}
+			},
+		},
+		{
+			name: "metadata of one session", edit: func(l *config.Limits) { l.MaxMetadataBytes = 1024 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				return func() *testenv.Response { return sessionWith(h.a, bigMetadata(2000)) }, nil
+			},
+			status: http.StatusRequestEntityTooLarge, key: "limits.max_metadata_bytes",
+			other: func(t *testing.T, h *harness) {
+				if r := sessionWith(h.b, bigMetadata(900)); r.Status != 200 {
+					t.Fatalf("bob: %d %s", r.Status, r.Body)
+				}
+			},
+		},
+		{
+			name: "metadata of a tenant", edit: func(l *config.Limits) { l.MaxMetadataBytes, l.MaxMetadataBytesPerTenant = 1024, 2500 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				var first string
+				for i := range 2 {
+					r := sessionWith(h.a, bigMetadata(900))
+					if r.Status != 200 {
+						t.Fatalf("session %d: %d %s", i, r.Status, r.Body)
+					}
+					var out struct {
+						SessionID string `json:"session_id"`
+					}
+					r.JSON(t, &out)
+					if i == 0 {
+						first = out.SessionID
+					}
+				}
+				return func() *testenv.Response { return sessionWith(h.a, bigMetadata(900)) }, func() { finish(h.a, first) }
+			},
+			status: http.StatusForbidden, key: "limits.max_metadata_bytes_per_tenant",
+			other: func(t *testing.T, h *harness) {
+				for range 2 {
+					if r := sessionWith(h.b, bigMetadata(900)); r.Status != 200 {
+						t.Fatalf("bob: %d %s", r.Status, r.Body)
+					}
+				}
+			},
+		},
+		{
+			name: "disk", edit: func(l *config.Limits) { l.MaxDiskBytesPerTenant = sampler * 3 / 2 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				sess := h.session(h.a)
+				m := h.model(h.a, sess, 0, rank)
+				var f future
+				h.a.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": m, "path": "first", "seq_id": 1}, &f)
+				h.a.Result(f.RequestID, nil)
+				seq := 2
+				return func() *testenv.Response {
+						r := h.a.Do("POST", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": m, "path": "second", "seq_id": seq}, nil)
+						if r.Status == 200 {
+							var f future
+							r.JSON(t, &f)
+							h.a.Result(f.RequestID, nil)
+						}
+						seq++
+						return r
+					}, func() {
+						if r := h.a.Do("DELETE", "/api/v1/training_runs/"+m+"/checkpoints/sampler_weights/first", nil, nil); r.Status/100 != 2 {
+							t.Fatalf("delete: %d %s", r.Status, r.Body)
+						}
+					}
+			},
+			status: http.StatusForbidden, key: "limits.max_disk_bytes_per_tenant",
+			other: func(t *testing.T, h *harness) {
+				m := h.model(h.b, h.session(h.b), 0, rank)
+				var f future
+				h.b.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": m, "path": "first", "seq_id": 1}, &f)
+				h.b.Result(f.RequestID, nil)
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, cfg := newHarnessCfg(t, func(c *config.Config) { tc.edit(&c.Limits) })
+			over, free := tc.run(t, h)
+			quotaRefused(t, over(), tc.status, tc.key)
+			quotaRefused(t, over(), tc.status, tc.key) // refusing changed nothing
+			tc.other(t, h)
+			if tc.name == "disk" {
+				// Nothing of the refused save was written.
+				for _, pat := range []string{"*/sampler_weights/second*", "*/sampler_weights/.tmp-*"} {
+					if m, _ := filepath.Glob(filepath.Join(cfg.CheckpointDir, pat)); len(m) > 0 {
+						t.Fatalf("a refused save left %v", m)
+					}
+				}
+			}
+			if free == nil {
+				return
+			}
+			free()
+			if r := over(); r.Status != 200 {
+				t.Fatalf("after freeing: %d %s", r.Status, r.Body)
+			}
+		})
+	}
+}
