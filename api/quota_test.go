@@ -1,12 +1,14 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
@@ -235,4 +237,62 @@ func TestPerTenantQuotas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The weights save_weights_and_get_sampling_client writes under _ephemeral/<n> go when
+// their sampling session is released: replaced (same sampling_session_seq_id), its
+// session finished, and at start for sessions that no longer exist. Before, nothing ever
+// deleted them. Open sessions keep theirs across a restart.
+func TestEphemeralSamplerWeightsAreDeleted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testenv.Config(t, dir, "embedded")
+	s := testenv.Start(t, cfg)
+	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA)}
+	sess := h.session(h.a)
+	model := h.model(h.a, sess, 0, 4)
+	seq := 0
+	ephemeral := func(c *testenv.Client, samplerSeq int) string {
+		seq++
+		var f future
+		c.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "seq_id": seq, "sampling_session_seq_id": samplerSeq}, &f)
+		var res struct {
+			SamplingSessionID string `json:"sampling_session_id"`
+		}
+		c.Result(f.RequestID, &res)
+		return res.SamplingSessionID
+	}
+	eph := filepath.Join(cfg.CheckpointDir, strings.ReplaceAll(model, "/", "_"), "_ephemeral")
+	held := func(want ...string) {
+		t.Helper()
+		ents, _ := os.ReadDir(eph)
+		var got []string
+		for _, e := range ents {
+			got = append(got, e.Name())
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("_ephemeral holds %v, want %v", got, want)
+		}
+	}
+	ephemeral(h.a, 1)
+	held("1")
+	ephemeral(h.a, 1) // replaces sampling session 1: its old weights go
+	held("2")
+	ephemeral(h.a, 2)
+	held("2", "3")
+
+	// Restart: open sessions keep their weights; weights no session uses (left by a
+	// version that never deleted them) go.
+	if err := os.MkdirAll(filepath.Join(eph, "99"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = testenv.Start(t, cfg)
+	h.a = testenv.NewClient(t, s.URL(), testenv.KeyA)
+	held("2", "3")
+	finish(h.a, sess)
+	held()
 }
