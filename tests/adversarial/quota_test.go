@@ -125,6 +125,6 @@ func TestExhaustionStopsAtTheTenantsQuotas(t *testing.T) {
 	}
 	victim.c.Result(victim.submit("/api/v1/save_weights_for_sampler", map[string]any{"model_id": vm, "seq_id": 3, "sampling_session_seq_id": 0}), &saved)
 	victim.c.Result(victim.submit("/api/v1/asample", map[string]any{"sampling_session_id": saved.SamplingSessionID, "seq_id": 1, "num_samples": 1,
-		"prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": tokens(1, 4)}}},
+		"prompt":          map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": tokens(1, 4)}}},
 		"sampling_params": map[string]any{"max_tokens": 4, "temperature": 0}}), nil)
 }
