@@ -31,6 +31,9 @@ type Error struct {
 	Msg        string
 	RetryAfter time.Duration
 	Err        error
+	// Limit is the config key of the per-tenant quota that refused the request ("" for
+	// other errors); the HTTP layer puts it on the request's span (telemetry.AttrQuotaLimit).
+	Limit string
 }
 
 func (e *Error) Error() string { return e.Msg }

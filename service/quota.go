@@ -54,7 +54,7 @@ type held struct {
 
 // overQuota is the refusal of a quota exceeded by excess: 429 with Retry-After if what
 // silent sessions hold covers the excess, else 403.
-func overQuota(now time.Time, items []held, excess int64, msg string) error {
+func overQuota(limit string, now time.Time, items []held, excess int64, msg string) error {
 	var stale []held
 	for _, it := range items {
 		if !it.release.IsZero() {
@@ -71,11 +71,11 @@ func overQuota(now time.Time, items []held, excess int64, msg string) error {
 			if wait < time.Second {
 				wait = time.Second
 			}
-			return &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("%s; sessions of yours whose clients stopped heartbeating hold enough and expire within %s: retry then",
+			return &Error{Kind: KindTooMany, RetryAfter: wait, Limit: limit, Msg: fmt.Sprintf("%s; sessions of yours whose clients stopped heartbeating hold enough and expire within %s: retry then",
 				msg, wait.Round(time.Second))}
 		}
 	}
-	return &Error{Kind: KindForbidden, Msg: msg}
+	return &Error{Kind: KindForbidden, Limit: limit, Msg: msg}
 }
 
 // releaseAt is when the reaper will release what session id holds if its client seems
@@ -118,10 +118,10 @@ func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) err
 	}
 	const free = "unload a run you no longer train (unload_model), or close a client (ServiceClient.close) to release its runs"
 	if max := int64(lim.MaxRunsPerTenant); n+1 > max {
-		return overQuota(now, runs, n+1-max, fmt.Sprintf("tenant %s has %d live training runs, the most limits.max_runs_per_tenant (%d) allows: %s", tenant, n, max, free))
+		return overQuota("limits.max_runs_per_tenant", now, runs, n+1-max, fmt.Sprintf("tenant %s has %d live training runs, the most limits.max_runs_per_tenant (%d) allows: %s", tenant, n, max, free))
 	}
 	if max := lim.MaxAdapterBytesPerTenant; bytes+add > max {
-		return overQuota(now, mem, bytes+add-max, fmt.Sprintf("a rank-%d adapter on %s takes %d bytes (weights, gradients, optimizer moments); tenant %s's live runs take %d of limits.max_adapter_bytes_per_tenant (%d): %s",
+		return overQuota("limits.max_adapter_bytes_per_tenant", now, mem, bytes+add-max, fmt.Sprintf("a rank-%d adapter on %s takes %d bytes (weights, gradients, optimizer moments); tenant %s's live runs take %d of limits.max_adapter_bytes_per_tenant (%d): %s",
 			lora.Rank, base, add, tenant, bytes, max, free))
 	}
 	return nil
@@ -144,7 +144,7 @@ func (s *Service) checkSamplerQuota(tenant, replacing string) error {
 	if n+1 <= max {
 		return nil
 	}
-	return overQuota(now, items, n+1-max, fmt.Sprintf("tenant %s has %d open sampling sessions, the most limits.max_samplers_per_tenant (%d) allows: "+
+	return overQuota("limits.max_samplers_per_tenant", now, items, n+1-max, fmt.Sprintf("tenant %s has %d open sampling sessions, the most limits.max_samplers_per_tenant (%d) allows: "+
 		"close a client (ServiceClient.close) whose sampling clients you no longer use, or reuse a sampling_session_seq_id (save_weights_and_get_sampling_client replaces that session)", tenant, n, max))
 }
 
@@ -196,14 +196,14 @@ func (s *Service) tenantMetadataBytes(tenant string) int64 {
 func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error {
 	lim := s.cfg.Limits
 	if size > int64(lim.MaxMetadataBytes) {
-		return &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("%s carries %d bytes of metadata (tags and user_metadata as JSON), more than limits.max_metadata_bytes (%d)",
+		return &Error{Kind: KindTooLarge, Limit: "limits.max_metadata_bytes", Msg: fmt.Sprintf("%s carries %d bytes of metadata (tags and user_metadata as JSON), more than limits.max_metadata_bytes (%d)",
 			what, size, lim.MaxMetadataBytes)}
 	}
 	if size == 0 {
 		return nil
 	}
 	if total := s.tenantMetadataBytes(tenant) - replaced; total+size > lim.MaxMetadataBytesPerTenant {
-		return &Error{Kind: KindForbidden, Msg: fmt.Sprintf("%s carries %d bytes of metadata; tenant %s's open sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d): "+
+		return &Error{Kind: KindForbidden, Limit: "limits.max_metadata_bytes_per_tenant", Msg: fmt.Sprintf("%s carries %d bytes of metadata; tenant %s's open sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d): "+
 			"close clients you no longer use, unload runs or delete checkpoints", what, size, tenant, total, lim.MaxMetadataBytesPerTenant)}
 	}
 	return nil
@@ -247,7 +247,7 @@ func (s *Service) reserveDisk(tenant string, est int64, what string) (release fu
 	defer s.quota.mu.Unlock()
 	res := s.quota.reserved[tenant]
 	if used+res+est > max {
-		return nil, &Error{Kind: KindForbidden, Msg: fmt.Sprintf("%s needs up to %d bytes on disk; tenant %s holds %d (%d more being written) of limits.max_disk_bytes_per_tenant (%d): "+
+		return nil, &Error{Kind: KindForbidden, Limit: "limits.max_disk_bytes_per_tenant", Msg: fmt.Sprintf("%s needs up to %d bytes on disk; tenant %s holds %d (%d more being written) of limits.max_disk_bytes_per_tenant (%d): "+
 			"delete checkpoints you no longer need (nothing was written)", what, est, tenant, used, res, max)}
 	}
 	if s.quota.reserved == nil {
