@@ -296,3 +296,39 @@ func TestEphemeralSamplerWeightsAreDeleted(t *testing.T) {
 	finish(h.a, sess)
 	held()
 }
+
+// Inflight clients (kind "inflight") never copy weights: however many there are, the
+// run holds one _inflight directory and nothing under _ephemeral; each still counts as a
+// sampling session against limits.max_samplers_per_tenant.
+func TestInflightClientsShareOneCopyAndCountAsSessions(t *testing.T) {
+	h, cfg := newHarnessCfg(t, func(c *config.Config) { c.Limits.MaxSamplersPerTenant = 3 })
+	sess := h.session(h.a)
+	model := h.model(h.a, sess, 0, 4)
+	inflight := func(seq int) *testenv.Response {
+		r := h.a.Do("POST", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "seq_id": seq, "sampling_session_seq_id": seq, "kind": "inflight"}, nil)
+		if r.Status == 200 {
+			var f future
+			r.JSON(t, &f)
+			h.a.Result(f.RequestID, nil)
+		}
+		return r
+	}
+	for seq := 1; seq <= 3; seq++ {
+		if r := inflight(seq); r.Status != 200 {
+			t.Fatalf("inflight %d: %d %s", seq, r.Status, r.Body)
+		}
+	}
+	quotaRefused(t, inflight(4), http.StatusForbidden, "limits.max_samplers_per_tenant")
+	rd := filepath.Join(cfg.CheckpointDir, strings.ReplaceAll(model, "/", "_"))
+	ents, err := os.ReadDir(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "_inflight" {
+		t.Fatalf("run directory holds %v, want only _inflight", names)
+	}
+}
