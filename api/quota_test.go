@@ -332,3 +332,45 @@ func TestInflightClientsShareOneCopyAndCountAsSessions(t *testing.T) {
 		t.Fatalf("run directory holds %v, want only _inflight", names)
 	}
 }
+
+// The disk quota reserves an upper bound of each save before writing it: the files a
+// save writes never exceed it (training checkpoint with its optimizer moments, sampler
+// weights, export).
+func TestSaveSizeEstimatesBoundTheFiles(t *testing.T) {
+	h, cfg := newHarnessCfg(t, nil)
+	params := tinyLoraParams(t, 4)
+	model := h.model(h.a, h.session(h.a), 0, 4)
+	seq := 0
+	op := func(route string, body map[string]any) {
+		seq++
+		body["model_id"], body["seq_id"] = model, seq
+		var f future
+		h.a.Post(route, body, &f)
+		h.a.Result(f.RequestID, nil)
+	}
+	op("/api/v1/forward_backward", map[string]any{"forward_backward_input": map[string]any{"data": []any{datum(1, 8)}, "loss_fn": "cross_entropy"}})
+	op("/api/v1/optim_step", map[string]any{"adam_params": map[string]any{"learning_rate": 1e-3}})
+	op("/api/v1/save_weights", map[string]any{"path": "t"})
+	op("/api/v1/save_weights_for_sampler", map[string]any{"path": "s"})
+	op("/api/v1/save_weights_external", map[string]any{"path": "e"})
+	rd := filepath.Join(cfg.CheckpointDir, strings.ReplaceAll(model, "/", "_"))
+	for _, c := range []struct {
+		dir string
+		est int64
+	}{
+		{"weights/t", 12*params + 64<<10}, {"_autosave", 12*params + 64<<10},
+		{"sampler_weights/s", 4*params + 64<<10}, {"external_weights/e", 4*params + 64<<10},
+	} {
+		var n int64
+		_ = filepath.Walk(filepath.Join(rd, c.dir), func(_ string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() {
+				n += fi.Size()
+			}
+			return nil
+		})
+		if n == 0 || n > c.est {
+			t.Errorf("%s: %d bytes on disk, estimate %d", c.dir, n, c.est)
+		}
+		t.Logf("%s: %d bytes on disk, estimate %d", c.dir, n, c.est)
+	}
+}

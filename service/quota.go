@@ -210,13 +210,16 @@ func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error
 }
 
 // saveBytes is an upper bound of what a save of run r writes: the adapter in float32,
-// with two optimizer moments for a training checkpoint, and room for the small files.
+// with two optimizer moments for a training checkpoint, room for each tensor's entry in
+// the safetensors headers, and for the small files (config, optimizer state).
 func (s *Service) saveBytes(r *Run, optimizer bool) int64 {
-	n := 4 * engine.LoraParamCount(s.models[r.BaseModel].Config, r.Lora)
+	c := s.models[r.BaseModel].Config
+	copies := int64(1)
 	if optimizer {
-		n *= 3
+		copies = 3
 	}
-	return n + 64<<10
+	tensors := int64(c.Layers*int(engine.NumLayerProj)*2 + 2)
+	return copies*(4*engine.LoraParamCount(c, r.Lora)+256*tensors) + 64<<10
 }
 
 // DiskUsage is the bytes tenant's runs hold under checkpoint_dir: checkpoints (exports
