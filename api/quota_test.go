@@ -298,79 +298,91 @@ func TestEphemeralSamplerWeightsAreDeleted(t *testing.T) {
 }
 
 // Inflight clients (kind "inflight") never copy weights: however many there are, the
-// run holds one _inflight directory and nothing under _ephemeral; each still counts as a
-// sampling session against limits.max_samplers_per_tenant.
-func TestInflightClientsShareOneCopyAndCountAsSessions(t *testing.T) {
-	h, cfg := newHarnessCfg(t, func(c *config.Config) { c.Limits.MaxSamplersPerTenant = 3 })
+// run holds one _inflight directory and nothing under _ephemeral. Each is a sampling
+// session: an RL loop making one per iteration (the SDK never releases them) keeps the
+// newest limits.max_ephemeral_samplers_per_run, fewer when the tenant is at
+// limits.max_samplers_per_tenant, and a released client's sample says why. With no
+// session of the run to release, the tenant's quota refuses (403).
+func TestEphemeralSamplersOfARunAreBounded(t *testing.T) {
+	h, cfg := newHarnessCfg(t, func(c *config.Config) {
+		c.Limits.MaxSamplersPerTenant, c.Limits.MaxEphemeralSamplersPerRun = 4, 2
+	})
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)
-	inflight := func(seq int) *testenv.Response {
-		r := h.a.Do("POST", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "seq_id": seq, "sampling_session_seq_id": seq, "kind": "inflight"}, nil)
+	seq := 0
+	save := func(kind string) (string, *testenv.Response) {
+		seq++
+		r := h.a.Do("POST", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": model, "seq_id": seq, "sampling_session_seq_id": seq, "kind": kind}, nil)
+		var res struct {
+			SamplingSessionID string `json:"sampling_session_id"`
+		}
 		if r.Status == 200 {
 			var f future
 			r.JSON(t, &f)
-			h.a.Result(f.RequestID, nil)
+			h.a.Result(f.RequestID, &res)
+		}
+		return res.SamplingSessionID, r
+	}
+	sample := func(sm string) *testenv.Response {
+		r := h.a.Do("POST", "/api/v1/asample", map[string]any{"sampling_session_id": sm, "seq_id": 1, "num_samples": 1,
+			"prompt": prompt(1, 2, 3), "sampling_params": map[string]any{"max_tokens": 2}}, nil)
+		if r.Status == 200 {
+			var f future
+			r.JSON(t, &f)
+			return h.a.Wait(f.RequestID, "")
 		}
 		return r
 	}
-	for seq := 1; seq <= 3; seq++ {
-		if r := inflight(seq); r.Status != 200 {
-			t.Fatalf("inflight %d: %d %s", seq, r.Status, r.Body)
+	var ids []string
+	for range 6 { // an RL loop: a new client per iteration, alternating kinds
+		kind := "inflight"
+		if seq%2 == 1 {
+			kind = "snapshot"
+		}
+		id, r := save(kind)
+		if r.Status != 200 {
+			t.Fatalf("save %d: %d %s", seq, r.Status, r.Body)
+		}
+		ids = append(ids, id)
+	}
+	// The newest two serve; the older ones were released, and say why.
+	for i, id := range ids {
+		r := sample(id)
+		var e struct {
+			Detail string `json:"detail"`
+		}
+		_ = json.Unmarshal(r.Body, &e)
+		if i >= 4 && (r.Status != 200 || strings.Contains(string(r.Body), `"error"`)) {
+			t.Fatalf("client %d: %d %s", i, r.Status, r.Body)
+		}
+		if i < 4 && (r.Status != http.StatusNotFound || !strings.Contains(e.Detail, "limits.max_ephemeral_samplers_per_run")) {
+			t.Fatalf("released client %d: %d %s", i, r.Status, r.Body)
 		}
 	}
-	quotaRefused(t, inflight(4), http.StatusForbidden, "limits.max_samplers_per_tenant")
 	rd := filepath.Join(cfg.CheckpointDir, strings.ReplaceAll(model, "/", "_"))
-	ents, err := os.ReadDir(rd)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	if strings.Join(names, ",") != "_inflight" {
-		t.Fatalf("run directory holds %v, want only _inflight", names)
-	}
-}
-
-// The disk quota reserves an upper bound of each save before writing it: the files a
-// save writes never exceed it (training checkpoint with its optimizer moments, sampler
-// weights, export).
-func TestSaveSizeEstimatesBoundTheFiles(t *testing.T) {
-	h, cfg := newHarnessCfg(t, nil)
-	params := tinyLoraParams(t, 4)
-	model := h.model(h.a, h.session(h.a), 0, 4)
-	seq := 0
-	op := func(route string, body map[string]any) {
-		seq++
-		body["model_id"], body["seq_id"] = model, seq
-		var f future
-		h.a.Post(route, body, &f)
-		h.a.Result(f.RequestID, nil)
-	}
-	op("/api/v1/forward_backward", map[string]any{"forward_backward_input": map[string]any{"data": []any{datum(1, 8)}, "loss_fn": "cross_entropy"}})
-	op("/api/v1/optim_step", map[string]any{"adam_params": map[string]any{"learning_rate": 1e-3}})
-	op("/api/v1/save_weights", map[string]any{"path": "t"})
-	op("/api/v1/save_weights_for_sampler", map[string]any{"path": "s"})
-	op("/api/v1/save_weights_external", map[string]any{"path": "e"})
-	rd := filepath.Join(cfg.CheckpointDir, strings.ReplaceAll(model, "/", "_"))
-	for _, c := range []struct {
-		dir string
-		est int64
-	}{
-		{"weights/t", 12*params + 64<<10}, {"_autosave", 12*params + 64<<10},
-		{"sampler_weights/s", 4*params + 64<<10}, {"external_weights/e", 4*params + 64<<10},
-	} {
-		var n int64
-		_ = filepath.Walk(filepath.Join(rd, c.dir), func(_ string, fi os.FileInfo, err error) error {
-			if err == nil && !fi.IsDir() {
-				n += fi.Size()
-			}
-			return nil
-		})
-		if n == 0 || n > c.est {
-			t.Errorf("%s: %d bytes on disk, estimate %d", c.dir, n, c.est)
+	_ = filepath.Walk(rd, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() && filepath.Dir(p) != rd && filepath.Base(filepath.Dir(p)) == "_ephemeral" {
+			names = append(names, filepath.Base(p))
 		}
-		t.Logf("%s: %d bytes on disk, estimate %d", c.dir, n, c.est)
+		return nil
+	})
+	if len(names) != 1 { // the newest two: one snapshot (its own weights), one inflight (the run's)
+		t.Fatalf("_ephemeral holds %v, want the one open snapshot's weights", names)
+	}
+	if _, err := os.Stat(filepath.Join(rd, "_inflight")); err != nil {
+		t.Fatal("no shared _inflight weights")
+	}
+	// Base-model sessions fill the tenant's quota with the run's two: a new client of the
+	// run releases the run's oldest instead of failing.
+	other := h.session(h.a)
+	for i := range 2 {
+		if r := baseSampler(h.a, other, i); r.Status != 200 {
+			t.Fatalf("base sampler %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	quotaRefused(t, baseSampler(h.a, other, 2), http.StatusForbidden, "limits.max_samplers_per_tenant")
+	if _, r := save("snapshot"); r.Status != 200 {
+		t.Fatalf("a new client of the run at the tenant's quota: %d %s", r.Status, r.Body)
 	}
 }

@@ -293,6 +293,11 @@ type Limits struct {
 	// MaxSamplersPerTenant bounds a tenant's open sampling sessions (those of
 	// save_weights_and_get_sampling_client included).
 	MaxSamplersPerTenant int `yaml:"max_samplers_per_tenant"`
+	// MaxEphemeralSamplersPerRun is how many sampling sessions made by a run's
+	// save_weights_and_get_sampling_client stay open: the SDK never releases them (an RL
+	// loop makes one per iteration), so a newer one releases the run's oldest past this
+	// number, and also when the tenant is at limits.max_samplers_per_tenant.
+	MaxEphemeralSamplersPerRun int `yaml:"max_ephemeral_samplers_per_run"`
 	// MaxMetadataBytes bounds one record's client metadata (a session's tags and
 	// user_metadata, a run's or a checkpoint's user_metadata, as JSON);
 	// MaxMetadataBytesPerTenant bounds all of a tenant's held in memory (its open
@@ -336,7 +341,7 @@ func Default(home string) Config {
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
-			MaxRunsPerTenant: 32, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 64,
+			MaxRunsPerTenant: 32, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 64, MaxEphemeralSamplersPerRun: 8,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
@@ -535,7 +540,8 @@ func (c Config) Validate() error {
 		key string
 		v   int64
 	}{{"limits.max_runs_per_tenant", int64(l.MaxRunsPerTenant)}, {"limits.max_adapter_bytes_per_tenant", l.MaxAdapterBytesPerTenant},
-		{"limits.max_samplers_per_tenant", int64(l.MaxSamplersPerTenant)}, {"limits.max_metadata_bytes", int64(l.MaxMetadataBytes)},
+		{"limits.max_samplers_per_tenant", int64(l.MaxSamplersPerTenant)}, {"limits.max_ephemeral_samplers_per_run", int64(l.MaxEphemeralSamplersPerRun)},
+		{"limits.max_metadata_bytes", int64(l.MaxMetadataBytes)},
 		{"limits.max_metadata_bytes_per_tenant", l.MaxMetadataBytesPerTenant}, {"limits.max_disk_bytes_per_tenant", l.MaxDiskBytesPerTenant}} {
 		if q.v < 1 {
 			bad(q.key, "%d must be at least 1", q.v)

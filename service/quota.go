@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -339,11 +340,74 @@ func (s *Service) checkNewRun(tenant, base string, lora engine.LoraConfig, md Me
 // ephemeral form opens a sampling session) or the metadata quotas. Callers hold s.mu.
 func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral bool) error {
 	if ephemeral {
-		return s.checkSamplerQuota(r.Tenant, fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq))
+		replacing := fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq)
+		if len(s.ephemeralSamplers(r, replacing)) > 0 {
+			return nil // the run's oldest will make room (makeRoomForEphemeral)
+		}
+		return s.checkSamplerQuota(r.Tenant, replacing)
 	}
 	var replaced int64
 	if old, ok := s.ckpts[r.ID][ckptKindDir(typ)+"/"+in.Name]; ok {
 		replaced = stringMapBytes(old.UserMetadata)
 	}
 	return s.checkMetadata(r.Tenant, "the checkpoint's user_metadata", stringMapBytes(in.UserMetadata), replaced)
+}
+
+// ephemeralSamplers are run r's open sampling sessions made by
+// save_weights_and_get_sampling_client (snapshot or inflight), except replacing, oldest
+// first. Callers hold s.mu.
+func (s *Service) ephemeralSamplers(r *Run, replacing string) []*Sampler {
+	var out []*Sampler
+	for _, sm := range s.samplers {
+		if sm.Ephemeral && !sm.Closed && sm.RunID == r.ID && sm.Tenant == r.Tenant && sm.ID != replacing {
+			out = append(out, sm)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].SeqID < out[j].SeqID
+	})
+	return out
+}
+
+// makeRoomForEphemeral releases run r's oldest sampling sessions made by
+// save_weights_and_get_sampling_client so that one more (replacing the session
+// replacing, if open) leaves the run at most limits.max_ephemeral_samplers_per_run of
+// them and the tenant within limits.max_samplers_per_tenant. The SDK never releases
+// them (an RL loop makes one per iteration and samples the newest), so without this a
+// long loop would hit the tenant's quota. A released session's requests fail with a
+// message that says why; its weights are deleted. The quota is then checked as usual
+// (403 if the tenant's other sessions fill it).
+func (s *Service) makeRoomForEphemeral(ctx context.Context, r *Run, replacing string) error {
+	lim := s.cfg.Limits
+	s.mu.Lock()
+	mine := s.ephemeralSamplers(r, replacing)
+	open := 0
+	for _, sm := range s.samplers {
+		if sm.Tenant == r.Tenant && !sm.Closed && sm.ID != replacing {
+			open++
+		}
+	}
+	n := len(mine) + 1 - lim.MaxEphemeralSamplersPerRun
+	if over := open + 1 - lim.MaxSamplersPerTenant; over > n {
+		n = over
+	}
+	n = min(max(n, 0), len(mine))
+	victims := mine[:n]
+	why := fmt.Sprintf("released: training run %s made newer sampling clients with save_weights_and_get_sampling_client, and only the newest "+
+		"limits.max_ephemeral_samplers_per_run (%d) stay open (fewer when the tenant is at limits.max_samplers_per_tenant, %d)",
+		r.ID, lim.MaxEphemeralSamplersPerRun, lim.MaxSamplersPerTenant)
+	for _, sm := range victims {
+		sm.ClosedWhy = why
+	}
+	s.mu.Unlock()
+	for _, sm := range victims {
+		s.fut.DropQueue(sm.ID, fmt.Sprintf("sampling session %s was %s", sm.ID, why))
+		s.closeSampler(ctx, sm)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkSamplerQuota(r.Tenant, replacing)
 }

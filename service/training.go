@@ -471,10 +471,7 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 
 func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
 	if ephemeral {
-		s.mu.Lock()
-		err := s.checkSamplerQuota(r.Tenant, fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq))
-		s.mu.Unlock()
-		if err != nil {
+		if err := s.makeRoomForEphemeral(ctx, r, fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq)); err != nil {
 			return futures.Result{}, err
 		}
 	}

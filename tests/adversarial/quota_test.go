@@ -15,7 +15,7 @@ import (
 // One tenant tries to exhaust the server's memory and disk with legal requests (issue
 // 12, finding 6): many training runs, a sampler per RL iteration never reused, big
 // user_metadata, checkpoint after checkpoint. Each attempt stops at its per-tenant quota
-// with a 4xx naming the limit (never a 5xx, never a 429 the SDK would retry in vain),
+// with a 4xx naming the limit (an RL loop's samplers are bounded per run instead) (never a 5xx, never a 429 the SDK would retry in vain),
 // what it holds stays within the quotas, and the other tenant still trains, saves and
 // samples.
 func TestExhaustionStopsAtTheTenantsQuotas(t *testing.T) {
@@ -30,7 +30,7 @@ func TestExhaustionStopsAtTheTenantsQuotas(t *testing.T) {
 	}
 	params := engine.LoraParamCount(mc, engine.LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true, TrainUnembed: true})
 	l := &cfg.Limits
-	l.MaxRunsPerTenant, l.MaxSamplersPerTenant = 4, 6
+	l.MaxRunsPerTenant, l.MaxSamplersPerTenant, l.MaxEphemeralSamplersPerRun = 4, 6, 3
 	l.MaxMetadataBytes, l.MaxMetadataBytesPerTenant = 64<<10, 256<<10
 	l.MaxDiskBytesPerTenant = 10 * (4*params + 64<<10)
 	s := testenv.Start(t, cfg)
@@ -87,12 +87,21 @@ func TestExhaustionStopsAtTheTenantsQuotas(t *testing.T) {
 		}
 		return r
 	}
-	// An RL loop that never reuses its sampling_session_seq_id: a sampler (and its
-	// weights on disk) per iteration.
-	if n := flood("save_weights_and_get_sampling_client", "limits.max_samplers_per_tenant", 6, func(i int) *testenv.Response {
-		return save(map[string]any{"sampling_session_seq_id": i})
-	}); n != 6 {
-		t.Fatalf("%d samplers accepted, want limits.max_samplers_per_tenant (6)", n)
+	// An RL loop that never reuses its sampling_session_seq_id (as the SDK does): a
+	// sampler per iteration, never released by the client. The run keeps the newest
+	// limits.max_ephemeral_samplers_per_run (3) open; the loop never fails.
+	for i := range 20 {
+		if r := save(map[string]any{"sampling_session_seq_id": i}); r.Status != 200 {
+			t.Fatalf("RL iteration %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cfg.CheckpointDir, run, "_ephemeral")); len(ents) != 3 {
+		t.Fatalf("after 20 iterations the run holds %d samplers' weights, want limits.max_ephemeral_samplers_per_run (3)", len(ents))
+	}
+	if n := flood("sampling sessions", "limits.max_samplers_per_tenant", 6, func(i int) *testenv.Response {
+		return mallory.c.Do("POST", "/api/v1/create_sampling_session", map[string]any{"session_id": sess, "sampling_session_seq_id": 100 + i, "base_model": testenv.Model}, nil)
+	}); n != 3 {
+		t.Fatalf("%d sampling sessions accepted beside the run's 3, want limits.max_samplers_per_tenant (6) in all", n)
 	}
 	flood("named sampler checkpoints", "limits.max_disk_bytes_per_tenant", 10, func(i int) *testenv.Response {
 		return save(map[string]any{"path": "c" + string(rune('a'+i))})
