@@ -38,7 +38,12 @@ func (l ckptLayout) inflightDir(runID string) string {
 }
 
 func (l ckptLayout) ephemeralDir(runID string, n int64) string {
-	return filepath.Join(l.runDir(runID), "_ephemeral", fmt.Sprint(n))
+	return filepath.Join(l.ephemeralParent(runID), fmt.Sprint(n))
+}
+
+// ephemeralParent holds a run's ephemeral sampler weights (and nothing else).
+func (l ckptLayout) ephemeralParent(runID string) string {
+	return filepath.Join(l.runDir(runID), "_ephemeral")
 }
 
 // kindDir is the parent of a run's checkpoints of one type.
@@ -56,7 +61,7 @@ func (l ckptLayout) ckptDir(runID, typ, name string) string {
 func (l ckptLayout) saveParents(runID string) []string {
 	rd := l.runDir(runID)
 	return []string{rd, l.kindDir(runID, CkptTraining), l.kindDir(runID, CkptSampler), l.kindDir(runID, CkptExternal),
-		filepath.Join(rd, "_ephemeral")}
+		l.ephemeralParent(runID)}
 }
 
 // adapterModTime is when the adapter in dir was written (ok false: no finished save).

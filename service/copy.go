@@ -131,6 +131,14 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	if err != nil {
 		return "", s.settle(err)
 	}
+	release, err := s.reserveDisk(tenant, dirSize(c.Dir), "copy_weights")
+	if err != nil {
+		s.lock(lkRuns)
+		delete(s.runs.m, runID)
+		s.unlock(lkRuns)
+		return "", err
+	}
+	defer release()
 	undo := func() {
 		s.lock(lkRuns)
 		delete(s.runs.m, runID)

@@ -96,17 +96,25 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	optimizer = familyOr(optimizer)
 
-	s.lock(lkRuns)
+	md, err := NewMetadata(in.UserMetadata)
+	if err != nil {
+		return "", "", err
+	}
+	s.lock(quotaLocks)
 	if _, ok := s.runs.m[runID]; ok { // created meanwhile
-		s.unlock(lkRuns)
+		s.unlock(quotaLocks)
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
+	}
+	if err := s.checkNewRun(tenant, base, src.Lora.engine(), md); err != nil {
+		s.unlock(quotaLocks)
+		return "", "", err
 	}
 	now := s.now()
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
-		Lora: src.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+		Lora: src.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
 	s.runs.m[runID] = r
-	s.unlock(lkRuns)
+	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.fut.Submit(ctx, futures.Task{
@@ -166,7 +174,7 @@ func settles(cause error) bool {
 		return false
 	}
 	switch KindOf(cause) {
-	case KindInvalid, KindNotFound, KindConflict:
+	case KindInvalid, KindNotFound, KindConflict, KindForbidden, KindTooLarge: // quotas (403, 413): not retried
 		return true
 	}
 	return false

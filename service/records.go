@@ -33,7 +33,7 @@ type Session struct {
 	ID            string            `json:"id"`
 	Tenant        string            `json:"tenant"`
 	Tags          []string          `json:"tags,omitempty"`
-	UserMetadata  map[string]any    `json:"user_metadata,omitempty"`
+	UserMetadata  Metadata          `json:"user_metadata,omitempty"`
 	SDKVersion    string            `json:"sdk_version,omitempty"`
 	ProjectID     string            `json:"project_id,omitempty"`
 	CreatedAt     time.Time         `json:"created_at"`
@@ -65,16 +65,16 @@ type SessionFinish struct {
 
 // Run is a training run: one LoRA adapter on a base model.
 type Run struct {
-	ID              string         `json:"id"`
-	Owner           string         `json:"owner,omitempty"` // the API replica that runs it
-	Tenant          string         `json:"tenant"`
-	SessionID       string         `json:"session_id"`
-	ModelSeqID      int64          `json:"model_seq_id"`
-	BaseModel       string         `json:"base_model"`
-	Lora            LoraRecord     `json:"lora"`
-	UserMetadata    map[string]any `json:"user_metadata,omitempty"`
-	CreatedAt       time.Time      `json:"created_at"`
-	LastRequestTime time.Time      `json:"last_request_time"`
+	ID              string     `json:"id"`
+	Owner           string     `json:"owner,omitempty"` // the API replica that runs it
+	Tenant          string     `json:"tenant"`
+	SessionID       string     `json:"session_id"`
+	ModelSeqID      int64      `json:"model_seq_id"`
+	BaseModel       string     `json:"base_model"`
+	Lora            LoraRecord `json:"lora"`
+	UserMetadata    Metadata   `json:"user_metadata,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	LastRequestTime time.Time  `json:"last_request_time"`
 	// NextSeq is the next seq_id the run expects; persisted after every operation.
 	NextSeq int64 `json:"next_seq"`
 	// State is where the run is in its life (see RunState); records written before it

@@ -20,13 +20,14 @@ func goldenRecords() map[string]any {
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	exp := t0.Add(time.Hour)
 	detail := "done"
+	md, _ := NewMetadata(map[string]any{"k": "v"})
 	lora := LoraRecord{Rank: 8, Alpha: 8, Seed: 7, TrainAttn: true, TrainMLP: true, Optimizer: OptimizerRecord{Type: "dimuon", Version: 1}}
 	return map[string]any{
-		"session": &Session{ID: "sess_1", Tenant: "alice", Tags: []string{"a"}, UserMetadata: map[string]any{"k": "v"}, SDKVersion: "0.38.0",
+		"session": &Session{ID: "sess_1", Tenant: "alice", Tags: []string{"a"}, UserMetadata: md, SDKVersion: "0.38.0",
 			ProjectID: "p", CreatedAt: t0, LastHeartbeat: t0, Expired: true, Extra: map[string]string{"x": "y"}, Owner: "r1", DisplayName: "d",
 			Finished: &SessionFinish{Reason: FinishSuccess, Detail: &detail, At: t0}},
 		"run": &Run{ID: "sess_1:train:0", Owner: "r1", Tenant: "alice", SessionID: "sess_1", ModelSeqID: 0, BaseModel: "tiny", Lora: lora,
-			UserMetadata: map[string]any{"k": "v"}, CreatedAt: t0, LastRequestTime: t0, NextSeq: 5, State: RunReady,
+			UserMetadata: md, CreatedAt: t0, LastRequestTime: t0, NextSeq: 5, State: RunReady,
 			AutosaveSeq: 4, AutosaveAt: t0, EphemeralCount: 2, RequestID: "req_1", CreatePayload: "h", LastCheckpoint: "weights/a", LastSamplerCkpt: "sampler_weights/b",
 			Optimizer: "dimuon", ProjectID: "p", Inflight: true, LoadedFrom: &LoadSource{Path: "tinker://x:train:0/weights/c", Dir: "/ck/x/weights/c", Optimizer: true}},
 		"checkpoint": &Checkpoint{RunID: "sess_1:train:0", Tenant: "alice", Type: CkptTraining, Name: "a", Dir: "/ck/sess_1:train:0/weights/a", CreatedAt: t0,

@@ -12,6 +12,9 @@ func (s *Service) restore(ctx context.Context) error {
 	if err := s.sessions.load(ctx, s.st, s.self, s.log); err != nil {
 		return err
 	}
+	if err := s.restoreHeartbeats(ctx); err != nil {
+		return fmt.Errorf("restore heartbeats: %w", err)
+	}
 	if err := s.runs.load(ctx, s.st, s.self, s.log); err != nil {
 		return err
 	}
@@ -58,6 +61,7 @@ func (s *Service) restore(ctx context.Context) error {
 			s.putLogged(ctx, keySampler+sm.ID, sm, reasonSamplerClosed)
 		}
 	}
+	s.sweepEphemeral()
 	s.log.Info("state restored", "sessions", len(s.sessions.m), "runs", len(s.runs.m), "samplers", len(s.samplers.m))
 	return nil
 }

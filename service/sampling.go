@@ -68,10 +68,10 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 // one samples the run's shared inflight adapter, which publishInflight has loaded.
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := SamplerID(sessionID, seq)
-	s.lock(lkSamplers)
+	s.lock(lkSessions | lkSamplers)
 	if old, ok := s.samplers.m[id]; ok && !old.Closed {
 		c := *old
-		s.unlock(lkSamplers)
+		s.unlock(lkSessions | lkSamplers)
 		if c.Tenant == tenant && c.ModelPath == modelPath && c.BaseModel == baseModel && !ephemeral {
 			return &c, nil
 		}
@@ -80,7 +80,11 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		}
 		// An ephemeral save re-using a seq replaces the previous weights.
 		s.closeSampler(ctx, old)
-		s.lock(lkSamplers)
+		s.lock(lkSessions | lkSamplers)
+	}
+	if err := s.checkSamplerQuota(tenant, ""); err != nil {
+		s.unlock(lkSessions | lkSamplers)
+		return nil, err
 	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
 		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now(), Inflight: inflight}
@@ -89,7 +93,7 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 	}
 	s.samplers.m[id] = sm
 	c := *sm
-	s.unlock(lkSamplers)
+	s.unlock(lkSessions | lkSamplers)
 	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
 			s.lock(lkSamplers)
@@ -119,6 +123,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
 		}
 	}
+	s.removeEphemeral(sm)
 	s.tel.Instruments.SamplingSessionsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, sm.BaseModel)))
 	s.putLogged(ctx, keySampler+sm.ID, &c, reasonSamplerClosed)
 }

@@ -57,14 +57,20 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	if err := validTTL(in.TTLSeconds); err != nil {
 		return "", err
 	}
-	s.lock(lkSessions | lkRuns | lkCkpts)
+	s.lock(quotaLocks | lkSamplers)
 	r, err := s.usableRun(tenant, in.ModelID)
 	if err == nil && !ephemeral && !in.Overwrite {
 		if _, exists := s.ckpts.m[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
 			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
 		}
 	}
-	s.unlock(lkSessions | lkRuns | lkCkpts)
+	if err == nil {
+		err = s.checkSaveQuota(r, in, typ, ephemeral)
+	}
+	s.unlock(quotaLocks | lkSamplers)
+	if err == nil && !in.Inflight {
+		err = s.checkDisk(tenant, s.saveBytes(r, typ == CkptTraining), op)
+	}
 	if err != nil {
 		return "", s.settle(err)
 	}
@@ -85,6 +91,11 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 }
 
 func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
+	if ephemeral {
+		if err := s.makeRoomForEphemeral(ctx, r, SamplerID(r.SessionID, *in.SamplerSeq)); err != nil {
+			return futures.Result{}, err
+		}
+	}
 	if ephemeral && in.Inflight {
 		dir, err := s.publishInflight(ctx, r)
 		if err != nil {
@@ -96,6 +107,11 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
+	release, err := s.reserveDisk(r.Tenant, s.saveBytes(r, typ == CkptTraining), "this save")
+	if err != nil {
+		return futures.Result{}, err
+	}
+	defer release()
 	if ephemeral {
 		s.lock(lkRuns)
 		r.EphemeralCount++
@@ -103,10 +119,12 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		s.unlock(lkRuns)
 		dir := s.ckpts.files.ephemeralDir(r.ID, n)
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
+			_ = os.RemoveAll(dir)
 			return futures.Result{}, err
 		}
 		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, false)
 		if err != nil {
+			_ = os.RemoveAll(dir) // no sampler uses them
 			return futures.Result{}, err
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)

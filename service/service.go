@@ -50,6 +50,9 @@ type Service struct {
 	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
 	polls *completionLogs
 
+	// quota holds disk space reserved by saves being written (quota.go).
+	quota quotaState
+
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
 	kick    chan struct{}

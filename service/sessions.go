@@ -19,21 +19,34 @@ type CreateSessionInput struct {
 
 // CreateSession opens a client session for tenant.
 func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSessionInput) (*Session, error) {
+	md, err := NewMetadata(in.UserMetadata)
+	if err != nil {
+		return nil, err
+	}
 	now := s.now()
 	se := &Session{
-		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: in.UserMetadata,
+		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: md,
 		SDKVersion: in.SDKVersion, ProjectID: in.ProjectID, DisplayName: in.DisplayName, CreatedAt: now, LastHeartbeat: now,
 	}
-	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
+	rec := *se
+	s.lock(quotaLocks)
+	err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se.Tags, se.UserMetadata), 0)
+	if err == nil {
+		s.sessions.m[se.ID] = se // counted by the next check at once
+	}
+	s.unlock(quotaLocks)
+	if err != nil {
+		return nil, err
+	}
+	if err := putJSON(ctx, s.st, keySession+rec.ID, &rec); err != nil {
+		s.lock(lkSessions)
+		delete(s.sessions.m, se.ID)
+		s.unlock(lkSessions)
 		return nil, classify(err)
 	}
-	s.lock(lkSessions)
-	s.sessions.m[se.ID] = se
-	s.unlock(lkSessions)
 	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: se.ID}), "session created",
 		"tenant", tenant, "sdk_version", in.SDKVersion)
-	c := *se
-	return &c, nil
+	return &rec, nil
 }
 
 // owned returns the tenant's session (callers hold the sessions lock, and settle the
@@ -61,7 +74,8 @@ func (s *Service) liveSession(tenant, id string) (*Session, error) {
 	return se, nil
 }
 
-// Heartbeat keeps a session alive.
+// Heartbeat keeps a session alive. It writes the time alone (persistHeartbeat), never
+// the session record with its metadata.
 func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 	s.lock(lkSessions)
 	se, err := s.liveSession(tenant, id)
@@ -69,10 +83,10 @@ func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 		s.unlock(lkSessions)
 		return s.settle(err)
 	}
-	se.LastHeartbeat = s.now()
-	c := *se
+	now := s.now()
+	se.LastHeartbeat = now
 	s.unlock(lkSessions)
-	return classify(putJSON(ctx, s.st, keySession+c.ID, &c))
+	return classify(s.persistHeartbeat(ctx, id, now))
 }
 
 // ListSessions returns the tenant's session ids, newest first.

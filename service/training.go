@@ -76,26 +76,34 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
 	runID = RunID(in.SessionID, in.ModelSeqID)
+	md, err := NewMetadata(in.UserMetadata)
+	if err != nil {
+		return "", "", err
+	}
 
-	s.lock(lkSessions | lkRuns)
+	s.lock(quotaLocks)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.unlock(lkSessions | lkRuns)
+		s.unlock(quotaLocks)
 		return "", "", s.settle(err)
 	}
 	if r, ok := s.runs.m[runID]; ok {
 		payload, reqID := r.CreatePayload, r.RequestID
-		s.unlock(lkSessions | lkRuns)
+		s.unlock(quotaLocks)
 		if payload == in.PayloadHash && reqID != "" {
 			return reqID, runID, nil // a retried create_model
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d was used by another create_model)", runID, in.ModelSeqID)
 	}
+	if err := s.checkNewRun(tenant, in.BaseModel, in.Lora, md); err != nil {
+		s.unlock(quotaLocks)
+		return "", "", err
+	}
 	now := s.now()
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
-		Lora: loraRecord(in.Lora), UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+		Lora: loraRecord(in.Lora), UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
 	s.runs.m[runID] = r
-	s.unlock(lkSessions | lkRuns)
+	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.submit(ctx, futures.Task{
