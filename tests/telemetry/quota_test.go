@@ -1,31 +1,19 @@
 package telemetry_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/tuft-go/tuft/internal/testenv"
-	"github.com/tuft-go/tuft/server"
 	"github.com/tuft-go/tuft/telemetry"
-	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
 // A request a per-tenant quota refuses carries the quota's config key on its HTTP span
 // (tuft.quota_limit); an accepted one carries none.
 func TestQuotaRefusalNamesItsLimitOnTheSpan(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tel, err := setup.New(context.Background(), telemetry.DefaultConfig(), "server", setup.WithSpanProcessor(rec), setup.WithLogProcessor(&logCapture{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Limits.MaxSamplersPerTenant = 1
-	s := testenv.StartWith(t, cfg, server.Options{Logger: tel.Logger(), TracerProvider: tel.TracerProvider(),
-		MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments()})
+	s, rec, _ := observed(t, cfg)
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	var se struct {
 		SessionID string `json:"session_id"`
