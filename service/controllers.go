@@ -20,7 +20,8 @@ import (
 // call is made under these locks: an ownership miss found under a lock is settled by the
 // caller after unlocking (missError, settle).
 
-// sessionCtl holds this replica's client sessions (store keys keySession+id).
+// sessionCtl holds this replica's client sessions (store keys keySession+id, and
+// keyHeartbeat+id for the heartbeat time alone).
 type sessionCtl struct {
 	mu sync.Mutex
 	m  map[string]*Session
