@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 
 	"github.com/tuft-go/tuft/api/wire"
@@ -69,7 +68,7 @@ func (h *Handler) externalFile(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, errorBody{Detail: service.ErrBadToken.Error(), Category: "user"})
 		return
 	}
-	p, err := h.svc.OpenFile(r.PathValue("token"), file)
+	f, err := h.svc.OpenFile(r.PathValue("token"), file)
 	if err != nil {
 		if errors.Is(err, service.ErrBadToken) {
 			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
@@ -78,18 +77,8 @@ func (h *Handler) externalFile(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	f, err := os.Open(p)
-	if err != nil {
-		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "the file is missing on the server"})
-		return
-	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "the file is missing on the server"})
-		return
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", file))
-	http.ServeContent(w, r, file, fi.ModTime(), f)
+	http.ServeContent(w, r, file, f.ModTime, f)
 }

@@ -1,18 +1,13 @@
 package api
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"unicode"
 
@@ -30,7 +25,7 @@ func checkpointWire(c service.Checkpoint) wire.Checkpoint {
 func runWire(v service.RunView) wire.TrainingRun {
 	rank := v.Lora.Rank
 	tr := wire.TrainingRun{TrainingRunID: v.ID, BaseModel: v.BaseModel, ModelOwner: v.Tenant, IsLora: true,
-		Corrupted: v.Corrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata)}
+		Corrupted: v.State == service.RunCorrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata)}
 	if v.LastCheckpointRec != nil {
 		c := checkpointWire(*v.LastCheckpointRec)
 		tr.LastCheckpoint = &c
@@ -177,45 +172,12 @@ func (h *Handler) archiveDownload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	entries, err := os.ReadDir(c.Dir)
-	if err != nil {
-		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "checkpoint files are missing on the server"})
-		return
-	}
-	var names []string
-	for _, e := range entries {
-		if e.Type().IsRegular() {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
 	w.Header().Set("Content-Type", "application/x-tar")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(c.RunID, ":", "_")+"_"+c.Name+".tar"))
-	tw := tar.NewWriter(w)
-	for _, n := range names {
-		if err := addFile(tw, filepath.Join(c.Dir, n), n); err != nil {
-			h.log.WarnContext(r.Context(), "archive stream failed", "checkpoint", c.TinkerPath(), "error", err)
-			return // headers are sent; the truncated tar fails the client's extraction
-		}
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", c.FileName()))
+	if _, err := c.WriteTo(w); err != nil {
+		// Headers are sent; the truncated tar fails the client's extraction.
+		h.log.WarnContext(r.Context(), "archive stream failed", "checkpoint", c.Checkpoint.TinkerPath(), "error", err)
 	}
-	_ = tw.Close()
-}
-
-func addFile(tw *tar.Writer, path, name string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
-		return err
-	}
-	_, err = io.Copy(tw, f)
-	return err
 }
 
 func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -31,7 +31,7 @@ func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant str
 		return
 	}
 	r = annotate(r, telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
-		OperationType: telemetry.OpCreateModel, TrainingRunID: fmt.Sprintf("%s:train:%d", req.SessionID, req.ModelSeqID)})
+		OperationType: telemetry.OpCreateModel, TrainingRunID: service.RunID(req.SessionID, req.ModelSeqID)})
 	lc := engine.LoraConfig{Rank: req.LoraConfig.Rank, TrainAttn: req.LoraConfig.TrainAttn, TrainMLP: req.LoraConfig.TrainMLP,
 		TrainUnembed: req.LoraConfig.TrainUnembed}
 	if req.LoraConfig.Seed != nil {
@@ -272,7 +272,7 @@ func (h *Handler) createViaLoad(w http.ResponseWriter, r *http.Request, tenant s
 		h.badRequest(w, r, err)
 		return
 	}
-	runID := fmt.Sprintf("%s:train:%d", *req.SessionID, *req.ModelSeqID)
+	runID := service.RunID(*req.SessionID, *req.ModelSeqID)
 	r = annotate(r, telemetry.Keys{SessionID: *req.SessionID, TrainingRunID: runID, OperationType: telemetry.OpLoadWeights})
 	id, runID, err := h.svc.CreateFromCheckpoint(r.Context(), tenant, service.CreateFromCheckpointInput{
 		SessionID: *req.SessionID, ModelSeqID: *req.ModelSeqID, Path: req.Path, Optimizer: req.Optimizer,

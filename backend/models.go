@@ -57,10 +57,7 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 		if err != nil {
 			return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
-		maxCtx := m.Cfg.MaxPositions
-		if mc.MaxContextLength > 0 && mc.MaxContextLength < maxCtx {
-			maxCtx = mc.MaxContextLength
-		}
+		maxCtx := mc.ContextLength(m.Cfg.MaxPositions)
 		models = append(models, m)
 		text := NewText(m)
 		if text != nil {

@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,11 +80,9 @@ func EnsureAPIKey(cfg *config.Config) (newKey string, err error) {
 	switch {
 	case err == nil && key != "":
 	case err == nil || errors.Is(err, os.ErrNotExist):
-		raw := make([]byte, 24)
-		if _, err := rand.Read(raw); err != nil {
+		if key, _, err = config.NewAPIKey(); err != nil {
 			return "", err
 		}
-		key = "tml-" + hex.EncodeToString(raw)
 		if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
 			return "", fmt.Errorf("create TUFT_HOME: %w", err)
 		}
@@ -98,8 +93,7 @@ func EnsureAPIKey(cfg *config.Config) (newKey string, err error) {
 	default:
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}
-	sum := sha256.Sum256([]byte(key))
-	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "default", KeySHA256: hex.EncodeToString(sum[:])}}
+	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "default", KeySHA256: config.HashAPIKey(key).String()}}
 	return newKey, nil
 }
 

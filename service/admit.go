@@ -9,10 +9,10 @@ import (
 // on it would get (404 for a missing or another tenant's run): the HTTP layer asks
 // before decoding a large request about it.
 func (s *Service) CheckRun(tenant, id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkSessions | lkRuns)
 	_, err := s.usableRun(tenant, id)
-	return err
+	s.unlock(lkSessions | lkRuns)
+	return s.settle(err)
 }
 
 // CheckSampler says whether tenant may sample on sampling session id (the error a
@@ -22,9 +22,9 @@ func (s *Service) CheckSampler(tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	err = finishedErr(s.sessions[sm.SessionID])
-	s.mu.Unlock()
+	s.lock(lkSessions)
+	err = finishedErr(s.sessions.m[sm.SessionID])
+	s.unlock(lkSessions)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,9 @@
 package service
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
+
+	"github.com/tuft-go/tuft/config"
 )
 
 // The API key routes of the SDK's CLI (tinker auth login / logout): GET and DELETE
@@ -23,10 +23,10 @@ func (s *Service) APIKey(key string) (KeyInfo, bool) {
 	if !ok {
 		return KeyInfo{}, false
 	}
-	h := sha256.Sum256([]byte(key))
+	h := config.HashAPIKey(key)
 	// 48 bits: positive, and exact as a JSON number in every client.
 	id := int64(binary.BigEndian.Uint64(h[:8]) >> 16)
-	return KeyInfo{Tenant: tenant, ID: id, Hash: hex.EncodeToString(h[:])}, true
+	return KeyInfo{Tenant: tenant, ID: id, Hash: h.String()}, true
 }
 
 // DeleteAPIKey refuses: every key is configured in the server's config file.

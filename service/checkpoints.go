@@ -40,13 +40,15 @@ type RunView struct {
 	LastSamplerRec    *Checkpoint
 }
 
+// view is r with its last checkpoints (callers hold the checkpoints lock, and the runs
+// lock when r is this replica's).
 func (s *Service) view(r *Run) RunView {
 	v := RunView{Run: *r}
-	if c, ok := s.ckpts[r.ID][r.LastCheckpoint]; ok {
+	if c, ok := s.ckpts.get(r.ID, r.LastCheckpoint); ok {
 		cc := *c
 		v.LastCheckpointRec = &cc
 	}
-	if c, ok := s.ckpts[r.ID][r.LastSamplerCkpt]; ok {
+	if c, ok := s.ckpts.get(r.ID, r.LastSamplerCkpt); ok {
 		cc := *c
 		v.LastSamplerRec = &cc
 	}
@@ -55,14 +57,15 @@ func (s *Service) view(r *Run) RunView {
 
 // ListRuns lists the tenant's training runs, most recently used first.
 func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkRuns)
 	var all []*Run
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.Tenant == tenant {
-			all = append(all, r)
+			c := *r
+			all = append(all, &c)
 		}
 	}
+	s.unlock(lkRuns)
 	foreignRecords(s, keyRun, tenant, func(r *Run) { all = append(all, r) })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
@@ -71,34 +74,35 @@ func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 		return all[i].ID < all[j].ID
 	})
 	var out []RunView
+	s.lock(lkCkpts)
 	for _, r := range page(all, limit, offset) {
 		out = append(out, s.view(r))
 	}
+	s.unlock(lkCkpts)
 	return out, len(all)
 }
 
 // GetRun describes one training run.
 func (s *Service) GetRun(tenant, id string) (RunView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.ownedRun(tenant, id)
-	if err != nil {
-		return RunView{}, err
+	s.lock(lkRuns | lkCkpts)
+	r, err := s.runs.owned(tenant, id)
+	var v RunView
+	if err == nil {
+		v = s.view(r)
 	}
-	return s.view(r), nil
+	s.unlock(lkRuns | lkCkpts)
+	return v, s.settle(err)
 }
 
 // ListCheckpoints lists one run's checkpoints, oldest first.
 func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.ownedRun(tenant, runID); err != nil {
-		return nil, err
+	s.lock(lkRuns | lkCkpts)
+	if _, err := s.runs.owned(tenant, runID); err != nil {
+		s.unlock(lkRuns | lkCkpts)
+		return nil, s.settle(err)
 	}
-	out := make([]Checkpoint, 0, len(s.ckpts[runID]))
-	for _, c := range s.ckpts[runID] {
-		out = append(out, *c)
-	}
+	out := s.ckpts.ofRun(runID)
+	s.unlock(lkRuns | lkCkpts)
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
@@ -110,10 +114,10 @@ func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 
 // ListAllCheckpoints lists every checkpoint of the tenant, newest first.
 func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
-	s.mu.Lock()
+	s.lock(lkCkpts)
 	var all []Checkpoint
 	seen := map[string]bool{}
-	for _, m := range s.ckpts {
+	for _, m := range s.ckpts.m {
 		for _, c := range m {
 			if c.Tenant == tenant {
 				all = append(all, *c)
@@ -121,16 +125,19 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkCkpts)
 	if s.self != "" {
 		// Other replicas' runs write checkpoints this one has not loaded.
-		_ = s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
+		err := s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
 			var c Checkpoint
 			if json.Unmarshal(v, &c) == nil && c.Tenant == tenant && !seen[c.TinkerPath()] {
 				all = append(all, c)
 			}
 			return nil
 		})
+		if err != nil { // the listing shows this replica's checkpoints at least
+			s.log.Warn("could not list other replicas' checkpoints", "tenant", tenant, "error", err)
+		}
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
@@ -143,9 +150,9 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 
 // ownedCheckpoint finds a tenant's checkpoint by run and checkpoint id ("weights/<name>",
 // "sampler_weights/<name>", or a bare name, tried as weights then sampler_weights).
-// Callers hold s.mu.
+// Callers hold the runs and checkpoints locks, and settle the error after unlocking.
 func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, error) {
-	if _, err := s.ownedRun(tenant, runID); err != nil {
+	if _, err := s.runs.owned(tenant, runID); err != nil {
 		return nil, err
 	}
 	ids := []string{ckptID}
@@ -153,7 +160,7 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID, "external_weights/" + ckptID}
 	}
 	for _, id := range ids {
-		if c, ok := s.ckpts[runID][id]; ok {
+		if c, ok := s.ckpts.get(runID, id); ok {
 			return c, nil
 		}
 	}
@@ -162,11 +169,11 @@ func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, er
 
 // DeleteCheckpoint removes a checkpoint's files and record.
 func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID string) error {
-	s.mu.Lock()
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
-	s.mu.Unlock()
+	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
-		return err
+		return s.settle(err)
 	}
 	if err := s.removeCheckpoint(ctx, c); err != nil {
 		return classify(err)
@@ -181,9 +188,9 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 	if err := s.st.Del(ctx, ckptKey(c.RunID, c.Type, c.Name)); err != nil {
 		return fmt.Errorf("delete checkpoint record: %w", err)
 	}
-	s.mu.Lock()
-	delete(s.ckpts[c.RunID], c.ID())
-	if r, ok := s.runs[c.RunID]; ok {
+	s.lock(lkRuns | lkCkpts)
+	delete(s.ckpts.m[c.RunID], c.ID())
+	if r, ok := s.runs.m[c.RunID]; ok {
 		if r.LastCheckpoint == c.ID() {
 			r.LastCheckpoint = ""
 		}
@@ -191,7 +198,7 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 			r.LastSamplerCkpt = ""
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkRuns | lkCkpts)
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("delete checkpoint files: %w", err)
 	}
@@ -237,25 +244,25 @@ func validTTL(ttl *int64) error {
 }
 
 func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID string, f func(*Checkpoint)) error {
-	s.mu.Lock()
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if err != nil {
-		s.mu.Unlock()
-		return err
+		s.unlock(lkRuns | lkCkpts)
+		return s.settle(err)
 	}
 	f(c)
 	cc := *c
-	s.mu.Unlock()
+	s.unlock(lkRuns | lkCkpts)
 	return classify(putJSON(ctx, s.st, ckptKey(cc.RunID, cc.Type, cc.Name), &cc))
 }
 
 // ArchiveToken returns a signed, expiring token for downloading a checkpoint's archive.
 func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) (string, time.Time, error) {
-	s.mu.Lock()
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
-	s.mu.Unlock()
+	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, s.settle(err)
 	}
 	exp := s.now().Add(ttl).Truncate(time.Second)
 	return s.sign(exp, c.TinkerPath()), exp, nil
@@ -264,30 +271,35 @@ func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) 
 // ErrBadToken is returned for an archive token that is malformed, forged or expired.
 var ErrBadToken = errors.New("archive link is invalid or expired")
 
-// OpenArchive verifies a token and returns the checkpoint it grants.
-func (s *Service) OpenArchive(tok string) (Checkpoint, error) {
+// OpenArchive verifies a token and opens the archive of the checkpoint it grants.
+func (s *Service) OpenArchive(tok string) (*Archive, error) {
 	payload, err := s.verify(tok)
 	if err != nil {
-		return Checkpoint{}, err
+		return nil, err
 	}
 	runID, kind, name, err := ParseTinkerPath(payload) // a file token's payload is no path
 	if err != nil {
-		return Checkpoint{}, ErrBadToken
+		return nil, ErrBadToken
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.ckpts[runID][kind+"/"+name]
+	s.lock(lkCkpts)
+	c, ok := s.ckpts.get(runID, kind+"/"+name)
+	var cc Checkpoint
+	if ok {
+		cc = *c
+	}
+	s.unlock(lkCkpts)
 	if !ok {
-		return Checkpoint{}, notFoundf("checkpoint %s no longer exists", payload)
+		return nil, notFoundf("checkpoint %s no longer exists", payload)
 	}
-	return *c, nil
+	return openArchive(cc)
 }
 
 // WeightsInfo describes the checkpoint a tinker:// path names.
 func (s *Service) WeightsInfo(tenant, path string) (Checkpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.resolvePath(tenant, path)
+	fetched := s.fetchCheckpoint(path)
+	s.lock(lkCkpts)
+	defer s.unlock(lkCkpts)
+	c, err := s.ckpts.resolve(tenant, path, fetched)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -96,14 +96,15 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		}
 	}
 
-	s.mu.Lock()
-	src, err := s.resolvePath(tenant, in.SourcePath)
+	fetched := s.fetchCheckpoint(in.SourcePath)
+	s.lock(lkSessions | lkRuns | lkCkpts)
+	src, err := s.ckpts.resolve(tenant, in.SourcePath, fetched)
 	var runID, project string
 	if err == nil {
 		if session {
 			_, err = s.liveSession(tenant, in.SessionID)
-			runID = fmt.Sprintf("%s:train:%d", in.SessionID, *in.ModelSeqID)
-			if _, taken := s.runs[runID]; err == nil && taken {
+			runID = RunID(in.SessionID, *in.ModelSeqID)
+			if _, taken := s.runs.m[runID]; err == nil && taken {
 				err = conflictf("training run %s already exists (model_seq_id %d is taken)", runID, *in.ModelSeqID)
 			}
 		} else {
@@ -119,32 +120,32 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		c = *src
 		// Reserve the slot while the files are copied.
 		now := s.now()
-		s.runs[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
-			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, Ready: true, Unloaded: true, ProjectID: project,
+		s.runs.m[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
+			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, State: RunUnloaded, ProjectID: project,
 			Note: fmt.Sprintf("holds a copy of %s (copy_weights); train from its checkpoint with create_training_client_from_state", in.SourcePath)}
 		if in.ModelSeqID != nil {
-			s.runs[runID].ModelSeqID = *in.ModelSeqID
+			s.runs.m[runID].ModelSeqID = *in.ModelSeqID
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	release, err := s.reserveDisk(tenant, dirSize(c.Dir), "copy_weights")
 	if err != nil {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
+		s.lock(lkRuns)
+		delete(s.runs.m, runID)
+		s.unlock(lkRuns)
 		return "", err
 	}
 	defer release()
 	undo := func() {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
-		_ = os.RemoveAll(s.runDir(runID))
+		s.lock(lkRuns)
+		delete(s.runs.m, runID)
+		s.unlock(lkRuns)
+		_ = os.RemoveAll(s.ckpts.files.runDir(runID))
 	}
-	dst := filepath.Join(s.runDir(runID), ckptKindDir(c.Type), c.Name)
+	dst := s.ckpts.files.ckptDir(runID, c.Type, c.Name)
 	if err := copyDir(c.Dir, dst); err != nil {
 		undo()
 		return "", classify(fmt.Errorf("copy checkpoint files: %w", err))
@@ -156,21 +157,23 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		t := now.Add(time.Duration(*in.TTLSeconds) * time.Second)
 		cp.ExpiresAt = &t
 	}
-	s.mu.Lock()
-	r := *s.runs[runID]
-	s.mu.Unlock()
+	s.lock(lkRuns)
+	r := *s.runs.m[runID]
+	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &r); err != nil {
 		undo()
 		return "", classify(err)
 	}
 	if err := putJSON(ctx, s.st, ckptKey(runID, cp.Type, cp.Name), cp); err != nil {
-		_ = s.st.Del(ctx, keyRun+runID)
+		if err := s.st.Del(ctx, keyRun+runID); err != nil {
+			s.writeFailed(ctx, reasonCopyRollback, err, "key", keyRun+runID)
+		}
 		undo()
 		return "", classify(err)
 	}
-	s.mu.Lock()
-	s.ckpts[runID] = map[string]*Checkpoint{cp.ID(): cp}
-	s.mu.Unlock()
+	s.lock(lkCkpts)
+	s.ckpts.m[runID] = map[string]*Checkpoint{cp.ID(): cp}
+	s.unlock(lkCkpts)
 	path = cp.TinkerPath()
 	if idemKey != "" {
 		b, _ := json.Marshal(copyRecord{PayloadHash: in.PayloadHash, Path: path})
@@ -183,12 +186,12 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 }
 
 // ownsProject reports whether a project id is the tenant's: its name (the default
-// project) or the project of one of its sessions. Callers hold s.mu.
+// project) or the project of one of its sessions. Callers hold the sessions lock.
 func (s *Service) ownsProject(tenant, project string) bool {
 	if project == tenant {
 		return true
 	}
-	for _, se := range s.sessions {
+	for _, se := range s.sessions.m {
 		if se.Tenant == tenant && ProjectOf(se) == project {
 			return true
 		}

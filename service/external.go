@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -111,11 +110,11 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 	if err != nil {
 		return "", err
 	}
-	s.mu.Lock()
+	s.lock(lkSessions | lkRuns)
 	_, err = s.usableRun(tenant, in.ModelID)
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpSaveWeightsExternal, func(ctx context.Context, r *Run) (futures.Result, error) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint,
@@ -139,7 +138,7 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 		return ExternalResult{}, err
 	}
 	defer release()
-	parent := filepath.Join(s.runDir(r.ID), ckptKindDir(CkptExternal))
+	parent := s.ckpts.files.kindDir(r.ID, CkptExternal)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return ExternalResult{}, fmt.Errorf("export: %w", err)
 	}
@@ -183,12 +182,9 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 	if err := putJSON(ctx, s.st, ckptKey(r.ID, c.Type, c.Name), c); err != nil {
 		return ExternalResult{}, err
 	}
-	s.mu.Lock()
-	if s.ckpts[r.ID] == nil {
-		s.ckpts[r.ID] = map[string]*Checkpoint{}
-	}
-	s.ckpts[r.ID][c.ID()] = c
-	s.mu.Unlock()
+	s.lock(lkCkpts)
+	s.ckpts.put(c)
+	s.unlock(lkCkpts)
 	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, CkptExternal)}
 	if s.tel.Instruments.ModelIDAttribute {
 		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
@@ -248,10 +244,10 @@ func encryptFile(src, dst string, recipients []age.Recipient) error {
 // CheckpointFiles lists the files of a checkpoint the tenant may read (its own, or a
 // published one), names relative to its directory, for external_weights_urls.
 func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []string, error) {
-	s.mu.Lock()
+	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
 	if KindOf(err) == KindNotFound {
-		if pc, ok := s.ckpts[runID][ckptID]; ok && pc.Public {
+		if pc, ok := s.ckpts.get(runID, ckptID); ok && pc.Public {
 			c, err = pc, nil // published: every tenant may download it
 		}
 	}
@@ -259,9 +255,9 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 	if err == nil {
 		cc = *c
 	}
-	s.mu.Unlock()
+	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
-		return Checkpoint{}, nil, err
+		return Checkpoint{}, nil, s.settle(err)
 	}
 	if cc.Type != CkptExternal {
 		return Checkpoint{}, nil, invalidf("checkpoint %s is a %s checkpoint: signed file URLs are for external weights (save_weights_external); "+
@@ -272,21 +268,6 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 		return Checkpoint{}, nil, notFoundf("checkpoint %s: its files are missing on the server", cc.TinkerPath())
 	}
 	return cc, files, nil
-}
-
-func regularFiles(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 // fileTokenTag separates file tokens from archive tokens (whose payload is a tinker://
@@ -331,33 +312,34 @@ func (s *Service) verify(tok string) (string, error) {
 	return string(buf[8:]), nil
 }
 
-// OpenFile verifies a file token for file and returns the file's path on disk.
-func (s *Service) OpenFile(tok, file string) (string, error) {
+// OpenFile verifies a file token for file and opens that file of the checkpoint; the
+// caller closes it.
+func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
 	payload, err := s.verify(tok)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	rest, ok := strings.CutPrefix(payload, fileTokenTag)
 	if !ok {
-		return "", ErrBadToken
+		return nil, ErrBadToken
 	}
 	path, signed, ok := strings.Cut(rest, "\x00")
 	if !ok || signed != file {
-		return "", ErrBadToken
+		return nil, ErrBadToken
 	}
 	runID, kind, name, err := ParseTinkerPath(path)
 	if err != nil {
-		return "", ErrBadToken
+		return nil, ErrBadToken
 	}
-	s.mu.Lock()
-	c, ok := s.ckpts[runID][kind+"/"+name]
+	s.lock(lkCkpts)
+	c, ok := s.ckpts.get(runID, kind+"/"+name)
 	var dir string
 	if ok {
 		dir = c.Dir
 	}
-	s.mu.Unlock()
+	s.unlock(lkCkpts)
 	if !ok {
-		return "", notFoundf("checkpoint %s no longer exists", path)
+		return nil, notFoundf("checkpoint %s no longer exists", path)
 	}
-	return filepath.Join(dir, filepath.Base(file)), nil
+	return openCheckpointFile(dir, file)
 }

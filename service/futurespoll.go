@@ -176,9 +176,9 @@ func (s *Service) RetrieveFutures(ctx context.Context, tenant, samplerID string,
 	if err != nil {
 		return nil, 0, err
 	}
-	s.mu.Lock()
-	err = finishedErr(s.sessions[sm.SessionID])
-	s.mu.Unlock()
+	s.lock(lkSessions)
+	err = finishedErr(s.sessions.m[sm.SessionID])
+	s.unlock(lkSessions)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -27,13 +27,13 @@ const (
 // is written when the value changes (about twice per training step), before the
 // operation's result: a result the client sees is never ahead of it.
 func (s *Service) setPendingGrads(ctx context.Context, r *Run, pending bool) error {
-	s.mu.Lock()
+	s.lock(lkRuns)
 	if r.PendingGrads == pending {
-		s.mu.Unlock()
+		s.unlock(lkRuns)
 		return nil
 	}
 	r.PendingGrads = pending
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	var err error
 	if pending {
 		err = s.st.Set(ctx, keyGrads+r.ID, []byte(gradsPending), 0)
@@ -66,13 +66,13 @@ func (s *Service) restoreGrads(ctx context.Context, r *Run) error {
 // lostGrads fails an operation that would use gradients a restart lost, once: the mark
 // is cleared, so the operation after it trains normally.
 func (s *Service) lostGrads(ctx context.Context, r *Run) error {
-	s.mu.Lock()
+	s.lock(lkRuns)
 	if !r.GradsLost {
-		s.mu.Unlock()
+		s.unlock(lkRuns)
 		return nil
 	}
 	r.GradsLost = false
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	if err := s.st.Del(ctx, keyGrads+r.ID); err != nil {
 		s.log.WarnContext(ctx, "could not record that lost gradients were reported", "run", r.ID, "error", err)
 	}
@@ -85,10 +85,10 @@ func (s *Service) lostGrads(ctx context.Context, r *Run) error {
 // saved (cause): from the latest saved state, which the failed save left untouched.
 // Gradients are not saved, so those the step would have used are discarded.
 func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
-	s.mu.Lock()
+	s.lock(lkRuns)
 	hadGrads := r.PendingGrads
-	s.mu.Unlock()
-	dir, optimizer, from := s.latestState(r)
+	s.unlock(lkRuns)
+	dir, optimizer, from := s.ckpts.latestState(r.ID)
 	var err error
 	if dir == "" {
 		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter
@@ -97,12 +97,12 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 		err = s.be.LoadState(ctx, r.BaseModel, r.ID, dir, optimizer, r.optimizer())
 	}
 	if err != nil {
-		s.mu.Lock()
-		r.Corrupted, r.Loaded = true, false
+		s.lock(lkRuns)
+		r.State = RunCorrupted
 		r.Note = fmt.Sprintf("an optim_step could not save its result (%v) nor be undone (%v)", cause, err)
 		c := *r
-		s.mu.Unlock()
-		_ = putJSON(ctx, s.st, keyRun+r.ID, &c)
+		s.unlock(lkRuns)
+		s.putLogged(ctx, keyRun+r.ID, &c, reasonRunCorrupted)
 		return &Error{Kind: KindInternal, Err: cause, Msg: fmt.Sprintf("optim_step could not save its result (%v), and training run %s could not be "+
 			"restored from %s (%v): the run is unusable; create a new run from one of its checkpoints", cause, r.ID, from, err)}
 	}
@@ -118,10 +118,10 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 
 // clearGrads forgets r's gradients, pending or lost (load_weights replaced them).
 func (s *Service) clearGrads(ctx context.Context, r *Run) error {
-	s.mu.Lock()
+	s.lock(lkRuns)
 	was := r.PendingGrads || r.GradsLost
 	r.PendingGrads, r.GradsLost = false, false
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	if !was {
 		return nil
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -85,9 +83,10 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 	}
 	t := &InferenceTarget{Model: name, BaseModel: base}
 	if path != "" {
-		s.mu.Lock()
-		c, err := s.resolvePath(tenant, path)
-		s.mu.Unlock()
+		fetched := s.fetchCheckpoint(path)
+		s.lock(lkCkpts)
+		c, err := s.ckpts.resolve(tenant, path, fetched)
+		s.unlock(lkCkpts)
 		if err == nil {
 			err = notAnExport(c, path)
 		}
@@ -97,11 +96,11 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 		if base != "" && base != c.BaseModel {
 			return nil, invalidf("model %q: checkpoint %s was trained on %s, not %s", name, path, c.BaseModel, base)
 		}
-		fi, err := os.Stat(filepath.Join(c.Dir, "adapter_model.safetensors"))
-		if err != nil {
+		mod, ok := adapterModTime(c.Dir)
+		if !ok {
 			return nil, notFoundf("the model %q: its checkpoint files are missing on the server", name)
 		}
-		t.BaseModel, t.Checkpoint, t.RunID, t.dir, t.mod = c.BaseModel, c.TinkerPath(), c.RunID, c.Dir, fi.ModTime()
+		t.BaseModel, t.Checkpoint, t.RunID, t.dir, t.mod = c.BaseModel, c.TinkerPath(), c.RunID, c.Dir, mod
 	}
 	mi, ok := s.models[t.BaseModel]
 	if !ok {

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"path/filepath"
 )
 
 // Inflight sampling (save_weights_and_get_sampling_client(kind="inflight"), SDK 0.38).
@@ -32,25 +31,20 @@ const (
 // inflightAdapterID is the executor id of a run's shared inflight sampling adapter.
 func inflightAdapterID(runID string) string { return runID + "/inflight" }
 
-// inflightDir holds a run's newest inflight weights.
-func (s *Service) inflightDir(runID string) string {
-	return filepath.Join(s.runDir(runID), "_inflight")
-}
-
 // publishInflight makes the run's current weights its inflight target: saved to the
 // run's inflight directory and loaded into its shared sampling adapter. It runs as the
 // run's operation (in seq_id order), so two publications never interleave.
 func (s *Service) publishInflight(ctx context.Context, r *Run) (string, error) {
-	dir := s.inflightDir(r.ID)
+	dir := s.ckpts.files.inflightDir(r.ID)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 		return "", err
 	}
 	if err := s.be.AddSamplerAdapter(ctx, r.BaseModel, inflightAdapterID(r.ID), dir); err != nil {
 		return "", err
 	}
-	s.mu.Lock()
+	s.lock(lkRuns)
 	r.Inflight = true
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	s.markDirty(r)
 	return dir, nil
 }

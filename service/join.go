@@ -22,31 +22,28 @@ func (s *Service) JoinSamplingSession(ctx context.Context, tenant, samplerID str
 		}
 		telemetry.End(sp, err)
 	}()
-	s.mu.Lock()
-	sm, ok := s.samplers[samplerID]
+	s.lock(lkSessions | lkSamplers)
+	sm, ok := s.samplers.m[samplerID]
 	if !ok || sm.Tenant != tenant {
-		s.mu.Unlock()
-		if err := s.elsewhere(keySampler+samplerID, tenant); err != nil {
-			return 0, err
-		}
-		return 0, notFoundf("sampler %q not found", samplerID)
+		s.unlock(lkSessions | lkSamplers)
+		return 0, s.settle(miss(keySampler+samplerID, tenant, notFoundf("sampler %q not found", samplerID)))
 	}
-	if err := finishedErr(s.sessions[sm.SessionID]); err != nil {
-		s.mu.Unlock()
+	if err := finishedErr(s.sessions.m[sm.SessionID]); err != nil {
+		s.unlock(lkSessions | lkSamplers)
 		return 0, err
 	}
 	if sm.Closed {
-		s.mu.Unlock()
+		s.unlock(lkSessions | lkSamplers)
 		return 0, closedError(sm)
 	}
 	if sm.Clients >= maxClones {
-		s.mu.Unlock()
+		s.unlock(lkSessions | lkSamplers)
 		return 0, invalidf("sampling session %s has %d clients, the most its seq_ids can number (each clone uses counter × 10^9)", samplerID, sm.Clients)
 	}
 	sm.Clients++
 	counter = sm.Clients
 	c := *sm
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkSamplers)
 	if err := putJSON(ctx, s.st, keySampler+c.ID, &c); err != nil {
 		return 0, classify(err)
 	}

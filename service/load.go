@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -40,30 +39,32 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	if err := checkOptimizer(in.OptimizerConfig); err != nil {
 		return "", "", err
 	}
-	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
+	runID = RunID(in.SessionID, in.ModelSeqID)
 
-	s.mu.Lock()
+	fetched := s.fetchCheckpoint(in.Path)
+	s.lock(lkSessions | lkRuns | lkCkpts)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.mu.Unlock()
-		return "", "", err
+		s.unlock(lkSessions | lkRuns | lkCkpts)
+		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs[runID]; ok {
-		s.mu.Unlock()
-		if r.CreatePayload == in.PayloadHash && r.RequestID != "" {
-			return r.RequestID, runID, nil // a retried load
+	if r, ok := s.runs.m[runID]; ok {
+		payload, reqID := r.CreatePayload, r.RequestID
+		s.unlock(lkSessions | lkRuns | lkCkpts)
+		if payload == in.PayloadHash && reqID != "" {
+			return reqID, runID, nil // a retried load
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
-	c, err := s.resolvePath(tenant, in.Path)
+	c, err := s.ckpts.resolve(tenant, in.Path, fetched)
 	if err == nil {
 		err = notAnExport(c, in.Path)
 	}
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock(lkSessions | lkRuns | lkCkpts)
 		return "", "", err
 	}
 	src := *c
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 
 	base := src.BaseModel
 	if in.BaseModel != "" && in.BaseModel != base {
@@ -99,21 +100,21 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	if err != nil {
 		return "", "", err
 	}
-	s.mu.Lock()
-	if _, ok := s.runs[runID]; ok { // created meanwhile
-		s.mu.Unlock()
+	s.lock(quotaLocks)
+	if _, ok := s.runs.m[runID]; ok { // created meanwhile
+		s.unlock(quotaLocks)
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
-	if err := s.checkNewRun(tenant, base, src.Lora, md); err != nil {
-		s.mu.Unlock()
+	if err := s.checkNewRun(tenant, base, src.Lora.engine(), md); err != nil {
+		s.unlock(quotaLocks)
 		return "", "", err
 	}
 	now := s.now()
-	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
+	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
 		Lora: src.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
-	s.runs[runID] = r
-	s.mu.Unlock()
+	s.runs.m[runID] = r
+	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.fut.Submit(ctx, futures.Task{
@@ -130,10 +131,12 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 				err = s.autosave(ctx, r, 0)
 			}
 			if err == nil {
-				s.mu.Lock()
-				r.Ready, r.Loaded = true, true
+				s.lock(lkRuns)
+				if r.State == RunCreating { // not unloaded meanwhile
+					r.State = RunReady
+				}
 				c := *r
-				s.mu.Unlock()
+				s.unlock(lkRuns)
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
 				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, base)))
 			}
@@ -145,15 +148,15 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		},
 	})
 	if err != nil {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
+		s.lock(lkRuns)
+		delete(s.runs.m, runID)
+		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
-	s.mu.Lock()
+	s.lock(lkRuns)
 	r.RequestID = id
 	rc := *r
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &rc); err != nil {
 		return "", "", classify(err)
 	}
@@ -187,13 +190,14 @@ func (s *Service) Refused(ctx context.Context, tenant string, m OpMeta, op strin
 	if !settles(cause) || m.ModelID == "" {
 		return nil
 	}
-	s.mu.Lock()
-	r, err := s.ownedRun(tenant, m.ModelID)
+	s.lock(lkRuns)
+	r, err := s.runs.owned(tenant, m.ModelID)
 	var pool string
 	if err == nil {
 		pool = r.BaseModel
 	}
-	s.mu.Unlock()
+	s.unlock(lkRuns)
+	err = s.settle(err)
 	var ee *ElsewhereError
 	if errors.As(err, &ee) {
 		return err

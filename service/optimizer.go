@@ -33,7 +33,7 @@ func (r *Run) optimizer() engine.OptimizerConfig { return optimizerConfig(r.Opti
 // adapterConfig is the run's LoRA configuration with its optimizer, for creating its
 // adapter.
 func (r *Run) adapterConfig() engine.LoraConfig {
-	c := r.Lora
+	c := r.Lora.engine()
 	c.Optimizer = r.optimizer()
 	return c
 }

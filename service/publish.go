@@ -12,14 +12,15 @@ import (
 // Copies already made by load_weights belong to the runs that made them.
 
 // sourceVisible reports whether a sampler's checkpoint (if it was opened from one) is
-// still visible to the sampler's tenant. Callers must not hold s.mu.
+// still visible to the sampler's tenant. Callers hold no controller lock.
 func (s *Service) sourceVisible(sm *Sampler) bool {
 	if sm.ModelPath == "" {
 		return true // the base model, or weights saved for the sampler by its own run
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, err := s.resolvePath(sm.Tenant, sm.ModelPath)
+	fetched := s.fetchCheckpoint(sm.ModelPath)
+	s.lock(lkCkpts)
+	defer s.unlock(lkCkpts)
+	_, err := s.ckpts.resolve(sm.Tenant, sm.ModelPath, fetched)
 	return err == nil
 }
 
@@ -28,12 +29,12 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 	if s.sourceVisible(sm) {
 		return nil
 	}
-	s.mu.Lock()
-	live := s.samplers[sm.ID]
+	s.lock(lkSamplers)
+	live := s.samplers.m[sm.ID]
 	if live != nil && !live.Closed {
 		live.ClosedWhy = withdrawn(sm.ModelPath)
 	}
-	s.mu.Unlock()
+	s.unlock(lkSamplers)
 	if live != nil {
 		s.closeSampler(ctx, live)
 	}
@@ -44,14 +45,14 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 // checkpoint at path, which owner has just unpublished or deleted.
 func (s *Service) stopForeignSamplers(ctx context.Context, owner, path string) {
 	var victims []*Sampler
-	s.mu.Lock()
-	for _, sm := range s.samplers {
+	s.lock(lkSamplers)
+	for _, sm := range s.samplers.m {
 		if !sm.Closed && sm.ModelPath == path && sm.Tenant != owner {
 			sm.ClosedWhy = withdrawn(path)
 			victims = append(victims, sm)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkSamplers)
 	for _, sm := range victims {
 		s.closeSampler(ctx, sm)
 		s.log.InfoContext(ctx, "sampling session closed: its checkpoint was withdrawn by its owner", "sampler", sm.ID, "checkpoint", path)

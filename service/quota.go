@@ -80,9 +80,9 @@ func overQuota(limit string, now time.Time, items []held, excess int64, msg stri
 }
 
 // releaseAt is when the reaper will release what session id holds if its client seems
-// gone; zero while it heartbeats. Callers hold s.mu.
+// gone; zero while it heartbeats. Callers hold the sessions lock.
 func (s *Service) releaseAt(id string, now time.Time) time.Time {
-	se := s.sessions[id]
+	se := s.sessions.m[id]
 	if se == nil || se.Finished != nil || se.Expired || now.Sub(se.LastHeartbeat) < staleHeartbeat {
 		return time.Time{}
 	}
@@ -91,7 +91,7 @@ func (s *Service) releaseAt(id string, now time.Time) time.Time {
 
 // holdsAdapter reports whether a run counts as live: its adapter exists or is being
 // created.
-func holdsAdapter(r *Run) bool { return !r.Unloaded && !r.Corrupted }
+func holdsAdapter(r *Run) bool { return r.State == RunCreating || r.State == RunReady }
 
 // adapterBytes is the executor memory of an adapter of lora on base: weights, gradients
 // and two optimizer moments, float32.
@@ -100,19 +100,20 @@ func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
 }
 
 // checkRunQuota refuses one more live run of rank lora on base for tenant over
-// limits.max_runs_per_tenant or limits.max_adapter_bytes_per_tenant. Callers hold s.mu
-// and insert the run before releasing it, so two creations cannot both pass.
+// limits.max_runs_per_tenant or limits.max_adapter_bytes_per_tenant. Callers hold the
+// sessions and runs locks and insert the run before releasing them, so two creations
+// cannot both pass.
 func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) error {
 	lim := s.cfg.Limits
 	now := s.now()
 	add := s.adapterBytes(base, lora)
 	var n, bytes int64
 	var runs, mem []held
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.Tenant != tenant || !holdsAdapter(r) {
 			continue
 		}
-		b := s.adapterBytes(r.BaseModel, r.Lora)
+		b := s.adapterBytes(r.BaseModel, r.Lora.engine())
 		rel := s.releaseAt(r.SessionID, now)
 		n, bytes = n+1, bytes+b
 		runs, mem = append(runs, held{1, rel}), append(mem, held{b, rel})
@@ -130,13 +131,14 @@ func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) err
 
 // checkSamplerQuota refuses one more open sampling session for tenant over
 // limits.max_samplers_per_tenant; replacing is the id of a session the new one replaces
-// (not counted). Callers hold s.mu and insert the sampler before releasing it.
+// (not counted). Callers hold the sessions and samplers locks and insert the sampler
+// before releasing them.
 func (s *Service) checkSamplerQuota(tenant, replacing string) error {
 	max := int64(s.cfg.Limits.MaxSamplersPerTenant)
 	now := s.now()
 	var n int64
 	var items []held
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.Tenant == tenant && !sm.Closed && sm.ID != replacing {
 			n++
 			items = append(items, held{1, s.releaseAt(sm.SessionID, now)})
@@ -168,20 +170,20 @@ func stringMapBytes(m map[string]string) int64 {
 }
 
 // tenantMetadataBytes is the client metadata tenant holds in memory: its open
-// sessions', its live runs' and its checkpoints'. Callers hold s.mu.
+// sessions', its live runs' and its checkpoints'. Callers hold quotaLocks.
 func (s *Service) tenantMetadataBytes(tenant string) int64 {
 	var n int64
-	for _, se := range s.sessions {
+	for _, se := range s.sessions.m {
 		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
 			n += sessionMetadataBytes(se.Tags, se.UserMetadata)
 		}
 	}
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.Tenant == tenant && holdsAdapter(r) {
 			n += int64(len(r.UserMetadata))
 		}
 	}
-	for _, m := range s.ckpts {
+	for _, m := range s.ckpts.m {
 		for _, c := range m {
 			if c.Tenant == tenant {
 				n += stringMapBytes(c.UserMetadata)
@@ -193,7 +195,8 @@ func (s *Service) tenantMetadataBytes(tenant string) int64 {
 
 // checkMetadata refuses a record's metadata of size bytes (what names the record) over
 // limits.max_metadata_bytes (413), or over what limits.max_metadata_bytes_per_tenant
-// leaves to tenant (403); replaced is what an overwritten record held. Callers hold s.mu.
+// leaves to tenant (403); replaced is what an overwritten record held. Callers hold
+// quotaLocks.
 func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error {
 	lim := s.cfg.Limits
 	if size > int64(lim.MaxMetadataBytes) {
@@ -220,20 +223,20 @@ func (s *Service) saveBytes(r *Run, optimizer bool) int64 {
 		copies = 3
 	}
 	tensors := int64(c.Layers*int(engine.NumLayerProj)*2 + 2)
-	return copies*(4*engine.LoraParamCount(c, r.Lora)+256*tensors) + 64<<10
+	return copies*(4*engine.LoraParamCount(c, r.Lora.engine())+256*tensors) + 64<<10
 }
 
 // DiskUsage is the bytes tenant's runs hold under checkpoint_dir: checkpoints (exports
 // and copies included), sampler weights, autosaves and inflight targets.
 func (s *Service) DiskUsage(tenant string) int64 {
-	s.mu.Lock()
+	s.lock(lkRuns)
 	var dirs []string
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.Tenant == tenant {
-			dirs = append(dirs, s.runDir(r.ID))
+			dirs = append(dirs, s.ckpts.files.runDir(r.ID))
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	var n int64
 	for _, d := range dirs { // disk reads outside the lock
 		n += dirSize(d)
@@ -277,18 +280,13 @@ func (s *Service) checkDisk(tenant string, est int64, what string) error {
 	return err
 }
 
-// ephemeralDir is where the weights of the n-th sampler save of run id go.
-func (s *Service) ephemeralDir(runID string, n int64) string {
-	return filepath.Join(s.runDir(runID), "_ephemeral", fmt.Sprint(n))
-}
-
 // removeEphemeral deletes a released sampler's own weights (those of
 // save_weights_and_get_sampling_client; an inflight client's are its run's).
 func (s *Service) removeEphemeral(sm *Sampler) {
 	if !sm.Ephemeral || sm.Inflight || sm.AdapterDir == "" || sm.RunID == "" {
 		return
 	}
-	if filepath.Dir(sm.AdapterDir) != filepath.Join(s.runDir(sm.RunID), "_ephemeral") {
+	if filepath.Dir(sm.AdapterDir) != s.ckpts.files.ephemeralParent(sm.RunID) {
 		return // never delete outside the run's own sampler weights
 	}
 	if err := os.RemoveAll(sm.AdapterDir); err != nil {
@@ -301,14 +299,14 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 // removed, or by a version that never removed them.
 func (s *Service) sweepEphemeral() {
 	keep := map[string]bool{}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if !sm.Closed && sm.Ephemeral && sm.AdapterDir != "" {
 			keep[sm.AdapterDir] = true
 		}
 	}
 	removed := 0
-	for id := range s.runs {
-		parent := filepath.Join(s.runDir(id), "_ephemeral")
+	for id := range s.runs.m {
+		parent := s.ckpts.files.ephemeralParent(id)
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			continue
@@ -328,7 +326,10 @@ func (s *Service) sweepEphemeral() {
 	}
 }
 
-// checkNewRun is checkRunQuota with the new run's metadata. Callers hold s.mu.
+// quotaLocks are the controller locks the metadata and run quota checks read under.
+const quotaLocks = lkSessions | lkRuns | lkCkpts
+
+// checkNewRun is checkRunQuota with the new run's metadata. Callers hold quotaLocks.
 func (s *Service) checkNewRun(tenant, base string, lora engine.LoraConfig, md Metadata) error {
 	if err := s.checkMetadata(tenant, "the training run's user_metadata", int64(len(md)), 0); err != nil {
 		return err
@@ -337,17 +338,18 @@ func (s *Service) checkNewRun(tenant, base string, lora engine.LoraConfig, md Me
 }
 
 // checkSaveQuota refuses, when it is submitted, a save over the sampler quota (the
-// ephemeral form opens a sampling session) or the metadata quotas. Callers hold s.mu.
+// ephemeral form opens a sampling session) or the metadata quotas. Callers hold
+// quotaLocks and the samplers lock.
 func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral bool) error {
 	if ephemeral {
-		replacing := fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq)
+		replacing := SamplerID(r.SessionID, *in.SamplerSeq)
 		if len(s.ephemeralSamplers(r, replacing)) > 0 {
 			return nil // the run's oldest will make room (makeRoomForEphemeral)
 		}
 		return s.checkSamplerQuota(r.Tenant, replacing)
 	}
 	var replaced int64
-	if old, ok := s.ckpts[r.ID][ckptKindDir(typ)+"/"+in.Name]; ok {
+	if old, ok := s.ckpts.get(r.ID, ckptKindDir(typ)+"/"+in.Name); ok {
 		replaced = stringMapBytes(old.UserMetadata)
 	}
 	return s.checkMetadata(r.Tenant, "the checkpoint's user_metadata", stringMapBytes(in.UserMetadata), replaced)
@@ -355,10 +357,10 @@ func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral boo
 
 // ephemeralSamplers are run r's open sampling sessions made by
 // save_weights_and_get_sampling_client (snapshot or inflight), except replacing, oldest
-// first. Callers hold s.mu.
+// first. Callers hold the samplers lock.
 func (s *Service) ephemeralSamplers(r *Run, replacing string) []*Sampler {
 	var out []*Sampler
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.Ephemeral && !sm.Closed && sm.RunID == r.ID && sm.Tenant == r.Tenant && sm.ID != replacing {
 			out = append(out, sm)
 		}
@@ -382,10 +384,10 @@ func (s *Service) ephemeralSamplers(r *Run, replacing string) []*Sampler {
 // (403 if the tenant's other sessions fill it).
 func (s *Service) makeRoomForEphemeral(ctx context.Context, r *Run, replacing string) error {
 	lim := s.cfg.Limits
-	s.mu.Lock()
+	s.lock(lkSamplers)
 	mine := s.ephemeralSamplers(r, replacing)
 	open := 0
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.Tenant == r.Tenant && !sm.Closed && sm.ID != replacing {
 			open++
 		}
@@ -402,12 +404,12 @@ func (s *Service) makeRoomForEphemeral(ctx context.Context, r *Run, replacing st
 	for _, sm := range victims {
 		sm.ClosedWhy = why
 	}
-	s.mu.Unlock()
+	s.unlock(lkSamplers)
 	for _, sm := range victims {
 		s.fut.DropQueue(sm.ID, fmt.Sprintf("sampling session %s was %s", sm.ID, why))
 		s.closeSampler(ctx, sm)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkSessions | lkSamplers)
+	defer s.unlock(lkSessions | lkSamplers)
 	return s.checkSamplerQuota(r.Tenant, replacing)
 }

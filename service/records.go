@@ -9,6 +9,9 @@ import (
 
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Store keys. Every record is JSON; ids are global and records carry their tenant.
@@ -62,24 +65,22 @@ type SessionFinish struct {
 
 // Run is a training run: one LoRA adapter on a base model.
 type Run struct {
-	ID              string            `json:"id"`
-	Owner           string            `json:"owner,omitempty"` // the API replica that runs it
-	Tenant          string            `json:"tenant"`
-	SessionID       string            `json:"session_id"`
-	ModelSeqID      int64             `json:"model_seq_id"`
-	BaseModel       string            `json:"base_model"`
-	Lora            engine.LoraConfig `json:"lora"`
-	UserMetadata    Metadata          `json:"user_metadata,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
-	LastRequestTime time.Time         `json:"last_request_time"`
+	ID              string     `json:"id"`
+	Owner           string     `json:"owner,omitempty"` // the API replica that runs it
+	Tenant          string     `json:"tenant"`
+	SessionID       string     `json:"session_id"`
+	ModelSeqID      int64      `json:"model_seq_id"`
+	BaseModel       string     `json:"base_model"`
+	Lora            LoraRecord `json:"lora"`
+	UserMetadata    Metadata   `json:"user_metadata,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	LastRequestTime time.Time  `json:"last_request_time"`
 	// NextSeq is the next seq_id the run expects; persisted after every operation.
 	NextSeq int64 `json:"next_seq"`
-	// Loaded is true while the adapter exists in the executor.
-	Loaded    bool   `json:"loaded"`
-	Ready     bool   `json:"ready"` // create_model finished
-	Unloaded  bool   `json:"unloaded,omitempty"`
-	Corrupted bool   `json:"corrupted,omitempty"`
-	Note      string `json:"note,omitempty"` // why the run is unloaded or corrupted
+	// State is where the run is in its life (see RunState); records written before it
+	// existed are migrated when read (UnmarshalJSON).
+	State RunState `json:"state"`
+	Note  string   `json:"note,omitempty"` // why the run is unloaded or corrupted
 	// AutosaveSeq is the seq_id after which the autosaved state was written (0: none).
 	AutosaveSeq     int64     `json:"autosave_seq,omitempty"`
 	AutosaveAt      time.Time `json:"autosave_at,omitempty"`
@@ -141,18 +142,18 @@ const (
 
 // Checkpoint is the metadata of a saved adapter on disk.
 type Checkpoint struct {
-	RunID     string            `json:"run_id"`
-	Tenant    string            `json:"tenant"`
-	Type      string            `json:"type"` // training | sampler
-	Name      string            `json:"name"`
-	Dir       string            `json:"dir"`
-	CreatedAt time.Time         `json:"created_at"`
-	SizeBytes int64             `json:"size_bytes"`
-	Public    bool              `json:"public"`
-	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
-	SeqID     int64             `json:"seq_id"`
-	BaseModel string            `json:"base_model"`
-	Lora      engine.LoraConfig `json:"lora"`
+	RunID     string     `json:"run_id"`
+	Tenant    string     `json:"tenant"`
+	Type      string     `json:"type"` // training | sampler
+	Name      string     `json:"name"`
+	Dir       string     `json:"dir"`
+	CreatedAt time.Time  `json:"created_at"`
+	SizeBytes int64      `json:"size_bytes"`
+	Public    bool       `json:"public"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	SeqID     int64      `json:"seq_id"`
+	BaseModel string     `json:"base_model"`
+	Lora      LoraRecord `json:"lora"`
 	// UserMetadata is the client's, given at save time (replaced whole on overwrite).
 	UserMetadata map[string]string `json:"user_metadata,omitempty"`
 	// Optimizer is the run's optimizer family ("" reads as OptimizerAdamW).
@@ -254,3 +255,121 @@ func putJSON(ctx context.Context, st store.Store, key string, v any) error {
 }
 
 func ckptKey(runID, typ, name string) string { return keyCkpt + runID + "/" + typ + "/" + name }
+
+// RunState is a training run's state. A run is created in RunCreating; create_model (or
+// the load or copy that creates it) makes it RunReady, whose adapter the executor holds;
+// unload_model or its session's expiry makes it RunUnloaded, and a restore that fails
+// makes it RunCorrupted, both for good (Run.Note says why).
+type RunState string
+
+// The run states.
+const (
+	RunCreating  RunState = "creating"
+	RunReady     RunState = "ready"
+	RunUnloaded  RunState = "unloaded"
+	RunCorrupted RunState = "corrupted"
+)
+
+// legacyRunFlags are the booleans that stood for RunState in records written before it.
+type legacyRunFlags struct {
+	Ready     bool `json:"ready"`
+	Unloaded  bool `json:"unloaded"`
+	Corrupted bool `json:"corrupted"`
+}
+
+// state is the RunState the flags meant.
+func (f legacyRunFlags) state() RunState {
+	switch {
+	case f.Corrupted:
+		return RunCorrupted
+	case f.Unloaded:
+		return RunUnloaded
+	case !f.Ready:
+		return RunCreating
+	}
+	return RunReady
+}
+
+// UnmarshalJSON reads a run record, migrating one written before RunState (its state is
+// then derived from the "ready", "unloaded" and "corrupted" flags, and "loaded", which
+// only ever described the previous process, is ignored).
+func (r *Run) UnmarshalJSON(b []byte) error {
+	type plain Run // without this method
+	var x struct {
+		*plain
+		legacyRunFlags
+	}
+	x.plain = (*plain)(r)
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	switch r.State {
+	case "":
+		r.State = x.legacyRunFlags.state()
+	case RunCreating, RunReady, RunUnloaded, RunCorrupted:
+	default:
+		return fmt.Errorf("run %s: unknown state %q", r.ID, r.State)
+	}
+	return nil
+}
+
+// LoraRecord is a run's or checkpoint's LoRA configuration as stored. It is its own type,
+// apart from engine.LoraConfig, so that renaming an engine field cannot change the stored
+// schema; its JSON names are those the records have always had.
+type LoraRecord struct {
+	Rank         int             `json:"Rank"`
+	Alpha        float64         `json:"Alpha"`
+	Seed         int64           `json:"Seed"`
+	TrainAttn    bool            `json:"TrainAttn"`
+	TrainMLP     bool            `json:"TrainMLP"`
+	TrainUnembed bool            `json:"TrainUnembed"`
+	Optimizer    OptimizerRecord `json:"Optimizer"`
+}
+
+// OptimizerRecord is engine.OptimizerConfig as stored.
+type OptimizerRecord struct {
+	Type    string `json:"Type"`
+	Version int    `json:"Version"`
+}
+
+// loraRecord is the stored form of c.
+func loraRecord(c engine.LoraConfig) LoraRecord {
+	return LoraRecord{Rank: c.Rank, Alpha: c.Alpha, Seed: c.Seed, TrainAttn: c.TrainAttn, TrainMLP: c.TrainMLP, TrainUnembed: c.TrainUnembed,
+		Optimizer: OptimizerRecord{Type: c.Optimizer.Type, Version: c.Optimizer.Version}}
+}
+
+// engine is the engine's form of the stored configuration.
+func (l LoraRecord) engine() engine.LoraConfig {
+	return engine.LoraConfig{Rank: l.Rank, Alpha: l.Alpha, Seed: l.Seed, TrainAttn: l.TrainAttn, TrainMLP: l.TrainMLP, TrainUnembed: l.TrainUnembed,
+		Optimizer: engine.OptimizerConfig{Type: l.Optimizer.Type, Version: l.Optimizer.Version}}
+}
+
+// sameShape says whether two adapters have the same trained matrices (a checkpoint of one
+// loads into the other).
+func (l LoraRecord) sameShape(o LoraRecord) bool {
+	return l.Rank == o.Rank && l.TrainAttn == o.TrainAttn && l.TrainMLP == o.TrainMLP && l.TrainUnembed == o.TrainUnembed
+}
+
+// Reasons for tuft.store.write_failures: what a write that no caller could hear about was for.
+const (
+	reasonSessionExpired = "session_expired"
+	reasonSamplerClosed  = "sampler_closed"
+	reasonRunCorrupted   = "run_corrupted"
+	reasonRunUnloaded    = "run_unloaded"
+	reasonRunFlush       = "run_flush"
+	reasonCopyRollback   = "copy_rollback"
+)
+
+// putLogged writes a record where a failure cannot be returned to anyone (a background
+// pass, or a path already failing with a better error): the failure is logged and counted.
+func (s *Service) putLogged(ctx context.Context, key string, v any, reason string) {
+	if err := putJSON(ctx, s.st, key, v); err != nil {
+		s.writeFailed(ctx, reason, err, "key", key)
+	}
+}
+
+// writeFailed logs and counts a store write that failed with no caller to tell.
+func (s *Service) writeFailed(ctx context.Context, reason string, err error, args ...any) {
+	s.log.ErrorContext(ctx, "store write failed", append([]any{"reason", reason, "error", err}, args...)...)
+	s.tel.Instruments.StoreWriteFailures.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrReason, reason)))
+}

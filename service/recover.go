@@ -15,13 +15,13 @@ import (
 // directories are theirs to recover.
 func (s *Service) recoverSaves() {
 	var dirs []string
-	for id := range s.runs {
-		dirs = append(dirs, s.autosaveDir(id), s.inflightDir(id))
-		for _, c := range s.ckpts[id] {
+	for id := range s.runs.m {
+		dirs = append(dirs, s.ckpts.files.autosaveDir(id), s.ckpts.files.inflightDir(id))
+		for _, c := range s.ckpts.m[id] {
 			dirs = append(dirs, c.Dir)
 		}
 	}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.Ephemeral && sm.AdapterDir != "" {
 			dirs = append(dirs, sm.AdapterDir)
 		}
@@ -32,10 +32,8 @@ func (s *Service) recoverSaves() {
 	for _, d := range dirs {
 		seen[d] = true
 	}
-	for id := range s.runs {
-		rd := s.runDir(id)
-		for _, parent := range []string{rd, filepath.Join(rd, ckptKindDir(CkptTraining)), filepath.Join(rd, ckptKindDir(CkptSampler)),
-			filepath.Join(rd, ckptKindDir(CkptExternal)), filepath.Join(rd, "_ephemeral")} {
+	for id := range s.runs.m {
+		for _, parent := range s.ckpts.files.saveParents(id) {
 			ents, _ := os.ReadDir(parent)
 			for _, e := range ents {
 				name := leftoverOf(e.Name())

@@ -37,7 +37,7 @@ const replicaTTL = 15 * time.Second
 
 // elsewhere reports an ElsewhereError when key's record exists in the store, belongs to
 // tenant and is owned by another replica; nil otherwise (also for a single server).
-// Callers hold s.mu; this is the miss path only.
+// It reads the store: callers hold no controller lock (see settle).
 func (s *Service) elsewhere(key, tenant string) error {
 	if s.self == "" {
 		return nil
@@ -95,7 +95,7 @@ func foreignRecords[T owned](s *Service, prefix, tenant string, fn func(T)) {
 	if s.self == "" {
 		return
 	}
-	_ = s.st.Scan(context.Background(), prefix, func(_ string, v []byte) error {
+	err := s.st.Scan(context.Background(), prefix, func(_ string, v []byte) error {
 		var head struct {
 			Tenant string `json:"tenant"`
 			Owner  string `json:"owner"`
@@ -109,4 +109,7 @@ func foreignRecords[T owned](s *Service, prefix, tenant string, fn func(T)) {
 		}
 		return nil
 	})
+	if err != nil { // the listing shows this replica's records at least
+		s.log.Warn("could not list other replicas' records", "prefix", prefix, "error", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -32,12 +33,16 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if baseModel == "" && modelPath == "" {
 		return nil, invalidf("create_sampling_session needs base_model or model_path")
 	}
-	s.mu.Lock()
+	var fetched *Checkpoint
+	if modelPath != "" {
+		fetched = s.fetchCheckpoint(modelPath)
+	}
+	s.lock(lkSessions | lkCkpts)
 	_, err = s.liveSession(tenant, sessionID)
 	var dir, runID string
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
-		c, err = s.resolvePath(tenant, modelPath)
+		c, err = s.ckpts.resolve(tenant, modelPath, fetched)
 		if err == nil {
 			err = notAnExport(c, modelPath)
 		}
@@ -49,9 +54,9 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 			dir, baseModel, runID = c.Dir, c.BaseModel, c.RunID
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkCkpts)
 	if err != nil {
-		return nil, err
+		return nil, s.settle(err)
 	}
 	if _, ok := s.models[baseModel]; !ok {
 		return nil, invalidf("base_model %q is not served here; available: %v", baseModel, s.modelNames())
@@ -62,12 +67,12 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 // newSampler registers a sampling session (idempotent per session and seq). An inflight
 // one samples the run's shared inflight adapter, which publishInflight has loaded.
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
-	id := fmt.Sprintf("%s:sample:%d", sessionID, seq)
-	s.mu.Lock()
-	if old, ok := s.samplers[id]; ok && !old.Closed {
-		s.mu.Unlock()
-		if old.Tenant == tenant && old.ModelPath == modelPath && old.BaseModel == baseModel && !ephemeral {
-			c := *old
+	id := SamplerID(sessionID, seq)
+	s.lock(lkSessions | lkSamplers)
+	if old, ok := s.samplers.m[id]; ok && !old.Closed {
+		c := *old
+		s.unlock(lkSessions | lkSamplers)
+		if c.Tenant == tenant && c.ModelPath == modelPath && c.BaseModel == baseModel && !ephemeral {
 			return &c, nil
 		}
 		if !ephemeral {
@@ -75,10 +80,10 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		}
 		// An ephemeral save re-using a seq replaces the previous weights.
 		s.closeSampler(ctx, old)
-		s.mu.Lock()
+		s.lock(lkSessions | lkSamplers)
 	}
 	if err := s.checkSamplerQuota(tenant, ""); err != nil {
-		s.mu.Unlock()
+		s.unlock(lkSessions | lkSamplers)
 		return nil, err
 	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
@@ -86,33 +91,33 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 	if inflight {
 		sm.AdapterID = inflightAdapterID(runID)
 	}
-	s.samplers[id] = sm
-	s.mu.Unlock()
+	s.samplers.m[id] = sm
+	c := *sm
+	s.unlock(lkSessions | lkSamplers)
 	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
-			s.mu.Lock()
-			delete(s.samplers, id)
-			s.mu.Unlock()
+			s.lock(lkSamplers)
+			delete(s.samplers.m, id)
+			s.unlock(lkSamplers)
 			return nil, classify(err)
 		}
 	}
-	if err := putJSON(ctx, s.st, keySampler+id, sm); err != nil {
+	if err := putJSON(ctx, s.st, keySampler+id, &c); err != nil {
 		return nil, classify(err)
 	}
 	s.tel.Instruments.SamplingSessionsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, baseModel)))
-	c := *sm
 	return &c, nil
 }
 
 func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
-	s.mu.Lock()
+	s.lock(lkSamplers)
 	if sm.Closed {
-		s.mu.Unlock()
+		s.unlock(lkSamplers)
 		return
 	}
 	sm.Closed = true
 	c := *sm
-	s.mu.Unlock()
+	s.unlock(lkSamplers)
 	if sm.Lora && !sm.Inflight { // the shared inflight adapter goes with its run (unload)
 		if err := s.be.RemoveSamplerAdapter(ctx, sm.BaseModel, sm.ID); err != nil {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
@@ -120,21 +125,21 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 	}
 	s.removeEphemeral(sm)
 	s.tel.Instruments.SamplingSessionsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, sm.BaseModel)))
-	_ = putJSON(ctx, s.st, keySampler+sm.ID, &c)
+	s.putLogged(ctx, keySampler+sm.ID, &c, reasonSamplerClosed)
 }
 
 // GetSampler describes a sampling session.
 func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sm, ok := s.samplers[id]
-	if !ok || sm.Tenant != tenant {
-		if err := s.elsewhere(keySampler+id, tenant); err != nil {
-			return nil, err
-		}
-		return nil, notFoundf("sampler %q not found", id)
+	s.lock(lkSamplers)
+	sm, ok := s.samplers.m[id]
+	var c Sampler
+	if ok && sm.Tenant == tenant {
+		c = *sm
 	}
-	c := *sm
+	s.unlock(lkSamplers)
+	if !ok || c.Tenant != tenant {
+		return nil, s.settle(miss(keySampler+id, tenant, notFoundf("sampler %q not found", id)))
+	}
 	return &c, nil
 }
 
@@ -159,9 +164,9 @@ func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
 // samplerClosed reports whether a sampling session was closed (finished, expired,
 // unloaded) since a request on it was queued.
 func (s *Service) samplerClosed(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sm, ok := s.samplers[id]
+	s.lock(lkSamplers)
+	defer s.unlock(lkSamplers)
+	sm, ok := s.samplers.m[id]
 	return !ok || sm.Closed
 }
 
@@ -186,9 +191,9 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 		if err != nil {
 			return "", err
 		}
-		s.mu.Lock()
-		err = finishedErr(s.sessions[sm.SessionID])
-		s.mu.Unlock()
+		s.lock(lkSessions)
+		err = finishedErr(s.sessions.m[sm.SessionID])
+		s.unlock(lkSessions)
 		if err != nil {
 			return "", err
 		}
@@ -261,7 +266,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 		return "", invalidf("sampling_params.max_tokens %d must be in [1, %d]", req.Params.MaxTokens, lim.MaxSampleTokens)
 	}
 	maxLen := s.maxContext(base, mi)
-	if maxLen > 0 && len(req.Prompt)+req.Params.MaxTokens > maxLen {
+	if config.ExceedsContext(maxLen, len(req.Prompt), req.Params.MaxTokens) {
 		return "", invalidf("prompt of %d tokens plus max_tokens %d exceeds max_context_length %d of %s", len(req.Prompt), req.Params.MaxTokens, maxLen, base)
 	}
 	if err := s.checkSample(mi.Config, req); err != nil {
@@ -351,9 +356,6 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 // maxContext is the context length requests on base may use: the model's, lowered by
 // models[].max_context_length.
 func (s *Service) maxContext(base string, mi backend.ModelInfo) int {
-	maxLen := mi.MaxContextLength
-	if mc, _ := s.cfg.Model(base); mc.MaxContextLength > 0 && (maxLen == 0 || mc.MaxContextLength < maxLen) {
-		maxLen = mc.MaxContextLength
-	}
-	return maxLen
+	mc, _ := s.cfg.Model(base)
+	return mc.ContextLength(mi.MaxContextLength)
 }

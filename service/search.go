@@ -100,11 +100,11 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	words := strings.Fields(strings.ToLower(q.DisplayName))
 	var foreign []*Session
 	foreignRecords(s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before s.mu
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock(lkSessions | lkRuns | lkCkpts)
+	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)
 	projects := map[string]bool{tenant: true}
-	for _, se := range s.sessions {
+	for _, se := range s.sessions.m {
 		if se.Tenant == tenant {
 			all = append(all, se)
 		}
@@ -181,11 +181,11 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	out := make([]SessionSummary, 0, len(hits))
 	for _, se := range hits {
 		sum := SessionSummary{Session: *se}
-		for _, r := range s.runs {
+		for _, r := range s.runs.m {
 			if r.SessionID != se.ID {
 				continue
 			}
-			for _, c := range s.ckpts[r.ID] {
+			for _, c := range s.ckpts.m[r.ID] {
 				sum.CheckpointsCount++
 				sum.CheckpointBytes += c.SizeBytes
 			}

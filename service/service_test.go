@@ -93,10 +93,10 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 		t.Fatalf("adapters after expiry: expired run held %v, live run held %v", exec.Has(runs[1]), exec.Has(runs[0]))
 	}
 	v, err := svc.GetRun("alice", runs[1])
-	if err != nil || !v.Unloaded {
+	if err != nil || v.State != service.RunUnloaded {
 		t.Fatalf("expired run record: %+v %v", v.Run, err)
 	}
-	if v, _ := svc.GetRun("alice", runs[0]); v.Unloaded {
+	if v, _ := svc.GetRun("alice", runs[0]); v.State == service.RunUnloaded {
 		t.Fatal("the live session's run was unloaded")
 	}
 }
@@ -175,7 +175,7 @@ func TestOptimStepMustMatchTheRunsOptimizer(t *testing.T) {
 	// A run created with another optimizer family (as a later server version could).
 	put("session/s1", service.Session{ID: "s1", Tenant: "alice", CreatedAt: now, LastHeartbeat: now})
 	put("run/s1:train:0", service.Run{ID: "s1:train:0", Tenant: "alice", SessionID: "s1", BaseModel: testenv.Model,
-		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}, Ready: true, Loaded: true, NextSeq: 1, Optimizer: "dimuon"})
+		Lora: service.LoraRecord{Rank: 2, TrainAttn: true}, State: service.RunReady, NextSeq: 1, Optimizer: "dimuon"})
 	svc, _ := newTestService(t, st, &clock{t: now})
 	_, err := svc.OptimStep(ctx, "alice", service.OpMeta{ModelID: "s1:train:0", SeqID: 1}, service.OptimParams{Optimizer: "adamw"}, enc{})
 	if service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "dimuon") {

@@ -28,42 +28,40 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: md,
 		SDKVersion: in.SDKVersion, ProjectID: in.ProjectID, DisplayName: in.DisplayName, CreatedAt: now, LastHeartbeat: now,
 	}
-	s.mu.Lock()
+	rec := *se
+	s.lock(quotaLocks)
 	err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se.Tags, se.UserMetadata), 0)
 	if err == nil {
-		s.sessions[se.ID] = se // counted by the next check at once
+		s.sessions.m[se.ID] = se // counted by the next check at once
 	}
-	s.mu.Unlock()
+	s.unlock(quotaLocks)
 	if err != nil {
 		return nil, err
 	}
-	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
-		s.mu.Lock()
-		delete(s.sessions, se.ID)
-		s.mu.Unlock()
+	if err := putJSON(ctx, s.st, keySession+rec.ID, &rec); err != nil {
+		s.lock(lkSessions)
+		delete(s.sessions.m, se.ID)
+		s.unlock(lkSessions)
 		return nil, classify(err)
 	}
 	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: se.ID}), "session created",
 		"tenant", tenant, "sdk_version", in.SDKVersion)
-	c := *se
-	return &c, nil
+	return &rec, nil
 }
 
-// ownedSession returns the tenant's session (callers hold s.mu).
-func (s *Service) ownedSession(tenant, id string) (*Session, error) {
-	se, ok := s.sessions[id]
+// owned returns the tenant's session (callers hold the sessions lock, and settle the
+// error after unlocking).
+func (c *sessionCtl) owned(tenant, id string) (*Session, error) {
+	se, ok := c.m[id]
 	if !ok || se.Tenant != tenant {
-		if err := s.elsewhere(keySession+id, tenant); err != nil {
-			return nil, err
-		}
-		return nil, notFoundf("session %q not found", id)
+		return nil, miss(keySession+id, tenant, notFoundf("session %q not found", id))
 	}
 	return se, nil
 }
 
-// liveSession is ownedSession that also refuses finished (410) and expired sessions.
+// liveSession is sessions.owned that also refuses finished (410) and expired sessions.
 func (s *Service) liveSession(tenant, id string) (*Session, error) {
-	se, err := s.ownedSession(tenant, id)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -79,29 +77,30 @@ func (s *Service) liveSession(tenant, id string) (*Session, error) {
 // Heartbeat keeps a session alive. It writes the time alone (persistHeartbeat), never
 // the session record with its metadata.
 func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
-	s.mu.Lock()
+	s.lock(lkSessions)
 	se, err := s.liveSession(tenant, id)
 	if err != nil {
-		s.mu.Unlock()
-		return err
+		s.unlock(lkSessions)
+		return s.settle(err)
 	}
 	now := s.now()
 	se.LastHeartbeat = now
-	s.mu.Unlock()
+	s.unlock(lkSessions)
 	return classify(s.persistHeartbeat(ctx, id, now))
 }
 
 // ListSessions returns the tenant's session ids, newest first.
 func (s *Service) ListSessions(tenant string, limit, offset int) []string {
-	s.mu.Lock()
+	s.lock(lkSessions)
 	var all []*Session
-	for _, se := range s.sessions {
+	for _, se := range s.sessions.m {
 		if se.Tenant == tenant {
-			all = append(all, se)
+			c := *se
+			all = append(all, &c)
 		}
 	}
+	s.unlock(lkSessions)
 	foreignRecords(s, keySession, tenant, func(se *Session) { all = append(all, se) })
-	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))
 	for _, se := range page(all, limit, offset) {
@@ -126,19 +125,24 @@ type SessionView struct {
 
 // SessionInfo describes a session: its training runs, sampling sessions and status.
 func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	se, err := s.ownedSession(tenant, id)
+	v, err := s.sessionInfo(tenant, id)
+	return v, s.settle(err)
+}
+
+func (s *Service) sessionInfo(tenant, id string) (SessionView, error) {
+	s.lock(lkSessions | lkRuns | lkSamplers)
+	defer s.unlock(lkSessions | lkRuns | lkSamplers)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		return SessionView{}, err
 	}
 	v := SessionView{Session: *se}
-	for _, r := range s.runs {
+	for _, r := range s.runs.m {
 		if r.SessionID == id {
 			v.Runs = append(v.Runs, r.ID)
 		}
 	}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.SessionID == id {
 			v.Samplers = append(v.Samplers, sm.ID)
 		}
@@ -160,15 +164,15 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	default:
 		return SessionFinish{}, invalidf("reason.type %q must be one of %s, %s, %s", reason, FinishSuccess, FinishErrored, FinishInterrupted)
 	}
-	s.mu.Lock()
-	se, err := s.ownedSession(tenant, id)
+	s.lock(lkSessions | lkRuns | lkSamplers)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
-		s.mu.Unlock()
-		return SessionFinish{}, err
+		s.unlock(lkSessions | lkRuns | lkSamplers)
+		return SessionFinish{}, s.settle(err)
 	}
 	if se.Finished != nil {
 		f := *se.Finished
-		s.mu.Unlock()
+		s.unlock(lkSessions | lkRuns | lkSamplers)
 		return f, nil
 	}
 	se.Finished = &SessionFinish{Reason: reason, Detail: detail, At: s.now()}
@@ -176,17 +180,17 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	c := *se
 	var runs []*Run
 	var samplers []*Sampler
-	for _, r := range s.runs {
-		if r.SessionID == id && !r.Unloaded {
+	for _, r := range s.runs.m {
+		if r.SessionID == id && r.State != RunUnloaded {
 			runs = append(runs, r)
 		}
 	}
-	for _, sm := range s.samplers {
+	for _, sm := range s.samplers.m {
 		if sm.SessionID == id && !sm.Closed {
 			samplers = append(samplers, sm)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns | lkSamplers)
 	if err := putJSON(ctx, s.st, keySession+id, &c); err != nil {
 		return SessionFinish{}, classify(err)
 	}
@@ -205,15 +209,15 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 
 // SetSessionProject records a session's project id.
 func (s *Service) SetSessionProject(ctx context.Context, tenant, id, project string) error {
-	s.mu.Lock()
-	se, err := s.ownedSession(tenant, id)
+	s.lock(lkSessions)
+	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
-		s.mu.Unlock()
-		return err
+		s.unlock(lkSessions)
+		return s.settle(err)
 	}
 	se.ProjectID = project
 	c := *se
-	s.mu.Unlock()
+	s.unlock(lkSessions)
 	return classify(putJSON(ctx, s.st, keySession+id, &c))
 }
 

@@ -2,18 +2,15 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -78,34 +75,35 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		return "", "", err
 	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
-	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
+	runID = RunID(in.SessionID, in.ModelSeqID)
 	md, err := NewMetadata(in.UserMetadata)
 	if err != nil {
 		return "", "", err
 	}
 
-	s.mu.Lock()
+	s.lock(quotaLocks)
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
-		s.mu.Unlock()
-		return "", "", err
+		s.unlock(quotaLocks)
+		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs[runID]; ok {
-		s.mu.Unlock()
-		if r.CreatePayload == in.PayloadHash && r.RequestID != "" {
-			return r.RequestID, runID, nil // a retried create_model
+	if r, ok := s.runs.m[runID]; ok {
+		payload, reqID := r.CreatePayload, r.RequestID
+		s.unlock(quotaLocks)
+		if payload == in.PayloadHash && reqID != "" {
+			return reqID, runID, nil // a retried create_model
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d was used by another create_model)", runID, in.ModelSeqID)
 	}
 	if err := s.checkNewRun(tenant, in.BaseModel, in.Lora, md); err != nil {
-		s.mu.Unlock()
+		s.unlock(quotaLocks)
 		return "", "", err
 	}
 	now := s.now()
-	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
-		Lora: in.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
+		Lora: loraRecord(in.Lora), UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
-	s.runs[runID] = r
-	s.mu.Unlock()
+	s.runs.m[runID] = r
+	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
 	id, err := s.submit(ctx, futures.Task{
@@ -117,10 +115,12 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
 			err := s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 			if err == nil {
-				s.mu.Lock()
-				r.Ready, r.Loaded = true, true
+				s.lock(lkRuns)
+				if r.State == RunCreating { // not unloaded meanwhile
+					r.State = RunReady
+				}
 				c := *r
-				s.mu.Unlock()
+				s.unlock(lkRuns)
 				err = putJSON(ctx, s.st, keyRun+r.ID, &c)
 				s.tel.Instruments.TrainingModelsActive.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 			}
@@ -132,15 +132,15 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		},
 	})
 	if err != nil {
-		s.mu.Lock()
-		delete(s.runs, runID)
-		s.mu.Unlock()
+		s.lock(lkRuns)
+		delete(s.runs.m, runID)
+		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
-	s.mu.Lock()
+	s.lock(lkRuns)
 	r.RequestID = id
 	c := *r
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &c); err != nil {
 		return "", "", classify(err)
 	}
@@ -173,32 +173,30 @@ func (s *Service) submitError(err error) error {
 	return classify(err)
 }
 
-// ownedRun returns the tenant's run (callers hold s.mu).
-func (s *Service) ownedRun(tenant, id string) (*Run, error) {
-	r, ok := s.runs[id]
+// owned returns the tenant's run (callers hold the runs lock, and settle the error after
+// unlocking).
+func (c *runCtl) owned(tenant, id string) (*Run, error) {
+	r, ok := c.m[id]
 	if !ok || r.Tenant != tenant {
-		if err := s.elsewhere(keyRun+id, tenant); err != nil {
-			return nil, err
-		}
-		return nil, notFoundf("training run %q not found", id)
+		return nil, miss(keyRun+id, tenant, notFoundf("training run %q not found", id))
 	}
 	return r, nil
 }
 
-// usableRun is ownedRun that also refuses runs of finished sessions (410), unloaded and
-// corrupted runs.
+// usableRun is runs.owned that also refuses runs of finished sessions (410), unloaded and
+// corrupted runs (callers hold the sessions and runs locks).
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
-	r, err := s.ownedRun(tenant, id)
+	r, err := s.runs.owned(tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := finishedErr(s.sessions[r.SessionID]); err != nil {
+	if err := finishedErr(s.sessions.m[r.SessionID]); err != nil {
 		return nil, err
 	}
 	switch {
-	case r.Corrupted:
+	case r.State == RunCorrupted:
 		return nil, &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is unusable: %s; create a new run from one of its checkpoints", id, r.Note)}
-	case r.Unloaded:
+	case r.State == RunUnloaded:
 		return nil, notFoundf("training run %s was unloaded (%s); create a new run from one of its checkpoints", id, r.Note)
 	}
 	return r, nil
@@ -207,21 +205,21 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 // submitRunOp queues an ordered operation of a training run.
 func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op string,
 	run func(ctx context.Context, r *Run) (futures.Result, error)) (string, error) {
-	s.mu.Lock()
+	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, m.ModelID)
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
 		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
-			s.mu.Lock()
-			ok := r.Loaded && !r.Unloaded && !r.Corrupted
+			s.lock(lkRuns)
+			ok := r.State == RunReady
 			note := r.Note
-			s.mu.Unlock()
+			s.unlock(lkRuns)
 			var res futures.Result
 			var err error
 			if ok {
@@ -230,12 +228,12 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 				err = &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
 			}
 			// The operation consumed its seq_id whether it succeeded or not.
-			s.mu.Lock()
+			s.lock(lkRuns)
 			r.LastRequestTime = s.now()
 			if m.SeqID+1 > r.NextSeq {
 				r.NextSeq = m.SeqID + 1
 			}
-			s.mu.Unlock()
+			s.unlock(lkRuns)
 			s.markDirty(r)
 			return res, classify(err)
 		},
@@ -288,23 +286,19 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 
 // checkBatch enforces the per-request limits before anything is queued.
 func (s *Service) checkBatch(tenant, runID string, req engine.ForwardRequest) error {
-	s.mu.Lock()
+	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, runID)
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return err
+		return s.settle(err)
 	}
 	if len(req.Data) == 0 {
 		return invalidf("forward_backward_input.data is empty")
 	}
-	mc, _ := s.cfg.Model(r.BaseModel)
-	maxLen := s.models[r.BaseModel].MaxContextLength
-	if mc.MaxContextLength > 0 && (maxLen == 0 || mc.MaxContextLength < maxLen) {
-		maxLen = mc.MaxContextLength
-	}
+	maxLen := s.maxContext(r.BaseModel, s.models[r.BaseModel])
 	total := 0
 	for i, d := range req.Data {
-		if maxLen > 0 && len(d.Tokens) > maxLen {
+		if config.ExceedsContext(maxLen, len(d.Tokens), 0) {
 			return invalidf("data[%d]: %d tokens exceed max_context_length %d of %s", i, len(d.Tokens), maxLen, r.BaseModel)
 		}
 		total += len(d.Tokens)
@@ -342,15 +336,15 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 	default:
 		return "", invalidf("optimizer_params.type %q is not supported: this server implements %q and %q", op.Optimizer, OptimizerAdamW, OptimizerDimuon)
 	}
-	s.mu.Lock()
+	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, m.ModelID)
 	if err == nil && r.OptimizerOf() != op.Optimizer {
 		err = invalidf("optim_step gives %s parameters (%s), but training run %s trains with the %s optimizer (%s); the optimizer is fixed when the run is created",
 			op.Optimizer, paramsField(op.Optimizer), r.ID, r.OptimizerOf(), paramsField(r.OptimizerOf()))
 	}
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
@@ -385,263 +379,22 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 }
 
 func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
-	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.autosaveDir(r.ID), true); err != nil {
+	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true); err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
 	}
-	s.mu.Lock()
+	s.lock(lkRuns)
 	r.AutosaveSeq, r.AutosaveAt = seq, s.now()
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	return nil
-}
-
-// SaveInput is save_weights / save_weights_for_sampler.
-type SaveInput struct {
-	OpMeta
-	Name       string // "" for the ephemeral sampler form
-	TTLSeconds *int64
-	Overwrite  bool
-	Sampler    bool   // save_weights_for_sampler
-	SamplerSeq *int64 // sampling_session_seq_id: the ephemeral form creates a sampling session
-	// UserMetadata is stored with the checkpoint, replacing the old one on overwrite.
-	UserMetadata map[string]string
-	// Inflight (the ephemeral form only, SDK 0.38's kind="inflight") publishes the
-	// weights to the run's shared inflight target instead of a snapshot: see inflight.go.
-	Inflight bool
-}
-
-// Save queues a checkpoint save.
-func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc ResultEncoder) (string, error) {
-	typ, op := CkptTraining, telemetry.OpSaveWeights
-	if in.Sampler {
-		typ, op = CkptSampler, telemetry.OpSaveWeightsForSampler
-	}
-	ephemeral := in.Sampler && in.Name == ""
-	if ephemeral && in.SamplerSeq == nil {
-		return "", invalidf("save_weights_for_sampler needs a path (checkpoint name) or sampling_session_seq_id")
-	}
-	if ephemeral && in.UserMetadata != nil {
-		return "", invalidf("user_metadata is stored with a named checkpoint: give a path, or leave user_metadata out of the ephemeral save")
-	}
-	if in.Inflight && !ephemeral {
-		return "", invalidf("kind \"inflight\" applies to save_weights_and_get_sampling_client (sampling_session_seq_id, no path): a named sampler checkpoint is a snapshot")
-	}
-	if ephemeral && in.TTLSeconds != nil {
-		return "", invalidf("ttl_seconds applies to a named checkpoint: give a path, or leave ttl_seconds out of the ephemeral save")
-	}
-	if !ephemeral {
-		if err := validCheckpointName(in.Name); err != nil {
-			return "", err
-		}
-	}
-	if err := validTTL(in.TTLSeconds); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	r, err := s.usableRun(tenant, in.ModelID)
-	if err == nil && !ephemeral && !in.Overwrite {
-		if _, exists := s.ckpts[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
-			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
-		}
-	}
-	if err == nil {
-		err = s.checkSaveQuota(r, in, typ, ephemeral)
-	}
-	s.mu.Unlock()
-	if err == nil && !in.Inflight {
-		err = s.checkDisk(tenant, s.saveBytes(r, typ == CkptTraining), op)
-	}
-	if err != nil {
-		return "", err
-	}
-	return s.submitRunOp(ctx, tenant, in.OpMeta, op, func(ctx context.Context, r *Run) (futures.Result, error) {
-		kind := SamplerSnapshot
-		if in.Inflight {
-			kind = SamplerInflight
-		}
-		attrs := []attribute.KeyValue{attribute.String(telemetry.AttrCheckpointType, typ), attribute.Int64(telemetry.AttrSeqID, in.SeqID)}
-		if in.Sampler {
-			attrs = append(attrs, attribute.String(telemetry.AttrSamplerKind, kind))
-		}
-		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint, attrs...)
-		res, err := s.doSave(ctx, r, in, typ, ephemeral, enc)
-		telemetry.End(sp, err)
-		return res, err
-	})
-}
-
-func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
-	if ephemeral {
-		if err := s.makeRoomForEphemeral(ctx, r, fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq)); err != nil {
-			return futures.Result{}, err
-		}
-	}
-	if ephemeral && in.Inflight {
-		dir, err := s.publishInflight(ctx, r)
-		if err != nil {
-			return futures.Result{}, err
-		}
-		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, true)
-		if err != nil {
-			return futures.Result{}, err
-		}
-		return enc.SaveWeightsForSampler("", sm.ID)
-	}
-	release, err := s.reserveDisk(r.Tenant, s.saveBytes(r, typ == CkptTraining), "this save")
-	if err != nil {
-		return futures.Result{}, err
-	}
-	defer release()
-	if ephemeral {
-		s.mu.Lock()
-		r.EphemeralCount++
-		n := r.EphemeralCount
-		s.mu.Unlock()
-		dir := s.ephemeralDir(r.ID, n)
-		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
-			_ = os.RemoveAll(dir)
-			return futures.Result{}, err
-		}
-		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, false)
-		if err != nil {
-			_ = os.RemoveAll(dir) // no sampler uses them
-			return futures.Result{}, err
-		}
-		return enc.SaveWeightsForSampler("", sm.ID)
-	}
-	dir := filepath.Join(s.runDir(r.ID), ckptKindDir(typ), in.Name)
-	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining) }); err != nil {
-		return futures.Result{}, err
-	}
-	now := s.now()
-	c := &Checkpoint{RunID: r.ID, Tenant: r.Tenant, Type: typ, Name: in.Name, Dir: dir, CreatedAt: now,
-		SizeBytes: dirSize(dir), SeqID: in.SeqID, BaseModel: r.BaseModel, Lora: r.Lora, UserMetadata: in.UserMetadata, Optimizer: r.OptimizerOf()}
-	if in.TTLSeconds != nil {
-		t := now.Add(time.Duration(*in.TTLSeconds) * time.Second)
-		c.ExpiresAt = &t
-	}
-	if err := putJSON(ctx, s.st, ckptKey(r.ID, typ, in.Name), c); err != nil {
-		return futures.Result{}, err
-	}
-	s.mu.Lock()
-	if s.ckpts[r.ID] == nil {
-		s.ckpts[r.ID] = map[string]*Checkpoint{}
-	}
-	s.ckpts[r.ID][c.ID()] = c
-	if typ == CkptTraining {
-		r.LastCheckpoint = c.ID()
-	} else {
-		r.LastSamplerCkpt = c.ID()
-	}
-	s.mu.Unlock()
-	attrs := []attribute.KeyValue{attribute.String(telemetry.MAttrBaseModel, r.BaseModel), attribute.String(telemetry.MAttrCheckpointType, typ)}
-	if s.tel.Instruments.ModelIDAttribute {
-		attrs = append(attrs, attribute.String(telemetry.MAttrModelID, r.ID))
-	}
-	s.tel.Instruments.TrainingCheckpointsSaved.Add(ctx, 1, metric.WithAttributes(attrs...))
-	s.tel.Instruments.TrainingCheckpointSize.Record(ctx, c.SizeBytes, metric.WithAttributes(attrs...))
-	if typ == CkptSampler {
-		return enc.SaveWeightsForSampler(c.TinkerPath(), "")
-	}
-	return enc.SaveWeights(c.TinkerPath())
-}
-
-func dirSize(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
-
-// LoadInput is load_weights on an existing run (the legacy form: model_id and seq_id).
-type LoadInput struct {
-	OpMeta
-	Path      string
-	Optimizer bool
-}
-
-// Load queues load_weights: the run's adapter (and optionally optimizer) become the
-// checkpoint's.
-func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc ResultEncoder) (string, error) {
-	s.mu.Lock()
-	r, err := s.usableRun(tenant, in.ModelID)
-	var c *Checkpoint
-	if err == nil {
-		c, err = s.resolvePath(tenant, in.Path)
-	}
-	if err == nil {
-		err = notAnExport(c, in.Path)
-	}
-	if err == nil {
-		switch {
-		case c.BaseModel != r.BaseModel:
-			err = invalidf("checkpoint %s was trained on %s, but run %s uses %s", in.Path, c.BaseModel, r.ID, r.BaseModel)
-		case c.Lora.Rank != r.Lora.Rank || c.Lora.TrainAttn != r.Lora.TrainAttn || c.Lora.TrainMLP != r.Lora.TrainMLP || c.Lora.TrainUnembed != r.Lora.TrainUnembed:
-			err = invalidf("checkpoint %s has LoRA rank %d (attn %v, mlp %v, unembed %v) but run %s has rank %d (attn %v, mlp %v, unembed %v)",
-				in.Path, c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed, r.ID, r.Lora.Rank, r.Lora.TrainAttn, r.Lora.TrainMLP, r.Lora.TrainUnembed)
-		case in.Optimizer && c.Type != CkptTraining:
-			err = invalidf("checkpoint %s is a sampler checkpoint and holds no optimizer state; load it with optimizer=false or use a weights/ checkpoint", in.Path)
-		case in.Optimizer && c.OptimizerOf() != r.OptimizerOf():
-			err = invalidf("checkpoint %s holds %s optimizer state, but run %s uses the %s optimizer", in.Path, c.OptimizerOf(), r.ID, r.OptimizerOf())
-		}
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
-	return s.submitRunOp(ctx, tenant, in.OpMeta, telemetry.OpLoadWeights, func(ctx context.Context, r *Run) (futures.Result, error) {
-		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
-			attribute.String(telemetry.AttrCheckpointType, c.Type), attribute.Int64(telemetry.AttrSeqID, in.SeqID))
-		err := s.be.LoadState(ctx, r.BaseModel, r.ID, c.Dir, in.Optimizer, r.optimizer())
-		if err == nil {
-			// The loaded state is the run's state now: make it what a restart restores.
-			// It replaces the gradients too (with none): whatever a restart lost no
-			// longer matters.
-			if err = s.autosave(ctx, r, in.SeqID); err == nil {
-				err = s.clearGrads(ctx, r)
-			}
-		}
-		telemetry.End(sp, err)
-		if err != nil {
-			return futures.Result{}, err
-		}
-		return enc.LoadWeights(in.Path, r.ID)
-	})
-}
-
-// resolvePath finds the checkpoint a tinker:// path names, visible to tenant (its own or
-// a published one). Callers hold s.mu.
-func (s *Service) resolvePath(tenant, path string) (*Checkpoint, error) {
-	runID, kind, name, err := ParseTinkerPath(path)
-	if err != nil {
-		return nil, err
-	}
-	c, ok := s.ckpts[runID][kind+"/"+name]
-	if !ok && s.self != "" {
-		// Saved through another replica after this one started: the record is in the store.
-		c, ok = s.storedCheckpoint(runID, kind, name)
-	}
-	if !ok || (c.Tenant != tenant && !c.Public) {
-		return nil, notFoundf("checkpoint %s not found", path)
-	}
-	if _, err := os.Stat(c.Dir); err != nil {
-		return nil, notFoundf("checkpoint %s: its files are missing on the server", path)
-	}
-	return c, nil
 }
 
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
 func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
-	s.mu.Lock()
-	r, err := s.ownedRun(tenant, runID)
-	s.mu.Unlock()
+	s.lock(lkRuns)
+	r, err := s.runs.owned(tenant, runID)
+	s.unlock(lkRuns)
 	if err != nil {
-		return "", err
+		return "", s.settle(err)
 	}
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: runID + "/unload", OpType: telemetry.OpUnloadModel, ModelID: runID, Pool: r.BaseModel,
@@ -661,11 +414,11 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 
 // unload removes a run's adapter and fails its queued operations.
 func (s *Service) unload(ctx context.Context, r *Run, why string) {
-	s.mu.Lock()
-	was := r.Loaded
-	r.Loaded, r.Unloaded, r.Note = false, true, why
+	s.lock(lkRuns)
+	was := r.State == RunReady
+	r.State, r.Note = RunUnloaded, why
 	c := *r
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	s.fut.DropQueue(r.ID, fmt.Sprintf("training run %s was unloaded: %s", r.ID, why))
 	if was {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
@@ -678,9 +431,7 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 		}
 		s.tel.Instruments.TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 	}
-	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
-		s.log.Error("persist unloaded run", "run", r.ID, "error", err)
-	}
+	s.putLogged(ctx, keyRun+r.ID, &c, reasonRunUnloaded)
 }
 
 // RunInfo is get_info's answer.
@@ -694,13 +445,14 @@ type RunInfo struct {
 
 // GetInfo describes a training run.
 func (s *Service) GetInfo(tenant, runID string) (RunInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.ownedRun(tenant, runID)
-	if err != nil {
-		return RunInfo{}, err
+	s.lock(lkRuns)
+	r, err := s.runs.owned(tenant, runID)
+	var info RunInfo
+	if err == nil {
+		info = RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank, Optimizer: r.OptimizerOf()}
 	}
-	return RunInfo{ModelID: r.ID, BaseModel: r.BaseModel, Arch: s.models[r.BaseModel].Arch, LoraRank: r.Lora.Rank, Optimizer: r.OptimizerOf()}, nil
+	s.unlock(lkRuns)
+	return info, s.settle(err)
 }
 
 // onAdapter runs op on run r's adapter. A worker that restarted (or left, moving the
@@ -715,14 +467,14 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
 		return err
 	}
-	s.mu.Lock()
-	loaded := r.Loaded && !r.Unloaded && !r.Corrupted
+	s.lock(lkRuns)
+	loaded := r.State == RunReady
 	lost := r.PendingGrads
-	s.mu.Unlock()
+	s.unlock(lkRuns)
 	if !loaded {
 		return err
 	}
-	dir, optimizer, from := s.latestState(r)
+	dir, optimizer, from := s.ckpts.latestState(r.ID)
 	if dir == "" {
 		err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig()) // same seed: the same initial adapter
 		from = "its initial state (it had no saved state)"
@@ -741,17 +493,4 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 			"but the gradients accumulated by forward_backward since the last optim_step were lost: run those forward_backward calls again", r.ID, from)}
 	}
 	return op()
-}
-
-// storedCheckpoint reads a checkpoint record from the store (callers hold s.mu).
-func (s *Service) storedCheckpoint(runID, kind, name string) (*Checkpoint, bool) {
-	b, err := s.st.Get(context.Background(), ckptKey(runID, ckptType(kind), name))
-	if err != nil {
-		return nil, false
-	}
-	var c Checkpoint
-	if json.Unmarshal(b, &c) != nil {
-		return nil, false
-	}
-	return &c, true
 }

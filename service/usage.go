@@ -26,13 +26,13 @@ func (s *Service) CheckpointUsage(tenant, project string) []UsageGroup {
 		dir     string
 	}
 	var items []item
-	s.mu.Lock()
-	for runID, m := range s.ckpts {
+	s.lock(lkSessions | lkRuns | lkCkpts)
+	for runID, m := range s.ckpts.m {
 		p := tenant
-		if r, ok := s.runs[runID]; ok {
+		if r, ok := s.runs.m[runID]; ok {
 			if r.ProjectID != "" {
 				p = r.ProjectID
-			} else if se, ok := s.sessions[r.SessionID]; ok {
+			} else if se, ok := s.sessions.m[r.SessionID]; ok {
 				p = ProjectOf(se)
 			}
 		}
@@ -42,7 +42,7 @@ func (s *Service) CheckpointUsage(tenant, project string) []UsageGroup {
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock(lkSessions | lkRuns | lkCkpts)
 	groups := map[string]*UsageGroup{}
 	for _, it := range items { // disk reads outside the lock
 		g := groups[it.project]

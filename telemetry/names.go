@@ -244,6 +244,9 @@ const (
 	MetricFuturesWaitTime          = "tuft.futures.wait_time"
 	MetricFuturesExecutionTime     = "tuft.futures.execution_time"
 	MetricRedisOperationDuration   = "tuft.redis.operation.duration"
+	// MetricStoreWriteFailures counts record writes that failed where no caller could be
+	// told (a background pass): each is also logged with its key.
+	MetricStoreWriteFailures = "tuft.store.write_failures"
 )
 
 // Metrics of the semantic conventions, beside the contract's (spec: "where this file is
@@ -278,6 +281,7 @@ const (
 	MAttrOperationType  = "operation_type"
 	MAttrStatus         = "status"
 	MAttrOperation      = "operation"
+	MAttrReason         = "reason"
 	MAttrGPUID          = "gpu_id"
 
 	MAttrDBSystemName    = "db.system.name"

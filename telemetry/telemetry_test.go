@@ -129,6 +129,7 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 	in.FuturesWaitTime.Record(ctx, 1)
 	in.FuturesExecutionTime.Record(ctx, 1)
 	in.RedisOperationDuration.Record(ctx, 1)
+	in.StoreWriteFailures.Add(ctx, 1)
 	in.StoreOperationDuration.Record(ctx, 1)
 	in.HTTPServerDuration.Record(ctx, 1)
 	var rm metricdata.ResourceMetrics
@@ -139,7 +140,7 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 		MetricTrainingCheckpointSize: "By", MetricSamplingSessionsActive: "{session}", MetricSamplingRequests: "{request}", MetricSamplingDuration: "s",
 		MetricSamplingTokensPerSecond: "{token}/s", MetricSamplingOutputTokens: "{token}", MetricFuturesQueueLength: "{future}",
 		MetricFuturesCreated: "{future}", MetricFuturesCompleted: "{future}", MetricFuturesWaitTime: "s", MetricFuturesExecutionTime: "s",
-		MetricRedisOperationDuration: "s", MetricDBClientOperationDuration: "s", MetricHTTPServerDuration: "s"}
+		MetricRedisOperationDuration: "s", MetricStoreWriteFailures: "{write}", MetricDBClientOperationDuration: "s", MetricHTTPServerDuration: "s"}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if u, ok := want[m.Name]; ok && u == m.Unit {

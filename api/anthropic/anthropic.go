@@ -358,7 +358,7 @@ func parseMessages(body []byte, svc *service.Service, tenant string, lim config.
 		return nil, textgen.Request{}, invalid("max_tokens: %d must be at least 1", mt)
 	case mt > lim.MaxSampleTokens:
 		return nil, textgen.Request{}, invalid("max_tokens: %d is above the limit of %d (limits.max_sample_tokens)", mt, lim.MaxSampleTokens)
-	case t.MaxContextLength > 0 && len(toks)+mt > t.MaxContextLength:
+	case config.ExceedsContext(t.MaxContextLength, len(toks), mt):
 		return nil, textgen.Request{}, invalid("prompt is too long: %d tokens + max_tokens %d > %d, the model's context length", len(toks), mt, t.MaxContextLength)
 	}
 	p.MaxTokens = *m.MaxTokens

@@ -197,10 +197,7 @@ func parseStop(raw json.RawMessage, limit int) ([]string, *apiError) {
 // maxTokens checks a requested completion length; def is used when none was given
 // (0: as much as the context and limits.max_sample_tokens allow).
 func maxTokens(param string, v *int, def, promptLen, maxContext int, lim config.Limits) (int, *apiError) {
-	room := lim.MaxSampleTokens
-	if maxContext > 0 {
-		room = min(room, maxContext-promptLen)
-	}
+	room := config.ContextRoom(maxContext, promptLen, lim.MaxSampleTokens)
 	if v == nil {
 		if room < 1 {
 			return 0, invalid("messages", "context_length_exceeded", "the prompt has %d tokens, which leaves no room to generate within the model's context of %d tokens", promptLen, maxContext)
@@ -216,7 +213,7 @@ func maxTokens(param string, v *int, def, promptLen, maxContext int, lim config.
 	if *v > lim.MaxSampleTokens {
 		return 0, invalid(param, "invalid_value", "%s %d is above the limit of %d (limits.max_sample_tokens)", param, *v, lim.MaxSampleTokens)
 	}
-	if maxContext > 0 && promptLen+*v > maxContext {
+	if config.ExceedsContext(maxContext, promptLen, *v) {
 		return 0, invalid(param, "context_length_exceeded", "this model's maximum context length is %d tokens; the prompt has %d tokens and %s asks for %d more", maxContext, promptLen, param, *v)
 	}
 	return *v, nil

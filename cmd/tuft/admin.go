@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -95,8 +92,7 @@ func cmdKey(args []string) error {
 		if err := fs.args(1, 1); err != nil {
 			return err
 		}
-		sum := sha256.Sum256([]byte(fs.Arg(0)))
-		fmt.Println(hex.EncodeToString(sum[:]))
+		fmt.Println(config.HashAPIKey(fs.Arg(0)))
 		return nil
 	}
 	fs := newFlags("key new", "tuft key new", "Generate an API key (tml- prefix) and print it with its key_sha256.")
@@ -106,12 +102,10 @@ func cmdKey(args []string) error {
 	if err := fs.args(0, 0); err != nil {
 		return err
 	}
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
+	key, sum, err := config.NewAPIKey()
+	if err != nil {
 		return err
 	}
-	key := "tml-" + hex.EncodeToString(raw)
-	sum := sha256.Sum256([]byte(key))
-	fmt.Printf("key:        %s\nkey_sha256: %s\n", key, hex.EncodeToString(sum[:]))
+	fmt.Printf("key:        %s\nkey_sha256: %s\n", key, sum)
 	return nil
 }

@@ -3,8 +3,6 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -53,17 +51,12 @@ func TinyDir(t testing.TB) string {
 	return presetDir
 }
 
-func hash(k string) string {
-	s := sha256.Sum256([]byte(k))
-	return hex.EncodeToString(s[:])
-}
-
 // Config returns a config for a test server under dir: tiny model from TinyDir, two
 // tenants, the given persistence mode.
 func Config(t testing.TB, dir, mode string) config.Config {
 	cfg := config.Default(dir)
 	cfg.Models = []config.Model{{Name: Model, Path: TinyDir(t), MaxLoraRank: 32, LoraAlphaRatio: 1}}
-	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "alice", KeySHA256: hash(KeyA)}, {Tenant: "bob", KeySHA256: hash(KeyB)}}
+	cfg.Auth.APIKeys = []config.APIKey{{Tenant: "alice", KeySHA256: config.HashAPIKey(KeyA).String()}, {Tenant: "bob", KeySHA256: config.HashAPIKey(KeyB).String()}}
 	cfg.Persistence.Mode = mode
 	cfg.Persistence.Path = filepath.Join(dir, "tuft.db")
 	cfg.CheckpointDir = filepath.Join(dir, "checkpoints")
@@ -231,7 +224,7 @@ func (c *Client) Result(requestID string, out any) *Response {
 }
 
 // HashKey is the SHA-256 of an API key, as auth.api_keys stores it.
-func HashKey(k string) string { return hash(k) }
+func HashKey(k string) string { return config.HashAPIKey(k).String() }
 
 // FreePort returns a loopback TCP port that is free now.
 func FreePort(t testing.TB) int {
