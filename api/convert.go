@@ -31,12 +31,12 @@ func wireDType(d engine.DType) wire.DType {
 	return 0
 }
 
-func engineTensor(t wire.TensorData) engine.Tensor {
+func engineTensor(t wire.Tensor) engine.Tensor {
 	return engine.Tensor{DType: engineDType(t.DType), Shape: t.Shape, F32: t.F32, I64: t.I64}
 }
 
-func wireTensor(t engine.Tensor) wire.TensorData {
-	return wire.TensorData{DType: wireDType(t.DType), Shape: t.Shape, F32: t.F32, I64: t.I64}
+func wireTensor(t engine.Tensor) wire.Tensor {
+	return wire.Tensor{DType: wireDType(t.DType), Shape: t.Shape, F32: t.F32, I64: t.I64}
 }
 
 // forwardRequest is a decoded forward or forward_backward call as the engine takes it.
@@ -58,10 +58,10 @@ func forwardRequest(call *wire.ForwardBackwardCall) engine.ForwardRequest {
 func forwardOutput(res engine.ForwardResult) wire.ForwardBackwardOutput {
 	out := wire.ForwardBackwardOutput{Metrics: res.Metrics}
 	if res.Outputs != nil {
-		out.LossFnOutputs = make([]map[string]wire.TensorData, len(res.Outputs))
+		out.LossFnOutputs = make([]map[string]wire.Tensor, len(res.Outputs))
 	}
 	for i, o := range res.Outputs {
-		m := make(map[string]wire.TensorData, len(o))
+		m := make(map[string]wire.Tensor, len(o))
 		for name, t := range o {
 			m[name] = wireTensor(t)
 		}
@@ -83,10 +83,10 @@ func sampleRequest(in wire.SampleInput) engine.SampleRequest {
 func sampleResponse(res engine.SampleResult) wire.SampleResponse {
 	out := wire.SampleResponse{PromptLogprobs: res.PromptLogprobs, PromptCacheHitTokens: res.PromptCacheHitTokens}
 	if res.Sequences != nil {
-		out.Sequences = make([]wire.SampledSequence, len(res.Sequences))
+		out.Sequences = make([]wire.Sequence, len(res.Sequences))
 	}
 	for i, s := range res.Sequences {
-		out.Sequences[i] = wire.SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: wire.StopReason(s.StopReason)}
+		out.Sequences[i] = wire.Sequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: wire.StopReason(s.StopReason)}
 	}
 	if res.TopKPrompt != nil {
 		out.TopKPrompt = make([][]wire.TokenLogprob, len(res.TopKPrompt))

@@ -138,8 +138,8 @@ func TestConversionsCarryEveryField(t *testing.T) {
 		{"SampleRequest", reflect.TypeFor[engine.SampleRequest](), reflect.TypeFor[wire.SampleInput]()},
 		{"SampleParams", reflect.TypeFor[engine.SampleParams](), reflect.TypeFor[wire.SampleParams]()},
 		{"SampleResult", reflect.TypeFor[engine.SampleResult](), reflect.TypeFor[wire.SampleResponse]()},
-		{"Sequence", reflect.TypeFor[engine.Sequence](), reflect.TypeFor[wire.SampledSequence]()},
-		{"Tensor", reflect.TypeFor[engine.Tensor](), reflect.TypeFor[wire.TensorData]()},
+		{"Sequence", reflect.TypeFor[engine.Sequence](), reflect.TypeFor[wire.Sequence]()},
+		{"Tensor", reflect.TypeFor[engine.Tensor](), reflect.TypeFor[wire.Tensor]()},
 		{"Datum", reflect.TypeFor[engine.Datum](), reflect.TypeFor[wire.Datum]()},
 	}
 	renamed := map[string]string{"Outputs": "LossFnOutputs"}
@@ -169,7 +169,7 @@ func TestDimuonDefaultsAreTheEngines(t *testing.T) {
 func TestConversionsShareArrays(t *testing.T) {
 	toks, tgt, w := []int32{1, 2, 3}, []int64{2, 3, 4}, []float32{0, 1, 1}
 	call := &wire.ForwardBackwardCall{ForwardOnly: true, Req: wire.ForwardBackwardInput{LossFn: "cross_entropy", Data: []wire.Datum{{Tokens: toks,
-		LossInputs: map[string]wire.TensorData{"target_tokens": {DType: wire.Int64, Shape: []int{3}, I64: tgt},
+		LossInputs: map[string]wire.Tensor{"target_tokens": {DType: wire.Int64, Shape: []int{3}, I64: tgt},
 			"weights": {DType: wire.Float32, Shape: []int{3}, F32: w}}}}}}
 	req := forwardRequest(call)
 	d := req.Data[0]
@@ -203,7 +203,7 @@ func benchForwardBody(b *testing.B, protobuf bool) []byte {
 			for i := range toks {
 				toks[i], tgt[i], w[i] = int32((i*7919+d)%32000), int64((i*7919+d+1)%32000), float32(i%3)*0.25
 			}
-			call.Req.Data = append(call.Req.Data, wire.Datum{Tokens: toks, LossInputs: map[string]wire.TensorData{
+			call.Req.Data = append(call.Req.Data, wire.Datum{Tokens: toks, LossInputs: map[string]wire.Tensor{
 				"target_tokens": {DType: wire.Int64, Shape: []int{tokens}, I64: tgt}, "weights": {DType: wire.Float32, Shape: []int{tokens}, F32: w}}})
 		}
 		body, err := wire.EncodeForwardBackwardProto(call)

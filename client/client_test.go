@@ -25,7 +25,7 @@ func datum(start, n int) wire.Datum {
 	for i := range toks {
 		toks[i], tgt[i], w[i] = int32(start+i), int64(start+i+1), 1
 	}
-	return wire.Datum{Tokens: toks, LossInputs: map[string]wire.TensorData{
+	return wire.Datum{Tokens: toks, LossInputs: map[string]wire.Tensor{
 		"target_tokens": {DType: wire.Int64, Shape: []int{n}, I64: tgt}, "weights": {DType: wire.Float32, Shape: []int{n}, F32: w}}}
 }
 

@@ -6,6 +6,6 @@
 // OpenTelemetry spans and traceparent propagation are available, off by default.
 //
 // Data and results are the Tinker types of package api/wire (wire.Datum with
-// wire.TensorData loss inputs; wire.ForwardBackwardOutput; wire.SampleResponse): the client
+// wire.Tensor loss inputs; wire.ForwardBackwardOutput; wire.SampleResponse): the client
 // depends on api/wire, protobuf and OpenTelemetry's API, never on TuFT's engine.
 package client

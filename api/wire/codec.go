@@ -149,7 +149,7 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 				return nil, errf(fmt.Sprintf("%s.model_input[%d]", f, j), "only encoded_text chunks are supported (images and audio are not)")
 			}
 		}
-		inputs := map[string]TensorData{}
+		inputs := map[string]Tensor{}
 		for name, t := range d.LossFnInputs {
 			et, err := tensorFromProto(t)
 			if err != nil {
@@ -200,8 +200,8 @@ func intsOf(shape []int64) []int {
 }
 
 // tensorFromProto decodes a dense or CSR tensor; INT32 widens to int64, BFLOAT16 to float32.
-func tensorFromProto(t *tinkerpb.Tensor) (TensorData, error) {
-	var et TensorData
+func tensorFromProto(t *tinkerpb.Tensor) (Tensor, error) {
+	var et Tensor
 	var width int
 	switch t.Dtype {
 	case tinkerpb.DType_DTYPE_FLOAT32:
@@ -282,32 +282,32 @@ func tensorFromProto(t *tinkerpb.Tensor) (TensorData, error) {
 	return et, errf("encoding", "unknown tensor encoding")
 }
 
-func csrToDense(dt DType, shape []int, n int, vf []float32, vi []int64, crow, col []int64) (TensorData, error) {
+func csrToDense(dt DType, shape []int, n int, vf []float32, vi []int64, crow, col []int64) (Tensor, error) {
 	rows, cols := shape[0], shape[1]
 	nnz := len(vf) + len(vi)
 	if len(crow) != rows+1 {
-		return TensorData{}, errf("sparse_csr.crow_indices", "has %d entries, want rows+1 = %d", len(crow), rows+1)
+		return Tensor{}, errf("sparse_csr.crow_indices", "has %d entries, want rows+1 = %d", len(crow), rows+1)
 	}
 	if len(col) != nnz {
-		return TensorData{}, errf("sparse_csr.col_indices", "has %d entries but there are %d values", len(col), nnz)
+		return Tensor{}, errf("sparse_csr.col_indices", "has %d entries but there are %d values", len(col), nnz)
 	}
 	if crow[0] != 0 || crow[rows] != int64(nnz) {
-		return TensorData{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
+		return Tensor{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
 	}
 	// Every index is checked before any is used: each row's range must lie within the
 	// values, so no forged array can index past them.
 	for r := 0; r < rows; r++ {
 		if crow[r+1] < crow[r] || crow[r+1] > int64(nnz) {
-			return TensorData{}, errf("sparse_csr.crow_indices", "entry %d (%d) must be in [%d, %d]: the row ranges must not decrease or pass the %d values",
+			return Tensor{}, errf("sparse_csr.crow_indices", "entry %d (%d) must be in [%d, %d]: the row ranges must not decrease or pass the %d values",
 				r+1, crow[r+1], crow[r], nnz, nnz)
 		}
 	}
 	for k, c := range col {
 		if c < 0 || c >= int64(cols) {
-			return TensorData{}, errf("sparse_csr.col_indices", "entry %d: column %d out of range [0, %d)", k, c, cols)
+			return Tensor{}, errf("sparse_csr.col_indices", "entry %d: column %d out of range [0, %d)", k, c, cols)
 		}
 	}
-	t := TensorData{DType: dt, Shape: shape}
+	t := Tensor{DType: dt, Shape: shape}
 	if dt == Float32 {
 		t.F32 = make([]float32, n)
 	} else {
@@ -324,6 +324,15 @@ func csrToDense(dt DType, shape []int, n int, vf []float32, vi []int64, crow, co
 		}
 	}
 	return t, nil
+}
+
+// TensorData is the JSON form of a tensor (the SDK's TensorData); decoded, a Tensor.
+type TensorData struct {
+	Data              []json.Number `json:"data"`
+	DType             string        `json:"dtype"`
+	Shape             []int64       `json:"shape,omitempty"`
+	SparseCrowIndices []int64       `json:"sparse_crow_indices,omitempty"`
+	SparseColIndices  []int64       `json:"sparse_col_indices,omitempty"`
 }
 
 // ModelInput is the JSON prompt / model input.

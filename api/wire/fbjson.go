@@ -78,7 +78,7 @@ type lossInput struct {
 	err error
 }
 
-// tensorJSON is the JSON form of a TensorData, its values parsed as float64s.
+// tensorJSON is a TensorData (the JSON form of a Tensor) with its values parsed as float64s.
 type tensorJSON struct {
 	Data              numbers `json:"data"`
 	DType             string  `json:"dtype"`
@@ -229,7 +229,7 @@ func parseNumber(s []byte) (float64, bool) {
 }
 
 // tensor converts a parsed tensor (the loss input name, for the SDK's untyped lists).
-func (td *tensorJSON) tensor(name string) (TensorData, error) {
+func (td *tensorJSON) tensor(name string) (Tensor, error) {
 	dt := Float32
 	switch td.DType {
 	case "float32", "float", "bfloat16":
@@ -241,7 +241,7 @@ func (td *tensorJSON) tensor(name string) (TensorData, error) {
 			dt = Int64
 		}
 	default:
-		return TensorData{}, errf("dtype", "%q is not supported (float32 or int64)", td.DType)
+		return Tensor{}, errf("dtype", "%q is not supported (float32 or int64)", td.DType)
 	}
 	var vf []float32
 	var vi []int64
@@ -254,22 +254,22 @@ func (td *tensorJSON) tensor(name string) (TensorData, error) {
 		vi = make([]int64, len(td.Data))
 		for i, v := range td.Data {
 			if v != math.Trunc(v) || math.Abs(v) > 1<<63 {
-				return TensorData{}, errf(fmt.Sprintf("data[%d]", i), "%v is not an integer", v)
+				return Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%v is not an integer", v)
 			}
 			vi[i] = int64(v)
 		}
 	}
 	if td.SparseCrowIndices != nil || td.SparseColIndices != nil {
 		if len(td.Shape) != 2 {
-			return TensorData{}, errf("shape", "a sparse tensor needs a 2-D shape, got %v", td.Shape)
+			return Tensor{}, errf("shape", "a sparse tensor needs a 2-D shape, got %v", td.Shape)
 		}
 		n, err := shapeLen(td.Shape)
 		if err != nil {
-			return TensorData{}, err
+			return Tensor{}, err
 		}
 		return csrToDense(dt, intsOf(td.Shape), n, vf, vi, td.SparseCrowIndices, td.SparseColIndices)
 	}
-	t := TensorData{DType: dt, F32: vf, I64: vi}
+	t := Tensor{DType: dt, F32: vf, I64: vi}
 	n := len(td.Data)
 	if len(td.Shape) == 0 {
 		t.Shape = []int{n}
@@ -376,7 +376,7 @@ func decodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardC
 				toks = append(toks, c.Tokens.v...)
 			}
 		}
-		inputs := make(map[string]TensorData, len(d.LossFnInputs))
+		inputs := make(map[string]Tensor, len(d.LossFnInputs))
 		for name, li := range d.LossFnInputs {
 			if li == nil {
 				return nil, errf(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), "is null")

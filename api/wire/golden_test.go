@@ -195,7 +195,7 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	}
 
 	fwd := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": 3.25},
-		LossFnOutputs: []map[string]TensorData{
+		LossFnOutputs: []map[string]Tensor{
 			{"logprobs": {DType: Float32, Shape: []int{3}, F32: []float32{-0.5, -1.25, -2}},
 				"elementwise_loss": {DType: Float32, Shape: []int{3}, F32: []float32{0.5, 1.25, 2}}},
 			{"logprobs": {DType: Float32, Shape: []int{2}, F32: []float32{-0.25, -4}},
@@ -212,7 +212,7 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	nan := float32(0)
 	nan /= nan // the first prompt token has no logprob
 	smp := SampleResponse{
-		Sequences: []SampledSequence{
+		Sequences: []Sequence{
 			{Tokens: []int32{5, 6, 7}, Logprobs: []float32{-0.5, -0.75, -1}, StopReason: StopReasonLength},
 			{Tokens: []int32{8}, Logprobs: []float32{-0.125}, StopReason: StopReasonStop},
 		},

@@ -12,7 +12,7 @@ import (
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
 )
 
-func tensorBytes(t TensorData) ([]byte, tinkerpb.DType) {
+func tensorBytes(t Tensor) ([]byte, tinkerpb.DType) {
 	if t.DType == Int64 {
 		b := make([]byte, 8*len(t.I64))
 		for i, v := range t.I64 {
@@ -29,7 +29,7 @@ func tensorBytes(t TensorData) ([]byte, tinkerpb.DType) {
 
 // recordSig identifies the layout of one datum's outputs; a new ArrayRecord starts
 // whenever it changes.
-func recordSig(out map[string]TensorData) string {
+func recordSig(out map[string]Tensor) string {
 	names := make([]string, 0, len(out))
 	for n := range out {
 		names = append(names, n)
@@ -43,7 +43,7 @@ func recordSig(out map[string]TensorData) string {
 	return s
 }
 
-func trailing(t TensorData) []int64 {
+func trailing(t Tensor) []int64 {
 	if len(t.Shape) <= 1 {
 		return nil
 	}
@@ -84,7 +84,7 @@ func EncodeForwardBackwardOutputProto(res ForwardBackwardOutput, lossFn string) 
 			curSig = sig
 			offsets = map[string][]int64{}
 			for name, t := range out {
-				_, dt := tensorBytes(TensorData{DType: t.DType})
+				_, dt := tensorBytes(Tensor{DType: t.DType})
 				cur.Fields[name] = &tinkerpb.BatchedTensor{Dtype: dt, TrailingShape: trailing(t)}
 				offsets[name] = []int64{0}
 			}
@@ -115,7 +115,7 @@ type tensorOutJSON struct {
 	Shape []int  `json:"shape"`
 }
 
-func jsonTensor(t TensorData) tensorOutJSON {
+func jsonTensor(t Tensor) tensorOutJSON {
 	if t.DType == Int64 {
 		return tensorOutJSON{Data: t.I64, DType: "int64", Shape: t.Shape}
 	}
@@ -143,9 +143,9 @@ func DecodeForwardBackwardOutputProto(pb []byte) (ForwardBackwardOutput, error) 
 	}
 	res := ForwardBackwardOutput{Metrics: m.Metrics}
 	for ri, rec := range m.LossFnOutputs {
-		outs := make([]map[string]TensorData, rec.NumDatums)
+		outs := make([]map[string]Tensor, rec.NumDatums)
 		for i := range outs {
-			outs[i] = map[string]TensorData{}
+			outs[i] = map[string]Tensor{}
 		}
 		for name, bt := range rec.Fields {
 			if len(bt.Offsets) != 8*(int(rec.NumDatums)+1) {
@@ -162,12 +162,12 @@ func DecodeForwardBackwardOutputProto(pb []byte) (ForwardBackwardOutput, error) 
 					return res, errf(fmt.Sprintf("loss_fn_outputs[%d].fields[%q].offsets", ri, name), "out of range")
 				}
 				chunk := bt.Data[a:b]
-				var t TensorData
+				var t Tensor
 				switch bt.Dtype {
 				case tinkerpb.DType_DTYPE_FLOAT32:
-					t = TensorData{DType: Float32, F32: leF32(chunk)}
+					t = Tensor{DType: Float32, F32: leF32(chunk)}
 				case tinkerpb.DType_DTYPE_INT64:
-					t = TensorData{DType: Int64, I64: leI64(chunk)}
+					t = Tensor{DType: Int64, I64: leI64(chunk)}
 				default:
 					pt, err := tensorFromProto(&tinkerpb.Tensor{Dtype: bt.Dtype, Encoding: &tinkerpb.Tensor_Dense{Dense: chunk}})
 					if err != nil {
@@ -413,7 +413,7 @@ func EncodeSampleResponseProto(res SampleResponse) ([]byte, error) {
 		for i, t := range s.Tokens {
 			binary.LittleEndian.PutUint32(tb[4*i:], uint32(t))
 		}
-		lb, _ := tensorBytes(TensorData{DType: Float32, F32: s.Logprobs})
+		lb, _ := tensorBytes(Tensor{DType: Float32, F32: s.Logprobs})
 		sr := tinkerpb.StopReason_STOP_REASON_STOP
 		if s.StopReason == StopReasonLength {
 			sr = tinkerpb.StopReason_STOP_REASON_LENGTH
@@ -421,7 +421,7 @@ func EncodeSampleResponseProto(res SampleResponse) ([]byte, error) {
 		m.Sequences = append(m.Sequences, &tinkerpb.SampledSequence{StopReason: sr, Tokens: tb, Logprobs: lb})
 	}
 	if res.PromptLogprobs != nil {
-		b, _ := tensorBytes(TensorData{DType: Float32, F32: res.PromptLogprobs})
+		b, _ := tensorBytes(Tensor{DType: Float32, F32: res.PromptLogprobs})
 		m.PromptLogprobs = b
 	}
 	if res.TopKPrompt != nil {
@@ -458,7 +458,7 @@ func DecodeSampleResponseProto(pb []byte) (SampleResponse, error) {
 		if len(s.Tokens)%4 != 0 || len(s.Logprobs)%4 != 0 {
 			return res, errf(fmt.Sprintf("sequences[%d]", i), "arrays are not whole int32/float32 arrays")
 		}
-		sq := SampledSequence{Tokens: le32(s.Tokens), Logprobs: leF32(s.Logprobs), StopReason: StopReasonStop}
+		sq := Sequence{Tokens: le32(s.Tokens), Logprobs: leF32(s.Logprobs), StopReason: StopReasonStop}
 		if s.StopReason == tinkerpb.StopReason_STOP_REASON_LENGTH {
 			sq.StopReason = StopReasonLength
 		}
@@ -489,15 +489,15 @@ func DecodeSampleResponseProto(pb []byte) (SampleResponse, error) {
 
 // SampleResponseJSON is the JSON form of a sampling result (SDK ≤ 0.24).
 type SampleResponseJSON struct {
-	Type                 string         `json:"type"`
-	Sequences            []SequenceJSON `json:"sequences"`
-	PromptLogprobs       []*float32     `json:"prompt_logprobs,omitempty"`
-	TopkPromptLogprobs   []*[][2]any    `json:"topk_prompt_logprobs,omitempty"`
-	PromptCacheHitTokens int            `json:"prompt_cache_hit_tokens"`
+	Type                 string            `json:"type"`
+	Sequences            []SampledSequence `json:"sequences"`
+	PromptLogprobs       []*float32        `json:"prompt_logprobs,omitempty"`
+	TopkPromptLogprobs   []*[][2]any       `json:"topk_prompt_logprobs,omitempty"`
+	PromptCacheHitTokens int               `json:"prompt_cache_hit_tokens"`
 }
 
-// SequenceJSON is one JSON sequence.
-type SequenceJSON struct {
+// SampledSequence is one JSON sequence.
+type SampledSequence struct {
 	Tokens     []int32 `json:"tokens"`
 	Logprobs   Floats  `json:"logprobs"`
 	StopReason string  `json:"stop_reason"`
@@ -509,9 +509,9 @@ func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := SampleResponseJSON{Type: "sample", Sequences: []SequenceJSON{}, PromptCacheHitTokens: res.PromptCacheHitTokens}
+	out := SampleResponseJSON{Type: "sample", Sequences: []SampledSequence{}, PromptCacheHitTokens: res.PromptCacheHitTokens}
 	for _, s := range res.Sequences {
-		out.Sequences = append(out.Sequences, SequenceJSON{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
+		out.Sequences = append(out.Sequences, SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
 	}
 	for _, lp := range res.PromptLogprobs {
 		out.PromptLogprobs = append(out.PromptLogprobs, finite32(lp))

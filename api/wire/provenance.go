@@ -15,7 +15,7 @@ import (
 // (only stable_reinforce, which it refuses, reads them), so a valid set is accepted and has
 // no effect. They are not refused: the SDK attaches them to every RL datum whatever the
 // loss (tinker-cookbook's RL loop does), and refusing them failed every cookbook RL recipe.
-func checkProvenance(field string, d *tinkerpb.Datum, nTokens int, targets TensorData, hasTargets bool) error {
+func checkProvenance(field string, d *tinkerpb.Datum, nTokens int, targets Tensor, hasTargets bool) error {
 	if err := checkSpans(field+".model_input_spans", d.ModelInputSpans, nTokens, true); err != nil {
 		return err
 	}

@@ -7,14 +7,14 @@ package wire
 // only. Their Go field names are what the decoded golden files under testdata/golden
 // show, so a rename shows up there.
 
-// DType is the element type of a TensorData (the SDK's float32 and int64; bfloat16
+// DType is the element type of a Tensor (the SDK's float32 and int64; bfloat16
 // arrives widened to float32, int32 to int64).
 type DType uint8
 
 const (
-	// Float32 tensors carry their values in TensorData.F32.
+	// Float32 tensors carry their values in Tensor.F32.
 	Float32 DType = iota + 1
-	// Int64 tensors carry their values in TensorData.I64.
+	// Int64 tensors carry their values in Tensor.I64.
 	Int64
 )
 
@@ -28,9 +28,9 @@ func (d DType) String() string {
 	return "unknown"
 }
 
-// TensorData is the SDK's TensorData decoded: a dense, row-major tensor (a sparse one
+// Tensor is the SDK's TensorData decoded: a dense, row-major tensor (a sparse one
 // arrives expanded) of loss inputs and loss outputs.
-type TensorData struct {
+type Tensor struct {
 	DType DType
 	Shape []int
 	F32   []float32 // set when DType == Float32
@@ -38,7 +38,7 @@ type TensorData struct {
 }
 
 // Len is the number of elements the shape describes.
-func (t TensorData) Len() int {
+func (t Tensor) Len() int {
 	n := 1
 	for _, d := range t.Shape {
 		n *= d
@@ -50,7 +50,7 @@ func (t TensorData) Len() int {
 // encoded_text chunks joined) and the loss inputs by name.
 type Datum struct {
 	Tokens     []int32
-	LossInputs map[string]TensorData
+	LossInputs map[string]Tensor
 }
 
 // ForwardBackwardInput is a forward or forward_backward request's input: the data, the
@@ -66,7 +66,7 @@ type ForwardBackwardInput struct {
 // ForwardBackwardOutput is a forward or forward_backward result: one map of loss outputs
 // per datum (at least "logprobs") and the metrics, keyed "name:reduction".
 type ForwardBackwardOutput struct {
-	LossFnOutputs []map[string]TensorData
+	LossFnOutputs []map[string]Tensor
 	Metrics       map[string]float64
 }
 
@@ -96,15 +96,15 @@ type SampleInput struct {
 // StopReason says why a sampled sequence ended.
 type StopReason string
 
-// The stop reasons of a SampledSequence.
+// The stop reasons of a Sequence.
 const (
 	StopReasonStop   StopReason = "stop"   // a stop token or stop string
 	StopReasonLength StopReason = "length" // max_tokens or the context length was reached
 )
 
-// SampledSequence is one sampled continuation; Logprobs[i] is the log-probability of
-// Tokens[i].
-type SampledSequence struct {
+// Sequence is one sampled continuation (the SDK's SampledSequence); Logprobs[i] is the
+// log-probability of Tokens[i].
+type Sequence struct {
 	Tokens     []int32
 	Logprobs   []float32
 	StopReason StopReason
@@ -118,7 +118,7 @@ type TokenLogprob struct {
 
 // SampleResponse is an asample result.
 type SampleResponse struct {
-	Sequences      []SampledSequence
+	Sequences      []Sequence
 	PromptLogprobs []float32        // one per prompt token; NaN at position 0
 	TopKPrompt     [][]TokenLogprob // one row per prompt token; nil at position 0
 	// PromptCacheHitTokens is how many prompt positions the server served from its

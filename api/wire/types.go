@@ -5,7 +5,7 @@
 // Request fields are honoured or refused, never ignored (see DecodeRequest): a field a
 // newer SDK adds is accepted only while it holds its zero value.
 //
-// The package holds the Tinker domain types too (tinker.go: Datum, TensorData,
+// The package holds the Tinker domain types too (tinker.go: Datum, Tensor,
 // ForwardBackwardOutput, SampleInput, SampleResponse), what the codecs decode into and
 // encode from. It imports nothing of the engine, so the public client does not; package
 // api converts between these types and the engine's (api/convert.go).

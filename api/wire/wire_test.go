@@ -8,7 +8,7 @@ import (
 
 func sampleCall() ForwardBackwardCall {
 	return ForwardBackwardCall{ModelID: "s:train:0", SeqID: 7, Req: ForwardBackwardInput{LossFn: "ppo", LossFnConfig: map[string]float64{"clip_low_threshold": 0.7},
-		Data: []Datum{{Tokens: []int32{1, 2, 3}, LossInputs: map[string]TensorData{
+		Data: []Datum{{Tokens: []int32{1, 2, 3}, LossInputs: map[string]Tensor{
 			"target_tokens": {DType: Int64, Shape: []int{3}, I64: []int64{2, 3, 4}},
 			"advantages":    {DType: Float32, Shape: []int{3}, F32: []float32{0.5, -1, 2}}}}}}}
 }
@@ -32,7 +32,7 @@ func TestForwardBackwardProtoRoundTrip(t *testing.T) {
 }
 
 func TestForwardBackwardOutputRoundTripAndRecords(t *testing.T) {
-	res := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": 3.5}, LossFnOutputs: []map[string]TensorData{
+	res := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": 3.5}, LossFnOutputs: []map[string]Tensor{
 		{"logprobs": {DType: Float32, Shape: []int{2}, F32: []float32{-1, -2}}},
 		{"logprobs": {DType: Float32, Shape: []int{3}, F32: []float32{-3, -4, -5}}},
 		{"logprobs": {DType: Float32, Shape: []int{1, 2}, F32: []float32{-6, -7}}}, // new trailing shape: new record
@@ -58,7 +58,7 @@ func TestForwardBackwardOutputRoundTripAndRecords(t *testing.T) {
 }
 
 func TestSampleResponseRoundTrip(t *testing.T) {
-	res := SampleResponse{Sequences: []SampledSequence{{Tokens: []int32{5, 6}, Logprobs: []float32{-0.1, -0.2}, StopReason: StopReasonLength}},
+	res := SampleResponse{Sequences: []Sequence{{Tokens: []int32{5, 6}, Logprobs: []float32{-0.1, -0.2}, StopReason: StopReasonLength}},
 		PromptLogprobs:       []float32{float32(math.NaN()), -1.5},
 		TopKPrompt:           [][]TokenLogprob{nil, {{Token: 3, Logprob: -0.5}, {Token: 4, Logprob: -1}}},
 		PromptCacheHitTokens: 32}

@@ -26,7 +26,7 @@ func TestManagementCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := wire.Datum{Tokens: []int32{1, 2, 3}, LossInputs: map[string]wire.TensorData{"target_tokens": {DType: wire.Int64, Shape: []int{3}, I64: []int64{2, 3, 4}}}}
+	d := wire.Datum{Tokens: []int32{1, 2, 3}, LossInputs: map[string]wire.Tensor{"target_tokens": {DType: wire.Int64, Shape: []int{3}, I64: []int64{2, 3, 4}}}}
 	fb, _ := tc.ForwardBackward(ctx, []wire.Datum{d}, "cross_entropy", nil)
 	if _, err := fb.Result(ctx); err != nil {
 		t.Fatal(err)

@@ -139,7 +139,7 @@ func run(ctx context.Context, url, key, model string, iters int, out io.Writer) 
 
 // rlDatum is the cookbook's layout: the prompt positions carry no signal; every sampled
 // token gets the sequence's advantage and its sampling logprob.
-func rlDatum(prompt []int32, s wire.SampledSequence, adv float64) wire.Datum {
+func rlDatum(prompt []int32, s wire.Sequence, adv float64) wire.Datum {
 	ob := len(prompt) - 1
 	in := append(append([]int32(nil), prompt...), s.Tokens[:len(s.Tokens)-1]...)
 	n := len(in)
@@ -153,7 +153,7 @@ func rlDatum(prompt []int32, s wire.SampledSequence, adv float64) wire.Datum {
 			a[i] = float32(adv)
 		}
 	}
-	return wire.Datum{Tokens: in, LossInputs: map[string]wire.TensorData{
+	return wire.Datum{Tokens: in, LossInputs: map[string]wire.Tensor{
 		"target_tokens": {DType: wire.Int64, Shape: []int{n}, I64: tgt},
 		"logprobs":      {DType: wire.Float32, Shape: []int{n}, F32: lp},
 		"advantages":    {DType: wire.Float32, Shape: []int{n}, F32: a}}}

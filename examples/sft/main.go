@@ -59,7 +59,7 @@ func datum(tok *tokenizer.Tokenizer, prompt, answer string) (wire.Datum, error) 
 			w[i] = 1
 		}
 	}
-	return wire.Datum{Tokens: all[:n], LossInputs: map[string]wire.TensorData{
+	return wire.Datum{Tokens: all[:n], LossInputs: map[string]wire.Tensor{
 		"target_tokens": {DType: wire.Int64, Shape: []int{n}, I64: tgt},
 		"weights":       {DType: wire.Float32, Shape: []int{n}, F32: w}}}, nil
 }
