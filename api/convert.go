@@ -73,10 +73,33 @@ func forwardOutput(res engine.ForwardResult) wire.ForwardBackwardOutput {
 // sampleRequest is a decoded asample request as the engine takes it.
 func sampleRequest(in wire.SampleInput) engine.SampleRequest {
 	p := in.Params
-	return engine.SampleRequest{Prompt: in.Prompt, NumSamples: in.NumSamples, PromptLogprobs: in.PromptLogprobs,
-		TopKPromptLogprobs: in.TopKPromptLogprobs,
+	r := engine.SampleRequest{Prompt: in.Prompt, NumSamples: in.NumSamples, PromptLogprobs: in.PromptLogprobs,
+		TopKPromptLogprobs: in.TopKPromptLogprobs, TopKSampleLogprobs: in.TopKSampleLogprobs, PromptAltTokensK: in.PromptAltTokensK,
 		Params: engine.SampleParams{MaxTokens: p.MaxTokens, Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, Seed: p.Seed,
 			StopStrings: p.StopStrings, StopTokens: p.StopTokens, IgnoreEOS: p.IgnoreEOS}}
+	if t := in.PromptTargets; t != nil {
+		r.PromptTargets = &engine.PromptTargets{Rows: t.Rows, Cols: t.Cols, IDs: t.IDs, RowStarts: t.RowStarts, ColIdx: t.ColIdx}
+	}
+	return r
+}
+
+// wireTopK is rows of (token, logprob) pairs as the wire encodes them.
+func wireTopK(rows [][]engine.TokenLogprob) [][]wire.TokenLogprob {
+	if rows == nil {
+		return nil
+	}
+	out := make([][]wire.TokenLogprob, len(rows))
+	for i, row := range rows {
+		if row == nil {
+			continue
+		}
+		r := make([]wire.TokenLogprob, len(row))
+		for j, e := range row {
+			r[j] = wire.TokenLogprob{Token: e.Token, Logprob: e.Logprob}
+		}
+		out[i] = r
+	}
+	return out
 }
 
 // sampleResponse is an engine sampling result as the wire encodes it.
@@ -86,20 +109,14 @@ func sampleResponse(res engine.SampleResult) wire.SampleResponse {
 		out.Sequences = make([]wire.Sequence, len(res.Sequences))
 	}
 	for i, s := range res.Sequences {
-		out.Sequences[i] = wire.Sequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: wire.StopReason(s.StopReason)}
+		out.Sequences[i] = wire.Sequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: wire.StopReason(s.StopReason), TopK: wireTopK(s.TopK)}
 	}
-	if res.TopKPrompt != nil {
-		out.TopKPrompt = make([][]wire.TokenLogprob, len(res.TopKPrompt))
+	out.TopKPrompt = wireTopK(res.TopKPrompt)
+	if t := res.PromptTargetLogprobs; t != nil {
+		out.PromptTargetLogprobs = &wire.PromptTargetLogprobs{Rows: t.Rows, Cols: t.Cols, Logprobs: t.Logprobs, RowStarts: t.RowStarts, ColIdx: t.ColIdx}
 	}
-	for i, row := range res.TopKPrompt {
-		if row == nil {
-			continue
-		}
-		r := make([]wire.TokenLogprob, len(row))
-		for j, e := range row {
-			r[j] = wire.TokenLogprob{Token: e.Token, Logprob: e.Logprob}
-		}
-		out.TopKPrompt[i] = r
+	if a := res.PromptAltTokens; a != nil {
+		out.PromptAltTokens = &wire.PromptAltTokens{K: a.K, Tokens: a.Tokens, Logprobs: a.Logprobs}
 	}
 	return out
 }

@@ -141,6 +141,10 @@ func TestConversionsCarryEveryField(t *testing.T) {
 		{"Sequence", reflect.TypeFor[engine.Sequence](), reflect.TypeFor[wire.Sequence]()},
 		{"Tensor", reflect.TypeFor[engine.Tensor](), reflect.TypeFor[wire.Tensor]()},
 		{"Datum", reflect.TypeFor[engine.Datum](), reflect.TypeFor[wire.Datum]()},
+		{"TokenLogprob", reflect.TypeFor[engine.TokenLogprob](), reflect.TypeFor[wire.TokenLogprob]()},
+		{"PromptTargets", reflect.TypeFor[engine.PromptTargets](), reflect.TypeFor[wire.PromptTargets]()},
+		{"PromptTargetLogprobs", reflect.TypeFor[engine.PromptTargetLogprobs](), reflect.TypeFor[wire.PromptTargetLogprobs]()},
+		{"PromptAltTokens", reflect.TypeFor[engine.PromptAltTokens](), reflect.TypeFor[wire.PromptAltTokens]()},
 	}
 	renamed := map[string]string{"Outputs": "LossFnOutputs"}
 	for _, p := range pairs {
@@ -270,3 +274,41 @@ func benchDecodeAndConvert(b *testing.B, protobuf bool) {
 
 func BenchmarkDecodeAndConvertForwardBackwardJSON(b *testing.B)  { benchDecodeAndConvert(b, false) }
 func BenchmarkDecodeAndConvertForwardBackwardProto(b *testing.B) { benchDecodeAndConvert(b, true) }
+
+// target_prompt_logprobs that decode (api/wire checks their form) are refused by the
+// engine's checks at the edge once converted: rows against the prompt, ids against the
+// vocabulary, forged CSR ranges.
+func TestSampleOutputsRefusedByTheEngine(t *testing.T) {
+	c := engine.Config{VocabSize: 512, MaxPositions: 1024}
+	for _, tc := range []struct{ targets, want string }{
+		{`{"data":[1,2,3],"dtype":"int64","shape":[3,1]}`, "len(prompt)-1 = 2"},
+		{`{"data":[1,512],"dtype":"int64","shape":[2,1]}`, "vocabulary"},
+		{`{"data":[1],"dtype":"int64","shape":[2,1],"sparse_crow_indices":[0,5,1],"sparse_col_indices":[0]}`, "sparse_crow_indices"},
+		{`{"data":[1],"dtype":"int64","shape":[2,1],"sparse_crow_indices":[0,1,1],"sparse_col_indices":[3]}`, "sparse_col_indices"},
+	} {
+		body := `{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1,2,3]}]},"sampling_params":{"max_tokens":1},"target_prompt_logprobs":` + tc.targets + `}`
+		call, err := wire.DecodeSampleRequest([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.targets, err)
+		}
+		if err := engine.ValidateSample(c, sampleRequest(call.Req)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error naming %q", tc.targets, err, tc.want)
+		}
+	}
+}
+
+// What the edge runs on an asample body: decode, convert, the engine's checks. Whatever
+// the decoder lets through, the checks answer and never panic (forged CSR indices
+// included).
+func FuzzSampleRequestAtTheEdge(f *testing.F) {
+	f.Add([]byte(`{"num_samples":2,"prompt":{"chunks":[{"type":"encoded_text","tokens":[1]}]},"sampling_params":{"max_tokens":3,"stop":["x"]}}`))
+	f.Add([]byte(`{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1,2,3]}]},"sampling_params":{"max_tokens":1},"topk_sample_logprobs":2,"prompt_alt_tokens_k":3,` +
+		`"target_prompt_logprobs":{"data":[5,-1,7],"dtype":"int64","shape":[2,2],"sparse_crow_indices":[0,2,3],"sparse_col_indices":[0,1,1]}}`))
+	f.Add([]byte(`{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1,2,3]}]},"sampling_params":{"max_tokens":1},"target_prompt_logprobs":{"data":[5,-1],"dtype":"int64","shape":[2,1]}}`))
+	c := engine.Config{VocabSize: 512, MaxPositions: 1024}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if call, err := wire.DecodeSampleRequest(data); err == nil {
+			_ = engine.ValidateSample(c, sampleRequest(call.Req))
+		}
+	})
+}

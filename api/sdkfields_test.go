@@ -175,15 +175,8 @@ func sdkFieldRules() map[string]fieldRule {
 		return p.h.a.Do("POST", "/api/v1/asample", map[string]any{"model_path": "tinker://x/sampler_weights/y", "num_samples": 1, "prompt": prompt(1, 2),
 			"sampling_params": map[string]any{"max_tokens": 1}}, nil)
 	}))
-	set("SampleRequest.topk_sample_logprobs", refused("topk_sample_logprobs", func(p *probe) *testenv.Response {
-		return p.sample(map[string]any{"topk_sample_logprobs": 2})
-	}))
-	set("SampleRequest.target_prompt_logprobs", refused("target_prompt_logprobs", func(p *probe) *testenv.Response {
-		return p.sample(map[string]any{"target_prompt_logprobs": map[string]any{"data": []int{5, -1}, "dtype": "int64", "shape": []int{2, 1}}})
-	}))
-	set("SampleRequest.prompt_alt_tokens_k", refused("prompt_alt_tokens_k", func(p *probe) *testenv.Response {
-		return p.sample(map[string]any{"prompt_alt_tokens_k": 2})
-	}))
+	set("SampleRequest.topk_sample_logprobs SampleRequest.target_prompt_logprobs SampleRequest.prompt_alt_tokens_k",
+		honoured("TestSampleOutputsOverTheAPI"))
 	set("SampleRequest.record_stability_info", refused("record_stability_info", func(p *probe) *testenv.Response {
 		return p.sample(map[string]any{"record_stability_info": true})
 	}))

@@ -42,6 +42,7 @@ type sampleReq struct {
 	stops   *engine.StopMatcher
 	text    engine.TextCodec
 	rngs    []*rand.Rand
+	plan    *engine.PromptPlan // the prompt-position outputs (targets, alternatives)
 	hooks   sampleHooks
 	arrived time.Time
 
@@ -126,6 +127,7 @@ func (s *scheduler) newSampleReq(ctx context.Context, key string, lw *engine.Lor
 		// The same streams as engine.Sample: one request gives the same tokens either way.
 		r.rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
 	}
+	r.plan = engine.NewPromptPlan(req, seed)
 	return r, nil
 }
 
@@ -157,6 +159,7 @@ func (s *scheduler) addRequest(r *sampleReq) {
 	if r.req.TopKPromptLogprobs > 0 {
 		r.res.TopKPrompt = make([][]engine.TokenLogprob, n)
 	}
+	r.plan.Init(&r.res)
 	t := s.tenant(r.tenant)
 	r.prompt = &unit{r: r, t: t, idx: -1, feed: r.req.Prompt}
 	r.samples = make([]*unit, r.req.NumSamples)
@@ -267,9 +270,10 @@ func (s *scheduler) stepSeq(p planned) engine.StepSeq {
 			} else {
 				u.draws = []engine.Draw{drawFor(r.req.Params, r.rngs[u.idx])}
 			}
-			if r.hooks.token != nil {
+			// The top tokens of a draw serve a streaming caller and the sequence's top-k.
+			if top := max(r.hooks.top, r.req.TopKSampleLogprobs); top > 0 {
 				for i := range u.draws {
-					u.draws[i].Top = r.hooks.top
+					u.draws[i].Top = top
 				}
 			}
 		}
@@ -287,6 +291,7 @@ func (s *scheduler) stepSeq(p planned) engine.StepSeq {
 			}
 		}
 		ss.TopK = r.req.TopKPromptLogprobs
+		r.plan.Step(&ss, pos0, p.n)
 	}
 	return ss
 }
@@ -321,6 +326,7 @@ func (s *scheduler) apply(p planned, out engine.StepOut, rows int) {
 				r.res.TopKPrompt[k] = top
 			}
 		}
+		r.plan.Apply(&r.res, pos0, out)
 		if len(u.feed) == 0 {
 			s.finishPrompt(u, out)
 		}
@@ -375,6 +381,9 @@ func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogp
 	sq := &r.res.Sequences[u.idx]
 	sq.Tokens = append(sq.Tokens, tok)
 	sq.Logprobs = append(sq.Logprobs, lp)
+	if k := r.req.TopKSampleLogprobs; k > 0 {
+		sq.TopK = append(sq.TopK, top[:min(k, len(top))])
+	}
 	stop := r.stopTok[tok]
 	if r.stops != nil {
 		// Only the new token's text: a sequence's text is the concatenation of its tokens'
@@ -391,7 +400,11 @@ func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogp
 		reason = engine.StopReasonLength
 	}
 	if r.hooks.token != nil {
-		r.hooks.token(engine.TokenEvent{Seq: u.idx, Token: tok, Logprob: lp, Top: top, Stop: reason})
+		ev := engine.TokenEvent{Seq: u.idx, Token: tok, Logprob: lp, Stop: reason}
+		if r.hooks.top > 0 {
+			ev.Top = top[:min(r.hooks.top, len(top))]
+		}
+		r.hooks.token(ev)
 	}
 	if reason == "" {
 		u.feed = []int32{tok}
@@ -613,9 +626,18 @@ func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 	r := u.r
 	var c *engine.KVCache[float32]
 	hit := 0
-	// Prompt logprobs need every prompt position computed: no prefix for them.
-	if s.prefix != nil && !(u.idx < 0 && (r.req.PromptLogprobs || r.req.TopKPromptLogprobs > 0)) {
-		c, hit = s.prefix.lookup(r.key, u.feed, len(u.feed)-1)
+	// A prompt's outputs need their positions computed: prompt logprobs need them all, so
+	// no prefix; target logprobs and alternative tokens need those from the first they
+	// name (plan.FirstPos), so a prefix up to there.
+	limit := len(u.feed) - 1
+	if u.idx < 0 {
+		if r.req.PromptLogprobs || r.req.TopKPromptLogprobs > 0 {
+			limit = 0
+		}
+		limit = min(limit, r.plan.FirstPos())
+	}
+	if s.prefix != nil && limit > 0 {
+		c, hit = s.prefix.lookup(r.key, u.feed, limit)
 	}
 	if c == nil {
 		c = s.pool.NewCache()

@@ -283,6 +283,14 @@ type Limits struct {
 	MaxCompletionEventsPerSampler int `yaml:"max_completion_events_per_sampler"`
 	// MaxRetrievedRequestIDs bounds the retrieved_request_ids of one retrieve_futures poll.
 	MaxRetrievedRequestIDs int `yaml:"max_retrieved_request_ids"`
+	// MaxTopKSampleLogprobs bounds a sample request's topk_sample_logprobs (the
+	// alternatives returned per sampled token); MaxPromptAltTokensK its
+	// prompt_alt_tokens_k (tokens drawn per prompt position); MaxPromptOutputCells the
+	// prompt-position outputs it may ask for: the cells of target_prompt_logprobs (dense:
+	// rows×columns; sparse: the listed ones), and len(prompt)-1 times prompt_alt_tokens_k.
+	MaxTopKSampleLogprobs int `yaml:"max_topk_sample_logprobs"`
+	MaxPromptAltTokensK   int `yaml:"max_prompt_alt_tokens_k"`
+	MaxPromptOutputCells  int `yaml:"max_prompt_output_cells"`
 }
 
 // Inference configures the OpenAI- and Anthropic-compatible routes.
@@ -314,7 +322,8 @@ func Default(home string) Config {
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
-			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000},
+			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
+			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine: Engine{Device: "auto", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
@@ -513,6 +522,15 @@ func (c Config) Validate() error {
 	}
 	if l.MaxStopStringBytes < 0 {
 		bad("limits.max_stop_string_bytes", "%d must not be negative", l.MaxStopStringBytes)
+	}
+	if l.MaxTopKSampleLogprobs < 0 || l.MaxTopKSampleLogprobs > 100 {
+		bad("limits.max_topk_sample_logprobs", "%d must be in [0, 100]", l.MaxTopKSampleLogprobs)
+	}
+	if l.MaxPromptAltTokensK < 0 {
+		bad("limits.max_prompt_alt_tokens_k", "%d must not be negative", l.MaxPromptAltTokensK)
+	}
+	if l.MaxPromptOutputCells < 0 {
+		bad("limits.max_prompt_output_cells", "%d must not be negative", l.MaxPromptOutputCells)
 	}
 	if !(l.SampleTimeoutSeconds >= 1 && l.SampleTimeoutSeconds <= MaxTTLSeconds) {
 		bad("limits.sample_timeout_seconds", "%g must be in [1, %d]", l.SampleTimeoutSeconds, MaxTTLSeconds)

@@ -84,6 +84,16 @@ func TestGPUSampledLogprobsEqualTeacherForced(t *testing.T) {
 	}
 }
 
+// TestGPUSampleOutputsMatchFullSoftmax: the newer sampling outputs (top-k of sampled
+// tokens, target prompt logprobs, alternative prompt tokens) on the device.
+func TestGPUSampleOutputsMatchFullSoftmax(t *testing.T) {
+	for _, mode := range gpuModes {
+		t.Run(mode.name, func(t *testing.T) {
+			checkSampleOutputs(t, tinyModel(t, OnDevice(openGPU(t, mode.fp32))), mode.kv)
+		})
+	}
+}
+
 func TestGPUMultiLoRABatchEqualsSeparatePasses(t *testing.T) {
 	for _, mode := range gpuModes {
 		t.Run(mode.name, func(t *testing.T) {

@@ -60,6 +60,14 @@ type StepSeq struct {
 	Targets []int32
 	// TopK > 0 returns the TopK most likely next tokens after each of Tokens.
 	TopK int
+	// TargetSets, when set, has one entry per token: the log-probabilities of those ids
+	// after Tokens[i] are returned (StepOut.TargetSetLogprobs; NaN for an id of -1), under
+	// the same distribution as Targets'.
+	TargetSets [][]int32
+	// PositionDraws, when set, has one entry per token: tokens to draw from the
+	// distribution after Tokens[i] (StepOut.PositionTokens), as Draws are drawn after the
+	// last token.
+	PositionDraws [][]Draw
 }
 
 // StepOut is what a decode step computed for one StepSeq.
@@ -69,6 +77,11 @@ type StepOut struct {
 	TargetLogprobs []float32 // one per token when Targets was set (NaN where it was -1)
 	TopK           [][]TokenLogprob
 	DrawTop        [][]TokenLogprob // one per Draw: its Top most likely tokens (nil when Top is 0)
+	// TargetSetLogprobs, PositionTokens and PositionLogprobs answer TargetSets and
+	// PositionDraws, one entry per token (nil where nothing was asked).
+	TargetSetLogprobs [][]float32
+	PositionTokens    [][]int32
+	PositionLogprobs  [][]float32
 }
 
 // DecodeStep runs one iteration for a batch of sequences, each with its own adapter and
@@ -113,12 +126,13 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		logitRow[i] = make([]int, len(s.Tokens))
 		for j := range s.Tokens {
 			logitRow[i][j] = -1
-			if s.TopK > 0 || (s.Targets != nil && s.Targets[j] >= 0) || (j == len(s.Tokens)-1 && len(s.Draws) > 0) {
+			if s.TopK > 0 || (s.Targets != nil && s.Targets[j] >= 0) || (j == len(s.Tokens)-1 && len(s.Draws) > 0) ||
+				(s.TargetSets != nil && len(s.TargetSets[j]) > 0) || (s.PositionDraws != nil && len(s.PositionDraws[j]) > 0) {
 				logitRow[i][j] = len(lmRows)
 				lmRows = append(lmRows, int32(start+j))
 			}
 		}
-		normalise = normalise || s.TopK > 0 || s.Targets != nil
+		normalise = normalise || s.TopK > 0 || s.Targets != nil || s.TargetSets != nil
 	}
 	p := newPass(c, d, m.dw, m.rope, segs, slots)
 	defer p.release()
@@ -129,6 +143,14 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 	for i, s := range seqs {
 		for _, dr := range s.Draws {
 			draws = append(draws, device.Draw{Row: logitRow[i][len(s.Tokens)-1], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
+		}
+	}
+	nLast := len(draws) // the draws after each sequence's last token; then the positions'
+	for i, s := range seqs {
+		for j, pd := range s.PositionDraws {
+			for _, dr := range pd {
+				draws = append(draws, device.Draw{Row: logitRow[i][j], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
+			}
 		}
 	}
 	if len(draws) > 0 {
@@ -154,6 +176,20 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 			outs[i].Tokens, outs[i].Logprobs = toks[k:k+len(s.Draws)], lps[k:k+len(s.Draws)]
 			k += len(s.Draws)
 		}
+		k = nLast
+		for i, s := range seqs {
+			if s.PositionDraws == nil {
+				continue
+			}
+			outs[i].PositionTokens = make([][]int32, len(s.Tokens))
+			outs[i].PositionLogprobs = make([][]float32, len(s.Tokens))
+			for j, pd := range s.PositionDraws {
+				if len(pd) > 0 {
+					outs[i].PositionTokens[j], outs[i].PositionLogprobs[j] = toks[k:k+len(pd)], lps[k:k+len(pd)]
+					k += len(pd)
+				}
+			}
+		}
 	}
 	if normalise && len(lmRows) > 0 {
 		d.LogSoftmax(act.logits, len(lmRows), V)
@@ -165,8 +201,43 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 				}
 			}
 		}
+		// The target sets' entries follow the targets' (an id of -1 gathers nothing).
+		nTargets := len(idx)
+		for i, s := range seqs {
+			for j, set := range s.TargetSets {
+				for _, t := range set {
+					if t >= 0 {
+						idx = append(idx, int64(logitRow[i][j])*int64(V)+int64(t))
+					}
+				}
+			}
+		}
 		vals := make([]float32, len(idx))
-		d.Gather(vals, act.logits, idx)
+		if len(idx) > 0 {
+			d.Gather(vals, act.logits, idx)
+		}
+		ks := nTargets
+		for i, s := range seqs {
+			if s.TargetSets == nil {
+				continue
+			}
+			outs[i].TargetSetLogprobs = make([][]float32, len(s.Tokens))
+			for j, set := range s.TargetSets {
+				if len(set) == 0 {
+					continue
+				}
+				row := make([]float32, len(set))
+				for x, t := range set {
+					if t < 0 {
+						row[x] = float32(math.NaN())
+						continue
+					}
+					row[x] = vals[ks]
+					ks++
+				}
+				outs[i].TargetSetLogprobs[j] = row
+			}
+		}
 		k := 0
 		for i, s := range seqs {
 			if s.Targets != nil {
@@ -243,7 +314,24 @@ func (m *Model) checkStep(seqs []StepSeq) error {
 				return Inputf("decode step: sequence %d: target %d at %d is outside the vocabulary [0, %d)", i, t, j, c.VocabSize)
 			}
 		}
-		for j, dr := range s.Draws {
+		if s.TargetSets != nil && len(s.TargetSets) != len(s.Tokens) {
+			return Inputf("decode step: sequence %d has %d target sets for %d tokens", i, len(s.TargetSets), len(s.Tokens))
+		}
+		for j, set := range s.TargetSets {
+			for _, t := range set {
+				if t < -1 || int(t) >= c.VocabSize {
+					return Inputf("decode step: sequence %d: target %d at %d is outside the vocabulary [0, %d)", i, t, j, c.VocabSize)
+				}
+			}
+		}
+		if s.PositionDraws != nil && len(s.PositionDraws) != len(s.Tokens) {
+			return Inputf("decode step: sequence %d has %d position draw lists for %d tokens", i, len(s.PositionDraws), len(s.Tokens))
+		}
+		all := s.Draws
+		for _, pd := range s.PositionDraws {
+			all = append(all[:len(all):len(all)], pd...)
+		}
+		for j, dr := range all {
 			if dr.Temperature < 0 || math.IsNaN(dr.Temperature) || math.IsInf(dr.Temperature, 0) || dr.TopP <= 0 || dr.TopP > 1 ||
 				math.IsNaN(dr.TopP) || dr.U < 0 || dr.U >= 1 || math.IsNaN(dr.U) {
 				return Inputf("decode step: sequence %d draw %d: temperature %g, top_p %g or uniform %g out of range", i, j, dr.Temperature, dr.TopP, dr.U)
@@ -315,23 +403,29 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	}
 
 	phase("prefill")
+	// The top logprobs of each draw serve both a streaming caller and the sequences'.
+	top := max(h.TopLogprobs, req.TopKSampleLogprobs)
 	rngs := make([]*rand.Rand, req.NumSamples)
 	draws := make([]Draw, req.NumSamples)
 	for i := range rngs {
 		rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
 		draws[i] = drawFor(p, rngs[i])
-		draws[i].Top = h.TopLogprobs
+		draws[i].Top = top
 	}
 	base := pool.NewCache()
 	first := StepSeq{Adapter: lw, Cache: base, Tokens: req.Prompt, Draws: draws, TopK: req.TopKPromptLogprobs}
 	if req.PromptLogprobs {
 		first.Targets = append(append([]int32(nil), req.Prompt[1:]...), -1)
 	}
+	plan := NewPromptPlan(req, seed)
+	plan.Step(&first, 0, n)
 	outs, err := m.DecodeStep(ctx, []StepSeq{first})
 	if err != nil {
 		return SampleResult{}, err
 	}
 	res := SampleResult{PromptTokens: n}
+	plan.Init(&res)
+	plan.Apply(&res, 0, outs[0])
 	if req.PromptLogprobs {
 		res.PromptLogprobs = make([]float32, n)
 		res.PromptLogprobs[0] = float32(math.NaN())
@@ -371,6 +465,9 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 			sq := &seqsOut[s.idx]
 			sq.Tokens = append(sq.Tokens, s.tok)
 			sq.Logprobs = append(sq.Logprobs, s.lp)
+			if req.TopKSampleLogprobs > 0 {
+				sq.TopK = append(sq.TopK, headOf(s.top, req.TopKSampleLogprobs))
+			}
 			stop := stopTok[s.tok]
 			if stops != nil {
 				// Only the new token's text is matched: the tokenizer's text of a sequence
@@ -386,11 +483,11 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 				sq.StopReason = StopReasonLength
 			}
 			if h.OnToken != nil {
-				h.OnToken(TokenEvent{Seq: s.idx, Token: s.tok, Logprob: s.lp, Top: s.top, Stop: sq.StopReason})
+				h.OnToken(TokenEvent{Seq: s.idx, Token: s.tok, Logprob: s.lp, Top: headOf(s.top, h.TopLogprobs), Stop: sq.StopReason})
 			}
 			if sq.StopReason == "" {
 				dr := drawFor(p, s.rng)
-				dr.Top = h.TopLogprobs
+				dr.Top = top
 				next = append(next, s)
 				steps = append(steps, StepSeq{Adapter: lw, Cache: s.cache, Tokens: []int32{s.tok}, Draws: []Draw{dr}})
 				continue
@@ -421,6 +518,14 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	}
 	res.Sequences = seqsOut
 	return res, nil
+}
+
+// headOf is the k most likely of a draw's top tokens (nil for k ≤ 0).
+func headOf(top []TokenLogprob, k int) []TokenLogprob {
+	if k <= 0 {
+		return nil
+	}
+	return top[:min(k, len(top))]
 }
 
 // drawFor is the next Draw of a sample: the uniform variate comes from the sample's own

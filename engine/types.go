@@ -177,6 +177,73 @@ type SampleRequest struct {
 	Params             SampleParams
 	PromptLogprobs     bool // fill SampleResult.PromptLogprobs
 	TopKPromptLogprobs int  // >0: fill SampleResult.TopKPrompt with this many entries per position
+	// TopKSampleLogprobs > 0 fills Sequence.TopK: that many most likely tokens at every
+	// sampled position (the Tinker SDK's topk_sample_logprobs).
+	TopKSampleLogprobs int
+	// PromptTargets, when set, names token ids whose log-probabilities to return at
+	// prompt positions (SampleResult.PromptTargetLogprobs; the SDK's target_prompt_logprobs).
+	PromptTargets *PromptTargets
+	// PromptAltTokensK > 0 draws that many tokens at every prompt position after the
+	// first (SampleResult.PromptAltTokens; the SDK's prompt_alt_tokens_k).
+	PromptAltTokensK int
+}
+
+// PromptTargets are token ids to score at prompt positions, as a Rows×Cols matrix with
+// Rows = len(Prompt)-1: row i scores prompt position i+1 (position 0 has no context).
+// The matrix is dense (IDs holds Rows*Cols ids, row-major) or sparse CSR (RowStarts has
+// Rows+1 offsets into IDs, ColIdx the column of each listed id; cells not listed ask
+// nothing). An id of -1 asks nothing either.
+type PromptTargets struct {
+	Rows, Cols int
+	IDs        []int32
+	RowStarts  []int // CSR only; nil: dense
+	ColIdx     []int // CSR only
+}
+
+// Sparse reports whether t is in CSR form.
+func (t *PromptTargets) Sparse() bool { return t.RowStarts != nil }
+
+// Span is where row i's ids are in IDs (and its logprobs in PromptTargetLogprobs.Logprobs).
+func (t *PromptTargets) Span(i int) (lo, hi int) {
+	if t.Sparse() {
+		return t.RowStarts[i], t.RowStarts[i+1]
+	}
+	return i * t.Cols, (i + 1) * t.Cols
+}
+
+// FirstRow is the first row that names an id (Rows when none does): rows before it
+// need no computation.
+func (t *PromptTargets) FirstRow() int {
+	for i := 0; i < t.Rows; i++ {
+		lo, hi := t.Span(i)
+		for _, id := range t.IDs[lo:hi] {
+			if id >= 0 {
+				return i
+			}
+		}
+	}
+	return t.Rows
+}
+
+// PromptTargetLogprobs answers PromptTargets: Logprobs[x] is the log-probability of
+// IDs[x] at its prompt position under the model's distribution (temperature 1, as
+// prompt logprobs), 0 where the id was -1. The layout is the request's (Rows, Cols and,
+// when sparse, the same RowStarts and ColIdx).
+type PromptTargetLogprobs struct {
+	Rows, Cols int
+	Logprobs   []float32
+	RowStarts  []int // CSR only; nil: dense
+	ColIdx     []int // CSR only
+}
+
+// PromptAltTokens answers PromptAltTokensK: K independent draws at every prompt position
+// 1…n-1, as (n-1)×K row-major matrices (row i: alternatives to Prompt[i+1]). Each draw
+// follows the request's sampling parameters, and its log-probability is reported as a
+// sampled token's is (see Draw).
+type PromptAltTokens struct {
+	K        int
+	Tokens   []int32
+	Logprobs []float32
 }
 
 // StopReason says why a sequence ended.
@@ -192,6 +259,10 @@ type Sequence struct {
 	Tokens     []int32
 	Logprobs   []float32
 	StopReason StopReason
+	// TopK, when SampleRequest.TopKSampleLogprobs > 0, holds per token the most likely
+	// tokens of the distribution it was drawn from, best first, with log-probabilities
+	// under the same distribution as Logprobs.
+	TopK [][]TokenLogprob
 }
 
 // TokenLogprob is one (token, logprob) pair.
@@ -210,6 +281,10 @@ type SampleResult struct {
 	// PromptCacheHitTokens is how many prompt positions were served from a cache of
 	// earlier requests' prompts instead of computed (a server's prefix cache).
 	PromptCacheHitTokens int
+	// PromptTargetLogprobs answers SampleRequest.PromptTargets (nil when not asked).
+	PromptTargetLogprobs *PromptTargetLogprobs
+	// PromptAltTokens answers SampleRequest.PromptAltTokensK (nil when not asked).
+	PromptAltTokens *PromptAltTokens
 }
 
 // InputError is returned for bad input (wrong shapes, token ids outside the vocabulary,

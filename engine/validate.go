@@ -50,6 +50,10 @@ func ValidateSample(c Config, req SampleRequest) error {
 		return Inputf("sampling_params.top_k %d must be -1 (no limit) or positive", p.TopK)
 	case req.TopKPromptLogprobs < 0 || req.TopKPromptLogprobs > 100:
 		return Inputf("topk_prompt_logprobs %d must be in [0, 100]", req.TopKPromptLogprobs)
+	case req.TopKSampleLogprobs < 0 || req.TopKSampleLogprobs > 100:
+		return Inputf("topk_sample_logprobs %d must be in [0, 100]", req.TopKSampleLogprobs)
+	case req.PromptAltTokensK < 0:
+		return Inputf("prompt_alt_tokens_k %d must not be negative", req.PromptAltTokensK)
 	case len(req.Prompt)+p.MaxTokens > c.MaxPositions:
 		return Inputf("prompt of %d tokens plus sampling_params.max_tokens %d exceeds the model's %d positions", len(req.Prompt), p.MaxTokens, c.MaxPositions)
 	}
@@ -67,6 +71,54 @@ func ValidateSample(c Config, req SampleRequest) error {
 		if s == "" {
 			return Inputf("sampling_params.stop string %d is empty: it would stop every sample at once", i)
 		}
+	}
+	if t := req.PromptTargets; t != nil {
+		return validatePromptTargets(c, t, len(req.Prompt))
+	}
+	return nil
+}
+
+// validatePromptTargets checks target_prompt_logprobs: [len(prompt)-1, K] with K ≥ 1, a
+// well-formed layout, ids in the vocabulary or -1, and at least one id.
+func validatePromptTargets(c Config, t *PromptTargets, promptLen int) error {
+	const f = "target_prompt_logprobs"
+	switch {
+	case t.Rows != promptLen-1:
+		return Inputf("%s has %d rows; it needs len(prompt)-1 = %d (row i scores prompt position i+1)", f, t.Rows, promptLen-1)
+	case t.Cols < 1:
+		return Inputf("%s has %d columns; it needs at least 1", f, t.Cols)
+	case !t.Sparse() && len(t.IDs) != t.Rows*t.Cols:
+		return Inputf("%s has %d ids for its %d×%d shape", f, len(t.IDs), t.Rows, t.Cols)
+	}
+	if t.Sparse() {
+		switch {
+		case len(t.RowStarts) != t.Rows+1:
+			return Inputf("%s.sparse_crow_indices has %d entries, want rows+1 = %d", f, len(t.RowStarts), t.Rows+1)
+		case t.RowStarts[0] != 0 || t.RowStarts[t.Rows] != len(t.IDs):
+			return Inputf("%s.sparse_crow_indices must start at 0 and end at the number of values %d", f, len(t.IDs))
+		case len(t.ColIdx) != len(t.IDs):
+			return Inputf("%s.sparse_col_indices has %d entries for %d values", f, len(t.ColIdx), len(t.IDs))
+		}
+		for r := 0; r < t.Rows; r++ {
+			if t.RowStarts[r+1] < t.RowStarts[r] || t.RowStarts[r+1] > len(t.IDs) {
+				return Inputf("%s.sparse_crow_indices entry %d (%d) must be in [%d, %d]", f, r+1, t.RowStarts[r+1], t.RowStarts[r], len(t.IDs))
+			}
+			for x := t.RowStarts[r]; x < t.RowStarts[r+1]; x++ {
+				if t.ColIdx[x] < 0 || t.ColIdx[x] >= t.Cols || (x > t.RowStarts[r] && t.ColIdx[x] <= t.ColIdx[x-1]) {
+					return Inputf("%s.sparse_col_indices entry %d (%d): each row's columns must increase and lie in [0, %d)", f, x, t.ColIdx[x], t.Cols)
+				}
+			}
+		}
+	}
+	any := false
+	for x, id := range t.IDs {
+		if id < -1 || int(id) >= c.VocabSize {
+			return Inputf("%s value %d (entry %d) is neither -1 nor a token id in the vocabulary [0, %d)", f, id, x, c.VocabSize)
+		}
+		any = any || id >= 0
+	}
+	if !any {
+		return Inputf("%s names no token id (every cell is -1); leave it out instead", f)
 	}
 	return nil
 }

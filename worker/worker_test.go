@@ -463,3 +463,49 @@ func TestTenantAndSchedulerFiguresCrossTheWorker(t *testing.T) {
 		}
 	}
 }
+
+// The newer sampling outputs (top-k of sampled tokens, target prompt logprobs dense and
+// CSR, alternative prompt tokens) cross to a worker and back unchanged, by Sample and by
+// SampleStream: a remote result equals the in-process one.
+func TestRemoteSampleOutputsEqualLocal(t *testing.T) {
+	addr, _ := serve(t, tinyLocal(t))
+	ctx := context.Background()
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Close()
+	local := tinyLocal(t)
+	seed := int64(5)
+	prompt := []int32{4, 9, 33, 2, 71}
+	dense := &engine.PromptTargets{Rows: 4, Cols: 2, IDs: []int32{9, -1, 33, 3, 2, -1, 71, 8}}
+	sparse := &engine.PromptTargets{Rows: 4, Cols: 2, IDs: []int32{3, 71, 8}, RowStarts: []int{0, 0, 1, 1, 3}, ColIdx: []int{1, 0, 1}}
+	for _, targets := range []*engine.PromptTargets{dense, sparse} {
+		req := engine.SampleRequest{Prompt: prompt, NumSamples: 2, TopKSampleLogprobs: 3, PromptAltTokensK: 2, PromptTargets: targets,
+			Params: engine.SampleParams{MaxTokens: 4, Temperature: 0.8, TopK: -1, TopP: 1, Seed: &seed}}
+		ls, err := local.Sample(ctx, "tiny", "", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := rem.Sample(ctx, "tiny", "", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := rem.SampleStream(ctx, "tiny", "", req, backend.Stream{OnToken: func(engine.TokenEvent) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%+v %+v %+v", ls.Sequences, *ls.PromptTargetLogprobs, *ls.PromptAltTokens)
+		for name, got := range map[string]engine.SampleResult{"Sample": rs, "SampleStream": st} {
+			if got.PromptTargetLogprobs == nil || got.PromptAltTokens == nil {
+				t.Fatalf("%s: outputs dropped: %+v", name, got)
+			}
+			if g := fmt.Sprintf("%+v %+v %+v", got.Sequences, *got.PromptTargetLogprobs, *got.PromptAltTokens); g != want {
+				t.Fatalf("%s: remote\n%s\nlocal\n%s", name, g, want)
+			}
+		}
+		if len(ls.Sequences[0].TopK) != len(ls.Sequences[0].Tokens) || (targets.Sparse() != (rs.PromptTargetLogprobs.RowStarts != nil)) {
+			t.Fatalf("local result %+v", ls)
+		}
+	}
+}

@@ -455,19 +455,14 @@ func checkForwardBackwardProto(m *tinkerpb.ForwardBackwardRequest) (map[string]f
 const maxLossConfigText = 256
 
 // checkSampleFields refuses the sample request fields this server does not implement
-// and validates prompt_logprobs_last_n against the prompt.
+// and validates prompt_logprobs_last_n against the prompt. (The sampling outputs'
+// bounds are limits the service checks; their shapes engine.ValidateSample.)
 func (m *SampleRequest) checkSampleFields(promptLen int) error {
 	switch {
 	case m.TopkSampleLogprobs < 0:
 		return errf("topk_sample_logprobs", "%d must not be negative", m.TopkSampleLogprobs)
-	case m.TopkSampleLogprobs > 0:
-		return errf("topk_sample_logprobs", "%d: top-k logprobs of sampled tokens are not supported by this server yet (send 0)", m.TopkSampleLogprobs)
-	case len(m.TargetPromptLogprobs) > 0 && !zeroJSON(m.TargetPromptLogprobs):
-		return errf("target_prompt_logprobs", "is not supported by this server yet (leave it out)")
 	case m.PromptAltTokensK < 0:
 		return errf("prompt_alt_tokens_k", "%d must not be negative", m.PromptAltTokensK)
-	case m.PromptAltTokensK > 0:
-		return errf("prompt_alt_tokens_k", "%d: alternative prompt tokens are not supported by this server yet (send 0)", m.PromptAltTokensK)
 	case m.RecordStabilityInfo != nil && *m.RecordStabilityInfo:
 		return errf("record_stability_info", "true records stability information for the stable_reinforce loss, which this server refuses "+
 			"because Tinker does not publish its objective (nor what the record holds), so nothing could use the record: send false")

@@ -226,6 +226,28 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	if out["sample_result.json"], err = SampleResponseProtoToJSON(pb); err != nil {
 		t.Fatal(err)
 	}
+	// The newer outputs (sdk_goldens.py checks the values the SDK reads from these):
+	// top-k of sampled tokens, target prompt logprobs in CSR (and dense) form, and
+	// alternative prompt tokens.
+	outs := SampleResponse{
+		Sequences: []Sequence{
+			{Tokens: []int32{5, 6}, Logprobs: []float32{-0.5, -0.75}, StopReason: StopReasonLength,
+				TopK: [][]TokenLogprob{{{Token: 5, Logprob: -0.5}, {Token: 1, Logprob: -1.25}}, {{Token: 2, Logprob: -0.25}, {Token: 6, Logprob: -0.75}}}},
+		},
+		PromptTargetLogprobs: &PromptTargetLogprobs{Rows: 2, Cols: 3, Logprobs: []float32{-2.5, -3, -0.5},
+			RowStarts: []int{0, 1, 3}, ColIdx: []int{0, 0, 2}},
+		PromptAltTokens: &PromptAltTokens{K: 2, Tokens: []int32{4, 9, 3, 3}, Logprobs: []float32{-1.5, -2, -0.25, -0.25}},
+	}
+	if out["sample_outputs.pb"], err = EncodeSampleResponseProto(outs); err != nil {
+		t.Fatal(err)
+	}
+	if out["sample_outputs.json"], err = SampleResponseProtoToJSON(out["sample_outputs.pb"]); err != nil {
+		t.Fatal(err)
+	}
+	outs.PromptTargetLogprobs = &PromptTargetLogprobs{Rows: 2, Cols: 3, Logprobs: []float32{-2.5, 0, 0, -3, 0, -0.5}}
+	if out["sample_outputs_dense.pb"], err = EncodeSampleResponseProto(outs); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 

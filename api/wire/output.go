@@ -328,14 +328,15 @@ type SampleRequest struct {
 	SeqID              *int64         `json:"seq_id,omitempty"`
 	PromptLogprobs     *bool          `json:"prompt_logprobs,omitempty"`
 	TopkPromptLogprobs int            `json:"topk_prompt_logprobs"`
-	// Newer fields (SDK 0.26.2-0.33): prompt_logprobs_last_n is honoured; the others are
-	// refused unless unset (checkSampleFields).
-	TopkSampleLogprobs   int             `json:"topk_sample_logprobs"`
-	TargetPromptLogprobs json.RawMessage `json:"target_prompt_logprobs,omitempty"`
-	PromptAltTokensK     int             `json:"prompt_alt_tokens_k"`
-	PromptLogprobsLastN  *int            `json:"prompt_logprobs_last_n,omitempty"`
-	RecordStabilityInfo  *bool           `json:"record_stability_info,omitempty"`
-	Type                 string          `json:"type,omitempty"`
+	// Newer fields (SDK 0.26.2-0.33): the sampling outputs (sampleout.go) and
+	// prompt_logprobs_last_n are honoured; record_stability_info is refused when true
+	// (checkSampleFields).
+	TopkSampleLogprobs   int         `json:"topk_sample_logprobs"`
+	TargetPromptLogprobs *TensorData `json:"target_prompt_logprobs,omitempty"`
+	PromptAltTokensK     int         `json:"prompt_alt_tokens_k"`
+	PromptLogprobsLastN  *int        `json:"prompt_logprobs_last_n,omitempty"`
+	RecordStabilityInfo  *bool       `json:"record_stability_info,omitempty"`
+	Type                 string      `json:"type,omitempty"`
 }
 
 // DecodeSampleRequest decodes /asample.
@@ -351,7 +352,13 @@ func DecodeSampleRequest(body []byte) (*SampleCall, error) {
 	if err := m.checkSampleFields(len(toks)); err != nil {
 		return nil, err
 	}
-	c := &SampleCall{Req: SampleInput{Prompt: toks, NumSamples: 1, TopKPromptLogprobs: m.TopkPromptLogprobs}}
+	c := &SampleCall{Req: SampleInput{Prompt: toks, NumSamples: 1, TopKPromptLogprobs: m.TopkPromptLogprobs,
+		TopKSampleLogprobs: m.TopkSampleLogprobs, PromptAltTokensK: m.PromptAltTokensK}}
+	if m.TargetPromptLogprobs != nil {
+		if c.Req.PromptTargets, err = promptTargets(m.TargetPromptLogprobs); err != nil {
+			return nil, err
+		}
+	}
 	if m.NumSamples != nil {
 		c.Req.NumSamples = *m.NumSamples
 	}
@@ -418,31 +425,24 @@ func EncodeSampleResponseProto(res SampleResponse) ([]byte, error) {
 		if s.StopReason == StopReasonLength {
 			sr = tinkerpb.StopReason_STOP_REASON_LENGTH
 		}
-		m.Sequences = append(m.Sequences, &tinkerpb.SampledSequence{StopReason: sr, Tokens: tb, Logprobs: lb})
+		sq := &tinkerpb.SampledSequence{StopReason: sr, Tokens: tb, Logprobs: lb}
+		if s.TopK != nil {
+			sq.TopkSampledLogprobs = topkProto(s.TopK)
+		}
+		m.Sequences = append(m.Sequences, sq)
 	}
 	if res.PromptLogprobs != nil {
 		b, _ := tensorBytes(Tensor{DType: Float32, F32: res.PromptLogprobs})
 		m.PromptLogprobs = b
 	}
 	if res.TopKPrompt != nil {
-		k := 0
-		for _, row := range res.TopKPrompt {
-			k = max(k, len(row))
-		}
-		n := len(res.TopKPrompt)
-		ids := make([]byte, 4*n*k)
-		lps := make([]byte, 4*n*k)
-		for i, row := range res.TopKPrompt {
-			for j := 0; j < k; j++ {
-				tok, lp := int32(0), float32(TopKSentinel)
-				if j < len(row) {
-					tok, lp = row[j].Token, row[j].Logprob
-				}
-				binary.LittleEndian.PutUint32(ids[4*(i*k+j):], uint32(tok))
-				binary.LittleEndian.PutUint32(lps[4*(i*k+j):], math.Float32bits(lp))
-			}
-		}
-		m.TopkPromptLogprobs = &tinkerpb.TopkLogprobs{TokenIds: ids, Logprobs: lps, K: uint32(k), Length: uint32(n)}
+		m.TopkPromptLogprobs = topkProto(res.TopKPrompt)
+	}
+	if t := res.PromptTargetLogprobs; t != nil {
+		m.TargetPromptLogprobs = targetLogprobsProto(t)
+	}
+	if a := res.PromptAltTokens; a != nil {
+		m.PromptAltTokens = promptAltProto(a)
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }
@@ -462,27 +462,38 @@ func DecodeSampleResponseProto(pb []byte) (SampleResponse, error) {
 		if s.StopReason == tinkerpb.StopReason_STOP_REASON_LENGTH {
 			sq.StopReason = StopReasonLength
 		}
+		if t := s.TopkSampledLogprobs; t != nil {
+			top, err := topkFromProto(fmt.Sprintf("sequences[%d].topk_sampled_logprobs", i), t)
+			if err != nil {
+				return res, err
+			}
+			sq.TopK = top
+		}
 		res.Sequences = append(res.Sequences, sq)
 	}
 	if m.PromptLogprobs != nil {
 		res.PromptLogprobs = leF32(m.PromptLogprobs)
 	}
 	if t := m.TopkPromptLogprobs; t != nil {
-		k, n := int(t.K), int(t.Length)
-		if len(t.TokenIds) != 4*n*k || len(t.Logprobs) != 4*n*k {
-			return res, errf("topk_prompt_logprobs", "size does not match k×prompt_length")
+		top, err := topkFromProto("topk_prompt_logprobs", t)
+		if err != nil {
+			return res, err
 		}
-		ids, lps := le32(t.TokenIds), leF32(t.Logprobs)
-		for i := 0; i < n; i++ {
-			var row []TokenLogprob
-			for j := 0; j < k; j++ {
-				if lps[i*k+j] == TopKSentinel {
-					continue
-				}
-				row = append(row, TokenLogprob{Token: ids[i*k+j], Logprob: lps[i*k+j]})
-			}
-			res.TopKPrompt = append(res.TopKPrompt, row)
+		res.TopKPrompt = top
+	}
+	if t := m.TargetPromptLogprobs; t != nil {
+		tl, err := targetLogprobsFromProto(t)
+		if err != nil {
+			return res, err
 		}
+		res.PromptTargetLogprobs = tl
+	}
+	if a := m.PromptAltTokens; a != nil {
+		alt, err := promptAltFromProto(a)
+		if err != nil {
+			return res, err
+		}
+		res.PromptAltTokens = alt
 	}
 	return res, nil
 }
@@ -494,6 +505,10 @@ type SampleResponseJSON struct {
 	PromptLogprobs       []*float32        `json:"prompt_logprobs,omitempty"`
 	TopkPromptLogprobs   []*[][2]any       `json:"topk_prompt_logprobs,omitempty"`
 	PromptCacheHitTokens int               `json:"prompt_cache_hit_tokens"`
+	// The newer outputs, named as the SDK's SampleResponse fields (no SDK reads a
+	// sample result as JSON since 0.25; the protobuf form is the one SDKs parse).
+	TargetPromptLogprobs *TensorDataOut       `json:"target_prompt_logprobs,omitempty"`
+	PromptAltTokens      *PromptAltTokensJSON `json:"prompt_alt_tokens,omitempty"`
 }
 
 // SampledSequence is one JSON sequence.
@@ -501,6 +516,8 @@ type SampledSequence struct {
 	Tokens     []int32 `json:"tokens"`
 	Logprobs   Floats  `json:"logprobs"`
 	StopReason string  `json:"stop_reason"`
+	// TopkLogprobs answers topk_sample_logprobs (SampledSequence.topk_logprobs).
+	TopkLogprobs []*[][2]any `json:"topk_logprobs,omitempty"`
 }
 
 // SampleResponseProtoToJSON converts a stored protobuf result for a JSON client.
@@ -511,21 +528,18 @@ func SampleResponseProtoToJSON(pb []byte) ([]byte, error) {
 	}
 	out := SampleResponseJSON{Type: "sample", Sequences: []SampledSequence{}, PromptCacheHitTokens: res.PromptCacheHitTokens}
 	for _, s := range res.Sequences {
-		out.Sequences = append(out.Sequences, SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
+		out.Sequences = append(out.Sequences, SampledSequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason),
+			TopkLogprobs: topkJSON(s.TopK)})
 	}
 	for _, lp := range res.PromptLogprobs {
 		out.PromptLogprobs = append(out.PromptLogprobs, finite32(lp))
 	}
-	for _, row := range res.TopKPrompt {
-		if len(row) == 0 {
-			out.TopkPromptLogprobs = append(out.TopkPromptLogprobs, nil)
-			continue
-		}
-		r := make([][2]any, len(row))
-		for j, e := range row {
-			r[j] = [2]any{e.Token, finite32(e.Logprob)}
-		}
-		out.TopkPromptLogprobs = append(out.TopkPromptLogprobs, &r)
+	out.TopkPromptLogprobs = topkJSON(res.TopKPrompt)
+	if t := res.PromptTargetLogprobs; t != nil {
+		out.TargetPromptLogprobs = targetLogprobsJSON(t)
+	}
+	if a := res.PromptAltTokens; a != nil {
+		out.PromptAltTokens = promptAltJSON(a)
 	}
 	return json.Marshal(out)
 }

@@ -91,6 +91,46 @@ type SampleInput struct {
 	Params             SampleParams
 	PromptLogprobs     bool
 	TopKPromptLogprobs int
+	// TopKSampleLogprobs > 0 asks for that many most likely tokens at every sampled
+	// position (topk_sample_logprobs; Sequence.TopK).
+	TopKSampleLogprobs int
+	// PromptTargets are target_prompt_logprobs' token ids, nil when not asked
+	// (SampleResponse.PromptTargetLogprobs).
+	PromptTargets *PromptTargets
+	// PromptAltTokensK > 0 asks for that many draws at every prompt position after the
+	// first (prompt_alt_tokens_k; SampleResponse.PromptAltTokens).
+	PromptAltTokensK int
+}
+
+// PromptTargets are target_prompt_logprobs decoded: token ids to score at prompt
+// positions, a Rows×Cols matrix with Rows = len(prompt)-1 (row i scores prompt position
+// i+1), dense (IDs row-major) or CSR (RowStarts has Rows+1 offsets into IDs, ColIdx the
+// column of each id). An id of -1 asks nothing.
+type PromptTargets struct {
+	Rows, Cols int
+	IDs        []int32
+	RowStarts  []int // CSR only; nil: dense
+	ColIdx     []int // CSR only
+}
+
+// Sparse reports whether t is in CSR form.
+func (t *PromptTargets) Sparse() bool { return t.RowStarts != nil }
+
+// PromptTargetLogprobs answer PromptTargets in the request's layout: Logprobs[x] is the
+// log-probability of IDs[x] at its prompt position (0 where the id was -1).
+type PromptTargetLogprobs struct {
+	Rows, Cols int
+	Logprobs   []float32
+	RowStarts  []int // CSR only; nil: dense
+	ColIdx     []int // CSR only
+}
+
+// PromptAltTokens answer PromptAltTokensK: K draws at every prompt position 1…n-1, as
+// (n-1)×K row-major matrices (row i: alternatives to prompt[i+1]).
+type PromptAltTokens struct {
+	K        int
+	Tokens   []int32
+	Logprobs []float32
 }
 
 // StopReason says why a sampled sequence ended.
@@ -108,6 +148,9 @@ type Sequence struct {
 	Tokens     []int32
 	Logprobs   []float32
 	StopReason StopReason
+	// TopK, when asked (SampleInput.TopKSampleLogprobs), holds per token the most likely
+	// tokens of the distribution it was drawn from, best first.
+	TopK [][]TokenLogprob
 }
 
 // TokenLogprob is one (token, logprob) pair of a top-k list.
@@ -124,4 +167,8 @@ type SampleResponse struct {
 	// PromptCacheHitTokens is how many prompt positions the server served from its
 	// prefix cache.
 	PromptCacheHitTokens int
+	// PromptTargetLogprobs answers SampleInput.PromptTargets (nil when not asked).
+	PromptTargetLogprobs *PromptTargetLogprobs
+	// PromptAltTokens answers SampleInput.PromptAltTokensK (nil when not asked).
+	PromptAltTokens *PromptAltTokens
 }

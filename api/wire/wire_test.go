@@ -195,6 +195,10 @@ func FuzzDecodeForwardBackwardJSON(f *testing.F) {
 
 func FuzzDecodeSampleRequest(f *testing.F) {
 	f.Add([]byte(`{"num_samples":2,"prompt":{"chunks":[{"type":"encoded_text","tokens":[1]}]},"sampling_params":{"max_tokens":3,"stop":["x"]}}`))
+	f.Add([]byte(`{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1,2,3]}]},"sampling_params":{"max_tokens":1},"topk_sample_logprobs":2,"prompt_alt_tokens_k":3,` +
+		`"target_prompt_logprobs":{"data":[5,-1,7],"dtype":"int64","shape":[2,2],"sparse_crow_indices":[0,2,3],"sparse_col_indices":[0,1,1]}}`))
+	f.Add([]byte(`{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1,2,3]}]},"sampling_params":{"max_tokens":1},"target_prompt_logprobs":{"data":[5,-1],"dtype":"int64","shape":[2,1]}}`))
+	// api.FuzzSampleRequestAtTheEdge runs the engine's checks on what this lets through.
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = DecodeSampleRequest(data)
 	})

@@ -376,14 +376,30 @@ func (*CPU[T]) AdamW(wt, gt, mt, vt Tensor[T], s *AdamStep) {
 // Sample implements Device.
 func (*CPU[T]) Sample(logits Tensor[T], cols int, draws []Draw) ([]int32, []float32) {
 	toks, lps := make([]int32, len(draws)), make([]float32, len(draws))
+	var p *candidates
 	for i, d := range draws {
-		toks[i], lps[i] = pick(logits.h[d.Row*cols:(d.Row+1)*cols], d)
+		// Consecutive draws from one row under the same parameters (the samples of a
+		// prompt, alternative prompt tokens) share the distribution: computed once.
+		if i == 0 || d.Row != draws[i-1].Row || d.Temperature != draws[i-1].Temperature || d.TopK != draws[i-1].TopK || d.TopP != draws[i-1].TopP {
+			p = prepare(logits.h[d.Row*cols:(d.Row+1)*cols], d)
+		}
+		toks[i], lps[i] = p.choose(d.U)
 	}
 	return toks, lps
 }
 
-// pick draws the next token from logits under d and returns it with its logprob.
-func pick[T Float](logits []T, d Draw) (int32, float32) {
+// candidates is the distribution a draw picks from: log-probabilities at the draw's
+// temperature, and the tokens that top-k and top-p leave (greedy ≥ 0: the argmax).
+type candidates struct {
+	lp     []float64
+	cand   []int
+	p      []float64 // exp(lp) of each candidate
+	tot    float64   // their sum
+	greedy int
+}
+
+// prepare computes what draws under d from logits pick from.
+func prepare[T Float](logits []T, d Draw) *candidates {
 	temp := d.Temperature
 	if temp == 0 {
 		temp = 1
@@ -410,7 +426,7 @@ func pick[T Float](logits []T, d Draw) (int32, float32) {
 				best = i
 			}
 		}
-		return int32(best), float32(lp[best])
+		return &candidates{lp: lp, greedy: best}
 	}
 	idx := make([]int, V)
 	for i := range idx {
@@ -440,13 +456,23 @@ func pick[T Float](logits []T, d Draw) (int32, float32) {
 			cand = cand[:keep]
 		}
 	}
-	var tot float64
-	for _, i := range cand {
-		tot += math.Exp(lp[i])
+	c := &candidates{lp: lp, cand: cand, p: make([]float64, len(cand)), greedy: -1}
+	for j, i := range cand {
+		c.p[j] = math.Exp(lp[i])
+		c.tot += c.p[j]
 	}
-	r := d.U * tot
-	for _, i := range cand {
-		r -= math.Exp(lp[i])
+	return c
+}
+
+// choose picks the token the uniform variate u selects (u is unused when greedy).
+func (c *candidates) choose(u float64) (int32, float32) {
+	lp, cand := c.lp, c.cand
+	if c.greedy >= 0 {
+		return int32(c.greedy), float32(lp[c.greedy])
+	}
+	r := u * c.tot
+	for j, i := range cand {
+		r -= c.p[j]
 		if r <= 0 {
 			return int32(i), float32(lp[i])
 		}

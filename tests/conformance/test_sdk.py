@@ -525,20 +525,14 @@ def test_inflight_sampling_client(sc):
 
 def refused_features():
     """The features of newer releases this server refuses, as (min SDK, name, call)."""
-    prompt = types.ModelInput.from_ints([1, 2, 3])
-    params = types.SamplingParams(max_tokens=2)
     return [
-        ("0.29.0", "topk_sample_logprobs", lambda tc, scl: scl.sample(prompt, 1, params, topk_sample_logprobs=2).result()),
-        ("0.30.0", "target_prompt_logprobs", lambda tc, scl: scl.sample(
-            prompt, 1, params, target_prompt_logprobs=types.TensorData(data=[5, 6], dtype="int64", shape=[2, 1])).result()),
-        ("0.31.0", "prompt_alt_tokens_k", lambda tc, scl: scl.sample(prompt, 1, params, prompt_alt_tokens_k=2).result()),
         ("0.35.0", "stable_reinforce", lambda tc, scl: tc.forward_backward(sft_batch(n=1), "stable_reinforce").result()),
     ]
 
 
-@needs(since="0.29.0", why="the refused features arrived from 0.29 on")
+@needs(since="0.30.0", why="the refused features arrived from 0.30 on")
 def test_newer_features_are_refused_by_name(sc):
-    """Refused features (sampling outputs, stable_reinforce) named, with why; training goes on"""
+    """Refused features (stable_reinforce, stability records) named, with why; training goes on"""
     tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
     scl = sc.create_sampling_client(base_model=MODEL)
     tried = []
@@ -556,6 +550,104 @@ def test_newer_features_are_refused_by_name(sc):
                         "record_stability_info")
         tried.append("record_stability_info")
     print("refused:", tried)
+
+
+# The sampling outputs of 0.29-0.31 (docs/compatibility.md, "Sampling outputs").
+OUT_PROMPT = [23, 7, 301, 45, 45, 12, 99, 5]
+
+
+@needs(since="0.29.0", why="SampleRequest.topk_sample_logprobs")
+def test_sampling_outputs_topk_sample_logprobs(sc):
+    """topk_sample_logprobs: top-k per sampled token; top-1 is the greedy token"""
+    scl = sc.create_sampling_client(base_model=MODEL)
+    prompt = types.ModelInput.from_ints(OUT_PROMPT)
+    res = scl.sample(prompt, 2, types.SamplingParams(max_tokens=5, temperature=0.0), topk_sample_logprobs=4).result()
+    for seq in res.sequences:
+        top = seq.topk_logprobs
+        assert top is not None and len(top) == len(seq.tokens), (top, seq.tokens)
+        for tok, lp, row in zip(seq.tokens, seq.logprobs, top):
+            assert len(row) == 4 and all(0 <= t < VOCAB for t, _ in row), row
+            assert row[0][0] == tok and abs(row[0][1] - lp) < 1e-5, (tok, lp, row)
+            assert all(row[i][1] >= row[i + 1][1] for i in range(3)), row
+    # At a temperature, the sampled token's logprob is that of its own entry when listed.
+    res = scl.sample(prompt, 3, types.SamplingParams(max_tokens=6, temperature=0.8, seed=3), topk_sample_logprobs=8).result()
+    listed = 0
+    for seq in res.sequences:
+        for tok, lp, row in zip(seq.tokens, seq.logprobs, seq.topk_logprobs):
+            for t, l in row:
+                if t == tok:
+                    listed += 1
+                    assert abs(l - lp) < 1e-5, (tok, lp, row)
+    assert listed > 0, "no sampled token among its top 8"
+    plain = scl.sample(prompt, 1, types.SamplingParams(max_tokens=2)).result()
+    assert plain.sequences[0].topk_logprobs is None
+    raises_promptly(lambda: scl.sample(prompt, 1, types.SamplingParams(max_tokens=2), topk_sample_logprobs=1000).result(),
+                    "max_topk_sample_logprobs")
+
+
+@needs(since="0.30.0", why="SampleRequest.target_prompt_logprobs")
+def test_sampling_outputs_target_prompt_logprobs(sc):
+    """target_prompt_logprobs (dense and CSR): equal to prompt_logprobs for the next token"""
+    scl = sc.create_sampling_client(base_model=MODEL)
+    prompt = types.ModelInput.from_ints(OUT_PROMPT)
+    n = len(OUT_PROMPT)
+    ids = np.full((n - 1, 3), -1, dtype=np.int64)
+    ids[:, 0] = OUT_PROMPT[1:]  # row i scores prompt position i + 1
+    ids[3:, 2] = 17
+    res = scl.sample(prompt, 1, types.SamplingParams(max_tokens=1), include_prompt_logprobs=True,
+                     target_prompt_logprobs=types.TensorData.from_numpy(ids)).result()
+    got = res.target_prompt_logprobs
+    assert got is not None and list(got.shape) == [n - 1, 3] and got.dtype == "float32", got
+    dense = np.asarray(got.data, dtype=np.float32).reshape(n - 1, 3)
+    for i in range(n - 1):
+        assert abs(dense[i, 0] - res.prompt_logprobs[i + 1]) < 1e-5, (i, dense[i], res.prompt_logprobs)
+        assert dense[i, 1] == 0.0, dense[i]  # a -1 cell
+        assert (dense[i, 2] < 0) == (i >= 3), dense[i]
+    # The same cells in CSR form (what TensorData.from_torch_sparse(ids, pad_value=-1) sends).
+    crow, col, vals = [0], [], []
+    for i in range(n - 1):
+        for j in range(3):
+            if ids[i, j] != -1:
+                col.append(j)
+                vals.append(int(ids[i, j]))
+        crow.append(len(vals))
+    sparse = types.TensorData(data=vals, dtype="int64", shape=[n - 1, 3], sparse_crow_indices=crow, sparse_col_indices=col)
+    res2 = scl.sample(prompt, 1, types.SamplingParams(max_tokens=1), target_prompt_logprobs=sparse).result()
+    got2 = res2.target_prompt_logprobs
+    assert list(got2.sparse_crow_indices) == crow and list(got2.sparse_col_indices) == col, got2
+    for i in range(n - 1):
+        for x in range(crow[i], crow[i + 1]):
+            assert abs(float(got2.data[x]) - dense[i, col[x]]) < 1e-5, (i, x)
+    bad = types.TensorData.from_numpy(np.full((n - 2, 1), 5, dtype=np.int64))
+    raises_promptly(lambda: scl.sample(prompt, 1, types.SamplingParams(max_tokens=1), target_prompt_logprobs=bad).result(),
+                    "target_prompt_logprobs")
+
+
+@needs(since="0.31.0", why="SampleRequest.prompt_alt_tokens_k")
+def test_sampling_outputs_prompt_alt_tokens(sc):
+    """prompt_alt_tokens_k: k draws per prompt position; greedy draws are the top-1"""
+    scl = sc.create_sampling_client(base_model=MODEL)
+    prompt = types.ModelInput.from_ints(OUT_PROMPT)
+    n = len(OUT_PROMPT)
+    res = scl.sample(prompt, 1, types.SamplingParams(max_tokens=1, temperature=1.0, seed=4), prompt_alt_tokens_k=4).result()
+    alt = res.prompt_alt_tokens
+    assert alt is not None and list(alt.tokens.shape) == [n - 1, 4] and list(alt.logprobs.shape) == [n - 1, 4], alt
+    toks = np.asarray(alt.tokens.data).reshape(n - 1, 4)
+    lps = np.asarray(alt.logprobs.data, dtype=np.float32).reshape(n - 1, 4)
+    assert ((toks >= 0) & (toks < VOCAB)).all() and (lps <= 0).all() and np.isfinite(lps).all(), (toks, lps)
+    assert len(set(toks.ravel().tolist())) > 4, toks  # draws, not a constant
+    # The same seed draws the same alternatives; temperature 0 draws the most likely token.
+    again = scl.sample(prompt, 1, types.SamplingParams(max_tokens=1, temperature=1.0, seed=4), prompt_alt_tokens_k=4).result()
+    assert (np.asarray(again.prompt_alt_tokens.tokens.data).reshape(n - 1, 4) == toks).all()
+    greedy = scl.sample(prompt, 1, types.SamplingParams(max_tokens=1, temperature=0.0), prompt_alt_tokens_k=2,
+                        include_prompt_logprobs=True, topk_prompt_logprobs=1).result()
+    gt = np.asarray(greedy.prompt_alt_tokens.tokens.data).reshape(n - 1, 2)
+    gl = np.asarray(greedy.prompt_alt_tokens.logprobs.data, dtype=np.float32).reshape(n - 1, 2)
+    for i in range(n - 1):
+        best_tok, best_lp = greedy.topk_prompt_logprobs[i + 1][0]
+        assert (gt[i] == best_tok).all() and abs(gl[i, 0] - best_lp) < 1e-5, (i, gt[i], gl[i], best_tok, best_lp)
+    raises_promptly(lambda: scl.sample(prompt, 1, types.SamplingParams(max_tokens=1), prompt_alt_tokens_k=1000).result(),
+                    "max_prompt_alt_tokens_k")
 
 
 def test_no_seq_hole_after_a_400(sc, record_property):

@@ -293,3 +293,41 @@ def test_weights_download(sl_run, fig):
     for k, v in got.items():
         assert v.shape == want[k].shape and np.allclose(v.astype(np.float32), want[k].astype(np.float32), atol=1e-6), \
             f"{k} differs from the trained adapter"
+
+
+def test_decision_model_scores_choices(fig):
+    """recipes/decisions' request: one sparse target_prompt_logprobs (from_torch_sparse) scores every choice, as compute_logprobs does."""
+    import tinker
+    import torch
+    from tinker_cookbook.recipes.decisions.decision import DecisionRendering
+
+    scl = tinker.ServiceClient().create_sampling_client(base_model=MODEL)
+    if hasattr(scl, "result"):
+        scl = scl.result()
+    # The answer position holds a placeholder; each label is one token (byte-level: A, B, C, D).
+    tokens = [ord(c) for c in "Pick one: "] + [0]
+    rendering = DecisionRendering(tokens=tokens, choice_pos=len(tokens) - 1, label_tokens={"a": 65, "b": 66, "c": 67, "d": 68})
+    labels = rendering.labels
+    # The request sample_decision sends (recipes/decisions/decision.py). Its reply is read
+    # here without TensorData.to_torch, whose sparse path needs torch >= 2.0
+    # (torch.sparse.check_sparse_tensor_invariants); Debian's torch here is older.
+    target_ids = torch.full((len(rendering.tokens) - 1, len(labels)), -1, dtype=torch.int64)
+    target_ids[rendering.choice_pos - 1] = torch.tensor([rendering.label_tokens[label] for label in labels], dtype=torch.int64)
+    sent = tinker.TensorData.from_torch_sparse(target_ids, pad_value=-1)
+    assert sent.sparse_crow_indices is not None, "from_torch_sparse sent a dense tensor"
+    response = scl.sample(prompt=tinker.ModelInput.from_ints(rendering.tokens), num_samples=1,
+                          sampling_params=tinker.SamplingParams(max_tokens=1), target_prompt_logprobs=sent).result()
+    got = response.target_prompt_logprobs
+    assert list(got.sparse_crow_indices) == list(sent.sparse_crow_indices) and list(got.sparse_col_indices) == list(sent.sparse_col_indices), got
+    row = rendering.choice_pos - 1
+    lo, hi = got.sparse_crow_indices[row], got.sparse_crow_indices[row + 1]
+    logprobs = dict(zip([labels[c] for c in got.sparse_col_indices[lo:hi]], [float(v) for v in got.data[lo:hi]]))
+    z = sum(math.exp(v) for v in logprobs.values())
+    probs = {label: math.exp(logprobs[label]) / z for label in labels}
+    # Reference: each label's logprob at the answer position from an ordinary prompt-logprobs
+    # request on the sequence that ends with it.
+    ref = {label: scl.compute_logprobs(tinker.ModelInput.from_ints(rendering.with_label(label))).result()[rendering.choice_pos]
+           for label in labels}
+    fig(probabilities={k: round(v, 4) for k, v in probs.items()})
+    for label in labels:
+        assert abs(logprobs[label] - ref[label]) < 1e-5, (label, logprobs, ref)

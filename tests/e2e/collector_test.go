@@ -337,4 +337,11 @@ telemetry:
 	if !correlated {
 		t.Error("no trace-correlated log record arrived")
 	}
+	if t.Failed() {
+		// What the two processes said helps tell a lost export from a late one.
+		for _, f := range []string{filepath.Join(home, "server.log"), filepath.Join(out, "collector.log")} {
+			b, _ := os.ReadFile(f)
+			t.Logf("%s (last 4 KiB):\n%s", f, b[max(0, len(b)-4096):])
+		}
+	}
 }

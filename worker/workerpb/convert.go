@@ -199,7 +199,8 @@ func ToStepParams(r *OptimStepRequest) (engine.StepParams, error) {
 func FromSampleRequest(ref *AdapterRef, r engine.SampleRequest) *SampleRequest {
 	p := r.Params
 	return &SampleRequest{Adapter: ref, Prompt: r.Prompt, NumSamples: int32(r.NumSamples), PromptLogprobs: r.PromptLogprobs,
-		TopkPromptLogprobs: int32(r.TopKPromptLogprobs),
+		TopkPromptLogprobs: int32(r.TopKPromptLogprobs), TopkSampleLogprobs: int32(r.TopKSampleLogprobs),
+		PromptTargets: fromPromptTargets(r.PromptTargets), PromptAltTokensK: int32(r.PromptAltTokensK),
 		Params: &SampleParams{MaxTokens: int32(p.MaxTokens), Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP,
 			Seed: p.Seed, StopStrings: p.StopStrings, StopTokens: p.StopTokens, IgnoreEos: p.IgnoreEOS}}
 }
@@ -213,7 +214,8 @@ func ToSampleRequest(r *SampleRequest) engine.SampleRequest {
 		seed = &v
 	}
 	return engine.SampleRequest{Prompt: r.GetPrompt(), NumSamples: int(r.GetNumSamples()), PromptLogprobs: r.GetPromptLogprobs(),
-		TopKPromptLogprobs: int(r.GetTopkPromptLogprobs()),
+		TopKPromptLogprobs: int(r.GetTopkPromptLogprobs()), TopKSampleLogprobs: int(r.GetTopkSampleLogprobs()),
+		PromptTargets: toPromptTargets(r.GetPromptTargets()), PromptAltTokensK: int(r.GetPromptAltTokensK()),
 		Params: engine.SampleParams{MaxTokens: int(p.GetMaxTokens()), Temperature: p.GetTemperature(), TopK: int(p.GetTopK()),
 			TopP: p.GetTopP(), Seed: seed, StopStrings: p.GetStopStrings(), StopTokens: p.GetStopTokens(), IgnoreEOS: p.GetIgnoreEos()}}
 }
@@ -223,7 +225,14 @@ func FromSampleResult(r engine.SampleResult) *SampleReply {
 	out := &SampleReply{PromptLogprobs: r.PromptLogprobs, PromptTokens: int64(r.PromptTokens), OutputTokens: int64(r.OutputTokens),
 		PromptCacheHitTokens: int64(r.PromptCacheHitTokens)}
 	for _, s := range r.Sequences {
-		out.Sequences = append(out.Sequences, &Sequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason)})
+		out.Sequences = append(out.Sequences, &Sequence{Tokens: s.Tokens, Logprobs: s.Logprobs, StopReason: string(s.StopReason), Topk: fromTopK(s.TopK)})
+	}
+	if t := r.PromptTargetLogprobs; t != nil {
+		out.PromptTargetLogprobs = &PromptTargetLogprobs{Rows: int32(t.Rows), Cols: int32(t.Cols), Logprobs: t.Logprobs,
+			Sparse: t.RowStarts != nil, RowStarts: int32s(t.RowStarts), ColIdx: int32s(t.ColIdx)}
+	}
+	if a := r.PromptAltTokens; a != nil {
+		out.PromptAltTokens = &PromptAltTokens{K: int32(a.K), Tokens: a.Tokens, Logprobs: a.Logprobs}
 	}
 	if r.TopKPrompt != nil {
 		for _, row := range r.TopKPrompt {
@@ -242,7 +251,29 @@ func ToSampleResult(r *SampleReply) engine.SampleResult {
 	out := engine.SampleResult{PromptLogprobs: r.GetPromptLogprobs(), PromptTokens: int(r.GetPromptTokens()), OutputTokens: int(r.GetOutputTokens()),
 		PromptCacheHitTokens: int(r.GetPromptCacheHitTokens())}
 	for _, s := range r.GetSequences() {
-		out.Sequences = append(out.Sequences, engine.Sequence{Tokens: s.GetTokens(), Logprobs: s.GetLogprobs(), StopReason: engine.StopReason(s.GetStopReason())})
+		sq := engine.Sequence{Tokens: s.GetTokens(), Logprobs: s.GetLogprobs(), StopReason: engine.StopReason(s.GetStopReason())}
+		if tk := s.GetTopk(); len(tk) > 0 {
+			sq.TopK = make([][]engine.TokenLogprob, len(tk))
+			for i, e := range tk {
+				sq.TopK[i] = toTokenLogprobs(e)
+			}
+		}
+		out.Sequences = append(out.Sequences, sq)
+	}
+	if t := r.GetPromptTargetLogprobs(); t != nil {
+		out.PromptTargetLogprobs = &engine.PromptTargetLogprobs{Rows: int(t.GetRows()), Cols: int(t.GetCols()), Logprobs: t.GetLogprobs()}
+		if out.PromptTargetLogprobs.Logprobs == nil {
+			out.PromptTargetLogprobs.Logprobs = []float32{}
+		}
+		if t.GetSparse() {
+			out.PromptTargetLogprobs.RowStarts, out.PromptTargetLogprobs.ColIdx = ints(t.GetRowStarts()), ints(t.GetColIdx())
+		}
+	}
+	if a := r.GetPromptAltTokens(); a != nil {
+		out.PromptAltTokens = &engine.PromptAltTokens{K: int(a.GetK()), Tokens: a.GetTokens(), Logprobs: a.GetLogprobs()}
+		if out.PromptAltTokens.Tokens == nil {
+			out.PromptAltTokens.Tokens, out.PromptAltTokens.Logprobs = []int32{}, []float32{}
+		}
 	}
 	if tk := r.GetTopkPrompt(); len(tk) > 0 {
 		out.TopKPrompt = make([][]engine.TokenLogprob, len(tk))
@@ -272,6 +303,69 @@ func ToTokenEvent(ev *TokenEvent) engine.TokenEvent {
 	out := engine.TokenEvent{Seq: int(ev.GetSeq()), Token: ev.GetToken(), Logprob: ev.GetLogprob(), Stop: engine.StopReason(ev.GetStop())}
 	for _, t := range ev.GetTop() {
 		out.Top = append(out.Top, engine.TokenLogprob{Token: t.GetToken(), Logprob: t.GetLogprob()})
+	}
+	return out
+}
+
+// fromPromptTargets encodes target_prompt_logprobs' ids (nil: none asked).
+func fromPromptTargets(t *engine.PromptTargets) *PromptTargets {
+	if t == nil {
+		return nil
+	}
+	return &PromptTargets{Rows: int32(t.Rows), Cols: int32(t.Cols), Ids: t.IDs, Sparse: t.Sparse(),
+		RowStarts: int32s(t.RowStarts), ColIdx: int32s(t.ColIdx)}
+}
+
+// toPromptTargets decodes them; the engine validates the layout before using it.
+func toPromptTargets(t *PromptTargets) *engine.PromptTargets {
+	if t == nil {
+		return nil
+	}
+	out := &engine.PromptTargets{Rows: int(t.GetRows()), Cols: int(t.GetCols()), IDs: t.GetIds()}
+	if t.GetSparse() {
+		out.RowStarts, out.ColIdx = ints(t.GetRowStarts()), ints(t.GetColIdx())
+	}
+	return out
+}
+
+// fromTopK encodes per-token top-k rows (nil: none asked).
+func fromTopK(rows [][]engine.TokenLogprob) []*TopKEntry {
+	var out []*TopKEntry
+	for _, row := range rows {
+		e := &TopKEntry{}
+		for _, t := range row {
+			e.Entries = append(e.Entries, &TokenLogprob{Token: t.Token, Logprob: t.Logprob})
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func toTokenLogprobs(e *TopKEntry) []engine.TokenLogprob {
+	out := make([]engine.TokenLogprob, 0, len(e.GetEntries()))
+	for _, t := range e.GetEntries() {
+		out = append(out, engine.TokenLogprob{Token: t.GetToken(), Logprob: t.GetLogprob()})
+	}
+	return out
+}
+
+// int32s and ints convert index lists (a sparse layout's indices fit in int32: the
+// engine bounds them by the ids' count).
+func int32s(v []int) []int32 {
+	if v == nil {
+		return nil
+	}
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+func ints(v []int32) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
 	}
 	return out
 }

@@ -1554,6 +1554,11 @@ type SampleRequest struct {
 	Params             *SampleParams          `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	PromptLogprobs     bool                   `protobuf:"varint,5,opt,name=prompt_logprobs,json=promptLogprobs,proto3" json:"prompt_logprobs,omitempty"`
 	TopkPromptLogprobs int32                  `protobuf:"varint,6,opt,name=topk_prompt_logprobs,json=topkPromptLogprobs,proto3" json:"topk_prompt_logprobs,omitempty"`
+	// The sampling outputs of SDK 0.29-0.31 (engine.SampleRequest's TopKSampleLogprobs,
+	// PromptTargets and PromptAltTokensK).
+	TopkSampleLogprobs int32          `protobuf:"varint,7,opt,name=topk_sample_logprobs,json=topkSampleLogprobs,proto3" json:"topk_sample_logprobs,omitempty"`
+	PromptTargets      *PromptTargets `protobuf:"bytes,8,opt,name=prompt_targets,json=promptTargets,proto3" json:"prompt_targets,omitempty"`
+	PromptAltTokensK   int32          `protobuf:"varint,9,opt,name=prompt_alt_tokens_k,json=promptAltTokensK,proto3" json:"prompt_alt_tokens_k,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1630,18 +1635,273 @@ func (x *SampleRequest) GetTopkPromptLogprobs() int32 {
 	return 0
 }
 
-type Sequence struct {
+func (x *SampleRequest) GetTopkSampleLogprobs() int32 {
+	if x != nil {
+		return x.TopkSampleLogprobs
+	}
+	return 0
+}
+
+func (x *SampleRequest) GetPromptTargets() *PromptTargets {
+	if x != nil {
+		return x.PromptTargets
+	}
+	return nil
+}
+
+func (x *SampleRequest) GetPromptAltTokensK() int32 {
+	if x != nil {
+		return x.PromptAltTokensK
+	}
+	return 0
+}
+
+// PromptTargets mirrors engine.PromptTargets: a rows×cols matrix of token ids (-1:
+// none), dense or CSR (row_starts and col_idx).
+type PromptTargets struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tokens        []int32                `protobuf:"varint,1,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
-	Logprobs      []float32              `protobuf:"fixed32,2,rep,packed,name=logprobs,proto3" json:"logprobs,omitempty"`
-	StopReason    string                 `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	Rows          int32                  `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          int32                  `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	Ids           []int32                `protobuf:"varint,3,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	Sparse        bool                   `protobuf:"varint,4,opt,name=sparse,proto3" json:"sparse,omitempty"`
+	RowStarts     []int32                `protobuf:"varint,5,rep,packed,name=row_starts,json=rowStarts,proto3" json:"row_starts,omitempty"`
+	ColIdx        []int32                `protobuf:"varint,6,rep,packed,name=col_idx,json=colIdx,proto3" json:"col_idx,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptTargets) Reset() {
+	*x = PromptTargets{}
+	mi := &file_executor_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptTargets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptTargets) ProtoMessage() {}
+
+func (x *PromptTargets) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptTargets.ProtoReflect.Descriptor instead.
+func (*PromptTargets) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PromptTargets) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *PromptTargets) GetCols() int32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *PromptTargets) GetIds() []int32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *PromptTargets) GetSparse() bool {
+	if x != nil {
+		return x.Sparse
+	}
+	return false
+}
+
+func (x *PromptTargets) GetRowStarts() []int32 {
+	if x != nil {
+		return x.RowStarts
+	}
+	return nil
+}
+
+func (x *PromptTargets) GetColIdx() []int32 {
+	if x != nil {
+		return x.ColIdx
+	}
+	return nil
+}
+
+// PromptTargetLogprobs mirrors engine.PromptTargetLogprobs.
+type PromptTargetLogprobs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          int32                  `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          int32                  `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	Logprobs      []float32              `protobuf:"fixed32,3,rep,packed,name=logprobs,proto3" json:"logprobs,omitempty"`
+	Sparse        bool                   `protobuf:"varint,4,opt,name=sparse,proto3" json:"sparse,omitempty"`
+	RowStarts     []int32                `protobuf:"varint,5,rep,packed,name=row_starts,json=rowStarts,proto3" json:"row_starts,omitempty"`
+	ColIdx        []int32                `protobuf:"varint,6,rep,packed,name=col_idx,json=colIdx,proto3" json:"col_idx,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptTargetLogprobs) Reset() {
+	*x = PromptTargetLogprobs{}
+	mi := &file_executor_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptTargetLogprobs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptTargetLogprobs) ProtoMessage() {}
+
+func (x *PromptTargetLogprobs) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptTargetLogprobs.ProtoReflect.Descriptor instead.
+func (*PromptTargetLogprobs) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PromptTargetLogprobs) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *PromptTargetLogprobs) GetCols() int32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *PromptTargetLogprobs) GetLogprobs() []float32 {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *PromptTargetLogprobs) GetSparse() bool {
+	if x != nil {
+		return x.Sparse
+	}
+	return false
+}
+
+func (x *PromptTargetLogprobs) GetRowStarts() []int32 {
+	if x != nil {
+		return x.RowStarts
+	}
+	return nil
+}
+
+func (x *PromptTargetLogprobs) GetColIdx() []int32 {
+	if x != nil {
+		return x.ColIdx
+	}
+	return nil
+}
+
+// PromptAltTokens mirrors engine.PromptAltTokens.
+type PromptAltTokens struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	K             int32                  `protobuf:"varint,1,opt,name=k,proto3" json:"k,omitempty"`
+	Tokens        []int32                `protobuf:"varint,2,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	Logprobs      []float32              `protobuf:"fixed32,3,rep,packed,name=logprobs,proto3" json:"logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptAltTokens) Reset() {
+	*x = PromptAltTokens{}
+	mi := &file_executor_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptAltTokens) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptAltTokens) ProtoMessage() {}
+
+func (x *PromptAltTokens) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptAltTokens.ProtoReflect.Descriptor instead.
+func (*PromptAltTokens) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PromptAltTokens) GetK() int32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *PromptAltTokens) GetTokens() []int32 {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *PromptAltTokens) GetLogprobs() []float32 {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+type Sequence struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Tokens     []int32                `protobuf:"varint,1,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	Logprobs   []float32              `protobuf:"fixed32,2,rep,packed,name=logprobs,proto3" json:"logprobs,omitempty"`
+	StopReason string                 `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// One entry per token when topk_sample_logprobs > 0 (engine.Sequence.TopK).
+	Topk          []*TopKEntry `protobuf:"bytes,4,rep,name=topk,proto3" json:"topk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sequence) Reset() {
 	*x = Sequence{}
-	mi := &file_executor_proto_msgTypes[22]
+	mi := &file_executor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1913,7 @@ func (x *Sequence) String() string {
 func (*Sequence) ProtoMessage() {}
 
 func (x *Sequence) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[22]
+	mi := &file_executor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1926,7 @@ func (x *Sequence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sequence.ProtoReflect.Descriptor instead.
 func (*Sequence) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{22}
+	return file_executor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Sequence) GetTokens() []int32 {
@@ -1690,6 +1950,13 @@ func (x *Sequence) GetStopReason() string {
 	return ""
 }
 
+func (x *Sequence) GetTopk() []*TopKEntry {
+	if x != nil {
+		return x.Topk
+	}
+	return nil
+}
+
 type TokenLogprob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         int32                  `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -1700,7 +1967,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_executor_proto_msgTypes[23]
+	mi := &file_executor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1979,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[23]
+	mi := &file_executor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1992,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{23}
+	return file_executor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TokenLogprob) GetToken() int32 {
@@ -1751,7 +2018,7 @@ type TopKEntry struct {
 
 func (x *TopKEntry) Reset() {
 	*x = TopKEntry{}
-	mi := &file_executor_proto_msgTypes[24]
+	mi := &file_executor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2030,7 @@ func (x *TopKEntry) String() string {
 func (*TopKEntry) ProtoMessage() {}
 
 func (x *TopKEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[24]
+	mi := &file_executor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2043,7 @@ func (x *TopKEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopKEntry.ProtoReflect.Descriptor instead.
 func (*TopKEntry) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{24}
+	return file_executor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopKEntry) GetEntries() []*TokenLogprob {
@@ -1794,14 +2061,16 @@ type SampleReply struct {
 	PromptTokens   int64                  `protobuf:"varint,4,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	OutputTokens   int64                  `protobuf:"varint,5,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	// Prompt positions served from the worker's prefix cache.
-	PromptCacheHitTokens int64 `protobuf:"varint,20,opt,name=prompt_cache_hit_tokens,json=promptCacheHitTokens,proto3" json:"prompt_cache_hit_tokens,omitempty"`
+	PromptCacheHitTokens int64                 `protobuf:"varint,20,opt,name=prompt_cache_hit_tokens,json=promptCacheHitTokens,proto3" json:"prompt_cache_hit_tokens,omitempty"`
+	PromptTargetLogprobs *PromptTargetLogprobs `protobuf:"bytes,21,opt,name=prompt_target_logprobs,json=promptTargetLogprobs,proto3" json:"prompt_target_logprobs,omitempty"`
+	PromptAltTokens      *PromptAltTokens      `protobuf:"bytes,22,opt,name=prompt_alt_tokens,json=promptAltTokens,proto3" json:"prompt_alt_tokens,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SampleReply) Reset() {
 	*x = SampleReply{}
-	mi := &file_executor_proto_msgTypes[25]
+	mi := &file_executor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +2082,7 @@ func (x *SampleReply) String() string {
 func (*SampleReply) ProtoMessage() {}
 
 func (x *SampleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[25]
+	mi := &file_executor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +2095,7 @@ func (x *SampleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleReply.ProtoReflect.Descriptor instead.
 func (*SampleReply) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{25}
+	return file_executor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SampleReply) GetSequences() []*Sequence {
@@ -1871,6 +2140,20 @@ func (x *SampleReply) GetPromptCacheHitTokens() int64 {
 	return 0
 }
 
+func (x *SampleReply) GetPromptTargetLogprobs() *PromptTargetLogprobs {
+	if x != nil {
+		return x.PromptTargetLogprobs
+	}
+	return nil
+}
+
+func (x *SampleReply) GetPromptAltTokens() *PromptAltTokens {
+	if x != nil {
+		return x.PromptAltTokens
+	}
+	return nil
+}
+
 type SampleStreamRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Request *SampleRequest         `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
@@ -1882,7 +2165,7 @@ type SampleStreamRequest struct {
 
 func (x *SampleStreamRequest) Reset() {
 	*x = SampleStreamRequest{}
-	mi := &file_executor_proto_msgTypes[26]
+	mi := &file_executor_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2177,7 @@ func (x *SampleStreamRequest) String() string {
 func (*SampleStreamRequest) ProtoMessage() {}
 
 func (x *SampleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[26]
+	mi := &file_executor_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2190,7 @@ func (x *SampleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleStreamRequest.ProtoReflect.Descriptor instead.
 func (*SampleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{26}
+	return file_executor_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SampleStreamRequest) GetRequest() *SampleRequest {
@@ -1938,7 +2221,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_executor_proto_msgTypes[27]
+	mi := &file_executor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2233,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[27]
+	mi := &file_executor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2246,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{27}
+	return file_executor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TokenEvent) GetSeq() int32 {
@@ -2015,7 +2298,7 @@ type SampleEvent struct {
 
 func (x *SampleEvent) Reset() {
 	*x = SampleEvent{}
-	mi := &file_executor_proto_msgTypes[28]
+	mi := &file_executor_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2310,7 @@ func (x *SampleEvent) String() string {
 func (*SampleEvent) ProtoMessage() {}
 
 func (x *SampleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[28]
+	mi := &file_executor_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2323,7 @@ func (x *SampleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleEvent.ProtoReflect.Descriptor instead.
 func (*SampleEvent) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{28}
+	return file_executor_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SampleEvent) GetEvent() isSampleEvent_Event {
@@ -2234,7 +2517,7 @@ const file_executor_proto_rawDesc = "" +
 	"stopTokens\x12\x1d\n" +
 	"\n" +
 	"ignore_eos\x18\b \x01(\bR\tignoreEosB\a\n" +
-	"\x05_seed\"\x8f\x02\n" +
+	"\x05_seed\"\xb6\x03\n" +
 	"\rSampleRequest\x124\n" +
 	"\aadapter\x18\x01 \x01(\v2\x1a.tuft.worker.v1.AdapterRefR\aadapter\x12\x16\n" +
 	"\x06prompt\x18\x02 \x03(\x05R\x06prompt\x12\x1f\n" +
@@ -2242,17 +2525,41 @@ const file_executor_proto_rawDesc = "" +
 	"numSamples\x124\n" +
 	"\x06params\x18\x04 \x01(\v2\x1c.tuft.worker.v1.SampleParamsR\x06params\x12'\n" +
 	"\x0fprompt_logprobs\x18\x05 \x01(\bR\x0epromptLogprobs\x120\n" +
-	"\x14topk_prompt_logprobs\x18\x06 \x01(\x05R\x12topkPromptLogprobs\"_\n" +
+	"\x14topk_prompt_logprobs\x18\x06 \x01(\x05R\x12topkPromptLogprobs\x120\n" +
+	"\x14topk_sample_logprobs\x18\a \x01(\x05R\x12topkSampleLogprobs\x12D\n" +
+	"\x0eprompt_targets\x18\b \x01(\v2\x1d.tuft.worker.v1.PromptTargetsR\rpromptTargets\x12-\n" +
+	"\x13prompt_alt_tokens_k\x18\t \x01(\x05R\x10promptAltTokensK\"\x99\x01\n" +
+	"\rPromptTargets\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x05R\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\x05R\x04cols\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\x05R\x03ids\x12\x16\n" +
+	"\x06sparse\x18\x04 \x01(\bR\x06sparse\x12\x1d\n" +
+	"\n" +
+	"row_starts\x18\x05 \x03(\x05R\trowStarts\x12\x17\n" +
+	"\acol_idx\x18\x06 \x03(\x05R\x06colIdx\"\xaa\x01\n" +
+	"\x14PromptTargetLogprobs\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x05R\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\x05R\x04cols\x12\x1a\n" +
+	"\blogprobs\x18\x03 \x03(\x02R\blogprobs\x12\x16\n" +
+	"\x06sparse\x18\x04 \x01(\bR\x06sparse\x12\x1d\n" +
+	"\n" +
+	"row_starts\x18\x05 \x03(\x05R\trowStarts\x12\x17\n" +
+	"\acol_idx\x18\x06 \x03(\x05R\x06colIdx\"S\n" +
+	"\x0fPromptAltTokens\x12\f\n" +
+	"\x01k\x18\x01 \x01(\x05R\x01k\x12\x16\n" +
+	"\x06tokens\x18\x02 \x03(\x05R\x06tokens\x12\x1a\n" +
+	"\blogprobs\x18\x03 \x03(\x02R\blogprobs\"\x8e\x01\n" +
 	"\bSequence\x12\x16\n" +
 	"\x06tokens\x18\x01 \x03(\x05R\x06tokens\x12\x1a\n" +
 	"\blogprobs\x18\x02 \x03(\x02R\blogprobs\x12\x1f\n" +
 	"\vstop_reason\x18\x03 \x01(\tR\n" +
-	"stopReason\">\n" +
+	"stopReason\x12-\n" +
+	"\x04topk\x18\x04 \x03(\v2\x19.tuft.worker.v1.TopKEntryR\x04topk\">\n" +
 	"\fTokenLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +
 	"\alogprob\x18\x02 \x01(\x02R\alogprob\"C\n" +
 	"\tTopKEntry\x126\n" +
-	"\aentries\x18\x01 \x03(\v2\x1c.tuft.worker.v1.TokenLogprobR\aentries\"\xab\x02\n" +
+	"\aentries\x18\x01 \x03(\v2\x1c.tuft.worker.v1.TokenLogprobR\aentries\"\xd4\x03\n" +
 	"\vSampleReply\x126\n" +
 	"\tsequences\x18\x01 \x03(\v2\x18.tuft.worker.v1.SequenceR\tsequences\x12'\n" +
 	"\x0fprompt_logprobs\x18\x02 \x03(\x02R\x0epromptLogprobs\x12:\n" +
@@ -2260,7 +2567,9 @@ const file_executor_proto_rawDesc = "" +
 	"topkPrompt\x12#\n" +
 	"\rprompt_tokens\x18\x04 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\routput_tokens\x18\x05 \x01(\x03R\foutputTokens\x125\n" +
-	"\x17prompt_cache_hit_tokens\x18\x14 \x01(\x03R\x14promptCacheHitTokens\"q\n" +
+	"\x17prompt_cache_hit_tokens\x18\x14 \x01(\x03R\x14promptCacheHitTokens\x12Z\n" +
+	"\x16prompt_target_logprobs\x18\x15 \x01(\v2$.tuft.worker.v1.PromptTargetLogprobsR\x14promptTargetLogprobs\x12K\n" +
+	"\x11prompt_alt_tokens\x18\x16 \x01(\v2\x1f.tuft.worker.v1.PromptAltTokensR\x0fpromptAltTokens\"q\n" +
 	"\x13SampleStreamRequest\x127\n" +
 	"\arequest\x18\x01 \x01(\v2\x1d.tuft.worker.v1.SampleRequestR\arequest\x12!\n" +
 	"\ftop_logprobs\x18\x02 \x01(\x05R\vtopLogprobs\"\x92\x01\n" +
@@ -2299,7 +2608,7 @@ func file_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_executor_proto_goTypes = []any{
 	(Tensor_DType)(0),              // 0: tuft.worker.v1.Tensor.DType
 	(*Empty)(nil),                  // 1: tuft.worker.v1.Empty
@@ -2324,19 +2633,22 @@ var file_executor_proto_goTypes = []any{
 	(*StateRequest)(nil),           // 20: tuft.worker.v1.StateRequest
 	(*SampleParams)(nil),           // 21: tuft.worker.v1.SampleParams
 	(*SampleRequest)(nil),          // 22: tuft.worker.v1.SampleRequest
-	(*Sequence)(nil),               // 23: tuft.worker.v1.Sequence
-	(*TokenLogprob)(nil),           // 24: tuft.worker.v1.TokenLogprob
-	(*TopKEntry)(nil),              // 25: tuft.worker.v1.TopKEntry
-	(*SampleReply)(nil),            // 26: tuft.worker.v1.SampleReply
-	(*SampleStreamRequest)(nil),    // 27: tuft.worker.v1.SampleStreamRequest
-	(*TokenEvent)(nil),             // 28: tuft.worker.v1.TokenEvent
-	(*SampleEvent)(nil),            // 29: tuft.worker.v1.SampleEvent
-	nil,                            // 30: tuft.worker.v1.Datum.LossInputsEntry
-	nil,                            // 31: tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
-	nil,                            // 32: tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntry
-	nil,                            // 33: tuft.worker.v1.TensorMap.TensorsEntry
-	nil,                            // 34: tuft.worker.v1.ForwardBackwardReply.MetricsEntry
-	nil,                            // 35: tuft.worker.v1.OptimStepReply.MetricsEntry
+	(*PromptTargets)(nil),          // 23: tuft.worker.v1.PromptTargets
+	(*PromptTargetLogprobs)(nil),   // 24: tuft.worker.v1.PromptTargetLogprobs
+	(*PromptAltTokens)(nil),        // 25: tuft.worker.v1.PromptAltTokens
+	(*Sequence)(nil),               // 26: tuft.worker.v1.Sequence
+	(*TokenLogprob)(nil),           // 27: tuft.worker.v1.TokenLogprob
+	(*TopKEntry)(nil),              // 28: tuft.worker.v1.TopKEntry
+	(*SampleReply)(nil),            // 29: tuft.worker.v1.SampleReply
+	(*SampleStreamRequest)(nil),    // 30: tuft.worker.v1.SampleStreamRequest
+	(*TokenEvent)(nil),             // 31: tuft.worker.v1.TokenEvent
+	(*SampleEvent)(nil),            // 32: tuft.worker.v1.SampleEvent
+	nil,                            // 33: tuft.worker.v1.Datum.LossInputsEntry
+	nil,                            // 34: tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
+	nil,                            // 35: tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntry
+	nil,                            // 36: tuft.worker.v1.TensorMap.TensorsEntry
+	nil,                            // 37: tuft.worker.v1.ForwardBackwardReply.MetricsEntry
+	nil,                            // 38: tuft.worker.v1.OptimStepReply.MetricsEntry
 }
 var file_executor_proto_depIdxs = []int32{
 	4,  // 0: tuft.worker.v1.InfoReply.models:type_name -> tuft.worker.v1.ModelInfo
@@ -2346,54 +2658,58 @@ var file_executor_proto_depIdxs = []int32{
 	7,  // 4: tuft.worker.v1.CreateAdapterRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	8,  // 5: tuft.worker.v1.CreateAdapterRequest.config:type_name -> tuft.worker.v1.LoraConfig
 	0,  // 6: tuft.worker.v1.Tensor.dtype:type_name -> tuft.worker.v1.Tensor.DType
-	30, // 7: tuft.worker.v1.Datum.loss_inputs:type_name -> tuft.worker.v1.Datum.LossInputsEntry
+	33, // 7: tuft.worker.v1.Datum.loss_inputs:type_name -> tuft.worker.v1.Datum.LossInputsEntry
 	7,  // 8: tuft.worker.v1.ForwardBackwardRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	12, // 9: tuft.worker.v1.ForwardBackwardRequest.data:type_name -> tuft.worker.v1.Datum
-	31, // 10: tuft.worker.v1.ForwardBackwardRequest.loss_fn_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
-	32, // 11: tuft.worker.v1.ForwardBackwardRequest.loss_fn_text_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntry
-	33, // 12: tuft.worker.v1.TensorMap.tensors:type_name -> tuft.worker.v1.TensorMap.TensorsEntry
+	34, // 10: tuft.worker.v1.ForwardBackwardRequest.loss_fn_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnConfigEntry
+	35, // 11: tuft.worker.v1.ForwardBackwardRequest.loss_fn_text_config:type_name -> tuft.worker.v1.ForwardBackwardRequest.LossFnTextConfigEntry
+	36, // 12: tuft.worker.v1.TensorMap.tensors:type_name -> tuft.worker.v1.TensorMap.TensorsEntry
 	14, // 13: tuft.worker.v1.ForwardBackwardReply.outputs:type_name -> tuft.worker.v1.TensorMap
-	34, // 14: tuft.worker.v1.ForwardBackwardReply.metrics:type_name -> tuft.worker.v1.ForwardBackwardReply.MetricsEntry
+	37, // 14: tuft.worker.v1.ForwardBackwardReply.metrics:type_name -> tuft.worker.v1.ForwardBackwardReply.MetricsEntry
 	7,  // 15: tuft.worker.v1.OptimStepRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	16, // 16: tuft.worker.v1.OptimStepRequest.params:type_name -> tuft.worker.v1.AdamParams
 	17, // 17: tuft.worker.v1.OptimStepRequest.dimuon:type_name -> tuft.worker.v1.DimuonParams
-	35, // 18: tuft.worker.v1.OptimStepReply.metrics:type_name -> tuft.worker.v1.OptimStepReply.MetricsEntry
+	38, // 18: tuft.worker.v1.OptimStepReply.metrics:type_name -> tuft.worker.v1.OptimStepReply.MetricsEntry
 	7,  // 19: tuft.worker.v1.StateRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	9,  // 20: tuft.worker.v1.StateRequest.optimizer_config:type_name -> tuft.worker.v1.OptimizerConfig
 	7,  // 21: tuft.worker.v1.SampleRequest.adapter:type_name -> tuft.worker.v1.AdapterRef
 	21, // 22: tuft.worker.v1.SampleRequest.params:type_name -> tuft.worker.v1.SampleParams
-	24, // 23: tuft.worker.v1.TopKEntry.entries:type_name -> tuft.worker.v1.TokenLogprob
-	23, // 24: tuft.worker.v1.SampleReply.sequences:type_name -> tuft.worker.v1.Sequence
-	25, // 25: tuft.worker.v1.SampleReply.topk_prompt:type_name -> tuft.worker.v1.TopKEntry
-	22, // 26: tuft.worker.v1.SampleStreamRequest.request:type_name -> tuft.worker.v1.SampleRequest
-	24, // 27: tuft.worker.v1.TokenEvent.top:type_name -> tuft.worker.v1.TokenLogprob
-	28, // 28: tuft.worker.v1.SampleEvent.token:type_name -> tuft.worker.v1.TokenEvent
-	26, // 29: tuft.worker.v1.SampleEvent.result:type_name -> tuft.worker.v1.SampleReply
-	11, // 30: tuft.worker.v1.Datum.LossInputsEntry.value:type_name -> tuft.worker.v1.Tensor
-	11, // 31: tuft.worker.v1.TensorMap.TensorsEntry.value:type_name -> tuft.worker.v1.Tensor
-	2,  // 32: tuft.worker.v1.Executor.Info:input_type -> tuft.worker.v1.InfoRequest
-	10, // 33: tuft.worker.v1.Executor.CreateAdapter:input_type -> tuft.worker.v1.CreateAdapterRequest
-	7,  // 34: tuft.worker.v1.Executor.RemoveAdapter:input_type -> tuft.worker.v1.AdapterRef
-	13, // 35: tuft.worker.v1.Executor.ForwardBackward:input_type -> tuft.worker.v1.ForwardBackwardRequest
-	18, // 36: tuft.worker.v1.Executor.OptimStep:input_type -> tuft.worker.v1.OptimStepRequest
-	20, // 37: tuft.worker.v1.Executor.SaveState:input_type -> tuft.worker.v1.StateRequest
-	20, // 38: tuft.worker.v1.Executor.LoadState:input_type -> tuft.worker.v1.StateRequest
-	22, // 39: tuft.worker.v1.Executor.Sample:input_type -> tuft.worker.v1.SampleRequest
-	27, // 40: tuft.worker.v1.Executor.SampleStream:input_type -> tuft.worker.v1.SampleStreamRequest
-	3,  // 41: tuft.worker.v1.Executor.Info:output_type -> tuft.worker.v1.InfoReply
-	1,  // 42: tuft.worker.v1.Executor.CreateAdapter:output_type -> tuft.worker.v1.Empty
-	1,  // 43: tuft.worker.v1.Executor.RemoveAdapter:output_type -> tuft.worker.v1.Empty
-	15, // 44: tuft.worker.v1.Executor.ForwardBackward:output_type -> tuft.worker.v1.ForwardBackwardReply
-	19, // 45: tuft.worker.v1.Executor.OptimStep:output_type -> tuft.worker.v1.OptimStepReply
-	1,  // 46: tuft.worker.v1.Executor.SaveState:output_type -> tuft.worker.v1.Empty
-	1,  // 47: tuft.worker.v1.Executor.LoadState:output_type -> tuft.worker.v1.Empty
-	26, // 48: tuft.worker.v1.Executor.Sample:output_type -> tuft.worker.v1.SampleReply
-	29, // 49: tuft.worker.v1.Executor.SampleStream:output_type -> tuft.worker.v1.SampleEvent
-	41, // [41:50] is the sub-list for method output_type
-	32, // [32:41] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	23, // 23: tuft.worker.v1.SampleRequest.prompt_targets:type_name -> tuft.worker.v1.PromptTargets
+	28, // 24: tuft.worker.v1.Sequence.topk:type_name -> tuft.worker.v1.TopKEntry
+	27, // 25: tuft.worker.v1.TopKEntry.entries:type_name -> tuft.worker.v1.TokenLogprob
+	26, // 26: tuft.worker.v1.SampleReply.sequences:type_name -> tuft.worker.v1.Sequence
+	28, // 27: tuft.worker.v1.SampleReply.topk_prompt:type_name -> tuft.worker.v1.TopKEntry
+	24, // 28: tuft.worker.v1.SampleReply.prompt_target_logprobs:type_name -> tuft.worker.v1.PromptTargetLogprobs
+	25, // 29: tuft.worker.v1.SampleReply.prompt_alt_tokens:type_name -> tuft.worker.v1.PromptAltTokens
+	22, // 30: tuft.worker.v1.SampleStreamRequest.request:type_name -> tuft.worker.v1.SampleRequest
+	27, // 31: tuft.worker.v1.TokenEvent.top:type_name -> tuft.worker.v1.TokenLogprob
+	31, // 32: tuft.worker.v1.SampleEvent.token:type_name -> tuft.worker.v1.TokenEvent
+	29, // 33: tuft.worker.v1.SampleEvent.result:type_name -> tuft.worker.v1.SampleReply
+	11, // 34: tuft.worker.v1.Datum.LossInputsEntry.value:type_name -> tuft.worker.v1.Tensor
+	11, // 35: tuft.worker.v1.TensorMap.TensorsEntry.value:type_name -> tuft.worker.v1.Tensor
+	2,  // 36: tuft.worker.v1.Executor.Info:input_type -> tuft.worker.v1.InfoRequest
+	10, // 37: tuft.worker.v1.Executor.CreateAdapter:input_type -> tuft.worker.v1.CreateAdapterRequest
+	7,  // 38: tuft.worker.v1.Executor.RemoveAdapter:input_type -> tuft.worker.v1.AdapterRef
+	13, // 39: tuft.worker.v1.Executor.ForwardBackward:input_type -> tuft.worker.v1.ForwardBackwardRequest
+	18, // 40: tuft.worker.v1.Executor.OptimStep:input_type -> tuft.worker.v1.OptimStepRequest
+	20, // 41: tuft.worker.v1.Executor.SaveState:input_type -> tuft.worker.v1.StateRequest
+	20, // 42: tuft.worker.v1.Executor.LoadState:input_type -> tuft.worker.v1.StateRequest
+	22, // 43: tuft.worker.v1.Executor.Sample:input_type -> tuft.worker.v1.SampleRequest
+	30, // 44: tuft.worker.v1.Executor.SampleStream:input_type -> tuft.worker.v1.SampleStreamRequest
+	3,  // 45: tuft.worker.v1.Executor.Info:output_type -> tuft.worker.v1.InfoReply
+	1,  // 46: tuft.worker.v1.Executor.CreateAdapter:output_type -> tuft.worker.v1.Empty
+	1,  // 47: tuft.worker.v1.Executor.RemoveAdapter:output_type -> tuft.worker.v1.Empty
+	15, // 48: tuft.worker.v1.Executor.ForwardBackward:output_type -> tuft.worker.v1.ForwardBackwardReply
+	19, // 49: tuft.worker.v1.Executor.OptimStep:output_type -> tuft.worker.v1.OptimStepReply
+	1,  // 50: tuft.worker.v1.Executor.SaveState:output_type -> tuft.worker.v1.Empty
+	1,  // 51: tuft.worker.v1.Executor.LoadState:output_type -> tuft.worker.v1.Empty
+	29, // 52: tuft.worker.v1.Executor.Sample:output_type -> tuft.worker.v1.SampleReply
+	32, // 53: tuft.worker.v1.Executor.SampleStream:output_type -> tuft.worker.v1.SampleEvent
+	45, // [45:54] is the sub-list for method output_type
+	36, // [36:45] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_executor_proto_init() }
@@ -2402,7 +2718,7 @@ func file_executor_proto_init() {
 		return
 	}
 	file_executor_proto_msgTypes[20].OneofWrappers = []any{}
-	file_executor_proto_msgTypes[28].OneofWrappers = []any{
+	file_executor_proto_msgTypes[31].OneofWrappers = []any{
 		(*SampleEvent_Token)(nil),
 		(*SampleEvent_Result)(nil),
 	}
@@ -2412,7 +2728,7 @@ func file_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_executor_proto_rawDesc), len(file_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

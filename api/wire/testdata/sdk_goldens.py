@@ -186,6 +186,8 @@ REPLIES = {
     "load_weights_result": "LoadWeightsResponse",
     "forward_backward_result": "ForwardBackwardOutput",
     "sample_result": "SampleResponse",
+    "sample_outputs": "SampleResponse",
+    "sample_outputs_dense": "SampleResponse",
     "try_again": "TryAgainResponse",
     "request_failed": "RequestFailedResponse",
     "telemetry": "TelemetryResponse",
@@ -257,7 +259,10 @@ def check():
                 if tp not in PROTO_SUPPORTED_TYPES:
                     print(f"  {name}: n/a (tinker {version('tinker')} reads it as JSON)", file=sys.stderr)
                     continue
-                deserialize_proto_response(raw, tp)
+                read = deserialize_proto_response(raw, tp)
+                if base in VALUES and hasattr(read, "prompt_alt_tokens"):
+                    VALUES[base](read)
+                    print(f"  {name}: values as the Go golden wrote them", file=sys.stderr)
             elif inspect_pydantic(tp, pydantic):
                 tp.model_validate(json.loads(raw))
             else:
@@ -269,6 +274,29 @@ def check():
             print(f"  {name}: NOT READ by tinker {version('tinker')}: {type(e).__name__}: {e}", file=sys.stderr)
     if failed:
         sys.exit(f"{failed} response golden(s) tinker {version('tinker')} does not read")
+
+
+def check_sample_outputs(r, sparse=True):
+    """The values of golden_test.go's sample_outputs, as the SDK reads them."""
+    top = r.sequences[0].topk_logprobs
+    assert top == [[(5, -0.5), (1, -1.25)], [(2, -0.25), (6, -0.75)]], top
+    t = r.target_prompt_logprobs
+    assert t.dtype == "float32" and list(t.shape) == [2, 3], t
+    if sparse:
+        assert list(t.sparse_crow_indices) == [0, 1, 3] and list(t.sparse_col_indices) == [0, 0, 2], t
+        assert [float(x) for x in t.data] == [-2.5, -3.0, -0.5], t
+    else:
+        assert t.sparse_crow_indices is None, t
+        assert [float(x) for x in t.data] == [-2.5, 0, 0, -3.0, 0, -0.5], t
+    a = r.prompt_alt_tokens
+    assert a.tokens.dtype == "int64" and list(a.tokens.shape) == [2, 2] and [int(x) for x in a.tokens.data] == [4, 9, 3, 3], a
+    assert a.logprobs.dtype == "float32" and [float(x) for x in a.logprobs.data] == [-1.5, -2.0, -0.25, -0.25], a
+
+
+VALUES = {
+    "sample_outputs": check_sample_outputs,
+    "sample_outputs_dense": lambda r: check_sample_outputs(r, sparse=False),
+}
 
 
 def inspect_pydantic(tp, pydantic):
