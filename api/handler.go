@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/service"
@@ -166,6 +167,8 @@ func status(k service.Kind) int {
 		return http.StatusGone
 	case service.KindForbidden:
 		return http.StatusForbidden
+	case service.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }
@@ -179,6 +182,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var se *service.Error
 	if !errors.As(err, &se) {
 		se = &service.Error{Kind: service.KindOf(err), Msg: err.Error()}
+	}
+	if se.Limit != "" { // a per-tenant quota refused it (service/quota.go)
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrQuotaLimit, se.Limit))
 	}
 	code := status(se.Kind)
 	cat := "user"

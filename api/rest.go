@@ -264,7 +264,8 @@ func sessionStatus(se *service.Session) wire.SessionStatus {
 
 // stringMetadata shows user metadata as the SDK's dict[str, str]: strings as they are,
 // other JSON values in their JSON form.
-func stringMetadata(m map[string]any) map[string]string {
+func stringMetadata(md service.Metadata) map[string]string {
+	m := md.Map()
 	if len(m) == 0 {
 		return nil
 	}

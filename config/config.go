@@ -291,6 +291,32 @@ type Limits struct {
 	MaxTopKSampleLogprobs int `yaml:"max_topk_sample_logprobs"`
 	MaxPromptAltTokensK   int `yaml:"max_prompt_alt_tokens_k"`
 	MaxPromptOutputCells  int `yaml:"max_prompt_output_cells"`
+
+	// Per-tenant quotas on what a tenant holds (service/quota.go, docs/security.md).
+	// MaxRunsPerTenant bounds a tenant's live training runs (not unloaded), and
+	// MaxAdapterBytesPerTenant the memory their adapters take: weights, gradients and two
+	// optimizer moments in float32, computed from each run's rank and its model's shape.
+	MaxRunsPerTenant         int   `yaml:"max_runs_per_tenant"`
+	MaxAdapterBytesPerTenant int64 `yaml:"max_adapter_bytes_per_tenant"`
+	// MaxSamplersPerTenant bounds a tenant's open sampling sessions (those of
+	// save_weights_and_get_sampling_client included).
+	MaxSamplersPerTenant int `yaml:"max_samplers_per_tenant"`
+	// MaxEphemeralSamplersPerRun is how many sampling sessions made by a run's
+	// save_weights_and_get_sampling_client stay open: the SDK never releases them (an RL
+	// loop makes one per iteration), so a newer one releases the run's oldest past this
+	// number, and also when the tenant is at limits.max_samplers_per_tenant.
+	MaxEphemeralSamplersPerRun int `yaml:"max_ephemeral_samplers_per_run"`
+	// MaxMetadataBytes bounds one record's client metadata (a session's tags and
+	// user_metadata, a run's or a checkpoint's user_metadata, as JSON);
+	// MaxMetadataBytesPerTenant bounds all of a tenant's held in memory (its open
+	// sessions and live runs, and its checkpoints).
+	MaxMetadataBytes          int   `yaml:"max_metadata_bytes"`
+	MaxMetadataBytesPerTenant int64 `yaml:"max_metadata_bytes_per_tenant"`
+	// MaxDiskBytesPerTenant bounds the bytes a tenant's runs hold under checkpoint_dir:
+	// checkpoints (external and copies included), sampler weights of open sampling
+	// sessions, autosaves and inflight targets. A save that would pass it is refused
+	// before anything is written.
+	MaxDiskBytesPerTenant int64 `yaml:"max_disk_bytes_per_tenant"`
 }
 
 // Inference configures the OpenAI- and Anthropic-compatible routes.
@@ -323,7 +349,9 @@ func Default(home string) Config {
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
-			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144},
+			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
+			MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8,
+			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine: Engine{Device: "auto", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
@@ -516,6 +544,20 @@ func (c Config) Validate() error {
 	}
 	if l.MaxDecompressionRatio < 2 {
 		bad("limits.max_decompression_ratio", "%d must be at least 2", l.MaxDecompressionRatio)
+	}
+	for _, q := range []struct {
+		key string
+		v   int64
+	}{{"limits.max_runs_per_tenant", int64(l.MaxRunsPerTenant)}, {"limits.max_adapter_bytes_per_tenant", l.MaxAdapterBytesPerTenant},
+		{"limits.max_samplers_per_tenant", int64(l.MaxSamplersPerTenant)}, {"limits.max_ephemeral_samplers_per_run", int64(l.MaxEphemeralSamplersPerRun)},
+		{"limits.max_metadata_bytes", int64(l.MaxMetadataBytes)},
+		{"limits.max_metadata_bytes_per_tenant", l.MaxMetadataBytesPerTenant}, {"limits.max_disk_bytes_per_tenant", l.MaxDiskBytesPerTenant}} {
+		if q.v < 1 {
+			bad(q.key, "%d must be at least 1", q.v)
+		}
+	}
+	if int64(l.MaxMetadataBytes) > l.MaxMetadataBytesPerTenant {
+		bad("limits.max_metadata_bytes_per_tenant", "%d must be at least limits.max_metadata_bytes (%d)", l.MaxMetadataBytesPerTenant, l.MaxMetadataBytes)
 	}
 	if l.MaxStopStrings < 0 {
 		bad("limits.max_stop_strings", "%d must not be negative", l.MaxStopStrings)

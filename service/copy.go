@@ -130,6 +130,14 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	if err != nil {
 		return "", err
 	}
+	release, err := s.reserveDisk(tenant, dirSize(c.Dir), "copy_weights")
+	if err != nil {
+		s.mu.Lock()
+		delete(s.runs, runID)
+		s.mu.Unlock()
+		return "", err
+	}
+	defer release()
 	undo := func() {
 		s.mu.Lock()
 		delete(s.runs, runID)

@@ -22,6 +22,7 @@ const (
 	KindUnauthorized             // 401
 	KindGone                     // 410, category user: the session was finished
 	KindForbidden                // 403, category user: the caller may not do this (e.g. delete a configured key)
+	KindTooLarge                 // 413, category user: one request's payload is over a limit (quota.go)
 )
 
 // Error is an error a client sees: a kind and a message naming the problem.
@@ -30,6 +31,9 @@ type Error struct {
 	Msg        string
 	RetryAfter time.Duration
 	Err        error
+	// Limit is the config key of the per-tenant quota that refused the request ("" for
+	// other errors); the HTTP layer puts it on the request's span (telemetry.AttrQuotaLimit).
+	Limit string
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -39,7 +43,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Category is the Tinker failure category of the error (futures use it).
 func (e *Error) Category() futures.Category {
 	switch e.Kind {
-	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone, KindForbidden:
+	case KindInvalid, KindNotFound, KindConflict, KindUnauthorized, KindGone, KindForbidden, KindTooLarge:
 		return futures.Category("user")
 	}
 	return futures.Category("server")

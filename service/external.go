@@ -134,6 +134,11 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 }
 
 func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipients []age.Recipient) (ExternalResult, error) {
+	release, err := s.reserveDisk(r.Tenant, s.saveBytes(r, false), "save_weights_external")
+	if err != nil {
+		return ExternalResult{}, err
+	}
+	defer release()
 	parent := filepath.Join(s.runDir(r.ID), ckptKindDir(CkptExternal))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return ExternalResult{}, fmt.Errorf("export: %w", err)

@@ -95,14 +95,22 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	optimizer = familyOr(optimizer)
 
+	md, err := NewMetadata(in.UserMetadata)
+	if err != nil {
+		return "", "", err
+	}
 	s.mu.Lock()
 	if _, ok := s.runs[runID]; ok { // created meanwhile
 		s.mu.Unlock()
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
+	if err := s.checkNewRun(tenant, base, src.Lora, md); err != nil {
+		s.mu.Unlock()
+		return "", "", err
+	}
 	now := s.now()
 	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
-		Lora: src.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+		Lora: src.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
 	s.runs[runID] = r
 	s.mu.Unlock()
@@ -163,7 +171,7 @@ func settles(cause error) bool {
 		return false
 	}
 	switch KindOf(cause) {
-	case KindInvalid, KindNotFound, KindConflict:
+	case KindInvalid, KindNotFound, KindConflict, KindForbidden, KindTooLarge: // quotas (403, 413): not retried
 		return true
 	}
 	return false

@@ -30,7 +30,7 @@ type Session struct {
 	ID            string            `json:"id"`
 	Tenant        string            `json:"tenant"`
 	Tags          []string          `json:"tags,omitempty"`
-	UserMetadata  map[string]any    `json:"user_metadata,omitempty"`
+	UserMetadata  Metadata          `json:"user_metadata,omitempty"`
 	SDKVersion    string            `json:"sdk_version,omitempty"`
 	ProjectID     string            `json:"project_id,omitempty"`
 	CreatedAt     time.Time         `json:"created_at"`
@@ -69,7 +69,7 @@ type Run struct {
 	ModelSeqID      int64             `json:"model_seq_id"`
 	BaseModel       string            `json:"base_model"`
 	Lora            engine.LoraConfig `json:"lora"`
-	UserMetadata    map[string]any    `json:"user_metadata,omitempty"`
+	UserMetadata    Metadata          `json:"user_metadata,omitempty"`
 	CreatedAt       time.Time         `json:"created_at"`
 	LastRequestTime time.Time         `json:"last_request_time"`
 	// NextSeq is the next seq_id the run expects; persisted after every operation.

@@ -77,6 +77,10 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 		s.closeSampler(ctx, old)
 		s.mu.Lock()
 	}
+	if err := s.checkSamplerQuota(tenant, ""); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	sm := &Sampler{ID: id, Owner: s.self, Tenant: tenant, SessionID: sessionID, SeqID: seq, BaseModel: baseModel, ModelPath: modelPath,
 		AdapterDir: dir, Lora: dir != "", Ephemeral: ephemeral, RunID: runID, CreatedAt: s.now(), Inflight: inflight}
 	if inflight {
@@ -114,6 +118,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 			s.log.Warn("remove sampling adapter failed", "sampler", sm.ID, "error", err)
 		}
 	}
+	s.removeEphemeral(sm)
 	s.tel.Instruments.SamplingSessionsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, sm.BaseModel)))
 	_ = putJSON(ctx, s.st, keySampler+sm.ID, &c)
 }

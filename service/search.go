@@ -131,8 +131,12 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 		if q.ProjectIDs != nil && !contains(q.ProjectIDs, ProjectOf(se)) {
 			return false
 		}
+		var md map[string]any
+		if len(q.UserMetadata) > 0 {
+			md = se.UserMetadata.Map()
+		}
 		for k, v := range q.UserMetadata {
-			got, ok := se.UserMetadata[k]
+			got, ok := md[k]
 			if !ok || metadataString(got) != v {
 				return false
 			}

@@ -54,6 +54,9 @@ type Service struct {
 	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
 	polls *completionLogs
 
+	// quota holds disk space reserved by saves being written (quota.go).
+	quota quotaState
+
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
 	kick    chan struct{}
@@ -309,6 +312,9 @@ func (s *Service) restore(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("restore sessions: %w", err)
 	}
+	if err := s.restoreHeartbeats(ctx); err != nil {
+		return fmt.Errorf("restore heartbeats: %w", err)
+	}
 	if err := load(keyRun, func(b []byte) error {
 		var x Run
 		if err := json.Unmarshal(b, &x); err != nil {
@@ -385,6 +391,7 @@ func (s *Service) restore(ctx context.Context) error {
 			_ = putJSON(ctx, s.st, keySampler+sm.ID, sm)
 		}
 	}
+	s.sweepEphemeral()
 	s.log.Info("state restored", "sessions", len(s.sessions), "runs", len(s.runs), "samplers", len(s.samplers))
 	return nil
 }

@@ -19,17 +19,30 @@ type CreateSessionInput struct {
 
 // CreateSession opens a client session for tenant.
 func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSessionInput) (*Session, error) {
+	md, err := NewMetadata(in.UserMetadata)
+	if err != nil {
+		return nil, err
+	}
 	now := s.now()
 	se := &Session{
-		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: in.UserMetadata,
+		ID: newID("sess_"), Owner: s.self, Tenant: tenant, Tags: in.Tags, UserMetadata: md,
 		SDKVersion: in.SDKVersion, ProjectID: in.ProjectID, DisplayName: in.DisplayName, CreatedAt: now, LastHeartbeat: now,
 	}
+	s.mu.Lock()
+	err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se.Tags, se.UserMetadata), 0)
+	if err == nil {
+		s.sessions[se.ID] = se // counted by the next check at once
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if err := putJSON(ctx, s.st, keySession+se.ID, se); err != nil {
+		s.mu.Lock()
+		delete(s.sessions, se.ID)
+		s.mu.Unlock()
 		return nil, classify(err)
 	}
-	s.mu.Lock()
-	s.sessions[se.ID] = se
-	s.mu.Unlock()
 	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: se.ID}), "session created",
 		"tenant", tenant, "sdk_version", in.SDKVersion)
 	c := *se
@@ -63,7 +76,8 @@ func (s *Service) liveSession(tenant, id string) (*Session, error) {
 	return se, nil
 }
 
-// Heartbeat keeps a session alive.
+// Heartbeat keeps a session alive. It writes the time alone (persistHeartbeat), never
+// the session record with its metadata.
 func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 	s.mu.Lock()
 	se, err := s.liveSession(tenant, id)
@@ -71,10 +85,10 @@ func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 		s.mu.Unlock()
 		return err
 	}
-	se.LastHeartbeat = s.now()
-	c := *se
+	now := s.now()
+	se.LastHeartbeat = now
 	s.mu.Unlock()
-	return classify(putJSON(ctx, s.st, keySession+c.ID, &c))
+	return classify(s.persistHeartbeat(ctx, id, now))
 }
 
 // ListSessions returns the tenant's session ids, newest first.

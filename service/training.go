@@ -79,6 +79,10 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	}
 	in.Lora.Alpha = float64(in.Lora.Rank) * mc.LoraAlphaRatio
 	runID = fmt.Sprintf("%s:train:%d", in.SessionID, in.ModelSeqID)
+	md, err := NewMetadata(in.UserMetadata)
+	if err != nil {
+		return "", "", err
+	}
 
 	s.mu.Lock()
 	if _, err := s.liveSession(tenant, in.SessionID); err != nil {
@@ -92,9 +96,13 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		}
 		return "", "", conflictf("training run %s already exists (model_seq_id %d was used by another create_model)", runID, in.ModelSeqID)
 	}
+	if err := s.checkNewRun(tenant, in.BaseModel, in.Lora, md); err != nil {
+		s.mu.Unlock()
+		return "", "", err
+	}
 	now := s.now()
 	r := &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
-		Lora: in.Lora, UserMetadata: in.UserMetadata, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
+		Lora: in.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
 	s.runs[runID] = r
 	s.mu.Unlock()
@@ -435,7 +443,13 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
 		}
 	}
+	if err == nil {
+		err = s.checkSaveQuota(r, in, typ, ephemeral)
+	}
 	s.mu.Unlock()
+	if err == nil && !in.Inflight {
+		err = s.checkDisk(tenant, s.saveBytes(r, typ == CkptTraining), op)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -456,6 +470,11 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 }
 
 func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
+	if ephemeral {
+		if err := s.makeRoomForEphemeral(ctx, r, fmt.Sprintf("%s:sample:%d", r.SessionID, *in.SamplerSeq)); err != nil {
+			return futures.Result{}, err
+		}
+	}
 	if ephemeral && in.Inflight {
 		dir, err := s.publishInflight(ctx, r)
 		if err != nil {
@@ -467,17 +486,24 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
+	release, err := s.reserveDisk(r.Tenant, s.saveBytes(r, typ == CkptTraining), "this save")
+	if err != nil {
+		return futures.Result{}, err
+	}
+	defer release()
 	if ephemeral {
 		s.mu.Lock()
 		r.EphemeralCount++
 		n := r.EphemeralCount
 		s.mu.Unlock()
-		dir := filepath.Join(s.runDir(r.ID), "_ephemeral", fmt.Sprint(n))
+		dir := s.ephemeralDir(r.ID, n)
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
+			_ = os.RemoveAll(dir)
 			return futures.Result{}, err
 		}
 		sm, err := s.newSampler(ctx, r.Tenant, r.SessionID, *in.SamplerSeq, r.BaseModel, "", dir, r.ID, true, false)
 		if err != nil {
+			_ = os.RemoveAll(dir) // no sampler uses them
 			return futures.Result{}, err
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)

@@ -117,6 +117,9 @@ const (
 	AttrClientCounter = "tuft.client_counter"
 	// AttrCheckpointPath is the tinker:// path of the checkpoint an operation made.
 	AttrCheckpointPath = "tuft.checkpoint_path"
+	// AttrQuotaLimit is the config key of the per-tenant quota that refused a request
+	// (limits.max_runs_per_tenant, ...), on its HTTP span.
+	AttrQuotaLimit = "tuft.quota_limit"
 	// AttrEncrypted says an export's files are age-encrypted (save_weights_external).
 	AttrEncrypted    = "tuft.encrypted"
 	AttrPromptTokens = "tuft.prompt_tokens"

@@ -454,6 +454,20 @@ def test_checkpoint_user_metadata(sc):
     assert next(c for c in rest.list_checkpoints(run_id).result().checkpoints if c.tinker_path == sp).user_metadata == {"k": "v"}
 
 
+@needs(since="0.27.1", why="user_metadata on saves")
+def test_quota_refusal_is_raised_not_retried(sc, record_property):
+    """A quota refusal (413/403) is raised at once naming the limit; the run goes on"""
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    big = {"blob": "x" * (70 << 10)}  # over limits.max_metadata_bytes (64 KiB by default)
+    msg = raises_promptly(lambda: tc.save_state("too-big", user_metadata=big).result(), "limits.max_metadata_bytes", limit=10.0)
+    record_property("quota_refusal", msg[:120])
+    t0 = time.time()
+    out = tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    assert math.isfinite(loss_of(out))
+    assert time.time() - t0 < 1.0, "the operation after a quota refusal waited for its seq_id"
+
+
 @needs(since="0.34.0", why="ServiceClient(display_name=...)")
 def test_session_display_name_and_metadata():
     """Session display_name and user_metadata (GET session)"""

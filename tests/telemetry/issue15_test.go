@@ -5,14 +5,10 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tuft-go/tuft/internal/testenv"
-	"github.com/tuft-go/tuft/server"
 	"github.com/tuft-go/tuft/telemetry"
-	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
 // The features of issue 15 carry their spans, keys and metrics: the optimizer family on
@@ -21,16 +17,7 @@ import (
 // join_sampling_session and copy_weights; retrieve_futures' HTTP span carries the
 // sampling session.
 func TestIssue15FeaturesAreObservable(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tel, err := setup.New(context.Background(), telemetry.DefaultConfig(), "server", setup.WithSpanProcessor(rec),
-		setup.WithMetricReader(reader), setup.WithLogProcessor(&logCapture{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	s := testenv.StartWith(t, testenv.Config(t, t.TempDir(), "memory"), server.Options{Logger: tel.Logger(),
-		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments()})
+	s, rec, reader := observed(t, testenv.Config(t, t.TempDir(), "memory"))
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 
 	var se struct {

@@ -5,14 +5,10 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tuft-go/tuft/internal/testenv"
-	"github.com/tuft-go/tuft/server"
 	"github.com/tuft-go/tuft/telemetry"
-	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
 // The operations SDK 0.38 added carry the contract's spans, keys and metrics: a run
@@ -20,16 +16,7 @@ import (
 // the session's finish by its session id, and a refused operation counts as a failed
 // future of its operation type.
 func TestCreateViaLoadFinishAndRefusalsAreObservable(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tel, err := setup.New(context.Background(), telemetry.DefaultConfig(), "server", setup.WithSpanProcessor(rec),
-		setup.WithMetricReader(reader), setup.WithLogProcessor(&logCapture{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	s := testenv.StartWith(t, testenv.Config(t, t.TempDir(), "memory"), server.Options{Logger: tel.Logger(),
-		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments()})
+	s, rec, reader := observed(t, testenv.Config(t, t.TempDir(), "memory"))
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 
 	var se struct {
