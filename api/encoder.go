@@ -40,7 +40,7 @@ func (encoder) UnloadModel(modelID string) (futures.Result, error) {
 }
 
 func (encoder) ForwardBackward(res engine.ForwardResult, lossFn string) (futures.Result, error) {
-	b, err := wire.EncodeForwardBackwardOutputProto(res, lossFn)
+	b, err := wire.EncodeForwardBackwardOutputProto(forwardOutput(res), lossFn)
 	if err != nil {
 		return futures.Result{}, err
 	}
@@ -74,7 +74,7 @@ func (encoder) LoadWeights(path, modelID string) (futures.Result, error) {
 }
 
 func (encoder) Sample(res engine.SampleResult) (futures.Result, error) {
-	b, err := wire.EncodeSampleResponseProto(res)
+	b, err := wire.EncodeSampleResponseProto(sampleResponse(res))
 	if err != nil {
 		return futures.Result{}, err
 	}

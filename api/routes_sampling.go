@@ -63,7 +63,7 @@ func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string)
 	r = annotate(r, telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel})
 	id, err := h.svc.Sample(r.Context(), tenant, service.SampleInput{
 		SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
-		PayloadHash: payloadHash(body), Req: call.Req, PromptLogprobsLastN: call.PromptLogprobsLastN}, h.enc)
+		PayloadHash: payloadHash(body), Req: sampleRequest(call.Req), PromptLogprobsLastN: call.PromptLogprobsLastN}, h.enc)
 	if err != nil {
 		h.fail(w, r, err)
 		return

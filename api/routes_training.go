@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/api/wire"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -32,13 +31,7 @@ func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	r = annotate(r, telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
 		OperationType: telemetry.OpCreateModel, TrainingRunID: service.RunID(req.SessionID, req.ModelSeqID)})
-	lc := engine.LoraConfig{Rank: req.LoraConfig.Rank, TrainAttn: req.LoraConfig.TrainAttn, TrainMLP: req.LoraConfig.TrainMLP,
-		TrainUnembed: req.LoraConfig.TrainUnembed}
-	if req.LoraConfig.Seed != nil {
-		lc.Seed = *req.LoraConfig.Seed
-	} else {
-		lc.Seed = time.Now().UnixNano()
-	}
+	lc := loraConfig(*req.LoraConfig, time.Now().UnixNano())
 	id, runID, err := h.svc.CreateModel(r.Context(), tenant, service.CreateModelInput{
 		SessionID: req.SessionID, ModelSeqID: req.ModelSeqID, BaseModel: req.BaseModel, Lora: lc,
 		UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body), Optimizer: optimizer}, h.enc)
@@ -135,8 +128,7 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	if forwardRoute {
 		call.ForwardOnly = true
 	}
-	req := call.Req
-	req.Backward = !call.ForwardOnly
+	req := forwardRequest(call)
 	op = telemetry.OpForward
 	if req.Backward {
 		op = telemetry.OpForwardBackward
@@ -168,9 +160,9 @@ func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant strin
 		h.refuse(w, r, tenant, m, telemetry.OpOptimStep, invalid(err))
 		return
 	}
-	op := service.OptimParams{Optimizer: sp.Family, Adam: sp.Adam.Engine()}
+	op := service.OptimParams{Optimizer: sp.Family, Adam: adamParams(sp.Adam)}
 	if sp.Dimuon != nil {
-		d := sp.Dimuon.Engine()
+		d := dimuonParams(*sp.Dimuon)
 		op.Dimuon = &d
 	}
 	id, err := h.svc.OptimStep(r.Context(), tenant, m, op, h.enc)

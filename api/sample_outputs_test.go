@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tuft-go/tuft/api/wire"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 )
 
@@ -32,7 +31,7 @@ func TestSampleOutputsOverTheAPI(t *testing.T) {
 		}
 		return h.a.Do("POST", "/api/v1/asample", body, nil)
 	}
-	result := func(r *testenv.Response) engine.SampleResult {
+	result := func(r *testenv.Response) wire.SampleResponse {
 		t.Helper()
 		var f sampleFuture
 		r.JSON(t, &f)

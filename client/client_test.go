@@ -15,19 +15,18 @@ import (
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/client"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 )
 
-func datum(start, n int) engine.Datum {
+func datum(start, n int) wire.Datum {
 	toks := make([]int32, n)
 	tgt := make([]int64, n)
 	w := make([]float32, n)
 	for i := range toks {
 		toks[i], tgt[i], w[i] = int32(start+i), int64(start+i+1), 1
 	}
-	return engine.Datum{Tokens: toks, LossInputs: map[string]engine.Tensor{
-		"target_tokens": {DType: engine.Int64, Shape: []int{n}, I64: tgt}, "weights": {DType: engine.Float32, Shape: []int{n}, F32: w}}}
+	return wire.Datum{Tokens: toks, LossInputs: map[string]wire.Tensor{
+		"target_tokens": {DType: wire.Int64, Shape: []int{n}, I64: tgt}, "weights": {DType: wire.Float32, Shape: []int{n}, F32: w}}}
 }
 
 func TestAgainstARealServer(t *testing.T) {
@@ -46,10 +45,10 @@ func TestAgainstARealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := []engine.Datum{datum(20, 16), datum(60, 16)}
+	data := []wire.Datum{datum(20, 16), datum(60, 16)}
 	adam := wire.AdamParams{LearningRate: 5e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
 	// Pipelined: both steps are submitted before any result is read.
-	var fbs []*client.Future[engine.ForwardResult]
+	var fbs []*client.Future[wire.ForwardBackwardOutput]
 	var opts []*client.Future[map[string]float64]
 	for i := 0; i < 4; i++ {
 		fb, err := tc.ForwardBackward(ctx, data, "cross_entropy", nil)
@@ -68,8 +67,8 @@ func TestAgainstARealServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.Outputs) != 2 || len(r.Outputs[0]["logprobs"].F32) != 16 {
-			t.Fatalf("outputs %+v", r.Outputs)
+		if len(r.LossFnOutputs) != 2 || len(r.LossFnOutputs[0]["logprobs"].F32) != 16 {
+			t.Fatalf("outputs %+v", r.LossFnOutputs)
 		}
 		losses = append(losses, r.Metrics["loss:sum"])
 		if _, err := opts[i].Result(ctx); err != nil {

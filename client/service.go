@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tuft-go/tuft/api/wire"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
@@ -219,29 +218,29 @@ func (t *TrainingClient) submit(ctx context.Context, path string, contentType st
 }
 
 // ForwardBackward computes the loss and accumulates gradients for data.
-func (t *TrainingClient) ForwardBackward(ctx context.Context, data []engine.Datum, lossFn string, cfg map[string]float64) (*Future[engine.ForwardResult], error) {
+func (t *TrainingClient) ForwardBackward(ctx context.Context, data []wire.Datum, lossFn string, cfg map[string]float64) (*Future[wire.ForwardBackwardOutput], error) {
 	return t.fwd(ctx, data, lossFn, cfg, false)
 }
 
 // Forward computes the loss and per-token logprobs without gradients.
-func (t *TrainingClient) Forward(ctx context.Context, data []engine.Datum, lossFn string, cfg map[string]float64) (*Future[engine.ForwardResult], error) {
+func (t *TrainingClient) Forward(ctx context.Context, data []wire.Datum, lossFn string, cfg map[string]float64) (*Future[wire.ForwardBackwardOutput], error) {
 	return t.fwd(ctx, data, lossFn, cfg, true)
 }
 
-func (t *TrainingClient) fwd(ctx context.Context, data []engine.Datum, lossFn string, cfg map[string]float64, forwardOnly bool) (*Future[engine.ForwardResult], error) {
+func (t *TrainingClient) fwd(ctx context.Context, data []wire.Datum, lossFn string, cfg map[string]float64, forwardOnly bool) (*Future[wire.ForwardBackwardOutput], error) {
 	ctx, end := t.c.span(ctx, telemetry.SpanClientForwardBackward, attribute.String(telemetry.AttrTrainingRunID, t.ModelID),
 		attribute.Int(telemetry.AttrDataCount, len(data)))
 	id, err := t.submit(ctx, "/api/v1/forward_backward", "application/x-protobuf", func(seq int64) ([]byte, error) {
 		return wire.EncodeForwardBackwardProto(wire.ForwardBackwardCall{ModelID: t.ModelID, SeqID: seq, ForwardOnly: forwardOnly,
-			Req: engine.ForwardRequest{Data: data, LossFn: lossFn, LossFnConfig: cfg}})
+			Req: wire.ForwardBackwardInput{Data: data, LossFn: lossFn, LossFnConfig: cfg}})
 	})
 	end(err)
 	if err != nil {
 		return nil, err
 	}
-	return newFuture(t.c, id, true, func(body []byte, ct string) (engine.ForwardResult, error) {
+	return newFuture(t.c, id, true, func(body []byte, ct string) (wire.ForwardBackwardOutput, error) {
 		if ct != "application/x-protobuf" {
-			return engine.ForwardResult{}, fmt.Errorf("tuft: forward_backward result came as %q, not protobuf", ct)
+			return wire.ForwardBackwardOutput{}, fmt.Errorf("tuft: forward_backward result came as %q, not protobuf", ct)
 		}
 		return wire.DecodeForwardBackwardOutputProto(body)
 	}), nil
@@ -366,11 +365,11 @@ func DefaultSampling(maxTokens int) SamplingParams {
 }
 
 // Sample draws n continuations of prompt.
-func (s *SamplingClient) Sample(ctx context.Context, prompt []int32, n int, p SamplingParams) (*Future[engine.SampleResult], error) {
+func (s *SamplingClient) Sample(ctx context.Context, prompt []int32, n int, p SamplingParams) (*Future[wire.SampleResponse], error) {
 	return s.sample(ctx, prompt, n, p, false)
 }
 
-func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p SamplingParams, promptLogprobs bool) (*Future[engine.SampleResult], error) {
+func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p SamplingParams, promptLogprobs bool) (*Future[wire.SampleResponse], error) {
 	ctx, end := s.c.span(ctx, telemetry.SpanClientSample, attribute.String(telemetry.AttrSamplingSessionID, s.ID),
 		attribute.Int(telemetry.AttrNumSamples, n))
 	s.mu.Lock()
@@ -403,9 +402,9 @@ func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p Sa
 	if err != nil {
 		return nil, err
 	}
-	return newFuture(s.c, f.RequestID, true, func(body []byte, ct string) (engine.SampleResult, error) {
+	return newFuture(s.c, f.RequestID, true, func(body []byte, ct string) (wire.SampleResponse, error) {
 		if ct != "application/x-protobuf" {
-			return engine.SampleResult{}, fmt.Errorf("tuft: sample result came as %q, not protobuf", ct)
+			return wire.SampleResponse{}, fmt.Errorf("tuft: sample result came as %q, not protobuf", ct)
 		}
 		return wire.DecodeSampleResponseProto(body)
 	}), nil

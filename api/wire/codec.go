@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
 // Error is a decoding error naming the offending field.
@@ -89,7 +88,7 @@ type ForwardBackwardCall struct {
 	SeqID       int64
 	HasSeqID    bool
 	ForwardOnly bool
-	Req         engine.ForwardRequest
+	Req         ForwardBackwardInput
 }
 
 func le32(b []byte) []int32 {
@@ -130,7 +129,7 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 		return nil, err
 	}
 	call := &ForwardBackwardCall{ModelID: m.ModelId, SeqID: int64(m.SeqId), HasSeqID: true, ForwardOnly: m.ForwardOnly,
-		Req: engine.ForwardRequest{LossFn: m.LossFn, LossFnConfig: cfg, LossFnTextConfig: text}}
+		Req: ForwardBackwardInput{LossFn: m.LossFn, LossFnConfig: cfg, LossFnTextConfig: text}}
 	if len(m.Data) == 0 {
 		return nil, errf("data", "is empty: at least one datum is required")
 	}
@@ -150,7 +149,7 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 				return nil, errf(fmt.Sprintf("%s.model_input[%d]", f, j), "only encoded_text chunks are supported (images and audio are not)")
 			}
 		}
-		inputs := map[string]engine.Tensor{}
+		inputs := map[string]Tensor{}
 		for name, t := range d.LossFnInputs {
 			et, err := tensorFromProto(t)
 			if err != nil {
@@ -162,7 +161,7 @@ func DecodeForwardBackwardProto(body []byte) (*ForwardBackwardCall, error) {
 		if err := checkProvenance(f, d, len(toks), tgt, hasTgt); err != nil {
 			return nil, err
 		}
-		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
+		call.Req.Data = append(call.Req.Data, Datum{Tokens: toks, LossInputs: inputs})
 	}
 	return call, nil
 }
@@ -201,18 +200,18 @@ func intsOf(shape []int64) []int {
 }
 
 // tensorFromProto decodes a dense or CSR tensor; INT32 widens to int64, BFLOAT16 to float32.
-func tensorFromProto(t *tinkerpb.Tensor) (engine.Tensor, error) {
-	var et engine.Tensor
+func tensorFromProto(t *tinkerpb.Tensor) (Tensor, error) {
+	var et Tensor
 	var width int
 	switch t.Dtype {
 	case tinkerpb.DType_DTYPE_FLOAT32:
-		et.DType, width = engine.Float32, 4
+		et.DType, width = Float32, 4
 	case tinkerpb.DType_DTYPE_BFLOAT16:
-		et.DType, width = engine.Float32, 2
+		et.DType, width = Float32, 2
 	case tinkerpb.DType_DTYPE_INT64:
-		et.DType, width = engine.Int64, 8
+		et.DType, width = Int64, 8
 	case tinkerpb.DType_DTYPE_INT32:
-		et.DType, width = engine.Int64, 4
+		et.DType, width = Int64, 4
 	default:
 		return et, errf("dtype", "%v is not supported (float32, bfloat16, int64 or int32)", t.Dtype)
 	}
@@ -283,33 +282,33 @@ func tensorFromProto(t *tinkerpb.Tensor) (engine.Tensor, error) {
 	return et, errf("encoding", "unknown tensor encoding")
 }
 
-func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, crow, col []int64) (engine.Tensor, error) {
+func csrToDense(dt DType, shape []int, n int, vf []float32, vi []int64, crow, col []int64) (Tensor, error) {
 	rows, cols := shape[0], shape[1]
 	nnz := len(vf) + len(vi)
 	if len(crow) != rows+1 {
-		return engine.Tensor{}, errf("sparse_csr.crow_indices", "has %d entries, want rows+1 = %d", len(crow), rows+1)
+		return Tensor{}, errf("sparse_csr.crow_indices", "has %d entries, want rows+1 = %d", len(crow), rows+1)
 	}
 	if len(col) != nnz {
-		return engine.Tensor{}, errf("sparse_csr.col_indices", "has %d entries but there are %d values", len(col), nnz)
+		return Tensor{}, errf("sparse_csr.col_indices", "has %d entries but there are %d values", len(col), nnz)
 	}
 	if crow[0] != 0 || crow[rows] != int64(nnz) {
-		return engine.Tensor{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
+		return Tensor{}, errf("sparse_csr.crow_indices", "must start at 0 and end at the number of values %d", nnz)
 	}
 	// Every index is checked before any is used: each row's range must lie within the
 	// values, so no forged array can index past them.
 	for r := 0; r < rows; r++ {
 		if crow[r+1] < crow[r] || crow[r+1] > int64(nnz) {
-			return engine.Tensor{}, errf("sparse_csr.crow_indices", "entry %d (%d) must be in [%d, %d]: the row ranges must not decrease or pass the %d values",
+			return Tensor{}, errf("sparse_csr.crow_indices", "entry %d (%d) must be in [%d, %d]: the row ranges must not decrease or pass the %d values",
 				r+1, crow[r+1], crow[r], nnz, nnz)
 		}
 	}
 	for k, c := range col {
 		if c < 0 || c >= int64(cols) {
-			return engine.Tensor{}, errf("sparse_csr.col_indices", "entry %d: column %d out of range [0, %d)", k, c, cols)
+			return Tensor{}, errf("sparse_csr.col_indices", "entry %d: column %d out of range [0, %d)", k, c, cols)
 		}
 	}
-	t := engine.Tensor{DType: dt, Shape: shape}
-	if dt == engine.Float32 {
+	t := Tensor{DType: dt, Shape: shape}
+	if dt == Float32 {
 		t.F32 = make([]float32, n)
 	} else {
 		t.I64 = make([]int64, n)
@@ -317,7 +316,7 @@ func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, c
 	for r := 0; r < rows; r++ {
 		for k := crow[r]; k < crow[r+1]; k++ {
 			c := col[k]
-			if dt == engine.Float32 {
+			if dt == Float32 {
 				t.F32[r*cols+int(c)] = vf[k]
 			} else {
 				t.I64[r*cols+int(c)] = vi[k]
@@ -327,85 +326,13 @@ func csrToDense(dt engine.DType, shape []int, n int, vf []float32, vi []int64, c
 	return t, nil
 }
 
-// TensorData is the JSON form of a tensor.
+// TensorData is the JSON form of a tensor (the SDK's TensorData); decoded, a Tensor.
 type TensorData struct {
 	Data              []json.Number `json:"data"`
 	DType             string        `json:"dtype"`
 	Shape             []int64       `json:"shape,omitempty"`
 	SparseCrowIndices []int64       `json:"sparse_crow_indices,omitempty"`
 	SparseColIndices  []int64       `json:"sparse_col_indices,omitempty"`
-}
-
-func (td *TensorData) engine(name string) (engine.Tensor, error) {
-	dt := engine.Float32
-	switch td.DType {
-	case "float32", "float", "bfloat16":
-	case "int64", "int32", "int":
-		dt = engine.Int64
-	case "":
-		// The SDK coerces plain lists by key; do the same.
-		if name == "target_tokens" {
-			dt = engine.Int64
-		}
-	default:
-		return engine.Tensor{}, errf("dtype", "%q is not supported (float32 or int64)", td.DType)
-	}
-	vf := make([]float32, 0)
-	vi := make([]int64, 0)
-	for i, num := range td.Data {
-		if dt == engine.Float32 {
-			f, err := num.Float64()
-			if err != nil {
-				return engine.Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%q is not a number", num)
-			}
-			vf = append(vf, float32(f))
-		} else {
-			v, err := num.Int64()
-			if err != nil {
-				f, ferr := num.Float64()
-				if ferr != nil || f != math.Trunc(f) {
-					return engine.Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%q is not an integer", num)
-				}
-				v = int64(f)
-			}
-			vi = append(vi, v)
-		}
-	}
-	if td.SparseCrowIndices != nil || td.SparseColIndices != nil {
-		if len(td.Shape) != 2 {
-			return engine.Tensor{}, errf("shape", "a sparse tensor needs a 2-D shape, got %v", td.Shape)
-		}
-		n, err := shapeLen(td.Shape)
-		if err != nil {
-			return engine.Tensor{}, err
-		}
-		if dt == engine.Float32 {
-			vi = nil
-		} else {
-			vf = nil
-		}
-		return csrToDense(dt, intsOf(td.Shape), n, vf, vi, td.SparseCrowIndices, td.SparseColIndices)
-	}
-	t := engine.Tensor{DType: dt}
-	n := len(td.Data)
-	if dt == engine.Float32 {
-		t.F32 = vf
-	} else {
-		t.I64 = vi
-	}
-	if len(td.Shape) == 0 {
-		t.Shape = []int{n}
-		return t, nil
-	}
-	want, err := shapeLen(td.Shape)
-	if err != nil {
-		return t, err
-	}
-	if want != n {
-		return t, errf("shape", "%v describes %d elements but data has %d", td.Shape, want, n)
-	}
-	t.Shape = intsOf(td.Shape)
-	return t, nil
 }
 
 // ModelInput is the JSON prompt / model input.
@@ -443,12 +370,6 @@ func (mi ModelInput) tokens(field string) ([]int32, error) {
 		}
 	}
 	return out, nil
-}
-
-// DatumJSON is the JSON form of a datum.
-type DatumJSON struct {
-	ModelInput   ModelInput                 `json:"model_input"`
-	LossFnInputs map[string]json.RawMessage `json:"loss_fn_inputs"`
 }
 
 // DecodeForwardBackwardJSON decodes the JSON bodies of SDK 0.18–0.24's /forward_backward

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-
-	"github.com/tuft-go/tuft/engine"
 )
 
 // The JSON form of forward/forward_backward (SDK 0.18–0.24) carries long arrays of
@@ -80,7 +78,7 @@ type lossInput struct {
 	err error
 }
 
-// tensorJSON mirrors TensorData with its values already parsed.
+// tensorJSON is a TensorData (the JSON form of a Tensor) with its values parsed as float64s.
 type tensorJSON struct {
 	Data              numbers `json:"data"`
 	DType             string  `json:"dtype"`
@@ -230,24 +228,24 @@ func parseNumber(s []byte) (float64, bool) {
 	return f, true
 }
 
-// engine converts a parsed tensor (the loss input name, for the SDK's untyped lists).
-func (td *tensorJSON) engine(name string) (engine.Tensor, error) {
-	dt := engine.Float32
+// tensor converts a parsed tensor (the loss input name, for the SDK's untyped lists).
+func (td *tensorJSON) tensor(name string) (Tensor, error) {
+	dt := Float32
 	switch td.DType {
 	case "float32", "float", "bfloat16":
 	case "int64", "int32", "int":
-		dt = engine.Int64
+		dt = Int64
 	case "":
 		// The SDK coerces plain lists by key; do the same.
 		if name == "target_tokens" {
-			dt = engine.Int64
+			dt = Int64
 		}
 	default:
-		return engine.Tensor{}, errf("dtype", "%q is not supported (float32 or int64)", td.DType)
+		return Tensor{}, errf("dtype", "%q is not supported (float32 or int64)", td.DType)
 	}
 	var vf []float32
 	var vi []int64
-	if dt == engine.Float32 {
+	if dt == Float32 {
 		vf = make([]float32, len(td.Data))
 		for i, v := range td.Data {
 			vf[i] = float32(v)
@@ -256,22 +254,22 @@ func (td *tensorJSON) engine(name string) (engine.Tensor, error) {
 		vi = make([]int64, len(td.Data))
 		for i, v := range td.Data {
 			if v != math.Trunc(v) || math.Abs(v) > 1<<63 {
-				return engine.Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%v is not an integer", v)
+				return Tensor{}, errf(fmt.Sprintf("data[%d]", i), "%v is not an integer", v)
 			}
 			vi[i] = int64(v)
 		}
 	}
 	if td.SparseCrowIndices != nil || td.SparseColIndices != nil {
 		if len(td.Shape) != 2 {
-			return engine.Tensor{}, errf("shape", "a sparse tensor needs a 2-D shape, got %v", td.Shape)
+			return Tensor{}, errf("shape", "a sparse tensor needs a 2-D shape, got %v", td.Shape)
 		}
 		n, err := shapeLen(td.Shape)
 		if err != nil {
-			return engine.Tensor{}, err
+			return Tensor{}, err
 		}
 		return csrToDense(dt, intsOf(td.Shape), n, vf, vi, td.SparseCrowIndices, td.SparseColIndices)
 	}
-	t := engine.Tensor{DType: dt, F32: vf, I64: vi}
+	t := Tensor{DType: dt, F32: vf, I64: vi}
 	n := len(td.Data)
 	if len(td.Shape) == 0 {
 		t.Shape = []int{n}
@@ -350,14 +348,14 @@ func decodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardC
 	if m.ModelID == "" {
 		return nil, errf("model_id", "is required")
 	}
-	call := &ForwardBackwardCall{ModelID: m.ModelID, ForwardOnly: forwardOnly, Req: engine.ForwardRequest{LossFn: in.LossFn, LossFnConfig: in.LossFnConfig}}
+	call := &ForwardBackwardCall{ModelID: m.ModelID, ForwardOnly: forwardOnly, Req: ForwardBackwardInput{LossFn: in.LossFn, LossFnConfig: in.LossFnConfig}}
 	if m.SeqID != nil {
 		call.SeqID, call.HasSeqID = *m.SeqID, true
 	}
 	if len(in.Data) == 0 {
 		return nil, errf(field+".data", "is empty: at least one datum is required")
 	}
-	call.Req.Data = make([]engine.Datum, 0, len(in.Data))
+	call.Req.Data = make([]Datum, 0, len(in.Data))
 	for i := range in.Data {
 		d := &in.Data[i]
 		f := fmt.Sprintf("%s.data[%d]", field, i)
@@ -378,7 +376,7 @@ func decodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardC
 				toks = append(toks, c.Tokens.v...)
 			}
 		}
-		inputs := make(map[string]engine.Tensor, len(d.LossFnInputs))
+		inputs := make(map[string]Tensor, len(d.LossFnInputs))
 		for name, li := range d.LossFnInputs {
 			if li == nil {
 				return nil, errf(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), "is null")
@@ -386,14 +384,14 @@ func decodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardC
 			if li.err != nil {
 				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), li.err)
 			}
-			t, err := li.t.engine(name)
+			t, err := li.t.tensor(name)
 			if err != nil {
 				return nil, prefix(fmt.Sprintf("%s.loss_fn_inputs[%q]", f, name), err)
 			}
 			li.t.Data = nil // release the parsed numbers as soon as they are converted
 			inputs[name] = t
 		}
-		call.Req.Data = append(call.Req.Data, engine.Datum{Tokens: toks, LossInputs: inputs})
+		call.Req.Data = append(call.Req.Data, Datum{Tokens: toks, LossInputs: inputs})
 		d.ModelInput.Chunks = nil
 	}
 	return call, nil

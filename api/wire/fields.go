@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
 // Every field a Tinker SDK sends is either honoured or refused with an error naming it,
@@ -333,7 +332,7 @@ func (o *OptimStepRequest) typedParams(field string, raw []byte, untypedIsAdam b
 
 // DimuonParams are optimizer_params of type dimuon (SDK >= 0.30.4 sends type,
 // learning_rate, grad_clip_norm and beta1); damping and rank_lr_correction_exponent
-// are TuFT's, with the engine's defaults when absent.
+// are TuFT's, with DefaultDimuonParams' values when absent.
 type DimuonParams struct {
 	Type                     string  `json:"type"`
 	LearningRate             float64 `json:"learning_rate"`
@@ -344,16 +343,10 @@ type DimuonParams struct {
 }
 
 // DefaultDimuonParams are the defaults of the fields a request may omit (the
-// learning rate has none).
+// learning rate has none): beta1 0.9, damping 0.1, rank exponent 0.5, no clipping. They
+// are the engine's defaults too (api's TestDimuonDefaultsAreTheEngines checks it).
 func DefaultDimuonParams() DimuonParams {
-	d := engine.NewDimuonParams(0)
-	return DimuonParams{Type: "dimuon", Beta1: d.Beta1, Damping: d.Damping, RankLRCorrectionExponent: d.RankLRCorrectionExponent}
-}
-
-// Engine converts to the engine's type.
-func (p DimuonParams) Engine() engine.DimuonParams {
-	return engine.DimuonParams{LearningRate: p.LearningRate, GradClipNorm: p.GradClipNorm, Beta1: p.Beta1, Damping: p.Damping,
-		RankLRCorrectionExponent: p.RankLRCorrectionExponent}
+	return DimuonParams{Type: "dimuon", Beta1: 0.9, Damping: 0.1, RankLRCorrectionExponent: 0.5}
 }
 
 // FinishReason is the reason object of POST /sessions/{id}/finish.

@@ -6,14 +6,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-
-	"github.com/tuft-go/tuft/engine"
 )
 
 // Non-finite numbers in results encode as null; finite ones exactly as encoding/json does.
 func TestJSONResultsEncodeNonFiniteAsNull(t *testing.T) {
-	res := engine.ForwardResult{Metrics: map[string]float64{"loss:sum": math.NaN(), "x": math.Inf(1), "ok": 1.5},
-		Outputs: []map[string]engine.Tensor{{"logprobs": {DType: engine.Float32, Shape: []int{2}, F32: []float32{float32(math.Inf(-1)), -1}}}}}
+	res := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": math.NaN(), "x": math.Inf(1), "ok": 1.5},
+		LossFnOutputs: []map[string]Tensor{{"logprobs": {DType: Float32, Shape: []int{2}, F32: []float32{float32(math.Inf(-1)), -1}}}}}
 	pb, err := EncodeForwardBackwardOutputProto(res, "cross_entropy")
 	if err != nil {
 		t.Fatal(err)
@@ -25,9 +23,9 @@ func TestJSONResultsEncodeNonFiniteAsNull(t *testing.T) {
 	if !strings.Contains(string(b), `"loss:sum":null`) || !strings.Contains(string(b), `"ok":1.5`) || !strings.Contains(string(b), `[null,-1]`) {
 		t.Fatalf("forward result: %s", b)
 	}
-	sr := engine.SampleResult{Sequences: []engine.Sequence{{Tokens: []int32{1, 2}, Logprobs: []float32{float32(math.Inf(-1)), -0.5}}},
+	sr := SampleResponse{Sequences: []Sequence{{Tokens: []int32{1, 2}, Logprobs: []float32{float32(math.Inf(-1)), -0.5}}},
 		PromptLogprobs: []float32{float32(math.NaN()), float32(math.Inf(-1))},
-		TopKPrompt:     [][]engine.TokenLogprob{nil, {{Token: 3, Logprob: float32(math.Inf(-1))}}}}
+		TopKPrompt:     [][]TokenLogprob{nil, {{Token: 3, Logprob: float32(math.Inf(-1))}}}}
 	pb, err = EncodeSampleResponseProto(sr)
 	if err != nil {
 		t.Fatal(err)

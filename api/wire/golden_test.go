@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
 // Golden files of the wire formats, under testdata/golden:
@@ -195,12 +194,12 @@ func goldenResponses(t *testing.T) map[string][]byte {
 		out[name+".json"] = b
 	}
 
-	fwd := engine.ForwardResult{Metrics: map[string]float64{"loss:sum": 3.25},
-		Outputs: []map[string]engine.Tensor{
-			{"logprobs": {DType: engine.Float32, Shape: []int{3}, F32: []float32{-0.5, -1.25, -2}},
-				"elementwise_loss": {DType: engine.Float32, Shape: []int{3}, F32: []float32{0.5, 1.25, 2}}},
-			{"logprobs": {DType: engine.Float32, Shape: []int{2}, F32: []float32{-0.25, -4}},
-				"elementwise_loss": {DType: engine.Float32, Shape: []int{2}, F32: []float32{0.25, 4}}},
+	fwd := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": 3.25},
+		LossFnOutputs: []map[string]Tensor{
+			{"logprobs": {DType: Float32, Shape: []int{3}, F32: []float32{-0.5, -1.25, -2}},
+				"elementwise_loss": {DType: Float32, Shape: []int{3}, F32: []float32{0.5, 1.25, 2}}},
+			{"logprobs": {DType: Float32, Shape: []int{2}, F32: []float32{-0.25, -4}},
+				"elementwise_loss": {DType: Float32, Shape: []int{2}, F32: []float32{0.25, 4}}},
 		}}
 	pb, err := EncodeForwardBackwardOutputProto(fwd, "cross_entropy")
 	if err != nil {
@@ -212,13 +211,13 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	}
 	nan := float32(0)
 	nan /= nan // the first prompt token has no logprob
-	smp := engine.SampleResult{
-		Sequences: []engine.Sequence{
-			{Tokens: []int32{5, 6, 7}, Logprobs: []float32{-0.5, -0.75, -1}, StopReason: engine.StopReasonLength},
-			{Tokens: []int32{8}, Logprobs: []float32{-0.125}, StopReason: engine.StopReasonStop},
+	smp := SampleResponse{
+		Sequences: []Sequence{
+			{Tokens: []int32{5, 6, 7}, Logprobs: []float32{-0.5, -0.75, -1}, StopReason: StopReasonLength},
+			{Tokens: []int32{8}, Logprobs: []float32{-0.125}, StopReason: StopReasonStop},
 		},
 		PromptLogprobs: []float32{nan, -2.5, -3},
-		TopKPrompt:     [][]engine.TokenLogprob{nil, {{Token: 2, Logprob: -2.5}, {Token: 9, Logprob: -3.5}}, {{Token: 3, Logprob: -3}, {Token: 1, Logprob: -4}}},
+		TopKPrompt:     [][]TokenLogprob{nil, {{Token: 2, Logprob: -2.5}, {Token: 9, Logprob: -3.5}}, {{Token: 3, Logprob: -3}, {Token: 1, Logprob: -4}}},
 	}
 	if pb, err = EncodeSampleResponseProto(smp); err != nil {
 		t.Fatal(err)
@@ -230,14 +229,14 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	// The newer outputs (sdk_goldens.py checks the values the SDK reads from these):
 	// top-k of sampled tokens, target prompt logprobs in CSR (and dense) form, and
 	// alternative prompt tokens.
-	outs := engine.SampleResult{
-		Sequences: []engine.Sequence{
-			{Tokens: []int32{5, 6}, Logprobs: []float32{-0.5, -0.75}, StopReason: engine.StopReasonLength,
-				TopK: [][]engine.TokenLogprob{{{Token: 5, Logprob: -0.5}, {Token: 1, Logprob: -1.25}}, {{Token: 2, Logprob: -0.25}, {Token: 6, Logprob: -0.75}}}},
+	outs := SampleResponse{
+		Sequences: []Sequence{
+			{Tokens: []int32{5, 6}, Logprobs: []float32{-0.5, -0.75}, StopReason: StopReasonLength,
+				TopK: [][]TokenLogprob{{{Token: 5, Logprob: -0.5}, {Token: 1, Logprob: -1.25}}, {{Token: 2, Logprob: -0.25}, {Token: 6, Logprob: -0.75}}}},
 		},
-		PromptTargetLogprobs: &engine.PromptTargetLogprobs{Rows: 2, Cols: 3, Logprobs: []float32{-2.5, -3, -0.5},
+		PromptTargetLogprobs: &PromptTargetLogprobs{Rows: 2, Cols: 3, Logprobs: []float32{-2.5, -3, -0.5},
 			RowStarts: []int{0, 1, 3}, ColIdx: []int{0, 0, 2}},
-		PromptAltTokens: &engine.PromptAltTokens{K: 2, Tokens: []int32{4, 9, 3, 3}, Logprobs: []float32{-1.5, -2, -0.25, -0.25}},
+		PromptAltTokens: &PromptAltTokens{K: 2, Tokens: []int32{4, 9, 3, 3}, Logprobs: []float32{-1.5, -2, -0.25, -0.25}},
 	}
 	if out["sample_outputs.pb"], err = EncodeSampleResponseProto(outs); err != nil {
 		t.Fatal(err)
@@ -245,7 +244,7 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	if out["sample_outputs.json"], err = SampleResponseProtoToJSON(out["sample_outputs.pb"]); err != nil {
 		t.Fatal(err)
 	}
-	outs.PromptTargetLogprobs = &engine.PromptTargetLogprobs{Rows: 2, Cols: 3, Logprobs: []float32{-2.5, 0, 0, -3, 0, -0.5}}
+	outs.PromptTargetLogprobs = &PromptTargetLogprobs{Rows: 2, Cols: 3, Logprobs: []float32{-2.5, 0, 0, -3, 0, -0.5}}
 	if out["sample_outputs_dense.pb"], err = EncodeSampleResponseProto(outs); err != nil {
 		t.Fatal(err)
 	}

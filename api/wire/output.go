@@ -10,11 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
-func tensorBytes(t engine.Tensor) ([]byte, tinkerpb.DType) {
-	if t.DType == engine.Int64 {
+func tensorBytes(t Tensor) ([]byte, tinkerpb.DType) {
+	if t.DType == Int64 {
 		b := make([]byte, 8*len(t.I64))
 		for i, v := range t.I64 {
 			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
@@ -30,7 +29,7 @@ func tensorBytes(t engine.Tensor) ([]byte, tinkerpb.DType) {
 
 // recordSig identifies the layout of one datum's outputs; a new ArrayRecord starts
 // whenever it changes.
-func recordSig(out map[string]engine.Tensor) string {
+func recordSig(out map[string]Tensor) string {
 	names := make([]string, 0, len(out))
 	for n := range out {
 		names = append(names, n)
@@ -44,7 +43,7 @@ func recordSig(out map[string]engine.Tensor) string {
 	return s
 }
 
-func trailing(t engine.Tensor) []int64 {
+func trailing(t Tensor) []int64 {
 	if len(t.Shape) <= 1 {
 		return nil
 	}
@@ -56,7 +55,7 @@ func trailing(t engine.Tensor) []int64 {
 }
 
 // EncodeForwardBackwardOutputProto encodes a result as the SDK 0.25 ForwardBackwardOutput.
-func EncodeForwardBackwardOutputProto(res engine.ForwardResult, lossFn string) ([]byte, error) {
+func EncodeForwardBackwardOutputProto(res ForwardBackwardOutput, lossFn string) ([]byte, error) {
 	m := &tinkerpb.ForwardBackwardOutput{LossFnOutputType: "ArrayRecord", Metrics: res.Metrics}
 	if m.Metrics == nil {
 		m.Metrics = map[string]float64{}
@@ -77,7 +76,7 @@ func EncodeForwardBackwardOutputProto(res engine.ForwardResult, lossFn string) (
 		}
 		m.LossFnOutputs = append(m.LossFnOutputs, cur)
 	}
-	for _, out := range res.Outputs {
+	for _, out := range res.LossFnOutputs {
 		sig := recordSig(out)
 		if cur == nil || sig != curSig {
 			flush()
@@ -85,7 +84,7 @@ func EncodeForwardBackwardOutputProto(res engine.ForwardResult, lossFn string) (
 			curSig = sig
 			offsets = map[string][]int64{}
 			for name, t := range out {
-				_, dt := tensorBytes(engine.Tensor{DType: t.DType})
+				_, dt := tensorBytes(Tensor{DType: t.DType})
 				cur.Fields[name] = &tinkerpb.BatchedTensor{Dtype: dt, TrailingShape: trailing(t)}
 				offsets[name] = []int64{0}
 			}
@@ -102,25 +101,25 @@ func EncodeForwardBackwardOutputProto(res engine.ForwardResult, lossFn string) (
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }
 
-// ForwardBackwardOutput is a decoded result (client side, and the JSON form).
-type ForwardBackwardOutput struct {
-	LossFnOutputType string              `json:"loss_fn_output_type"`
-	LossFnOutputs    []map[string]Tensor `json:"loss_fn_outputs"`
-	Metrics          Metrics             `json:"metrics"`
+// fbOutputJSON is the JSON form of a ForwardBackwardOutput (SDK ≤ 0.24).
+type fbOutputJSON struct {
+	LossFnOutputType string                     `json:"loss_fn_output_type"`
+	LossFnOutputs    []map[string]tensorOutJSON `json:"loss_fn_outputs"`
+	Metrics          Metrics                    `json:"metrics"`
 }
 
-// Tensor is the JSON form of an output tensor.
-type Tensor struct {
+// tensorOutJSON is the JSON form of an output tensor.
+type tensorOutJSON struct {
 	Data  any    `json:"data"`
 	DType string `json:"dtype"`
 	Shape []int  `json:"shape"`
 }
 
-func jsonTensor(t engine.Tensor) Tensor {
-	if t.DType == engine.Int64 {
-		return Tensor{Data: t.I64, DType: "int64", Shape: t.Shape}
+func jsonTensor(t Tensor) tensorOutJSON {
+	if t.DType == Int64 {
+		return tensorOutJSON{Data: t.I64, DType: "int64", Shape: t.Shape}
 	}
-	return Tensor{Data: floatsJSON(t.F32), DType: "float32", Shape: t.Shape}
+	return tensorOutJSON{Data: floatsJSON(t.F32), DType: "float32", Shape: t.Shape}
 }
 
 // floatsJSON keeps NaN and infinities encodable (JSON has no literal for them).
@@ -137,16 +136,16 @@ func floatsJSON(f []float32) []any {
 }
 
 // DecodeForwardBackwardOutputProto decodes a ForwardBackwardOutput (client side).
-func DecodeForwardBackwardOutputProto(pb []byte) (engine.ForwardResult, error) {
+func DecodeForwardBackwardOutputProto(pb []byte) (ForwardBackwardOutput, error) {
 	var m tinkerpb.ForwardBackwardOutput
 	if err := proto.Unmarshal(pb, &m); err != nil {
-		return engine.ForwardResult{}, errf("body", "malformed ForwardBackwardOutput: %v", err)
+		return ForwardBackwardOutput{}, errf("body", "malformed ForwardBackwardOutput: %v", err)
 	}
-	res := engine.ForwardResult{Metrics: m.Metrics}
+	res := ForwardBackwardOutput{Metrics: m.Metrics}
 	for ri, rec := range m.LossFnOutputs {
-		outs := make([]map[string]engine.Tensor, rec.NumDatums)
+		outs := make([]map[string]Tensor, rec.NumDatums)
 		for i := range outs {
-			outs[i] = map[string]engine.Tensor{}
+			outs[i] = map[string]Tensor{}
 		}
 		for name, bt := range rec.Fields {
 			if len(bt.Offsets) != 8*(int(rec.NumDatums)+1) {
@@ -163,12 +162,12 @@ func DecodeForwardBackwardOutputProto(pb []byte) (engine.ForwardResult, error) {
 					return res, errf(fmt.Sprintf("loss_fn_outputs[%d].fields[%q].offsets", ri, name), "out of range")
 				}
 				chunk := bt.Data[a:b]
-				var t engine.Tensor
+				var t Tensor
 				switch bt.Dtype {
 				case tinkerpb.DType_DTYPE_FLOAT32:
-					t = engine.Tensor{DType: engine.Float32, F32: leF32(chunk)}
+					t = Tensor{DType: Float32, F32: leF32(chunk)}
 				case tinkerpb.DType_DTYPE_INT64:
-					t = engine.Tensor{DType: engine.Int64, I64: leI64(chunk)}
+					t = Tensor{DType: Int64, I64: leI64(chunk)}
 				default:
 					pt, err := tensorFromProto(&tinkerpb.Tensor{Dtype: bt.Dtype, Encoding: &tinkerpb.Tensor_Dense{Dense: chunk}})
 					if err != nil {
@@ -184,19 +183,19 @@ func DecodeForwardBackwardOutputProto(pb []byte) (engine.ForwardResult, error) {
 				outs[i][name] = t
 			}
 		}
-		res.Outputs = append(res.Outputs, outs...)
+		res.LossFnOutputs = append(res.LossFnOutputs, outs...)
 	}
 	return res, nil
 }
 
 // ForwardBackwardOutputJSON is the JSON form of a result (SDK ≤ 0.24).
-func ForwardBackwardOutputJSON(res engine.ForwardResult, lossFn string) ([]byte, error) {
-	o := ForwardBackwardOutput{LossFnOutputType: "ArrayRecord", Metrics: res.Metrics, LossFnOutputs: []map[string]Tensor{}}
+func ForwardBackwardOutputJSON(res ForwardBackwardOutput, lossFn string) ([]byte, error) {
+	o := fbOutputJSON{LossFnOutputType: "ArrayRecord", Metrics: res.Metrics, LossFnOutputs: []map[string]tensorOutJSON{}}
 	if o.Metrics == nil {
 		o.Metrics = map[string]float64{}
 	}
-	for _, out := range res.Outputs {
-		m := map[string]Tensor{}
+	for _, out := range res.LossFnOutputs {
+		m := map[string]tensorOutJSON{}
 		for n, t := range out {
 			m[n] = jsonTensor(t)
 		}
@@ -252,7 +251,7 @@ type SampleCall struct {
 	BaseModel         string
 	ModelPath         string
 	SeqID             int64
-	Req               engine.SampleRequest
+	Req               SampleInput
 	// PromptLogprobsLastN > 0 keeps prompt logprobs for the last N prompt tokens only.
 	PromptLogprobsLastN int
 }
@@ -353,7 +352,7 @@ func DecodeSampleRequest(body []byte) (*SampleCall, error) {
 	if err := m.checkSampleFields(len(toks)); err != nil {
 		return nil, err
 	}
-	c := &SampleCall{Req: engine.SampleRequest{Prompt: toks, NumSamples: 1, TopKPromptLogprobs: m.TopkPromptLogprobs,
+	c := &SampleCall{Req: SampleInput{Prompt: toks, NumSamples: 1, TopKPromptLogprobs: m.TopkPromptLogprobs,
 		TopKSampleLogprobs: m.TopkSampleLogprobs, PromptAltTokensK: m.PromptAltTokensK}}
 	if m.TargetPromptLogprobs != nil {
 		if c.Req.PromptTargets, err = promptTargets(m.TargetPromptLogprobs); err != nil {
@@ -382,7 +381,7 @@ func DecodeSampleRequest(body []byte) (*SampleCall, error) {
 		return nil, errf("topk_prompt_logprobs", "%d must not be negative", m.TopkPromptLogprobs)
 	}
 	p := m.SamplingParams
-	c.Req.Params = engine.SampleParams{Temperature: 1, TopK: -1, TopP: 1, Seed: p.Seed}
+	c.Req.Params = SampleParams{Temperature: 1, TopK: -1, TopP: 1, Seed: p.Seed}
 	if p.MaxTokens != nil {
 		if *p.MaxTokens < 1 {
 			return nil, errf("sampling_params.max_tokens", "%d must be at least 1", *p.MaxTokens)
@@ -414,16 +413,16 @@ func DecodeSampleRequest(body []byte) (*SampleCall, error) {
 const TopKSentinel = -99999.0
 
 // EncodeSampleResponseProto encodes a sampling result as the SDK 0.25 SampleResponse.
-func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
+func EncodeSampleResponseProto(res SampleResponse) ([]byte, error) {
 	m := &tinkerpb.SampleResponse{PromptCacheHitTokens: int32(res.PromptCacheHitTokens)}
 	for _, s := range res.Sequences {
 		tb := make([]byte, 4*len(s.Tokens))
 		for i, t := range s.Tokens {
 			binary.LittleEndian.PutUint32(tb[4*i:], uint32(t))
 		}
-		lb, _ := tensorBytes(engine.Tensor{DType: engine.Float32, F32: s.Logprobs})
+		lb, _ := tensorBytes(Tensor{DType: Float32, F32: s.Logprobs})
 		sr := tinkerpb.StopReason_STOP_REASON_STOP
-		if s.StopReason == engine.StopReasonLength {
+		if s.StopReason == StopReasonLength {
 			sr = tinkerpb.StopReason_STOP_REASON_LENGTH
 		}
 		sq := &tinkerpb.SampledSequence{StopReason: sr, Tokens: tb, Logprobs: lb}
@@ -433,7 +432,7 @@ func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
 		m.Sequences = append(m.Sequences, sq)
 	}
 	if res.PromptLogprobs != nil {
-		b, _ := tensorBytes(engine.Tensor{DType: engine.Float32, F32: res.PromptLogprobs})
+		b, _ := tensorBytes(Tensor{DType: Float32, F32: res.PromptLogprobs})
 		m.PromptLogprobs = b
 	}
 	if res.TopKPrompt != nil {
@@ -449,19 +448,19 @@ func EncodeSampleResponseProto(res engine.SampleResult) ([]byte, error) {
 }
 
 // DecodeSampleResponseProto decodes a SampleResponse (client side).
-func DecodeSampleResponseProto(pb []byte) (engine.SampleResult, error) {
+func DecodeSampleResponseProto(pb []byte) (SampleResponse, error) {
 	var m tinkerpb.SampleResponse
 	if err := proto.Unmarshal(pb, &m); err != nil {
-		return engine.SampleResult{}, errf("body", "malformed SampleResponse: %v", err)
+		return SampleResponse{}, errf("body", "malformed SampleResponse: %v", err)
 	}
-	res := engine.SampleResult{PromptCacheHitTokens: int(m.PromptCacheHitTokens)}
+	res := SampleResponse{PromptCacheHitTokens: int(m.PromptCacheHitTokens)}
 	for i, s := range m.Sequences {
 		if len(s.Tokens)%4 != 0 || len(s.Logprobs)%4 != 0 {
 			return res, errf(fmt.Sprintf("sequences[%d]", i), "arrays are not whole int32/float32 arrays")
 		}
-		sq := engine.Sequence{Tokens: le32(s.Tokens), Logprobs: leF32(s.Logprobs), StopReason: engine.StopReasonStop}
+		sq := Sequence{Tokens: le32(s.Tokens), Logprobs: leF32(s.Logprobs), StopReason: StopReasonStop}
 		if s.StopReason == tinkerpb.StopReason_STOP_REASON_LENGTH {
-			sq.StopReason = engine.StopReasonLength
+			sq.StopReason = StopReasonLength
 		}
 		if t := s.TopkSampledLogprobs; t != nil {
 			top, err := topkFromProto(fmt.Sprintf("sequences[%d].topk_sampled_logprobs", i), t)
@@ -471,7 +470,6 @@ func DecodeSampleResponseProto(pb []byte) (engine.SampleResult, error) {
 			sq.TopK = top
 		}
 		res.Sequences = append(res.Sequences, sq)
-		res.OutputTokens += len(sq.Tokens)
 	}
 	if m.PromptLogprobs != nil {
 		res.PromptLogprobs = leF32(m.PromptLogprobs)

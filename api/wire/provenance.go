@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
 // checkProvenance validates a datum's provenance spans (SDK >= 0.26, Datum.with_provenance):
@@ -16,7 +15,7 @@ import (
 // (only stable_reinforce, which it refuses, reads them), so a valid set is accepted and has
 // no effect. They are not refused: the SDK attaches them to every RL datum whatever the
 // loss (tinker-cookbook's RL loop does), and refusing them failed every cookbook RL recipe.
-func checkProvenance(field string, d *tinkerpb.Datum, nTokens int, targets engine.Tensor, hasTargets bool) error {
+func checkProvenance(field string, d *tinkerpb.Datum, nTokens int, targets Tensor, hasTargets bool) error {
 	if err := checkSpans(field+".model_input_spans", d.ModelInputSpans, nTokens, true); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
 // This file carries the sampling outputs of SDK 0.29-0.31 (topk_sample_logprobs,
@@ -17,7 +16,7 @@ import (
 // promptTargets decodes target_prompt_logprobs: an int64 [len(prompt)-1, K] tensor of
 // token ids (-1: none), dense or CSR. Its shape against the prompt, the ids against the
 // vocabulary and the CSR indices are checked by engine.ValidateSample, before queueing.
-func promptTargets(td *TensorData) (*engine.PromptTargets, error) {
+func promptTargets(td *TensorData) (*PromptTargets, error) {
 	const f = "target_prompt_logprobs"
 	switch td.DType {
 	case "int64", "int32":
@@ -46,7 +45,7 @@ func promptTargets(td *TensorData) (*engine.PromptTargets, error) {
 		}
 		ids[i] = int32(v)
 	}
-	t := &engine.PromptTargets{Rows: int(td.Shape[0]), Cols: int(td.Shape[1]), IDs: ids}
+	t := &PromptTargets{Rows: int(td.Shape[0]), Cols: int(td.Shape[1]), IDs: ids}
 	if td.SparseCrowIndices == nil && td.SparseColIndices == nil {
 		if len(ids) != n {
 			return nil, errf(f+".data", "has %d values; shape %v needs %d", len(ids), td.Shape, n)
@@ -72,7 +71,7 @@ func promptTargets(td *TensorData) (*engine.PromptTargets, error) {
 	if t.ColIdx, err = idx("sparse_col_indices", td.SparseColIndices); err != nil {
 		return nil, err
 	}
-	if len(t.RowStarts) == 0 { // engine.PromptTargets tells CSR by a non-nil RowStarts
+	if len(t.RowStarts) == 0 { // PromptTargets tells CSR by a non-nil RowStarts
 		return nil, errf(f+".sparse_crow_indices", "is empty; it needs rows+1 = %d entries", t.Rows+1)
 	}
 	return t, nil
@@ -80,7 +79,7 @@ func promptTargets(td *TensorData) (*engine.PromptTargets, error) {
 
 // topkProto is rows of (token, logprob) as the SDK's TopkLogprobs: row-major length×k
 // matrices, k the longest row, empty cells token 0 with logprob TopKSentinel.
-func topkProto(rows [][]engine.TokenLogprob) *tinkerpb.TopkLogprobs {
+func topkProto(rows [][]TokenLogprob) *tinkerpb.TopkLogprobs {
 	k := 0
 	for _, row := range rows {
 		k = max(k, len(row))
@@ -102,20 +101,20 @@ func topkProto(rows [][]engine.TokenLogprob) *tinkerpb.TopkLogprobs {
 }
 
 // topkFromProto reads a TopkLogprobs back (sentinel cells dropped).
-func topkFromProto(field string, t *tinkerpb.TopkLogprobs) ([][]engine.TokenLogprob, error) {
+func topkFromProto(field string, t *tinkerpb.TopkLogprobs) ([][]TokenLogprob, error) {
 	k, n := int(t.K), int(t.Length)
 	if len(t.TokenIds) != 4*n*k || len(t.Logprobs) != 4*n*k {
 		return nil, errf(field, "size does not match k×length")
 	}
 	ids, lps := le32(t.TokenIds), leF32(t.Logprobs)
-	out := make([][]engine.TokenLogprob, 0, n)
+	out := make([][]TokenLogprob, 0, n)
 	for i := 0; i < n; i++ {
-		var row []engine.TokenLogprob
+		var row []TokenLogprob
 		for j := 0; j < k; j++ {
 			if lps[i*k+j] == TopKSentinel {
 				continue
 			}
-			row = append(row, engine.TokenLogprob{Token: ids[i*k+j], Logprob: lps[i*k+j]})
+			row = append(row, TokenLogprob{Token: ids[i*k+j], Logprob: lps[i*k+j]})
 		}
 		out = append(out, row)
 	}
@@ -132,8 +131,8 @@ func int64Bytes(v []int) []byte {
 
 // targetLogprobsProto is target_prompt_logprobs' answer: a float32 tensor of the
 // request's shape and layout (the same CSR indices when it was sparse).
-func targetLogprobsProto(t *engine.PromptTargetLogprobs) *tinkerpb.Tensor {
-	vals, _ := tensorBytes(engine.Tensor{DType: engine.Float32, F32: t.Logprobs})
+func targetLogprobsProto(t *PromptTargetLogprobs) *tinkerpb.Tensor {
+	vals, _ := tensorBytes(Tensor{DType: Float32, F32: t.Logprobs})
 	m := &tinkerpb.Tensor{Dtype: tinkerpb.DType_DTYPE_FLOAT32, Shape: []int64{int64(t.Rows), int64(t.Cols)}}
 	if t.RowStarts != nil {
 		m.Encoding = &tinkerpb.Tensor_SparseCsr{SparseCsr: &tinkerpb.SparseCsr{Values: vals,
@@ -146,7 +145,7 @@ func targetLogprobsProto(t *engine.PromptTargetLogprobs) *tinkerpb.Tensor {
 
 // promptAltProto is prompt_alt_tokens' answer: int64 tokens and float32 logprobs, both
 // dense [len(prompt)-1, k].
-func promptAltProto(a *engine.PromptAltTokens) *tinkerpb.PromptAltTokens {
+func promptAltProto(a *PromptAltTokens) *tinkerpb.PromptAltTokens {
 	rows := 0
 	if a.K > 0 {
 		rows = len(a.Tokens) / a.K
@@ -156,8 +155,8 @@ func promptAltProto(a *engine.PromptAltTokens) *tinkerpb.PromptAltTokens {
 	for i, t := range a.Tokens {
 		toks[i] = int64(t)
 	}
-	tb, _ := tensorBytes(engine.Tensor{DType: engine.Int64, I64: toks})
-	lb, _ := tensorBytes(engine.Tensor{DType: engine.Float32, F32: a.Logprobs})
+	tb, _ := tensorBytes(Tensor{DType: Int64, I64: toks})
+	lb, _ := tensorBytes(Tensor{DType: Float32, F32: a.Logprobs})
 	return &tinkerpb.PromptAltTokens{
 		Tokens:   &tinkerpb.Tensor{Dtype: tinkerpb.DType_DTYPE_INT64, Shape: shape, Encoding: &tinkerpb.Tensor_Dense{Dense: tb}},
 		Logprobs: &tinkerpb.Tensor{Dtype: tinkerpb.DType_DTYPE_FLOAT32, Shape: shape, Encoding: &tinkerpb.Tensor_Dense{Dense: lb}},
@@ -173,7 +172,7 @@ func matrixShape(field string, t *tinkerpb.Tensor) (rows, cols int, err error) {
 }
 
 // targetLogprobsFromProto reads target_prompt_logprobs back (client side).
-func targetLogprobsFromProto(t *tinkerpb.Tensor) (*engine.PromptTargetLogprobs, error) {
+func targetLogprobsFromProto(t *tinkerpb.Tensor) (*PromptTargetLogprobs, error) {
 	const f = "target_prompt_logprobs"
 	rows, cols, err := matrixShape(f, t)
 	if err != nil {
@@ -182,7 +181,7 @@ func targetLogprobsFromProto(t *tinkerpb.Tensor) (*engine.PromptTargetLogprobs, 
 	if t.Dtype != tinkerpb.DType_DTYPE_FLOAT32 {
 		return nil, errf(f, "has dtype %v, want float32", t.Dtype)
 	}
-	out := &engine.PromptTargetLogprobs{Rows: rows, Cols: cols}
+	out := &PromptTargetLogprobs{Rows: rows, Cols: cols}
 	switch e := t.Encoding.(type) {
 	case *tinkerpb.Tensor_Dense:
 		if len(e.Dense) != 4*rows*cols {
@@ -211,7 +210,7 @@ func targetLogprobsFromProto(t *tinkerpb.Tensor) (*engine.PromptTargetLogprobs, 
 }
 
 // promptAltFromProto reads prompt_alt_tokens back (client side).
-func promptAltFromProto(a *tinkerpb.PromptAltTokens) (*engine.PromptAltTokens, error) {
+func promptAltFromProto(a *tinkerpb.PromptAltTokens) (*PromptAltTokens, error) {
 	const f = "prompt_alt_tokens"
 	rows, k, err := matrixShape(f+".tokens", a.GetTokens())
 	if err != nil {
@@ -225,10 +224,10 @@ func promptAltFromProto(a *tinkerpb.PromptAltTokens) (*engine.PromptAltTokens, e
 	if err != nil {
 		return nil, prefix(f+".logprobs", err)
 	}
-	if tokens.DType != engine.Int64 || lps.DType != engine.Float32 || len(tokens.I64) != rows*k || len(lps.F32) != rows*k {
+	if tokens.DType != Int64 || lps.DType != Float32 || len(tokens.I64) != rows*k || len(lps.F32) != rows*k {
 		return nil, errf(f, "tokens and logprobs must be int64 and float32 tensors of shape [%d, %d]", rows, k)
 	}
-	out := &engine.PromptAltTokens{K: k, Tokens: make([]int32, len(tokens.I64)), Logprobs: lps.F32}
+	out := &PromptAltTokens{K: k, Tokens: make([]int32, len(tokens.I64)), Logprobs: lps.F32}
 	for i, t := range tokens.I64 {
 		out.Tokens[i] = int32(t)
 	}
@@ -252,7 +251,7 @@ type PromptAltTokensJSON struct {
 
 // topkJSON is rows of (token, logprob) pairs in the JSON form of topk_prompt_logprobs
 // (null for an empty row).
-func topkJSON(rows [][]engine.TokenLogprob) []*[][2]any {
+func topkJSON(rows [][]TokenLogprob) []*[][2]any {
 	var out []*[][2]any
 	for _, row := range rows {
 		if len(row) == 0 {
@@ -268,12 +267,12 @@ func topkJSON(rows [][]engine.TokenLogprob) []*[][2]any {
 	return out
 }
 
-func targetLogprobsJSON(t *engine.PromptTargetLogprobs) *TensorDataOut {
+func targetLogprobsJSON(t *PromptTargetLogprobs) *TensorDataOut {
 	return &TensorDataOut{Data: Floats(t.Logprobs), DType: "float32", Shape: []int64{int64(t.Rows), int64(t.Cols)},
 		SparseCrowIndices: t.RowStarts, SparseColIndices: t.ColIdx}
 }
 
-func promptAltJSON(a *engine.PromptAltTokens) *PromptAltTokensJSON {
+func promptAltJSON(a *PromptAltTokens) *PromptAltTokensJSON {
 	rows := 0
 	if a.K > 0 {
 		rows = len(a.Tokens) / a.K

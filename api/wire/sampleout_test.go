@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/tuft-go/tuft/engine"
 )
 
 func sampleBody(extra string) []byte {
@@ -43,7 +41,8 @@ func TestDecodeSampleOutputsRequest(t *testing.T) {
 }
 
 // Malformed requests for the outputs are refused naming the field (the rest of the
-// checks, against the prompt and the vocabulary, are engine.ValidateSample's).
+// checks, against the prompt and the vocabulary, are engine.ValidateSample's, after
+// api's conversion: api.TestSampleOutputsRefusedByTheEngine).
 func TestDecodeSampleOutputsRefusals(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{`,"topk_sample_logprobs":-1`, "topk_sample_logprobs"},
@@ -65,33 +64,16 @@ func TestDecodeSampleOutputsRefusals(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming %q", tc.body, err, tc.want)
 		}
 	}
-	// Decoded, but refused by the engine's checks at the edge: rows against the prompt,
-	// ids against the vocabulary, forged CSR ranges.
-	c := engine.Config{VocabSize: 512, MaxPositions: 1024}
-	for _, tc := range []struct{ body, want string }{
-		{`,"target_prompt_logprobs":{"data":[1,2,3],"dtype":"int64","shape":[3,1]}`, "len(prompt)-1 = 2"},
-		{`,"target_prompt_logprobs":{"data":[1,512],"dtype":"int64","shape":[2,1]}`, "vocabulary"},
-		{`,"target_prompt_logprobs":{"data":[1],"dtype":"int64","shape":[2,1],"sparse_crow_indices":[0,5,1],"sparse_col_indices":[0]}`, "sparse_crow_indices"},
-		{`,"target_prompt_logprobs":{"data":[1],"dtype":"int64","shape":[2,1],"sparse_crow_indices":[0,1,1],"sparse_col_indices":[3]}`, "sparse_col_indices"},
-	} {
-		call, err := DecodeSampleRequest(sampleBody(tc.body))
-		if err != nil {
-			t.Fatalf("%s: %v", tc.body, err)
-		}
-		if err := engine.ValidateSample(c, call.Req); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want an error naming %q", tc.body, err, tc.want)
-		}
-	}
 }
 
 // A result with the outputs survives the protobuf round trip (the JSON conversion and
 // the Go client read it back that way).
 func TestSampleOutputsProtoRoundTrip(t *testing.T) {
-	res := engine.SampleResult{
-		Sequences: []engine.Sequence{{Tokens: []int32{3}, Logprobs: []float32{-1}, StopReason: engine.StopReasonStop,
-			TopK: [][]engine.TokenLogprob{{{Token: 3, Logprob: -1}, {Token: 4, Logprob: -2}}}}},
-		PromptTargetLogprobs: &engine.PromptTargetLogprobs{Rows: 2, Cols: 2, Logprobs: []float32{-1, -2}, RowStarts: []int{0, 0, 2}, ColIdx: []int{0, 1}},
-		PromptAltTokens:      &engine.PromptAltTokens{K: 1, Tokens: []int32{7, 8}, Logprobs: []float32{-0.5, -0.25}},
+	res := SampleResponse{
+		Sequences: []Sequence{{Tokens: []int32{3}, Logprobs: []float32{-1}, StopReason: StopReasonStop,
+			TopK: [][]TokenLogprob{{{Token: 3, Logprob: -1}, {Token: 4, Logprob: -2}}}}},
+		PromptTargetLogprobs: &PromptTargetLogprobs{Rows: 2, Cols: 2, Logprobs: []float32{-1, -2}, RowStarts: []int{0, 0, 2}, ColIdx: []int{0, 1}},
+		PromptAltTokens:      &PromptAltTokens{K: 1, Tokens: []int32{7, 8}, Logprobs: []float32{-0.5, -0.25}},
 	}
 	pb, err := EncodeSampleResponseProto(res)
 	if err != nil {
@@ -106,7 +88,7 @@ func TestSampleOutputsProtoRoundTrip(t *testing.T) {
 	}
 }
 
-func fmtResult(r engine.SampleResult) string {
+func fmtResult(r SampleResponse) string {
 	var b strings.Builder
 	for _, s := range r.Sequences {
 		b.WriteString(strings.TrimSpace(strings.ReplaceAll(fmtAny(s.TopK), "\n", " ")))

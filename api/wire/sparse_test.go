@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
-	"github.com/tuft-go/tuft/engine"
 )
 
 func i64bytes(v []int64) []byte {
@@ -88,7 +87,7 @@ func FuzzCSRToDense(f *testing.F) {
 			return
 		}
 		vf := make([]float32, nnz)
-		et, err := csrToDense(engine.Float32, intsOf(shape), n, vf, nil, leI64(crow), leI64(col))
+		et, err := csrToDense(Float32, intsOf(shape), n, vf, nil, leI64(crow), leI64(col))
 		if err == nil && len(et.F32) != n {
 			t.Fatalf("accepted a tensor of %d elements for shape %v", len(et.F32), shape)
 		}

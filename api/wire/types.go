@@ -4,6 +4,11 @@
 // Decoders validate everything they read and report errors that name the field.
 // Request fields are honoured or refused, never ignored (see DecodeRequest): a field a
 // newer SDK adds is accepted only while it holds its zero value.
+//
+// The package holds the Tinker domain types too (tinker.go: Datum, Tensor,
+// ForwardBackwardOutput, SampleInput, SampleResponse), what the codecs decode into and
+// encode from. It imports nothing of the engine, so the public client does not; package
+// api converts between these types and the engine's (api/convert.go).
 package wire
 
 import (
@@ -11,8 +16,6 @@ import (
 	"reflect"
 	"strconv"
 	"time"
-
-	"github.com/tuft-go/tuft/engine"
 )
 
 // ClientConfigResponse is what POST /client/config advertises.
@@ -265,12 +268,6 @@ func (a *AdamParams) UnmarshalJSON(b []byte) error {
 	}
 	*a = AdamParams(r)
 	return nil
-}
-
-// Engine converts to the engine's type.
-func (a AdamParams) Engine() engine.AdamParams {
-	return engine.AdamParams{LearningRate: a.LearningRate, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps,
-		WeightDecay: a.WeightDecay, GradClipNorm: a.GradClipNorm}
 }
 
 // OptimStepRequest is POST /optim_step: Adam's parameters in adam_params, or (SDK >=

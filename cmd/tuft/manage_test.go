@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/client"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 )
 
@@ -26,8 +26,8 @@ func TestManagementCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := engine.Datum{Tokens: []int32{1, 2, 3}, LossInputs: map[string]engine.Tensor{"target_tokens": {DType: engine.Int64, Shape: []int{3}, I64: []int64{2, 3, 4}}}}
-	fb, _ := tc.ForwardBackward(ctx, []engine.Datum{d}, "cross_entropy", nil)
+	d := wire.Datum{Tokens: []int32{1, 2, 3}, LossInputs: map[string]wire.Tensor{"target_tokens": {DType: wire.Int64, Shape: []int{3}, I64: []int64{2, 3, 4}}}}
+	fb, _ := tc.ForwardBackward(ctx, []wire.Datum{d}, "cross_entropy", nil)
 	if _, err := fb.Result(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/client"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/tokenizer"
 	"github.com/tuft-go/tuft/examples/internal/exenv"
 )
@@ -76,7 +75,7 @@ func run(ctx context.Context, url, key, model string, iters int, out io.Writer) 
 		if err != nil {
 			return [2]float64{}, err
 		}
-		var data []engine.Datum
+		var data []wire.Datum
 		var sum float64
 		var count int
 		var example string
@@ -140,7 +139,7 @@ func run(ctx context.Context, url, key, model string, iters int, out io.Writer) 
 
 // rlDatum is the cookbook's layout: the prompt positions carry no signal; every sampled
 // token gets the sequence's advantage and its sampling logprob.
-func rlDatum(prompt []int32, s engine.Sequence, adv float64) engine.Datum {
+func rlDatum(prompt []int32, s wire.Sequence, adv float64) wire.Datum {
 	ob := len(prompt) - 1
 	in := append(append([]int32(nil), prompt...), s.Tokens[:len(s.Tokens)-1]...)
 	n := len(in)
@@ -154,8 +153,8 @@ func rlDatum(prompt []int32, s engine.Sequence, adv float64) engine.Datum {
 			a[i] = float32(adv)
 		}
 	}
-	return engine.Datum{Tokens: in, LossInputs: map[string]engine.Tensor{
-		"target_tokens": {DType: engine.Int64, Shape: []int{n}, I64: tgt},
-		"logprobs":      {DType: engine.Float32, Shape: []int{n}, F32: lp},
-		"advantages":    {DType: engine.Float32, Shape: []int{n}, F32: a}}}
+	return wire.Datum{Tokens: in, LossInputs: map[string]wire.Tensor{
+		"target_tokens": {DType: wire.Int64, Shape: []int{n}, I64: tgt},
+		"logprobs":      {DType: wire.Float32, Shape: []int{n}, F32: lp},
+		"advantages":    {DType: wire.Float32, Shape: []int{n}, F32: a}}}
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/client"
-	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/tokenizer"
 	"github.com/tuft-go/tuft/examples/internal/exenv"
 )
@@ -41,14 +40,14 @@ func main() {
 }
 
 // datum builds a training example whose loss covers only the answer tokens.
-func datum(tok *tokenizer.Tokenizer, prompt, answer string) (engine.Datum, error) {
+func datum(tok *tokenizer.Tokenizer, prompt, answer string) (wire.Datum, error) {
 	p, err := tok.Encode(prompt)
 	if err != nil {
-		return engine.Datum{}, err
+		return wire.Datum{}, err
 	}
 	a, err := tok.Encode(answer)
 	if err != nil {
-		return engine.Datum{}, err
+		return wire.Datum{}, err
 	}
 	all := append(append([]int32(nil), p...), a...)
 	n := len(all) - 1
@@ -60,9 +59,9 @@ func datum(tok *tokenizer.Tokenizer, prompt, answer string) (engine.Datum, error
 			w[i] = 1
 		}
 	}
-	return engine.Datum{Tokens: all[:n], LossInputs: map[string]engine.Tensor{
-		"target_tokens": {DType: engine.Int64, Shape: []int{n}, I64: tgt},
-		"weights":       {DType: engine.Float32, Shape: []int{n}, F32: w}}}, nil
+	return wire.Datum{Tokens: all[:n], LossInputs: map[string]wire.Tensor{
+		"target_tokens": {DType: wire.Int64, Shape: []int{n}, I64: tgt},
+		"weights":       {DType: wire.Float32, Shape: []int{n}, F32: w}}}, nil
 }
 
 func complete(ctx context.Context, sc *client.SamplingClient, tok *tokenizer.Tokenizer, prompt string) (string, error) {
@@ -95,7 +94,7 @@ func run(ctx context.Context, url, key, model string, steps int, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	var data []engine.Datum
+	var data []wire.Datum
 	for _, f := range facts {
 		d, err := datum(tok, f.prompt, f.answer)
 		if err != nil {
