@@ -84,6 +84,20 @@ func TestPerTenantQuotas(t *testing.T) {
 		other func(t *testing.T, h *harness)
 	}{
 		{
+			name: "sessions", edit: func(l *config.Limits) { l.MaxSessionsPerTenant = 2 },
+			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
+				first := h.session(h.a)
+				h.session(h.a)
+				return func() *testenv.Response { return sessionWith(h.a, nil) },
+					func() { finish(h.a, first) }
+			},
+			status: http.StatusForbidden, key: "limits.max_sessions_per_tenant",
+			other: func(t *testing.T, h *harness) {
+				h.session(h.b)
+				h.session(h.b)
+			},
+		},
+		{
 			name: "runs", edit: func(l *config.Limits) { l.MaxRunsPerTenant = 2 },
 			run: func(t *testing.T, h *harness) (func() *testenv.Response, func()) {
 				sess := h.session(h.a)

@@ -295,6 +295,9 @@ type Limits struct {
 	// optimizer moments in float32, computed from each run's rank and its model's shape.
 	MaxRunsPerTenant         int   `yaml:"max_runs_per_tenant"`
 	MaxAdapterBytesPerTenant int64 `yaml:"max_adapter_bytes_per_tenant"`
+	// MaxSessionsPerTenant bounds a tenant's open client sessions (ServiceClients that
+	// have not finished and whose heartbeats have not lapsed).
+	MaxSessionsPerTenant int `yaml:"max_sessions_per_tenant"`
 	// MaxSamplersPerTenant bounds a tenant's open sampling sessions (those of
 	// save_weights_and_get_sampling_client included).
 	MaxSamplersPerTenant int `yaml:"max_samplers_per_tenant"`
@@ -347,7 +350,7 @@ func Default(home string) Config {
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
-			MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8,
+			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),

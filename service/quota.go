@@ -129,6 +129,27 @@ func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) err
 	return nil
 }
 
+// checkSessionQuota refuses one more open client session for tenant over
+// limits.max_sessions_per_tenant. Callers hold the sessions lock and insert the session
+// before releasing it.
+func (s *Service) checkSessionQuota(tenant string) error {
+	max := int64(s.cfg.Limits.MaxSessionsPerTenant)
+	now := s.now()
+	var n int64
+	var items []held
+	for _, se := range s.sessions.m {
+		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
+			n++
+			items = append(items, held{1, s.releaseAt(se.ID, now)})
+		}
+	}
+	if n+1 <= max {
+		return nil
+	}
+	return overQuota("limits.max_sessions_per_tenant", now, items, n+1-max, fmt.Sprintf("tenant %s has %d open sessions, the most limits.max_sessions_per_tenant (%d) allows: "+
+		"close clients you no longer use (ServiceClient.close, or a with block)", tenant, n, max))
+}
+
 // checkSamplerQuota refuses one more open sampling session for tenant over
 // limits.max_samplers_per_tenant; replacing is the id of a session the new one replaces
 // (not counted). Callers hold the sessions and samplers locks and insert the sampler

@@ -30,7 +30,10 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	}
 	rec := *se
 	s.lock(quotaLocks)
-	err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se.Tags, se.UserMetadata), 0)
+	err = s.checkSessionQuota(tenant)
+	if err == nil {
+		err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se.Tags, se.UserMetadata), 0)
+	}
 	if err == nil {
 		s.sessions.m[se.ID] = se // counted by the next check at once
 	}
