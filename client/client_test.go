@@ -107,6 +107,43 @@ func TestAgainstARealServer(t *testing.T) {
 	if err != nil || len(lps) != 4 {
 		t.Fatalf("logprobs %v %v", lps, err)
 	}
+	// The 0.38 sampling outputs: greedy, so each sampled token is the top-1 of its
+	// position; the target logprob of the next prompt token is its prompt logprob; k
+	// alternative draws at every position after the first.
+	greedy := client.SamplingParams{MaxTokens: 4, Temperature: 0, TopK: -1, TopP: 1}
+	of, err := scl.SampleWithOutputs(ctx, []int32{20, 21, 22, 23}, 1, greedy, client.SampleOutputs{TopKSampleLogprobs: 3,
+		TargetPromptLogprobs: [][]int32{{21, 5}, {22}, {23, -1}}, PromptAltTokensK: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := of.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq := out.Sequences[0]
+	if len(sq.TopK) != len(sq.Tokens) {
+		t.Fatalf("top-k rows %d for %d tokens", len(sq.TopK), len(sq.Tokens))
+	}
+	for i, row := range sq.TopK {
+		if len(row) != 3 || row[0].Token != sq.Tokens[i] {
+			t.Fatalf("token %d (%d): top-k %v", i, sq.Tokens[i], row)
+		}
+	}
+	tg := out.PromptTargetLogprobs
+	if tg == nil || tg.Rows != 3 || tg.Cols != 2 || len(tg.Logprobs) != 6 {
+		t.Fatalf("target logprobs %+v", tg)
+	}
+	for i, want := range lps[1:] {
+		if d := tg.Logprobs[i*2] - want; d > 1e-4 || d < -1e-4 {
+			t.Fatalf("target logprob of prompt token %d: %v, prompt logprob %v", i+1, tg.Logprobs[i*2], want)
+		}
+	}
+	if alt := out.PromptAltTokens; alt == nil || alt.K != 2 || len(alt.Tokens) != 3*2 {
+		t.Fatalf("alternative prompt tokens %+v", alt)
+	}
+	if _, err := scl.SampleWithOutputs(ctx, []int32{20, 21}, 1, greedy, client.SampleOutputs{TargetPromptLogprobs: [][]int32{{1}, {2}}}); err == nil {
+		t.Fatal("target rows not matching the prompt were sent")
+	}
 	// Resume exactly.
 	resumed, err := sc.CreateTrainingClientFromState(ctx, statePath, true)
 	if err != nil {

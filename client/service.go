@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -366,10 +367,55 @@ func DefaultSampling(maxTokens int) SamplingParams {
 
 // Sample draws n continuations of prompt.
 func (s *SamplingClient) Sample(ctx context.Context, prompt []int32, n int, p SamplingParams) (*Future[wire.SampleResponse], error) {
-	return s.sample(ctx, prompt, n, p, false)
+	return s.sample(ctx, prompt, n, p, false, SampleOutputs{})
 }
 
-func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p SamplingParams, promptLogprobs bool) (*Future[wire.SampleResponse], error) {
+// SampleOutputs asks a sample for outputs beside its sequences (SDK 0.38's sampling
+// outputs); the zero value asks for none.
+type SampleOutputs struct {
+	// TopKSampleLogprobs > 0 returns, for every sampled token, the k most likely tokens
+	// of the distribution it was drawn from (Sequence.TopK).
+	TopKSampleLogprobs int
+	// TargetPromptLogprobs has one row per prompt position after the first (row i scores
+	// prompt[i+1]): the token ids whose logprobs to return there
+	// (SampleResponse.PromptTargetLogprobs); shorter rows are padded with -1, which asks
+	// nothing. Nil asks for none.
+	TargetPromptLogprobs [][]int32
+	// PromptAltTokensK > 0 draws that many tokens at every prompt position after the
+	// first (SampleResponse.PromptAltTokens).
+	PromptAltTokensK int
+}
+
+// SampleWithOutputs is Sample that also asks for the outputs o names.
+func (s *SamplingClient) SampleWithOutputs(ctx context.Context, prompt []int32, n int, p SamplingParams, o SampleOutputs) (*Future[wire.SampleResponse], error) {
+	if o.TargetPromptLogprobs != nil && len(o.TargetPromptLogprobs) != len(prompt)-1 {
+		return nil, fmt.Errorf("tuft: TargetPromptLogprobs has %d rows; a prompt of %d tokens needs %d (one per position after the first)",
+			len(o.TargetPromptLogprobs), len(prompt), len(prompt)-1)
+	}
+	return s.sample(ctx, prompt, n, p, false, o)
+}
+
+// denseTargets is target_prompt_logprobs as the dense int64 tensor the API takes, rows
+// padded with -1 to the longest.
+func denseTargets(rows [][]int32) *wire.TensorData {
+	cols := 0
+	for _, r := range rows {
+		cols = max(cols, len(r))
+	}
+	data := make([]json.Number, 0, len(rows)*cols)
+	for _, r := range rows {
+		for j := range cols {
+			id := int32(-1)
+			if j < len(r) {
+				id = r[j]
+			}
+			data = append(data, json.Number(strconv.Itoa(int(id))))
+		}
+	}
+	return &wire.TensorData{Data: data, DType: "int64", Shape: []int64{int64(len(rows)), int64(cols)}}
+}
+
+func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p SamplingParams, promptLogprobs bool, o SampleOutputs) (*Future[wire.SampleResponse], error) {
 	ctx, end := s.c.span(ctx, telemetry.SpanClientSample, attribute.String(telemetry.AttrSamplingSessionID, s.ID),
 		attribute.Int(telemetry.AttrNumSamples, n))
 	s.mu.Lock()
@@ -395,7 +441,11 @@ func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p Sa
 		sp.Stop = &wire.Stop{Strings: p.Stop, Tokens: p.StopTokens}
 	}
 	req := wire.SampleRequest{NumSamples: &n, Prompt: wire.ModelInput{Chunks: []wire.Chunk{{Type: "encoded_text", Tokens: toks}}},
-		SamplingParams: sp, SamplingSessionID: &s.ID, SeqID: &seq, PromptLogprobs: &promptLogprobs, Type: "sample"}
+		SamplingParams: sp, SamplingSessionID: &s.ID, SeqID: &seq, PromptLogprobs: &promptLogprobs, Type: "sample",
+		TopkSampleLogprobs: o.TopKSampleLogprobs, PromptAltTokensK: o.PromptAltTokensK}
+	if o.TargetPromptLogprobs != nil {
+		req.TargetPromptLogprobs = denseTargets(o.TargetPromptLogprobs)
+	}
 	var f wire.UntypedAPIFuture
 	err := s.c.call(ctx, "POST", "/api/v1/asample", req, &f)
 	end(err)
@@ -412,7 +462,7 @@ func (s *SamplingClient) sample(ctx context.Context, prompt []int32, n int, p Sa
 
 // ComputeLogprobs returns log p(prompt[i] | prompt[:i]) for each position (NaN at 0).
 func (s *SamplingClient) ComputeLogprobs(ctx context.Context, prompt []int32) ([]float32, error) {
-	f, err := s.sample(ctx, prompt, 1, SamplingParams{MaxTokens: 1, Temperature: 1, TopK: -1, TopP: 1}, true)
+	f, err := s.sample(ctx, prompt, 1, SamplingParams{MaxTokens: 1, Temperature: 1, TopK: -1, TopP: 1}, true, SampleOutputs{})
 	if err != nil {
 		return nil, err
 	}
