@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -124,19 +123,11 @@ func (r *RestClient) DownloadExternal(ctx context.Context, path, dir string, ide
 // fetchFile writes one signed link's body (decrypted with identity, when given) to dst
 // through a temporary file, so dst is whole or untouched.
 func (r *RestClient) fetchFile(ctx context.Context, link, dst string, identity age.Identity) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", link, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := r.c.o.http.Do(req)
+	resp, err := r.getSigned(ctx, link)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return 0, &APIError{Status: resp.StatusCode, Body: string(b)}
-	}
 	var src io.Reader = resp.Body
 	if identity != nil {
 		if src, err = age.Decrypt(resp.Body, identity); err != nil {

@@ -127,19 +127,11 @@ func (r *RestClient) Download(ctx context.Context, path string, w io.Writer, pro
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", link, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := r.c.o.http.Do(req)
+	resp, err := r.getSigned(ctx, link)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return 0, &APIError{Status: resp.StatusCode, Body: string(b)}
-	}
 	var done int64
 	buf := make([]byte, 256<<10)
 	for {
@@ -167,4 +159,23 @@ func (r *RestClient) ListSessions(ctx context.Context) ([]string, error) {
 	var out wire.ListSessionsResponse
 	err := r.c.call(ctx, "GET", "/api/v1/sessions?limit=1000", nil, &out)
 	return out.Sessions, err
+}
+
+// getSigned fetches a signed link (it carries its own authorization); any answer but 200
+// is an *APIError with the body.
+func (r *RestClient) getSigned(ctx context.Context, link string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", link, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.c.o.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, &APIError{Status: resp.StatusCode, Body: string(b)}
+	}
+	return resp, nil
 }

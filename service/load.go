@@ -147,20 +147,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 			return enc.LoadWeights(in.Path, runID)
 		},
 	})
-	if err != nil {
-		s.lock(lkRuns)
-		delete(s.runs.m, runID)
-		s.unlock(lkRuns)
-		return "", "", s.submitError(err)
-	}
-	s.lock(lkRuns)
-	r.RequestID = id
-	rc := *r
-	s.unlock(lkRuns)
-	if err := putJSON(ctx, s.st, keyRun+runID, &rc); err != nil {
-		return "", "", classify(err)
-	}
-	return id, runID, nil
+	return s.settleCreation(ctx, r, id, err)
 }
 
 // settles reports whether an operation refused with cause has used up its seq_id: the

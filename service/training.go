@@ -131,9 +131,16 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 			return enc.CreateModel(r.ID)
 		},
 	})
+	return s.settleCreation(ctx, r, id, err)
+}
+
+// settleCreation finishes the submission of the operation that creates run r (create_model,
+// or load_weights creating the run): refused, the run is taken back out; accepted, the
+// run is stored with its request id.
+func (s *Service) settleCreation(ctx context.Context, r *Run, id string, err error) (requestID, runID string, _ error) {
 	if err != nil {
 		s.lock(lkRuns)
-		delete(s.runs.m, runID)
+		delete(s.runs.m, r.ID)
 		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
@@ -141,10 +148,10 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	r.RequestID = id
 	c := *r
 	s.unlock(lkRuns)
-	if err := putJSON(ctx, s.st, keyRun+runID, &c); err != nil {
+	if err := putJSON(ctx, s.st, keyRun+r.ID, &c); err != nil {
 		return "", "", classify(err)
 	}
-	return id, runID, nil
+	return id, r.ID, nil
 }
 
 func (s *Service) modelNames() []string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,19 +164,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	rep := benchReport{Tokens: o.tokens, Rank: o.rank, Steps: o.steps, Batches: o.batches, PromptTokens: benchPromptTokens,
 		SampleTokens: o.sampleTokens, CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
 		Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}
-	dir := o.modelDir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "tuft-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	dir, cleanup, err := benchModel(o.modelDir, o.preset, logf)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if o.modelDir == "" {
 		rep.Preset = o.preset
-		logf("writing preset %s to %s", o.preset, dir)
-		if err := benchWritePreset(o.preset, dir); err != nil {
-			return err
-		}
 	}
 	rep.ModelDir = dir
 
@@ -440,24 +433,17 @@ func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*
 		_, ord, _ := engine.ParseDevice(o.device)
 		args = append(args, "--device", fmt.Sprintf("cuda:%d", ord))
 	}
-	cmd := exec.Command(python, args...)
-	cmd.Env = referenceEnv()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", filepath.Base(python), filepath.Base(script), err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var ts benchSide
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ts); err != nil {
-		return nil, fmt.Errorf("parse reference output: %w\n%s", err, out.String())
+	last, err := runReference(python, args, stderr, &ts)
+	if err != nil {
+		return nil, err
 	}
 	if ts.Train.TokensPerS <= 0 {
-		return nil, errors.New("reference output lacks figures: " + lines[len(lines)-1])
+		return nil, errors.New("reference output lacks figures: " + last)
 	}
 	for _, b := range o.batches {
 		if ts.sample(b) == nil {
-			return nil, fmt.Errorf("reference output lacks sampling at batch %d: %s", b, lines[len(lines)-1])
+			return nil, fmt.Errorf("reference output lacks sampling at batch %d: %s", b, last)
 		}
 	}
 	return &ts, nil

@@ -71,20 +71,49 @@ func benchSamplingTorch(python, script, dir string, o samplingOptions, stderr io
 	args := []string{script, "--model", dir, "--requests", fmt.Sprint(o.requests), "--adapters", fmt.Sprint(o.adapters),
 		"--rank", fmt.Sprint(o.rank), "--prompt-tokens", fmt.Sprint(o.promptTokens), "--sample-tokens", fmt.Sprint(o.sampleTokens),
 		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0))}
+	var ts torchSampling
+	last, err := runReference(python, args, stderr, &ts)
+	if err != nil {
+		return nil, err
+	}
+	if ts.Batched.TokensPerS <= 0 || ts.Single.TokensPerS <= 0 {
+		return nil, errors.New("reference output lacks figures: " + last)
+	}
+	return &ts, nil
+}
+
+// runReference runs the PyTorch reference (args[0] is its script) and decodes the JSON
+// of the last line it prints into v.
+func runReference(python string, args []string, stderr io.Writer, v any) (last string, _ error) {
 	cmd := exec.Command(python, args...)
 	cmd.Env = referenceEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", filepath.Base(python), filepath.Base(script), err)
+		return "", fmt.Errorf("%s %s: %w", filepath.Base(python), filepath.Base(args[0]), err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var ts torchSampling
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ts); err != nil {
-		return nil, fmt.Errorf("parse reference output: %w\n%s", err, out.String())
+	last = lines[len(lines)-1]
+	if err := json.Unmarshal([]byte(last), v); err != nil {
+		return "", fmt.Errorf("parse reference output: %w\n%s", err, out.String())
 	}
-	if ts.Batched.TokensPerS <= 0 || ts.Single.TokensPerS <= 0 {
-		return nil, errors.New("reference output lacks figures: " + lines[len(lines)-1])
+	return last, nil
+}
+
+// benchModel is the model directory a bench runs on: dir when given, else preset
+// written to a temporary directory that cleanup removes.
+func benchModel(dir, preset string, logf func(string, ...any)) (_ string, cleanup func(), _ error) {
+	if dir != "" {
+		return dir, func() {}, nil
 	}
-	return &ts, nil
+	tmp, err := os.MkdirTemp("", "tuft-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	logf("writing preset %s to %s", preset, tmp)
+	if err := benchWritePreset(preset, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
 }

@@ -147,19 +147,13 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 
 	rep := samplingReport{Adapters: o.adapters, Tenants: o.tenants, Rank: o.rank, PromptTokens: o.promptTokens,
 		SampleTokens: o.sampleTokens, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), TargetRatio: 0.8, TargetTenants: 1.2}
-	dir := o.modelDir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "tuft-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	dir, cleanup, err := benchModel(o.modelDir, o.preset, logf)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if o.modelDir == "" {
 		rep.Preset = o.preset
-		logf("writing preset %s to %s", o.preset, dir)
-		if err := benchWritePreset(o.preset, dir); err != nil {
-			return err
-		}
 	}
 	rep.ModelDir = dir
 	var python, script string
