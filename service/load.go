@@ -120,12 +120,14 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	id, err := s.fut.Submit(ctx, futures.Task{
 		Tenant: tenant, QueueKey: runID, Ordered: true, SeqID: 0, OpType: telemetry.OpLoadWeights,
 		ModelID: runID, Pool: base, PayloadHash: in.PayloadHash,
+		// The task reads r.ID, not runID: a named result, written by the return below while
+		// the task may already run.
 		Run: func(ctx context.Context) (futures.Result, error) {
 			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, telemetry.OpLoadWeights))
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCLoadCheckpoint,
 				attribute.String(telemetry.AttrCheckpointType, src.Type), attribute.Int64(telemetry.AttrSeqID, 0),
 				attribute.String(telemetry.AttrOptimizerFamily, r.OptimizerOf()))
-			err := s.be.LoadState(ctx, base, runID, src.Dir, in.Optimizer, r.optimizer())
+			err := s.be.LoadState(ctx, base, r.ID, src.Dir, in.Optimizer, r.optimizer())
 			if err == nil {
 				// The loaded state is what a restart (or a worker that lost it) restores.
 				err = s.autosave(ctx, r, 0)
@@ -144,7 +146,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
-			return enc.LoadWeights(in.Path, runID)
+			return enc.LoadWeights(in.Path, r.ID)
 		},
 	})
 	return s.settleCreation(ctx, r, id, err)
