@@ -48,7 +48,7 @@ var layers = []struct {
 	{"engine/chat", 33},
 	{"engine/tokenizer", 33},
 	{"engine/safetensors", 33},
-	{"engine/gguf", 33}, // GGUF files (llama.cpp): reader here, writer for exports
+	{"engine/gguf", 33},              // GGUF files (llama.cpp): reader here, writer for exports
 	{"engine/cuda", 32},              // the CUDA device (driver and cuBLAS through purego)
 	{"engine/device/devicetest", 32}, // conformance suite for devices
 	{"engine/device", 31},            // the device interface and the CPU device
