@@ -45,8 +45,15 @@ func (w *Writer) Set(key string, value any) error {
 	return nil
 }
 
-// Has reports whether key is set.
-func (w *Writer) Has(key string) bool { return w.keys[key] }
+// Value is the value set for key (nil when it is not set).
+func (w *Writer) Value(key string) any {
+	for _, kv := range w.kv {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return nil
+}
 
 var goTypes = map[reflect.Kind]ValueType{
 	reflect.Uint8: TypeUint8, reflect.Int8: TypeInt8, reflect.Uint16: TypeUint16, reflect.Int16: TypeInt16,

@@ -44,6 +44,7 @@ var layers = []struct {
 	{"worker/workerpb", 45}, // the gRPC schema: a leaf shared by backend and worker
 	{"api/wire", 40},
 	{"api/wire/tinkerpb", 39},
+	{"engine/export", 35}, // weights out: PEFT, merged HF, GGUF, Modelfile (reads engine models)
 	{"engine", 34},
 	{"engine/chat", 33},
 	{"engine/tokenizer", 33},
