@@ -151,19 +151,45 @@ func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant s
 		h.fail(w, r, &service.Error{Kind: service.KindNotFound, Msg: "no route GET " + r.URL.Path})
 		return
 	}
+	// ?format= (and ?quant=) ask for an export (docs/export.md) instead of the tar of the
+	// checkpoint's files; an unknown one is a 400 before any link is signed. The link's
+	// token grants the checkpoint; the format rides along in its query.
+	format, quant := r.URL.Query().Get("format"), r.URL.Query().Get("quant")
+	if err := service.CheckExport(format, quant); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	tok, exp, err := h.svc.ArchiveToken(tenant, r.PathValue("run_id"), id, h.opt.ArchiveTTL)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", h.base(r)+"/api/v1/archive/"+url.PathEscape(tok))
+	link := h.base(r) + "/api/v1/archive/" + url.PathEscape(tok)
+	if format != "" {
+		q := url.Values{"format": {format}}
+		if quant != "" {
+			q.Set("quant", quant)
+		}
+		link += "?" + q.Encode()
+	}
+	w.Header().Set("Location", link)
 	w.Header().Set("Expires", exp.UTC().Format(http.TimeFormat))
 	w.WriteHeader(http.StatusFound)
 }
 
-// archiveDownload streams a tar of the checkpoint directory for a valid signed token.
+// archiveDownload streams a tar of the checkpoint directory for a valid signed token, or
+// with ?format= a tar of the checkpoint exported in that format.
 func (h *Handler) archiveDownload(w http.ResponseWriter, r *http.Request) {
-	c, err := h.svc.OpenArchive(r.PathValue("token"))
+	var c *service.Archive
+	var err error
+	if format, quant := r.URL.Query().Get("format"), r.URL.Query().Get("quant"); format != "" || quant != "" {
+		c, err = h.svc.OpenExport(r.Context(), r.PathValue("token"), format, quant)
+	} else {
+		c, err = h.svc.OpenArchive(r.PathValue("token"))
+	}
+	if err == nil {
+		defer c.Close()
+	}
 	if err != nil {
 		if errors.Is(err, service.ErrBadToken) {
 			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})

@@ -166,7 +166,7 @@ func (c *conn) do(ctx context.Context, method, path string, body []byte, content
 			req.Header.Set("Accept", accept)
 		}
 		hc := c.o.http
-		if strings.HasSuffix(path, "/archive") {
+		if route, _, _ := strings.Cut(path, "?"); strings.HasSuffix(route, "/archive") {
 			hc = c.noRedirect
 		}
 		resp, err := hc.Do(req)

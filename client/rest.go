@@ -95,11 +95,36 @@ func (r *RestClient) SetTTL(ctx context.Context, path string, ttl time.Duration)
 
 // ArchiveURL returns a signed, expiring link to a tar of the checkpoint.
 func (r *RestClient) ArchiveURL(ctx context.Context, path string) (string, time.Time, error) {
+	return r.archiveURL(ctx, path, "")
+}
+
+// ExportURL returns a signed, expiring link to a tar of the checkpoint exported in format
+// (peft, hf, gguf, gguf-lora; see the server's docs/export.md) with quant for the GGUF
+// formats (f16, bf16, q8_0; "" for the default). An unknown format is a 400 naming it.
+func (r *RestClient) ExportURL(ctx context.Context, path, format, quant string) (string, time.Time, error) {
+	q := url.Values{"format": {format}}
+	if quant != "" {
+		q.Set("quant", quant)
+	}
+	return r.archiveURL(ctx, path, "?"+q.Encode())
+}
+
+// DownloadExport streams the tar of the checkpoint exported in format into w (see
+// ExportURL and Download).
+func (r *RestClient) DownloadExport(ctx context.Context, path, format, quant string, w io.Writer, progress func(done, total int64)) (int64, error) {
+	link, _, err := r.ExportURL(ctx, path, format, quant)
+	if err != nil {
+		return 0, err
+	}
+	return r.download(ctx, link, w, progress)
+}
+
+func (r *RestClient) archiveURL(ctx context.Context, path, query string) (string, time.Time, error) {
 	run, ck, err := splitPath(path)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	resp, err := r.c.do(ctx, "GET", "/api/v1/training_runs/"+url.PathEscape(run)+"/checkpoints/"+ck+"/archive", nil, "", "application/json", true)
+	resp, err := r.c.do(ctx, "GET", "/api/v1/training_runs/"+url.PathEscape(run)+"/checkpoints/"+ck+"/archive"+query, nil, "", "application/json", true)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -127,6 +152,10 @@ func (r *RestClient) Download(ctx context.Context, path string, w io.Writer, pro
 	if err != nil {
 		return 0, err
 	}
+	return r.download(ctx, link, w, progress)
+}
+
+func (r *RestClient) download(ctx context.Context, link string, w io.Writer, progress func(done, total int64)) (int64, error) {
 	resp, err := r.getSigned(ctx, link)
 	if err != nil {
 		return 0, err

@@ -24,6 +24,9 @@ type Model struct {
 	W            *Weights[float32]
 	Tok          TextCodec // may be nil for weight-only tests
 	ChatTemplate string    // Jinja chat template from tokenizer_config.json, "" if none
+	// Dir is where the model was loaded from ("" when built in memory): its tokenizer
+	// files travel with a merged export (engine/export).
+	Dir string
 
 	dev  Device
 	dw   *devWeights[float32] // W on dev

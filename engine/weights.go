@@ -201,6 +201,7 @@ func Load(dir, name string, opts ...Option) (*Model, error) {
 		m.Tok = tok
 	}
 	m.ChatTemplate = readChatTemplate(dir)
+	m.Dir = dir
 	return m, nil
 }
 

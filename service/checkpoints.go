@@ -273,13 +273,22 @@ var ErrBadToken = errors.New("archive link is invalid or expired")
 
 // OpenArchive verifies a token and opens the archive of the checkpoint it grants.
 func (s *Service) OpenArchive(tok string) (*Archive, error) {
-	payload, err := s.verify(tok)
+	c, err := s.archiveCheckpoint(tok)
 	if err != nil {
 		return nil, err
 	}
+	return openArchive(c)
+}
+
+// archiveCheckpoint is the checkpoint a valid archive token grants.
+func (s *Service) archiveCheckpoint(tok string) (Checkpoint, error) {
+	payload, err := s.verify(tok)
+	if err != nil {
+		return Checkpoint{}, err
+	}
 	runID, kind, name, err := ParseTinkerPath(payload) // a file token's payload is no path
 	if err != nil {
-		return nil, ErrBadToken
+		return Checkpoint{}, ErrBadToken
 	}
 	s.lock(lkCkpts)
 	c, ok := s.ckpts.get(runID, kind+"/"+name)
@@ -289,9 +298,9 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 	}
 	s.unlock(lkCkpts)
 	if !ok {
-		return nil, notFoundf("checkpoint %s no longer exists", payload)
+		return Checkpoint{}, notFoundf("checkpoint %s no longer exists", payload)
 	}
-	return openArchive(cc)
+	return cc, nil
 }
 
 // WeightsInfo describes the checkpoint a tinker:// path names.

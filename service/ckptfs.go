@@ -115,10 +115,23 @@ type Archive struct {
 	Checkpoint Checkpoint
 	dir        string
 	files      []string
+	temp       string // an export's temporary directory, removed by Close
+	name       string // the download name, when not the checkpoint's own
+}
+
+// Close releases what the archive holds: an export's temporary files.
+func (a *Archive) Close() error {
+	if a.temp == "" {
+		return nil
+	}
+	return os.RemoveAll(a.temp)
 }
 
 // FileName is the archive's suggested download name.
 func (a *Archive) FileName() string {
+	if a.name != "" {
+		return a.name
+	}
 	return strings.ReplaceAll(a.Checkpoint.RunID, ":", "_") + "_" + a.Checkpoint.Name + ".tar"
 }
 

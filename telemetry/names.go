@@ -48,6 +48,8 @@ const (
 	SpanTBLoadState       = "training_backend.load_state"
 	SpanTBCreateAdapter   = "training_backend.create_adapter"
 	SpanTBRemoveAdapter   = "training_backend.remove_adapter"
+	// SpanTBExport writes a checkpoint in an export format (docs/export.md).
+	SpanTBExport = "training_backend.export"
 
 	SpanSBSample        = "sampling_backend.sample"
 	SpanSBAddAdapter    = "sampling_backend.add_adapter"
@@ -110,6 +112,8 @@ const (
 	AttrOptimizerFamily = "tuft.optimizer_family"
 	// AttrSamplerKind is a sampler save's kind: snapshot or inflight.
 	AttrSamplerKind = "tuft.sampler_kind"
+	// AttrExportFormat is a checkpoint export's format: peft, hf, gguf or gguf-lora.
+	AttrExportFormat = "tuft.export_format"
 	// AttrCancelOutcome is what cancel_future did: cancelled_queued, cancelled_running
 	// or already_done.
 	AttrCancelOutcome = "tuft.cancel_outcome"

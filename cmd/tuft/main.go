@@ -36,9 +36,10 @@ func commands() []command {
 		{"runs", []string{"tuft runs list [--url URL] [--api-key KEY]", "tuft runs show RUN_ID [--url URL] [--api-key KEY]"},
 			"List or show training runs on a server.", []string{"list", "show"}, cmdRuns},
 		{"checkpoints", []string{"tuft checkpoints list [RUN_ID]", "tuft checkpoints download PATH [-o FILE]",
+			"tuft checkpoints export PATH --format peft|hf|gguf|gguf-lora [--quant f16|bf16|q8_0] [-o OUT] [--model DIR]",
 			"tuft checkpoints delete|publish|unpublish PATH"},
-			"Manage checkpoints on a server (each takes --url and --api-key).",
-			[]string{"list", "download", "delete", "publish", "unpublish"}, cmdCheckpoints},
+			"Manage checkpoints on a server (each takes --url and --api-key), or export a local one.",
+			[]string{"list", "download", "export", "delete", "publish", "unpublish"}, cmdCheckpoints},
 		{"smoke", []string{"tuft smoke [--config FILE] [--otlp-endpoint URL]"},
 			"Send one trace, metric batch and log through the telemetry pipeline; report the export.", nil, cmdSmoke},
 		{"bench", []string{"tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--torch auto|on|off] [--json] [flags]",
@@ -73,6 +74,9 @@ func usage(w io.Writer) {
 }
 
 func lookup(name string) (command, bool) {
+	if name == "checkpoint" { // the singular reads as naturally: tuft checkpoint export
+		name = "checkpoints"
+	}
 	for _, c := range commands() {
 		if c.name == name {
 			return c, true

@@ -141,9 +141,12 @@ var checkpointVerbs = map[string]struct {
 }
 
 func cmdCheckpoints(args []string) error {
-	sub, args, err := verb(args, "list", "download", "delete", "publish", "unpublish")
+	sub, args, err := verb(args, "list", "download", "export", "delete", "publish", "unpublish")
 	if err != nil {
 		return err
+	}
+	if sub == "export" {
+		return cmdCheckpointsExport(args)
 	}
 	v := checkpointVerbs[sub]
 	fs := newFlags("checkpoints "+sub, v.synopsis, v.summary)
