@@ -125,6 +125,10 @@ func writeFile(path string, w *gguf.Writer) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer os.Remove(f.Name())
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("export: %w", err)
+	}
 	if _, err := w.WriteTo(f); err != nil {
 		f.Close()
 		return fmt.Errorf("export %s: %w", filepath.Base(path), err)
