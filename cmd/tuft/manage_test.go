@@ -77,6 +77,23 @@ func TestManagementCommands(t *testing.T) {
 	if !names["adapter_config.json"] || !names["adapter_model.safetensors"] {
 		t.Fatalf("archive holds %v", names)
 	}
+	// tuft checkpoint export: through the server (a tinker:// path, flags after it), and
+	// a local checkpoint directory with the base model here; an unknown format is refused.
+	gg := filepath.Join(t.TempDir(), "gguf")
+	if out, err := exec.Command(bin, "checkpoint", "export", path, "--format", "gguf", "--quant", "q8_0", "-o", gg,
+		"--url", s.URL(), "--api-key", testenv.KeyA).CombinedOutput(); err != nil || !strings.Contains(string(out), "model-q8_0.gguf") {
+		t.Fatalf("checkpoint export: %v\n%s", err, out)
+	}
+	if mf, err := os.ReadFile(filepath.Join(gg, "Modelfile")); err != nil || !strings.Contains(string(mf), "FROM ./model-q8_0.gguf") {
+		t.Fatalf("Modelfile: %v\n%s", err, mf)
+	}
+	local := filepath.Join(t.TempDir(), "peft")
+	if out, err := exec.Command(bin, "checkpoints", "export", "--format", "peft", "-o", local, filepath.Join(t.TempDir(), "missing")).CombinedOutput(); err == nil {
+		t.Fatalf("export of a missing directory succeeded:\n%s", out)
+	}
+	if out, err := exec.Command(bin, "checkpoints", "export", "--format", "onnx", "-o", local, path).CombinedOutput(); err == nil || !strings.Contains(string(out), `"onnx"`) {
+		t.Fatalf("unknown format: %v\n%s", err, out)
+	}
 	// Hugging Face PEFT files: an export of a training checkpoint (--external: encrypted
 	// on the server, decrypted here, then deleted) and an external_weights checkpoint.
 	sf, _ := tc.SaveState(ctx, "st")
