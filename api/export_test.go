@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/client"
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/server"
 )
 
 func tarNames(t *testing.T, b []byte) []string {
@@ -85,5 +88,53 @@ func TestCheckpointExportRoute(t *testing.T) {
 	}
 	if _, err := rc.DownloadExport(context.Background(), path, "safetensors", "", io.Discard, nil); err == nil || !strings.Contains(err.Error(), "safetensors") {
 		t.Errorf("client, unknown format: %v", err)
+	}
+}
+
+// gatedExec is the in-process executor whose exports wait for a gate, so a test holds an
+// export running.
+type gatedExec struct {
+	*backend.Local
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedExec) Export(ctx context.Context, model, ckptDir, format, quant, out string) ([]string, error) {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Local.Export(ctx, model, ckptDir, format, quant, out)
+}
+
+// limits.max_exports_per_tenant: an export beyond it is a 429 with Retry-After naming the
+// key, and the slot is free again once the running export is written.
+func TestExportsPerTenantLimit(t *testing.T) {
+	cfg := testenv.Config(t, t.TempDir(), "memory")
+	models, infos, err := backend.LoadModels(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &gatedExec{Local: backend.NewLocal(models, infos), entered: make(chan struct{}, 4), gate: make(chan struct{})}
+	s := testenv.StartWith(t, cfg, server.Options{Executor: ex, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
+	model := h.model(h.a, h.session(h.a), 0, 4)
+	h.trainAndSave(model, "lim")
+	route := "/api/v1/training_runs/" + model + "/checkpoints/weights/lim/archive?format=hf"
+	link := func() string {
+		return h.a.Do("GET", route, nil, map[string]string{"Accept": "application/json"}).Header.Get("Location")
+	}
+	anon := testenv.NewClient(t, "", "")
+	first := make(chan *testenv.Response, 1)
+	go func() { first <- anon.Do("GET", link(), nil, nil) }()
+	<-ex.entered
+	d := anon.Do("GET", link(), nil, nil)
+	if d.Status != http.StatusTooManyRequests || d.Header.Get("Retry-After") == "" || !strings.Contains(string(d.Body), "limits.max_exports_per_tenant") {
+		t.Fatalf("second export: %d %v %s", d.Status, d.Header, d.Body)
+	}
+	close(ex.gate)
+	if r := <-first; r.Status != 200 {
+		t.Fatalf("first export: %d %s", r.Status, r.Body)
+	}
+	if d := anon.Do("GET", link(), nil, nil); d.Status != 200 {
+		t.Fatalf("export after the first finished: %d %s", d.Status, d.Body)
 	}
 }

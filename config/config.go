@@ -306,6 +306,10 @@ type Limits struct {
 	// loop makes one per iteration), so a newer one releases the run's oldest past this
 	// number, and also when the tenant is at limits.max_samplers_per_tenant.
 	MaxEphemeralSamplersPerRun int `yaml:"max_ephemeral_samplers_per_run"`
+	// MaxExportsPerTenant bounds a tenant's checkpoint exports running at once (a merged
+	// export holds a tensor of the model at a time and writes the model to a temporary
+	// directory): one more is answered 429 with Retry-After.
+	MaxExportsPerTenant int `yaml:"max_exports_per_tenant"`
 	// MaxMetadataBytes bounds one record's client metadata (a session's tags and
 	// user_metadata, a run's or a checkpoint's user_metadata, as JSON);
 	// MaxMetadataBytesPerTenant bounds all of a tenant's held in memory (its open
@@ -350,7 +354,7 @@ func Default(home string) Config {
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
-			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8,
+			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8, MaxExportsPerTenant: 1,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},
 		Telemetry: telemetry.DefaultConfig(),

@@ -73,6 +73,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"adapter bytes quota", "limits:\n  max_adapter_bytes_per_tenant: -1", "limits.max_adapter_bytes_per_tenant"},
 		{"samplers quota", "limits:\n  max_samplers_per_tenant: 0", "limits.max_samplers_per_tenant"},
 		{"ephemeral samplers per run", "limits:\n  max_ephemeral_samplers_per_run: 0", "limits.max_ephemeral_samplers_per_run"},
+		{"exports per tenant", "limits:\n  max_exports_per_tenant: 0", "limits.max_exports_per_tenant"},
 		{"metadata per record", "limits:\n  max_metadata_bytes: 0", "limits.max_metadata_bytes"},
 		{"metadata per tenant below one record", "limits:\n  max_metadata_bytes: 1000\n  max_metadata_bytes_per_tenant: 10", "limits.max_metadata_bytes_per_tenant"},
 		{"disk quota", "limits:\n  max_disk_bytes_per_tenant: 0", "limits.max_disk_bytes_per_tenant"},

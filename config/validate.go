@@ -198,6 +198,7 @@ func (c Config) Validate() error {
 		v   int64
 	}{{"limits.max_sessions_per_tenant", int64(l.MaxSessionsPerTenant)}, {"limits.max_runs_per_tenant", int64(l.MaxRunsPerTenant)}, {"limits.max_adapter_bytes_per_tenant", l.MaxAdapterBytesPerTenant},
 		{"limits.max_samplers_per_tenant", int64(l.MaxSamplersPerTenant)}, {"limits.max_ephemeral_samplers_per_run", int64(l.MaxEphemeralSamplersPerRun)},
+		{"limits.max_exports_per_tenant", int64(l.MaxExportsPerTenant)},
 		{"limits.max_metadata_bytes", int64(l.MaxMetadataBytes)},
 		{"limits.max_metadata_bytes_per_tenant", l.MaxMetadataBytesPerTenant}, {"limits.max_disk_bytes_per_tenant", l.MaxDiskBytesPerTenant}} {
 		if q.v < 1 {

@@ -52,6 +52,8 @@ type Service struct {
 
 	// quota holds disk space reserved by saves being written (quota.go).
 	quota quotaState
+	// exports counts each tenant's exports running (export.go).
+	exports exportSlots
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher

@@ -1,10 +1,14 @@
 package export
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/safetensors"
@@ -20,7 +24,7 @@ var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "specia
 // bfloat16, and the base's tokenizer files. It returns the names written.
 func writeHF(g merger, baseDir, dir string) ([]string, error) {
 	c := g.m.Cfg
-	head, untied := g.lmHead()
+	_, untied := g.lmHead()
 	names := []string{"config.json", "generation_config.json", "model.safetensors"}
 	cfg := hfConfig(c, !untied)
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
@@ -33,36 +37,37 @@ func writeHF(g merger, baseDir, dir string) ([]string, error) {
 	if err := writeJSON(filepath.Join(dir, "generation_config.json"), gen); err != nil {
 		return nil, err
 	}
-	var ts []safetensors.Tensor
-	bf := func(name string, shape []int, v []float32) {
-		ts = append(ts, safetensors.FromFloat32AsBF16(name, shape, v))
+	var ts []lazyTensor
+	bf := func(name string, shape []int, v func() []float32) {
+		ts = append(ts, lazyTensor{name: name, shape: shape, data: v})
 	}
+	val := func(v []float32) func() []float32 { return func() []float32 { return v } }
 	D := c.Hidden
-	bf("model.embed_tokens.weight", []int{c.VocabSize, D}, g.m.W.Embed)
+	bf("model.embed_tokens.weight", []int{c.VocabSize, D}, val(g.m.W.Embed))
 	if untied {
-		bf("lm_head.weight", []int{c.VocabSize, D}, head)
+		bf("lm_head.weight", []int{c.VocabSize, D}, func() []float32 { v, _ := g.lmHead(); return v })
 	}
-	bf("model.norm.weight", []int{D}, g.m.W.FinalNorm)
+	bf("model.norm.weight", []int{D}, val(g.m.W.FinalNorm))
 	for l := range g.m.W.Layers {
 		L := &g.m.W.Layers[l]
 		p := fmt.Sprintf("model.layers.%d.", l)
-		bf(p+"input_layernorm.weight", []int{D}, L.AttnNorm)
-		bf(p+"post_attention_layernorm.weight", []int{D}, L.MLPNorm)
+		bf(p+"input_layernorm.weight", []int{D}, val(L.AttnNorm))
+		bf(p+"post_attention_layernorm.weight", []int{D}, val(L.MLPNorm))
 		for pr := engine.Proj(0); pr < engine.NumLayerProj; pr++ {
-			w, out, in := g.proj(l, pr)
+			out, in := projDims(c, pr)
 			mod := "self_attn."
 			if pr >= engine.ProjGate {
 				mod = "mlp."
 			}
-			bf(p+mod+pr.ModuleName()+".weight", []int{out, in}, w)
+			bf(p+mod+pr.ModuleName()+".weight", []int{out, in}, func() []float32 { v, _, _ := g.proj(l, pr); return v })
 		}
 		if c.AttnBias {
-			bf(p+"self_attn.q_proj.bias", []int{len(L.Bq)}, L.Bq)
-			bf(p+"self_attn.k_proj.bias", []int{len(L.Bk)}, L.Bk)
-			bf(p+"self_attn.v_proj.bias", []int{len(L.Bv)}, L.Bv)
+			bf(p+"self_attn.q_proj.bias", []int{len(L.Bq)}, val(L.Bq))
+			bf(p+"self_attn.k_proj.bias", []int{len(L.Bk)}, val(L.Bk))
+			bf(p+"self_attn.v_proj.bias", []int{len(L.Bv)}, val(L.Bv))
 		}
 	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, map[string]string{"format": "pt"}); err != nil {
+	if err := writeBF16Safetensors(filepath.Join(dir, HFWeightsName), ts, map[string]string{"format": "pt"}); err != nil {
 		return nil, fmt.Errorf("export hf: %w", err)
 	}
 	for _, f := range tokenizerFiles {
@@ -120,4 +125,68 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	return nil
+}
+
+// lazyTensor is a tensor of the merged model, computed when it is written.
+type lazyTensor struct {
+	name  string
+	shape []int
+	data  func() []float32
+}
+
+// writeBF16Safetensors writes tensors as a bfloat16 safetensors file (the layout
+// engine/safetensors writes: tensors in name order, the header padded to 8 bytes),
+// computing one tensor at a time so that a merged export never holds the whole model
+// twice. It writes through a temporary file renamed into place.
+func writeBF16Safetensors(path string, ts []lazyTensor, meta map[string]string) error {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	hdr := map[string]any{"__metadata__": meta}
+	var off int64
+	for _, t := range ts {
+		n := int64(2)
+		for _, d := range t.shape {
+			n *= int64(d)
+		}
+		hdr[t.name] = map[string]any{"dtype": "BF16", "shape": t.shape, "data_offsets": [2]int64{off, off + n}}
+		off += n
+	}
+	hb, err := json.Marshal(hdr)
+	if err != nil {
+		return err
+	}
+	hb = append(hb, bytes.Repeat([]byte(" "), (8-len(hb)%8)%8)...)
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	bw := bufio.NewWriterSize(f, 1<<20)
+	werr := binary.Write(bw, binary.LittleEndian, uint64(len(hb)))
+	if werr == nil {
+		_, werr = bw.Write(hb)
+	}
+	for _, t := range ts {
+		if werr != nil {
+			break
+		}
+		v := t.data()
+		buf := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(buf[2*i:], safetensors.BF16FromFloat32(x))
+		}
+		_, werr = bw.Write(buf)
+	}
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	if werr == nil {
+		werr = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -3,9 +3,12 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/engine/export"
@@ -40,6 +43,11 @@ func (s *Service) OpenExport(ctx context.Context, tok, format, quant string) (*A
 	if err != nil {
 		return nil, err
 	}
+	if !s.exports.take(c.Tenant, s.cfg.Limits.MaxExportsPerTenant) {
+		return nil, &Error{Kind: KindTooMany, RetryAfter: 5 * time.Second, Limit: "limits.max_exports_per_tenant",
+			Msg: fmt.Sprintf("limits.max_exports_per_tenant: %d export(s) of this tenant are running; retry when one finishes", s.cfg.Limits.MaxExportsPerTenant)}
+	}
+	defer s.exports.give(c.Tenant)
 	tmp, err := os.MkdirTemp("", "tuft-export-")
 	if err != nil {
 		return nil, classify(err)
@@ -56,4 +64,32 @@ func (s *Service) OpenExport(ctx context.Context, tok, format, quant string) (*A
 	}
 	return &Archive{Checkpoint: c, dir: out, files: files, temp: tmp,
 		name: strings.ReplaceAll(c.RunID, ":", "_") + "_" + c.Name + "_" + format + ".tar"}, nil
+}
+
+// exportSlots counts each tenant's exports running (limits.max_exports_per_tenant). The
+// export is counted while it is written; streaming the finished files is not.
+type exportSlots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *exportSlots) take(tenant string, max int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	if e.n[tenant] >= max {
+		return false
+	}
+	e.n[tenant]++
+	return true
+}
+
+func (e *exportSlots) give(tenant string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n[tenant]--; e.n[tenant] <= 0 {
+		delete(e.n, tenant)
+	}
 }
