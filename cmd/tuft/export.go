@@ -55,8 +55,10 @@ func cmdCheckpointsExport(args []string) error {
 	}
 	path := pos[0]
 	dir := *out
-	if dir == "" {
-		dir = strings.NewReplacer("tinker://", "", "/", "_", ":", "_").Replace(strings.TrimSuffix(path, "/")) + "_" + *format
+	if dir == "" && strings.HasPrefix(path, "tinker://") {
+		dir = strings.NewReplacer("tinker://", "", "/", "_", ":", "_").Replace(path) + "_" + *format
+	} else if dir == "" {
+		dir = filepath.Base(filepath.Clean(path)) + "_" + *format
 	}
 	var files []string
 	if strings.HasPrefix(path, "tinker://") {
