@@ -4,11 +4,14 @@
 # answer as our engine does (docs/export.md states the tolerances):
 #   peft       peft 0.10 on transformers 4.40 (Debian's torch 1.13): logprobs within 1e-3, same greedy continuation
 #   hf         transformers: within 1e-3 of our engine on the exported bf16 weights, and within
-#              0.15 of our engine on the original float32 base + adapter; same greedy continuation
+#              0.1 of our engine on the original float32 base + adapter; same greedy continuation
 #   gguf       llama.cpp (llama-cpp-python): F16/BF16/Q8_0 merged models; gguf-lora with --lora on the
 #              exported base: the GGUF tokenizer's tokens, logprobs within the quant's tolerance,
 #              the same greedy continuation
 # Model: the built-in tiny preset, or TUFT_EXPORT_MODEL (a Hugging Face model directory).
+# The tolerances are the tiny preset's, a few times what it measures and below what a
+# missing q/k rotary permutation gives there (0.14); TUFT_EXPORT_TOL_SCALE multiplies the
+# rounding-bound ones (hf against float32, gguf) for a deeper model.
 # TUFT_EXPORT_SKIP_LLAMACPP=1 skips the llama.cpp checks (where it is not built).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -31,6 +34,8 @@ base="$(cat "$work/model_dir")"
 "$work/prep" ref -model "$base" -adapter "$work/ckpt" -out "$work/ref.json"
 "$work/prep" ref -model "$base" -adapter "$work/ckpt-lmhead" -out "$work/ref-lmhead.json"
 prompt="The quick brown fox"
+scale="${TUFT_EXPORT_TOL_SCALE:-1}"
+tol() { python3 -c "print($1 * $scale)"; }
 
 fails=0
 check() { # name, command...
@@ -51,18 +56,18 @@ echo "== hf (merged, bf16; the lm_head LoRA folded in)"
 tuft checkpoint export "$work/ckpt-lmhead" --format hf --model "$base" -o "$work/hf" >/dev/null
 "$work/prep" ref -model "$work/hf" -out "$work/ref-hf.json"
 check "transformers loads the merged export as our engine runs it" "$py_hf" "$here/verify_hf.py" hf "$work/hf" "$work/ref-hf.json" 1e-3
-check "the merged export answers as base + adapter (bf16 rounding)" "$py_hf" "$here/verify_hf.py" hf "$work/hf" "$work/ref-lmhead.json" 0.15
+check "the merged export answers as base + adapter (bf16 rounding)" "$py_hf" "$here/verify_hf.py" hf "$work/hf" "$work/ref-lmhead.json" "$(tol 0.1)"
 
 if [ -n "$py_cpp" ]; then
   echo "== gguf (merged) and gguf-lora, in llama.cpp"
-  declare -A tol=([f16]=0.05 [bf16]=0.15 [q8_0]=0.15)
+  declare -A qtol=([f16]=0.02 [bf16]=0.05 [q8_0]=0.08)
   for q in f16 bf16 q8_0; do
     tuft checkpoint export "$work/ckpt" --format gguf --quant "$q" --model "$base" -o "$work/gguf-$q" >/dev/null
-    check "llama.cpp runs the merged $q GGUF as our engine" "$py_cpp" "$here/verify_gguf.py" "$work/gguf-$q/model-$q.gguf" - "$work/ref.json" "${tol[$q]}" "$prompt"
+    check "llama.cpp runs the merged $q GGUF as our engine" "$py_cpp" "$here/verify_gguf.py" "$work/gguf-$q/model-$q.gguf" - "$work/ref.json" "$(tol "${qtol[$q]}")" "$prompt"
     check "the $q Modelfile names the GGUF" grep -q "^FROM ./model-$q.gguf" "$work/gguf-$q/Modelfile"
   done
   tuft checkpoint export "$work/ckpt" --format gguf-lora --quant f16 --model "$base" -o "$work/gguf-lora" >/dev/null
-  check "llama.cpp --lora on the exported base answers as our engine" "$py_cpp" "$here/verify_gguf.py" "$work/gguf-lora/base-f16.gguf" "$work/gguf-lora/adapter.gguf" "$work/ref.json" 0.05 "$prompt"
+  check "llama.cpp --lora on the exported base answers as our engine" "$py_cpp" "$here/verify_gguf.py" "$work/gguf-lora/base-f16.gguf" "$work/gguf-lora/adapter.gguf" "$work/ref.json" "$(tol 0.02)" "$prompt"
   check "the gguf-lora Modelfile has FROM and ADAPTER" grep -q "^ADAPTER ./adapter.gguf" "$work/gguf-lora/Modelfile"
 else
   echo "== gguf: skipped (TUFT_EXPORT_SKIP_LLAMACPP=1)"
