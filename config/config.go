@@ -257,6 +257,12 @@ type Limits struct {
 	// count and their total length in bytes.
 	MaxStopStrings     int `yaml:"max_stop_strings"`
 	MaxStopStringBytes int `yaml:"max_stop_string_bytes"`
+	// MaxChatMessages and MaxChatBytes bound a conversation the model's chat template
+	// renders (chat completions, Anthropic messages and count_tokens): its messages, and
+	// their roles' and contents' bytes together. Checked before rendering starts (400);
+	// the rendered prompt is also stopped as soon as it cannot fit the model's context.
+	MaxChatMessages int   `yaml:"max_chat_messages"`
+	MaxChatBytes    int64 `yaml:"max_chat_bytes"`
 	// MaxClientEvents and MaxClientEventBytes bound what one client telemetry request
 	// puts in the server's log: its events, and each text field of one.
 	MaxClientEvents     int `yaml:"max_client_events"`
@@ -346,7 +352,8 @@ func Default(home string) Config {
 		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
-			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
+			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096,
+			MaxChatMessages: 4096, MaxChatBytes: 8 << 20, MaxClientEvents: 100, MaxClientEventBytes: 8192,
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,

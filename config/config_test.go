@@ -65,6 +65,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"body budget below one request", "limits:\n  max_body_bytes_in_flight_per_tenant: 1024", "limits.max_body_bytes_in_flight_per_tenant"},
 		{"decompression ratio", "limits:\n  max_decompression_ratio: 1", "limits.max_decompression_ratio"},
 		{"stop strings", "limits:\n  max_stop_strings: -1", "limits.max_stop_strings"},
+		{"chat messages", "limits:\n  max_chat_messages: 0", "limits.max_chat_messages"},
+		{"chat bytes", "limits:\n  max_chat_bytes: -1", "limits.max_chat_bytes"},
 		{"sample top-k", "limits:\n  max_topk_sample_logprobs: 101", "limits.max_topk_sample_logprobs"},
 		{"alternative tokens", "limits:\n  max_prompt_alt_tokens_k: -1", "limits.max_prompt_alt_tokens_k"},
 		{"prompt output cells", "limits:\n  max_prompt_output_cells: -1", "limits.max_prompt_output_cells"},

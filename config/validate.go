@@ -213,6 +213,12 @@ func (c Config) Validate() error {
 	if l.MaxStopStringBytes < 0 {
 		bad("limits.max_stop_string_bytes", "%d must not be negative", l.MaxStopStringBytes)
 	}
+	if l.MaxChatMessages < 1 {
+		bad("limits.max_chat_messages", "%d must be at least 1", l.MaxChatMessages)
+	}
+	if l.MaxChatBytes < 1 {
+		bad("limits.max_chat_bytes", "%d must be at least 1", l.MaxChatBytes)
+	}
 	if l.MaxTopKSampleLogprobs < 0 || l.MaxTopKSampleLogprobs > 100 {
 		bad("limits.max_topk_sample_logprobs", "%d must be in [0, 100]", l.MaxTopKSampleLogprobs)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -97,7 +98,8 @@ func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
 		return err
 	}
 	bos, eos := specialTokens(*dir)
-	text, err := tpl.Render(msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
+	// The operator's own file: no request limits apply.
+	text, err := tpl.Render(context.Background(), msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
 	if err != nil {
 		return err
 	}

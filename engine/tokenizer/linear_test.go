@@ -112,3 +112,28 @@ func TestEncodeContextStopsAtTheLimitAndOnCancel(t *testing.T) {
 		t.Fatalf("a cancelled context, one long segment: %v", err)
 	}
 }
+
+// No token stands for more text than MaxTokenBytes: a text's length divided by it is at
+// most its token count.
+func TestMaxTokenBytesBoundsTokens(t *testing.T) {
+	for _, f := range []string{"testdata/tokenizer_tiny.json", "testdata/tokenizer_qwen2.json", "testdata/tokenizer_llama3.json"} {
+		tok, err := Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := tok.MaxTokenBytes()
+		if m <= 0 {
+			t.Fatalf("%s: MaxTokenBytes %d", f, m)
+		}
+		for _, s := range []string{chatText(50), strings.Repeat("=", 4000), strings.Repeat(" ", 3000), "hello world, this is text"} {
+			ids, err := tok.Encode(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s) > len(ids)*m {
+				t.Fatalf("%s: %d bytes in %d tokens, more than %d per token", f, len(s), len(ids), m)
+			}
+		}
+		t.Logf("%s: at most %d bytes per token", f, m)
+	}
+}

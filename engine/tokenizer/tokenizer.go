@@ -46,6 +46,9 @@ type Tokenizer struct {
 	// ignoreMerges (model.ignore_merges, as in Llama 3): a pre-token that is itself in
 	// the vocabulary becomes that token without applying merges.
 	ignoreMerges bool
+
+	boundOnce     sync.Once
+	maxTokenBytes int // MaxTokenBytes, computed once
 }
 
 type rawTokenizer struct {
