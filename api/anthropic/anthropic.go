@@ -211,9 +211,13 @@ func (m *messagesRequest) checkOptions() *apiError {
 
 // prompt renders the conversation with the model's chat template. A last message from
 // the assistant is a prefill: the reply continues it.
-func prompt(ctx context.Context, t *service.InferenceTarget, system json.RawMessage, msgs []json.RawMessage) ([]int32, *apiError, error) {
+func prompt(ctx context.Context, t *service.InferenceTarget, system json.RawMessage, msgs []json.RawMessage, lim config.Limits) ([]int32, *apiError, error) {
 	if len(msgs) == 0 {
 		return nil, invalid("messages: at least one message is required"), nil
+	}
+	// Refused before each message is parsed; the render checks it again (issue 22).
+	if len(msgs) > lim.MaxChatMessages {
+		return nil, invalid("messages: %d messages; at most %d are allowed (limits.max_chat_messages)", len(msgs), lim.MaxChatMessages), nil
 	}
 	var conv []service.ChatMessage
 	if len(system) > 0 && string(system) != "null" {
@@ -349,7 +353,7 @@ func parseMessages(ctx context.Context, body []byte, svc *service.Service, tenan
 	if err != nil {
 		return nil, textgen.Request{}, err
 	}
-	toks, e, err := prompt(ctx, t, m.System, m.Messages)
+	toks, e, err := prompt(ctx, t, m.System, m.Messages, lim)
 	if e != nil {
 		return nil, textgen.Request{}, e
 	}
@@ -574,7 +578,7 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		writeError(w, err)
 		return
 	}
-	toks, e, err := prompt(r.Context(), t, m.System, m.Messages)
+	toks, e, err := prompt(r.Context(), t, m.System, m.Messages, h.d.Service.Limits())
 	if e != nil {
 		writeError(w, e)
 		return

@@ -34,6 +34,10 @@ func checkChat(body []byte, lim config.Limits) (*chatCall, *apiError) {
 	if e := c.checkOptions(); e != nil {
 		return nil, e
 	}
+	// Refused before each message is parsed; the render checks it again (issue 22).
+	if len(c.Messages) > lim.MaxChatMessages {
+		return nil, invalid("messages", "invalid_value", "%d messages; at most %d are allowed (limits.max_chat_messages)", len(c.Messages), lim.MaxChatMessages)
+	}
 	msgs, e := parseMessages(c.Messages)
 	if e != nil {
 		return nil, e
