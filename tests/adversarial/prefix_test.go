@@ -3,6 +3,7 @@ package adversarial
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"sort"
@@ -51,8 +52,12 @@ func TestPrefixCacheIsNotSharedAcrossTenants(t *testing.T) {
 		t.Fatalf("publish: %d %s", r.Status, r.Body)
 	}
 	seqA, seqB := 1, 1
-	for i, target := range []map[string]any{{"base_model": testenv.Model}, {"model_path": saved.Path}} {
-		smA, smB := a.sampler(sessA, 10+i, target), b.sampler(sessB, 10+i, target)
+	for i, c := range []struct {
+		name   string
+		target map[string]any
+	}{{"base model", map[string]any{"base_model": testenv.Model}}, {"published adapter", map[string]any{"model_path": saved.Path}}} {
+		target := c.name
+		smA, smB := a.sampler(sessA, 10+i, maps.Clone(c.target)), b.sampler(sessB, 10+i, maps.Clone(c.target))
 		const n = 1500 // 93 whole blocks of 16 and 12 tokens
 		whole := n / 16 * 16
 		secret := tokens(100*i+3, n)
@@ -60,29 +65,29 @@ func TestPrefixCacheIsNotSharedAcrossTenants(t *testing.T) {
 		hit, uncached := sampleTimed(a, smA, seqA, tokens(100*i+50, n), 1)
 		seqA++
 		if hit != 0 {
-			t.Fatalf("%v: a fresh prompt hit %d tokens", target, hit)
+			t.Fatalf("%s: a fresh prompt hit %d tokens", target, hit)
 		}
 		sampleTimed(a, smA, seqA, secret, 1)
 		seqA++
 		hit, cached := sampleTimed(a, smA, seqA, secret, 1)
 		seqA++
 		if hit != whole {
-			t.Fatalf("%v: A's own repeat hit %d tokens, want %d", target, hit, whole)
+			t.Fatalf("%s: A's own repeat hit %d tokens, want %d", target, hit, whole)
 		}
 		hitB, latB := sampleTimed(b, smB, seqB, secret, 1)
 		seqB++
-		t.Logf("%v: uncached %s, A's repeat (cached) %s, B's same prompt %s with %d cache-hit tokens", target, uncached, cached, latB, hitB)
+		t.Logf("%s: uncached %s, A's repeat (cached) %s, B's same prompt %s with %d cache-hit tokens", target, uncached, cached, latB, hitB)
 		if hitB != 0 {
-			t.Fatalf("%v: tenant B's request hit %d tokens of tenant A's prompt", target, hitB)
+			t.Fatalf("%s: tenant B's request hit %d tokens of tenant A's prompt", target, hitB)
 		}
 		// No speedup: B's latency is nearer an uncached request's than a cached one's.
 		// (Where the cache saves little time on this machine the check cannot tell them
 		// apart, and the cache-hit count above is the proof.)
 		if uncached > 4*cached && latB < (uncached+cached)/2 {
-			t.Fatalf("%v: B's request took %s, as fast as a cached one (%s; uncached %s)", target, latB, cached, uncached)
+			t.Fatalf("%s: B's request took %s, as fast as a cached one (%s; uncached %s)", target, latB, cached, uncached)
 		}
 		if hit, _ := sampleTimed(b, smB, seqB, secret, 1); hit != whole {
-			t.Fatalf("%v: B's own repeat hit %d tokens, want %d", target, hit, whole)
+			t.Fatalf("%s: B's own repeat hit %d tokens, want %d", target, hit, whole)
 		}
 		seqB++
 	}
