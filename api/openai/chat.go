@@ -65,11 +65,11 @@ func parseChat(ctx context.Context, body []byte, svc *service.Service, tenant st
 	// client has gone (ctx).
 	text, err := t.RenderChat(ctx, cc.msgs, true)
 	if err != nil {
-		return nil, textgen.Request{}, contextExceeded(err)
+		return nil, textgen.Request{}, contextExceeded("messages", err)
 	}
 	toks, err := t.EncodePrompt(ctx, text)
 	if err != nil {
-		return nil, textgen.Request{}, contextExceeded(err)
+		return nil, textgen.Request{}, contextExceeded("messages", err)
 	}
 	param, mt := "max_completion_tokens", c.MaxCompletionTokens
 	if mt == nil {

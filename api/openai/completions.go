@@ -43,7 +43,7 @@ func parseCompletion(ctx context.Context, body []byte, svc *service.Service, ten
 		toks := pr.tokens
 		if pr.isText {
 			if toks, err = t.EncodePrompt(ctx, pr.text); err != nil {
-				return nil, textgen.Request{}, nil, contextExceeded(err)
+				return nil, textgen.Request{}, nil, contextExceeded("prompt", err)
 			}
 			texts[i] = pr.text
 		} else {
