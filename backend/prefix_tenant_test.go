@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"container/list"
 	"context"
 	"testing"
 )
@@ -72,5 +73,54 @@ func TestPrefixCacheFloodKeepsAnotherTenantsShare(t *testing.T) {
 	}
 	if v, f := pc.held("victim"), pc.held("flood"); v != 3 || f != 3 {
 		t.Fatalf("victim %d, flood %d entries, want 3 and 3", v, f)
+	}
+}
+
+// Under memory pressure the victim is the least recently used entry of the tenant whose
+// entries hold the most blocks, whoever holds the most entries; between tenants holding
+// as much, the older entry goes.
+func TestPrefixVictimByBlocks(t *testing.T) {
+	p := newPrefixCache(16, 100)
+	add := func(tenant string, blocks int) *prefixEntry {
+		tp := p.tenants[tenant]
+		if tp == nil {
+			tp = &tenantPrefixes{lru: list.New()}
+			p.tenants[tenant] = tp
+		}
+		e := &prefixEntry{tenant: tenant, toks: make([]int32, 16*blocks)}
+		e.el = tp.lru.PushFront(e)
+		tp.blocks += blocks
+		p.n++
+		p.touch(e)
+		return e
+	}
+	bigOld := add("big", 50) // one entry of 50 blocks
+	add("big", 1)
+	manyOld := add("many", 1) // five entries of 1 block
+	for range 4 {
+		add("many", 1)
+	}
+	if v := p.victim(true); v != bigOld {
+		t.Fatalf("by blocks: evicted %s's entry of %d tokens, want big's oldest", v.tenant, len(v.toks))
+	}
+	if v := p.victim(false); v != manyOld {
+		t.Fatalf("by entries: evicted %s's entry, want many's oldest", v.tenant)
+	}
+	tie := add("tie", 1) // five entries too, all newer than many's
+	for range 4 {
+		add("tie", 1)
+	}
+	if v := p.victim(false); v != manyOld {
+		t.Fatalf("a tie in entries: evicted %s's, want the older entry (many's)", v.tenant)
+	}
+	var many []*prefixEntry
+	for el := p.tenants["many"].lru.Front(); el != nil; el = el.Next() {
+		many = append(many, el.Value.(*prefixEntry))
+	}
+	for _, e := range many { // every one of many's entries used again: tie's are older now
+		p.touch(e)
+	}
+	if v := p.victim(false); v != tie {
+		t.Fatalf("a tie in entries after many's were used: evicted %s's, want tie's oldest", v.tenant)
 	}
 }
