@@ -53,7 +53,7 @@ if [ "$dry" = 1 ]; then
   device=cpu small=tiny big=smollm2-135m-shape big_tokens=64 torch=off
 fi
 python=${PYTHON:-python3}
-tuft() { "$bin/tuft" "$@"; }
+
 
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -73,7 +73,7 @@ if [ "$dry" = 1 ]; then req= run='TestGPUStreamedLoad|TestGPULoadPeakRSS'; fi
 (cd engine/cuda && TUFT_REQUIRE_GPU=$req step gpu-tests-cuda 60 "$bin/cuda.test" -test.count=1)
 
 # 2. The small model against PyTorch+PEFT.
-step bench-small 90 tuft bench engine --device "$device" --preset "$small" --tokens 512 --steps 3 \
+step bench-small 90 "$bin/tuft" bench engine --device "$device" --preset "$small" --tokens 512 --steps 3 \
   --sample-tokens 64 --batches 1,16,64 --torch "$torch" --python "$python" --json
 
 # 3. The 7B shape: write it (timed), load it alone (seconds, host peak RSS), bench it.
@@ -84,8 +84,8 @@ if [ "$dry" = 0 ] && [ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')"
 models=$(mktemp -d "$tmp/gpu-check-XXXXXX")
 trap 'rm -rf "$models"' EXIT
 step init-big 90 "$bin/tuft" model init --preset "$big" --out "$models/big"
-step load-big 60 tuft bench load --model "$models/big" --device "$device" --json
-step bench-big 150 tuft bench engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 2 \
+step load-big 60 "$bin/tuft" bench load --model "$models/big" --device "$device" --json
+step bench-big 150 "$bin/tuft" bench engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 2 \
   --sample-tokens 32 --batches 1,16 --torch "$torch" --python "$python" --json
 
 # 4. The server on the GPU with the Go SDK's SFT example (the built-in tiny model).
