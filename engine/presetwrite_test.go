@@ -2,6 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -103,4 +106,35 @@ func BenchmarkPresetFill(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = fillPreset("BF16", presetInit{std: 0.02}, 1, int64(i), buf)
 	}
+}
+
+// TestPresetBF16BytesIndependentOfCores: smollm2-135m-shape (270 MB of bfloat16, its
+// embedding 14 chunks) written with GOMAXPROCS 4 and with 1 is the same file.
+func TestPresetBF16BytesIndependentOfCores(t *testing.T) {
+	prev := runtime.GOMAXPROCS(4)
+	a := rssModel(t) // shared with the load tests; written now unless already written
+	runtime.GOMAXPROCS(1)
+	b := t.TempDir()
+	err := WritePreset("smollm2-135m-shape", b)
+	runtime.GOMAXPROCS(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := fileSHA256(t, filepath.Join(a, "model.safetensors")), fileSHA256(t, filepath.Join(b, "model.safetensors")); x != y {
+		t.Fatalf("GOMAXPROCS 4 wrote %s, GOMAXPROCS 1 wrote %s", x, y)
+	}
+}
+
+func fileSHA256(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
