@@ -75,3 +75,33 @@ func TestWriteParallelMatchesWriteFile(t *testing.T) {
 		t.Fatalf("WriteParallel's file differs from WriteFile's (%v, %v)", errA, errB)
 	}
 }
+
+// FuzzOpen: a mapped file of any bytes either fails to open or gives tensors whose data
+// lie inside the mapping and equal what Read reads.
+func FuzzOpen(f *testing.F) {
+	var buf bytes.Buffer
+	_ = Encode(&buf, []Tensor{FromFloat32("x", []int{2}, []float32{1, 2}), FromFloat32AsBF16("y", []int{1}, []float32{3})}, map[string]string{"k": "v"})
+	f.Add(buf.Bytes())
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(dir, "f.safetensors")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Open(path)
+		want, rerr := Read(bytes.NewReader(b), int64(len(b)), path)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("Open: %v, Read: %v", err, rerr)
+		}
+		if err != nil {
+			return
+		}
+		defer m.Close()
+		for i, x := range m.Tensors {
+			if !bytes.Equal(x.Data, want.Tensors[i].Data) {
+				t.Fatalf("tensor %s differs", x.Name)
+			}
+			m.Release(x)
+		}
+	})
+}
