@@ -67,7 +67,7 @@ note "gpu-check $( [ "$dry" = 1 ] && echo '(dry: CPU parts, small models)') → 
 
 # 1. GPU tests (on a machine without a GPU they skip, unless TUFT_CUDA_LIB_DIRS points at
 # the CPU emulation; a dry run then runs only the load tests).
-req=1 run=.
+req=1 run=GPU # the engine's CPU tests run in CI
 if [ "$dry" = 1 ]; then req= run='TestGPUStreamedLoad|TestGPULoadPeakRSS'; fi
 (cd engine && TUFT_REQUIRE_GPU=$req step gpu-tests-engine 150 "$bin/engine-cuda.test" -test.run "$run" -test.count=1 -test.v)
 (cd engine/cuda && TUFT_REQUIRE_GPU=$req step gpu-tests-cuda 60 "$bin/cuda.test" -test.count=1)
