@@ -21,9 +21,10 @@ type Device = device.Device[float32]
 type Model struct {
 	Name         string // the name clients use as base_model
 	Cfg          Config
-	W            *Weights[float32] // host copy; nil when Load streamed them to a GPU (loadstream.go)
-	Tok          TextCodec         // may be nil for weight-only tests
-	ChatTemplate string            // Jinja chat template from tokenizer_config.json, "" if none
+	// W is the host copy of the weights, nil when Load streamed them to a GPU (loadstream.go).
+	W            *Weights[float32]
+	Tok          TextCodec // may be nil for weight-only tests
+	ChatTemplate string    // Jinja chat template from tokenizer_config.json, "" if none
 
 	dev  Device
 	dw   *devWeights[float32] // W on dev
