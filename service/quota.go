@@ -40,10 +40,13 @@ import (
 // gone (the SDK heartbeats every 10 s): what it holds is freed when it expires.
 const staleHeartbeat = 30 * time.Second
 
-// quotaState holds disk space reserved by saves being written.
+// quotaState holds disk space reserved by saves being written, and the known sizes of
+// run directories (disk.go).
 type quotaState struct {
 	mu       sync.Mutex
 	reserved map[string]int64 // tenant → bytes
+	sizes    map[string]int64 // run → bytes under its directory, while known
+	gen      map[string]int64 // run → changes to its directory (a walk began before one is not kept)
 }
 
 // held is something a tenant holds, counted against a quota: its amount, and when the
@@ -93,6 +96,53 @@ func (s *Service) releaseAt(id string, now time.Time) time.Time {
 // created.
 func holdsAdapter(r *Run) bool { return r.State == RunCreating || r.State == RunReady }
 
+// holdsCopy reports whether a run made by copy_weights still holds its copy (or is
+// writing it). Callers hold the runs and checkpoints locks.
+func (s *Service) holdsCopy(r *Run) bool {
+	return r.Copy && (r.copying || len(s.ckpts.m[r.ID]) > 0)
+}
+
+// countRuns counts what limits.max_runs_per_tenant bounds for tenant: its live runs and
+// the copies it holds (issue 22, finding 7: copies were made outside the quota). A
+// copy is released by deleting its checkpoint; only a live run's session can make the
+// reaper free it. Callers hold quotaLocks.
+func (s *Service) countRuns(tenant string, now time.Time) (n int64, items []held) {
+	for _, r := range s.runs.m {
+		if r.Tenant != tenant {
+			continue
+		}
+		switch {
+		case holdsAdapter(r):
+			items = append(items, held{1, s.releaseAt(r.SessionID, now)})
+		case s.holdsCopy(r):
+			items = append(items, held{1, time.Time{}})
+		default:
+			continue
+		}
+		n++
+	}
+	return n, items
+}
+
+const freeRuns = "unload a run you no longer train (unload_model), delete copies you no longer need (the checkpoint copy_weights made), " +
+	"or close a client (ServiceClient.close) to release its runs"
+
+// runsOver is the refusal of one more run or copy over limits.max_runs_per_tenant (nil
+// within it). Callers hold quotaLocks.
+func (s *Service) runsOver(tenant string) error {
+	now := s.now()
+	n, items := s.countRuns(tenant, now)
+	if max := int64(s.cfg.Limits.MaxRunsPerTenant); n+1 > max {
+		return overQuota("limits.max_runs_per_tenant", now, items, n+1-max, fmt.Sprintf("tenant %s has %d live training runs and copies, the most limits.max_runs_per_tenant (%d) allows: %s",
+			tenant, n, max, freeRuns))
+	}
+	return nil
+}
+
+// checkCopyQuota refuses one more copy (copy_weights) over limits.max_runs_per_tenant.
+// Callers hold quotaLocks and insert the copy's run before releasing them.
+func (s *Service) checkCopyQuota(tenant string) error { return s.runsOver(tenant) }
+
 // adapterBytes is the executor memory of an adapter of lora on base: weights, gradients
 // and two optimizer moments, float32.
 func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
@@ -100,27 +150,26 @@ func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
 }
 
 // checkRunQuota refuses one more live run of rank lora on base for tenant over
-// limits.max_runs_per_tenant or limits.max_adapter_bytes_per_tenant. Callers hold the
-// sessions and runs locks and insert the run before releasing them, so two creations
+// limits.max_runs_per_tenant (live runs and copies) or limits.max_adapter_bytes_per_tenant.
+// Callers hold quotaLocks and insert the run before releasing them, so two creations
 // cannot both pass.
 func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) error {
 	lim := s.cfg.Limits
 	now := s.now()
 	add := s.adapterBytes(base, lora)
-	var n, bytes int64
-	var runs, mem []held
+	var bytes int64
+	var mem []held
 	for _, r := range s.runs.m {
 		if r.Tenant != tenant || !holdsAdapter(r) {
 			continue
 		}
 		b := s.adapterBytes(r.BaseModel, r.Lora.engine())
-		rel := s.releaseAt(r.SessionID, now)
-		n, bytes = n+1, bytes+b
-		runs, mem = append(runs, held{1, rel}), append(mem, held{b, rel})
+		bytes += b
+		mem = append(mem, held{b, s.releaseAt(r.SessionID, now)})
 	}
 	const free = "unload a run you no longer train (unload_model), or close a client (ServiceClient.close) to release its runs"
-	if max := int64(lim.MaxRunsPerTenant); n+1 > max {
-		return overQuota("limits.max_runs_per_tenant", now, runs, n+1-max, fmt.Sprintf("tenant %s has %d live training runs, the most limits.max_runs_per_tenant (%d) allows: %s", tenant, n, max, free))
+	if err := s.runsOver(tenant); err != nil {
+		return err
 	}
 	if max := lim.MaxAdapterBytesPerTenant; bytes+add > max {
 		return overQuota("limits.max_adapter_bytes_per_tenant", now, mem, bytes+add-max, fmt.Sprintf("a rank-%d adapter on %s takes %d bytes (weights, gradients, optimizer moments); tenant %s's live runs take %d of limits.max_adapter_bytes_per_tenant (%d): %s",
@@ -247,60 +296,6 @@ func (s *Service) saveBytes(r *Run, optimizer bool) int64 {
 	return copies*(4*engine.LoraParamCount(c, r.Lora.engine())+256*tensors) + 64<<10
 }
 
-// DiskUsage is the bytes tenant's runs hold under checkpoint_dir: checkpoints (exports
-// and copies included), sampler weights, autosaves and inflight targets.
-func (s *Service) DiskUsage(tenant string) int64 {
-	s.lock(lkRuns)
-	var dirs []string
-	for _, r := range s.runs.m {
-		if r.Tenant == tenant {
-			dirs = append(dirs, s.ckpts.files.runDir(r.ID))
-		}
-	}
-	s.unlock(lkRuns)
-	var n int64
-	for _, d := range dirs { // disk reads outside the lock
-		n += dirSize(d)
-	}
-	return n
-}
-
-// reserveDisk reserves est bytes of tenant's limits.max_disk_bytes_per_tenant for a
-// save (what names it) about to be written, or refuses it (403) before anything is
-// written. release returns the reservation once the files are written (or not).
-func (s *Service) reserveDisk(tenant string, est int64, what string) (release func(), err error) {
-	used := s.DiskUsage(tenant)
-	max := s.cfg.Limits.MaxDiskBytesPerTenant
-	s.quota.mu.Lock()
-	defer s.quota.mu.Unlock()
-	res := s.quota.reserved[tenant]
-	if used+res+est > max {
-		return nil, &Error{Kind: KindForbidden, Limit: "limits.max_disk_bytes_per_tenant", Msg: fmt.Sprintf("%s needs up to %d bytes on disk; tenant %s holds %d (%d more being written) of limits.max_disk_bytes_per_tenant (%d): "+
-			"delete checkpoints you no longer need (nothing was written)", what, est, tenant, used, res, max)}
-	}
-	if s.quota.reserved == nil {
-		s.quota.reserved = map[string]int64{}
-	}
-	s.quota.reserved[tenant] = res + est
-	return func() {
-		s.quota.mu.Lock()
-		defer s.quota.mu.Unlock()
-		if s.quota.reserved[tenant] -= est; s.quota.reserved[tenant] <= 0 {
-			delete(s.quota.reserved, tenant)
-		}
-	}, nil
-}
-
-// checkDisk is reserveDisk's check alone, for refusing a save when it is submitted
-// rather than when it runs.
-func (s *Service) checkDisk(tenant string, est int64, what string) error {
-	release, err := s.reserveDisk(tenant, est, what)
-	if err == nil {
-		release()
-	}
-	return err
-}
-
 // removeEphemeral deletes a released sampler's own weights (those of
 // save_weights_and_get_sampling_client; an inflight client's are its run's).
 func (s *Service) removeEphemeral(sm *Sampler) {
@@ -310,6 +305,7 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 	if filepath.Dir(sm.AdapterDir) != s.ckpts.files.ephemeralParent(sm.RunID) {
 		return // never delete outside the run's own sampler weights
 	}
+	defer s.diskChanged(sm.RunID)
 	if err := os.RemoveAll(sm.AdapterDir); err != nil {
 		s.log.Warn("could not delete a released sampler's weights", "sampler", sm.ID, "dir", sm.AdapterDir, "error", err)
 	}
