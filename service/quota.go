@@ -221,11 +221,15 @@ func (s *Service) checkSamplerQuota(tenant, replacing string) error {
 		"close a client (ServiceClient.close) whose sampling clients you no longer use, or reuse a sampling_session_seq_id (save_weights_and_get_sampling_client replaces that session)", tenant, n, max))
 }
 
-// sessionMetadataBytes is what a session's tags and user_metadata take as JSON.
-func sessionMetadataBytes(tags []string, md Metadata) int64 {
-	n := int64(len(md))
-	for _, t := range tags {
+// sessionMetadataBytes is what a session holds from its client: its tags and
+// user_metadata as JSON, its names and its finish detail.
+func sessionMetadataBytes(se *Session) int64 {
+	n := int64(len(se.UserMetadata) + len(se.DisplayName) + len(se.ProjectID) + len(se.SDKVersion))
+	for _, t := range se.Tags {
 		n += int64(len(t)) + 3 // quotes and comma
+	}
+	if se.Finished != nil && se.Finished.Detail != nil {
+		n += int64(len(*se.Finished.Detail))
 	}
 	return n
 }
@@ -239,13 +243,14 @@ func stringMapBytes(m map[string]string) int64 {
 	return n
 }
 
-// tenantMetadataBytes is the client metadata tenant holds in memory: its open
-// sessions', its live runs' and its checkpoints'. Callers hold quotaLocks.
+// tenantMetadataBytes is the client metadata tenant holds in memory: its sessions'
+// (ended ones too, until pruned: prune.go), its live runs' and its checkpoints'.
+// Callers hold quotaLocks.
 func (s *Service) tenantMetadataBytes(tenant string) int64 {
 	var n int64
 	for _, se := range s.sessions.m {
-		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
-			n += sessionMetadataBytes(se.Tags, se.UserMetadata)
+		if se.Tenant == tenant {
+			n += sessionMetadataBytes(se)
 		}
 	}
 	for _, r := range s.runs.m {
@@ -277,8 +282,9 @@ func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error
 		return nil
 	}
 	if total := s.tenantMetadataBytes(tenant) - replaced; total+size > lim.MaxMetadataBytesPerTenant {
-		return &Error{Kind: KindForbidden, Limit: "limits.max_metadata_bytes_per_tenant", Msg: fmt.Sprintf("%s carries %d bytes of metadata; tenant %s's open sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d): "+
-			"close clients you no longer use, unload runs or delete checkpoints", what, size, tenant, total, lim.MaxMetadataBytesPerTenant)}
+		return &Error{Kind: KindForbidden, Limit: "limits.max_metadata_bytes_per_tenant", Msg: fmt.Sprintf("%s carries %d bytes of metadata; tenant %s's sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d) "+
+			"(a finished or expired session's count until sessions.finished_retention_seconds, %s, after it ended): "+
+			"close clients you no longer use, unload runs or delete checkpoints", what, size, tenant, total, lim.MaxMetadataBytesPerTenant, s.cfg.FinishedRetention())}
 	}
 	return nil
 }

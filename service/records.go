@@ -48,6 +48,9 @@ type Session struct {
 	// Finished is set by the client's finish call (ServiceClient.close): the first reason
 	// wins, and the session accepts no more operations.
 	Finished *SessionFinish `json:"finished,omitempty"`
+	// Pruned: the session ended more than sessions.finished_retention_seconds ago and
+	// holds no metadata any more (prune.go).
+	Pruned bool `json:"pruned,omitempty"`
 }
 
 // Finish reasons a client may give (the SDK's ClientSessionFinishReason).
