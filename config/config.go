@@ -235,6 +235,8 @@ type Sessions struct {
 	// metadata (tags, user_metadata, names, project, finish detail), counted by
 	// limits.max_metadata_bytes_per_tenant; then the reaper prunes it to a compact record
 	// (id, tenant, times, finish reason: what a 410 needs), in memory and in the store.
+	// Over the quota because of ended sessions, a request gets 429 with Retry-After at
+	// their prune; the default stays within the SDK's five minutes of retries.
 	FinishedRetentionSeconds float64 `yaml:"finished_retention_seconds"`
 }
 
@@ -348,7 +350,7 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 600},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 240},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,

@@ -243,14 +243,15 @@ func stringMapBytes(m map[string]string) int64 {
 	return n
 }
 
-// tenantMetadataBytes is the client metadata tenant holds in memory: its sessions'
-// (ended ones too, until pruned: prune.go), its live runs' and its checkpoints'.
-// Callers hold quotaLocks.
-func (s *Service) tenantMetadataBytes(tenant string) int64 {
-	var n int64
+// tenantMetadata is the client metadata tenant holds in memory: its sessions' (ended
+// ones too, until pruned: prune.go), its live runs' and its checkpoints', and each
+// session's share with when the reaper will prune it (metadataRelease). Callers hold
+// quotaLocks.
+func (s *Service) tenantMetadata(tenant string, now time.Time) (n int64, items []held) {
 	for _, se := range s.sessions.m {
-		if se.Tenant == tenant {
-			n += sessionMetadataBytes(se)
+		if b := sessionMetadataBytes(se); se.Tenant == tenant && b > 0 {
+			n += b
+			items = append(items, held{b, s.metadataRelease(se, now)})
 		}
 	}
 	for _, r := range s.runs.m {
@@ -265,7 +266,21 @@ func (s *Service) tenantMetadataBytes(tenant string) int64 {
 			}
 		}
 	}
-	return n
+	return n, items
+}
+
+// metadataRelease is when the reaper will prune session se's metadata: its end plus
+// sessions.finished_retention_seconds, for an ended session or one whose client stopped
+// heartbeating; zero while its client is alive.
+func (s *Service) metadataRelease(se *Session, now time.Time) time.Time {
+	ended, ok := s.endedAt(se)
+	if !ok {
+		if now.Sub(se.LastHeartbeat) < staleHeartbeat {
+			return time.Time{}
+		}
+		ended = se.LastHeartbeat.Add(s.cfg.HeartbeatTimeout())
+	}
+	return ended.Add(s.cfg.FinishedRetention())
 }
 
 // checkMetadata refuses a record's metadata of size bytes (what names the record) over
@@ -281,10 +296,13 @@ func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error
 	if size == 0 {
 		return nil
 	}
-	if total := s.tenantMetadataBytes(tenant) - replaced; total+size > lim.MaxMetadataBytesPerTenant {
-		return &Error{Kind: KindForbidden, Limit: "limits.max_metadata_bytes_per_tenant", Msg: fmt.Sprintf("%s carries %d bytes of metadata; tenant %s's sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d) "+
-			"(a finished or expired session's count until sessions.finished_retention_seconds, %s, after it ended): "+
-			"close clients you no longer use, unload runs or delete checkpoints", what, size, tenant, total, lim.MaxMetadataBytesPerTenant, s.cfg.FinishedRetention())}
+	now := s.now()
+	held, items := s.tenantMetadata(tenant, now)
+	if total := held - replaced; total+size > lim.MaxMetadataBytesPerTenant {
+		return overQuota("limits.max_metadata_bytes_per_tenant", now, items, total+size-lim.MaxMetadataBytesPerTenant, fmt.Sprintf(
+			"%s carries %d bytes of metadata; tenant %s's sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d), "+
+				"a finished or expired session's until sessions.finished_retention_seconds (%s) after it ended: "+
+				"unload runs or delete checkpoints, or wait for ended sessions to be pruned", what, size, tenant, total, lim.MaxMetadataBytesPerTenant, s.cfg.FinishedRetention()))
 	}
 	return nil
 }
