@@ -17,14 +17,16 @@ import (
 // and each refusal names it:
 //
 //   - limits.max_runs_per_tenant, limits.max_adapter_bytes_per_tenant: live training
-//     runs (created and not unloaded) and the memory their adapters take in the
+//     runs (created and not unloaded; for the count, also the copies copy_weights made
+//     that still hold their checkpoint) and the memory their adapters take in the
 //     executor (weights, gradients and two optimizer moments in float32, from the rank
-//     and the model's shape), checked when a run is created;
+//     and the model's shape), checked when a run or a copy is created;
 //   - limits.max_samplers_per_tenant: open sampling sessions, those opened by
 //     save_weights_and_get_sampling_client included (inflight clients too: each is a
 //     session, although they share one adapter per run);
 //   - limits.max_metadata_bytes (one record: 413) and limits.max_metadata_bytes_per_tenant
-//     (what the tenant's open sessions, live runs and checkpoints hold);
+//     (what the tenant's sessions, ended ones until pruned (prune.go), live runs and
+//     checkpoints hold);
 //   - limits.max_disk_bytes_per_tenant: bytes under the tenant's run directories,
 //     checked before a checkpoint, an export, a copy or a sampler's weights are written,
 //     with the new files' size estimated from the adapter's shape (an upper bound), so a
