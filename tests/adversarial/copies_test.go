@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -78,6 +80,28 @@ func TestCopiesCountInTheRunQuota(t *testing.T) {
 	if r := copyTo(a, "alice", src); r.Status != 200 {
 		t.Fatalf("a copy after deleting one: %d %s", r.Status, r.Body)
 	}
+	// The disk accounting that no longer walks every copy per save still sees each change
+	// (alice is the only tenant with files here).
+	if got, want := s.Service.DiskUsage("alice"), treeBytes(t, cfg.CheckpointDir); got != want {
+		t.Fatalf("disk usage %d, the files hold %d", got, want)
+	}
+}
+
+// treeBytes is the size of the regular files under dir.
+func treeBytes(t *testing.T, dir string) (n int64) {
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err == nil {
+				n += fi.Size()
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // copyPile makes n copies of src for tn (a quota that allows them) and returns each
