@@ -162,7 +162,7 @@ func (d *db) load() error {
 	if err != nil {
 		return fmt.Errorf("store file %s: keep the damaged end (offset %d, %d bytes) aside before cutting it off: %w", d.path, first.Offset, fi.Size()-first.Offset, err)
 	}
-	reason, torn := classifyTail(tailHead(d.f, first.Offset, fi.Size()))
+	reason, torn := classifyTail(tailHead(d.f, first.Offset, fi.Size()), first.Offset)
 	d.log.Warn("store file: cut off the damaged end of its last write and kept it aside; run `tuft store check`", "file", d.path, "offset", first.Offset,
 		"bytes", fi.Size()-first.Offset, "reason", reason, "unfinished_write", torn, "kept_in", kept, "keys", first.Keys)
 	if err := d.f.Truncate(first.Offset); err != nil {

@@ -277,7 +277,7 @@ func Check(path string) (*Report, error) {
 	if w.tornTail(fi.Size()) {
 		last := &rep.Damage[len(rep.Damage)-1]
 		last.TornTail = true
-		_, torn := classifyTail(tailHead(f, last.Offset, fi.Size()))
+		_, torn := classifyTail(tailHead(f, last.Offset, fi.Size()), last.Offset)
 		last.Suspect = !torn
 	}
 	return rep, nil

@@ -35,15 +35,17 @@ type CutTail struct {
 	Bytes  int64
 	Reason string
 	// Torn: the first damaged frame runs past the end of the file, the unfinished write
-	// of a crash, which nobody was told had been stored. Otherwise the frame was there
-	// in full with a checksum that does not match: it may have held acknowledged writes.
+	// of a crash, which nobody was told had been stored (or the tail is one damaged mark,
+	// which holds no write). Otherwise the frame was there in full with a checksum that
+	// does not match: it may have held acknowledged writes.
 	Torn bool
 	// Keys are the keys the kept bytes still name, as far as they can be read.
 	Keys []string
 }
 
-// classifyTail says what the first frame of a cut tail is (b starts at a frame).
-func classifyTail(b []byte) (reason string, torn bool) {
+// classifyTail says what the first frame of a cut tail is (b starts at a frame, at file
+// offset off).
+func classifyTail(b []byte, off int64) (reason string, torn bool) {
 	if len(b) < frameHeader {
 		return "a truncated frame header (an unfinished write)", true
 	}
@@ -53,6 +55,11 @@ func classifyTail(b []byte) (reason string, torn bool) {
 	}
 	payload := b[frameHeader : frameHeader+n]
 	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[4:8]) {
+		// The mark written at off (a store's closing mark), with a byte changed, carries
+		// no write: losing it loses nothing.
+		if int64(len(b)) == markLen && bytesDiffer(b, markFrame(off)) <= 1 {
+			return "a damaged mark at the end (it holds no writes)", true
+		}
 		return "a complete frame whose checksum does not match (a flipped bit or a lost page; it may have been acknowledged)", false
 	}
 	if _, _, err := decodeFrame(payload); err != nil {
@@ -110,7 +117,7 @@ func CutTails(path string) ([]CutTail, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cut-off tail %s: %w", m, err)
 		}
-		reason, torn := classifyTail(b)
+		reason, torn := classifyTail(b, off)
 		rd := bytesReaderAt(b)
 		out = append(out, CutTail{File: m, Offset: off, Bytes: int64(len(b)), Reason: reason, Torn: torn, Keys: damagedKeys(rd, 0, int64(len(b)))})
 	}
@@ -145,4 +152,15 @@ func tailHead(f io.ReaderAt, off, size int64) []byte {
 	b := make([]byte, total)
 	n, _ = f.ReadAt(b, off)
 	return b[:n]
+}
+
+// bytesDiffer counts the positions where a and b (of one length) differ.
+func bytesDiffer(a, b []byte) int {
+	n := 0
+	for i := range a {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
 }

@@ -109,3 +109,26 @@ func TestTornLastWriteIsKeptAsideAsUnfinished(t *testing.T) {
 		t.Fatalf("Check: %+v", rep.CutTails)
 	}
 }
+
+// A flipped bit in the closing mark of a cleanly closed store holds no write: cut and
+// kept like any tail, it is not reported as suspect.
+func TestBitFlipInTheClosingMarkIsNotSuspect(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tuft.db")
+	b, _ := populate(t, path, 5)
+	b[len(b)-3] ^= 1
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Check(path); err != nil || rep.Suspect() || len(rep.Damage) != 1 || !rep.Damage[0].TornTail {
+		t.Fatalf("Check before the open: %+v %v", rep, err)
+	}
+	s, err := Open(path, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	rep, err := Check(path)
+	if err != nil || rep.Suspect() || len(rep.CutTails) != 1 || rep.CutTails[0].Bytes != markLen {
+		t.Fatalf("Check after the open: %+v %v", rep, err)
+	}
+}
