@@ -37,6 +37,8 @@ import (
 // minutes and would only wait in vain. When resources held by sessions whose clients
 // stopped heartbeating (a crashed client) cover the excess, the reaper will free them:
 // then the answer is 429 with Retry-After at their expiry, and the SDK's retry succeeds.
+// Likewise for the metadata quota when ended sessions' metadata, which the reaper prunes
+// (prune.go), covers the excess.
 
 // staleHeartbeat is how long a session's client must have been silent to be taken for
 // gone (the SDK heartbeats every 10 s): what it holds is freed when it expires.
