@@ -231,6 +231,13 @@ type Sessions struct {
 	// never make anything wait; this covers only genuinely late arrivals (the SDK retries a
 	// submission for up to 5 minutes).
 	SeqGapTimeoutSeconds float64 `yaml:"seq_gap_timeout_seconds"`
+	// FinishedRetentionSeconds is how long a finished or expired session keeps its
+	// metadata (tags, user_metadata, names, project, finish detail), counted by
+	// limits.max_metadata_bytes_per_tenant; then the reaper prunes it to a compact record
+	// (id, tenant, times, finish reason: what a 410 needs), in memory and in the store.
+	// Over the quota because of ended sessions, a request gets 429 with Retry-After at
+	// their prune; the default stays within the SDK's five minutes of retries.
+	FinishedRetentionSeconds float64 `yaml:"finished_retention_seconds"`
 }
 
 // Limits bound what one tenant or one request may ask for.
@@ -349,7 +356,7 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 240},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096,
@@ -383,6 +390,11 @@ func (c Config) LongPoll() time.Duration {
 // HeartbeatTimeout is sessions.heartbeat_timeout_seconds as a duration.
 func (c Config) HeartbeatTimeout() time.Duration {
 	return time.Duration(c.Sessions.HeartbeatTimeoutSeconds * float64(time.Second))
+}
+
+// FinishedRetention is sessions.finished_retention_seconds as a duration.
+func (c Config) FinishedRetention() time.Duration {
+	return time.Duration(c.Sessions.FinishedRetentionSeconds * float64(time.Second))
 }
 
 // SeqGapTimeout is sessions.seq_gap_timeout_seconds as a duration.

@@ -51,6 +51,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"ttl", "persistence:\n  future_ttl_seconds: 1", "persistence.future_ttl_seconds"},
 		{"heartbeat", "sessions:\n  heartbeat_timeout_seconds: 5", "sessions.heartbeat_timeout_seconds"},
 		{"seq gap", "sessions:\n  seq_gap_timeout_seconds: 0", "sessions.seq_gap_timeout_seconds"},
+		{"finished retention", "sessions:\n  finished_retention_seconds: 0", "sessions.finished_retention_seconds"},
 		{"limits", "limits:\n  max_queued_per_tenant: 0", "limits.max_queued_per_tenant"},
 		{"wrong type", "server:\n  port: abc", "invalid value"},
 		{"heartbeat overflows a duration", "sessions:\n  heartbeat_timeout_seconds: 1e300", "sessions.heartbeat_timeout_seconds"},

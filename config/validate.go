@@ -150,6 +150,9 @@ func (c Config) Validate() error {
 	if !(c.Sessions.HeartbeatTimeoutSeconds >= 15 && c.Sessions.HeartbeatTimeoutSeconds <= MaxTTLSeconds) {
 		bad("sessions.heartbeat_timeout_seconds", "%g must be in [15, %d] (the SDK heartbeats every 10 s)", c.Sessions.HeartbeatTimeoutSeconds, MaxTTLSeconds)
 	}
+	if !(c.Sessions.FinishedRetentionSeconds > 0 && c.Sessions.FinishedRetentionSeconds <= MaxTTLSeconds) {
+		bad("sessions.finished_retention_seconds", "%g must be in (0, %d]", c.Sessions.FinishedRetentionSeconds, MaxTTLSeconds)
+	}
 	if c.Sessions.SeqGapTimeoutSeconds <= 0 {
 		bad("sessions.seq_gap_timeout_seconds", "%g must be positive", c.Sessions.SeqGapTimeoutSeconds)
 	}
