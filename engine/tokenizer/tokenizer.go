@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -44,6 +46,9 @@ type Tokenizer struct {
 	// ignoreMerges (model.ignore_merges, as in Llama 3): a pre-token that is itself in
 	// the vocabulary becomes that token without applying merges.
 	ignoreMerges bool
+
+	boundOnce     sync.Once
+	maxTokenBytes int // MaxTokenBytes, computed once
 }
 
 type rawTokenizer struct {
@@ -290,30 +295,72 @@ func (t *Tokenizer) IDToken(id int32) (string, bool) {
 }
 
 // Encode tokenizes text, recognising added and special tokens.
-func (t *Tokenizer) Encode(text string) ([]int32, error) { return t.encode(text, true) }
+func (t *Tokenizer) Encode(text string) ([]int32, error) {
+	return t.encode(context.Background(), text, true, 0)
+}
 
 // EncodeOrdinary tokenizes text treating special tokens as plain text.
-func (t *Tokenizer) EncodeOrdinary(text string) ([]int32, error) { return t.encode(text, false) }
+func (t *Tokenizer) EncodeOrdinary(text string) ([]int32, error) {
+	return t.encode(context.Background(), text, false, 0)
+}
 
-func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
+// ErrTooManyTokens is returned (wrapped) by EncodeContext when the text has more tokens
+// than its limit.
+var ErrTooManyTokens = errors.New("tokenizer: more tokens than the limit")
+
+// EncodeContext is Encode for text from a request: it stops with ctx's error once ctx
+// ends, and with ErrTooManyTokens as soon as the text is known to have more than
+// maxTokens tokens (maxTokens ≤ 0: no limit), so that a prompt longer than a model's
+// context costs the tokens up to the context, not the whole text.
+func (t *Tokenizer) EncodeContext(ctx context.Context, text string, maxTokens int) ([]int32, error) {
+	return t.encode(ctx, text, true, maxTokens)
+}
+
+// encode splits text at added tokens and encodes the segments between them. Each added
+// token's next occurrence is remembered and only searched for again once the text
+// before it is consumed, so the cost is linear in the text: searching the whole rest of
+// the text for every token at every occurrence of another one (a conversation of many
+// short messages) was quadratic (issue 22).
+func (t *Tokenizer) encode(ctx context.Context, text string, special bool, maxTokens int) ([]int32, error) {
 	var out []int32
-	for len(text) > 0 {
+	next := make([]int, len(t.added)) // per added token: its next occurrence at or after cur, -1: none left
+	for i := range next {
+		next[i] = -2 // not searched yet
+	}
+	cur := 0
+	for cur < len(text) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		pos, tok := len(text), AddedToken{}
 		if special {
-			for _, a := range t.added {
-				if i := strings.Index(text, a.Content); i >= 0 && i < pos {
-					pos, tok = i, a
+			for i, a := range t.added {
+				if next[i] == -2 || (next[i] >= 0 && next[i] < cur) {
+					next[i] = -1
+					if j := strings.Index(text[cur:], a.Content); j >= 0 {
+						next[i] = cur + j
+					}
+				}
+				if next[i] >= 0 && next[i] < pos {
+					pos, tok = next[i], a
 				}
 			}
 		}
-		seg := text[:pos]
+		seg := text[cur:pos]
 		if tok.LStrip {
 			seg = strings.TrimRightFunc(seg, unicode.IsSpace)
 		}
 		if t.nfc {
 			seg = norm.NFC.String(seg)
 		}
-		ids, err := t.encodeSegment(seg)
+		room := -1
+		if maxTokens > 0 {
+			room = maxTokens - len(out)
+		}
+		ids, err := t.encodeSegment(ctx, seg, room)
+		if errors.Is(err, ErrTooManyTokens) {
+			return nil, fmt.Errorf("%w (%d)", ErrTooManyTokens, maxTokens)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -322,15 +369,20 @@ func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
 			break
 		}
 		out = append(out, tok.ID)
-		text = text[pos+len(tok.Content):]
+		if maxTokens > 0 && len(out) > maxTokens {
+			return nil, fmt.Errorf("%w (%d)", ErrTooManyTokens, maxTokens)
+		}
+		cur = pos + len(tok.Content)
 		if tok.RStrip {
-			text = strings.TrimLeftFunc(text, unicode.IsSpace)
+			cur = len(text) - len(strings.TrimLeftFunc(text[cur:], unicode.IsSpace))
 		}
 	}
 	return out, nil
 }
 
-func (t *Tokenizer) encodeSegment(s string) ([]int32, error) {
+// encodeSegment encodes text without added tokens; room ≥ 0 bounds its tokens
+// (ErrTooManyTokens past it), and it stops once ctx ends.
+func (t *Tokenizer) encodeSegment(ctx context.Context, s string, room int) ([]int32, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -338,7 +390,7 @@ func (t *Tokenizer) encodeSegment(s string) ([]int32, error) {
 	for _, re := range t.splits {
 		var next []string
 		for _, w := range words {
-			ws, err := splitIsolated(re, w)
+			ws, err := splitIsolated(ctx, re, w)
 			if err != nil {
 				return nil, err
 			}
@@ -347,23 +399,36 @@ func (t *Tokenizer) encodeSegment(s string) ([]int32, error) {
 		words = next
 	}
 	var out []int32
-	for _, w := range words {
+	for i, w := range words {
+		if i%1024 == 1023 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		ids, err := t.bpe(w)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ids...)
+		if room >= 0 && len(out) > room {
+			return nil, ErrTooManyTokens
+		}
 	}
 	return out, nil
 }
 
 // splitIsolated splits s into the regex's matches and the text between them.
-func splitIsolated(re *regexp2.Regexp, s string) ([]string, error) {
+func splitIsolated(ctx context.Context, re *regexp2.Regexp, s string) ([]string, error) {
 	rs := []rune(s)
 	var out []string
 	last := 0
 	m, err := re.FindRunesMatch(rs)
-	for m != nil && err == nil {
+	for n := 1; m != nil && err == nil; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		if m.Index > last {
 			out = append(out, string(rs[last:m.Index]))
 		}

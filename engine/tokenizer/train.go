@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -28,7 +29,7 @@ func Train(spec TrainSpec) ([]byte, map[string]int32, error) {
 		order = append(order, s)
 	}
 	re := regexp2.MustCompile(GPT2Pattern, regexp2.Unicode)
-	words, err := splitIsolated(re, spec.Corpus)
+	words, err := splitIsolated(context.Background(), re, spec.Corpus)
 	if err != nil {
 		return nil, nil, err
 	}
