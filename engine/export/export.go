@@ -25,6 +25,9 @@ type Options struct {
 	Base string
 	// Adapter is the checkpoint directory: a PEFT adapter as TuFT saves it.
 	Adapter string
+	// TokenizerJSON is the base's tokenizer.json when Base has none on disk (a GGUF
+	// file's vocabulary, as the engine rebuilt it): an hf export writes it.
+	TokenizerJSON []byte
 }
 
 // NeedsModel reports whether format f needs the base model's weights.
@@ -84,7 +87,7 @@ func Write(o Options, dir string) ([]string, error) {
 	g := merger{m: o.Model, a: a}
 	switch o.Format {
 	case HF:
-		return writeHF(g, o.Base, dir)
+		return writeHF(g, o.Base, o.TokenizerJSON, dir)
 	case GGUF:
 		t, _ := quantType(quant)
 		name := ModelGGUFName(GGUF, quant)

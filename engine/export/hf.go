@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/tuft-go/tuft/engine"
@@ -21,8 +22,9 @@ var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "specia
 
 // writeHF writes the merged model into dir in Hugging Face layout: config.json and
 // generation_config.json from the engine's configuration, model.safetensors in
-// bfloat16, and the base's tokenizer files. It returns the names written.
-func writeHF(g merger, baseDir, dir string) ([]string, error) {
+// bfloat16, and the base's tokenizer files (tokJSON, and a tokenizer_config.json holding
+// the chat template, for a base that has none on disk). It returns the names written.
+func writeHF(g merger, baseDir string, tokJSON []byte, dir string) ([]string, error) {
 	c := g.m.Cfg
 	_, untied := g.lmHead()
 	names := []string{"config.json", "generation_config.json", "model.safetensors"}
@@ -79,6 +81,19 @@ func writeHF(g merger, baseDir, dir string) ([]string, error) {
 			return nil, fmt.Errorf("export hf: %w", err)
 		}
 		names = append(names, f)
+	}
+	if !slices.Contains(names, "tokenizer.json") && len(tokJSON) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tokJSON, 0o644); err != nil {
+			return nil, fmt.Errorf("export hf: %w", err)
+		}
+		names = append(names, "tokenizer.json")
+		if !slices.Contains(names, "tokenizer_config.json") && g.m.ChatTemplate != "" {
+			tc := map[string]any{"chat_template": g.m.ChatTemplate, "tokenizer_class": "PreTrainedTokenizerFast"}
+			if err := writeJSON(filepath.Join(dir, "tokenizer_config.json"), tc); err != nil {
+				return nil, err
+			}
+			names = append(names, "tokenizer_config.json")
+		}
 	}
 	return names, nil
 }

@@ -8,7 +8,9 @@
 #   gguf       llama.cpp (llama-cpp-python): F16/BF16/Q8_0 merged models; gguf-lora with --lora on the
 #              exported base: the GGUF tokenizer's tokens, logprobs within the quant's tolerance,
 #              the same greedy continuation
-# Model: the built-in tiny preset, or TUFT_EXPORT_MODEL (a Hugging Face model directory).
+# Model: the built-in tiny preset, or TUFT_EXPORT_MODEL (a Hugging Face model directory, or a
+# .gguf file where the engine loads GGUF; with
+# TUFT_EXPORT_LR, the training steps' learning rate: ~1e-3 for a pretrained model).
 # The tolerances are the tiny preset's, a few times what it measures and below what a
 # missing q/k rotary permutation gives there (0.14); TUFT_EXPORT_TOL_SCALE multiplies the
 # rounding-bound ones (hf against float32, gguf) for a deeper model.
@@ -29,7 +31,7 @@ go build -o "$work/prep" ./tests/export/prep
 tuft() { "$work/tuft" "$@"; }
 
 echo "== train two adapters (attention+MLP; attention+MLP+lm_head)"
-"$work/prep" train -work "$work" ${TUFT_EXPORT_MODEL:+-model "$TUFT_EXPORT_MODEL"} 2>&1 | tail -n 2
+"$work/prep" train -work "$work" -lr "${TUFT_EXPORT_LR:-2e-2}" ${TUFT_EXPORT_MODEL:+-model "$TUFT_EXPORT_MODEL"} 2>&1 | tail -n 2
 base="$(cat "$work/model_dir")"
 "$work/prep" ref -model "$base" -adapter "$work/ckpt" -out "$work/ref.json"
 "$work/prep" ref -model "$base" -adapter "$work/ckpt-lmhead" -out "$work/ref-lmhead.json"
@@ -45,7 +47,11 @@ check() { # name, command...
 
 echo "== peft"
 tuft checkpoint export "$work/ckpt" --format peft -o "$work/peft" >/dev/null
-check "peft loads onto the HF base with the engine's logits" "$py_hf" "$here/verify_hf.py" peft "$base" "$work/peft" "$work/ref.json" 1e-3
+if [[ "$base" == *.gguf ]]; then
+  echo "skip peft onto the base: transformers 4.40 does not read a GGUF base (the merged checks below cover the adapter)"
+else
+  check "peft loads onto the HF base with the engine's logits" "$py_hf" "$here/verify_hf.py" peft "$base" "$work/peft" "$work/ref.json" 1e-3
+fi
 if tuft checkpoint export "$work/ckpt-lmhead" --format peft -o "$work/peft-lmhead" 2>"$work/refusal"; then
   check "an lm_head adapter is refused as peft" false
 else

@@ -1,6 +1,6 @@
 // Command prep makes the export suite's inputs and our engine's reference answers:
 //
-//	prep train -model DIR -work DIR   trains two adapters a few steps (so their LoRA is not
+//	prep train -model DIR -work DIR [-lr LR]   trains two adapters a few steps (so their LoRA is not
 //	                                  zero): WORK/ckpt (attention and MLP) and WORK/ckpt-lmhead
 //	                                  (also lm_head), checkpoints as the server saves them
 //	prep ref -model DIR [-adapter DIR] -out FILE
@@ -37,11 +37,12 @@ func main() {
 	work := fs.String("work", "", "work directory (train)")
 	adapter := fs.String("adapter", "", "checkpoint directory (ref)")
 	out := fs.String("out", "", "reference JSON (ref)")
+	lr := fs.Float64("lr", 2e-2, "AdamW learning rate of the 20 training steps (train; a pretrained model wants ~1e-3)")
 	_ = fs.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
 	case "train":
-		err = train(*model, *work)
+		err = train(*model, *work, *lr)
 	case "ref":
 		err = ref(*model, *adapter, *out)
 	default:
@@ -64,7 +65,7 @@ func encode(m *engine.Model, s string) ([]int32, error) {
 	return m.Tok.Encode(s)
 }
 
-func train(modelDir, work string) error {
+func train(modelDir, work string, lr float64) error {
 	if modelDir == "" {
 		modelDir = filepath.Join(work, "base")
 		if err := engine.WritePreset("tiny", modelDir); err != nil {
@@ -101,7 +102,7 @@ func train(modelDir, work string) error {
 			if err != nil {
 				return err
 			}
-			if _, err := m.OptimStep(context.Background(), a, engine.AdamParams{LearningRate: 2e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+			if _, err := m.OptimStep(context.Background(), a, engine.AdamParams{LearningRate: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "prep: %s step %d loss %.4f\n", c.dir, step, res.Metrics["loss:sum"])
