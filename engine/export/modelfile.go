@@ -60,7 +60,9 @@ const llama3Template = `{{- range .Messages }}<|start_header_id|>{{ .Role }}<|en
 
 // chatMLSystem finds a ChatML template's default system prompt: the text of a system turn
 // written as a literal in the template (rendered when no system message is given).
-var chatMLSystem = regexp.MustCompile(`<\|im_start\|>system\\n([^'"<]*)<\|im_end\|>`)
+// The newline after "system" is a Jinja escape (\n) in some templates, a raw newline in
+// others (SmolLM2's as its GGUF carries it).
+var chatMLSystem = regexp.MustCompile(`<\|im_start\|>system(?:\\n|\n)([^'"<]*)<\|im_end\|>`)
 
 // translateTemplate turns a Jinja chat template into Ollama's, with the default system
 // prompt and the family's name; "" when the family is not recognised.

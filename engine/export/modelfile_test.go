@@ -3,6 +3,7 @@ package export
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,7 @@ func TestModelfileGolden(t *testing.T) {
 		{"chatml_smollm2", "model-q8_0.gguf", "", smol, []string{"<|im_end|>"}},
 		{"chatml_lora", "base-f16.gguf", "adapter.gguf", `{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}`, []string{"<|endoftext|>", "<|im_end|>"}},
 		{"llama3", "model-bf16.gguf", "", llama3, []string{"<|eot_id|>"}},
+		{"chatml_raw_newline", "model-f16.gguf", "", strings.ReplaceAll(smol, `\n`, "\n"), []string{"<|im_end|>"}},
 		{"unknown", "model-f16.gguf", "", "{{ messages[0]['content'] }}", nil},
 	}
 	for _, c := range cases {
