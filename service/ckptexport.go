@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,9 @@ func (s *Service) OpenExport(ctx context.Context, tok, format, quant string) (*A
 	if err != nil {
 		return nil, err
 	}
+	if c.Encrypted {
+		return nil, invalidf("checkpoint %s holds encrypted files (save_weights_external): download them as they are; an export reads training and sampler checkpoints", c.TinkerPath())
+	}
 	if !s.exports.take(c.Tenant, s.cfg.Limits.MaxExportsPerTenant) {
 		return nil, &Error{Kind: KindTooMany, RetryAfter: 5 * time.Second, Limit: "limits.max_exports_per_tenant",
 			Msg: fmt.Sprintf("limits.max_exports_per_tenant: %d export(s) of this tenant are running; retry when one finishes", s.cfg.Limits.MaxExportsPerTenant)}
@@ -56,6 +60,9 @@ func (s *Service) OpenExport(ctx context.Context, tok, format, quant string) (*A
 	files, err := s.be.Export(ctx, c.BaseModel, c.Dir, format, quant, out)
 	if err != nil {
 		os.RemoveAll(tmp)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, notFoundf("checkpoint %s: its files are missing on the server", c.TinkerPath())
+		}
 		if errors.Is(err, backend.ErrNoExport) {
 			return nil, invalidf("cannot export %s as %s here: %v; download the PEFT adapter (format peft) and export with "+
 				"`tuft checkpoints export DIR --model BASE_DIR` where the base model is", c.TinkerPath(), format, err)

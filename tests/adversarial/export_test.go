@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,15 @@ func TestExportLeavesNothingAndGrantsNothingMore(t *testing.T) {
 		if r := a.c.Do("GET", route+q, nil, map[string]string{"Accept": "application/json"}); r.Status != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", q, r.Status, r.Body)
 		}
+	}
+	// A checkpoint whose files are gone from the disk is a 404, not a 500.
+	a.c.Result(a.submit("/api/v1/save_weights", map[string]any{"model_id": model, "path": "gone", "seq_id": 4}), nil)
+	r := a.c.Do("GET", "/api/v1/training_runs/"+model+"/checkpoints/weights/gone/archive?format=gguf", nil, map[string]string{"Accept": "application/json"})
+	if err := os.RemoveAll(filepath.Join(cfg.CheckpointDir, model, "weights", "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if d := anon.Do("GET", r.Header.Get("Location"), nil, nil); d.Status != http.StatusNotFound {
+		t.Errorf("export of a checkpoint without files: %d %s", d.Status, d.Body)
 	}
 	if left := exports(); len(left) > 0 {
 		t.Fatalf("exports left %v", left)
