@@ -69,9 +69,13 @@ func TestQwenStyleSplitPattern(t *testing.T) {
 	} else {
 		t.Fatalf("Qwen2 split pattern: %v", err)
 	}
-	words, err := splitIsolated(tok.splits[0], "Hello  world's 123\n\n")
+	pieces, err := tok.pre([]piece{{s: "Hello  world's 123\n\n"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var words []string
+	for _, p := range pieces {
+		words = append(words, tok.byteUnmap(p.s))
 	}
 	want := []string{"Hello", " ", " world", "'s", " ", "1", "2", "3", "\n\n"}
 	if len(words) != len(want) {
