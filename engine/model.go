@@ -24,6 +24,9 @@ type Model struct {
 	W            *Weights[float32]
 	Tok          TextCodec // may be nil for weight-only tests
 	ChatTemplate string    // Jinja chat template from tokenizer_config.json, "" if none
+	// TokenizerJSON is the tokenizer.json Tok was built from when it was not read from a
+	// file (a GGUF file's vocabulary); nil otherwise.
+	TokenizerJSON []byte
 
 	dev  Device
 	dw   *devWeights[float32] // W on dev

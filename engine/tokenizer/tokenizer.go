@@ -13,6 +13,13 @@ import (
 // GPT2Pattern is the ByteLevel pre-tokenizer's split pattern (use_regex: true).
 const GPT2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
+// Llama3Pattern is the Split pattern of Llama 3's tokenizer.json (digits in runs of up
+// to three).
+const Llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+// Qwen2Pattern is the Split pattern of Qwen2's tokenizer.json (one digit per pre-token).
+const Qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
 // AddedToken is an entry of added_tokens.
 type AddedToken struct {
 	ID         int32  `json:"id"`
