@@ -13,12 +13,15 @@ import (
 )
 
 func cmdModel(args []string) error {
-	sub, args, err := verb(args, "init", "presets", "render")
+	sub, args, err := verb(args, "init", "presets", "render", "import")
 	if err != nil {
 		return err
 	}
 	if sub == "render" {
 		return cmdModelRender(args, os.Stdin, os.Stdout)
+	}
+	if sub == "import" {
+		return cmdModelImport(args, os.Stdout)
 	}
 	if sub == "presets" {
 		fs := newFlags("model presets", "tuft model presets", "List the built-in model presets.")
@@ -48,6 +51,42 @@ func cmdModel(args []string) error {
 		return err
 	}
 	fmt.Printf("wrote preset %s to %s\n", *preset, *out)
+	return nil
+}
+
+// cmdModelImport converts a GGUF file into a HuggingFace-layout directory (what a
+// models: entry's path may also name directly; the directory loads without the
+// dequantisation and is what transformers and PEFT read).
+func cmdModelImport(args []string, out io.Writer) error {
+	fs := newFlags("model import", "tuft model import --out DIR [--dtype float32|bfloat16] FILE.gguf",
+		"Convert a GGUF file (llama or qwen2; F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K) into a HuggingFace-layout model directory: weights dequantised, llama.cpp's rotary row order undone, tokenizer.json and chat template from the metadata.")
+	dst := fs.String("out", "", "output directory (must not exist)")
+	dtype := fs.String("dtype", "float32", "weight type written: float32 (the dequantised values exactly) or bfloat16 (half the size)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := fs.args(1, 1); err != nil {
+		return err
+	}
+	src := fs.Arg(0)
+	if *dst == "" {
+		return &usageError{err: fmt.Errorf("--out is required"), usage: fs.usage()}
+	}
+	if *dtype != "float32" && *dtype != "bfloat16" {
+		return &usageError{err: fmt.Errorf("--dtype %q must be float32 or bfloat16", *dtype), usage: fs.usage()}
+	}
+	if !engine.IsGGUF(src) {
+		return &usageError{err: fmt.Errorf("%s is not a .gguf file (a HuggingFace directory needs no import: name it in models:)", src), usage: fs.usage()}
+	}
+	g, err := engine.ReadGGUF(src)
+	if err != nil {
+		return err
+	}
+	if err := g.WriteHF(*dst, *dtype == "bfloat16"); err != nil {
+		return err
+	}
+	c := g.Cfg
+	fmt.Fprintf(out, "imported %s (%s, %d layers, hidden %d, vocabulary %d) to %s as %s\n", src, c.Arch, c.Layers, c.Hidden, c.VocabSize, *dst, *dtype)
 	return nil
 }
 
