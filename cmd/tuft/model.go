@@ -102,9 +102,9 @@ type renderOutput struct {
 // chat prompt. It lets a client's own renderer be checked against the model, token for
 // token (tests/cookbook does this for tinker-cookbook's renderers).
 func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
-	fs := newFlags("model render", "tuft model render --model DIR [--generation-prompt] < messages.json",
+	fs := newFlags("model render", "tuft model render --model DIR|FILE.gguf [--generation-prompt] < messages.json",
 		"Print a conversation (a JSON list of {role, content} on stdin) as the model's chat template and tokenizer render it: the text and its token ids.")
-	dir := fs.String("model", "", "model directory (HuggingFace layout)")
+	dir := fs.String("model", "", "model directory (HuggingFace layout) or .gguf file")
 	gen := fs.Bool("generation-prompt", false, "end with the header that opens an assistant turn")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -136,6 +136,15 @@ func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
 		return err
 	}
 	bos, eos := specialTokens(*dir)
+	if engine.IsGGUF(*dir) {
+		// A GGUF file names its special tokens by id in its metadata.
+		if id := m.Cfg.BOSTokenID; id >= 0 {
+			bos = m.Tok.Decode([]int32{id})
+		}
+		if len(m.Cfg.EOSTokenIDs) > 0 {
+			eos = m.Tok.Decode(m.Cfg.EOSTokenIDs[:1])
+		}
+	}
 	text, err := tpl.Render(msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
 	if err != nil {
 		return err
