@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/tuft-go/tuft/engine/gguf"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
 // TestGGUFSentencePieceVocabulary: a "llama" (SentencePiece) vocabulary becomes a BPE
@@ -69,5 +74,84 @@ func TestGGUFSentencePieceVocabulary(t *testing.T) {
 	}
 	if m.Cfg.BOSTokenID != 1 || !slices.Equal(m.Cfg.EOSTokenIDs, []int32{2}) {
 		t.Errorf("bos %d eos %v", m.Cfg.BOSTokenID, m.Cfg.EOSTokenIDs)
+	}
+}
+
+// TestGGUFVocabularyMatchesHuggingFace: a byte-level vocabulary stored as llama.cpp stores
+// it (tokens, token types, merges, tokenizer.ggml.pre) becomes a tokenizer that encodes
+// the tokenizer package's corpus exactly as HuggingFace tokenizers does with the
+// tokenizer.json that pre names (fixtures from tools/tokref).
+func TestGGUFVocabularyMatchesHuggingFace(t *testing.T) {
+	for fixture, pre := range map[string]string{"smollm": "smollm", "llama3": "llama3", "qwen2": "qwen2"} {
+		t.Run(pre, func(t *testing.T) {
+			var tj struct {
+				Added []struct {
+					Content string `json:"content"`
+				} `json:"added_tokens"`
+				Model struct {
+					Vocab  map[string]int32 `json:"vocab"`
+					Merges [][2]string      `json:"merges"`
+				} `json:"model"`
+			}
+			readJSONFile(t, "tokenizer/testdata/tokenizer_"+fixture+".json", &tj)
+			tokens := make([]string, len(tj.Model.Vocab))
+			types := make([]int32, len(tokens))
+			for s, id := range tj.Model.Vocab {
+				tokens[id], types[id] = s, 1
+			}
+			for _, a := range tj.Added {
+				types[tj.Model.Vocab[a.Content]] = 3
+			}
+			merges := make([]string, len(tj.Model.Merges))
+			for i, m := range tj.Model.Merges {
+				merges[i] = m[0] + " " + m[1]
+			}
+			g := &testGGUF{}
+			g.set("tokenizer.ggml.model", "gpt2")
+			g.set("tokenizer.ggml.pre", pre)
+			g.set("tokenizer.ggml.tokens", tokens)
+			g.set("tokenizer.ggml.token_type", types)
+			g.set("tokenizer.ggml.merges", merges)
+			b := g.bytes()
+			f, err := gguf.Read(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, _, err := ggufTokenizer(f, "llama")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := tokenizer.Parse(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref struct {
+				Cases []struct {
+					Text string  `json:"text"`
+					IDs  []int32 `json:"ids"`
+				} `json:"cases"`
+			}
+			readJSONFile(t, "tokenizer/testdata/ref_"+fixture+".json", &ref)
+			for _, c := range ref.Cases {
+				ids, err := tok.Encode(c.Text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(ids, c.IDs) {
+					t.Errorf("Encode(%q)\n  got  %v\n  want %v (HF)", c.Text, ids, c.IDs)
+				}
+			}
+		})
+	}
+}
+
+func readJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
