@@ -126,10 +126,10 @@ type llamaRef struct {
 	Argmax   []int32     `json:"argmax"`
 }
 
-func llamaCpp(t *testing.T) llamaRef {
-	p := os.Getenv("TUFT_REALMODEL_LLAMACPP")
+func llamaCpp(t *testing.T, env string) llamaRef {
+	p := os.Getenv(env)
 	if p == "" {
-		t.Skip("TUFT_REALMODEL_LLAMACPP is not set (run.sh runs llamacpp_ref.py)")
+		t.Skipf("%s is not set (run.sh runs llamacpp_ref.py)", env)
 	}
 	var r llamaRef
 	readJSON(t, p, &r)
@@ -140,7 +140,7 @@ func llamaCpp(t *testing.T) llamaRef {
 // for every corpus string.
 func TestTokenizerMatchesLlamaCpp(t *testing.T) {
 	m := model(t)
-	ref := llamaCpp(t)
+	ref := llamaCpp(t, "TUFT_REALMODEL_LLAMACPP")
 	for _, c := range ref.Tokens {
 		ids, err := m.Tok.Encode(c.Text)
 		if err != nil {
@@ -152,50 +152,59 @@ func TestTokenizerMatchesLlamaCpp(t *testing.T) {
 	}
 }
 
-// Tolerances against llama.cpp. Its CPU path multiplies Q4_1/Q8_0 weights with
-// activations quantised to 8 bits, where the engine multiplies the dequantised weights in
-// float32, so per-token log-probabilities differ by a few hundredths.
-const (
-	meanAbsTol = 0.05 // nats, averaged over the text's tokens
-	maxAbsTol  = 0.25 // nats, the worst token
-	argmaxFrac = 0.95 // share of positions whose most likely next token agrees
-)
-
-// TestLogprobsMatchLlamaCpp: per-token log-probabilities of a ~60-token text agree with
-// llama.cpp's on the same weights within the tolerances above.
+// TestLogprobsMatchLlamaCpp: per-token log-probabilities of a ~50-token text agree with
+// llama.cpp's on the same weights.
+//
+//   - f32: llama.cpp on the file with every tensor dequantised to F32 (dequant_gguf.py):
+//     the very values the engine computes with, so only float32 summation order
+//     differs. Measured: mean 0.0006, max 0.0033 nats, argmax 51/51.
+//   - quantised: llama.cpp on the file as shipped. Its CPU kernels multiply the Q4_1/Q8_0
+//     weights with activations quantised to 8 bits, where the engine multiplies the
+//     dequantised weights in float32. Measured: mean 0.058, max 0.27 nats, argmax 50/51.
 func TestLogprobsMatchLlamaCpp(t *testing.T) {
-	m := model(t)
-	ref := llamaCpp(t)
-	ids, err := m.Tok.Encode(ref.Text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(ids, ref.IDs) {
-		t.Fatalf("tokens differ from llama.cpp's:\n  got  %v\n  want %v", ids, ref.IDs)
-	}
-	if len(ids) < 40 {
-		t.Fatalf("the text is only %d tokens", len(ids))
-	}
-	res, err := m.Sample(context.Background(), nil, engine.SampleRequest{Prompt: ids, NumSamples: 1, PromptLogprobs: true,
-		TopKPromptLogprobs: 1, Params: engine.SampleParams{MaxTokens: 1, Temperature: 0, TopP: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum, worst float64
-	agree := 0
-	for i := 1; i < len(ids); i++ {
-		d := math.Abs(float64(res.PromptLogprobs[i]) - ref.Logprobs[i-1])
-		sum += d
-		worst = max(worst, d)
-		if len(res.TopKPrompt[i]) > 0 && res.TopKPrompt[i][0].Token == ref.Argmax[i-1] {
-			agree++
-		}
-	}
-	n := float64(len(ids) - 1)
-	t.Logf("%d tokens: mean |Δlogprob| %.4f, max %.4f nats; argmax agrees at %d/%d positions (llama.cpp %s)",
-		len(ids), sum/n, worst, agree, len(ids)-1, ref.Version)
-	if sum/n > meanAbsTol || worst > maxAbsTol || float64(agree) < argmaxFrac*n {
-		t.Errorf("outside the tolerances (mean %.2f, max %.2f nats, argmax %.0f%%)", meanAbsTol, maxAbsTol, 100*argmaxFrac)
+	for _, c := range []struct {
+		name, env       string
+		meanTol, maxTol float64 // nats: averaged over the tokens, the worst token
+		argmaxFrac      float64 // share of positions whose most likely next token agrees
+	}{
+		{"f32", "TUFT_REALMODEL_LLAMACPP_F32", 0.005, 0.02, 1},
+		{"quantised", "TUFT_REALMODEL_LLAMACPP", 0.1, 0.5, 0.95},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := model(t)
+			ref := llamaCpp(t, c.env)
+			ids, err := m.Tok.Encode(ref.Text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, ref.IDs) {
+				t.Fatalf("tokens differ from llama.cpp's:\n  got  %v\n  want %v", ids, ref.IDs)
+			}
+			if len(ids) < 40 {
+				t.Fatalf("the text is only %d tokens", len(ids))
+			}
+			res, err := m.Sample(context.Background(), nil, engine.SampleRequest{Prompt: ids, NumSamples: 1, PromptLogprobs: true,
+				TopKPromptLogprobs: 1, Params: engine.SampleParams{MaxTokens: 1, Temperature: 0, TopP: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum, worst float64
+			agree := 0
+			for i := 1; i < len(ids); i++ {
+				d := math.Abs(float64(res.PromptLogprobs[i]) - ref.Logprobs[i-1])
+				sum += d
+				worst = max(worst, d)
+				if len(res.TopKPrompt[i]) > 0 && res.TopKPrompt[i][0].Token == ref.Argmax[i-1] {
+					agree++
+				}
+			}
+			n := float64(len(ids) - 1)
+			t.Logf("%d tokens: mean |Δlogprob| %.4f, max %.4f nats; argmax agrees at %d/%d positions (llama.cpp %s)",
+				len(ids), sum/n, worst, agree, len(ids)-1, ref.Version)
+			if sum/n > c.meanTol || worst > c.maxTol || float64(agree) < c.argmaxFrac*n {
+				t.Errorf("outside the tolerances (mean %g, max %g nats, argmax %.0f%%)", c.meanTol, c.maxTol, 100*c.argmaxFrac)
+			}
+		})
 	}
 }
 

