@@ -167,6 +167,11 @@ func ggufConfig(f *gguf.File) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
+	// Every layer has at least 9 tensors: a block_count the file cannot back is refused
+	// before anything is sized by it.
+	if c.Layers*9 > len(f.Tensors) {
+		return Config{}, fmt.Errorf("gguf: %s.block_count %d needs at least %d tensors, the file has %d", arch, c.Layers, c.Layers*9, len(f.Tensors))
+	}
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok {
 		return Config{}, fmt.Errorf("gguf: tensor token_embd.weight is missing")

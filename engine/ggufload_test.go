@@ -123,7 +123,7 @@ func permuteRotary(w []float32, heads, hd, cols int) []float32 {
 
 // ggufFromModel writes m as llama.cpp's converter would: its names, q/k rows permuted for
 // llama, the tokenizer as tokens, types and merges.
-func ggufFromModel(t *testing.T, m *Model, tokJSON []byte) *testGGUF {
+func ggufFromModel(t testing.TB, m *Model, tokJSON []byte) *testGGUF {
 	t.Helper()
 	c := m.Cfg
 	a := c.Arch
@@ -205,7 +205,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // tinyGGUFSource loads the tiny preset as a HuggingFace directory; qwen2 gives it biases and
 // that architecture.
-func tinyGGUFSource(t *testing.T, arch string) (*Model, []byte) {
+func tinyGGUFSource(t testing.TB, arch string) (*Model, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := WritePreset("tiny", dir); err != nil {
@@ -427,4 +427,22 @@ func TestGGUFImportWritesHF(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Errorf("tokens %v, want %v", ids, want)
 	}
+}
+
+// FuzzGGUFModel: any file is converted or refused with an error, never a panic or an
+// allocation sized by a count the file cannot back.
+func FuzzGGUFModel(f *testing.F) {
+	src, tj := tinyGGUFSource(f, "llama")
+	g := ggufFromModel(f, src, tj)
+	// Keep the seed small: one layer's worth of tensors and a short vocabulary.
+	f.Add(g.bytes()[:4096])
+	meta := &testGGUF{kv: g.kv}
+	f.Add(meta.bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gf, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		_, _ = convertGGUF(gf)
+	})
 }

@@ -216,6 +216,10 @@ func ggufTokenizer(f *gguf.File, arch string) ([]byte, ggufSpecials, error) {
 	return b, sp, nil
 }
 
+// maxMergedPiece bounds the pieces split into merges (SentencePiece's own limit is 16
+// characters by default), so that a hostile vocabulary cannot cost quadratic time.
+const maxMergedPiece = 128
+
 // spmMerges derives BPE merges from SentencePiece scores: every split of a normal token
 // into two vocabulary tokens is a merge, ranked by the merged token's score (highest
 // first), ties in vocabulary order, as HuggingFace's SentencePiece converter ranks them.
@@ -231,6 +235,9 @@ func spmMerges(tokens []string, scores []float32, types []int64, vocab map[strin
 			continue
 		}
 		rs := []rune(t)
+		if len(rs) > maxMergedPiece {
+			continue
+		}
 		var local []merge
 		for k := 1; k < len(rs); k++ {
 			l, r := string(rs[:k]), string(rs[k:])
