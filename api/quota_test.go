@@ -63,6 +63,21 @@ func finish(c *testenv.Client, sess string) {
 	c.Post("/api/v1/sessions/"+sess+"/finish", map[string]any{"reason": map[string]any{"type": "success"}}, nil)
 }
 
+// waitPruned polls an ended session until the reaper has pruned its metadata.
+func waitPruned(t *testing.T, c *testenv.Client, sess string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var v struct {
+			UserMetadata map[string]string `json:"user_metadata"`
+		}
+		c.Do("GET", "/api/v1/sessions/"+sess, nil, nil).JSON(t, &v)
+		if len(v.UserMetadata) == 0 {
+			return
+		}
+	}
+	t.Fatalf("session %s was not pruned", sess)
+}
+
 func bigMetadata(n int) map[string]any { return map[string]any{"blob": strings.Repeat("x", n)} }
 
 // Each per-tenant quota: over it, the right status naming its config key and nothing
@@ -183,7 +198,9 @@ func TestPerTenantQuotas(t *testing.T) {
 						first = out.SessionID
 					}
 				}
-				return func() *testenv.Response { return sessionWith(h.a, bigMetadata(900)) }, func() { finish(h.a, first) }
+				// A finished session's metadata counts until the reaper prunes it
+				// (sessions.finished_retention_seconds, 1 s here).
+				return func() *testenv.Response { return sessionWith(h.a, bigMetadata(900)) }, func() { finish(h.a, first); waitPruned(t, h.a, first) }
 			},
 			status: http.StatusForbidden, key: "limits.max_metadata_bytes_per_tenant",
 			other: func(t *testing.T, h *harness) {
@@ -229,7 +246,7 @@ func TestPerTenantQuotas(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, cfg := newHarnessCfg(t, func(c *config.Config) { tc.edit(&c.Limits) })
+			h, cfg := newHarnessCfg(t, func(c *config.Config) { tc.edit(&c.Limits); c.Sessions.FinishedRetentionSeconds = 1 })
 			over, free := tc.run(t, h)
 			quotaRefused(t, over(), tc.status, tc.key)
 			quotaRefused(t, over(), tc.status, tc.key) // refusing changed nothing

@@ -71,9 +71,11 @@ func TestPrefixCacheHitsAndEviction(t *testing.T) {
 	// Removing the adapter drops its entries.
 	l.Sample(ctx, "tiny", "b", seeded(p, 1, 2, 1, 1))
 	l.RemoveAdapter(ctx, "tiny", "b")
-	for el := pc.lru.Front(); el != nil; el = el.Next() {
-		if adapterOfKey(el.Value.(*prefixEntry).key) == "b" {
-			t.Fatal("a removed adapter's prompts stay cached")
+	for _, tp := range pc.tenants {
+		for el := tp.lru.Front(); el != nil; el = el.Next() {
+			if adapterOfKey(el.Value.(*prefixEntry).key) == "b" {
+				t.Fatal("a removed adapter's prompts stay cached")
+			}
 		}
 	}
 }

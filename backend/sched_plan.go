@@ -151,7 +151,7 @@ func (m *memPlan) free() int { return m.s.pool.FreeBlocks() - m.reserved }
 
 // admit gives a waiting unit its cache (a prefix from the prefix cache where one
 // matches) if its remaining tokens, and some room to grow, fit beside what admitted work
-// still needs; least recently used cached prefixes are evicted to make room.
+// still needs; cached prefixes are evicted to make room (prefixCache.victim: the largest holder's least recently used first).
 func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 	r := u.r
 	var c *engine.KVCache[float32]
@@ -167,7 +167,7 @@ func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 		limit = min(limit, r.plan.FirstPos())
 	}
 	if s.prefix != nil && limit > 0 {
-		c, hit = s.prefix.lookup(r.key, u.feed, limit)
+		c, hit = s.prefix.lookup(r.tenant, r.key, u.feed, limit)
 	}
 	if c == nil {
 		c = s.pool.NewCache()
@@ -210,8 +210,8 @@ func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 	return true
 }
 
-// reclaim tries to free need blocks: it evicts cached prefixes (least recently used
-// first), then preempts running units that are not in the step being planned, from the
+// reclaim tries to free need blocks: it evicts cached prefixes (the largest holder's
+// least recently used first), then preempts running units that are not in the step being planned, from the
 // tenant that holds the most positions, latest admitted first.
 func (s *scheduler) reclaim(need int, inPlan map[*unit]int, self *unit) {
 	before := s.pool.FreeBlocks()

@@ -351,7 +351,7 @@ func (s *scheduler) finishPrompt(u *unit, out engine.StepOut) {
 	r := u.r
 	r.prompt = nil
 	if s.prefix != nil {
-		s.prefix.insert(r.key, r.req.Prompt, u.cache)
+		s.prefix.insert(r.tenant, r.key, r.req.Prompt, u.cache)
 	}
 	if r.hooks.phase != nil {
 		r.hooks.phase("decode")

@@ -231,6 +231,13 @@ type Sessions struct {
 	// never make anything wait; this covers only genuinely late arrivals (the SDK retries a
 	// submission for up to 5 minutes).
 	SeqGapTimeoutSeconds float64 `yaml:"seq_gap_timeout_seconds"`
+	// FinishedRetentionSeconds is how long a finished or expired session keeps its
+	// metadata (tags, user_metadata, names, project, finish detail), counted by
+	// limits.max_metadata_bytes_per_tenant; then the reaper prunes it to a compact record
+	// (id, tenant, times, finish reason: what a 410 needs), in memory and in the store.
+	// Over the quota because of ended sessions, a request gets 429 with Retry-After at
+	// their prune; the default stays within the SDK's five minutes of retries.
+	FinishedRetentionSeconds float64 `yaml:"finished_retention_seconds"`
 }
 
 // Limits bound what one tenant or one request may ask for.
@@ -257,6 +264,12 @@ type Limits struct {
 	// count and their total length in bytes.
 	MaxStopStrings     int `yaml:"max_stop_strings"`
 	MaxStopStringBytes int `yaml:"max_stop_string_bytes"`
+	// MaxChatMessages and MaxChatBytes bound a conversation the model's chat template
+	// renders (chat completions, Anthropic messages and count_tokens): its messages, and
+	// their roles' and contents' bytes together. Checked before rendering starts (400);
+	// the rendered prompt is also stopped as soon as it cannot fit the model's context.
+	MaxChatMessages int   `yaml:"max_chat_messages"`
+	MaxChatBytes    int64 `yaml:"max_chat_bytes"`
 	// MaxClientEvents and MaxClientEventBytes bound what one client telemetry request
 	// puts in the server's log: its events, and each text field of one.
 	MaxClientEvents     int `yaml:"max_client_events"`
@@ -343,10 +356,11 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 240},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
-			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096, MaxClientEvents: 100, MaxClientEventBytes: 8192,
+			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096,
+			MaxChatMessages: 4096, MaxChatBytes: 8 << 20, MaxClientEvents: 100, MaxClientEventBytes: 8192,
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
@@ -376,6 +390,11 @@ func (c Config) LongPoll() time.Duration {
 // HeartbeatTimeout is sessions.heartbeat_timeout_seconds as a duration.
 func (c Config) HeartbeatTimeout() time.Duration {
 	return time.Duration(c.Sessions.HeartbeatTimeoutSeconds * float64(time.Second))
+}
+
+// FinishedRetention is sessions.finished_retention_seconds as a duration.
+func (c Config) FinishedRetention() time.Duration {
+	return time.Duration(c.Sessions.FinishedRetentionSeconds * float64(time.Second))
 }
 
 // SeqGapTimeout is sessions.seq_gap_timeout_seconds as a duration.

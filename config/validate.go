@@ -150,6 +150,9 @@ func (c Config) Validate() error {
 	if !(c.Sessions.HeartbeatTimeoutSeconds >= 15 && c.Sessions.HeartbeatTimeoutSeconds <= MaxTTLSeconds) {
 		bad("sessions.heartbeat_timeout_seconds", "%g must be in [15, %d] (the SDK heartbeats every 10 s)", c.Sessions.HeartbeatTimeoutSeconds, MaxTTLSeconds)
 	}
+	if !(c.Sessions.FinishedRetentionSeconds > 0 && c.Sessions.FinishedRetentionSeconds <= MaxTTLSeconds) {
+		bad("sessions.finished_retention_seconds", "%g must be in (0, %d]", c.Sessions.FinishedRetentionSeconds, MaxTTLSeconds)
+	}
 	if c.Sessions.SeqGapTimeoutSeconds <= 0 {
 		bad("sessions.seq_gap_timeout_seconds", "%g must be positive", c.Sessions.SeqGapTimeoutSeconds)
 	}
@@ -212,6 +215,12 @@ func (c Config) Validate() error {
 	}
 	if l.MaxStopStringBytes < 0 {
 		bad("limits.max_stop_string_bytes", "%d must not be negative", l.MaxStopStringBytes)
+	}
+	if l.MaxChatMessages < 1 {
+		bad("limits.max_chat_messages", "%d must be at least 1", l.MaxChatMessages)
+	}
+	if l.MaxChatBytes < 1 {
+		bad("limits.max_chat_bytes", "%d must be at least 1", l.MaxChatBytes)
 	}
 	if l.MaxTopKSampleLogprobs < 0 || l.MaxTopKSampleLogprobs > 100 {
 		bad("limits.max_topk_sample_logprobs", "%d must be in [0, 100]", l.MaxTopKSampleLogprobs)

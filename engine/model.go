@@ -18,6 +18,7 @@ type Device = device.Device[float32]
 
 // Model is a loaded base model: architecture, frozen weights (held once, shared by every
 // adapter) and tokenizer. Its methods are safe for concurrent use on different adapters.
+// W is the host copy of the weights: nil when Load streamed them to a GPU (loadstream.go).
 type Model struct {
 	Name         string // the name clients use as base_model
 	Cfg          Config

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/tuft-go/tuft/engine/device"
 	"github.com/tuft-go/tuft/engine/kern"
-	"github.com/tuft-go/tuft/engine/safetensors"
 	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
@@ -173,31 +171,13 @@ func Load(dir, name string, opts ...Option) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	tensors := map[string]safetensors.Tensor{}
-	owner := map[string]string{}
-	for _, f := range files {
-		sf, err := safetensors.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("load model: %w", err)
-		}
-		for _, t := range sf.Tensors {
-			if prev, dup := owner[t.Name]; dup {
-				return nil, fmt.Errorf("load model: tensor %s is in both %s and %s", t.Name, prev, f)
-			}
-			tensors[t.Name], owner[t.Name] = t, f
-		}
-	}
-	w, err := mapWeights(cfg, tensors, owner)
-	if err != nil {
-		return nil, err
-	}
 	var tok *tokenizer.Tokenizer
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
 		if tok, err = tokenizer.Load(filepath.Join(dir, "tokenizer.json")); err != nil {
 			return nil, fmt.Errorf("load model: %w", err)
 		}
 	}
-	m, err := NewModel(name, cfg, w, nil, opts...)
+	m, err := loadFiles(name, cfg, files, opts...) // loadstream.go
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)
 	}
@@ -239,77 +219,6 @@ func weightFiles(dir string) ([]string, error) {
 		return nil, fmt.Errorf("load model: no model.safetensors or model.safetensors.index.json in %s", dir)
 	}
 	return []string{single}, nil
-}
-
-// mapWeights converts HF tensors into Weights, one tensor at a time.
-func mapWeights(c Config, ts map[string]safetensors.Tensor, owner map[string]string) (*Weights[float32], error) {
-	used := map[string]bool{}
-	get := func(name string, shape ...int) ([]float32, error) {
-		t, ok := ts[name]
-		if !ok {
-			return nil, fmt.Errorf("load model: tensor %s is missing", name)
-		}
-		used[name] = true
-		if !sameShape(t.Shape, shape) {
-			return nil, fmt.Errorf("load model: %s: tensor %s has shape %v, config.json implies %v", owner[name], name, t.Shape, shape)
-		}
-		v, err := t.Float32()
-		if err != nil {
-			return nil, fmt.Errorf("load model: %s: %w", owner[name], err)
-		}
-		return v, nil
-	}
-	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	w := &Weights[float32]{Layers: make([]Layer[float32], c.Layers)}
-	var errs []error
-	must := func(dst *[]float32, name string, shape ...int) {
-		v, err := get(name, shape...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		*dst = v
-	}
-	must(&w.Embed, "model.embed_tokens.weight", V, D)
-	must(&w.FinalNorm, "model.norm.weight", D)
-	if _, ok := ts["lm_head.weight"]; ok && !c.TieEmbeddings {
-		must(&w.LMHead, "lm_head.weight", V, D)
-	} else if !c.TieEmbeddings {
-		errs = append(errs, fmt.Errorf("load model: tensor lm_head.weight is missing and tie_word_embeddings is false"))
-	} else {
-		w.LMHead = w.Embed
-		used["lm_head.weight"] = true
-	}
-	for i := range w.Layers {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		L := &w.Layers[i]
-		must(&L.AttnNorm, p+"input_layernorm.weight", D)
-		must(&L.Wq, p+"self_attn.q_proj.weight", q, D)
-		must(&L.Wk, p+"self_attn.k_proj.weight", kv, D)
-		must(&L.Wv, p+"self_attn.v_proj.weight", kv, D)
-		must(&L.Wo, p+"self_attn.o_proj.weight", D, q)
-		if c.AttnBias {
-			must(&L.Bq, p+"self_attn.q_proj.bias", q)
-			must(&L.Bk, p+"self_attn.k_proj.bias", kv)
-			must(&L.Bv, p+"self_attn.v_proj.bias", kv)
-		}
-		must(&L.MLPNorm, p+"post_attention_layernorm.weight", D)
-		must(&L.Wgate, p+"mlp.gate_proj.weight", I, D)
-		must(&L.Wup, p+"mlp.up_proj.weight", I, D)
-		must(&L.Wdown, p+"mlp.down_proj.weight", D, I)
-		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	for name := range ts {
-		if !used[name] && !isIgnorable(name) {
-			return nil, fmt.Errorf("load model: %s: unexpected tensor %s (not part of a %s model with this config)", owner[name], name, c.Arch)
-		}
-	}
-	return w, nil
 }
 
 // isIgnorable accepts buffers some checkpoints carry that the model recomputes.

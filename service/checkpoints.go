@@ -199,6 +199,7 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 		}
 	}
 	s.unlock(lkRuns | lkCkpts)
+	defer s.diskChanged(c.RunID)
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("delete checkpoint files: %w", err)
 	}
@@ -209,6 +210,18 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 // tenant: loadable and samplable). Unpublishing stops the samplers other tenants opened
 // from it (see stopForeignSamplers).
 func (s *Service) SetPublic(ctx context.Context, tenant, runID, ckptID string, public bool) error {
+	if public {
+		s.lock(lkRuns | lkCkpts)
+		c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+		if err == nil && c.CopyOf != "" {
+			err = &Error{Kind: KindForbidden, Msg: fmt.Sprintf("checkpoint %s is a copy of %s, another tenant's published checkpoint: it shares that publication and only its owner publishes it",
+				c.TinkerPath(), c.CopyOf)}
+		}
+		s.unlock(lkRuns | lkCkpts)
+		if err != nil {
+			return s.settle(err)
+		}
+	}
 	var path string
 	err := s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public, path = public, c.TinkerPath() })
 	if err == nil && !public {
@@ -260,6 +273,9 @@ func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID st
 func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) (string, time.Time, error) {
 	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+	if err == nil {
+		err = s.ckpts.inherited(c)
+	}
 	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
 		return "", time.Time{}, s.settle(err)
@@ -286,10 +302,14 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 	var cc Checkpoint
 	if ok {
 		cc = *c
+		err = s.ckpts.inherited(c)
 	}
 	s.unlock(lkCkpts)
 	if !ok {
 		return nil, notFoundf("checkpoint %s no longer exists", payload)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return openArchive(cc)
 }

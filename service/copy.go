@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -47,6 +48,10 @@ type CopyInput struct {
 }
 
 const keyCopy = "copy/"
+
+// copyNote starts the note of a run made by copy_weights (older records are recognised
+// by it).
+const copyNote = "holds a copy of "
 
 type copyRecord struct {
 	PayloadHash string `json:"payload_hash"`
@@ -115,14 +120,17 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 			runID = newID("copy_")
 		}
 	}
+	if err == nil {
+		err = s.checkCopyQuota(tenant)
+	}
 	var c Checkpoint
 	if err == nil {
 		c = *src
-		// Reserve the slot while the files are copied.
+		// Reserve the slot while the files are copied (counted by the run quota at once).
 		now := s.now()
 		s.runs.m[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
-			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, State: RunUnloaded, ProjectID: project,
-			Note: fmt.Sprintf("holds a copy of %s (copy_weights); train from its checkpoint with create_training_client_from_state", in.SourcePath)}
+			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, State: RunUnloaded, ProjectID: project, Copy: true, copying: true,
+			Note: fmt.Sprintf("%s%s (copy_weights); train from its checkpoint with create_training_client_from_state", copyNote, in.SourcePath)}
 		if in.ModelSeqID != nil {
 			s.runs.m[runID].ModelSeqID = *in.ModelSeqID
 		}
@@ -131,7 +139,17 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	if err != nil {
 		return "", s.settle(err)
 	}
-	release, err := s.reserveDisk(tenant, dirSize(c.Dir), "copy_weights")
+	// Another tenant's published checkpoint is shared as weights only, and the copy
+	// inherits its publication (publish.go); a copy of such a copy names the original.
+	copyOf := c.CopyOf
+	if copyOf == "" && c.Tenant != tenant {
+		copyOf = c.TinkerPath()
+	}
+	size := c.SizeBytes
+	if size <= 0 {
+		size = dirSize(c.Dir)
+	}
+	release, err := s.reserveDisk(tenant, runID, size, "copy_weights")
 	if err != nil {
 		s.lock(lkRuns)
 		delete(s.runs.m, runID)
@@ -146,13 +164,13 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		_ = os.RemoveAll(s.ckpts.files.runDir(runID))
 	}
 	dst := s.ckpts.files.ckptDir(runID, c.Type, c.Name)
-	if err := copyDir(c.Dir, dst); err != nil {
+	if err := copyDir(c.Dir, dst, copyOf != ""); err != nil {
 		undo()
 		return "", classify(fmt.Errorf("copy checkpoint files: %w", err))
 	}
 	now := s.now()
 	cp := &Checkpoint{RunID: runID, Tenant: tenant, Type: c.Type, Name: c.Name, Dir: dst, CreatedAt: now, SizeBytes: dirSize(dst),
-		BaseModel: c.BaseModel, Lora: c.Lora, UserMetadata: c.UserMetadata, Optimizer: c.Optimizer, Encrypted: c.Encrypted}
+		BaseModel: c.BaseModel, Lora: c.Lora, UserMetadata: c.UserMetadata, Optimizer: c.Optimizer, Encrypted: c.Encrypted, CopyOf: copyOf}
 	if in.TTLSeconds != nil {
 		t := now.Add(time.Duration(*in.TTLSeconds) * time.Second)
 		cp.ExpiresAt = &t
@@ -171,9 +189,12 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		undo()
 		return "", classify(err)
 	}
-	s.lock(lkCkpts)
+	s.lock(lkRuns | lkCkpts)
 	s.ckpts.m[runID] = map[string]*Checkpoint{cp.ID(): cp}
-	s.unlock(lkCkpts)
+	if r := s.runs.m[runID]; r != nil {
+		r.copying = false // counted by its checkpoint from now on
+	}
+	s.unlock(lkRuns | lkCkpts)
 	path = cp.TinkerPath()
 	if idemKey != "" {
 		b, _ := json.Marshal(copyRecord{PayloadHash: in.PayloadHash, Path: path})
@@ -201,8 +222,9 @@ func (s *Service) ownsProject(tenant, project string) bool {
 
 // copyDir copies the regular files of src into a new directory dst (through a temporary
 // directory, renamed into place, so dst appears whole or not at all). A copy shares
-// the source's storage: deleting either leaves the other whole.
-func copyDir(src, dst string) error {
+// the source's storage: deleting either leaves the other whole. weightsOnly leaves the
+// optimizer state out.
+func copyDir(src, dst string, weightsOnly bool) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -216,7 +238,7 @@ func copyDir(src, dst string) error {
 	}
 	defer os.RemoveAll(tmp)
 	for _, e := range ents {
-		if !e.Type().IsRegular() {
+		if !e.Type().IsRegular() || (weightsOnly && e.Name() == engine.OptimizerWeightsFile) {
 			continue
 		}
 		// Storage is shared with the source where the file system allows (a hard link:

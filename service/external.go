@@ -133,7 +133,7 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 }
 
 func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipients []age.Recipient) (ExternalResult, error) {
-	release, err := s.reserveDisk(r.Tenant, s.saveBytes(r, false), "save_weights_external")
+	release, err := s.reserveDisk(r.Tenant, r.ID, s.saveBytes(r, false), "save_weights_external")
 	if err != nil {
 		return ExternalResult{}, err
 	}
@@ -254,6 +254,7 @@ func (s *Service) CheckpointFiles(tenant, runID, ckptID string) (Checkpoint, []s
 	var cc Checkpoint
 	if err == nil {
 		cc = *c
+		err = s.ckpts.inherited(c)
 	}
 	s.unlock(lkRuns | lkCkpts)
 	if err != nil {
@@ -336,10 +337,14 @@ func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
 	var dir string
 	if ok {
 		dir = c.Dir
+		err = s.ckpts.inherited(c)
 	}
 	s.unlock(lkCkpts)
 	if !ok {
 		return nil, notFoundf("checkpoint %s no longer exists", path)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return openCheckpointFile(dir, file)
 }

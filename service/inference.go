@@ -13,6 +13,7 @@ import (
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/chat"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -32,9 +33,10 @@ type InferenceTarget struct {
 	MaxContextLength int
 	VocabSize        int
 
-	text *backend.Text
-	dir  string
-	mod  time.Time // the adapter file's modification time: a rewritten checkpoint reloads
+	text   *backend.Text
+	limits config.Limits // the render bounds (limits.max_chat_*)
+	dir    string
+	mod    time.Time // the adapter file's modification time: a rewritten checkpoint reloads
 }
 
 // InferenceModel is one entry of the compatible APIs' model list.
@@ -107,6 +109,7 @@ func (s *Service) ResolveInference(tenant, name string) (*InferenceTarget, error
 		return nil, notFoundf("the model %q: its base model %q is no longer served here", name, t.BaseModel)
 	}
 	t.MaxContextLength, t.VocabSize, t.text = s.maxContext(t.BaseModel, mi), mi.VocabSize, mi.Text
+	t.limits = s.cfg.Limits
 	return t, nil
 }
 
@@ -161,9 +164,18 @@ type ChatMessage struct {
 	Content string
 }
 
+// ErrContextLength is wrapped by the error of a prompt that cannot fit the model's
+// context, found while rendering or tokenizing it (the OpenAI routes answer it with
+// code context_length_exceeded).
+var ErrContextLength = errors.New("the prompt exceeds the model's context")
+
 // RenderChat applies the model's chat template; addGenerationPrompt ends the text with
-// the header of an assistant turn.
-func (t *InferenceTarget) RenderChat(msgs []ChatMessage, addGenerationPrompt bool) (string, error) {
+// the header of an assistant turn. A conversation over limits.max_chat_messages or
+// limits.max_chat_bytes is refused before rendering starts; rendering stops as soon as
+// the text is too long to fit the model's context (ErrContextLength) and when ctx ends
+// (issue 22: the render of a hostile conversation costs in proportion to what is
+// accepted, and nothing after its client has gone).
+func (t *InferenceTarget) RenderChat(ctx context.Context, msgs []ChatMessage, addGenerationPrompt bool) (string, error) {
 	tx, err := t.tokenizer()
 	if err != nil {
 		return "", err
@@ -178,15 +190,57 @@ func (t *InferenceTarget) RenderChat(msgs []ChatMessage, addGenerationPrompt boo
 	for i, m := range msgs {
 		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
 	}
-	out, err := tx.Template.Render(cm, chat.Options{AddGenerationPrompt: addGenerationPrompt, BosToken: tx.BOS, EosToken: tx.EOS})
+	lim := chat.Limits{MaxMessages: t.limits.MaxChatMessages, MaxBytes: t.limits.MaxChatBytes}
+	if b, ok := tx.Codec.(interface{ MaxTokenBytes() int }); ok && t.MaxContextLength > 0 && b.MaxTokenBytes() > 0 {
+		// More bytes than this are more tokens than the context holds.
+		lim.MaxOutputBytes = int64(t.MaxContextLength) * int64(b.MaxTokenBytes())
+	}
+	out, err := tx.Template.Render(ctx, cm, chat.Options{AddGenerationPrompt: addGenerationPrompt, BosToken: tx.BOS, EosToken: tx.EOS, Limits: lim})
 	if err != nil {
+		var le *chat.LimitError
 		var re *chat.RaiseError
-		if errors.As(err, &re) {
+		switch {
+		case errors.As(err, &le) && le.Limit == chat.LimitMessages:
+			return "", invalidf("messages: %d messages; at most %d are allowed (limits.max_chat_messages)", le.Got, le.Max)
+		case errors.As(err, &le) && le.Limit == chat.LimitBytes:
+			return "", invalidf("messages: %d bytes of roles and contents; at most %d are allowed (limits.max_chat_bytes)", le.Got, le.Max)
+		case errors.As(err, &le):
+			return "", &Error{Kind: KindInvalid, Err: ErrContextLength,
+				Msg: fmt.Sprintf("the rendered conversation passed %d bytes, more than the model's context of %d tokens can hold", le.Max, t.MaxContextLength)}
+		case ctx.Err() != nil:
+			return "", fmt.Errorf("rendering the conversation: %w", ctx.Err())
+		case errors.As(err, &re):
 			return "", invalidf("model %q: its chat template refused the conversation: %s", t.Model, re.Message)
 		}
 		return "", invalidf("model %q: its chat template failed on the conversation: %v", t.Model, err)
 	}
 	return out, nil
+}
+
+// EncodePrompt tokenizes a prompt as Encode does, but stops with ErrContextLength as
+// soon as it has more tokens than the model's context, and when ctx ends.
+func (t *InferenceTarget) EncodePrompt(ctx context.Context, text string) ([]int32, error) {
+	tx, err := t.tokenizer()
+	if err != nil {
+		return nil, err
+	}
+	enc, ok := tx.Codec.(interface {
+		EncodeContext(context.Context, string, int) ([]int32, error)
+	})
+	if !ok {
+		return t.Encode(text)
+	}
+	ids, err := enc.EncodeContext(ctx, text, t.MaxContextLength)
+	switch {
+	case errors.Is(err, tokenizer.ErrTooManyTokens):
+		return nil, &Error{Kind: KindInvalid, Err: ErrContextLength,
+			Msg: fmt.Sprintf("the prompt has more than %d tokens, the model's context", t.MaxContextLength)}
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("tokenizing the prompt: %w", ctx.Err())
+	case err != nil:
+		return nil, invalidf("model %q: the text could not be tokenized: %v", t.Model, err)
+	}
+	return ids, nil
 }
 
 // InferInput is one generation request of the compatible routes.

@@ -36,7 +36,9 @@ func inflightAdapterID(runID string) string { return runID + "/inflight" }
 // run's operation (in seq_id order), so two publications never interleave.
 func (s *Service) publishInflight(ctx context.Context, r *Run) (string, error) {
 	dir := s.ckpts.files.inflightDir(r.ID)
-	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
+	err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) })
+	s.diskChanged(r.ID)
+	if err != nil {
 		return "", err
 	}
 	if err := s.be.AddSamplerAdapter(ctx, r.BaseModel, inflightAdapterID(r.ID), dir); err != nil {

@@ -10,6 +10,35 @@ import (
 // it stops at once (its next asample is a 404), and stays stopped across restarts (each
 // asample and each restore checks that its checkpoint is still visible to its tenant).
 // Copies already made by load_weights belong to the runs that made them.
+//
+// A copy made by copy_weights of another tenant's published checkpoint is not the
+// copier's to share or keep (issue 22, finding 10): it holds the weights only (no
+// optimizer state), and it inherits the original's publication (Checkpoint.CopyOf).
+// While the original is published the copier reads, samples, loads (weights only) and
+// downloads the copy; once the owner unpublishes or deletes it, every one of those is a
+// 404 that says the checkpoint is no longer published, the copier's samplers opened from
+// the copy stop, and the copier can never publish the copy itself.
+
+// inherited is the 404 for a copy whose original is no longer published (nil for any
+// other checkpoint). Callers hold the checkpoints lock.
+func (cc *ckptCtl) inherited(c *Checkpoint) error {
+	if c.CopyOf == "" {
+		return nil
+	}
+	if runID, kind, name, err := ParseTinkerPath(c.CopyOf); err == nil {
+		if src, ok := cc.m[runID][kind+"/"+name]; ok && src.Public {
+			return nil
+		}
+	}
+	return notFoundf("checkpoint %s is a copy of %s, which is %s", c.TinkerPath(), c.CopyOf, withdrawnWhat)
+}
+
+// weightsOnly is the 400 for loading optimizer state from a copy of another tenant's
+// published checkpoint.
+func weightsOnly(path string, c *Checkpoint) error {
+	return invalidf("checkpoint %s is a copy of %s, another tenant's published checkpoint, and holds its weights only (no optimizer state): "+
+		"load it without the optimizer (create_training_client_from_state, load_state)", path, c.CopyOf)
+}
 
 // sourceVisible reports whether a sampler's checkpoint (if it was opened from one) is
 // still visible to the sampler's tenant. Callers hold no controller lock.
@@ -44,10 +73,20 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 // stopForeignSamplers closes the samplers that tenants other than owner opened from the
 // checkpoint at path, which owner has just unpublished or deleted.
 func (s *Service) stopForeignSamplers(ctx context.Context, owner, path string) {
+	paths := map[string]bool{path: true} // and the copies that inherit its publication
+	s.lock(lkCkpts)
+	for _, m := range s.ckpts.m {
+		for _, c := range m {
+			if c.CopyOf == path {
+				paths[c.TinkerPath()] = true
+			}
+		}
+	}
+	s.unlock(lkCkpts)
 	var victims []*Sampler
 	s.lock(lkSamplers)
 	for _, sm := range s.samplers.m {
-		if !sm.Closed && sm.ModelPath == path && sm.Tenant != owner {
+		if !sm.Closed && paths[sm.ModelPath] && sm.Tenant != owner {
 			sm.ClosedWhy = withdrawn(path)
 			victims = append(victims, sm)
 		}
@@ -59,8 +98,10 @@ func (s *Service) stopForeignSamplers(ctx context.Context, owner, path string) {
 	}
 }
 
+const withdrawnWhat = "no longer published (or was deleted) by its owner"
+
 func withdrawn(path string) string {
-	return "checkpoint " + path + " is no longer published (or was deleted) by its owner"
+	return "checkpoint " + path + " is " + withdrawnWhat
 }
 
 // closedError is the 404 for a sample on a closed sampling session, saying why it closed.

@@ -17,14 +17,16 @@ import (
 // and each refusal names it:
 //
 //   - limits.max_runs_per_tenant, limits.max_adapter_bytes_per_tenant: live training
-//     runs (created and not unloaded) and the memory their adapters take in the
+//     runs (created and not unloaded; for the count, also the copies copy_weights made
+//     that still hold their checkpoint) and the memory their adapters take in the
 //     executor (weights, gradients and two optimizer moments in float32, from the rank
-//     and the model's shape), checked when a run is created;
+//     and the model's shape), checked when a run or a copy is created;
 //   - limits.max_samplers_per_tenant: open sampling sessions, those opened by
 //     save_weights_and_get_sampling_client included (inflight clients too: each is a
 //     session, although they share one adapter per run);
 //   - limits.max_metadata_bytes (one record: 413) and limits.max_metadata_bytes_per_tenant
-//     (what the tenant's open sessions, live runs and checkpoints hold);
+//     (what the tenant's sessions, ended ones until pruned (prune.go), live runs and
+//     checkpoints hold);
 //   - limits.max_disk_bytes_per_tenant: bytes under the tenant's run directories,
 //     checked before a checkpoint, an export, a copy or a sampler's weights are written,
 //     with the new files' size estimated from the adapter's shape (an upper bound), so a
@@ -35,15 +37,20 @@ import (
 // minutes and would only wait in vain. When resources held by sessions whose clients
 // stopped heartbeating (a crashed client) cover the excess, the reaper will free them:
 // then the answer is 429 with Retry-After at their expiry, and the SDK's retry succeeds.
+// Likewise for the metadata quota when ended sessions' metadata, which the reaper prunes
+// (prune.go), covers the excess.
 
 // staleHeartbeat is how long a session's client must have been silent to be taken for
 // gone (the SDK heartbeats every 10 s): what it holds is freed when it expires.
 const staleHeartbeat = 30 * time.Second
 
-// quotaState holds disk space reserved by saves being written.
+// quotaState holds disk space reserved by saves being written, and the known sizes of
+// run directories (disk.go).
 type quotaState struct {
 	mu       sync.Mutex
 	reserved map[string]int64 // tenant → bytes
+	sizes    map[string]int64 // run → bytes under its directory, while known
+	gen      map[string]int64 // run → changes to its directory (a walk began before one is not kept)
 }
 
 // held is something a tenant holds, counted against a quota: its amount, and when the
@@ -93,6 +100,53 @@ func (s *Service) releaseAt(id string, now time.Time) time.Time {
 // created.
 func holdsAdapter(r *Run) bool { return r.State == RunCreating || r.State == RunReady }
 
+// holdsCopy reports whether a run made by copy_weights still holds its copy (or is
+// writing it). Callers hold the runs and checkpoints locks.
+func (s *Service) holdsCopy(r *Run) bool {
+	return r.Copy && (r.copying || len(s.ckpts.m[r.ID]) > 0)
+}
+
+// countRuns counts what limits.max_runs_per_tenant bounds for tenant: its live runs and
+// the copies it holds (issue 22, finding 7: copies were made outside the quota). A
+// copy is released by deleting its checkpoint; only a live run's session can make the
+// reaper free it. Callers hold quotaLocks.
+func (s *Service) countRuns(tenant string, now time.Time) (n int64, items []held) {
+	for _, r := range s.runs.m {
+		if r.Tenant != tenant {
+			continue
+		}
+		switch {
+		case holdsAdapter(r):
+			items = append(items, held{1, s.releaseAt(r.SessionID, now)})
+		case s.holdsCopy(r):
+			items = append(items, held{1, time.Time{}})
+		default:
+			continue
+		}
+		n++
+	}
+	return n, items
+}
+
+const freeRuns = "unload a run you no longer train (unload_model), delete copies you no longer need (the checkpoint copy_weights made), " +
+	"or close a client (ServiceClient.close) to release its runs"
+
+// runsOver is the refusal of one more run or copy over limits.max_runs_per_tenant (nil
+// within it). Callers hold quotaLocks.
+func (s *Service) runsOver(tenant string) error {
+	now := s.now()
+	n, items := s.countRuns(tenant, now)
+	if max := int64(s.cfg.Limits.MaxRunsPerTenant); n+1 > max {
+		return overQuota("limits.max_runs_per_tenant", now, items, n+1-max, fmt.Sprintf("tenant %s has %d live training runs and copies, the most limits.max_runs_per_tenant (%d) allows: %s",
+			tenant, n, max, freeRuns))
+	}
+	return nil
+}
+
+// checkCopyQuota refuses one more copy (copy_weights) over limits.max_runs_per_tenant.
+// Callers hold quotaLocks and insert the copy's run before releasing them.
+func (s *Service) checkCopyQuota(tenant string) error { return s.runsOver(tenant) }
+
 // adapterBytes is the executor memory of an adapter of lora on base: weights, gradients
 // and two optimizer moments, float32.
 func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
@@ -100,27 +154,26 @@ func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
 }
 
 // checkRunQuota refuses one more live run of rank lora on base for tenant over
-// limits.max_runs_per_tenant or limits.max_adapter_bytes_per_tenant. Callers hold the
-// sessions and runs locks and insert the run before releasing them, so two creations
+// limits.max_runs_per_tenant (live runs and copies) or limits.max_adapter_bytes_per_tenant.
+// Callers hold quotaLocks and insert the run before releasing them, so two creations
 // cannot both pass.
 func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) error {
 	lim := s.cfg.Limits
 	now := s.now()
 	add := s.adapterBytes(base, lora)
-	var n, bytes int64
-	var runs, mem []held
+	var bytes int64
+	var mem []held
 	for _, r := range s.runs.m {
 		if r.Tenant != tenant || !holdsAdapter(r) {
 			continue
 		}
 		b := s.adapterBytes(r.BaseModel, r.Lora.engine())
-		rel := s.releaseAt(r.SessionID, now)
-		n, bytes = n+1, bytes+b
-		runs, mem = append(runs, held{1, rel}), append(mem, held{b, rel})
+		bytes += b
+		mem = append(mem, held{b, s.releaseAt(r.SessionID, now)})
 	}
 	const free = "unload a run you no longer train (unload_model), or close a client (ServiceClient.close) to release its runs"
-	if max := int64(lim.MaxRunsPerTenant); n+1 > max {
-		return overQuota("limits.max_runs_per_tenant", now, runs, n+1-max, fmt.Sprintf("tenant %s has %d live training runs, the most limits.max_runs_per_tenant (%d) allows: %s", tenant, n, max, free))
+	if err := s.runsOver(tenant); err != nil {
+		return err
 	}
 	if max := lim.MaxAdapterBytesPerTenant; bytes+add > max {
 		return overQuota("limits.max_adapter_bytes_per_tenant", now, mem, bytes+add-max, fmt.Sprintf("a rank-%d adapter on %s takes %d bytes (weights, gradients, optimizer moments); tenant %s's live runs take %d of limits.max_adapter_bytes_per_tenant (%d): %s",
@@ -172,11 +225,15 @@ func (s *Service) checkSamplerQuota(tenant, replacing string) error {
 		"close a client (ServiceClient.close) whose sampling clients you no longer use, or reuse a sampling_session_seq_id (save_weights_and_get_sampling_client replaces that session)", tenant, n, max))
 }
 
-// sessionMetadataBytes is what a session's tags and user_metadata take as JSON.
-func sessionMetadataBytes(tags []string, md Metadata) int64 {
-	n := int64(len(md))
-	for _, t := range tags {
+// sessionMetadataBytes is what a session holds from its client: its tags and
+// user_metadata as JSON, its names and its finish detail.
+func sessionMetadataBytes(se *Session) int64 {
+	n := int64(len(se.UserMetadata) + len(se.DisplayName) + len(se.ProjectID) + len(se.SDKVersion))
+	for _, t := range se.Tags {
 		n += int64(len(t)) + 3 // quotes and comma
+	}
+	if se.Finished != nil && se.Finished.Detail != nil {
+		n += int64(len(*se.Finished.Detail))
 	}
 	return n
 }
@@ -190,13 +247,15 @@ func stringMapBytes(m map[string]string) int64 {
 	return n
 }
 
-// tenantMetadataBytes is the client metadata tenant holds in memory: its open
-// sessions', its live runs' and its checkpoints'. Callers hold quotaLocks.
-func (s *Service) tenantMetadataBytes(tenant string) int64 {
-	var n int64
+// tenantMetadata is the client metadata tenant holds in memory: its sessions' (ended
+// ones too, until pruned: prune.go), its live runs' and its checkpoints', and each
+// session's share with when the reaper will prune it (metadataRelease). Callers hold
+// quotaLocks.
+func (s *Service) tenantMetadata(tenant string, now time.Time) (n int64, items []held) {
 	for _, se := range s.sessions.m {
-		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
-			n += sessionMetadataBytes(se.Tags, se.UserMetadata)
+		if b := sessionMetadataBytes(se); se.Tenant == tenant && b > 0 {
+			n += b
+			items = append(items, held{b, s.metadataRelease(se, now)})
 		}
 	}
 	for _, r := range s.runs.m {
@@ -211,7 +270,21 @@ func (s *Service) tenantMetadataBytes(tenant string) int64 {
 			}
 		}
 	}
-	return n
+	return n, items
+}
+
+// metadataRelease is when the reaper will prune session se's metadata: its end plus
+// sessions.finished_retention_seconds, for an ended session or one whose client stopped
+// heartbeating; zero while its client is alive.
+func (s *Service) metadataRelease(se *Session, now time.Time) time.Time {
+	ended, ok := s.endedAt(se)
+	if !ok {
+		if now.Sub(se.LastHeartbeat) < staleHeartbeat {
+			return time.Time{}
+		}
+		ended = se.LastHeartbeat.Add(s.cfg.HeartbeatTimeout())
+	}
+	return ended.Add(s.cfg.FinishedRetention())
 }
 
 // checkMetadata refuses a record's metadata of size bytes (what names the record) over
@@ -227,9 +300,13 @@ func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error
 	if size == 0 {
 		return nil
 	}
-	if total := s.tenantMetadataBytes(tenant) - replaced; total+size > lim.MaxMetadataBytesPerTenant {
-		return &Error{Kind: KindForbidden, Limit: "limits.max_metadata_bytes_per_tenant", Msg: fmt.Sprintf("%s carries %d bytes of metadata; tenant %s's open sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d): "+
-			"close clients you no longer use, unload runs or delete checkpoints", what, size, tenant, total, lim.MaxMetadataBytesPerTenant)}
+	now := s.now()
+	held, items := s.tenantMetadata(tenant, now)
+	if total := held - replaced; total+size > lim.MaxMetadataBytesPerTenant {
+		return overQuota("limits.max_metadata_bytes_per_tenant", now, items, total+size-lim.MaxMetadataBytesPerTenant, fmt.Sprintf(
+			"%s carries %d bytes of metadata; tenant %s's sessions, live runs and checkpoints hold %d of limits.max_metadata_bytes_per_tenant (%d), "+
+				"a finished or expired session's until sessions.finished_retention_seconds (%s) after it ended: "+
+				"unload runs or delete checkpoints, or wait for ended sessions to be pruned", what, size, tenant, total, lim.MaxMetadataBytesPerTenant, s.cfg.FinishedRetention()))
 	}
 	return nil
 }
@@ -247,60 +324,6 @@ func (s *Service) saveBytes(r *Run, optimizer bool) int64 {
 	return copies*(4*engine.LoraParamCount(c, r.Lora.engine())+256*tensors) + 64<<10
 }
 
-// DiskUsage is the bytes tenant's runs hold under checkpoint_dir: checkpoints (exports
-// and copies included), sampler weights, autosaves and inflight targets.
-func (s *Service) DiskUsage(tenant string) int64 {
-	s.lock(lkRuns)
-	var dirs []string
-	for _, r := range s.runs.m {
-		if r.Tenant == tenant {
-			dirs = append(dirs, s.ckpts.files.runDir(r.ID))
-		}
-	}
-	s.unlock(lkRuns)
-	var n int64
-	for _, d := range dirs { // disk reads outside the lock
-		n += dirSize(d)
-	}
-	return n
-}
-
-// reserveDisk reserves est bytes of tenant's limits.max_disk_bytes_per_tenant for a
-// save (what names it) about to be written, or refuses it (403) before anything is
-// written. release returns the reservation once the files are written (or not).
-func (s *Service) reserveDisk(tenant string, est int64, what string) (release func(), err error) {
-	used := s.DiskUsage(tenant)
-	max := s.cfg.Limits.MaxDiskBytesPerTenant
-	s.quota.mu.Lock()
-	defer s.quota.mu.Unlock()
-	res := s.quota.reserved[tenant]
-	if used+res+est > max {
-		return nil, &Error{Kind: KindForbidden, Limit: "limits.max_disk_bytes_per_tenant", Msg: fmt.Sprintf("%s needs up to %d bytes on disk; tenant %s holds %d (%d more being written) of limits.max_disk_bytes_per_tenant (%d): "+
-			"delete checkpoints you no longer need (nothing was written)", what, est, tenant, used, res, max)}
-	}
-	if s.quota.reserved == nil {
-		s.quota.reserved = map[string]int64{}
-	}
-	s.quota.reserved[tenant] = res + est
-	return func() {
-		s.quota.mu.Lock()
-		defer s.quota.mu.Unlock()
-		if s.quota.reserved[tenant] -= est; s.quota.reserved[tenant] <= 0 {
-			delete(s.quota.reserved, tenant)
-		}
-	}, nil
-}
-
-// checkDisk is reserveDisk's check alone, for refusing a save when it is submitted
-// rather than when it runs.
-func (s *Service) checkDisk(tenant string, est int64, what string) error {
-	release, err := s.reserveDisk(tenant, est, what)
-	if err == nil {
-		release()
-	}
-	return err
-}
-
 // removeEphemeral deletes a released sampler's own weights (those of
 // save_weights_and_get_sampling_client; an inflight client's are its run's).
 func (s *Service) removeEphemeral(sm *Sampler) {
@@ -310,6 +333,7 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 	if filepath.Dir(sm.AdapterDir) != s.ckpts.files.ephemeralParent(sm.RunID) {
 		return // never delete outside the run's own sampler weights
 	}
+	defer s.diskChanged(sm.RunID)
 	if err := os.RemoveAll(sm.AdapterDir); err != nil {
 		s.log.Warn("could not delete a released sampler's weights", "sampler", sm.ID, "dir", sm.AdapterDir, "error", err)
 	}

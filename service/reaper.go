@@ -22,7 +22,8 @@ func (s *Service) reaper() {
 }
 
 // Reap runs one expiry pass: sessions without a heartbeat for sessions.heartbeat_timeout_seconds
-// release their adapters, and checkpoints past their TTL are deleted. The background
+// release their adapters, sessions ended more than sessions.finished_retention_seconds
+// ago are pruned (prune.go), and checkpoints past their TTL are deleted. The background
 // reaper calls it every few seconds.
 func (s *Service) Reap(ctx context.Context) {
 	now := s.now()
@@ -49,6 +50,9 @@ func (s *Service) Reap(ctx context.Context) {
 	s.expireCompletions(now)
 	for i, se := range expired {
 		s.expireSession(ctx, se, &expiredRecs[i])
+	}
+	if n := s.pruneSessions(ctx, now); n > 0 {
+		s.log.Info("ended sessions pruned to compact records", "count", n, "retention", s.cfg.FinishedRetention())
 	}
 	for _, c := range ckpts {
 		if err := s.removeCheckpoint(ctx, c); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/tuft-go/tuft/engine"
@@ -47,6 +48,9 @@ type Session struct {
 	// Finished is set by the client's finish call (ServiceClient.close): the first reason
 	// wins, and the session accepts no more operations.
 	Finished *SessionFinish `json:"finished,omitempty"`
+	// Pruned: the session ended more than sessions.finished_retention_seconds ago and
+	// holds no metadata any more (prune.go).
+	Pruned bool `json:"pruned,omitempty"`
 }
 
 // Finish reasons a client may give (the SDK's ClientSessionFinishReason).
@@ -98,6 +102,11 @@ type Run struct {
 	// LoadedFrom is the checkpoint a run created by load_weights starts from (its seq 0);
 	// a restart that finds the load unfinished starts it again from there.
 	LoadedFrom *LoadSource `json:"loaded_from,omitempty"`
+	// Copy: the run was made by copy_weights to hold a copy; it counts against
+	// limits.max_runs_per_tenant while it holds a checkpoint (holdsRunSlot).
+	Copy bool `json:"copy,omitempty"`
+	// copying: the copy's files are being written (it counts before its checkpoint exists).
+	copying bool
 
 	// PendingGrads is true while forward_backward has accumulated gradients that no
 	// optim_step has used. They live only in the executor's memory (never in a
@@ -160,6 +169,10 @@ type Checkpoint struct {
 	Optimizer string `json:"optimizer,omitempty"`
 	// Encrypted: an external checkpoint whose files are age-encrypted ("<file>.age").
 	Encrypted bool `json:"encrypted,omitempty"`
+	// CopyOf is the tinker:// path of another tenant's published checkpoint this one is a
+	// copy of (copy_weights; weights only). It inherits that publication: readable only
+	// while the original stays published, and never published itself (publish.go).
+	CopyOf string `json:"copy_of,omitempty"`
 }
 
 // OptimizerOf is the checkpoint's optimizer family.
@@ -302,6 +315,9 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 	x.plain = (*plain)(r)
 	if err := json.Unmarshal(b, &x); err != nil {
 		return err
+	}
+	if r.State == RunUnloaded && strings.HasPrefix(r.Note, copyNote) {
+		r.Copy = true // a copy made before the flag existed
 	}
 	switch r.State {
 	case "":

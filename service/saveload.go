@@ -107,7 +107,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
-	release, err := s.reserveDisk(r.Tenant, s.saveBytes(r, typ == CkptTraining), "this save")
+	release, err := s.reserveDisk(r.Tenant, r.ID, s.saveBytes(r, typ == CkptTraining), "this save")
 	if err != nil {
 		return futures.Result{}, err
 	}
@@ -192,6 +192,8 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 				in.Path, c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed, r.ID, r.Lora.Rank, r.Lora.TrainAttn, r.Lora.TrainMLP, r.Lora.TrainUnembed)
 		case in.Optimizer && c.Type != CkptTraining:
 			err = invalidf("checkpoint %s is a sampler checkpoint and holds no optimizer state; load it with optimizer=false or use a weights/ checkpoint", in.Path)
+		case in.Optimizer && c.CopyOf != "":
+			err = weightsOnly(in.Path, c)
 		case in.Optimizer && c.OptimizerOf() != r.OptimizerOf():
 			err = invalidf("checkpoint %s holds %s optimizer state, but run %s uses the %s optimizer", in.Path, c.OptimizerOf(), r.ID, r.OptimizerOf())
 		}
@@ -234,6 +236,9 @@ func (cc *ckptCtl) resolve(tenant, path string, fetched *Checkpoint) (*Checkpoin
 	}
 	if !ok || (c.Tenant != tenant && !c.Public) {
 		return nil, notFoundf("checkpoint %s not found", path)
+	}
+	if err := cc.inherited(c); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(c.Dir); err != nil {
 		return nil, notFoundf("checkpoint %s: its files are missing on the server", path)

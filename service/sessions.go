@@ -32,7 +32,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	s.lock(quotaLocks)
 	err = s.checkSessionQuota(tenant)
 	if err == nil {
-		err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se.Tags, se.UserMetadata), 0)
+		err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se), 0)
 	}
 	if err == nil {
 		s.sessions.m[se.ID] = se // counted by the next check at once
@@ -167,6 +167,9 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	default:
 		return SessionFinish{}, invalidf("reason.type %q must be one of %s, %s, %s", reason, FinishSuccess, FinishErrored, FinishInterrupted)
 	}
+	if max := s.cfg.Limits.MaxMetadataBytes; detail != nil && len(*detail) > max {
+		return SessionFinish{}, &Error{Kind: KindTooLarge, Limit: "limits.max_metadata_bytes", Msg: fmt.Sprintf("reason.detail is %d bytes, more than limits.max_metadata_bytes (%d)", len(*detail), max)}
+	}
 	s.lock(lkSessions | lkRuns | lkSamplers)
 	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
@@ -212,15 +215,20 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 
 // SetSessionProject records a session's project id.
 func (s *Service) SetSessionProject(ctx context.Context, tenant, id, project string) error {
-	s.lock(lkSessions)
+	s.lock(quotaLocks)
 	se, err := s.sessions.owned(tenant, id)
+	if err == nil {
+		// The project is held with the session's metadata (sessionMetadataBytes).
+		old := sessionMetadataBytes(se)
+		err = s.checkMetadata(tenant, "project_id", old-int64(len(se.ProjectID))+int64(len(project)), old)
+	}
 	if err != nil {
-		s.unlock(lkSessions)
+		s.unlock(quotaLocks)
 		return s.settle(err)
 	}
 	se.ProjectID = project
 	c := *se
-	s.unlock(lkSessions)
+	s.unlock(quotaLocks)
 	return classify(putJSON(ctx, s.st, keySession+id, &c))
 }
 

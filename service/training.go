@@ -386,7 +386,9 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 }
 
 func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
-	if err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true); err != nil {
+	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true)
+	s.diskChanged(r.ID) // an optim_step running when the run was unloaded still writes it
+	if err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
 	}
 	s.lock(lkRuns)

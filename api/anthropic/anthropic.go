@@ -6,6 +6,7 @@
 package anthropic
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,9 +211,13 @@ func (m *messagesRequest) checkOptions() *apiError {
 
 // prompt renders the conversation with the model's chat template. A last message from
 // the assistant is a prefill: the reply continues it.
-func prompt(t *service.InferenceTarget, system json.RawMessage, msgs []json.RawMessage) ([]int32, *apiError, error) {
+func prompt(ctx context.Context, t *service.InferenceTarget, system json.RawMessage, msgs []json.RawMessage, lim config.Limits) ([]int32, *apiError, error) {
 	if len(msgs) == 0 {
 		return nil, invalid("messages: at least one message is required"), nil
+	}
+	// Refused before each message is parsed; the render checks it again (issue 22).
+	if len(msgs) > lim.MaxChatMessages {
+		return nil, invalid("messages: %d messages; at most %d are allowed (limits.max_chat_messages)", len(msgs), lim.MaxChatMessages), nil
 	}
 	var conv []service.ChatMessage
 	if len(system) > 0 && string(system) != "null" {
@@ -251,11 +256,13 @@ func prompt(t *service.InferenceTarget, system json.RawMessage, msgs []json.RawM
 	if last := conv[len(conv)-1]; last.Role == "assistant" {
 		prefill, conv = last.Content, conv[:len(conv)-1]
 	}
-	text, err := t.RenderChat(conv, true)
+	// Rendering and tokenizing stop once the prompt cannot fit the context, or the
+	// client has gone (ctx).
+	text, err := t.RenderChat(ctx, conv, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	toks, err := t.Encode(text + prefill)
+	toks, err := t.EncodePrompt(ctx, text+prefill)
 	return toks, nil, err
 }
 
@@ -299,7 +306,7 @@ func blocksText(raw json.RawMessage, at string) (string, *apiError) {
 }
 
 // parseMessages checks a messages request and builds its generation.
-func parseMessages(body []byte, svc *service.Service, tenant string, lim config.Limits) (*messagesRequest, textgen.Request, error) {
+func parseMessages(ctx context.Context, body []byte, svc *service.Service, tenant string, lim config.Limits) (*messagesRequest, textgen.Request, error) {
 	var m messagesRequest
 	if e := decode(body, messageRequestFields, &m); e != nil {
 		return nil, textgen.Request{}, e
@@ -346,7 +353,7 @@ func parseMessages(body []byte, svc *service.Service, tenant string, lim config.
 	if err != nil {
 		return nil, textgen.Request{}, err
 	}
-	toks, e, err := prompt(t, m.System, m.Messages)
+	toks, e, err := prompt(ctx, t, m.System, m.Messages, lim)
 	if e != nil {
 		return nil, textgen.Request{}, e
 	}
@@ -373,7 +380,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request, tenant string
 		writeError(w, err)
 		return
 	}
-	m, req, err := parseMessages(body, h.d.Service, tenant, h.d.Service.Limits())
+	m, req, err := parseMessages(r.Context(), body, h.d.Service, tenant, h.d.Service.Limits())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -571,7 +578,7 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		writeError(w, err)
 		return
 	}
-	toks, e, err := prompt(t, m.System, m.Messages)
+	toks, e, err := prompt(r.Context(), t, m.System, m.Messages, h.d.Service.Limits())
 	if e != nil {
 		writeError(w, e)
 		return

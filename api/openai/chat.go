@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -33,6 +34,10 @@ func checkChat(body []byte, lim config.Limits) (*chatCall, *apiError) {
 	if e := c.checkOptions(); e != nil {
 		return nil, e
 	}
+	// Refused before each message is parsed; the render checks it again (issue 22).
+	if len(c.Messages) > lim.MaxChatMessages {
+		return nil, invalid("messages", "invalid_value", "%d messages; at most %d are allowed (limits.max_chat_messages)", len(c.Messages), lim.MaxChatMessages)
+	}
 	msgs, e := parseMessages(c.Messages)
 	if e != nil {
 		return nil, e
@@ -46,7 +51,7 @@ func checkChat(body []byte, lim config.Limits) (*chatCall, *apiError) {
 
 // parseChat checks a chat request and builds its generation (the prompt rendered with
 // the model's chat template and add_generation_prompt).
-func parseChat(body []byte, svc *service.Service, tenant string, lim config.Limits) (*chatRequest, textgen.Request, error) {
+func parseChat(ctx context.Context, body []byte, svc *service.Service, tenant string, lim config.Limits) (*chatRequest, textgen.Request, error) {
 	cc, e := checkChat(body, lim)
 	if e != nil {
 		return nil, textgen.Request{}, e
@@ -56,13 +61,15 @@ func parseChat(body []byte, svc *service.Service, tenant string, lim config.Limi
 	if err != nil {
 		return nil, textgen.Request{}, err
 	}
-	text, err := t.RenderChat(cc.msgs, true)
+	// Rendering and tokenizing stop once the prompt cannot fit the context, or the
+	// client has gone (ctx).
+	text, err := t.RenderChat(ctx, cc.msgs, true)
 	if err != nil {
-		return nil, textgen.Request{}, err
+		return nil, textgen.Request{}, contextExceeded("messages", err)
 	}
-	toks, err := t.Encode(text)
+	toks, err := t.EncodePrompt(ctx, text)
 	if err != nil {
-		return nil, textgen.Request{}, err
+		return nil, textgen.Request{}, contextExceeded("messages", err)
 	}
 	param, mt := "max_completion_tokens", c.MaxCompletionTokens
 	if mt == nil {
@@ -84,7 +91,7 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request, tenant string) {
 		writeError(w, err)
 		return
 	}
-	c, req, err := parseChat(body, h.d.Service, tenant, h.d.Service.Limits())
+	c, req, err := parseChat(r.Context(), body, h.d.Service, tenant, h.d.Service.Limits())
 	if err != nil {
 		writeError(w, err)
 		return

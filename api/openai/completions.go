@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -17,7 +18,7 @@ const completionDefaultMaxTokens = 16
 
 // parseCompletion checks a completions request and builds its generation; it also
 // returns each prompt's text, for echo.
-func parseCompletion(body []byte, svc *service.Service, tenant string, lim config.Limits) (*completionRequest, textgen.Request, []string, error) {
+func parseCompletion(ctx context.Context, body []byte, svc *service.Service, tenant string, lim config.Limits) (*completionRequest, textgen.Request, []string, error) {
 	cc, e := checkCompletion(body, lim)
 	if e != nil {
 		return nil, textgen.Request{}, nil, e
@@ -41,8 +42,8 @@ func parseCompletion(body []byte, svc *service.Service, tenant string, lim confi
 	for i, pr := range prompts {
 		toks := pr.tokens
 		if pr.isText {
-			if toks, err = t.Encode(pr.text); err != nil {
-				return nil, textgen.Request{}, nil, err
+			if toks, err = t.EncodePrompt(ctx, pr.text); err != nil {
+				return nil, textgen.Request{}, nil, contextExceeded("prompt", err)
 			}
 			texts[i] = pr.text
 		} else {
@@ -98,7 +99,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request, tenant str
 		writeError(w, err)
 		return
 	}
-	c, req, texts, err := parseCompletion(body, h.d.Service, tenant, h.d.Service.Limits())
+	c, req, texts, err := parseCompletion(r.Context(), body, h.d.Service, tenant, h.d.Service.Limits())
 	if err != nil {
 		writeError(w, err)
 		return

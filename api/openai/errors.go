@@ -57,6 +57,15 @@ func (e *apiError) body() errorBody {
 	return errorBody{Error: o}
 }
 
+// contextExceeded gives a prompt (param) found too long for the context while it was
+// rendered or tokenized OpenAI's code for it; other errors pass unchanged.
+func contextExceeded(param string, err error) error {
+	if errors.Is(err, service.ErrContextLength) {
+		return invalid(param, "context_length_exceeded", "%s", err.Error())
+	}
+	return err
+}
+
 // toAPIError maps service and reading errors to OpenAI errors.
 func toAPIError(err error) *apiError {
 	var ae *apiError

@@ -114,12 +114,15 @@ type benchReport struct {
 func cmdBench(args []string) error { return runBench(args, os.Stdout, os.Stderr) }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	v, args, err := verb(args, "engine", "sampling")
+	v, args, err := verb(args, "engine", "sampling", "load")
 	if err != nil {
 		return err
 	}
 	if v == "sampling" {
 		return runBenchSampling(args, stdout, stderr)
+	}
+	if v == "load" {
+		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
 	fs := newFlags("bench engine", "tuft bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
@@ -555,7 +558,7 @@ func printBench(w io.Writer, r *benchReport) {
 	if gpuDevice(r.Go.Device) {
 		fmt.Fprintln(w, "GPU: base weights bfloat16 on both sides; the reference trains with PEFT and samples with HF generate.")
 	}
-	fmt.Fprintln(w, "Peak RSS: each process's ru_maxrss (PyTorch's includes importing torch).")
+	fmt.Fprintln(w, "Peak RSS: each process's own VmHWM (PyTorch's includes importing torch).")
 }
 
 func fmtRatio(x float64) string {

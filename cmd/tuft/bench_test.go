@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"runtime"
 	"testing"
+
+	"github.com/tuft-go/tuft/engine"
 )
 
 func runBenchJSON(t *testing.T, args ...string) benchReport {
@@ -99,5 +102,25 @@ func TestBenchSamplingGoOnly(t *testing.T) {
 	if r.Single.OutputTokens != 48 || r.Concurrent.OutputTokens != 48 || r.Ratio <= 0 || r.GoGEMMGFlops <= 0 ||
 		len(r.Concurrent.TenantTPS) != 2 || r.Concurrent.TenantRatio < 1 || r.Concurrent.TTFTP50Ms <= 0 || r.Concurrent.MaxBatch < 2 {
 		t.Fatalf("report: %+v", r)
+	}
+}
+
+// TestBenchLoad: `tuft bench load` reports the load's time and this process's peak RSS,
+// and that the CPU keeps its float32 weights on the host.
+func TestBenchLoad(t *testing.T) {
+	dir := t.TempDir()
+	if err := engine.WritePreset("tiny", dir); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runBench([]string{"load", "--model", dir, "--json"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var r loadReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if r.LoadS <= 0 || r.WeightBytes < 3<<20 || !r.HostWeights || r.Device != "cpu" || (runtime.GOOS == "linux" && r.PeakRSSMiB <= 0) {
+		t.Fatalf("report %+v", r)
 	}
 }

@@ -42,8 +42,9 @@ func commands() []command {
 		{"smoke", []string{"tuft smoke [--config FILE] [--otlp-endpoint URL]"},
 			"Send one trace, metric batch and log through the telemetry pipeline; report the export.", nil, cmdSmoke},
 		{"bench", []string{"tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--torch auto|on|off] [--json] [flags]",
-			"tuft bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]"},
-			"Measure training and sampling speed and memory against PyTorch, and the continuous-batching scheduler.", []string{"engine", "sampling"}, cmdBench},
+			"tuft bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
+			"tuft bench load --model DIR [--device cpu|cuda[:N]] [--json]"},
+			"Measure training and sampling speed and memory against PyTorch, the continuous-batching scheduler, and loading a model.", []string{"engine", "sampling", "load"}, cmdBench},
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,8 +35,9 @@ func cmdModel(args []string) error {
 		fmt.Println(strings.Join(engine.Presets(), "\n"))
 		return nil
 	}
-	fs := newFlags("model init", "tuft model init --preset NAME --out DIR",
+	fs := newFlags("model init", "tuft model init --preset NAME --out DIR [--seed N]",
 		"Write a built-in model (deterministic weights, tokenizer, config) in HuggingFace layout.")
+	seed := fs.Uint64("seed", 0, "seed of the weights: the same seed writes the same bytes")
 	preset := fs.String("preset", "tiny", "preset name ("+strings.Join(engine.Presets(), ", ")+")")
 	out := fs.String("out", "", "output directory (HuggingFace layout)")
 	if err := fs.parse(args); err != nil {
@@ -47,7 +49,7 @@ func cmdModel(args []string) error {
 	if *out == "" {
 		return &usageError{err: fmt.Errorf("--out is required"), usage: fs.usage()}
 	}
-	if err := engine.WritePreset(*preset, *out); err != nil {
+	if err := engine.WritePresetSeed(*preset, *out, *seed); err != nil {
 		return err
 	}
 	fmt.Printf("wrote preset %s to %s\n", *preset, *out)
@@ -145,7 +147,8 @@ func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
 			eos = m.Tok.Decode(m.Cfg.EOSTokenIDs[:1])
 		}
 	}
-	text, err := tpl.Render(msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
+	// The operator's own file: no request limits apply.
+	text, err := tpl.Render(context.Background(), msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
 	if err != nil {
 		return err
 	}

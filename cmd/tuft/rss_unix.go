@@ -3,12 +3,29 @@
 package main
 
 import (
+	"bufio"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
-// maxRSSMiB is this process's peak resident set size (ru_maxrss is KiB on Linux).
+// maxRSSMiB is this process's peak resident set size: VmHWM from /proc/self/status where
+// it exists, which is this process's own (exec resets it), else ru_maxrss (KiB on Linux,
+// bytes on Darwin), which Linux carries from a parent into a child across fork and exec.
 func maxRSSMiB() float64 {
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				if kib, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64); err == nil {
+					return kib / 1024
+				}
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

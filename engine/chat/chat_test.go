@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -183,7 +184,7 @@ func TestRenderModelTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			got, err := tpl.Render(tt.msgs, tt.opts)
+			got, err := tpl.Render(context.Background(), tt.msgs, tt.opts)
 			if tt.wantErr != "" {
 				var re *RaiseError
 				if !errors.As(err, &re) || re.Message != tt.wantErr {
@@ -247,7 +248,7 @@ func TestRenderFeatures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			got, err := tpl.Render(conv, tt.opts)
+			got, err := tpl.Render(context.Background(), conv, tt.opts)
 			if err != nil {
 				t.Fatalf("Render: %v", err)
 			}
@@ -286,7 +287,7 @@ func TestGonjaDifferences(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			got, err := tpl.Render(conv, Options{})
+			got, err := tpl.Render(context.Background(), conv, Options{})
 			if err != nil {
 				t.Fatalf("Render: %v", err)
 			}
@@ -325,7 +326,7 @@ func TestRenderErrors(t *testing.T) {
 			t.Logf("Parse(%q): %v", src, err)
 			continue
 		}
-		out, err := tpl.Render(msgs("user", "hi"), Options{})
+		out, err := tpl.Render(context.Background(), msgs("user", "hi"), Options{})
 		if err == nil || !errors.Is(err, ErrRender) {
 			t.Errorf("Render(%q) = %q, %v; want an error wrapping ErrRender", src, out, err)
 			continue
@@ -348,7 +349,7 @@ func TestRenderConcurrent(t *testing.T) {
 			if i%2 == 1 {
 				m = msgs("user", "Hi", "user", "Hi")
 			}
-			out, err := tpl.Render(m, Options{BosToken: "<s>", EosToken: "</s>"})
+			out, err := tpl.Render(context.Background(), m, Options{BosToken: "<s>", EosToken: "</s>"})
 			switch {
 			case i%2 == 0 && (err != nil || out != "<s>[INST] Hi[/INST] Hello</s>"):
 				done <- errors.New("good render failed: " + out)
@@ -383,7 +384,7 @@ func FuzzRender(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, content, role string) {
 		m := []Message{{Role: "system", Content: content}, {Role: role, Content: content}}
-		got, err := chatml.Render(m, Options{AddGenerationPrompt: true})
+		got, err := chatml.Render(context.Background(), m, Options{AddGenerationPrompt: true})
 		if err != nil {
 			t.Fatalf("chatml: %v", err)
 		}
@@ -391,7 +392,7 @@ func FuzzRender(f *testing.F) {
 		if got != want {
 			t.Fatalf("chatml:\n got %q\nwant %q", got, want)
 		}
-		if _, err := llama.Render(m, Options{BosToken: "<|begin_of_text|>"}); err != nil {
+		if _, err := llama.Render(context.Background(), m, Options{BosToken: "<|begin_of_text|>"}); err != nil {
 			t.Fatalf("llama: %v", err)
 		}
 	})

@@ -31,4 +31,9 @@
 //   - an undefined variable `is none`, and {{ none }} prints nothing.
 //   - dict iteration (items(), tojson) is in sorted key order, and tojson
 //     emits no spaces after separators.
+//
+// A conversation from a request is rendered with Options.Limits: its messages and
+// bytes are checked before rendering starts, the output stops once it passes
+// MaxOutputBytes (callers derive it from the model's context), and an ended ctx stops
+// the render at its next piece of output (issue 22).
 package chat

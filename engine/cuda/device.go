@@ -41,6 +41,7 @@ type Device struct {
 	beta  float32
 	cast  uintptr // bfloat16 copy of an activation operand
 	castN uintptr // its capacity in elements
+	stage []byte  // page-locked staging of WeightFrom (upload.go); nil outside a load
 }
 
 var _ device.Device[float32] = (*Device)(nil)

@@ -47,6 +47,7 @@ type driverAPI struct {
 	cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent, cuCtxSynchronize,
 	cuMemAlloc, cuMemFree, cuMemGetInfo, cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyDtoD, cuMemsetD8Async,
 	cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel, cuGetErrorName uintptr
+	cuMemAllocHost, cuMemFreeHost uintptr // page-locked staging (upload.go)
 }
 
 // blasAPI holds cuBLAS's entry points.
@@ -159,6 +160,7 @@ func loadDriver(dirs []string) (*driverAPI, string, error) {
 		"cuMemGetInfo_v2": &d.cuMemGetInfo, "cuMemcpyHtoD_v2": &d.cuMemcpyHtoD, "cuMemcpyDtoH_v2": &d.cuMemcpyDtoH,
 		"cuMemcpyDtoD_v2": &d.cuMemcpyDtoD, "cuMemsetD8Async": &d.cuMemsetD8Async, "cuModuleLoadData": &d.cuModuleLoadData,
 		"cuModuleGetFunction": &d.cuModuleGetFunction, "cuLaunchKernel": &d.cuLaunchKernel, "cuGetErrorName": &d.cuGetErrorName,
+		"cuMemAllocHost_v2": &d.cuMemAllocHost, "cuMemFreeHost": &d.cuMemFreeHost,
 	})
 	if err != nil {
 		return nil, "", err

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // Tensor is one named tensor with its raw little-endian bytes.
@@ -160,27 +159,45 @@ func ReadFile(path string) (*File, error) {
 
 // Read decodes a safetensors file of the given size; name is used in errors.
 func Read(r io.ReaderAt, size int64, name string) (*File, error) {
+	out, offs, err := readHeader(r, size, name)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out.Tensors {
+		t := &out.Tensors[i]
+		buf := make([]byte, offs[i][1]-offs[i][0])
+		if _, err := r.ReadAt(buf, offs[i][0]); err != nil {
+			return nil, fmt.Errorf("safetensors %s: tensor %q: read data: %w", name, t.Name, err)
+		}
+		t.Data = buf
+	}
+	return out, nil
+}
+
+// readHeader decodes and checks the header of a safetensors file of the given size: the
+// tensors (in name order, without data) and each one's [start, end) file offsets.
+func readHeader(r io.ReaderAt, size int64, name string) (*File, [][2]int64, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("safetensors %s: %s", name, fmt.Sprintf(format, args...))
 	}
 	if size < 8 {
-		return nil, bad("file is %d bytes, too short for a header", size)
+		return nil, nil, bad("file is %d bytes, too short for a header", size)
 	}
 	var lb [8]byte
 	if _, err := r.ReadAt(lb[:], 0); err != nil {
-		return nil, bad("read header length: %v", err)
+		return nil, nil, bad("read header length: %v", err)
 	}
 	hl := binary.LittleEndian.Uint64(lb[:])
 	if hl > maxHeader || int64(hl) > size-8 {
-		return nil, bad("header length %d exceeds the file (%d bytes) or the 100 MiB limit: truncated or not a safetensors file", hl, size)
+		return nil, nil, bad("header length %d exceeds the file (%d bytes) or the 100 MiB limit: truncated or not a safetensors file", hl, size)
 	}
 	hb := make([]byte, hl)
 	if _, err := r.ReadAt(hb, 8); err != nil {
-		return nil, bad("read header: %v", err)
+		return nil, nil, bad("read header: %v", err)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(hb, &raw); err != nil {
-		return nil, bad("header is not valid JSON: %v", err)
+		return nil, nil, bad("header is not valid JSON: %v", err)
 	}
 	out := &File{Metadata: map[string]string{}}
 	base := 8 + int64(hl)
@@ -193,34 +210,34 @@ func Read(r io.ReaderAt, size int64, name string) (*File, error) {
 	for k, v := range raw {
 		if k == "__metadata__" {
 			if err := json.Unmarshal(v, &out.Metadata); err != nil {
-				return nil, bad("__metadata__ must map strings to strings: %v", err)
+				return nil, nil, bad("__metadata__ must map strings to strings: %v", err)
 			}
 			continue
 		}
 		var e headerEntry
 		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, bad("tensor %q: bad header entry: %v", k, err)
+			return nil, nil, bad("tensor %q: bad header entry: %v", k, err)
 		}
 		w, ok := dtypeSize[e.DType]
 		if !ok {
-			return nil, bad("tensor %q: unknown dtype %q", k, e.DType)
+			return nil, nil, bad("tensor %q: unknown dtype %q", k, e.DType)
 		}
 		n := int64(1)
 		for _, d := range e.Shape {
 			if d < 0 {
-				return nil, bad("tensor %q: negative dimension in shape %v", k, e.Shape)
+				return nil, nil, bad("tensor %q: negative dimension in shape %v", k, e.Shape)
 			}
 			n *= int64(d)
 			if n > dataLen {
-				return nil, bad("tensor %q: shape %v is larger than the file", k, e.Shape)
+				return nil, nil, bad("tensor %q: shape %v is larger than the file", k, e.Shape)
 			}
 		}
 		a, b := e.DataOffsets[0], e.DataOffsets[1]
 		if a < 0 || b < a || b > dataLen {
-			return nil, bad("tensor %q: data_offsets [%d, %d] outside the data section of %d bytes (truncated file?)", k, a, b, dataLen)
+			return nil, nil, bad("tensor %q: data_offsets [%d, %d] outside the data section of %d bytes (truncated file?)", k, a, b, dataLen)
 		}
 		if b-a != n*int64(w) {
-			return nil, bad("tensor %q: %d bytes for shape %v of %s (want %d)", k, b-a, e.Shape, e.DType, n*int64(w))
+			return nil, nil, bad("tensor %q: %d bytes for shape %v of %s (want %d)", k, b-a, e.Shape, e.DType, n*int64(w))
 		}
 		spans = append(spans, span{a, b, k})
 		out.Tensors = append(out.Tensors, Tensor{Name: k, DType: e.DType, Shape: e.Shape})
@@ -228,7 +245,7 @@ func Read(r io.ReaderAt, size int64, name string) (*File, error) {
 	sort.Slice(spans, func(i, j int) bool { return spans[i].a < spans[j].a })
 	for i := 1; i < len(spans); i++ {
 		if spans[i].a < spans[i-1].b {
-			return nil, bad("tensors %q and %q overlap", spans[i-1].name, spans[i].name)
+			return nil, nil, bad("tensors %q and %q overlap", spans[i-1].name, spans[i].name)
 		}
 	}
 	byName := map[string]span{}
@@ -236,57 +253,27 @@ func Read(r io.ReaderAt, size int64, name string) (*File, error) {
 		byName[s.name] = s
 	}
 	sort.Slice(out.Tensors, func(i, j int) bool { return out.Tensors[i].Name < out.Tensors[j].Name })
-	for i := range out.Tensors {
-		s := byName[out.Tensors[i].Name]
-		buf := make([]byte, s.b-s.a)
-		if _, err := r.ReadAt(buf, base+s.a); err != nil {
-			return nil, bad("tensor %q: read data: %v", out.Tensors[i].Name, err)
-		}
-		out.Tensors[i].Data = buf
+	offs := make([][2]int64, len(out.Tensors))
+	for i, t := range out.Tensors {
+		s := byName[t.Name]
+		offs[i] = [2]int64{base + s.a, base + s.b}
 	}
-	return out, nil
+	return out, offs, nil
 }
 
 // Encode serialises tensors (in name order) and metadata.
 func Encode(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	ts := append([]Tensor(nil), tensors...)
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
-	hdr := map[string]any{}
-	if len(metadata) > 0 {
-		hdr["__metadata__"] = metadata
-	}
-	var off int64
-	for _, t := range ts {
-		if t.Name == "" || t.Name == "__metadata__" {
-			return fmt.Errorf("safetensors: invalid tensor name %q", t.Name)
-		}
-		if _, dup := hdr[t.Name]; dup {
-			return fmt.Errorf("safetensors: duplicate tensor %q", t.Name)
-		}
-		w, ok := dtypeSize[t.DType]
-		if !ok {
-			return fmt.Errorf("safetensors: tensor %s: unknown dtype %q", t.Name, t.DType)
-		}
-		if len(t.Data) != w*t.Elements() {
+	entries := make([]Entry, len(ts))
+	for i, t := range ts {
+		entries[i] = Entry{Name: t.Name, DType: t.DType, Shape: t.Shape}
+		if w, ok := dtypeSize[t.DType]; ok && len(t.Data) != w*t.Elements() {
 			return fmt.Errorf("safetensors: tensor %s: %d bytes for shape %v of %s", t.Name, len(t.Data), t.Shape, t.DType)
 		}
-		shape := t.Shape
-		if shape == nil {
-			shape = []int{}
-		}
-		hdr[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int64{off, off + int64(len(t.Data))}}
-		off += int64(len(t.Data))
 	}
-	hb, err := json.Marshal(hdr)
+	hb, _, err := EncodeHeader(entries, metadata)
 	if err != nil {
-		return err
-	}
-	if pad := (8 - len(hb)%8) % 8; pad > 0 {
-		hb = append(hb, []byte(strings.Repeat(" ", pad))...)
-	}
-	var lb [8]byte
-	binary.LittleEndian.PutUint64(lb[:], uint64(len(hb)))
-	if _, err := w.Write(lb[:]); err != nil {
 		return err
 	}
 	if _, err := w.Write(hb); err != nil {

@@ -115,3 +115,30 @@ func parseReplace(raw json.RawMessage, content string) (normalizer, error) {
 		return out, nil
 	}, nil
 }
+
+// shrinkOf bounds how many times shorter (in bytes) a normalizer can make a text: 3 for
+// Unicode normalization (NFC composes Hangul jamo, 3 bytes into 1... and so on) and
+// Lowercase (the Kelvin sign, 3 bytes, lowercases to "k"); a String Replace by its
+// pattern's length over its content's; 0 when nothing bounds it (Strip, a Regex Replace,
+// a Replace by nothing).
+func shrinkOf(n normJSON) int {
+	switch n.Type {
+	case "Sequence":
+		f := 1
+		for _, c := range n.Normalizers {
+			f *= shrinkOf(c)
+		}
+		return f
+	case "NFC", "NFD", "NFKC", "NFKD", "Lowercase":
+		return 3
+	case "Prepend":
+		return 1
+	case "Replace":
+		var pat struct{ String *string }
+		if json.Unmarshal(n.Pattern, &pat) != nil || pat.String == nil || n.Content == "" {
+			return 0
+		}
+		return max(1, (len(*pat.String)+len(n.Content)-1)/len(n.Content))
+	}
+	return 0
+}

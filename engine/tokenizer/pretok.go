@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -18,7 +19,7 @@ type piece struct {
 }
 
 // preTokenizer splits pieces into smaller ones, or rewrites them (ByteLevel's byte map).
-type preTokenizer func(ps []piece) ([]piece, error)
+type preTokenizer func(ctx context.Context, ps []piece) ([]piece, error)
 
 type preTokJSON struct {
 	Type             string          `json:"type"`
@@ -75,23 +76,24 @@ func (t *Tokenizer) parsePreTokenizer(p preTokJSON) (preTokenizer, error) {
 			}
 			steps = append(steps, s)
 		}
-		return func(ps []piece) ([]piece, error) {
+		return func(ctx context.Context, ps []piece) ([]piece, error) {
 			var err error
 			for _, s := range steps {
-				if ps, err = s(ps); err != nil {
+				if ps, err = s(ctx, ps); err != nil {
 					return nil, err
 				}
 			}
 			return ps, nil
 		}, nil
 	case "ByteLevel":
+		t.byteLevel = true
 		prefix := p.AddPrefixSpace != nil && *p.AddPrefixSpace
 		var re *regexp2.Regexp
 		if p.UseRegex == nil || *p.UseRegex {
 			re = regexp2.MustCompile(GPT2Pattern, regexp2.Unicode)
 		}
 		// trim_offsets only changes offsets, which this package does not report.
-		return func(ps []piece) ([]piece, error) {
+		return func(ctx context.Context, ps []piece) ([]piece, error) {
 			var out []piece
 			for _, pc := range ps {
 				if prefix && !strings.HasPrefix(pc.s, " ") {
@@ -100,7 +102,7 @@ func (t *Tokenizer) parsePreTokenizer(p preTokJSON) (preTokenizer, error) {
 				sub := []piece{pc}
 				if re != nil {
 					var err error
-					if sub, err = splitRegex(re, pc, isolated, false); err != nil {
+					if sub, err = splitRegex(ctx, re, pc, isolated, false); err != nil {
 						return nil, err
 					}
 				}
@@ -122,6 +124,9 @@ func (t *Tokenizer) parsePreTokenizer(p preTokJSON) (preTokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pre_tokenizer Split: %w", err)
 		}
+		if b == removed {
+			t.drops = true
+		}
 		expr := ""
 		if pat.Regex != nil {
 			expr = *pat.Regex
@@ -132,34 +137,41 @@ func (t *Tokenizer) parsePreTokenizer(p preTokJSON) (preTokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pre_tokenizer Split pattern %q: %w", expr, err)
 		}
-		return eachPiece(func(pc piece) ([]piece, error) { return splitRegex(re, pc, b, p.Invert) }), nil
+		return eachPiece(func(ctx context.Context, pc piece) ([]piece, error) { return splitRegex(ctx, re, pc, b, p.Invert) }), nil
 	case "Digits":
 		b := contiguous
 		if p.IndividualDigits {
 			b = isolated
 		}
-		return eachPiece(func(pc piece) ([]piece, error) { return splitChars(pc, unicode.IsNumber, b), nil }), nil
+		return eachPiece(func(_ context.Context, pc piece) ([]piece, error) { return splitChars(pc, unicode.IsNumber, b), nil }), nil
 	case "Punctuation":
 		b, err := parseBehavior(p.Behavior)
 		if err != nil {
 			return nil, fmt.Errorf("pre_tokenizer Punctuation: %w", err)
 		}
-		return eachPiece(func(pc piece) ([]piece, error) { return splitChars(pc, isPunctuation, b), nil }), nil
+		if b == removed {
+			t.drops = true
+		}
+		return eachPiece(func(_ context.Context, pc piece) ([]piece, error) { return splitChars(pc, isPunctuation, b), nil }), nil
 	case "WhitespaceSplit":
-		return eachPiece(func(pc piece) ([]piece, error) { return splitChars(pc, unicode.IsSpace, removed), nil }), nil
+		t.drops = true
+		return eachPiece(func(_ context.Context, pc piece) ([]piece, error) {
+			return splitChars(pc, unicode.IsSpace, removed), nil
+		}), nil
 	case "Whitespace":
+		t.drops = true
 		// \w as Oniguruma (HF's regex engine) reads it: alphabetic (letters, letter
 		// numbers), marks, decimal digits, connector punctuation and the join controls
 		// ZWNJ/ZWJ (regexp2's \w leaves out spacing marks and join controls).
 		const w = `\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}`
 		re := regexp2.MustCompile(`[`+w+`]+|[^`+w+`\s]+`, regexp2.Unicode)
-		return eachPiece(func(pc piece) ([]piece, error) { return splitRegex(re, pc, removed, true) }), nil
+		return eachPiece(func(ctx context.Context, pc piece) ([]piece, error) { return splitRegex(ctx, re, pc, removed, true) }), nil
 	case "Metaspace":
 		m, err := parseMetaspace(p)
 		if err != nil {
 			return nil, fmt.Errorf("pre_tokenizer Metaspace: %w", err)
 		}
-		return eachPiece(func(pc piece) ([]piece, error) {
+		return eachPiece(func(_ context.Context, pc piece) ([]piece, error) {
 			pc.s = strings.ReplaceAll(pc.s, " ", m.rep)
 			if !strings.HasPrefix(pc.s, m.rep) && (m.scheme == "always" || (m.scheme == "first" && pc.start)) {
 				pc.s = m.rep + pc.s
@@ -202,11 +214,16 @@ func parseMetaspace(p preTokJSON) (metaspace, error) {
 	return m, nil
 }
 
-func eachPiece(f func(piece) ([]piece, error)) preTokenizer {
-	return func(ps []piece) ([]piece, error) {
+func eachPiece(f func(context.Context, piece) ([]piece, error)) preTokenizer {
+	return func(ctx context.Context, ps []piece) ([]piece, error) {
 		var out []piece
-		for _, pc := range ps {
-			sub, err := f(pc)
+		for i, pc := range ps {
+			if i%1024 == 1023 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			sub, err := f(ctx, pc)
 			if err != nil {
 				return nil, err
 			}
@@ -228,8 +245,9 @@ type span struct {
 	match  bool
 }
 
-// splitRegex splits a piece at the regex's matches, each match a delimiter.
-func splitRegex(re *regexp2.Regexp, pc piece, b behavior, invert bool) ([]piece, error) {
+// splitRegex splits a piece at the regex's matches, each match a delimiter; it stops once
+// ctx ends.
+func splitRegex(ctx context.Context, re *regexp2.Regexp, pc piece, b behavior, invert bool) ([]piece, error) {
 	rs := []rune(pc.s)
 	// byte offsets of rune positions
 	off := make([]int, len(rs)+1)
@@ -239,7 +257,12 @@ func splitRegex(re *regexp2.Regexp, pc piece, b behavior, invert bool) ([]piece,
 	var spans []span
 	last := 0
 	m, err := re.FindRunesMatch(rs)
-	for m != nil && err == nil {
+	for n := 1; m != nil && err == nil; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		if m.Length > 0 {
 			if m.Index > last {
 				spans = append(spans, span{off[last], off[m.Index], false})

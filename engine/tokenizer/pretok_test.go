@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func preTokenize(t *testing.T, js, in string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := tok.pre([]piece{{in, true}})
+	ps, err := tok.pre(context.Background(), []piece{{in, true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +119,36 @@ func TestByteFallbackAndUnknown(t *testing.T) {
 	}
 	if ids, _ := fused.Encode("axya"); !slices.Equal(ids, []int32{1, 0, 1}) {
 		t.Errorf("fuse_unk: %v", ids)
+	}
+}
+
+// TestMaxTokenBytesAcrossPipelines: the bound holds on the whole corpus for every
+// reference tokenizer that has one, and is 0 (none) where the pipeline can drop text:
+// Whitespace/WhitespaceSplit or Removed splits, Strip or a Regex Replace, lstrip tokens.
+func TestMaxTokenBytesAcrossPipelines(t *testing.T) {
+	var corpus []string
+	readJSON(t, "testdata/corpus.json", &corpus)
+	// gpt2 has a "<mask>" that strips the whitespace before it: no bound either.
+	want := map[string]bool{"tiny": true, "gpt2": false, "qwen2": true, "llama3": true, "smollm": true,
+		"spm_legacy": true, "spm_metaspace": true, "misc_a": false, "misc_b": false}
+	for name, bounded := range want {
+		tok, err := Load("testdata/tokenizer_" + name + ".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := tok.MaxTokenBytes()
+		if (m > 0) != bounded {
+			t.Errorf("%s: MaxTokenBytes %d, want bounded=%v", name, m, bounded)
+			continue
+		}
+		for _, s := range corpus {
+			ids, err := tok.Encode(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m > 0 && len(s) > len(ids)*m {
+				t.Errorf("%s: %q is %d bytes in %d tokens, more than %d per token", name, s, len(s), len(ids), m)
+			}
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -54,6 +56,16 @@ type Tokenizer struct {
 	byteFallback bool  // a character outside the vocabulary becomes its <0xXX> byte tokens
 	unk          int32 // model.unk_token's id, -1 when none
 	fuseUnk      bool
+	// shrink bounds how many times shorter the normalizer and pre-tokenizer can make a
+	// text (NFC composes up to 3 bytes into 1); 0 when nothing bounds it (text they drop,
+	// characters the vocabulary drops). MaxTokenBytes uses it.
+	shrink int
+	// byteLevel: a ByteLevel pre-tokenizer maps bytes to GPT-2's printable runes; drops:
+	// a pre-tokenizer removes text (whitespace, or delimiters with behavior Removed).
+	byteLevel, drops bool
+
+	boundOnce     sync.Once
+	maxTokenBytes int // MaxTokenBytes, computed once
 }
 
 type rawTokenizer struct {
@@ -162,6 +174,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.parseMerges(r.Model.Merges); err != nil {
 		return nil, err
 	}
+	t.shrink = 1
+	if t.normalize != nil {
+		var n normJSON
+		_ = json.Unmarshal(r.Normalizer, &n)
+		t.shrink = shrinkOf(n)
+	}
 	if !isNull(r.PreTokenizer) {
 		var p preTokJSON
 		if err := json.Unmarshal(r.PreTokenizer, &p); err != nil {
@@ -171,6 +189,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if t.pre, err = t.parsePreTokenizer(p); err != nil {
 			return nil, err
 		}
+	}
+	if t.drops || !t.coversEveryCharacter() {
+		t.shrink = 0
 	}
 	if !isNull(r.Decoder) {
 		var d decJSON
@@ -183,6 +204,29 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// coversEveryCharacter reports whether every character becomes at least one token of
+// its own: all 256 byte symbols are in a byte-level vocabulary, or all 256 <0xXX> tokens
+// with byte_fallback, or an unknown token that is not fused. Otherwise characters can
+// vanish (HF drops one outside the vocabulary when there is no unk_token; SmolLM2's
+// vocabulary has no symbol for byte 0x1D) or merge into one unknown token.
+func (t *Tokenizer) coversEveryCharacter() bool {
+	all := func(name func(b int) string) bool {
+		for b := 0; b < 256; b++ {
+			if _, ok := t.vocab[name(b)]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case t.byteLevel:
+		return all(func(b int) string { return string(t.byteEnc[b]) }) || (t.unk >= 0 && !t.fuseUnk)
+	case t.byteFallback && all(func(b int) string { return fmt.Sprintf("<0x%02X>", b) }):
+		return true
+	}
+	return t.unk >= 0 && !t.fuseUnk
 }
 
 // assignAddedIDs gives added tokens the ids HuggingFace tokenizers gives them on load,
@@ -285,28 +329,69 @@ func (t *Tokenizer) IDToken(id int32) (string, bool) {
 }
 
 // Encode tokenizes text, recognising added and special tokens.
-func (t *Tokenizer) Encode(text string) ([]int32, error) { return t.encode(text, true) }
+func (t *Tokenizer) Encode(text string) ([]int32, error) {
+	return t.encode(context.Background(), text, true, 0)
+}
 
 // EncodeOrdinary tokenizes text treating special tokens as plain text.
-func (t *Tokenizer) EncodeOrdinary(text string) ([]int32, error) { return t.encode(text, false) }
+func (t *Tokenizer) EncodeOrdinary(text string) ([]int32, error) {
+	return t.encode(context.Background(), text, false, 0)
+}
 
-func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
+// ErrTooManyTokens is returned (wrapped) by EncodeContext when the text has more tokens
+// than its limit.
+var ErrTooManyTokens = errors.New("tokenizer: more tokens than the limit")
+
+// EncodeContext is Encode for text from a request: it stops with ctx's error once ctx
+// ends, and with ErrTooManyTokens as soon as the text is known to have more than
+// maxTokens tokens (maxTokens ≤ 0: no limit), so that a prompt longer than a model's
+// context costs the tokens up to the context, not the whole text.
+func (t *Tokenizer) EncodeContext(ctx context.Context, text string, maxTokens int) ([]int32, error) {
+	return t.encode(ctx, text, true, maxTokens)
+}
+
+// encode splits text at added tokens and encodes the segments between them. Each added
+// token's next occurrence is remembered and only searched for again once the text
+// before it is consumed, so the cost is linear in the text: searching the whole rest of
+// the text for every token at every occurrence of another one (a conversation of many
+// short messages) was quadratic (issue 22).
+func (t *Tokenizer) encode(ctx context.Context, text string, special bool, maxTokens int) ([]int32, error) {
 	var out []int32
-	at := 0 // offset of text in the input
-	for len(text) > 0 {
+	next := make([]int, len(t.added)) // per added token: its next occurrence at or after cur, -1: none left
+	for i := range next {
+		next[i] = -2 // not searched yet
+	}
+	cur := 0
+	for cur < len(text) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		pos, tok := len(text), AddedToken{}
 		if special {
-			for _, a := range t.added {
-				if i := strings.Index(text, a.Content); i >= 0 && i < pos {
-					pos, tok = i, a
+			for i, a := range t.added {
+				if next[i] == -2 || (next[i] >= 0 && next[i] < cur) {
+					next[i] = -1
+					if j := strings.Index(text[cur:], a.Content); j >= 0 {
+						next[i] = cur + j
+					}
+				}
+				if next[i] >= 0 && next[i] < pos {
+					pos, tok = next[i], a
 				}
 			}
 		}
-		seg := text[:pos]
+		seg := text[cur:pos]
 		if tok.LStrip {
 			seg = strings.TrimRightFunc(seg, unicode.IsSpace)
 		}
-		ids, err := t.encodeSegment(seg, at == 0)
+		room := -1
+		if maxTokens > 0 {
+			room = maxTokens - len(out)
+		}
+		ids, err := t.encodeSegment(ctx, seg, cur == 0, room)
+		if errors.Is(err, ErrTooManyTokens) {
+			return nil, fmt.Errorf("%w (%d)", ErrTooManyTokens, maxTokens)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -315,19 +400,21 @@ func (t *Tokenizer) encode(text string, special bool) ([]int32, error) {
 			break
 		}
 		out = append(out, tok.ID)
-		next := text[pos+len(tok.Content):]
-		if tok.RStrip {
-			next = strings.TrimLeftFunc(next, unicode.IsSpace)
+		if maxTokens > 0 && len(out) > maxTokens {
+			return nil, fmt.Errorf("%w (%d)", ErrTooManyTokens, maxTokens)
 		}
-		at += len(text) - len(next)
-		text = next
+		cur = pos + len(tok.Content)
+		if tok.RStrip {
+			cur = len(text) - len(strings.TrimLeftFunc(text[cur:], unicode.IsSpace))
+		}
 	}
 	return out, nil
 }
 
 // encodeSegment encodes text between added tokens: normalizer, pre-tokenizer, model.
-// start says whether the segment begins the input.
-func (t *Tokenizer) encodeSegment(s string, start bool) ([]int32, error) {
+// start says whether the segment begins the input; room ≥ 0 bounds its tokens
+// (ErrTooManyTokens past it), and it stops once ctx ends.
+func (t *Tokenizer) encodeSegment(ctx context.Context, s string, start bool, room int) ([]int32, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -343,17 +430,25 @@ func (t *Tokenizer) encodeSegment(s string, start bool) ([]int32, error) {
 	pieces := []piece{{s, start}}
 	if t.pre != nil {
 		var err error
-		if pieces, err = t.pre(pieces); err != nil {
+		if pieces, err = t.pre(ctx, pieces); err != nil {
 			return nil, err
 		}
 	}
 	var out []int32
-	for _, p := range pieces {
+	for i, p := range pieces {
+		if i%1024 == 1023 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		ids, err := t.bpe(p.s)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ids...)
+		if room >= 0 && len(out) > room {
+			return nil, ErrTooManyTokens
+		}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"testing"
 	"unicode/utf8"
 )
@@ -69,7 +70,7 @@ func TestQwenStyleSplitPattern(t *testing.T) {
 	} else {
 		t.Fatalf("Qwen2 split pattern: %v", err)
 	}
-	pieces, err := tok.pre([]piece{{s: "Hello  world's 123\n\n"}})
+	pieces, err := tok.pre(context.Background(), []piece{{s: "Hello  world's 123\n\n"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -28,7 +29,7 @@ func Train(spec TrainSpec) ([]byte, map[string]int32, error) {
 		order = append(order, s)
 	}
 	re := regexp2.MustCompile(GPT2Pattern, regexp2.Unicode)
-	pieces, err := splitRegex(re, piece{s: spec.Corpus}, isolated, false)
+	pieces, err := splitRegex(context.Background(), re, piece{s: spec.Corpus}, isolated, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -155,10 +155,16 @@ func (d *db) load() error {
 	if !w.tornTail(fi.Size()) {
 		return &CorruptError{Path: d.path, First: first, Regions: len(w.damage), Size: fi.Size()}
 	}
-	// The tail of a write the process did not finish: never acknowledged, so dropping it
-	// loses nothing anyone was told had been stored.
-	d.log.Warn("store file: cutting off an unfinished write at its end", "file", d.path, "offset", first.Offset,
-		"bytes", fi.Size()-first.Offset, "reason", first.Reason)
+	// The tail of the last write: no later write follows it, so the store opens on the
+	// intact prefix. Its bytes are kept aside first (tail.go): a complete frame with a bad
+	// checksum may have been acknowledged, and `tuft store check` reports it.
+	kept, err := keepTail(d.f, d.path, first.Offset, fi.Size(), time.Now())
+	if err != nil {
+		return fmt.Errorf("store file %s: keep the damaged end (offset %d, %d bytes) aside before cutting it off: %w", d.path, first.Offset, fi.Size()-first.Offset, err)
+	}
+	reason, torn := classifyTail(tailHead(d.f, first.Offset, fi.Size()), first.Offset)
+	d.log.Warn("store file: cut off the damaged end of its last write and kept it aside; run `tuft store check`", "file", d.path, "offset", first.Offset,
+		"bytes", fi.Size()-first.Offset, "reason", reason, "unfinished_write", torn, "kept_in", kept, "keys", first.Keys)
 	if err := d.f.Truncate(first.Offset); err != nil {
 		return fmt.Errorf("store file %s: truncate a torn tail: %w", d.path, err)
 	}

@@ -31,7 +31,8 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 // FuzzOpen: a store file with any contents opens or is refused with an error; it never
-// panics, and whatever opens is readable and writable.
+// panics, and whatever opens is readable and writable, and checks (the tail an open cut
+// off, kept aside, included).
 func FuzzOpen(f *testing.F) {
 	frame, _ := encodeFrame([]op{{kind: opSet, key: "n\x00k", val: []byte("v")}})
 	f.Add([]byte(magic + string(frame)))
@@ -47,6 +48,9 @@ func FuzzOpen(f *testing.F) {
 			return
 		}
 		defer s.Close()
+		if _, err := Check(path); err != nil {
+			t.Fatalf("check after an open: %v", err)
+		}
 		ctx := context.Background()
 		_ = s.Scan(ctx, "", func(string, []byte) error { return nil })
 		if err := s.Set(ctx, "new", []byte("x"), 0); err != nil {

@@ -21,6 +21,9 @@ type Damage struct {
 	// TornTail: the region is the unfinished last write of a crash (no mark follows
 	// it), which opening the store cuts off; any other damage stops the start.
 	TornTail bool
+	// Suspect: a torn tail whose first frame is there in full with a bad checksum (not a
+	// write cut short): it may have held acknowledged writes (tail.go).
+	Suspect bool
 	// Keys are the keys the damaged bytes still name, as far as they can be read (the
 	// records whose latest write may be lost), "namespace/key".
 	Keys []string
@@ -206,6 +209,25 @@ type Report struct {
 	// InUse: another process (a running tuft) holds the file, which may be writing its
 	// last frame as it is read.
 	InUse bool
+	// CutTails are the ends an open cut off, kept beside the file (tail.go) until an
+	// operator removes them.
+	CutTails []CutTail
+}
+
+// Suspect reports a cut-off tail that was written in full (a flipped bit or a lost page,
+// not an unfinished write): it may have held acknowledged writes.
+func (r *Report) Suspect() bool {
+	for _, d := range r.Damage {
+		if d.Suspect {
+			return true
+		}
+	}
+	for _, c := range r.CutTails {
+		if !c.Torn {
+			return true
+		}
+	}
+	return false
 }
 
 // Corrupt reports damage that stops the start (anything but a torn last write).
@@ -230,6 +252,9 @@ func Check(path string) (*Report, error) {
 		return nil, fmt.Errorf("store file %s: %w", path, err)
 	}
 	rep := &Report{Path: path, Size: fi.Size()}
+	if rep.CutTails, err = CutTails(path); err != nil {
+		return nil, fmt.Errorf("store file %s: %w", path, err)
+	}
 	if rw, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		if err := lockFile(rw); errors.Is(err, errLocked) {
 			rep.InUse = true
@@ -250,7 +275,10 @@ func Check(path string) (*Report, error) {
 	}
 	rep.Frames, rep.Records, rep.Marks, rep.Damage = w.frames, w.records, w.marks, w.damage
 	if w.tornTail(fi.Size()) {
-		rep.Damage[len(rep.Damage)-1].TornTail = true
+		last := &rep.Damage[len(rep.Damage)-1]
+		last.TornTail = true
+		_, torn := classifyTail(tailHead(f, last.Offset, fi.Size()), last.Offset)
+		last.Suspect = !torn
 	}
 	return rep, nil
 }

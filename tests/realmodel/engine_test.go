@@ -63,7 +63,7 @@ func TestGreedyAnswerSaysParis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := tpl.Render([]chat.Message{{Role: "user", Content: "What is the capital of France?"}},
+	text, err := tpl.Render(context.Background(), []chat.Message{{Role: "user", Content: "What is the capital of France?"}},
 		chat.Options{AddGenerationPrompt: true, BosToken: "<|im_start|>", EosToken: "<|im_end|>"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ are frozen. It then measures, on the CPU with --threads threads:
   sample  --sample-tokens new tokens after a --prompt-tokens prompt, temperature 1, fixed seed,
           with a KV cache, at batch 1 and batch 16 (the prompt is prefilled once and its cache
           copied 16 times, as the Go sampler does); prefill is included in the time
-  memory  peak RSS of this process (ru_maxrss), import of torch included
+  memory  peak RSS of this process (its own VmHWM; ru_maxrss where there is none), import of torch included
   blas    which BLAS torch multiplies with and its GEMM GFLOP/s (blas.py): `tuft bench`
           refuses a ratio against Debian's unoptimised reference BLAS
 
@@ -41,6 +41,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blas  # noqa: E402
 
 PROJ = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+
+def peak_rss_mib():
+    """This process's own peak RSS: VmHWM, which exec resets. ru_maxrss is not used where
+    VmHWM exists because Linux carries a parent's high-water mark into a child across fork
+    and exec, so the reference would report the Go process's peak as its own."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def log(*a):
@@ -285,7 +300,7 @@ def main():
     log(f"BLAS {res['blas']['kind']} ({res['blas']['library']}): GEMM 1024^3 {res['blas']['gemm_gflops']:.1f} GFLOP/s")
     res["train"] = train(m, args)
     res["sample"] = [sample(m, args, b) for b in args.batch]
-    res["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["peak_rss_mib"] = peak_rss_mib()
     print(json.dumps(res))
 
 

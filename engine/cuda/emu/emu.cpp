@@ -217,6 +217,9 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
     free((void*)p);
     return 0;
 }
+// Page-locked host memory is ordinary memory here.
+CUresult cuMemAllocHost_v2(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
+CUresult cuMemFreeHost(void* p) { free(p); return 0; }
 CUresult cuMemGetInfo_v2(size_t* freeb, size_t* total) { *freeb = total_memory - allocated; *total = total_memory; return 0; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* s, size_t n) { memcpy((void*)d, s, n); return 0; }
 CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) { memcpy(d, (void*)s, n); return 0; }

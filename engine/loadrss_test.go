@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tuft-go/tuft/engine/safetensors"
+)
+
+// Loading streams (loadstream.go): the host's peak resident memory while loading is what
+// the device keeps plus about one tensor, not the file plus a float32 copy of it. The
+// load runs in a child process that reports its own VmHWM: a high-water mark of this
+// process would include everything the tests before it did, and ru_maxrss is inherited
+// across fork and exec.
+
+// loadRSSFixedMiB is what a load may take beyond the model's resident form and its
+// largest tensor: the test binary and Go runtime, the tokenizer, RoPE tables, the
+// GPU's staging buffer (64 MiB). Loading the old way (the whole file read, then a
+// float32 copy) exceeds the bound by the file's size, 270 MB here.
+const loadRSSFixedMiB = 160
+
+// loadPeakRSS loads dir in a child process on the device open(…) gives and returns its
+// VmHWM in bytes.
+func loadPeakRSS(t *testing.T, dir, device string) int64 {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadPeakRSSChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TUFT_LOAD_RSS_DIR="+dir, "TUFT_LOAD_RSS_DEVICE="+device)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child load: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "load-vmhwm-bytes "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("child printed no VmHWM:\n%s", out)
+	return 0
+}
+
+// TestLoadPeakRSSChild is the child of loadPeakRSS (skipped when run directly).
+func TestLoadPeakRSSChild(t *testing.T) {
+	dir := os.Getenv("TUFT_LOAD_RSS_DIR")
+	if dir == "" {
+		t.Skip("run by TestLoadPeakRSS")
+	}
+	dev, _, err := OpenDevice(os.Getenv("TUFT_LOAD_RSS_DEVICE"), DeviceOptions{CUDALibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, "rss", OnDevice(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm, err := vmHWM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(m)
+	fmt.Printf("load-vmhwm-bytes %d\n", hwm)
+}
+
+// vmHWM reads this process's peak resident set size from /proc/self/status.
+func vmHWM() (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kib << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+}
+
+// modelBytes is what a model's weights take in the file, and its largest tensor.
+func modelBytes(t *testing.T, dir string) (params, largest int64) {
+	t.Helper()
+	m, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, x := range m.Tensors {
+		params += int64(x.Elements())
+		largest = max(largest, int64(len(x.Data)))
+	}
+	return params, largest
+}
+
+// TestLoadPeakRSS loads smollm2-135m-shape (270 MB of bfloat16) on the CPU, where the
+// kernels compute in float32 so the float32 expansion is the model: peak ≤ 4 bytes per
+// parameter + the largest tensor + loadRSSFixedMiB.
+func TestLoadPeakRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/self/status")
+	}
+	dir := rssModel(t)
+	params, largest := modelBytes(t, dir)
+	checkPeak(t, loadPeakRSS(t, dir, "cpu"), 4*params, largest, "float32 weights")
+}
+
+// checkPeak fails when peak > kept + largest + loadRSSFixedMiB.
+func checkPeak(t *testing.T, peak, kept, largest int64, what string) {
+	t.Helper()
+	bound := kept + largest + loadRSSFixedMiB<<20
+	t.Logf("peak RSS while loading: %.0f MiB (%s %.0f MiB + largest tensor %.0f MiB + %d MiB fixed = bound %.0f MiB)",
+		float64(peak)/(1<<20), what, float64(kept)/(1<<20), float64(largest)/(1<<20), loadRSSFixedMiB, float64(bound)/(1<<20))
+	if peak > bound {
+		t.Fatalf("peak RSS while loading %d MiB > bound %d MiB", peak>>20, bound>>20)
+	}
+}
+
+var rssModelDir string
+
+// rssModel writes smollm2-135m-shape once per test binary.
+func rssModel(t *testing.T) string {
+	t.Helper()
+	if rssModelDir == "" {
+		dir, err := os.MkdirTemp("", "tuft-rss-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WritePreset("smollm2-135m-shape", dir); err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		rssModelDir = dir
+	}
+	return rssModelDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rssModelDir != "" {
+		os.RemoveAll(rssModelDir)
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,40 @@
+//go:build unix
+
+package safetensors
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// mapFile maps the whole file read-only, advising sequential reads (the loader walks
+// the tensors in order, so the kernel reads ahead).
+func mapFile(f *os.File, size int64) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors %s: mmap: %w", f.Name(), err)
+	}
+	_ = syscall.Madvise(m, syscall.MADV_SEQUENTIAL) // advice only
+	return m, nil
+}
+
+func unmapFile(m []byte) error { return syscall.Munmap(m) }
+
+// dropPages unmaps the whole pages of the mapping m that lie inside sub (a sub-slice of
+// m) from this process with MADV_DONTNEED; partial pages at either end stay.
+func dropPages(m, sub []byte) {
+	page := uintptr(os.Getpagesize())
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - base
+	b := a + uintptr(len(sub))
+	a = (a + page - 1) / page * page
+	b = b / page * page
+	if b > a {
+		_ = syscall.Madvise(m[a:b], syscall.MADV_DONTNEED) // advice only: failing costs memory, not correctness
+	}
+}
