@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"context"
+	"os"
 	"testing"
 	"unicode/utf8"
 )
@@ -111,10 +112,20 @@ func FuzzRoundTrip(f *testing.F) {
 func FuzzParse(f *testing.F) {
 	b, _, _ := Train(TrainSpec{Corpus: "abc abc", Merges: 2})
 	f.Add(b)
+	// The other pipelines: normalizers, every pre-tokenizer, byte fallback, decoders.
+	if misc, err := os.ReadFile("testdata/tokenizer_misc_b.json"); err == nil {
+		f.Add(misc)
+	}
+	f.Add([]byte(`{"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","fuse_unk":true,"vocab":{"<unk>":0,"▁":1,"a":2,"<0x41>":3},"merges":[["▁","a"]]},
+"normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]},
+"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":true},
+"decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},{"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := Parse(data)
 		if err == nil {
-			_, _ = tok.Encode("hello")
+			ids, _ := tok.Encode("hello wörld 12 ▁x<unk>")
+			_ = tok.Decode(ids)
+			_ = tok.MaxTokenBytes()
 		}
 	})
 }
