@@ -36,7 +36,8 @@ func (l *Local) Export(ctx context.Context, model, ckptDir, format, quant, out s
 	if err != nil {
 		return nil, err
 	}
-	return export.Write(export.Options{Format: f, Quant: quant, Model: h.model, Base: h.model.Dir, Adapter: ckptDir}, out)
+	return export.Write(export.Options{Format: f, Quant: quant, Model: h.model, Base: h.model.Dir, Adapter: ckptDir,
+		TokenizerJSON: h.model.TokenizerJSON}, out)
 }
 
 // Export implements Exporter for the members that do.

@@ -61,9 +61,12 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 		models = append(models, m)
 		text := NewText(m)
 		if text != nil {
-			// Kept so that a worker can hand the tokenizer to API servers (Info).
-			if text.TokenizerJSON, err = os.ReadFile(filepath.Join(dir, "tokenizer.json")); err != nil {
-				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
+			// Kept so that a worker can hand the tokenizer to API servers (Info); a GGUF
+			// file's is rebuilt from its vocabulary.
+			if text.TokenizerJSON = m.TokenizerJSON; text.TokenizerJSON == nil {
+				if text.TokenizerJSON, err = os.ReadFile(filepath.Join(dir, "tokenizer.json")); err != nil {
+					return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
+				}
 			}
 		}
 		infos = append(infos, ModelInfo{Name: mc.Name, Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
@@ -72,9 +75,13 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 	return models, infos, nil
 }
 
-// dirSignature hashes config.json and every weight file of a model directory: the store
-// remembers it so that runs are never resumed on different weights.
+// dirSignature hashes config.json and every weight file of a model directory (or the
+// GGUF file a path names): the store remembers it so that runs are never resumed on
+// different weights.
 func dirSignature(dir string) (string, error) {
+	if engine.IsGGUF(dir) {
+		return fileSignature(dir)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
@@ -99,6 +106,21 @@ func dirSignature(dir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("hash %s: %w", n, err)
 		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fileSignature hashes one weight file with its base name, as dirSignature hashes each.
+func fileSignature(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", filepath.Base(path))
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

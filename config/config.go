@@ -68,7 +68,7 @@ type Server struct {
 // Model is one base model that clients may name as base_model.
 type Model struct {
 	Name             string `yaml:"name"`
-	Path             string `yaml:"path"`   // local directory in HuggingFace layout
+	Path             string `yaml:"path"`   // local directory in HuggingFace layout, or a .gguf file
 	Preset           string `yaml:"preset"` // a built-in preset (see `tuft model init`)
 	MaxContextLength int    `yaml:"max_context_length"`
 	MaxLoraRank      int    `yaml:"max_lora_rank"`

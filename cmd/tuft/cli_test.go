@@ -60,6 +60,10 @@ func TestWrongInvocationsAreUsageErrors(t *testing.T) {
 		{[]string{"key", "hash"}, "got 0 argument(s), want 1"},
 		{[]string{"version", "extra"}, "got 1 argument(s), want 0"},
 		{[]string{"model", "init"}, "--out is required"},
+		{[]string{"model", "import"}, "got 0 argument(s), want 1"},
+		{[]string{"model", "import", "m.gguf"}, "--out is required"},
+		{[]string{"model", "import", "--out", "d", "--dtype", "int4", "m.gguf"}, `--dtype "int4" must be float32 or bfloat16`},
+		{[]string{"model", "import", "--out", "d", "model.safetensors"}, "is not a .gguf file"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer

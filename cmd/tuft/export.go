@@ -29,7 +29,7 @@ func cmdCheckpointsExport(args []string) error {
 	format := fs.String("format", "", "peft, hf, gguf or gguf-lora (required)")
 	quant := fs.String("quant", "", "GGUF tensor type of gguf and gguf-lora: f16 (default), bf16 or q8_0")
 	out := fs.String("o", "", "output directory (default <run>_<name>_<format>, or <dir>_<format> for a local checkpoint)")
-	model := fs.String("model", "", "base model directory, for a local checkpoint in hf, gguf or gguf-lora")
+	model := fs.String("model", "", "base model (directory or .gguf file), for a local checkpoint in hf, gguf or gguf-lora")
 	var pos []string
 	for rest := args; ; {
 		if err := fs.parse(rest); err != nil {
@@ -87,7 +87,7 @@ func exportLocal(f export.Format, quant, ckpt, modelDir, dir string) ([]string, 
 		if err != nil {
 			return nil, err
 		}
-		o.Model, o.Base = m, modelDir
+		o.Model, o.Base, o.TokenizerJSON = m, modelDir, m.TokenizerJSON
 	}
 	return export.Write(o, dir)
 }

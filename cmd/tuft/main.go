@@ -30,7 +30,7 @@ func commands() []command {
 		{"clear", []string{"tuft clear persistence [--config FILE] [-f]"}, "Delete every stored record.", []string{"persistence"}, cmdClear},
 		{"store", []string{"tuft store check [--config FILE | --path FILE]", "tuft store repair [--config FILE | --path FILE]"},
 			"Find damage in the embedded store; repair keeps every intact record.", []string{"check", "repair"}, cmdStore},
-		{"model", []string{"tuft model init --preset NAME --out DIR", "tuft model presets", "tuft model render --model DIR [--generation-prompt] < messages.json"},
+		{"model", []string{"tuft model init --preset NAME --out DIR", "tuft model presets", "tuft model render --model DIR|FILE.gguf [--generation-prompt] < messages.json", "tuft model import --out DIR [--dtype float32|bfloat16] FILE.gguf"},
 			"Write a built-in model, list the presets, or render a conversation with a model's chat template.", []string{"init", "presets", "render"}, cmdModel},
 		{"key", []string{"tuft key hash KEY", "tuft key new"}, "Hash or generate an API key.", []string{"hash", "new"}, cmdKey},
 		{"runs", []string{"tuft runs list [--url URL] [--api-key KEY]", "tuft runs show RUN_ID [--url URL] [--api-key KEY]"},

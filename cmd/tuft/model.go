@@ -14,12 +14,15 @@ import (
 )
 
 func cmdModel(args []string) error {
-	sub, args, err := verb(args, "init", "presets", "render")
+	sub, args, err := verb(args, "init", "presets", "render", "import")
 	if err != nil {
 		return err
 	}
 	if sub == "render" {
 		return cmdModelRender(args, os.Stdin, os.Stdout)
+	}
+	if sub == "import" {
+		return cmdModelImport(args, os.Stdout)
 	}
 	if sub == "presets" {
 		fs := newFlags("model presets", "tuft model presets", "List the built-in model presets.")
@@ -53,6 +56,42 @@ func cmdModel(args []string) error {
 	return nil
 }
 
+// cmdModelImport converts a GGUF file into a HuggingFace-layout directory (what a
+// models: entry's path may also name directly; the directory loads without the
+// dequantisation and is what transformers and PEFT read).
+func cmdModelImport(args []string, out io.Writer) error {
+	fs := newFlags("model import", "tuft model import --out DIR [--dtype float32|bfloat16] FILE.gguf",
+		"Convert a GGUF file (llama or qwen2; F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K) into a HuggingFace-layout model directory: weights dequantised, llama.cpp's rotary row order undone, tokenizer.json and chat template from the metadata.")
+	dst := fs.String("out", "", "output directory (must not exist)")
+	dtype := fs.String("dtype", "float32", "weight type written: float32 (the dequantised values exactly) or bfloat16 (half the size)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := fs.args(1, 1); err != nil {
+		return err
+	}
+	src := fs.Arg(0)
+	if *dst == "" {
+		return &usageError{err: fmt.Errorf("--out is required"), usage: fs.usage()}
+	}
+	if *dtype != "float32" && *dtype != "bfloat16" {
+		return &usageError{err: fmt.Errorf("--dtype %q must be float32 or bfloat16", *dtype), usage: fs.usage()}
+	}
+	if !engine.IsGGUF(src) {
+		return &usageError{err: fmt.Errorf("%s is not a .gguf file (a HuggingFace directory needs no import: name it in models:)", src), usage: fs.usage()}
+	}
+	g, err := engine.ReadGGUF(src)
+	if err != nil {
+		return err
+	}
+	if err := g.WriteHF(*dst, *dtype == "bfloat16"); err != nil {
+		return err
+	}
+	c := g.Cfg
+	fmt.Fprintf(out, "imported %s (%s, %d layers, hidden %d, vocabulary %d) to %s as %s\n", src, c.Arch, c.Layers, c.Hidden, c.VocabSize, *dst, *dtype)
+	return nil
+}
+
 // renderOutput is what `tuft model render` prints: the prompt text the model's chat
 // template makes of the messages, and its token ids as the server tokenizes it.
 type renderOutput struct {
@@ -65,9 +104,9 @@ type renderOutput struct {
 // chat prompt. It lets a client's own renderer be checked against the model, token for
 // token (tests/cookbook does this for tinker-cookbook's renderers).
 func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
-	fs := newFlags("model render", "tuft model render --model DIR [--generation-prompt] < messages.json",
+	fs := newFlags("model render", "tuft model render --model DIR|FILE.gguf [--generation-prompt] < messages.json",
 		"Print a conversation (a JSON list of {role, content} on stdin) as the model's chat template and tokenizer render it: the text and its token ids.")
-	dir := fs.String("model", "", "model directory (HuggingFace layout)")
+	dir := fs.String("model", "", "model directory (HuggingFace layout) or .gguf file")
 	gen := fs.Bool("generation-prompt", false, "end with the header that opens an assistant turn")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -99,6 +138,15 @@ func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
 		return err
 	}
 	bos, eos := specialTokens(*dir)
+	if engine.IsGGUF(*dir) {
+		// A GGUF file names its special tokens by id in its metadata.
+		if id := m.Cfg.BOSTokenID; id >= 0 {
+			bos = m.Tok.Decode([]int32{id})
+		}
+		if len(m.Cfg.EOSTokenIDs) > 0 {
+			eos = m.Tok.Decode(m.Cfg.EOSTokenIDs[:1])
+		}
+	}
 	// The operator's own file: no request limits apply.
 	text, err := tpl.Render(context.Background(), msgs, chat.Options{AddGenerationPrompt: *gen, BosToken: bos, EosToken: eos})
 	if err != nil {

@@ -17,6 +17,7 @@ type refFixture struct {
 		IDs         []int32 `json:"ids"`
 		OrdinaryIDs []int32 `json:"ordinary_ids"`
 		Decoded     string  `json:"decoded"`
+		OrdDecoded  *string `json:"ordinary_decoded"`
 	} `json:"cases"`
 }
 
@@ -70,8 +71,10 @@ func TestHuggingFaceReference(t *testing.T) {
 						t.Errorf("Decode(Encode(%q)) = %q", c.Text, got)
 					}
 				}
-				if got := tok.Decode(c.OrdinaryIDs); got != c.Decoded && c.Decoded == c.Text {
-					t.Errorf("Decode(EncodeOrdinary(%q)) = %q", c.Text, got)
+				if c.OrdDecoded == nil {
+					t.Errorf("case %d has no ordinary_decoded: regenerate the fixtures", i)
+				} else if got := tok.Decode(c.OrdinaryIDs); got != *c.OrdDecoded {
+					t.Errorf("Decode(%v) = %q, HF gives %q", c.OrdinaryIDs, got, *c.OrdDecoded)
 				}
 			}
 		})
@@ -110,7 +113,8 @@ func TestAddedTokenIDsLikeHuggingFace(t *testing.T) {
 	if want := []int32{0, 3, 5, 1, 4}; !slices.Equal(ids, want) {
 		t.Errorf("Encode = %v, want %v", ids, want)
 	}
-	if got := tok.Decode(ids); got != "a<x>cb<y>" {
+	// Without a decoder HF joins the tokens with spaces (tokenizers 0.20.3 gives this).
+	if got := tok.Decode(ids); got != "a <x> c b <y>" {
 		t.Errorf("Decode = %q", got)
 	}
 	for s, want := range map[string]int32{"<x>": 3, "b": 1, "<y>": 4} {

@@ -10,13 +10,17 @@ import (
 	"strings"
 	"sync"
 	"unicode"
-
-	"github.com/dlclark/regexp2"
-	"golang.org/x/text/unicode/norm"
 )
 
 // GPT2Pattern is the ByteLevel pre-tokenizer's split pattern (use_regex: true).
 const GPT2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+// Llama3Pattern is the Split pattern of Llama 3's tokenizer.json (digits in runs of up
+// to three).
+const Llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+// Qwen2Pattern is the Split pattern of Qwen2's tokenizer.json (one digit per pre-token).
+const Qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
 // AddedToken is an entry of added_tokens.
 type AddedToken struct {
@@ -29,23 +33,36 @@ type AddedToken struct {
 	Normalized bool   `json:"normalized"`
 }
 
-// Tokenizer is a loaded byte-level BPE tokenizer. It is safe for concurrent use.
+// Tokenizer is a loaded BPE tokenizer (byte-level as GPT-2, Llama 3 and Qwen2, or
+// SentencePiece-style with byte fallback as Llama 2 and Mistral). It is safe for
+// concurrent use.
 type Tokenizer struct {
-	vocab    map[string]int32
-	inv      []string
-	ranks    map[[2]string]int
-	added    []AddedToken // longest content first
-	addedID  map[int32]bool
-	splits   []*regexp2.Regexp
-	cacheMu  sync.Mutex
-	cache    map[string][]int32
-	byteEnc  [256]rune
-	byteDec  map[rune]byte
-	prefixSp bool
-	nfc      bool // normalizer NFC, applied to the text between added tokens
+	vocab   map[string]int32
+	inv     []string
+	ranks   map[[2]string]int
+	added   []AddedToken // longest content first
+	addedID map[int32]bool
+	cacheMu sync.Mutex
+	cache   map[string][]int32
+	byteEnc [256]rune
+	byteDec map[rune]byte
+
+	normalize normalizer   // nil: none
+	pre       preTokenizer // nil: the whole segment is one piece
+	decode    decoder      // nil: tokens joined with spaces (as HF without a decoder)
 	// ignoreMerges (model.ignore_merges, as in Llama 3): a pre-token that is itself in
 	// the vocabulary becomes that token without applying merges.
 	ignoreMerges bool
+	byteFallback bool  // a character outside the vocabulary becomes its <0xXX> byte tokens
+	unk          int32 // model.unk_token's id, -1 when none
+	fuseUnk      bool
+	// shrink bounds how many times shorter the normalizer and pre-tokenizer can make a
+	// text (NFC composes up to 3 bytes into 1); 0 when nothing bounds it (text they drop,
+	// characters the vocabulary drops). MaxTokenBytes uses it.
+	shrink int
+	// byteLevel: a ByteLevel pre-tokenizer maps bytes to GPT-2's printable runes; drops:
+	// a pre-tokenizer removes text (whitespace, or delimiters with behavior Removed).
+	byteLevel, drops bool
 
 	boundOnce     sync.Once
 	maxTokenBytes int // MaxTokenBytes, computed once
@@ -57,22 +74,20 @@ type rawTokenizer struct {
 	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
 	Decoder      json.RawMessage `json:"decoder"`
 	Model        struct {
-		Type         string           `json:"type"`
-		Vocab        map[string]int32 `json:"vocab"`
-		Merges       json.RawMessage  `json:"merges"`
-		IgnoreMerges bool             `json:"ignore_merges"`
+		Type                    string           `json:"type"`
+		Vocab                   map[string]int32 `json:"vocab"`
+		Merges                  json.RawMessage  `json:"merges"`
+		IgnoreMerges            bool             `json:"ignore_merges"`
+		ByteFallback            bool             `json:"byte_fallback"`
+		UnkToken                *string          `json:"unk_token"`
+		FuseUnk                 bool             `json:"fuse_unk"`
+		Dropout                 *float64         `json:"dropout"`
+		ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
 	} `json:"model"`
 }
 
-type preTok struct {
-	Type           string          `json:"type"`
-	AddPrefixSpace bool            `json:"add_prefix_space"`
-	UseRegex       *bool           `json:"use_regex"`
-	Pattern        json.RawMessage `json:"pattern"`
-	Behavior       string          `json:"behavior"`
-	Invert         bool            `json:"invert"`
-	PreTokenizers  []preTok        `json:"pretokenizers"`
-}
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
 // Load reads tokenizer.json.
 func Load(path string) (*Tokenizer, error) {
@@ -94,20 +109,39 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer.json is not valid JSON: %w", err)
 	}
 	if r.Model.Type != "BPE" {
-		return nil, fmt.Errorf("tokenizer model %q is not supported (byte-level BPE only)", r.Model.Type)
+		return nil, fmt.Errorf("tokenizer model %q is not supported (BPE only)", r.Model.Type)
 	}
-	if len(r.Normalizer) > 0 && string(r.Normalizer) != "null" {
-		var n struct{ Type string }
-		_ = json.Unmarshal(r.Normalizer, &n)
-		if n.Type != "NFC" {
-			return nil, fmt.Errorf("normalizer %q is not supported", n.Type)
-		}
+	if r.Model.Dropout != nil && *r.Model.Dropout > 0 {
+		return nil, fmt.Errorf("model.dropout %g is not supported (BPE dropout is for training)", *r.Model.Dropout)
 	}
-	t := &Tokenizer{vocab: r.Model.Vocab, ranks: map[[2]string]int{}, addedID: map[int32]bool{}, cache: map[string][]int32{}, byteDec: map[rune]byte{}}
-	t.nfc = len(r.Normalizer) > 0 && string(r.Normalizer) != "null"
+	if p := r.Model.ContinuingSubwordPrefix; p != nil && *p != "" {
+		return nil, fmt.Errorf("model.continuing_subword_prefix %q is not supported", *p)
+	}
+	if p := r.Model.EndOfWordSuffix; p != nil && *p != "" {
+		return nil, fmt.Errorf("model.end_of_word_suffix %q is not supported", *p)
+	}
+	t := &Tokenizer{vocab: r.Model.Vocab, ranks: map[[2]string]int{}, addedID: map[int32]bool{}, cache: map[string][]int32{}, byteDec: map[rune]byte{}, unk: -1}
 	t.ignoreMerges = r.Model.IgnoreMerges
+	t.byteFallback, t.fuseUnk = r.Model.ByteFallback, r.Model.FuseUnk
 	if t.vocab == nil {
 		t.vocab = map[string]int32{}
+	}
+	if r.Model.UnkToken != nil {
+		id, ok := t.vocab[*r.Model.UnkToken]
+		if !ok {
+			return nil, fmt.Errorf("model.unk_token %q is not in the vocabulary", *r.Model.UnkToken)
+		}
+		t.unk = id
+	}
+	if !isNull(r.Normalizer) {
+		var n normJSON
+		if err := json.Unmarshal(r.Normalizer, &n); err != nil {
+			return nil, fmt.Errorf("normalizer: %w", err)
+		}
+		var err error
+		if t.normalize, err = parseNormalizer(n); err != nil {
+			return nil, err
+		}
 	}
 	assignAddedIDs(r.AddedTokens, t.vocab)
 	t.byteEnc = bytesToUnicode()
@@ -140,10 +174,59 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.parseMerges(r.Model.Merges); err != nil {
 		return nil, err
 	}
-	if err := t.parsePre(r.PreTokenizer); err != nil {
-		return nil, err
+	t.shrink = 1
+	if t.normalize != nil {
+		var n normJSON
+		_ = json.Unmarshal(r.Normalizer, &n)
+		t.shrink = shrinkOf(n)
+	}
+	if !isNull(r.PreTokenizer) {
+		var p preTokJSON
+		if err := json.Unmarshal(r.PreTokenizer, &p); err != nil {
+			return nil, fmt.Errorf("pre_tokenizer: %w", err)
+		}
+		var err error
+		if t.pre, err = t.parsePreTokenizer(p); err != nil {
+			return nil, err
+		}
+	}
+	if t.drops || !t.coversEveryCharacter() {
+		t.shrink = 0
+	}
+	if !isNull(r.Decoder) {
+		var d decJSON
+		if err := json.Unmarshal(r.Decoder, &d); err != nil {
+			return nil, fmt.Errorf("decoder: %w", err)
+		}
+		var err error
+		if t.decode, err = t.parseDecoder(d); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
+}
+
+// coversEveryCharacter reports whether every character becomes at least one token of
+// its own: all 256 byte symbols are in a byte-level vocabulary, or all 256 <0xXX> tokens
+// with byte_fallback, or an unknown token that is not fused. Otherwise characters can
+// vanish (HF drops one outside the vocabulary when there is no unk_token; SmolLM2's
+// vocabulary has no symbol for byte 0x1D) or merge into one unknown token.
+func (t *Tokenizer) coversEveryCharacter() bool {
+	all := func(name func(b int) string) bool {
+		for b := 0; b < 256; b++ {
+			if _, ok := t.vocab[name(b)]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case t.byteLevel:
+		return all(func(b int) string { return string(t.byteEnc[b]) }) || (t.unk >= 0 && !t.fuseUnk)
+	case t.byteFallback && all(func(b int) string { return fmt.Sprintf("<0x%02X>", b) }):
+		return true
+	}
+	return t.unk >= 0 && !t.fuseUnk
 }
 
 // assignAddedIDs gives added tokens the ids HuggingFace tokenizers gives them on load,
@@ -193,55 +276,6 @@ func (t *Tokenizer) parseMerges(raw json.RawMessage) error {
 		t.ranks[p] = i
 	}
 	return nil
-}
-
-func (t *Tokenizer) parsePre(raw json.RawMessage) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var p preTok
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("pre_tokenizer: %w", err)
-	}
-	var walk func(p preTok) error
-	walk = func(p preTok) error {
-		switch p.Type {
-		case "Sequence":
-			for _, c := range p.PreTokenizers {
-				if err := walk(c); err != nil {
-					return err
-				}
-			}
-		case "ByteLevel":
-			t.prefixSp = t.prefixSp || p.AddPrefixSpace
-			if p.UseRegex == nil || *p.UseRegex {
-				t.splits = append(t.splits, regexp2.MustCompile(GPT2Pattern, regexp2.Unicode))
-			}
-		case "Split":
-			var pat struct{ Regex, String string }
-			if err := json.Unmarshal(p.Pattern, &pat); err != nil {
-				return fmt.Errorf("pre_tokenizer Split pattern: %w", err)
-			}
-			if p.Invert || (p.Behavior != "Isolated" && p.Behavior != "") {
-				return fmt.Errorf("pre_tokenizer Split with behavior %q invert %v is not supported", p.Behavior, p.Invert)
-			}
-			expr := pat.Regex
-			if expr == "" {
-				expr = regexp2.Escape(pat.String)
-			}
-			re, err := regexp2.Compile(expr, regexp2.Unicode)
-			if err != nil {
-				return fmt.Errorf("pre_tokenizer Split pattern %q: %w", expr, err)
-			}
-			t.splits = append(t.splits, re)
-		case "Digits", "Punctuation", "Whitespace", "Metaspace":
-			return fmt.Errorf("pre_tokenizer %s is not supported", p.Type)
-		default:
-			return fmt.Errorf("pre_tokenizer %q is not supported", p.Type)
-		}
-		return nil
-	}
-	return walk(p)
 }
 
 // bytesToUnicode is GPT-2's reversible map from bytes to printable runes.
@@ -350,14 +384,11 @@ func (t *Tokenizer) encode(ctx context.Context, text string, special bool, maxTo
 		if tok.LStrip {
 			seg = strings.TrimRightFunc(seg, unicode.IsSpace)
 		}
-		if t.nfc {
-			seg = norm.NFC.String(seg)
-		}
 		room := -1
 		if maxTokens > 0 {
 			room = maxTokens - len(out)
 		}
-		ids, err := t.encodeSegment(ctx, seg, room)
+		ids, err := t.encodeSegment(ctx, seg, cur == 0, room)
 		if errors.Is(err, ErrTooManyTokens) {
 			return nil, fmt.Errorf("%w (%d)", ErrTooManyTokens, maxTokens)
 		}
@@ -380,32 +411,37 @@ func (t *Tokenizer) encode(ctx context.Context, text string, special bool, maxTo
 	return out, nil
 }
 
-// encodeSegment encodes text without added tokens; room ≥ 0 bounds its tokens
+// encodeSegment encodes text between added tokens: normalizer, pre-tokenizer, model.
+// start says whether the segment begins the input; room ≥ 0 bounds its tokens
 // (ErrTooManyTokens past it), and it stops once ctx ends.
-func (t *Tokenizer) encodeSegment(ctx context.Context, s string, room int) ([]int32, error) {
+func (t *Tokenizer) encodeSegment(ctx context.Context, s string, start bool, room int) ([]int32, error) {
 	if s == "" {
 		return nil, nil
 	}
-	words := []string{s}
-	for _, re := range t.splits {
-		var next []string
-		for _, w := range words {
-			ws, err := splitIsolated(ctx, re, w)
-			if err != nil {
-				return nil, err
-			}
-			next = append(next, ws...)
+	if t.normalize != nil {
+		var err error
+		if s, err = t.normalize(s); err != nil {
+			return nil, err
 		}
-		words = next
+		if s == "" {
+			return nil, nil
+		}
+	}
+	pieces := []piece{{s, start}}
+	if t.pre != nil {
+		var err error
+		if pieces, err = t.pre(ctx, pieces); err != nil {
+			return nil, err
+		}
 	}
 	var out []int32
-	for i, w := range words {
+	for i, p := range pieces {
 		if i%1024 == 1023 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		ids, err := t.bpe(w)
+		ids, err := t.bpe(p.s)
 		if err != nil {
 			return nil, err
 		}
@@ -417,34 +453,34 @@ func (t *Tokenizer) encodeSegment(ctx context.Context, s string, room int) ([]in
 	return out, nil
 }
 
-// splitIsolated splits s into the regex's matches and the text between them.
-func splitIsolated(ctx context.Context, re *regexp2.Regexp, s string) ([]string, error) {
-	rs := []rune(s)
-	var out []string
-	last := 0
-	m, err := re.FindRunesMatch(rs)
-	for n := 1; m != nil && err == nil; n++ {
-		if n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		if m.Index > last {
-			out = append(out, string(rs[last:m.Index]))
-		}
-		if m.Length > 0 {
-			out = append(out, string(rs[m.Index:m.Index+m.Length]))
-		}
-		last = m.Index + m.Length
-		m, err = re.FindNextMatch(m)
+// byteMap writes s's bytes as GPT-2's printable runes.
+func (t *Tokenizer) byteMap(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteRune(t.byteEnc[s[i]])
 	}
-	if err != nil {
-		return nil, fmt.Errorf("pre-tokenize: %w", err)
+	return b.String()
+}
+
+// byteUnmap is byteMap's inverse; a token with a rune outside the map stays as it is
+// (as HF's ByteLevel decoder).
+func (t *Tokenizer) byteUnmap(s string) string {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		by, ok := t.byteDec[r]
+		if !ok {
+			return s
+		}
+		b = append(b, by)
 	}
-	if last < len(rs) {
-		out = append(out, string(rs[last:]))
-	}
-	return out, nil
+	return string(b)
+}
+
+// sym is a symbol during merging; unk marks a character the vocabulary lacks (it
+// becomes model.unk_token and merges with nothing).
+type sym struct {
+	s   string
+	unk bool
 }
 
 // bpe encodes one pre-token.
@@ -455,19 +491,22 @@ func (t *Tokenizer) bpe(word string) ([]int32, error) {
 		return ids, nil
 	}
 	t.cacheMu.Unlock()
-	syms := make([]string, 0, len(word))
-	for i := 0; i < len(word); i++ {
-		syms = append(syms, string(t.byteEnc[word[i]]))
-	}
-	if t.ignoreMerges {
-		if _, ok := t.vocab[strings.Join(syms, "")]; ok {
-			syms = []string{strings.Join(syms, "")}
+	var syms []sym
+	if _, ok := t.vocab[word]; ok && t.ignoreMerges {
+		syms = []sym{{s: word}}
+	} else {
+		var err error
+		if syms, err = t.symbols(word); err != nil {
+			return nil, err
 		}
 	}
 	for len(syms) > 1 {
 		best, at := -1, -1
 		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+			if syms[i].unk || syms[i+1].unk {
+				continue
+			}
+			if r, ok := t.ranks[[2]string{syms[i].s, syms[i+1].s}]; ok && (best < 0 || r < best) {
 				best, at = r, i
 			}
 		}
@@ -476,15 +515,19 @@ func (t *Tokenizer) bpe(word string) ([]int32, error) {
 		}
 		// Merging the leftmost best pair one at a time equals HF's left-to-right
 		// non-overlapping merge of every occurrence: the pair stays the best until done.
-		out := append(syms[:at:at], syms[at]+syms[at+1])
+		out := append(syms[:at:at], sym{s: syms[at].s + syms[at+1].s})
 		out = append(out, syms[at+2:]...)
 		syms = out
 	}
 	ids := make([]int32, 0, len(syms))
 	for _, s := range syms {
-		id, ok := t.vocab[s]
+		if s.unk {
+			ids = append(ids, t.unk)
+			continue
+		}
+		id, ok := t.vocab[s.s]
 		if !ok {
-			return nil, fmt.Errorf("token %q is not in the vocabulary (incomplete byte-level vocab?)", s)
+			return nil, fmt.Errorf("merged token %q is not in the vocabulary", s.s)
 		}
 		ids = append(ids, id)
 	}
@@ -497,26 +540,58 @@ func (t *Tokenizer) bpe(word string) ([]int32, error) {
 	return ids, nil
 }
 
-// Decode turns ids back into text; byte sequences that are not valid UTF-8 are kept
-// as they are.
-func (t *Tokenizer) Decode(ids []int32) string {
-	var b strings.Builder
-	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.inv) {
+// symbols splits a pre-token into its characters; one outside the vocabulary becomes its
+// <0xXX> byte tokens (byte_fallback), or the unknown token (consecutive ones fused with
+// fuse_unk), or nothing when there is no unknown token, as HF's BPE does.
+func (t *Tokenizer) symbols(word string) ([]sym, error) {
+	syms := make([]sym, 0, len(word))
+	for _, r := range word {
+		c := string(r)
+		if _, ok := t.vocab[c]; ok {
+			syms = append(syms, sym{s: c})
 			continue
 		}
-		s := t.inv[id]
-		if t.addedID[id] {
-			b.WriteString(s)
-			continue
-		}
-		for _, r := range s {
-			if by, ok := t.byteDec[r]; ok {
-				b.WriteByte(by)
-			} else {
-				b.WriteRune(r)
+		if t.byteFallback {
+			all := true
+			var bs []sym
+			for i := 0; i < len(c); i++ {
+				b := fmt.Sprintf("<0x%02X>", c[i])
+				if _, ok := t.vocab[b]; !ok {
+					all = false
+					break
+				}
+				bs = append(bs, sym{s: b})
+			}
+			if all {
+				syms = append(syms, bs...)
+				continue
 			}
 		}
+		if t.unk < 0 {
+			// HF drops it (SmolLM2's byte-level vocabulary lacks byte 0x1D, so "\x1d"
+			// encodes to nothing there too).
+			continue
+		}
+		if t.fuseUnk && len(syms) > 0 && syms[len(syms)-1].unk {
+			continue
+		}
+		syms = append(syms, sym{s: c, unk: true})
 	}
-	return b.String()
+	return syms, nil
+}
+
+// Decode turns ids back into text through the tokenizer's decoder (ids outside the
+// vocabulary are skipped); byte sequences that are not valid UTF-8 are kept as they are.
+func (t *Tokenizer) Decode(ids []int32) string {
+	toks := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.inv) || t.inv[id] == "" {
+			continue
+		}
+		toks = append(toks, t.inv[id])
+	}
+	if t.decode == nil {
+		return strings.Join(toks, " ")
+	}
+	return strings.Join(t.decode(toks), "")
 }

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"context"
+	"os"
 	"testing"
 	"unicode/utf8"
 )
@@ -63,16 +64,20 @@ func TestQwenStyleSplitPattern(t *testing.T) {
 	_ = base
 	tok, err := Parse([]byte(js))
 	if err == nil {
-		// An empty vocabulary cannot encode anything; the point is that the pattern compiles.
-		if _, err := tok.Encode("a"); err == nil {
-			t.Fatal("encoded with an empty vocabulary")
+		// An empty vocabulary and no unk_token: HF drops every character.
+		if ids, err := tok.Encode("a"); err != nil || len(ids) != 0 {
+			t.Fatalf("empty vocabulary: %v, %v", ids, err)
 		}
 	} else {
 		t.Fatalf("Qwen2 split pattern: %v", err)
 	}
-	words, err := splitIsolated(context.Background(), tok.splits[0], "Hello  world's 123\n\n")
+	pieces, err := tok.pre(context.Background(), []piece{{s: "Hello  world's 123\n\n"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var words []string
+	for _, p := range pieces {
+		words = append(words, tok.byteUnmap(p.s))
 	}
 	want := []string{"Hello", " ", " world", "'s", " ", "1", "2", "3", "\n\n"}
 	if len(words) != len(want) {
@@ -107,10 +112,20 @@ func FuzzRoundTrip(f *testing.F) {
 func FuzzParse(f *testing.F) {
 	b, _, _ := Train(TrainSpec{Corpus: "abc abc", Merges: 2})
 	f.Add(b)
+	// The other pipelines: normalizers, every pre-tokenizer, byte fallback, decoders.
+	if misc, err := os.ReadFile("testdata/tokenizer_misc_b.json"); err == nil {
+		f.Add(misc)
+	}
+	f.Add([]byte(`{"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","fuse_unk":true,"vocab":{"<unk>":0,"▁":1,"a":2,"<0x41>":3},"merges":[["▁","a"]]},
+"normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]},
+"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":true},
+"decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},{"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := Parse(data)
 		if err == nil {
-			_, _ = tok.Encode("hello")
+			ids, _ := tok.Encode("hello wörld 12 ▁x<unk>")
+			_ = tok.Decode(ids)
+			_ = tok.MaxTokenBytes()
 		}
 	})
 }

@@ -29,9 +29,13 @@ func Train(spec TrainSpec) ([]byte, map[string]int32, error) {
 		order = append(order, s)
 	}
 	re := regexp2.MustCompile(GPT2Pattern, regexp2.Unicode)
-	words, err := splitIsolated(context.Background(), re, spec.Corpus)
+	pieces, err := splitRegex(context.Background(), re, piece{s: spec.Corpus}, isolated, false)
 	if err != nil {
 		return nil, nil, err
+	}
+	words := make([]string, len(pieces))
+	for i, p := range pieces {
+		words[i] = p.s
 	}
 	counts := map[string]int{}
 	for _, w := range words {

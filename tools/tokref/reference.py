@@ -22,7 +22,8 @@ Two steps, both deterministic:
                     "ids": encode(s, add_special_tokens=False).ids,
                     "ordinary_ids": the same with encode_special_tokens=True
                                     (special tokens encoded as plain text),
-                    "decoded": decode(ids, skip_special_tokens=False)}]}
+                    "decoded": decode(ids, skip_special_tokens=False),
+                    "ordinary_decoded": the same for ordinary_ids}]}
 
 Usage: see tools/tokref/README.md.
 """
@@ -116,6 +117,35 @@ def train_one(kind):
         ])
     elif kind == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif kind == "smollm":
+        # As SmolLM/SmolLM2's tokenizer.json: every digit its own pre-token, then GPT-2.
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ])
+    elif kind == "misc_a":
+        tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Whitespace(),
+            pre_tokenizers.Split("-", behavior="merged_with_previous"),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=False),
+        ])
+    elif kind == "misc_b":
+        tok.normalizer = normalizers.Sequence([
+            normalizers.Strip(left=True, right=True),
+            normalizers.Replace(Regex(r" {2,}"), " "),
+            normalizers.NFC(),
+        ])
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            pre_tokenizers.Split(Regex(r"[aeiou]"), behavior="merged_with_next"),
+            pre_tokenizers.Split(Regex(r"[^#@]+"), behavior="removed", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ])
+    elif kind in ("spm_legacy", "spm_metaspace"):
+        return train_spm(kind)
     else:
         raise ValueError(kind)
     tok.decoder = decoders.ByteLevel()
@@ -139,9 +169,44 @@ def train_one(kind):
     return s + "\n"
 
 
-def cmd_train(out_dir):
+SPM_SPECIAL = ["<unk>", "<s>", "</s>"] + SPECIAL
+
+
+def train_spm(kind):
+    """A SentencePiece-style BPE as Llama 2 and Mistral ship it in tokenizer.json: "▁" for
+    spaces, merges, <0xXX> byte-fallback tokens for characters outside the vocabulary.
+    spm_legacy: Llama 2's form (normalizer Prepend + Replace, no pre-tokenizer; decoder
+    Replace, ByteFallback, Fuse, Strip). spm_metaspace: the newer form (Metaspace
+    pre-tokenizer with prepend_scheme "first", no normalizer; Metaspace decoder)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.pre_tokenizer = pre_tokenizers.Split("\u2581", behavior="merged_with_next")
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=2, show_progress=False,
+                                  special_tokens=SPM_SPECIAL, limit_alphabet=120)
+    tok.train_from_iterator([TRAIN_TEXT] * 3, trainer=trainer)
+    doc = json.loads(tok.to_str())
+    vocab = doc["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault("<0x%02X>" % b, len(vocab))
+    if kind == "spm_legacy":
+        doc["pre_tokenizer"] = None
+        doc["decoder"] = json.loads(decoders.Sequence([
+            decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0),
+        ]).__getstate__())
+    else:
+        doc["normalizer"] = None
+        doc["pre_tokenizer"] = json.loads(pre_tokenizers.Metaspace(
+            replacement="\u2581", prepend_scheme="first", split=False).__getstate__())
+        doc["decoder"] = json.loads(decoders.Metaspace(replacement="\u2581", prepend_scheme="first",
+                                                       split=False).__getstate__())
+    s = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True)
+    Tokenizer.from_str(s)  # still loadable
+    return s + "\n"
+
+
+def cmd_train(out_dir, kinds):
     os.makedirs(out_dir, exist_ok=True)
-    for kind in ("qwen2", "llama3", "gpt2"):
+    for kind in kinds:
         path = os.path.join(out_dir, "tokenizer_%s.json" % kind)
         with open(path, "w", encoding="utf-8") as f:
             f.write(train_one(kind))
@@ -167,11 +232,13 @@ def cmd_fixtures(corpus_path, out_dir, paths):
         cases = []
         for s in corpus:
             ids = tok.encode(s, add_special_tokens=False).ids
+            ord_ids = ordinary.encode(s, add_special_tokens=False).ids
             cases.append({
                 "text": s,
                 "ids": ids,
-                "ordinary_ids": ordinary.encode(s, add_special_tokens=False).ids,
+                "ordinary_ids": ord_ids,
                 "decoded": tok.decode(ids, skip_special_tokens=False),
+                "ordinary_decoded": tok.decode(ord_ids, skip_special_tokens=False),
             })
         name = fixture_name(path)
         doc = {"tokenizer": name, "file": os.path.basename(path),
@@ -185,8 +252,9 @@ def cmd_fixtures(corpus_path, out_dir, paths):
 
 
 def main(argv):
-    if len(argv) == 2 and argv[0] == "train":
-        cmd_train(argv[1])
+    if len(argv) >= 2 and argv[0] == "train":
+        cmd_train(argv[1], argv[2:] or ["qwen2", "llama3", "gpt2", "smollm", "misc_a", "misc_b",
+                                        "spm_legacy", "spm_metaspace"])
     elif len(argv) >= 4 and argv[0] == "fixtures":
         cmd_fixtures(argv[1], argv[2], argv[3:])
     else:
