@@ -61,7 +61,7 @@ fi
 echo "== hf (merged, bf16; the lm_head LoRA folded in)"
 tuft checkpoint export "$work/ckpt-lmhead" --format hf --model "$base" -o "$work/hf" >/dev/null
 "$work/prep" ref -model "$work/hf" -out "$work/ref-hf.json"
-check "transformers loads the merged export as our engine runs it" "$py_hf" "$here/verify_hf.py" hf "$work/hf" "$work/ref-hf.json" 1e-3
+check "transformers loads the merged export as our engine runs it" "$py_hf" "$here/verify_hf.py" hf "$work/hf" "$work/ref-hf.json" 1e-3 "$prompt"
 check "the merged export answers as base + adapter (bf16 rounding)" "$py_hf" "$here/verify_hf.py" hf "$work/hf" "$work/ref-lmhead.json" "$(tol 0.1)"
 
 if [ -n "$py_cpp" ]; then

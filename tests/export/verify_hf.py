@@ -4,7 +4,10 @@ transformers, on Debian's torch) and compares their answers with our engine's re
 greedy continuation of a prompt token for token.
 
   verify_hf.py peft BASE_DIR PEFT_DIR REF_JSON TOL
-  verify_hf.py hf   HF_DIR REF_JSON TOL
+  verify_hf.py hf   HF_DIR REF_JSON TOL [PROMPT_TEXT]
+
+With PROMPT_TEXT, the export's own tokenizer (AutoTokenizer on HF_DIR) must tokenise it as
+our engine did.
 """
 import json
 import sys
@@ -51,7 +54,13 @@ def main():
         model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
         name = "transformers"
     ref = json.load(open(ref_path))
-    sys.exit(0 if check(name, model, ref, float(tol)) else 1)
+    ok = check(name, model, ref, float(tol))
+    if mode == "hf" and len(sys.argv) > 5:
+        from transformers import AutoTokenizer
+        toks = AutoTokenizer.from_pretrained(hf_dir)(sys.argv[5], add_special_tokens=False)["input_ids"]
+        print(f"{name}: the export's tokenizer gives {'the same tokens' if toks == ref['prompt'] else toks} for {sys.argv[5]!r}")
+        ok = ok and toks == ref["prompt"]
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
