@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -366,5 +367,33 @@ func TestGGUFLoRAExport(t *testing.T) {
 	}
 	if !contains(files, "base-q8_0.gguf") {
 		t.Errorf("files %v", files)
+	}
+}
+
+// A GGUF export loads back into the engine (its GGUF loader undoes the rotary permutation
+// and rebuilds the tokenizer from the metadata) and answers as base + adapter.
+func TestGGUFExportLoadsBackIntoTheEngine(t *testing.T) {
+	m, base := tiny(t)
+	a, ckpt := trained(t, m, engine.LoraConfig{Rank: 4, Alpha: 8, Seed: 3, TrainAttn: true, TrainMLP: true, TrainUnembed: true})
+	want := logprobs(t, m, a)
+	for q, tol := range map[string]float64{"f16": 1e-3, "q8_0": 2e-2} {
+		out := filepath.Join(t.TempDir(), q)
+		files, err := Write(Options{Format: GGUF, Quant: q, Model: m, Base: base, Adapter: ckpt}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := engine.Load(filepath.Join(out, files[0]), "back")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxDiff(want, logprobs(t, g, nil)); d > tol {
+			t.Errorf("%s: the GGUF export read back differs by %g from base + adapter", q, d)
+		}
+		text := "The quick brown fox jumps over the lazy dog. <|im_start|>user"
+		w1, _ := m.Tok.Encode(text)
+		w2, err := g.Tok.Encode(text)
+		if err != nil || fmt.Sprint(w1) != fmt.Sprint(w2) {
+			t.Errorf("%s: the GGUF's tokenizer encodes %v, the base's %v (%v)", q, w2, w1, err)
+		}
 	}
 }
