@@ -61,8 +61,16 @@ type Server struct {
 	ReadBodyTimeoutSeconds float64 `yaml:"read_body_timeout_seconds"`
 	// IdleTimeoutSeconds closes a keep-alive connection idle for this long.
 	IdleTimeoutSeconds float64 `yaml:"idle_timeout_seconds"`
-	// MaxConnections bounds the open client connections; one more is closed at once.
+	// MaxConnections bounds the open client connections. When they are all open, a new
+	// one evicts the connection idle longest (unauthenticated ones first); it is closed
+	// at once only when every connection is busy with a request.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerAddress bounds one remote address's open connections (a new one
+	// evicts the address's own idle one, or is closed).
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// UnauthenticatedIdleTimeoutSeconds closes an idle connection none of whose requests
+	// carried a valid API key yet (IdleTimeoutSeconds applies once one has).
+	UnauthenticatedIdleTimeoutSeconds float64 `yaml:"unauthenticated_idle_timeout_seconds"`
 }
 
 // Model is one base model that clients may name as base_model.
@@ -351,7 +359,8 @@ const DefaultModelName = "tuft/tiny"
 func Default(home string) Config {
 	return Config{
 		Server: Server{Host: "127.0.0.1", Port: 10610, LogLevel: "info", LongPollSeconds: 30, ShutdownTimeoutSeconds: 30,
-			ReadHeaderTimeoutSeconds: 10, ReadBodyTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 8192},
+			ReadHeaderTimeoutSeconds: 10, ReadBodyTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 8192,
+			MaxConnectionsPerAddress: 1024, UnauthenticatedIdleTimeoutSeconds: 5},
 		Models: []Model{{Name: DefaultModelName, Preset: "tiny"}},
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,

@@ -29,7 +29,7 @@ const Prefix = "/anthropic/api"
 type handler struct{ d textgen.Deps }
 
 // Mount registers the routes on mux.
-func Mount(mux *http.ServeMux, d textgen.Deps) {
+func Mount(mux textgen.Mux, d textgen.Deps) {
 	h := &handler{d: d.WithDefaults()}
 	mux.HandleFunc("POST "+Prefix+"/v1/messages", h.authed(h.messages))
 	mux.HandleFunc("POST "+Prefix+"/v1/messages/count_tokens", h.authed(h.countTokens))
@@ -83,8 +83,12 @@ func toAPIError(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	if errors.Is(err, textgen.ErrTooLarge) {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "request_too_large", Message: err.Error()}
+	var be *textgen.BodyError
+	if errors.As(err, &be) {
+		if be.Status == http.StatusRequestEntityTooLarge {
+			return &apiError{Status: be.Status, Type: "request_too_large", Message: be.Msg}
+		}
+		return &apiError{Status: be.Status, Type: "invalid_request_error", Message: be.Msg}
 	}
 	var se *service.Error
 	if !errors.As(err, &se) {
@@ -99,11 +103,17 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Message: se.Msg, RetryAfter: se.RetryAfter}
 	case service.KindUnauthorized:
 		return &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Message: se.Msg}
+	case service.KindTooLarge:
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "request_too_large", Message: se.Msg}
 	case service.KindUnavailable:
 		return &apiError{Status: 529, Type: "overloaded_error", Message: se.Msg}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "api_error", Message: se.Msg}
 }
+
+// WriteError answers with err in Anthropic's error shape: the api package's layers
+// (authentication, admission, body limits) answer requests under Prefix with it.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
 
 func writeError(w http.ResponseWriter, err error) {
 	e := toAPIError(err)
