@@ -74,10 +74,13 @@ func (t *routeTable) handle(pattern string, ri routeInfo, f func(http.ResponseWr
 	t.order = append(t.order, pattern)
 }
 
-// of returns the route r goes to. A request the mux answers itself (a redirect, 404 or
-// 405 with no route) has no pattern: it is public, as it reaches no handler.
+// of returns the route r goes to, and sets r.Pattern to it: the layers pass copies of r
+// on, so the mux's own setting would not reach the telemetry middleware, which names the
+// server span after it. A request the mux answers itself (a redirect, 404 or 405 with no
+// route) has no pattern: it is public, as it reaches no handler.
 func (t *routeTable) of(r *http.Request) routeInfo {
 	_, pattern := t.mux.Handler(r)
+	r.Pattern = pattern
 	if pattern == "" {
 		return routeInfo{public: true}
 	}
