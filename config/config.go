@@ -309,6 +309,12 @@ type Limits struct {
 	MaxTopKSampleLogprobs int `yaml:"max_topk_sample_logprobs"`
 	MaxPromptAltTokensK   int `yaml:"max_prompt_alt_tokens_k"`
 	MaxPromptOutputCells  int `yaml:"max_prompt_output_cells"`
+	// MaxSampleOutputCells and MaxSampleOutputBytes bound what one sampling request (any
+	// route) may ask the server to produce, sized from its parameters before it is
+	// queued: the values of its reply (samples × tokens × (1 + alternatives), prompt
+	// outputs) and the reply's estimated bytes (service/output.go).
+	MaxSampleOutputCells int64 `yaml:"max_sample_output_cells"`
+	MaxSampleOutputBytes int64 `yaml:"max_sample_output_bytes"`
 
 	// Per-tenant quotas on what a tenant holds (service/quota.go, docs/security.md).
 	// MaxRunsPerTenant bounds a tenant's live training runs (not unloaded), and
@@ -373,6 +379,7 @@ func Default(home string) Config {
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
+			MaxSampleOutputCells: 1 << 20, MaxSampleOutputBytes: 32 << 20,
 			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},

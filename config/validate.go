@@ -237,6 +237,12 @@ func (c Config) Validate() error {
 	if l.MaxPromptOutputCells < 0 {
 		bad("limits.max_prompt_output_cells", "%d must not be negative", l.MaxPromptOutputCells)
 	}
+	if l.MaxSampleOutputCells < 1 {
+		bad("limits.max_sample_output_cells", "%d must be at least 1", l.MaxSampleOutputCells)
+	}
+	if l.MaxSampleOutputBytes < 1 {
+		bad("limits.max_sample_output_bytes", "%d must be at least 1", l.MaxSampleOutputBytes)
+	}
 	if !(l.SampleTimeoutSeconds >= 1 && l.SampleTimeoutSeconds <= MaxTTLSeconds) {
 		bad("limits.sample_timeout_seconds", "%g must be in [1, %d]", l.SampleTimeoutSeconds, MaxTTLSeconds)
 	}
