@@ -6,6 +6,11 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // Connection slots. server.max_connections bounds the open client connections, counted
@@ -31,6 +36,8 @@ type ConnLimits struct {
 	Max                 int           // server.max_connections
 	PerAddress          int           // server.max_connections_per_address
 	UnauthenticatedIdle time.Duration // server.unauthenticated_idle_timeout_seconds
+	// Instruments receive tuft.http.connections.closed (default: telemetry.Metrics()).
+	Instruments *telemetry.Instruments
 }
 
 // Conns tracks the server's open connections; install its ConnContext and ConnState on
@@ -66,6 +73,9 @@ func NewConns(l ConnLimits) *Conns {
 	}
 	if l.UnauthenticatedIdle <= 0 {
 		l.UnauthenticatedIdle = 5 * time.Second
+	}
+	if l.Instruments == nil {
+		l.Instruments = telemetry.Metrics()
 	}
 	return &Conns{l: l, open: map[net.Conn]*connSlot{}, pending: map[net.Conn]*connSlot{}, perAddr: map[string]int{}}
 }
@@ -141,10 +151,12 @@ func (cs *Conns) admit(c net.Conn) {
 	}
 	addr := s.addr
 	if cs.perAddr[addr] >= cs.l.PerAddress && !cs.evict(addr) {
+		cs.closed(telemetry.ConnRefusedAddress)
 		_ = c.Close()
 		return
 	}
 	if len(cs.open) >= cs.l.Max && !cs.evict("") {
+		cs.closed(telemetry.ConnRefusedFull)
 		_ = c.Close()
 		return
 	}
@@ -168,6 +180,7 @@ func (cs *Conns) expire(s *connSlot) {
 	idle := cs.open[s.c] == s && s.idle && !s.authed
 	cs.mu.Unlock()
 	if idle {
+		cs.closed(telemetry.ConnKeylessIdle)
 		_ = s.c.Close()
 	}
 }
@@ -202,6 +215,7 @@ func (cs *Conns) evict(addr string) bool {
 		delete(cs.perAddr, victim.addr)
 	}
 	cs.evicted++
+	cs.closed(telemetry.ConnEvictedIdle)
 	_ = victim.c.Close()
 	return true
 }
@@ -210,6 +224,12 @@ func (cs *Conns) evict(addr string) bool {
 type ConnStats struct {
 	Open, Idle int // open connections, and those of them waiting for a request
 	Evicted    int // idle connections closed so far to make room for new ones
+}
+
+// closed counts a connection the slots closed, by reason.
+func (cs *Conns) closed(reason string) {
+	cs.l.Instruments.HTTPConnectionsClosed.Add(context.Background(), 1,
+		metric.WithAttributes(attribute.String(telemetry.MAttrReason, reason)))
 }
 
 // Stats reports the slots' state.

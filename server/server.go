@@ -178,7 +178,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 	// Connection slots a keyless idle host cannot hold (api/conn.go).
 	s.Conns = api.NewConns(api.ConnLimits{Max: cfg.Server.MaxConnections, PerAddress: cfg.Server.MaxConnectionsPerAddress,
-		UnauthenticatedIdle: config.Seconds(cfg.Server.UnauthenticatedIdleTimeoutSeconds)})
+		UnauthenticatedIdle: config.Seconds(cfg.Server.UnauthenticatedIdleTimeoutSeconds), Instruments: tel.Instruments})
 	s.http = &http.Server{Handler: s.Handler,
 		ReadHeaderTimeout: config.Seconds(cfg.Server.ReadHeaderTimeoutSeconds), IdleTimeout: config.Seconds(cfg.Server.IdleTimeoutSeconds),
 		ConnState: s.Conns.ConnState, ConnContext: s.Conns.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
