@@ -1,6 +1,7 @@
 package api
 
 import (
+	"container/list"
 	"context"
 	"net"
 	"net/http"
@@ -48,6 +49,11 @@ type Conns struct {
 	open    map[net.Conn]*connSlot
 	pending map[net.Conn]*connSlot // from ConnContext until StateNew
 	perAddr map[string]int
+	// idle holds the idle connections in the order they became idle (the front waited
+	// longest), keyless and authenticated apart, for all and per address: an eviction
+	// takes a front in O(1), however many connections are open.
+	idle     idleLists
+	addrIdle map[string]*idleLists
 	// evicted counts the idle connections closed to make room (for tests and logs).
 	evicted int
 }
@@ -56,11 +62,34 @@ type Conns struct {
 type connSlot struct {
 	c      net.Conn
 	addr   string
-	idle   bool      // waiting for a request (its first, or the next)
-	since  time.Time // when it became idle
-	authed bool      // a request on it carried a valid API key
+	idle   bool // waiting for a request (its first, or the next)
+	authed bool // a request on it carried a valid API key
 	timer  *time.Timer
 	cs     *Conns
+	// inAll and inAddr are its elements in the idle lists while it is idle.
+	inAll, inAddr *list.Element
+}
+
+// idleLists are idle connections, oldest first: those no request of which carried a
+// key, and the others.
+type idleLists struct{ keyless, authed list.List }
+
+func (l *idleLists) of(s *connSlot) *list.List {
+	if s.authed {
+		return &l.authed
+	}
+	return &l.keyless
+}
+
+// oldest is the connection to evict first: the keyless one idle longest, else the
+// authenticated one.
+func (l *idleLists) oldest() *connSlot {
+	for _, q := range []*list.List{&l.keyless, &l.authed} {
+		if e := q.Front(); e != nil {
+			return e.Value.(*connSlot)
+		}
+	}
+	return nil
 }
 
 // NewConns returns the slot keeper for l (zero fields take config.Default's values).
@@ -77,7 +106,7 @@ func NewConns(l ConnLimits) *Conns {
 	if l.Instruments == nil {
 		l.Instruments = telemetry.Metrics()
 	}
-	return &Conns{l: l, open: map[net.Conn]*connSlot{}, pending: map[net.Conn]*connSlot{}, perAddr: map[string]int{}}
+	return &Conns{l: l, open: map[net.Conn]*connSlot{}, pending: map[net.Conn]*connSlot{}, perAddr: map[string]int{}, addrIdle: map[string]*idleLists{}}
 }
 
 type connKey struct{}
@@ -99,9 +128,20 @@ func markAuthenticated(ctx context.Context) {
 	if s == nil {
 		return
 	}
-	s.cs.mu.Lock()
+	cs := s.cs
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if s.authed {
+		return
+	}
+	// A request runs on a busy connection, so s is on no idle list; were it idle, it moves
+	// to the authenticated list (the lists are chosen by authed).
+	idle := s.idle
+	cs.busy(s)
 	s.authed = true
-	s.cs.mu.Unlock()
+	if idle {
+		cs.idled(s)
+	}
 }
 
 func hostOf(a net.Addr) string {
@@ -123,8 +163,7 @@ func (cs *Conns) ConnState(c net.Conn, st http.ConnState) {
 		cs.admit(c)
 	case http.StateActive:
 		if s := cs.open[c]; s != nil {
-			s.idle = false
-			s.stopTimer()
+			cs.busy(s)
 		}
 	case http.StateIdle:
 		if s := cs.open[c]; s != nil {
@@ -132,11 +171,7 @@ func (cs *Conns) ConnState(c net.Conn, st http.ConnState) {
 		}
 	case http.StateClosed, http.StateHijacked:
 		if s := cs.open[c]; s != nil {
-			s.stopTimer()
-			delete(cs.open, c)
-			if cs.perAddr[s.addr]--; cs.perAddr[s.addr] <= 0 {
-				delete(cs.perAddr, s.addr)
-			}
+			cs.release(s)
 		}
 	}
 }
@@ -165,12 +200,45 @@ func (cs *Conns) admit(c net.Conn) {
 	cs.idled(s) // waiting for its first request, which is not authenticated yet
 }
 
-// idled marks s idle; an unauthenticated connection gets the short idle timeout.
+// idled marks s idle, at the back of the idle lists; an unauthenticated connection gets
+// the short idle timeout.
 func (cs *Conns) idled(s *connSlot) {
-	s.idle, s.since = true, time.Now()
-	s.stopTimer()
+	cs.busy(s)
+	s.idle = true
+	s.inAll = cs.idle.of(s).PushBack(s)
+	al := cs.addrIdle[s.addr]
+	if al == nil {
+		al = &idleLists{}
+		cs.addrIdle[s.addr] = al
+	}
+	s.inAddr = al.of(s).PushBack(s)
 	if !s.authed {
 		s.timer = time.AfterFunc(cs.l.UnauthenticatedIdle, func() { cs.expire(s) })
+	}
+}
+
+// busy takes s off the idle lists (a request is being read or served, or it is gone).
+func (cs *Conns) busy(s *connSlot) {
+	s.stopTimer()
+	if !s.idle {
+		return
+	}
+	s.idle = false
+	cs.idle.of(s).Remove(s.inAll)
+	al := cs.addrIdle[s.addr]
+	al.of(s).Remove(s.inAddr)
+	if al.keyless.Len() == 0 && al.authed.Len() == 0 {
+		delete(cs.addrIdle, s.addr)
+	}
+	s.inAll, s.inAddr = nil, nil
+}
+
+// release frees s's slot.
+func (cs *Conns) release(s *connSlot) {
+	cs.busy(s)
+	delete(cs.open, s.c)
+	if cs.perAddr[s.addr]--; cs.perAddr[s.addr] <= 0 {
+		delete(cs.perAddr, s.addr)
 	}
 }
 
@@ -197,33 +265,20 @@ func (s *connSlot) stopTimer() {
 // it freed a slot.
 func (cs *Conns) evict(addr string) bool {
 	var victim *connSlot
-	for _, s := range cs.open {
-		if !s.idle || (addr != "" && s.addr != addr) {
-			continue
-		}
-		if victim == nil || (!s.authed && victim.authed) || (s.authed == victim.authed && s.since.Before(victim.since)) {
-			victim = s
-		}
+	if addr == "" {
+		victim = cs.idle.oldest()
+	} else if al := cs.addrIdle[addr]; al != nil {
+		victim = al.oldest()
 	}
 	if victim == nil {
 		return false
 	}
 	// The slot is freed now; the close's StateClosed finds it gone.
-	victim.stopTimer()
-	delete(cs.open, victim.c)
-	if cs.perAddr[victim.addr]--; cs.perAddr[victim.addr] <= 0 {
-		delete(cs.perAddr, victim.addr)
-	}
+	cs.release(victim)
 	cs.evicted++
 	cs.closed(telemetry.ConnEvictedIdle)
 	_ = victim.c.Close()
 	return true
-}
-
-// ConnStats is a snapshot of the connection slots.
-type ConnStats struct {
-	Open, Idle int // open connections, and those of them waiting for a request
-	Evicted    int // idle connections closed so far to make room for new ones
 }
 
 // closed counts a connection the slots closed, by reason.
@@ -232,15 +287,15 @@ func (cs *Conns) closed(reason string) {
 		metric.WithAttributes(attribute.String(telemetry.MAttrReason, reason)))
 }
 
+// ConnStats is a snapshot of the connection slots.
+type ConnStats struct {
+	Open, Idle int // open connections, and those of them waiting for a request
+	Evicted    int // idle connections closed so far to make room for new ones
+}
+
 // Stats reports the slots' state.
 func (cs *Conns) Stats() ConnStats {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	st := ConnStats{Open: len(cs.open), Evicted: cs.evicted}
-	for _, s := range cs.open {
-		if s.idle {
-			st.Idle++
-		}
-	}
-	return st
+	return ConnStats{Open: len(cs.open), Idle: cs.idle.keyless.Len() + cs.idle.authed.Len(), Evicted: cs.evicted}
 }
