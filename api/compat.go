@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/tuft-go/tuft/api/anthropic"
 	"github.com/tuft-go/tuft/api/openai"
@@ -11,30 +10,26 @@ import (
 )
 
 // mountCompat adds the OpenAI-compatible routes (/oai/api/v1) and the Anthropic-compatible
-// ones (/anthropic/api). They answer in their own APIs' error shapes, so they take the
-// tenant from authenticate rather than from authed (whose errors are Tinker-shaped).
+// ones (/anthropic/api) to the route table, behind the same layers as every route
+// (layers.go): the tenant, admission and the body limits apply to them as to the Tinker
+// routes, and the layers answer a refusal in the route's own error shape. Their
+// catch-all not-found answers are public, like the Tinker one.
 func (h *Handler) mountCompat() {
-	d := textgen.Deps{Service: h.svc, Authenticate: h.authenticate, MaxRequestBytes: h.opt.MaxRequestBytes, Log: h.log}
-	openai.Mount(h.mux, d)
-	anthropic.Mount(h.mux, d)
-}
-
-// authenticate maps the request's API key to its tenant. The key may come as X-API-Key
-// (Tinker; also the Anthropic clients' x-api-key) or Authorization: Bearer (OpenAI
-// clients). It mirrors authed.
-func (h *Handler) authenticate(r *http.Request) (string, error) {
-	key := r.Header.Get("X-API-Key")
-	if key == "" {
-		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-			key = strings.TrimPrefix(a, "Bearer ")
+	d := textgen.Deps{Service: h.svc, Authenticate: h.layerTenant, MaxRequestBytes: h.opt.MaxRequestBytes, Log: h.log}
+	openai.Mount(h.table, d)
+	anthropic.Mount(h.table, d)
+	for _, p := range []string{openai.Prefix + "/", anthropic.Prefix + "/"} {
+		if ri, ok := h.table.info[p]; ok {
+			ri.public = true
+			h.table.info[p] = ri
 		}
 	}
-	if key == "" {
-		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it as Authorization: Bearer <key> or in the X-API-Key header"}
+}
+
+// layerTenant returns the tenant tenantLayer authenticated for r.
+func (h *Handler) layerTenant(r *http.Request) (string, error) {
+	if t := tenantFrom(r.Context()); t != "" {
+		return t, nil
 	}
-	tenant, ok := h.svc.Authenticate(key)
-	if !ok {
-		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"}
-	}
-	return tenant, nil
+	return "", &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it as Authorization: Bearer <key> or in the X-API-Key header"}
 }

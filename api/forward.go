@@ -11,53 +11,28 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
 // With several API replicas, a request about a session that another replica owns is
-// forwarded there unchanged (method, path, headers, body) and the owner's reply is
+// forwarded there (method, path, headers, the decoded body) and the owner's reply is
 // relayed: the client may talk to any replica.
 
 // forwardedHeader marks a forwarded request, so a stale ownership view cannot bounce a
 // request between replicas.
 const forwardedHeader = "X-Tuft-Forwarded-By"
 
-type bodyKey struct{}
-
-// bodyCopy keeps what a handler read of the body, to replay it to the owner.
-type bodyCopy struct {
-	r   io.ReadCloser
-	buf bytes.Buffer
-}
-
-func (b *bodyCopy) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.buf.Write(p[:n])
-	return n, err
-}
-
-func (b *bodyCopy) Close() error { return b.r.Close() }
-
-// keepBody arranges for r's body to be replayable (replica mode only: a single server
-// never forwards).
-func (h *Handler) keepBody(r *http.Request) *http.Request {
-	if h.svc.ReplicaID() == "" {
-		return r
-	}
-	bc := &bodyCopy{r: r.Body}
-	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, bc))
-	r.Body = bc
-	return r
-}
-
 var peerClient = &http.Client{Timeout: 2 * time.Minute}
 
-// relay sends r to the replica that owns what it is about. It reports false when it
-// wrote nothing (single server, or no replayable body), leaving the error to the caller.
+// relay sends r to the replica that owns what it is about, with the body the body layer
+// read (decoded: the layer dropped its Content-Encoding). It reports false when it wrote
+// nothing (a single server, or a request that did not pass the layers), leaving the
+// error to the caller.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, ee *service.ElsewhereError) bool {
-	bc, _ := r.Context().Value(bodyKey{}).(*bodyCopy)
-	if bc == nil {
+	hb, _ := r.Body.(*textgen.HeldBody)
+	if h.svc.ReplicaID() == "" || hb == nil {
 		return false
 	}
 	if by := r.Header.Get(forwardedHeader); by != "" {
@@ -72,8 +47,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, ee *service.Else
 			Detail: fmt.Sprintf("%s, which is not running now; retry when it is back", ee.Error())})
 		return true
 	}
-	body := io.MultiReader(bytes.NewReader(bc.buf.Bytes()), bc.r)
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), body)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), bytes.NewReader(hb.Bytes()))
 	if err != nil {
 		return false
 	}

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/telemetry/httpserver"
@@ -46,7 +47,7 @@ type Handler struct {
 	svc       *service.Service
 	opt       Options
 	log       *slog.Logger
-	mux       *http.ServeMux
+	table     *routeTable
 	root      http.Handler
 	enc       encoder
 	publicURL atomic.Pointer[string]
@@ -70,12 +71,12 @@ func New(svc *service.Service, o Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	o.Limits.fill()
-	h := &Handler{svc: svc, opt: o, log: o.Logger, mux: http.NewServeMux(), closing: make(chan struct{}), adm: newAdmission(o.Limits)}
+	h := &Handler{svc: svc, opt: o, log: o.Logger, table: newRouteTable(), closing: make(chan struct{}), adm: newAdmission(o.Limits)}
 	if o.PublicURL != "" {
 		h.SetPublicURL(o.PublicURL)
 	}
 	h.routes()
-	h.root = httpserver.NewHandler(h.recoverer(keepEscaping(h.mux)), telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
+	h.root = httpserver.NewHandler(h.recoverer(keepEscaping(h.layers(h.table.mux))), telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	return h
 }
 
@@ -112,33 +113,11 @@ func (h *Handler) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// authed wraps a route that needs an API key: it resolves the tenant and caps the body.
+// authed adapts a route's handler to the tenant the layers authenticated (layers.go):
+// by the time it runs, the request is admitted and its body read.
 func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("X-API-Key")
-		if key == "" {
-			if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-				key = strings.TrimPrefix(a, "Bearer ")
-			}
-		}
-		if key == "" {
-			h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it in the X-API-Key header"})
-			return
-		}
-		tenant, ok := h.svc.Authenticate(key)
-		if !ok {
-			h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"})
-			return
-		}
-		t, err := h.adm.enter(tenant)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		defer t.leave()
-		// readBody enforces limits.max_request_bytes and the body budgets.
-		r = r.WithContext(context.WithValue(r.Context(), ticketKey{}, t))
-		f(w, h.keepBody(r), tenant)
+		f(w, r, tenantFrom(r.Context()))
 	}
 }
 
@@ -175,6 +154,11 @@ func status(k service.Kind) int {
 
 // fail writes err as a JSON error reply with the status its kind maps to.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var be *textgen.BodyError
+	if errors.As(err, &be) {
+		writeJSON(w, be.Status, errorBody{Detail: be.Msg, Category: "user"})
+		return
+	}
 	var ee *service.ElsewhereError
 	if errors.As(err, &ee) && h.relay(w, r, ee) {
 		return

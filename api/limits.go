@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 )
@@ -249,21 +250,33 @@ func (h *Handler) guardBody(w http.ResponseWriter, r *http.Request) (http.Respon
 // follows what a client sends, not the length it declares.
 const minReadBuffer = 4 << 10
 
-// readBody reads the whole (capped) body, growing its buffer as bytes arrive and
-// reserving them against the tenant's and the server's body budgets. It answers itself
-// (413, 408, 429, 503, 400) when it fails.
+// readBody returns the request's body, which the body layer has read (see bodyLayer): a
+// handler never reads the connection itself. It reports false only for a request that
+// did not pass the layer, which has then been answered.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	limit := h.opt.MaxRequestBytes
-	if r.ContentLength > limit {
-		h.tooLarge(w, r, fmt.Sprintf("request body of %d bytes", r.ContentLength))
+	b, err := textgen.ReadBody(w, r, h.opt.MaxRequestBytes)
+	if err != nil {
+		h.fail(w, r, err)
 		return nil, false
 	}
-	t := ticketFrom(r.Context())
-	if t != nil && r.ContentLength > 0 {
+	return b, true
+}
+
+// readWhole reads the whole (capped) body, growing its buffer as bytes arrive and
+// reserving them against the tenant's and the server's body budgets (t), then undoes its
+// Content-Encoding. A refusal is a *textgen.BodyError (413, 408, 400, 415) or the
+// budget's *service.Error (429, 503).
+func (h *Handler) readWhole(w http.ResponseWriter, r *http.Request, t *ticket) ([]byte, error) {
+	limit := h.opt.MaxRequestBytes
+	if r.ContentLength > limit {
+		h.drain(w, r)
+		return nil, h.tooLarge(fmt.Sprintf("request body of %d bytes", r.ContentLength))
+	}
+	if r.ContentLength > 0 {
 		// Refused before a byte is kept when the declared body cannot fit now.
 		if err := t.fits(r.ContentLength); err != nil {
-			h.refuseBody(w, r, err)
-			return nil, false
+			h.drain(w, r)
+			return nil, err
 		}
 	}
 	var b []byte
@@ -277,11 +290,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 			} else {
 				step = min(step, limit-int64(len(b))+1) // one past the limit tells it is over
 			}
-			if t != nil {
-				if err := t.grow(step); err != nil {
-					h.refuseBody(w, r, err)
-					return nil, false
-				}
+			if err := t.grow(step); err != nil {
+				h.drain(w, r)
+				return nil, err
 			}
 			nb := make([]byte, len(b), int64(len(b))+step)
 			copy(nb, b)
@@ -290,15 +301,14 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
-			h.tooLarge(w, r, "the request body")
-			return nil, false
+			h.drain(w, r)
+			return nil, h.tooLarge("the request body")
 		}
 		if err == io.EOF {
-			return h.inflate(w, r, b)
+			return h.inflate(r, b, t)
 		}
 		if err != nil {
-			h.bodyError(w, r, err)
-			return nil, false
+			return nil, h.bodyError(err)
 		}
 	}
 }
@@ -306,41 +316,28 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 // inflate undoes the body's Content-Encoding (on every route), within
 // limits.max_request_bytes and limits.max_decompression_ratio, its output counted against
 // the body budgets like the body itself.
-func (h *Handler) inflate(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, bool) {
+func (h *Handler) inflate(r *http.Request, b []byte, t *ticket) ([]byte, error) {
 	enc := r.Header.Get("Content-Encoding")
 	if enc == "" {
-		return b, true
+		return b, nil
 	}
-	lim := wire.InflateLimits{MaxBytes: h.opt.MaxRequestBytes, MaxRatio: h.opt.Limits.MaxDecompressionRatio}
-	if t := ticketFrom(r.Context()); t != nil {
-		lim.Grow = t.grow
-	}
+	lim := wire.InflateLimits{MaxBytes: h.opt.MaxRequestBytes, MaxRatio: h.opt.Limits.MaxDecompressionRatio, Grow: t.grow}
 	out, err := wire.Inflate(enc, b, lim)
 	var ee *wire.EncodingError
 	var le *wire.LimitError
 	var se *service.Error
 	switch {
 	case err == nil:
-		return out, true
+		return out, nil
 	case errors.As(err, &ee):
-		writeJSON(w, http.StatusUnsupportedMediaType, errorBody{Detail: err.Error(), Category: "user"})
+		return nil, &textgen.BodyError{Status: http.StatusUnsupportedMediaType, Msg: err.Error()}
 	case errors.As(err, &le):
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Detail: err.Error(), Category: "user"})
+		return nil, &textgen.BodyError{Status: http.StatusRequestEntityTooLarge, Msg: err.Error()}
 	case errors.As(err, &se):
-		h.fail(w, r, err) // a body budget
+		return nil, err // a body budget
 	default:
-		h.badRequest(w, r, err)
+		return nil, &textgen.BodyError{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
-	return nil, false
-}
-
-// refuseBody answers a body the budgets cannot hold now. The body is first read and
-// thrown away (it costs no memory; the request holds its concurrency slot and the body
-// deadline bounds the time): a client still sending it would otherwise see its
-// connection reset instead of the 429 that tells it when to retry.
-func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) {
-	h.drain(w, r)
-	h.fail(w, r, err)
 }
 
 // drainWait bounds how long a refused body is read and thrown away: long enough for a
@@ -348,29 +345,28 @@ func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) 
 const drainWait = 2 * time.Second
 
 // drain reads and throws away (up to twice limits.max_request_bytes of) a body about to
-// be refused, for at most drainWait.
+// be refused, for at most drainWait. It costs no memory (the request holds its
+// concurrency slot and the body deadline bounds the time): a client still sending would
+// otherwise see its connection reset instead of the answer (a 429 that tells it when to
+// retry, a 413).
 func (h *Handler) drain(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainWait))
 	_, _ = io.CopyN(io.Discard, r.Body, 2*h.opt.MaxRequestBytes)
 }
 
-// tooLarge answers 413 for a body over limits.max_request_bytes. Nothing more is kept,
-// but the body is drained first, for the reason refuseBody gives.
-func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, what string) {
-	h.drain(w, r)
-	writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
-		Detail: fmt.Sprintf("%s exceeds limits.max_request_bytes (%d bytes)", what, h.opt.MaxRequestBytes), Category: "user"})
+// tooLarge is the 413 for a body over limits.max_request_bytes.
+func (h *Handler) tooLarge(what string) error {
+	return &textgen.BodyError{Status: http.StatusRequestEntityTooLarge,
+		Msg: fmt.Sprintf("%s exceeds limits.max_request_bytes (%d bytes)", what, h.opt.MaxRequestBytes)}
 }
 
-// bodyError answers a failure to read the request body.
-func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		writeJSON(w, http.StatusRequestTimeout, errorBody{
-			Detail: fmt.Sprintf("the request body did not arrive within server.read_body_timeout_seconds (%s)", h.opt.Limits.ReadBodyTimeout), Category: "user"})
-	default:
-		writeJSON(w, http.StatusBadRequest, errorBody{Detail: "could not read the request body: " + err.Error(), Category: "user"})
+// bodyError is the answer to a failure to read the request body.
+func (h *Handler) bodyError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &textgen.BodyError{Status: http.StatusRequestTimeout,
+			Msg: fmt.Sprintf("the request body did not arrive within server.read_body_timeout_seconds (%s)", h.opt.Limits.ReadBodyTimeout)}
 	}
+	return &textgen.BodyError{Status: http.StatusBadRequest, Msg: "could not read the request body: " + err.Error()}
 }
 
 // keepEscaping fixes the redirects ServeMux makes to a path with a trailing slash: it

@@ -227,7 +227,9 @@ func TestBodyBytesInFlightLimit(t *testing.T) {
 	}
 }
 
-// Connections over server.max_connections are closed at once.
+// When server.max_connections are open, a new connection evicts the one idle longest
+// instead of being refused; only when every connection is busy with a request is the new
+// one closed at once (finding 4 of issue 22).
 func TestConnectionLimit(t *testing.T) {
 	base := limitsServer(t, func(c *config.Config) { c.Server.MaxConnections = 16 })
 	var held []*rawConn
@@ -240,21 +242,31 @@ func TestConnectionLimit(t *testing.T) {
 		held = append(held, rc)
 	}
 	extra := dialRaw(t, base)
-	if !extra.closedWithin(3 * time.Second) {
-		t.Fatal("a connection over server.max_connections stays open")
+	extra.send("GET", "/api/v1/healthz", "", 0, "")
+	if _, _, ok := extra.response(3 * time.Second); !ok {
+		t.Fatal("a connection over server.max_connections was refused while idle ones held the slots")
 	}
-	held[0].c.Close()
-	waitFor(t, func() bool {
-		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		rc := &rawConn{t: t, c: c, br: bufio.NewReader(c)}
-		rc.send("GET", "/api/v1/healthz", "", 0, "")
-		_, _, ok := rc.response(time.Second)
-		return ok
-	})
+	if !held[0].closedWithin(3 * time.Second) {
+		t.Fatal("the connection idle longest was not evicted")
+	}
+	// Sixteen busy connections (stalled authenticated uploads): a seventeenth is closed.
+	cfg := testenv.Config(t, t.TempDir(), "memory")
+	cfg.Server.MaxConnections, cfg.Server.ReadBodyTimeoutSeconds = 16, 30
+	s := testenv.Start(t, cfg)
+	for i := 0; i < 16; i++ {
+		rc := dialRaw(t, s.URL())
+		rc.send("POST", "/api/v1/create_session", testenv.KeyA, 1000, "{")
+	}
+	// Until the server has read a request's head, its connection counts as idle.
+	waitFor(t, func() bool { st := s.Conns.Stats(); return st.Open == 16 && st.Idle == 0 })
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if rc := (&rawConn{t: t, c: c, br: bufio.NewReader(c)}); !rc.closedWithin(3 * time.Second) {
+		t.Fatal("a connection over server.max_connections stays open while every connection is busy")
+	}
 }
 
 // waitFor polls cond (a state the server reaches asynchronously) for up to 10 s.

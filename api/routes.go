@@ -14,16 +14,18 @@ import (
 )
 
 func (h *Handler) routes() {
-	m := h.mux
-	m.HandleFunc("GET /api/v1/healthz", h.healthz)
-	m.HandleFunc("GET /api/v1/archive/{token}", h.archiveDownload)              // signed link, no API key
-	m.HandleFunc("GET /api/v1/external_weights/{token}/{file}", h.externalFile) // signed link, no API key
+	m := h.table
+	public := routeInfo{public: true}
+	m.handle("GET /api/v1/healthz", public, h.healthz)
+	m.handle("GET /api/v1/archive/{token}", public, h.archiveDownload)              // signed link, no API key
+	m.handle("GET /api/v1/external_weights/{token}/{file}", public, h.externalFile) // signed link, no API key
 
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
 	}
-	// Closed after the reply: the SDK asks through a client it never closes (see closeAfter).
-	m.HandleFunc("POST /api/v1/client/config", closeAfter(h.authed(h.clientConfig)))
+	// Closed after the reply, whatever its outcome (a 401 of the tenant layer too): the SDK
+	// asks through a client it never closes (see closeAfter).
+	m.handle("POST /api/v1/client/config", routeInfo{closeAfter: true}, h.authed(h.clientConfig))
 	a("POST /api/v1/client/dynamic_config", h.dynamicConfig)
 	a("GET /api/v1/get_server_capabilities", h.capabilities)
 	a("POST /api/v1/telemetry", h.telemetryIntake)
@@ -77,7 +79,7 @@ func (h *Handler) routes() {
 
 	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
 
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	m.handle("/", public, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
 	})
 }

@@ -61,8 +61,16 @@ type Server struct {
 	ReadBodyTimeoutSeconds float64 `yaml:"read_body_timeout_seconds"`
 	// IdleTimeoutSeconds closes a keep-alive connection idle for this long.
 	IdleTimeoutSeconds float64 `yaml:"idle_timeout_seconds"`
-	// MaxConnections bounds the open client connections; one more is closed at once.
+	// MaxConnections bounds the open client connections. When they are all open, a new
+	// one evicts the connection idle longest (unauthenticated ones first); it is closed
+	// at once only when every connection is busy with a request.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerAddress bounds one remote address's open connections (a new one
+	// evicts the address's own idle one, or is closed).
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// UnauthenticatedIdleTimeoutSeconds closes an idle connection none of whose requests
+	// carried a valid API key yet (IdleTimeoutSeconds applies once one has).
+	UnauthenticatedIdleTimeoutSeconds float64 `yaml:"unauthenticated_idle_timeout_seconds"`
 }
 
 // Model is one base model that clients may name as base_model.
@@ -301,6 +309,12 @@ type Limits struct {
 	MaxTopKSampleLogprobs int `yaml:"max_topk_sample_logprobs"`
 	MaxPromptAltTokensK   int `yaml:"max_prompt_alt_tokens_k"`
 	MaxPromptOutputCells  int `yaml:"max_prompt_output_cells"`
+	// MaxSampleOutputCells and MaxSampleOutputBytes bound what one sampling request (any
+	// route) may ask the server to produce, sized from its parameters before it is
+	// queued: the values of its reply (samples × tokens × (1 + alternatives), prompt
+	// outputs) and the reply's estimated bytes (service/output.go).
+	MaxSampleOutputCells int64 `yaml:"max_sample_output_cells"`
+	MaxSampleOutputBytes int64 `yaml:"max_sample_output_bytes"`
 
 	// Per-tenant quotas on what a tenant holds (service/quota.go, docs/security.md).
 	// MaxRunsPerTenant bounds a tenant's live training runs (not unloaded), and
@@ -355,7 +369,8 @@ const DefaultModelName = "tuft/tiny"
 func Default(home string) Config {
 	return Config{
 		Server: Server{Host: "127.0.0.1", Port: 10610, LogLevel: "info", LongPollSeconds: 30, ShutdownTimeoutSeconds: 30,
-			ReadHeaderTimeoutSeconds: 10, ReadBodyTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 8192},
+			ReadHeaderTimeoutSeconds: 10, ReadBodyTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 8192,
+			MaxConnectionsPerAddress: 1024, UnauthenticatedIdleTimeoutSeconds: 5},
 		Models: []Model{{Name: DefaultModelName, Preset: "tiny"}},
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
@@ -368,6 +383,7 @@ func Default(home string) Config {
 			SampleTimeoutSeconds: 600, FutureTimeoutSeconds: 3600, MaxRunningPerTenant: 32, SampleBacklogFactor: 4,
 			MaxCompletionEventsPerSampler: 100000, MaxRetrievedRequestIDs: 10000,
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
+			MaxSampleOutputCells: 1 << 20, MaxSampleOutputBytes: 32 << 20,
 			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8, MaxExportsPerTenant: 1,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},

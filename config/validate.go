@@ -46,6 +46,12 @@ func (c Config) Validate() error {
 	if c.Server.MaxConnections < 16 {
 		bad("server.max_connections", "%d must be at least 16", c.Server.MaxConnections)
 	}
+	if c.Server.MaxConnectionsPerAddress < 1 {
+		bad("server.max_connections_per_address", "%d must be at least 1", c.Server.MaxConnectionsPerAddress)
+	}
+	if v := c.Server.UnauthenticatedIdleTimeoutSeconds; !(v >= 0.1 && v <= c.Server.IdleTimeoutSeconds) {
+		bad("server.unauthenticated_idle_timeout_seconds", "%g must be in [0.1, server.idle_timeout_seconds = %g] seconds", v, c.Server.IdleTimeoutSeconds)
+	}
 	if len(c.Models) == 0 {
 		bad("models", "at least one model is required")
 	}
@@ -231,6 +237,12 @@ func (c Config) Validate() error {
 	}
 	if l.MaxPromptOutputCells < 0 {
 		bad("limits.max_prompt_output_cells", "%d must not be negative", l.MaxPromptOutputCells)
+	}
+	if l.MaxSampleOutputCells < 1 {
+		bad("limits.max_sample_output_cells", "%d must be at least 1", l.MaxSampleOutputCells)
+	}
+	if l.MaxSampleOutputBytes < 1 {
+		bad("limits.max_sample_output_bytes", "%d must be at least 1", l.MaxSampleOutputBytes)
 	}
 	if !(l.SampleTimeoutSeconds >= 1 && l.SampleTimeoutSeconds <= MaxTTLSeconds) {
 		bad("limits.sample_timeout_seconds", "%g must be in [1, %d]", l.SampleTimeoutSeconds, MaxTTLSeconds)

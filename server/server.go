@@ -35,6 +35,7 @@ type Server struct {
 	Futures  *futures.Manager
 	Service  *service.Service
 	Handler  *api.Handler
+	Conns    *api.Conns
 	Executor backend.Executor
 
 	http     *http.Server
@@ -175,9 +176,12 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	if cfg.Server.PublicURL == "" {
 		s.Handler.SetPublicURL("http://" + ln.Addr().String())
 	}
+	// Connection slots a keyless idle host cannot hold (api/conn.go).
+	s.Conns = api.NewConns(api.ConnLimits{Max: cfg.Server.MaxConnections, PerAddress: cfg.Server.MaxConnectionsPerAddress,
+		UnauthenticatedIdle: config.Seconds(cfg.Server.UnauthenticatedIdleTimeoutSeconds), Instruments: tel.Instruments})
 	s.http = &http.Server{Handler: s.Handler,
 		ReadHeaderTimeout: config.Seconds(cfg.Server.ReadHeaderTimeoutSeconds), IdleTimeout: config.Seconds(cfg.Server.IdleTimeoutSeconds),
-		ConnState: connLimit(cfg.Server.MaxConnections), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ConnState: s.Conns.ConnState, ConnContext: s.Conns.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
 	if cfg.Server.ReplicaID != "" {
 		url := cfg.Server.ReplicaURL
@@ -287,26 +291,4 @@ func (s *Server) close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// connLimit bounds the open client connections (server.max_connections): one over the
-// limit is closed as soon as it is accepted, which costs the server next to nothing,
-// while stalled ones are cut by the header and body read timeouts.
-func connLimit(max int) func(net.Conn, http.ConnState) {
-	var mu sync.Mutex
-	open := map[net.Conn]bool{} // admitted connections
-	return func(c net.Conn, st http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch st {
-		case http.StateNew:
-			if len(open) >= max {
-				_ = c.Close()
-				return
-			}
-			open[c] = true
-		case http.StateClosed, http.StateHijacked:
-			delete(open, c)
-		}
-	}
 }

@@ -184,6 +184,9 @@ type SampleInput struct {
 
 // Sample queues a sample request.
 func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc ResultEncoder) (string, error) {
+	if err := s.CheckOutput(SampleOutputSize(in.Req), sampleWhat(in.Req)); err != nil {
+		return "", err // before anything is queued (output.go)
+	}
 	job := sampleJob{tenant: tenant, base: in.BaseModel, queue: "base/" + in.BaseModel + "/" + tenant, seq: in.SeqID,
 		hash: in.PayloadHash, req: in.Req, encode: enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
 	if in.SamplingSessionID != "" {

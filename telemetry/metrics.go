@@ -29,6 +29,8 @@ type Instruments struct {
 	RedisOperationDuration   metric.Float64Histogram
 	// StoreWriteFailures counts record writes that failed with no caller to tell, by reason.
 	StoreWriteFailures metric.Int64Counter
+	// HTTPConnectionsClosed: connections closed to keep the connection slots, by reason.
+	HTTPConnectionsClosed metric.Int64Counter
 	// StoreOperationDuration is the embedded store's db.client.operation.duration (the
 	// contract's persistence metric names Redis; other stores follow the semantic
 	// conventions instead of posing as Redis).
@@ -100,6 +102,8 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 		metric.WithDescription("Execution time of each future."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.StoreWriteFailures, _ = m.Int64Counter(MetricStoreWriteFailures, metric.WithUnit("{write}"),
 		metric.WithDescription("Record writes that failed where no caller could be told, by reason (each is logged too)."))
+	in.HTTPConnectionsClosed, _ = m.Int64Counter(MetricHTTPConnectionsClosed, metric.WithUnit("{connection}"),
+		metric.WithDescription("Client connections the server closed to keep its connection slots, by reason."))
 	in.RedisOperationDuration, _ = m.Float64Histogram(MetricRedisOperationDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of each Redis command."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.StoreOperationDuration, _ = mp.Meter(ScopeStore).Float64Histogram(MetricDBClientOperationDuration, metric.WithUnit("s"),

@@ -251,6 +251,10 @@ const (
 	// MetricStoreWriteFailures counts record writes that failed where no caller could be
 	// told (a background pass): each is also logged with its key.
 	MetricStoreWriteFailures = "tuft.store.write_failures"
+	// MetricHTTPConnectionsClosed counts client connections the server closed to keep its
+	// connection slots (api/conn.go), by reason: ConnEvictedIdle, ConnKeylessIdle,
+	// ConnRefusedFull, ConnRefusedAddress.
+	MetricHTTPConnectionsClosed = "tuft.http.connections.closed"
 )
 
 // Metrics of the semantic conventions, beside the contract's (spec: "where this file is
@@ -274,6 +278,14 @@ const (
 	MetricGPUUtilization    = "tuft.resource.gpu.utilization_percent"
 	MetricGPUMemoryUsed     = "tuft.resource.gpu.memory_used_bytes"
 	MetricGPUMemoryTotal    = "tuft.resource.gpu.memory_total_bytes"
+)
+
+// Reasons of tuft.http.connections.closed.
+const (
+	ConnEvictedIdle    = "evicted_idle"         // an idle connection made room for a new one
+	ConnKeylessIdle    = "keyless_idle_timeout" // idle past server.unauthenticated_idle_timeout_seconds
+	ConnRefusedFull    = "refused_full"         // new, at server.max_connections with none idle
+	ConnRefusedAddress = "refused_address"      // new, at server.max_connections_per_address with none idle
 )
 
 // Metric attribute keys (low cardinality only).

@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/config"
@@ -29,7 +27,7 @@ const Prefix = "/anthropic/api"
 type handler struct{ d textgen.Deps }
 
 // Mount registers the routes on mux.
-func Mount(mux *http.ServeMux, d textgen.Deps) {
+func Mount(mux textgen.Mux, d textgen.Deps) {
 	h := &handler{d: d.WithDefaults()}
 	mux.HandleFunc("POST "+Prefix+"/v1/messages", h.authed(h.messages))
 	mux.HandleFunc("POST "+Prefix+"/v1/messages/count_tokens", h.authed(h.countTokens))
@@ -50,86 +48,6 @@ func (h *handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant s
 	}
 }
 
-// apiError is an error in Anthropic's shape: {"type":"error","error":{"type","message"}}.
-type apiError struct {
-	Status     int
-	Type       string
-	Message    string
-	RetryAfter time.Duration
-}
-
-func (e *apiError) Error() string { return e.Message }
-
-func invalid(format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
-}
-
-type errorBody struct {
-	Type  string      `json:"type"`
-	Error errorObject `json:"error"`
-}
-
-type errorObject struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
-func (e *apiError) body() errorBody {
-	return errorBody{Type: "error", Error: errorObject{Type: e.Type, Message: e.Message}}
-}
-
-func toAPIError(err error) *apiError {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae
-	}
-	if errors.Is(err, textgen.ErrTooLarge) {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "request_too_large", Message: err.Error()}
-	}
-	var se *service.Error
-	if !errors.As(err, &se) {
-		se = &service.Error{Kind: service.KindOf(err), Msg: err.Error()}
-	}
-	switch se.Kind {
-	case service.KindInvalid, service.KindConflict:
-		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: se.Msg}
-	case service.KindNotFound:
-		return &apiError{Status: http.StatusNotFound, Type: "not_found_error", Message: se.Msg}
-	case service.KindTooMany:
-		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Message: se.Msg, RetryAfter: se.RetryAfter}
-	case service.KindUnauthorized:
-		return &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Message: se.Msg}
-	case service.KindUnavailable:
-		return &apiError{Status: 529, Type: "overloaded_error", Message: se.Msg}
-	}
-	return &apiError{Status: http.StatusInternalServerError, Type: "api_error", Message: se.Msg}
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	e := toAPIError(err)
-	if e.Status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", strconv.Itoa(max(int(e.RetryAfter.Round(time.Second)/time.Second), 1)))
-	}
-	if e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests {
-		// The anthropic client retries 409 and 408; a user error does not heal by waiting.
-		w.Header().Set("X-Should-Retry", "false")
-	}
-	writeJSON(w, e.Status, e.body())
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"type":"error","error":{"type":"api_error","message":"response encoding failed"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-}
-
-// Fields of a messages request (Anthropic answers unknown ones with a 400 too).
-// temperature, top_p and top_k are parsed although recent anthropic clients no longer
-// offer them as arguments (send them through extra_body).
 var messageRequestFields = map[string]textgen.FieldRule{
 	"model": textgen.Parsed, "max_tokens": textgen.Parsed, "messages": textgen.Parsed, "system": textgen.Parsed,
 	"stop_sequences": textgen.Parsed, "temperature": textgen.Parsed, "top_p": textgen.Parsed, "top_k": textgen.Parsed,

@@ -72,8 +72,16 @@ func toAPIError(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	if errors.Is(err, textgen.ErrTooLarge) {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large", Message: err.Error()}
+	var be *textgen.BodyError
+	if errors.As(err, &be) {
+		e := &apiError{Status: be.Status, Type: "invalid_request_error", Message: be.Msg}
+		switch be.Status {
+		case http.StatusRequestEntityTooLarge:
+			e.Code = "request_too_large"
+		case http.StatusUnsupportedMediaType:
+			e.Code = "unsupported_content_encoding"
+		}
+		return e
 	}
 	var se *service.Error
 	if !errors.As(err, &se) {
@@ -90,11 +98,17 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded", Message: se.Msg, RetryAfter: se.RetryAfter}
 	case service.KindUnauthorized:
 		return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key", Message: se.Msg}
+	case service.KindTooLarge:
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large", Message: se.Msg}
 	case service.KindUnavailable:
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: se.Msg}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: se.Msg}
 }
+
+// WriteError answers with err as an OpenAI error object: the api package's layers
+// (authentication, admission, body limits) answer requests under Prefix with it.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
 
 // writeError answers with err as an OpenAI error object.
 func writeError(w http.ResponseWriter, err error) {

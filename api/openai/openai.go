@@ -23,7 +23,7 @@ type handler struct {
 }
 
 // Mount registers the routes on mux.
-func Mount(mux *http.ServeMux, d textgen.Deps) {
+func Mount(mux textgen.Mux, d textgen.Deps) {
 	h := &handler{d: d.WithDefaults()}
 	mux.HandleFunc("GET "+Prefix+"/models", h.authed(h.models))
 	mux.HandleFunc("GET "+Prefix+"/models/{model...}", h.authed(h.model))

@@ -1,6 +1,7 @@
 package textgen
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -20,14 +21,22 @@ import (
 // Deps is what the api package hands the compatible routes.
 type Deps struct {
 	Service *service.Service
-	// Authenticate returns the tenant of the request's API key (Authorization: Bearer,
-	// X-API-Key), or a service error of KindUnauthorized.
+	// Authenticate returns the tenant the api package's layers found for the request's
+	// API key (Authorization: Bearer, X-API-Key), or a service error of KindUnauthorized.
+	// Those layers have also admitted the request and read its body (HeldBody).
 	Authenticate    func(r *http.Request) (string, error)
 	MaxRequestBytes int64
 	Log             *slog.Logger
 	// Now and NewID make responses reproducible in tests (default: the clock, random ids).
 	Now   func() time.Time
 	NewID func() string
+}
+
+// Mux is where the compatible routes are registered (an *http.ServeMux, or the api
+// package's route table, which records each route so that every one of them is known to
+// pass its layers).
+type Mux interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
 }
 
 // WithDefaults fills the optional fields.
@@ -51,18 +60,46 @@ func (d Deps) WithDefaults() Deps {
 	return d
 }
 
-// ErrTooLarge is returned by ReadBody for a body over the limit.
-var ErrTooLarge = errors.New("request body too large")
+// BodyError is a request body refused before any route saw it (too large, an encoding
+// we do not decode, too slow, unreadable): each API answers it with Status in its own
+// error shape.
+type BodyError struct {
+	Status int // 413, 415, 408 or 400
+	Msg    string
+}
 
-// ReadBody reads the whole body, at most limit bytes.
+func (e *BodyError) Error() string { return e.Msg }
+
+// HeldBody is a request body the api package's body layer has read whole (within the
+// body budgets, its Content-Encoding undone); it replaces the request's Body, so a
+// route takes the bytes without a second copy.
+type HeldBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+// NewHeldBody holds b as a request body.
+func NewHeldBody(b []byte) *HeldBody { return &HeldBody{Reader: bytes.NewReader(b), b: b} }
+
+// Bytes returns the whole body, however much of it was read.
+func (h *HeldBody) Bytes() []byte { return h.b }
+
+// Close implements io.Closer.
+func (h *HeldBody) Close() error { return nil }
+
+// ReadBody returns the body the api package's layers read (HeldBody); a body that was not
+// read there (a handler mounted on its own, in a test) is read here, at most limit bytes.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if hb, ok := r.Body.(*HeldBody); ok {
+		return hb.Bytes(), nil
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, fmt.Errorf("%w: the limit is limits.max_request_bytes = %d bytes", ErrTooLarge, mbe.Limit)
+		return nil, &BodyError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("the request body exceeds limits.max_request_bytes (%d bytes)", mbe.Limit)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("could not read the request body: %w", err)
+		return nil, &BodyError{Status: http.StatusBadRequest, Msg: "could not read the request body: " + err.Error()}
 	}
 	return b, nil
 }

@@ -9,6 +9,7 @@ package textgen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -35,6 +36,17 @@ type Request struct {
 	PromptTopLogprobs int
 	// Stream delivers pieces while the tokens are drawn; otherwise after generation.
 	Stream bool
+}
+
+// OutputSize is what the request asks the server to produce, and how it is named in a
+// refusal.
+func (r Request) OutputSize() (service.OutputSize, string) {
+	lens := make([]int, len(r.Prompts))
+	for i, p := range r.Prompts {
+		lens[i] = len(p)
+	}
+	o := service.TextOutputSize(lens, r.N, r.Params.MaxTokens, r.TopLogprobs, r.PromptLogprobs, r.PromptTopLogprobs)
+	return o, fmt.Sprintf("%d prompt(s) × n %d × max_tokens %d × (1 + top_logprobs %d)", len(r.Prompts), r.N, r.Params.MaxTokens, r.TopLogprobs)
 }
 
 // Token is one completion token with its logprob and alternatives.
@@ -79,6 +91,10 @@ type Summary struct {
 // Run generates and calls emit with each piece, on the caller's goroutine, in order per
 // choice. An emit error (the client went away) cancels the generation and is returned.
 func Run(ctx context.Context, svc *service.Service, tenant string, req Request, emit func(Piece) error) (Summary, error) {
+	// The output budget, before anything is queued (service/output.go).
+	if err := svc.CheckOutput(req.OutputSize()); err != nil {
+		return Summary{}, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sum := Summary{RequestIDs: make([]string, len(req.Prompts))}

@@ -389,16 +389,17 @@ type SaveWeightsExternalRequest struct {
 }
 
 // OpAddress reads the run and seq_id a JSON training request addresses, from a body that
-// may otherwise be invalid, so that a refused request can still settle its seq_id.
+// may otherwise be invalid (a NaN literal, a field of the wrong type, a truncated tail
+// after the two), so that a refused request can still settle its seq_id whoever sent it.
 func OpAddress(body []byte) (modelID string, seqID int64, ok bool) {
-	var m struct {
-		ModelID string `json:"model_id"`
-		SeqID   *int64 `json:"seq_id"`
-	}
-	if json.Unmarshal(body, &m) != nil || m.ModelID == "" || m.SeqID == nil {
+	modelID, ok = PeekJSONString(body, "model_id")
+	if !ok || modelID == "" {
 		return "", 0, false
 	}
-	return m.ModelID, *m.SeqID, true
+	if seqID, ok = PeekJSONInt(body, "seq_id"); !ok {
+		return "", 0, false
+	}
+	return modelID, seqID, true
 }
 
 // ForwardBackwardAddress is OpAddress for a forward_backward body in either encoding.

@@ -148,3 +148,30 @@ func TestOptimStepRequestMarshalsItsAdamParams(t *testing.T) {
 		t.Fatalf("%s → %+v %v", b, sp, err)
 	}
 }
+
+// OpAddress reads the address of a body Go's JSON decoder refuses (finding 6 of issue 22),
+// and nothing from one whose address itself is unreadable.
+func TestOpAddressOfMalformedBodies(t *testing.T) {
+	for _, c := range []struct {
+		body  string
+		model string
+		seq   int64
+		ok    bool
+	}{
+		{`{"model_id":"run-1","seq_id":7,"adam_params":{"learning_rate":NaN}}`, "run-1", 7, true},
+		{`{"adam_params":{"eps":[Infinity,-Infinity]},"seq_id":3,"model_id":"r"}`, "r", 3, true},
+		{` { "seq_id" : 12 , "model_id" : "a\"b" , "x": tru`, `a"b`, 12, true},
+		{`{"model_id":"r","seq_id":NaN}`, "", 0, false},
+		{`{"model_id":"r","seq_id":1.5}`, "", 0, false},
+		{`{"model_id":"","seq_id":1}`, "", 0, false},
+		{`{"model_id":7,"seq_id":1}`, "", 0, false},
+		{`{"x":{"model_id":"r","seq_id":1}}`, "", 0, false},
+		{`[{"model_id":"r","seq_id":1}]`, "", 0, false},
+		{`{"model_id":,"seq_id":1}`, "", 0, false},
+	} {
+		m, s, ok := OpAddress([]byte(c.body))
+		if m != c.model || s != c.seq || ok != c.ok {
+			t.Errorf("OpAddress(%s) = %q, %d, %v; want %q, %d, %v", c.body, m, s, ok, c.model, c.seq, c.ok)
+		}
+	}
+}

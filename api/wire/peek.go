@@ -40,40 +40,65 @@ func PeekModelID(body []byte, isProto bool) (string, bool) {
 
 // PeekJSONString returns the string value of key in a JSON object's top level.
 func PeekJSONString(b []byte, key string) (string, bool) {
+	vs, ve, ok := peekJSONValue(b, key)
+	if !ok {
+		return "", false
+	}
+	if _, e, ok := stringAt(b, vs); !ok || e != ve {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(b[vs:ve], &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// PeekJSONInt returns the integer value of key in a JSON object's top level. Like
+// PeekJSONString it reads a body that is otherwise invalid JSON (a NaN literal elsewhere,
+// as Python's json.dumps writes), so a refused training request still names its seq_id.
+func PeekJSONInt(b []byte, key string) (int64, bool) {
+	vs, ve, ok := peekJSONValue(b, key)
+	if !ok {
+		return 0, false
+	}
+	var n int64
+	if json.Unmarshal(b[vs:ve], &n) != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// peekJSONValue returns the bounds of key's value in a JSON object's top level (the
+// first occurrence), skipping other values without judging them.
+func peekJSONValue(b []byte, key string) (start, end int, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return "", false
+		return 0, 0, false
 	}
 	i++
 	for {
 		i = skipSpace(b, i)
 		if i >= len(b) || b[i] == '}' {
-			return "", false
+			return 0, 0, false
 		}
 		ks, ke, ok := stringAt(b, i)
 		if !ok {
-			return "", false
+			return 0, 0, false
 		}
 		i = skipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			return "", false
+			return 0, 0, false
 		}
 		i = skipSpace(b, i+1)
+		e := skipValue(b, i)
+		if e < 0 || e == i {
+			return 0, 0, false
+		}
 		if string(b[ks+1:ke-1]) == key {
-			vs, ve, ok := stringAt(b, i)
-			if !ok {
-				return "", false
-			}
-			var s string
-			if json.Unmarshal(b[vs:ve], &s) != nil {
-				return "", false
-			}
-			return s, true
+			return i, e, true
 		}
-		if i = skipValue(b, i); i < 0 {
-			return "", false
-		}
-		i = skipSpace(b, i)
+		i = skipSpace(b, e)
 		if i < len(b) && b[i] == ',' {
 			i++
 		}

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/tuft-go/tuft/api/anthropic"
+	"github.com/tuft-go/tuft/api/openai"
+	"github.com/tuft-go/tuft/api/textgen"
+	"github.com/tuft-go/tuft/service"
+)
+
+// Every request passes the same layers before its route's handler, whatever API dialect
+// the route speaks (Tinker, the REST routes, OpenAI under /oai, Anthropic under
+// /anthropic, and any route added later):
+//
+//	routeLayer      which route it is; Connection: close where the route asks for it
+//	tenantLayer     the tenant of its API key (401 without one), unless the route is public
+//	admissionLayer  limits.max_concurrent_requests(_per_tenant)
+//	bodyLayer       the whole body within limits.max_request_bytes and the body budgets
+//	                (limits.max_body_bytes_in_flight(_per_tenant)), its Content-Encoding
+//	                undone (zstd, gzip; else 415) within limits.max_decompression_ratio
+//
+// A route is authenticated unless it is registered as public (a signed link, the health
+// check, the not-found answers), so a new route cannot skip admission by omission. A
+// refusal is answered in the error shape of the route's dialect (dialectError).
+
+// routeInfo is what the layers need to know of a route.
+type routeInfo struct {
+	// public routes take no API key: no tenant, no admission, and their handlers read no
+	// body (guardBody closes the connection of a body left unread).
+	public bool
+	// closeAfter makes the server close the connection once it has answered, by sending
+	// "Connection: close" with the reply (on every outcome, errors included).
+	//
+	// It guards POST /api/v1/client/config. The Tinker SDK (0.25 through 0.38 at least) fetches
+	// that route through a one-off HTTP client that it never closes. When Python's cyclic
+	// garbage collector later frees that client on a thread that runs an event loop (a
+	// recipe's asyncio.run), the socket's finalizer releases the file descriptor at once
+	// while the client's __del__ schedules aclose() on that loop. In the meantime the SDK's
+	// own loop opens a new connection, which the kernel gives the same descriptor number;
+	// the stale aclose() then unregisters that number from the SDK loop's selector, so the
+	// new connection's reply, already received, is never read: one result poll hangs for the
+	// SDK's full 45-second timeout. With the connection closed by the server after this one
+	// reply, the SDK closes its end when it has read the reply, on its own loop, and the
+	// forgotten client holds no socket by the time it is collected.
+	// tests/cookbook/stall_repro.py reproduces the hang; api's TestClientConfigClosesConnection
+	// and tests/cookbook's transport test keep it fixed.
+	closeAfter bool
+}
+
+// routeTable is the mux with a record of every pattern registered on it, so the layers
+// can tell a route's kind and a test can walk every route.
+type routeTable struct {
+	mux   *http.ServeMux
+	info  map[string]routeInfo
+	order []string
+}
+
+func newRouteTable() *routeTable {
+	return &routeTable{mux: http.NewServeMux(), info: map[string]routeInfo{}}
+}
+
+// HandleFunc registers an authenticated route (textgen.Mux).
+func (t *routeTable) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
+	t.handle(pattern, routeInfo{}, f)
+}
+
+func (t *routeTable) handle(pattern string, ri routeInfo, f func(http.ResponseWriter, *http.Request)) {
+	t.mux.HandleFunc(pattern, f)
+	t.info[pattern] = ri
+	t.order = append(t.order, pattern)
+}
+
+// of returns the route r goes to, and sets r.Pattern to it: the layers pass copies of r
+// on, so the mux's own setting would not reach the telemetry middleware, which names the
+// server span after it. A request the mux answers itself (a redirect, 404 or 405 with no
+// route) has no pattern: it is public, as it reaches no handler.
+func (t *routeTable) of(r *http.Request) routeInfo {
+	_, pattern := t.mux.Handler(r)
+	r.Pattern = pattern
+	if pattern == "" {
+		return routeInfo{public: true}
+	}
+	return t.info[pattern]
+}
+
+// Route is one mounted route, for tests that check every route passes the layers.
+type Route struct {
+	Pattern string // as registered on the mux: "METHOD /path/{wildcard}" or "/prefix/"
+	Public  bool   // takes no API key, so no tenant layer, admission or body layer
+}
+
+// Routes lists every route mounted on the handler, in registration order.
+func (h *Handler) Routes() []Route {
+	out := make([]Route, 0, len(h.table.order))
+	for _, p := range h.table.order {
+		out = append(out, Route{Pattern: p, Public: h.table.info[p].public})
+	}
+	return out
+}
+
+// layers wraps next (the mux) in the layers every request passes, outermost first.
+func (h *Handler) layers(next http.Handler) http.Handler {
+	ls := []func(http.Handler) http.Handler{h.routeLayer, h.tenantLayer, h.admissionLayer, h.bodyLayer}
+	for _, l := range slices.Backward(ls) {
+		next = l(next)
+	}
+	return next
+}
+
+type routeKey struct{}
+
+type tenantKey struct{}
+
+func routeFrom(ctx context.Context) routeInfo {
+	ri, _ := ctx.Value(routeKey{}).(routeInfo)
+	return ri
+}
+
+// tenantFrom returns the tenant tenantLayer authenticated ("" on a public route).
+func tenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
+func (h *Handler) routeLayer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := h.table.of(r)
+		if ri.closeAfter {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, ri)))
+	})
+}
+
+func (h *Handler) tenantLayer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if routeFrom(r.Context()).public {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tenant, err := h.authenticate(r)
+		if err != nil {
+			h.dialectError(w, r, err)
+			return
+		}
+		markAuthenticated(r.Context())
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+	})
+}
+
+func (h *Handler) admissionLayer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := tenantFrom(r.Context())
+		if tenant == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		t, err := h.adm.enter(tenant)
+		if err != nil {
+			h.dialectError(w, r, err)
+			return
+		}
+		defer t.leave()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, t)))
+	})
+}
+
+func (h *Handler) bodyLayer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := ticketFrom(r.Context())
+		if t == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		var b []byte
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			var err error
+			if b, err = h.readWhole(w, r, t); err != nil {
+				h.dialectError(w, r, err)
+				return
+			}
+		}
+		// The route sees the body as sent before encoding: the bytes, their length, and
+		// no Content-Encoding (a request relayed to another replica goes as it is now).
+		r.Body = textgen.NewHeldBody(b)
+		r.ContentLength = int64(len(b))
+		r.Header.Del("Content-Encoding")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// dialectError answers a refusal of the layers in the error shape of the API the route
+// belongs to.
+func (h *Handler) dialectError(w http.ResponseWriter, r *http.Request, err error) {
+	p := r.URL.Path
+	switch {
+	case p == openai.Prefix || strings.HasPrefix(p, openai.Prefix+"/"):
+		openai.WriteError(w, err)
+	case p == anthropic.Prefix || strings.HasPrefix(p, anthropic.Prefix+"/"):
+		anthropic.WriteError(w, err)
+	default:
+		h.fail(w, r, err)
+	}
+}
+
+// authenticate maps the request's API key to its tenant. The key may come as X-API-Key
+// (Tinker; also the Anthropic clients' x-api-key) or Authorization: Bearer (OpenAI
+// clients).
+func (h *Handler) authenticate(r *http.Request) (string, error) {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+			key = strings.TrimPrefix(a, "Bearer ")
+		}
+	}
+	if key == "" {
+		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it in the X-API-Key header (or as Authorization: Bearer <key>)"}
+	}
+	tenant, ok := h.svc.Authenticate(key)
+	if !ok {
+		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"}
+	}
+	return tenant, nil
+}
