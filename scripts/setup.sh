@@ -75,4 +75,8 @@ if [ -x scripts/llamacpp.sh ]; then
   echo "setup: llama.cpp venv (scripts/llamacpp.sh, cached)"
   bash scripts/llamacpp.sh >/dev/null
 fi
+if [ -x tests/export/setup.sh ]; then
+  echo "setup: the export suite's venv (Debian's torch, transformers, peft; cached)"
+  bash tests/export/setup.sh >/dev/null
+fi
 echo "setup: done"

