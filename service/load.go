@@ -89,8 +89,8 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		if src.Type != CkptTraining {
 			return "", "", invalidf("checkpoint %s is a sampler checkpoint and holds no optimizer state; load it with optimizer=false or use a weights/ checkpoint", in.Path)
 		}
-		if src.CopyOf != "" {
-			return "", "", weightsOnly(in.Path, &src)
+		if weightsOnly(tenant, &src) {
+			return "", "", optimizerNotShared(in.Path, &src)
 		}
 		if optimizer != "" && optimizer != src.OptimizerOf() {
 			return "", "", invalidf("optimizer_config %q cannot override the %s optimizer state restored from %s", optimizer, src.OptimizerOf(), in.Path)

@@ -9,7 +9,10 @@ import (
 // it. Unpublishing (or deleting) withdraws it: every sampler another tenant opened from
 // it stops at once (its next asample is a 404), and stays stopped across restarts (each
 // asample and each restore checks that its checkpoint is still visible to its tenant).
-// Copies already made by load_weights belong to the runs that made them.
+// Copies already made by load_weights belong to the runs that made them. Another tenant
+// loads a published checkpoint's weights only: loading it with the optimizer is a 400
+// (weightsOnly), so the owner's optimizer moments never enter a reader's run, nor the
+// checkpoints the reader saves and downloads from it.
 //
 // A copy made by copy_weights of another tenant's published checkpoint is not the
 // copier's to share or keep (issue 22, finding 10): it holds the weights only (no
@@ -33,11 +36,43 @@ func (cc *ckptCtl) inherited(c *Checkpoint) error {
 	return notFoundf("checkpoint %s is a copy of %s, which is %s", c.TinkerPath(), c.CopyOf, withdrawnWhat)
 }
 
-// weightsOnly is the 400 for loading optimizer state from a copy of another tenant's
-// published checkpoint.
-func weightsOnly(path string, c *Checkpoint) error {
-	return invalidf("checkpoint %s is a copy of %s, another tenant's published checkpoint, and holds its weights only (no optimizer state): "+
-		"load it without the optimizer (create_training_client_from_state, load_state)", path, c.CopyOf)
+// weightsOnly reports whether tenant may load c's weights only: c is another tenant's
+// published checkpoint, or a copy of one. A published checkpoint shares its weights; its
+// optimizer moments are its owner's training state (they follow the owner's gradients),
+// and a reader who loaded them could save them into a checkpoint of its own and download
+// them. Loading such a checkpoint with the optimizer is refused (optimizerNotShared)
+// rather than silently reduced to its weights: a caller that asked to resume an optimizer
+// learns that it did not (neither the Tinker SDK conformance suite nor the cookbook
+// resumes another tenant's optimizer).
+func weightsOnly(tenant string, c *Checkpoint) bool {
+	return c.CopyOf != "" || c.Tenant != tenant
+}
+
+// ownOptimizer reports whether tenant may load the optimizer state of the checkpoint at
+// path, for a restore that repeats a load recorded before the load was checked (a record
+// written by an older version that let another tenant's optimizer state through): such a
+// load, or one from a checkpoint deleted since, is repeated with the weights only.
+// Callers hold no controller lock.
+func (s *Service) ownOptimizer(tenant, path string) bool {
+	runID, kind, name, err := ParseTinkerPath(path)
+	if err != nil {
+		return false
+	}
+	s.lock(lkCkpts)
+	defer s.unlock(lkCkpts)
+	c, ok := s.ckpts.get(runID, kind+"/"+name)
+	return ok && !weightsOnly(tenant, c)
+}
+
+// optimizerNotShared is the 400 for loading the optimizer state of a checkpoint that
+// shares its weights only (weightsOnly).
+func optimizerNotShared(path string, c *Checkpoint) error {
+	if c.CopyOf != "" {
+		return invalidf("checkpoint %s is a copy of %s, another tenant's published checkpoint, and holds its weights only (no optimizer state): "+
+			"load it without the optimizer (create_training_client_from_state, load_state)", path, c.CopyOf)
+	}
+	return invalidf("checkpoint %s is another tenant's published checkpoint: it shares its weights only, its optimizer state is its owner's; "+
+		"load it without the optimizer (create_training_client_from_state, load_state)", path)
 }
 
 // sourceVisible reports whether a sampler's checkpoint (if it was opened from one) is

@@ -92,7 +92,7 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		// any, so the run is usable, as the client may retry.
 		var err error
 		if lf := r.LoadedFrom; lf != nil {
-			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer, r.optimizer())
+			err = s.be.LoadState(ctx, r.BaseModel, r.ID, lf.Dir, lf.Optimizer && s.ownOptimizer(r.Tenant, lf.Path), r.optimizer())
 		} else {
 			err = s.be.CreateAdapter(ctx, r.BaseModel, r.ID, r.adapterConfig())
 		}

@@ -192,8 +192,8 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 				in.Path, c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed, r.ID, r.Lora.Rank, r.Lora.TrainAttn, r.Lora.TrainMLP, r.Lora.TrainUnembed)
 		case in.Optimizer && c.Type != CkptTraining:
 			err = invalidf("checkpoint %s is a sampler checkpoint and holds no optimizer state; load it with optimizer=false or use a weights/ checkpoint", in.Path)
-		case in.Optimizer && c.CopyOf != "":
-			err = weightsOnly(in.Path, c)
+		case in.Optimizer && weightsOnly(tenant, c):
+			err = optimizerNotShared(in.Path, c)
 		case in.Optimizer && c.OptimizerOf() != r.OptimizerOf():
 			err = invalidf("checkpoint %s holds %s optimizer state, but run %s uses the %s optimizer", in.Path, c.OptimizerOf(), r.ID, r.OptimizerOf())
 		}

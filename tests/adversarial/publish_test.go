@@ -15,9 +15,10 @@ import (
 )
 
 // Publish/unpublish semantics (docs/security.md):
-//   - a published checkpoint can be loaded (load_weights copies it) and sampled
+//   - a published checkpoint can be loaded (load_weights copies its weights) and sampled
 //     (create_sampling_session reads it) by every tenant; it never carries the owner's
-//     unapplied gradients;
+//     unapplied gradients, and its optimizer state stays the owner's: another tenant
+//     loading it with the optimizer is a 400;
 //   - unpublishing (or deleting) stops every sampler another tenant opened from it, at
 //     once and after a restart (also one that missed the write that closed it); the
 //     owner's own samplers are not affected; copies already loaded into other runs stay.
@@ -42,12 +43,18 @@ func TestPublishedCheckpointCarriesNoGradients(t *testing.T) {
 			t.Fatalf("the published checkpoint holds %s", x.Name)
 		}
 	}
+	// Another tenant loads its weights only (with the optimizer is a 400: the optimizer
+	// state is the owner's, TestReaderOfAPublishedCheckpointGetsNoOptimizerState), and
+	// its next step sees no gradient of the owner's batch.
 	other := b.model(b.session(), 0)
-	b.c.Result(b.submit("/api/v1/load_weights", map[string]any{"model_id": other, "path": saved.Path, "optimizer": true, "seq_id": 1}), nil)
+	if r := b.c.Do("POST", "/api/v1/load_weights", map[string]any{"model_id": other, "path": saved.Path, "optimizer": true, "seq_id": 1}, nil); r.Status != http.StatusBadRequest {
+		t.Fatalf("another tenant loaded the owner's optimizer state: %d %s", r.Status, r.Body)
+	}
+	b.c.Result(b.submit("/api/v1/load_weights", map[string]any{"model_id": other, "path": saved.Path, "optimizer": false, "seq_id": 2}), nil)
 	var res struct {
 		Metrics map[string]float64 `json:"metrics"`
 	}
-	b.c.Result(b.submit("/api/v1/optim_step", map[string]any{"model_id": other, "seq_id": 2, "adam_params": map[string]any{"learning_rate": 0}}), &res)
+	b.c.Result(b.submit("/api/v1/optim_step", map[string]any{"model_id": other, "seq_id": 3, "adam_params": map[string]any{"learning_rate": 0}}), &res)
 	if g := res.Metrics["grad_norm:max"]; g != 0 {
 		t.Fatalf("another tenant read the gradient norm of the owner's batch: %v", g)
 	}
