@@ -101,7 +101,7 @@ func Run(ctx context.Context, svc *service.Service, tenant string, req Request, 
 	sum := Summary{RequestIDs: make([]string, len(req.Prompts))}
 	states := make([]*choice, len(req.Prompts)*req.N)
 	for i := range states {
-		states[i] = &choice{idx: i, t: req.Target, text: tokenizer.NewStream(req.Target), stops: req.Stop}
+		states[i] = &choice{idx: i, t: req.Target, stops: req.Stop}
 	}
 	for _, p := range req.Prompts {
 		sum.PromptTokens += len(p)
@@ -274,7 +274,7 @@ type Codec interface {
 type choice struct {
 	idx   int
 	t     Codec
-	text  *tokenizer.Stream // the tokens' text in context (a lone token's may differ)
+	text  *tokenizer.Stream // the tokens' text in context (a lone token's may differ); nil until the first
 	stops []string
 
 	buf     []byte  // the choice's text so far (cut at a stop string once found)
@@ -296,6 +296,9 @@ func (c *choice) add(ev engine.TokenEvent) (Piece, bool) {
 	last := ev.Stop != ""
 	// The end-of-sequence token closes the text; it is not part of it.
 	if !(last && ev.Stop == engine.StopReasonStop && c.t.IsEOS(ev.Token)) {
+		if c.text == nil {
+			c.text = tokenizer.NewStream(c.t)
+		}
 		tok := Token{ID: ev.Token, Logprob: ev.Logprob, Offset: len(c.buf)}
 		// The alternatives' texts in the same context as the token's, so before it.
 		for _, tl := range ev.Top {
