@@ -174,3 +174,26 @@ func FuzzStream(f *testing.F) {
 		checkStream(t, tok, ids)
 	})
 }
+
+// BenchmarkStreamNext: the cost of a token, against decoding it alone.
+func BenchmarkStreamNext(b *testing.B) {
+	tok, err := Load(filepath.Join("testdata", "tokenizer_spm_legacy.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := tok.EncodeOrdinary(strings.Repeat("Hello world,  spaces   and €uro ", 100))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("stream", func(b *testing.B) {
+		s := NewStream(tok)
+		for i := 0; b.Loop(); i++ {
+			s.NextText(ids[i%len(ids)])
+		}
+	})
+	b.Run("lone", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			tok.Decode(ids[i%len(ids) : i%len(ids)+1])
+		}
+	})
+}
