@@ -4,9 +4,10 @@ package safetensors
 
 import (
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapFile maps the whole file read-only, advising sequential reads (the loader walks
