@@ -387,11 +387,12 @@ func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogp
 	}
 	stop := r.stopTok[tok]
 	if r.stops != nil {
-		// Only the new text: what the token adds to the sequence's text (a lone
-		// SentencePiece token would lose its leading space), so the automaton needs
+		// Only the new text: what the token adds to the text of the prompt and the
+		// tokens so far (a lone SentencePiece token would lose its leading space, the
+		// first sampled one too if decoded without the prompt), so the automaton needs
 		// nothing else.
 		if u.text == nil {
-			u.text = tokenizer.NewStream(r.text)
+			u.text = tokenizer.NewStreamAfter(r.text, r.req.Prompt)
 		}
 		var hit bool
 		u.stop, hit = r.stops.Feed(u.stop, u.text.Next(tok))

@@ -472,10 +472,11 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 			}
 			stop := stopTok[s.tok]
 			if stops != nil {
-				// Only the new text is matched: what the token adds to the sequence's text
-				// (a lone SentencePiece token would lose its leading space).
+				// Only the new text is matched: what the token adds to the text of the prompt
+				// and the tokens so far (a lone SentencePiece token would lose its leading
+				// space, the first sampled one too if decoded without the prompt).
 				if s.text == nil {
-					s.text = tokenizer.NewStream(m.Tok)
+					s.text = tokenizer.NewStreamAfter(m.Tok, req.Prompt)
 				}
 				var hit bool
 				s.stop, hit = stops.Feed(s.stop, s.text.Next(s.tok))

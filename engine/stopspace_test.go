@@ -65,3 +65,50 @@ func TestSampleStopStringWithSentencePieceSpace(t *testing.T) {
 	}
 	t.Fatal("no seed sampled a ▁-prefixed token to stop at")
 }
+
+// firstStop is the text the first of toks adds after prompt when it begins with a space
+// that the generated text decoded on its own lacks (so that matching there would not
+// find it anywhere); "" if it does not.
+func firstStop(tok *tokenizer.Tokenizer, prompt, toks []int32) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	d := tokenizer.NewStreamAfter(tok, prompt).Next(toks[0])
+	if len(d) < 3 || d[0] != ' ' || d[1] == ' ' || strings.Contains(tok.Decode(toks), d) {
+		return ""
+	}
+	return d
+}
+
+// The generated text continues the prompt's: a stop string that begins with the space of
+// the first sampled token (" Paris" after "The capital is") stops the sample there.
+func TestSampleStopStringAtFirstTokenAfterPrompt(t *testing.T) {
+	tok, err := tokenizer.Load("tokenizer/testdata/tokenizer_spm_legacy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tinyModel(t)
+	m.Tok = tok
+	m.Cfg.EOSTokenIDs = nil
+	for seed := int64(1); seed <= 60; seed++ {
+		req := SampleRequest{Prompt: []int32{40, 41, 42}, NumSamples: 1, Params: SampleParams{MaxTokens: 8, Temperature: 1, TopK: -1, TopP: 1, Seed: &seed}}
+		free, err := m.Sample(context.Background(), nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := firstStop(tok, req.Prompt, free.Sequences[0].Tokens)
+		if stop == "" {
+			continue
+		}
+		req.Params.StopStrings = []string{stop}
+		got, err := m.Sample(context.Background(), nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := got.Sequences[0]; len(g.Tokens) != 1 || g.StopReason != StopReasonStop {
+			t.Fatalf("stop %q: stopped after %d tokens (%s), want 1 (stop); tokens %v", stop, len(g.Tokens), g.StopReason, free.Sequences[0].Tokens)
+		}
+		return
+	}
+	t.Fatal("no seed sampled a ▁-prefixed first token")
+}

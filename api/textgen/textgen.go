@@ -101,7 +101,7 @@ func Run(ctx context.Context, svc *service.Service, tenant string, req Request, 
 	sum := Summary{RequestIDs: make([]string, len(req.Prompts))}
 	states := make([]*choice, len(req.Prompts)*req.N)
 	for i := range states {
-		states[i] = &choice{idx: i, t: req.Target, stops: req.Stop}
+		states[i] = &choice{idx: i, t: req.Target, stops: req.Stop, prompt: req.Prompts[i/req.N]}
 	}
 	for _, p := range req.Prompts {
 		sum.PromptTokens += len(p)
@@ -276,6 +276,9 @@ type choice struct {
 	t     Codec
 	text  *tokenizer.Stream // the tokens' text in context (a lone token's may differ); nil until the first
 	stops []string
+	// prompt is what the text continues: it is decoded after the prompt's tokens, so a
+	// SentencePiece first token keeps its space (" Paris" after "The capital is").
+	prompt []int32
 
 	buf     []byte  // the choice's text so far (cut at a stop string once found)
 	sent    int     // bytes of buf already emitted
@@ -297,7 +300,7 @@ func (c *choice) add(ev engine.TokenEvent) (Piece, bool) {
 	// The end-of-sequence token closes the text; it is not part of it.
 	if !(last && ev.Stop == engine.StopReasonStop && c.t.IsEOS(ev.Token)) {
 		if c.text == nil {
-			c.text = tokenizer.NewStream(c.t)
+			c.text = tokenizer.NewStreamAfter(c.t, c.prompt)
 		}
 		tok := Token{ID: ev.Token, Logprob: ev.Logprob, Offset: len(c.buf)}
 		// The alternatives' texts in the same context as the token's, so before it.

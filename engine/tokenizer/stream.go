@@ -38,6 +38,34 @@ type Stream struct {
 // NewStream starts decoding a sequence with d.
 func NewStream(d Decoder) *Stream { return &Stream{d: d} }
 
+// NewStreamAfter starts decoding the tokens that follow prefix (a prompt): the texts are
+// what they add to Decode(prefix and them), the continuation's text, so prefix's text and
+// theirs concatenate to the whole sequence's. After a SentencePiece prompt the first
+// generated token keeps its space (" Paris" after "The capital is"), as vLLM's output,
+// which it detokenizes after the prompt's tokens, has it; decoding the generated tokens
+// as their own sequence drops it. A byte-level tokenizer's texts are the same either way
+// (but for a character split across the prompt's end: its last bytes are the
+// continuation's).
+//
+// Only the prompt's shortest tail whose text is not empty is decoded (the window rule
+// of Next), at most streamScan+1 tokens: past that (tokens with no text) the tail starts
+// the window as a sequence's start would.
+func NewStreamAfter(d Decoder, prefix []int32) *Stream {
+	s := &Stream{d: d}
+	for k := 1; k <= len(prefix) && k <= streamScan+1; k++ {
+		tail := prefix[len(prefix)-k:]
+		t := d.Decode(tail)
+		if t != "" || k == len(prefix) || k == streamScan+1 {
+			s.ids = append(s.ids, tail...)
+			s.done = len(t)
+			// A window whose text is not empty is settled: the start's rules act within it.
+			s.moved = t != ""
+			break
+		}
+	}
+	return s
+}
+
 // Next appends a token and returns the bytes by which it extends the sequence's text
 // (possibly part of a UTF-8 character).
 func (s *Stream) Next(id int32) string {
