@@ -43,8 +43,8 @@ func spmModelDir(t *testing.T) string {
 	return dir
 }
 
-// A streamed completion from a model with a SentencePiece tokenizer is the text of the
-// whole sampled sequence: each token keeps the space a lone decoding of it drops.
+// A streamed completion from a model with a SentencePiece tokenizer is what the sampled
+// tokens add to the prompt's text: each token keeps the space a lone decoding of it drops.
 func TestStreamedTextWithSentencePieceTokenizer(t *testing.T) {
 	dir := spmModelDir(t)
 	m, err := engine.Load(dir, testenv.Model)
@@ -64,7 +64,8 @@ func TestStreamedTextWithSentencePieceTokenizer(t *testing.T) {
 		if n := len(toks); n > 0 && res.Sequences[0].StopReason == engine.StopReasonStop {
 			toks = toks[:n-1] // the end-of-sequence token has no text
 		}
-		want := m.Tok.Decode(toks)
+		// The text continues the prompt's (the first token's space kept too).
+		want := strings.TrimPrefix(m.Tok.Decode(append(append([]int32(nil), prompt...), toks...)), m.Tok.Decode(prompt))
 		var lone strings.Builder
 		for _, id := range toks {
 			lone.WriteString(m.Tok.Decode([]int32{id}))

@@ -54,3 +54,47 @@ func TestChoiceWithSentencePieceTokenizer(t *testing.T) {
 		t.Fatalf("with stop \" the\": text %q, stop sequence %q", got, cut.StopSequence)
 	}
 }
+
+// A choice's text continues its prompt's: after "Hello" the first token "▁world" reads
+// " world" (decoded on its own it would be "world"), and a stop string " world" ends the
+// text at that first token.
+func TestChoiceContinuesThePrompt(t *testing.T) {
+	tok, err := tokenizer.Load("../../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := tok.EncodeOrdinary("Hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := tok.EncodeOrdinary("Hello world, the end")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := all[len(prompt):]
+	run := func(stops []string) Collected {
+		c := &choice{t: spmCodec{tok}, stops: stops, prompt: prompt}
+		got := NewCollect(1)
+		for i, id := range gen {
+			ev := engine.TokenEvent{Token: id, Logprob: -1, Top: []engine.TokenLogprob{{Token: id, Logprob: -1}}}
+			if i == len(gen)-1 {
+				ev.Stop = engine.StopReasonLength
+			}
+			if p, ok := c.add(ev); ok {
+				got.Add(p)
+			}
+		}
+		return got[0]
+	}
+	whole := run(nil)
+	if got := whole.Text.String(); got != " world, the end" {
+		t.Fatalf("text %q", got)
+	}
+	if tk := whole.Tokens[0]; tk.Text != " world" || tk.Top[0].Text != " world" {
+		t.Fatalf("first token %q, alternative %q", tk.Text, tk.Top[0].Text)
+	}
+	cut := run([]string{" world"})
+	if got := cut.Text.String(); got != "" || cut.StopSequence != " world" || cut.Finish != "stop" {
+		t.Fatalf("with stop \" world\": text %q, stop sequence %q, finish %q", got, cut.StopSequence, cut.Finish)
+	}
+}

@@ -261,9 +261,9 @@ func (q *queue) take(ctx context.Context) ([]item, int, error) {
 	}
 }
 
-// Codec is what the text pieces need of a model: decoding (a sequence's text is
-// decoded token by token through a tokenizer.Stream, which keeps it as Decode of the
-// whole sequence) and which token ends a sequence.
+// Codec is what the text pieces need of a model: decoding (a choice's text is decoded
+// token by token through a tokenizer.Stream primed with the prompt, so that it is what
+// the tokens add to Decode of the prompt) and which token ends a sequence.
 // *service.InferenceTarget is one.
 type Codec interface {
 	Decode(ids []int32) string
