@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		// reaches the scheduler at once. Each run's operations stay in seq_id order.
 		WorkersPerPool:      max(64, cfg.Engine.Scheduler.MaxBatchSize+cfg.Limits.MaxRunningPerTenant),
 		MaxRunningPerTenant: cfg.Limits.MaxRunningPerTenant,
-		DefaultTimeout:      seconds(cfg.Limits.FutureTimeoutSeconds),
+		DefaultTimeout:      cfg.Limits.FutureTimeoutSeconds.Duration(),
 		TracerProvider:      tel.TracerProvider, Instruments: tel.Instruments,
 	})
 	if err != nil {
@@ -159,7 +159,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.Handler = api.New(svc, api.Options{
 		LongPoll: cfg.LongPoll(), MaxRequestBytes: l.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
 		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
-		Limits: api.Limits{ReadBodyTimeout: config.Seconds(cfg.Server.ReadBodyTimeoutSeconds),
+		Limits: api.Limits{ReadBodyTimeout: cfg.Server.ReadBodyTimeoutSeconds.Duration(),
 			MaxConcurrent: l.MaxConcurrentRequests, MaxConcurrentPerTenant: l.MaxConcurrentRequestsPerTenant,
 			MaxBodyBytes: l.MaxBodyBytesInFlight, MaxBodyBytesPerTenant: l.MaxBodyBytesInFlightPerTenant,
 			MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes,
@@ -178,9 +178,9 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 	// Connection slots a keyless idle host cannot hold (api/conn.go).
 	s.Conns = api.NewConns(api.ConnLimits{Max: cfg.Server.MaxConnections, PerAddress: cfg.Server.MaxConnectionsPerAddress,
-		UnauthenticatedIdle: config.Seconds(cfg.Server.UnauthenticatedIdleTimeoutSeconds), Instruments: tel.Instruments})
+		UnauthenticatedIdle: cfg.Server.UnauthenticatedIdleTimeoutSeconds.Duration(), Instruments: tel.Instruments})
 	s.http = &http.Server{Handler: s.Handler,
-		ReadHeaderTimeout: config.Seconds(cfg.Server.ReadHeaderTimeoutSeconds), IdleTimeout: config.Seconds(cfg.Server.IdleTimeoutSeconds),
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeoutSeconds.Duration(), IdleTimeout: cfg.Server.IdleTimeoutSeconds.Duration(),
 		ConnState: s.Conns.ConnState, ConnContext: s.Conns.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
 	if cfg.Server.ReplicaID != "" {
@@ -217,7 +217,7 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 		router.Set(backend.LocalMember, local)
 	}
 	do := backend.DirectoryOptions{Logger: s.Log,
-		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds), Telemetry: tel.Options()}}
+		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: cfg.Workers.CallTimeoutSeconds.Duration(), Telemetry: tel.Options()}}
 	for _, p := range cfg.Workers.Pinned {
 		do.Pinned = append(do.Pinned, p.Address)
 	}
@@ -225,7 +225,7 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 		do.Source = registry.NewWorkers(s.Store)
 	}
 	d := backend.NewDirectory(router, do)
-	wctx, cancel := context.WithTimeout(ctx, seconds(cfg.Workers.StartTimeoutSeconds))
+	wctx, cancel := context.WithTimeout(ctx, cfg.Workers.StartTimeoutSeconds.Duration())
 	defer cancel()
 	if err := d.WaitFor(wctx, remote, time.Second); err != nil {
 		router.Close()
@@ -233,11 +233,10 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	}
 	dctx, stop := context.WithCancel(context.Background())
 	s.stopWorkers = stop
-	go d.Run(dctx, seconds(cfg.Workers.CheckSeconds))
+	go d.Run(dctx, cfg.Workers.CheckSeconds.Duration())
 	return router, nil
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // Addr is the listening address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
