@@ -237,7 +237,6 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	return router, nil
 }
 
-
 // Addr is the listening address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
