@@ -562,3 +562,25 @@ func TestInOrderSenderDoesNotWaitForUnsentSeqIDs(t *testing.T) {
 	wait(t, m, "a", fifth)
 	wait(t, m, "a", sixth)
 }
+
+// New keeps no defaults: a zero number is a wiring bug named by its config key, and
+// OptionsFrom(config.Default()) builds a Manager.
+func TestNewTakesItsNumbersFromTheConfig(t *testing.T) {
+	o := OptionsFrom(config.Default(""))
+	o.Store = memory.New()
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Shutdown(context.Background())
+	o.TTL = 0
+	if got := panicOf(func() { _, _ = New(o) }); !strings.Contains(got, "persistence.future_ttl_seconds") {
+		t.Fatalf("New with a zero TTL: panic %q does not name persistence.future_ttl_seconds", got)
+	}
+}
+
+func panicOf(f func()) (msg string) {
+	defer func() { msg = fmt.Sprint(recover()) }()
+	f()
+	return ""
+}
