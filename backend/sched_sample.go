@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
 // This file is the sampling half of the scheduler: requests, their sequences (units),
@@ -74,6 +75,7 @@ type unit struct {
 	feed  []int32
 	draws []engine.Draw // the variates of the pending draw(s), kept if a step fails
 	stop  engine.StopState
+	text  *tokenizer.Stream // the sample's text for stop strings; nil until its first token
 	// admitted orders admissions (preemption takes the latest); preemptedAt is the step
 	// number of the last preemption.
 	admitted    uint64
@@ -385,10 +387,14 @@ func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogp
 	}
 	stop := r.stopTok[tok]
 	if r.stops != nil {
-		// Only the new token's text: a sequence's text is the concatenation of its tokens'
-		// texts (byte-level BPE), so the automaton needs nothing else.
+		// Only the new text: what the token adds to the sequence's text (a lone
+		// SentencePiece token would lose its leading space), so the automaton needs
+		// nothing else.
+		if u.text == nil {
+			u.text = tokenizer.NewStream(r.text)
+		}
 		var hit bool
-		u.stop, hit = r.stops.Feed(u.stop, r.text.Decode([]int32{tok}))
+		u.stop, hit = r.stops.Feed(u.stop, u.text.Next(tok))
 		stop = stop || hit
 	}
 	var reason engine.StopReason

@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
 // SampleHooks report the phases of a sample request (for request tracing). Phases are
@@ -448,6 +449,7 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		lp    float32
 		top   []TokenLogprob // the draw's top logprobs (SampleHooks.TopLogprobs)
 		stop  StopState
+		text  *tokenizer.Stream // the sequence's text for stop strings; nil without them
 	}
 	act := make([]*live, req.NumSamples)
 	for i := range act {
@@ -470,10 +472,13 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 			}
 			stop := stopTok[s.tok]
 			if stops != nil {
-				// Only the new token's text is matched: the tokenizer's text of a sequence
-				// is the concatenation of its tokens' texts (byte-level BPE).
+				// Only the new text is matched: what the token adds to the sequence's text
+				// (a lone SentencePiece token would lose its leading space).
+				if s.text == nil {
+					s.text = tokenizer.NewStream(m.Tok)
+				}
 				var hit bool
-				s.stop, hit = stops.Feed(s.stop, m.Tok.Decode([]int32{s.tok}))
+				s.stop, hit = stops.Feed(s.stop, s.text.Next(s.tok))
 				stop = stop || hit
 			}
 			switch {

@@ -10,6 +10,7 @@ import (
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 	"github.com/tuft-go/tuft/service"
 )
 
@@ -257,6 +258,8 @@ func (c *completionWriter) done(sum textgen.Summary) error {
 			lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
 			if c.echo && pi < len(sum.PromptLogprobs) {
 				prompt := c.req.Prompts[pi]
+				// Each token's text in context, as the alternatives' are.
+				text := tokenizer.NewStream(c.req.Target)
 				for j, id := range prompt {
 					var v *float32
 					if j > 0 && j < len(sum.PromptLogprobs[pi]) && !math.IsNaN(float64(sum.PromptLogprobs[pi][j])) {
@@ -267,7 +270,7 @@ func (c *completionWriter) done(sum textgen.Summary) error {
 					if j < len(sum.PromptTop[pi]) {
 						top = sum.PromptTop[pi][j]
 					}
-					lp.add(c.req.Target.Decode([]int32{id}), v, top, c.req.TopLogprobs > 0 && j > 0)
+					lp.add(text.Next(id), v, top, c.req.TopLogprobs > 0 && j > 0)
 				}
 			}
 			c.tokenLogprobs(ch.Tokens, lp)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 	"github.com/tuft-go/tuft/service"
 )
 
@@ -52,7 +53,7 @@ func (r Request) OutputSize() (service.OutputSize, string) {
 // Token is one completion token with its logprob and alternatives.
 type Token struct {
 	ID      int32
-	Text    string // the token's bytes (possibly part of a UTF-8 character)
+	Text    string // the bytes the token adds to the text (possibly part of a UTF-8 character)
 	Logprob float32
 	Top     []Alt
 	// Offset is where the token's text starts in the choice's text, in bytes.
@@ -152,7 +153,7 @@ func Run(ctx context.Context, svc *service.Service, tenant string, req Request, 
 		sum.RequestIDs[pi] = out.RequestID
 		if req.PromptLogprobs {
 			sum.PromptLogprobs = append(sum.PromptLogprobs, out.Result.PromptLogprobs)
-			sum.PromptTop = append(sum.PromptTop, alts(req.Target, out.Result.TopKPrompt))
+			sum.PromptTop = append(sum.PromptTop, alts(req.Target, req.Prompts[pi], out.Result.TopKPrompt))
 		}
 		for si, sq := range out.Result.Sequences {
 			c := states[pi*req.N+si]
@@ -183,11 +184,17 @@ func Run(ctx context.Context, svc *service.Service, tenant string, req Request, 
 	return sum, nil
 }
 
-func alts(t Codec, top [][]engine.TokenLogprob) [][]Alt {
+// alts are the prompt's alternatives, each with the text it would add after the prompt's
+// tokens before it.
+func alts(t Codec, prompt []int32, top [][]engine.TokenLogprob) [][]Alt {
 	out := make([][]Alt, len(top))
+	text := tokenizer.NewStream(t)
 	for i, row := range top {
 		for _, tl := range row {
-			out[i] = append(out[i], Alt{ID: tl.Token, Text: t.Decode([]int32{tl.Token}), Logprob: tl.Logprob})
+			out[i] = append(out[i], Alt{ID: tl.Token, Text: text.Peek(tl.Token), Logprob: tl.Logprob})
+		}
+		if i < len(prompt) {
+			text.Next(prompt[i])
 		}
 	}
 	return out
@@ -254,8 +261,9 @@ func (q *queue) take(ctx context.Context) ([]item, int, error) {
 	}
 }
 
-// Codec is what the text pieces need of a model: decoding (byte-level: a sequence's
-// text is the concatenation of its tokens' bytes) and which token ends a sequence.
+// Codec is what the text pieces need of a model: decoding (a sequence's text is
+// decoded token by token through a tokenizer.Stream, which keeps it as Decode of the
+// whole sequence) and which token ends a sequence.
 // *service.InferenceTarget is one.
 type Codec interface {
 	Decode(ids []int32) string
@@ -266,6 +274,7 @@ type Codec interface {
 type choice struct {
 	idx   int
 	t     Codec
+	text  *tokenizer.Stream // the tokens' text in context (a lone token's may differ); nil until the first
 	stops []string
 
 	buf     []byte  // the choice's text so far (cut at a stop string once found)
@@ -287,10 +296,15 @@ func (c *choice) add(ev engine.TokenEvent) (Piece, bool) {
 	last := ev.Stop != ""
 	// The end-of-sequence token closes the text; it is not part of it.
 	if !(last && ev.Stop == engine.StopReasonStop && c.t.IsEOS(ev.Token)) {
-		tok := Token{ID: ev.Token, Text: c.t.Decode([]int32{ev.Token}), Logprob: ev.Logprob, Offset: len(c.buf)}
-		for _, tl := range ev.Top {
-			tok.Top = append(tok.Top, Alt{ID: tl.Token, Text: c.t.Decode([]int32{tl.Token}), Logprob: tl.Logprob})
+		if c.text == nil {
+			c.text = tokenizer.NewStream(c.t)
 		}
+		tok := Token{ID: ev.Token, Logprob: ev.Logprob, Offset: len(c.buf)}
+		// The alternatives' texts in the same context as the token's, so before it.
+		for _, tl := range ev.Top {
+			tok.Top = append(tok.Top, Alt{ID: tl.Token, Text: c.text.Peek(tl.Token), Logprob: tl.Logprob})
+		}
+		tok.Text = c.text.Next(ev.Token)
 		from := len(c.buf)
 		c.buf = append(c.buf, tok.Text...)
 		c.pending = append(c.pending, tok)

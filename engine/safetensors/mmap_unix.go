@@ -5,8 +5,9 @@ package safetensors
 import (
 	"fmt"
 	"os"
-	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapFile maps the whole file read-only, advising sequential reads (the loader walks
@@ -15,15 +16,15 @@ func mapFile(f *os.File, size int64) ([]byte, error) {
 	if size == 0 {
 		return nil, nil
 	}
-	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	m, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors %s: mmap: %w", f.Name(), err)
 	}
-	_ = syscall.Madvise(m, syscall.MADV_SEQUENTIAL) // advice only
+	_ = unix.Madvise(m, unix.MADV_SEQUENTIAL) // advice only
 	return m, nil
 }
 
-func unmapFile(m []byte) error { return syscall.Munmap(m) }
+func unmapFile(m []byte) error { return unix.Munmap(m) }
 
 // dropPages unmaps the whole pages of the mapping m that lie inside sub (a sub-slice of
 // m) from this process with MADV_DONTNEED; partial pages at either end stay.
@@ -35,6 +36,6 @@ func dropPages(m, sub []byte) {
 	a = (a + page - 1) / page * page
 	b = b / page * page
 	if b > a {
-		_ = syscall.Madvise(m[a:b], syscall.MADV_DONTNEED) // advice only: failing costs memory, not correctness
+		_ = unix.Madvise(m[a:b], unix.MADV_DONTNEED) // advice only: failing costs memory, not correctness
 	}
 }

@@ -54,19 +54,20 @@ func (t *Tokenizer) parseDecoder(d decJSON) (decoder, error) {
 		if len([]rune(d.Content)) != 1 || d.Start < 0 || d.Stop < 0 {
 			return nil, fmt.Errorf("decoder Strip: content %q must be one character, start %d and stop %d non-negative", d.Content, d.Start, d.Stop)
 		}
-		c := []rune(d.Content)[0]
+		// On the string, not its runes: a byte of a character split across tokens stays
+		// as it is (a rune conversion would make it U+FFFD), so the text of more tokens
+		// extends the text of fewer.
+		c := d.Content
 		return func(toks []string) []string {
 			out := make([]string, len(toks))
 			for i, s := range toks {
-				rs := []rune(s)
-				lo, hi := 0, len(rs)
-				for lo < d.Start && lo < len(rs) && rs[lo] == c {
-					lo++
+				for n := 0; n < d.Start && strings.HasPrefix(s, c); n++ {
+					s = s[len(c):]
 				}
-				for n := 0; n < d.Stop && hi > lo && rs[hi-1] == c; n++ {
-					hi--
+				for n := 0; n < d.Stop && strings.HasSuffix(s, c); n++ {
+					s = s[:len(s)-len(c)]
 				}
-				out[i] = string(rs[lo:hi])
+				out[i] = s
 			}
 			return out
 		}, nil

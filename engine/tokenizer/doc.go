@@ -12,6 +12,7 @@
 //
 // One deliberate difference from HF: decoding keeps bytes that do not form UTF-8 as they
 // are (HF writes U+FFFD), so that text streamed token by token assembles a character
-// split across tokens. reference_test.go checks encoding and decoding against HuggingFace
+// split across tokens. Stream decodes a sequence token by token as Decode decodes all of
+// it (a lone SentencePiece token would lose its space). reference_test.go checks encoding and decoding against HuggingFace
 // tokenizers on testdata/corpus.json (fixtures from tools/tokref).
 package tokenizer
