@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
@@ -92,17 +93,18 @@ func (l *idleLists) oldest() *connSlot {
 	return nil
 }
 
-// NewConns returns the slot keeper for l (zero fields take config.Default's values).
+// ConnLimitsFrom is the connection limits of the configuration's server section (the
+// caller adds Instruments).
+func ConnLimitsFrom(s config.Server) ConnLimits {
+	return ConnLimits{Max: s.MaxConnections, PerAddress: s.MaxConnectionsPerAddress, UnauthenticatedIdle: s.UnauthenticatedIdleTimeoutSeconds.Duration()}
+}
+
+// NewConns returns the slot keeper for l, whose numbers come from the configuration
+// (ConnLimitsFrom); a zero one panics naming its key.
 func NewConns(l ConnLimits) *Conns {
-	if l.Max <= 0 {
-		l.Max = 8192
-	}
-	if l.PerAddress <= 0 {
-		l.PerAddress = 1024
-	}
-	if l.UnauthenticatedIdle <= 0 {
-		l.UnauthenticatedIdle = 5 * time.Second
-	}
+	config.MustPositive("server.max_connections", l.Max)
+	config.MustPositive("server.max_connections_per_address", l.PerAddress)
+	config.MustPositive("server.unauthenticated_idle_timeout_seconds", l.UnauthenticatedIdle)
 	if l.Instruments == nil {
 		l.Instruments = telemetry.Metrics()
 	}

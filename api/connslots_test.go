@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tuft-go/tuft/api"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
@@ -86,5 +89,18 @@ func TestConnectionSlotsRecordWhatTheyClose(t *testing.T) {
 	}
 	if st := cs.Stats(); st.Evicted != 1 {
 		t.Errorf("stats: %+v", st)
+	}
+}
+
+// NewConns keeps no defaults: a zero limit is a wiring bug named by its config key.
+func TestNewConnsTakesItsLimitsFromTheConfig(t *testing.T) {
+	api.NewConns(api.ConnLimitsFrom(config.Default("").Server))
+	msg := func() (msg string) {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		api.NewConns(api.ConnLimits{PerAddress: 1, UnauthenticatedIdle: time.Second})
+		return ""
+	}()
+	if !strings.Contains(msg, "server.max_connections") {
+		t.Fatalf("NewConns with a zero Max: panic %q does not name server.max_connections", msg)
 	}
 }

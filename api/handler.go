@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tuft-go/tuft/api/textgen"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/telemetry/httpserver"
@@ -28,10 +29,10 @@ import (
 
 // Options configure the handler.
 type Options struct {
-	LongPoll        time.Duration // how long retrieve_future holds a request (default 30 s)
-	MaxRequestBytes int64         // request body cap (default 64 MiB)
+	LongPoll        time.Duration // how long retrieve_future holds a request (server.long_poll_seconds)
+	MaxRequestBytes int64         // request body cap (limits.max_request_bytes)
 	PublicURL       string        // base URL for archive links (default: from the listener)
-	ArchiveTTL      time.Duration // lifetime of archive links (default 15 min)
+	ArchiveTTL      time.Duration // lifetime of archive links (default 15 min; not a config key)
 	Logger          *slog.Logger
 	// TracerProvider and Instruments receive the HTTP server spans and durations
 	// (default: the OTel global provider and telemetry.Metrics()).
@@ -56,21 +57,24 @@ type Handler struct {
 	adm       *admission
 }
 
-// New builds the handler with every route.
+// OptionsFrom is the handler's options from the configuration (the caller adds the
+// logger and telemetry): the one place its numbers come from.
+func OptionsFrom(c config.Config) Options {
+	return Options{LongPoll: c.LongPoll(), MaxRequestBytes: c.Limits.MaxRequestBytes, PublicURL: c.Server.PublicURL, Limits: LimitsFrom(c)}
+}
+
+// New builds the handler with every route. The numbers of o come from the configuration
+// (OptionsFrom); a zero one panics naming its key.
 func New(svc *service.Service, o Options) *Handler {
-	if o.LongPoll <= 0 {
-		o.LongPoll = 30 * time.Second
-	}
-	if o.MaxRequestBytes <= 0 {
-		o.MaxRequestBytes = 64 << 20
-	}
+	config.MustPositive("server.long_poll_seconds", o.LongPoll)
+	config.MustPositive("limits.max_request_bytes", o.MaxRequestBytes)
+	o.Limits.check()
 	if o.ArchiveTTL <= 0 {
 		o.ArchiveTTL = 15 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	o.Limits.fill()
 	h := &Handler{svc: svc, opt: o, log: o.Logger, table: newRouteTable(), closing: make(chan struct{}), adm: newAdmission(o.Limits)}
 	if o.PublicURL != "" {
 		h.SetPublicURL(o.PublicURL)

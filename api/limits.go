@@ -13,11 +13,12 @@ import (
 
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/service"
 )
 
-// Limits bound what requests may hold at once. Zero values take the defaults of
-// config.Default.
+// Limits bound what requests may hold at once; every field comes from the configuration
+// (LimitsFrom), and New panics on a zero one.
 type Limits struct {
 	// ReadBodyTimeout bounds the time from a request's start to the end of its body.
 	ReadBodyTimeout time.Duration
@@ -39,34 +40,28 @@ type Limits struct {
 	MaxRetrievedRequestIDs int
 }
 
-func (l *Limits) fill() {
-	if l.ReadBodyTimeout <= 0 {
-		l.ReadBodyTimeout = 120 * time.Second
-	}
-	if l.MaxConcurrentPerTenant <= 0 {
-		l.MaxConcurrentPerTenant = 512
-	}
-	if l.MaxConcurrent <= 0 {
-		l.MaxConcurrent = 4096
-	}
-	if l.MaxBodyBytesPerTenant <= 0 {
-		l.MaxBodyBytesPerTenant = 256 << 20
-	}
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = 1 << 30
-	}
-	if l.MaxDecompressionRatio <= 0 {
-		l.MaxDecompressionRatio = 100
-	}
-	if l.MaxClientEvents <= 0 {
-		l.MaxClientEvents = 100
-	}
-	if l.MaxClientEventBytes <= 0 {
-		l.MaxClientEventBytes = 8192
-	}
-	if l.MaxRetrievedRequestIDs <= 0 {
-		l.MaxRetrievedRequestIDs = 10000
-	}
+// LimitsFrom maps the configuration's keys to the handler's limits: the one place the
+// handler's numbers come from.
+func LimitsFrom(c config.Config) Limits {
+	l := c.Limits
+	return Limits{ReadBodyTimeout: c.Server.ReadBodyTimeoutSeconds.Duration(),
+		MaxConcurrent: l.MaxConcurrentRequests, MaxConcurrentPerTenant: l.MaxConcurrentRequestsPerTenant,
+		MaxBodyBytes: l.MaxBodyBytesInFlight, MaxBodyBytesPerTenant: l.MaxBodyBytesInFlightPerTenant,
+		MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes,
+		MaxRetrievedRequestIDs: l.MaxRetrievedRequestIDs}
+}
+
+// check panics, naming the key, on a limit the configuration did not give (config.MustPositive).
+func (l Limits) check() {
+	config.MustPositive("server.read_body_timeout_seconds", l.ReadBodyTimeout)
+	config.MustPositive("limits.max_concurrent_requests", l.MaxConcurrent)
+	config.MustPositive("limits.max_concurrent_requests_per_tenant", l.MaxConcurrentPerTenant)
+	config.MustPositive("limits.max_body_bytes_in_flight", l.MaxBodyBytes)
+	config.MustPositive("limits.max_body_bytes_in_flight_per_tenant", l.MaxBodyBytesPerTenant)
+	config.MustPositive("limits.max_decompression_ratio", l.MaxDecompressionRatio)
+	config.MustPositive("limits.max_client_events", l.MaxClientEvents)
+	config.MustPositive("limits.max_client_event_bytes", l.MaxClientEventBytes)
+	config.MustPositive("limits.max_retrieved_request_ids", l.MaxRetrievedRequestIDs)
 }
 
 // retryBusy is the Retry-After of a refusal for concurrency: slots free up as requests

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tuft-go/tuft/config"
 )
 
 // stallingBody yields some bytes, then fails as a read deadline would.
@@ -26,8 +28,7 @@ func (b *stallingBody) Close() error { return nil }
 // The body buffer follows the bytes that arrive, not the Content-Length a client
 // declares: a 63 MiB declaration that sends 1 KiB costs kilobytes.
 func TestReadBodyDoesNotAllocateTheDeclaredLength(t *testing.T) {
-	h := &Handler{opt: Options{MaxRequestBytes: 64 << 20}}
-	h.opt.Limits.fill()
+	h := &Handler{opt: OptionsFrom(config.Default(""))}
 	req := httptest.NewRequest("POST", "/api/v1/forward_backward", &stallingBody{strings.NewReader(strings.Repeat("x", 1024))})
 	req.ContentLength = 63 << 20
 	var before, after runtime.MemStats

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tuft-go/tuft/config"
 )
 
 // Workers make themselves known to API replicas through the shared store (Redis): each
@@ -56,6 +58,8 @@ type DirectoryOptions struct {
 
 // NewDirectory returns a Directory that keeps router's remote members in step.
 func NewDirectory(router *Router, o DirectoryOptions) *Directory {
+	// Checked here too, so a missing value stops start-up rather than the first dial.
+	config.MustPositive("workers.call_timeout_seconds", o.Remote.CallTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

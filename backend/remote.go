@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/worker/workerpb"
@@ -33,9 +34,9 @@ type RemoteOptions struct {
 	// TLS, when set, is the client side of (mutual) TLS; nil is plaintext.
 	TLS *tls.Config
 	// CallTimeout bounds every operation (a slow or stuck worker fails the operation
-	// instead of holding it forever). Default 10 minutes.
+	// instead of holding it forever): workers.call_timeout_seconds (RemoteOptionsFrom).
 	CallTimeout time.Duration
-	// ConnectTimeout bounds the first Info call. Default 10 s.
+	// ConnectTimeout bounds the first Info call. Default 10 s (not a config key).
 	ConnectTimeout time.Duration
 	// Telemetry directs the gRPC client spans and metrics (default: the globals).
 	Telemetry []telemetry.Option
@@ -63,11 +64,15 @@ func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (t tokenCreds) RequireTransportSecurity() bool { return t.secure }
 
+// RemoteOptionsFrom is the connection options of the configuration's workers section
+// (the caller adds the token, TLS and telemetry).
+func RemoteOptionsFrom(w config.Workers) RemoteOptions {
+	return RemoteOptions{CallTimeout: w.CallTimeoutSeconds.Duration()}
+}
+
 // DialRemote connects to the worker at addr and asks it which models it hosts.
 func DialRemote(ctx context.Context, addr string, o RemoteOptions) (*Remote, error) {
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = 10 * time.Minute
-	}
+	config.MustPositive("workers.call_timeout_seconds", o.CallTimeout)
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 10 * time.Second
 	}

@@ -69,30 +69,18 @@ type SchedConfig struct {
 // DefaultSchedConfig is the configuration of config.Default() (engine.scheduler).
 func DefaultSchedConfig() SchedConfig { return SchedConfigFrom(config.Default("").Engine.Scheduler) }
 
-func (c SchedConfig) withDefaults() SchedConfig {
-	d := DefaultSchedConfig()
-	if c.MaxBatchSeqs <= 0 {
-		c.MaxBatchSeqs = d.MaxBatchSeqs
+// check panics, naming the key, on a value the configuration did not give
+// (config.MustPositive): the numbers come from engine.scheduler (SchedConfigFrom).
+func (c SchedConfig) check() {
+	config.MustPositive("engine.scheduler.max_batch_size", c.MaxBatchSeqs)
+	config.MustPositive("engine.scheduler.step_token_budget", c.StepTokens)
+	config.MustPositive("engine.scheduler.prefill_chunk_tokens", c.PrefillChunk)
+	config.MustPositive("engine.scheduler.kv_cache_bytes", c.KVCacheBytes)
+	config.MustPositive("engine.scheduler.train_pack_tokens", c.TrainPackTokens)
+	if c.PrefixCacheEntries < 0 || !(c.TrainShare > 0 && c.TrainShare < 1) {
+		panic(fmt.Sprintf("engine.scheduler: prefix_cache_entries %d must not be negative and train_share %g must be in (0, 1): pass the configuration's values",
+			c.PrefixCacheEntries, c.TrainShare))
 	}
-	if c.StepTokens <= 0 {
-		c.StepTokens = d.StepTokens
-	}
-	if c.PrefillChunk <= 0 {
-		c.PrefillChunk = d.PrefillChunk
-	}
-	if c.KVCacheBytes <= 0 {
-		c.KVCacheBytes = d.KVCacheBytes
-	}
-	if c.PrefixCacheEntries < 0 {
-		c.PrefixCacheEntries = 0
-	}
-	if c.TrainPackTokens <= 0 {
-		c.TrainPackTokens = d.TrainPackTokens
-	}
-	if c.TrainShare <= 0 || c.TrainShare >= 1 {
-		c.TrainShare = d.TrainShare
-	}
-	return c
 }
 
 // ErrClosed is returned for work a closed executor did not run.
@@ -164,7 +152,7 @@ type tenantState struct {
 }
 
 func newScheduler(m *engine.Model, cfg SchedConfig) *scheduler {
-	cfg = cfg.withDefaults()
+	cfg.check()
 	c := m.Cfg
 	bb := int64(2*c.Layers*engine.KVBlockLen*c.KVHeads*c.HeadDim) * 4
 	blocks := int(cfg.KVCacheBytes / bb)

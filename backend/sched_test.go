@@ -15,6 +15,33 @@ import (
 
 // schedLocal hosts the tiny preset (without EOS, so generations run their length) with
 // the given scheduler configuration.
+// testSched fills sc's zero numbers from config.Default() (the scheduler keeps no
+// defaults of its own); a zero or negative prefix_cache_entries turns the prefix cache off,
+// as these tests mean it.
+func testSched(c SchedConfig) SchedConfig {
+	d := DefaultSchedConfig()
+	if c.MaxBatchSeqs <= 0 {
+		c.MaxBatchSeqs = d.MaxBatchSeqs
+	}
+	if c.StepTokens <= 0 {
+		c.StepTokens = d.StepTokens
+	}
+	if c.PrefillChunk <= 0 {
+		c.PrefillChunk = d.PrefillChunk
+	}
+	if c.KVCacheBytes <= 0 {
+		c.KVCacheBytes = d.KVCacheBytes
+	}
+	c.PrefixCacheEntries = max(c.PrefixCacheEntries, 0)
+	if c.TrainPackTokens <= 0 {
+		c.TrainPackTokens = d.TrainPackTokens
+	}
+	if c.TrainShare == 0 {
+		c.TrainShare = d.TrainShare
+	}
+	return c
+}
+
 func schedLocal(t *testing.T, sc SchedConfig) (*Local, *engine.Model) {
 	t.Helper()
 	dir := t.TempDir()
@@ -26,7 +53,7 @@ func schedLocal(t *testing.T, sc SchedConfig) (*Local, *engine.Model) {
 		t.Fatal(err)
 	}
 	m.Cfg.EOSTokenIDs = nil
-	l := NewLocalWith([]*engine.Model{m}, []ModelInfo{{Name: "tiny", Config: m.Cfg}}, sc)
+	l := NewLocalWith([]*engine.Model{m}, []ModelInfo{{Name: "tiny", Config: m.Cfg}}, testSched(sc))
 	t.Cleanup(func() { l.Close() })
 	return l, m
 }

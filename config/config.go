@@ -42,7 +42,7 @@ type Server struct {
 	PublicURL string `yaml:"public_url"`
 	// LongPollSeconds is how long retrieve_future holds a request before answering 408
 	// try_again; it must stay well under the SDK's 45 s client timeout.
-	LongPollSeconds float64 `yaml:"long_poll_seconds"`
+	LongPollSeconds Seconds `yaml:"long_poll_seconds"`
 	// ReplicaID names this API replica when several share one Redis (also TUFT_REPLICA_ID,
 	// e.g. the pod name). Each session and everything in it belongs to the replica that
 	// created it; the others forward requests about it there (at its public_url). Empty:
@@ -52,15 +52,15 @@ type Server struct {
 	// http://$(POD_IP):10610). Default: http://HOST:PORT of the listener.
 	ReplicaURL string `yaml:"replica_url"`
 	// ShutdownTimeoutSeconds bounds graceful shutdown.
-	ShutdownTimeoutSeconds float64 `yaml:"shutdown_timeout_seconds"`
+	ShutdownTimeoutSeconds Seconds `yaml:"shutdown_timeout_seconds"`
 	// ReadHeaderTimeoutSeconds bounds how long a connection may take to send a request's
 	// headers (a client that stalls there is cut off, key or not).
-	ReadHeaderTimeoutSeconds float64 `yaml:"read_header_timeout_seconds"`
+	ReadHeaderTimeoutSeconds Seconds `yaml:"read_header_timeout_seconds"`
 	// ReadBodyTimeoutSeconds bounds how long a request may take to send its whole body,
 	// counted from its start; a stalled body is answered 408 and its connection closed.
-	ReadBodyTimeoutSeconds float64 `yaml:"read_body_timeout_seconds"`
+	ReadBodyTimeoutSeconds Seconds `yaml:"read_body_timeout_seconds"`
 	// IdleTimeoutSeconds closes a keep-alive connection idle for this long.
-	IdleTimeoutSeconds float64 `yaml:"idle_timeout_seconds"`
+	IdleTimeoutSeconds Seconds `yaml:"idle_timeout_seconds"`
 	// MaxConnections bounds the open client connections. When they are all open, a new
 	// one evicts the connection idle longest (unauthenticated ones first); it is closed
 	// at once only when every connection is busy with a request.
@@ -70,7 +70,7 @@ type Server struct {
 	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// UnauthenticatedIdleTimeoutSeconds closes an idle connection none of whose requests
 	// carried a valid API key yet (IdleTimeoutSeconds applies once one has).
-	UnauthenticatedIdleTimeoutSeconds float64 `yaml:"unauthenticated_idle_timeout_seconds"`
+	UnauthenticatedIdleTimeoutSeconds Seconds `yaml:"unauthenticated_idle_timeout_seconds"`
 }
 
 // Model is one base model that clients may name as base_model.
@@ -97,12 +97,12 @@ type Workers struct {
 	Pinned []PinnedWorker `yaml:"pinned"`
 	// Discover finds workers that registered themselves in the shared store (Redis).
 	Discover bool `yaml:"discover"`
-	// CallTimeoutSeconds bounds one operation on a worker (default 600).
-	CallTimeoutSeconds float64 `yaml:"call_timeout_seconds"`
-	// StartTimeoutSeconds is how long start-up waits for the remote models' workers (default 120).
-	StartTimeoutSeconds float64 `yaml:"start_timeout_seconds"`
-	// CheckSeconds is how often workers are discovered and checked (default 5).
-	CheckSeconds float64 `yaml:"check_seconds"`
+	// CallTimeoutSeconds bounds one operation on a worker (default 600; 0 also means the default).
+	CallTimeoutSeconds Seconds `yaml:"call_timeout_seconds"`
+	// StartTimeoutSeconds is how long start-up waits for the remote models' workers (default 120; 0 also means the default).
+	StartTimeoutSeconds Seconds `yaml:"start_timeout_seconds"`
+	// CheckSeconds is how often workers are discovered and checked (default 5; 0 also means the default).
+	CheckSeconds Seconds `yaml:"check_seconds"`
 }
 
 // PinnedWorker is a worker at a fixed address.
@@ -113,7 +113,7 @@ type PinnedWorker struct {
 
 // Worker configures the `tuft worker` process; it hosts the models listed under models.
 type Worker struct {
-	// Listen is the gRPC address (default 0.0.0.0:10620; --listen overrides).
+	// Listen is the gRPC address (default 127.0.0.1:10620; --listen overrides).
 	Listen string `yaml:"listen"`
 	// Advertise is the address API replicas dial, written to the registration (default:
 	// the listen address).
@@ -126,7 +126,7 @@ type Worker struct {
 	// Register publishes the worker in the shared store (persistence must be redis).
 	Register bool `yaml:"register"`
 	// HeartbeatSeconds is the registration renewal interval (default 5; TTL is 3×).
-	HeartbeatSeconds float64 `yaml:"heartbeat_seconds"`
+	HeartbeatSeconds Seconds `yaml:"heartbeat_seconds"`
 }
 
 // Engine configures model execution.
@@ -233,19 +233,19 @@ type Persistence struct {
 type Sessions struct {
 	// HeartbeatTimeoutSeconds: a session with no heartbeat for this long expires and its
 	// training runs and sampling sessions are unloaded (their records and checkpoints stay).
-	HeartbeatTimeoutSeconds float64 `yaml:"heartbeat_timeout_seconds"`
+	HeartbeatTimeoutSeconds Seconds `yaml:"heartbeat_timeout_seconds"`
 	// SeqGapTimeoutSeconds is how long a training operation that arrived before its
 	// predecessor (seq_id) waits for it before failing. Refused and restart-failed seq_ids
 	// never make anything wait; this covers only genuinely late arrivals (the SDK retries a
 	// submission for up to 5 minutes).
-	SeqGapTimeoutSeconds float64 `yaml:"seq_gap_timeout_seconds"`
+	SeqGapTimeoutSeconds Seconds `yaml:"seq_gap_timeout_seconds"`
 	// FinishedRetentionSeconds is how long a finished or expired session keeps its
 	// metadata (tags, user_metadata, names, project, finish detail), counted by
 	// limits.max_metadata_bytes_per_tenant; then the reaper prunes it to a compact record
 	// (id, tenant, times, finish reason: what a 410 needs), in memory and in the store.
 	// Over the quota because of ended sessions, a request gets 429 with Retry-After at
 	// their prune; the default stays within the SDK's five minutes of retries.
-	FinishedRetentionSeconds float64 `yaml:"finished_retention_seconds"`
+	FinishedRetentionSeconds Seconds `yaml:"finished_retention_seconds"`
 }
 
 // Limits bound what one tenant or one request may ask for.
@@ -285,8 +285,8 @@ type Limits struct {
 	// SampleTimeoutSeconds is a sample request's deadline from its submission (Tinker
 	// requests carry none): past it, the request leaves the batch at the next step and
 	// fails. FutureTimeoutSeconds is every other operation's.
-	SampleTimeoutSeconds float64 `yaml:"sample_timeout_seconds"`
-	FutureTimeoutSeconds float64 `yaml:"future_timeout_seconds"`
+	SampleTimeoutSeconds Seconds `yaml:"sample_timeout_seconds"`
+	FutureTimeoutSeconds Seconds `yaml:"future_timeout_seconds"`
 	// MaxRunningPerTenant bounds one tenant's operations running at once on a base model
 	// (the rest wait in its queue), so that another tenant's operation always finds a
 	// free slot and joins the model's scheduler at once.
@@ -387,6 +387,8 @@ func Default(home string) Config {
 			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8, MaxExportsPerTenant: 1,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
 		Inference: Inference{MaxAdapters: 16},
+		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},
+		Worker:    Worker{Listen: "127.0.0.1:10620", HeartbeatSeconds: 5},
 		Telemetry: telemetry.DefaultConfig(),
 		Engine: Engine{Device: "auto", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
 			KVCacheBytes: 1 << 30, PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}},
@@ -399,27 +401,24 @@ func (c Config) FutureTTL() time.Duration {
 	return time.Duration(c.Persistence.FutureTTLSeconds) * time.Second
 }
 
-// Seconds converts a validated seconds value to a duration.
-func Seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-
 // LongPoll is server.long_poll_seconds as a duration.
 func (c Config) LongPoll() time.Duration {
-	return time.Duration(c.Server.LongPollSeconds * float64(time.Second))
+	return c.Server.LongPollSeconds.Duration()
 }
 
 // HeartbeatTimeout is sessions.heartbeat_timeout_seconds as a duration.
 func (c Config) HeartbeatTimeout() time.Duration {
-	return time.Duration(c.Sessions.HeartbeatTimeoutSeconds * float64(time.Second))
+	return c.Sessions.HeartbeatTimeoutSeconds.Duration()
 }
 
 // FinishedRetention is sessions.finished_retention_seconds as a duration.
 func (c Config) FinishedRetention() time.Duration {
-	return time.Duration(c.Sessions.FinishedRetentionSeconds * float64(time.Second))
+	return c.Sessions.FinishedRetentionSeconds.Duration()
 }
 
 // SeqGapTimeout is sessions.seq_gap_timeout_seconds as a duration.
 func (c Config) SeqGapTimeout() time.Duration {
-	return time.Duration(c.Sessions.SeqGapTimeoutSeconds * float64(time.Second))
+	return c.Sessions.SeqGapTimeoutSeconds.Duration()
 }
 
 // Model returns the configured model named name.

@@ -134,20 +134,18 @@ func (c *Config) fill() {
 		c.Persistence.Path = filepath.Join(c.Home, "tuft.db")
 	}
 	c.Persistence.Path = expandHome(c.Persistence.Path)
-	if c.Workers.CallTimeoutSeconds == 0 {
-		c.Workers.CallTimeoutSeconds = 600
-	}
-	if c.Workers.StartTimeoutSeconds == 0 {
-		c.Workers.StartTimeoutSeconds = 120
-	}
-	if c.Workers.CheckSeconds == 0 {
-		c.Workers.CheckSeconds = 5
+	// A zero (or absent) worker interval means config.Default()'s, read from there so that
+	// the number lives in one place.
+	d := Default(c.Home)
+	for _, f := range []struct{ v, def *Seconds }{{&c.Workers.CallTimeoutSeconds, &d.Workers.CallTimeoutSeconds},
+		{&c.Workers.StartTimeoutSeconds, &d.Workers.StartTimeoutSeconds}, {&c.Workers.CheckSeconds, &d.Workers.CheckSeconds},
+		{&c.Worker.HeartbeatSeconds, &d.Worker.HeartbeatSeconds}} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
 	}
 	if c.Worker.Listen == "" {
-		c.Worker.Listen = "127.0.0.1:10620"
-	}
-	if c.Worker.HeartbeatSeconds == 0 {
-		c.Worker.HeartbeatSeconds = 5
+		c.Worker.Listen = d.Worker.Listen
 	}
 	for i := range c.Models {
 		m := &c.Models[i]

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -43,11 +44,11 @@ type Task struct {
 // Options configure a Manager.
 type Options struct {
 	Store              store.Store
-	TTL                time.Duration // result retention after completion (default 24 h)
-	MaxQueuedPerTenant int           // unfinished futures per tenant (default 256)
-	WorkersPerPool     int           // concurrent operations per pool (default 1)
+	TTL                time.Duration // result retention after completion (persistence.future_ttl_seconds)
+	MaxQueuedPerTenant int           // unfinished futures per tenant (limits.max_queued_per_tenant)
+	WorkersPerPool     int           // concurrent operations per pool (see OptionsFrom)
 	// SeqGapTimeout is how long an ordered task that arrived ahead of its predecessor waits
-	// for it (default 5 min, the SDK's submission retry budget). Refused and abandoned
+	// for it (sessions.seq_gap_timeout_seconds). Refused and abandoned
 	// seq_ids never make anything wait: see Refuse and Recover.
 	SeqGapTimeout time.Duration
 	Logger        *slog.Logger
@@ -63,16 +64,26 @@ type Options struct {
 	// metrics (default: the OTel global provider and telemetry.Metrics()).
 	TracerProvider trace.TracerProvider
 	Instruments    *telemetry.Instruments
-	// DefaultTimeout is the deadline of a task without its own (default 1 h).
+	// DefaultTimeout is the deadline of a task without its own (limits.future_timeout_seconds).
 	DefaultTimeout time.Duration
 	// MaxRunningPerTenant bounds one tenant's running tasks in a pool (0: no bound), so
 	// that another tenant's task finds a worker while one tenant's flood runs.
 	MaxRunningPerTenant int
 }
 
-// DefaultSeqGapTimeout is Options.SeqGapTimeout's default: the Tinker SDK retries a
-// submission for up to 5 minutes, so a predecessor can legitimately arrive that late.
-const DefaultSeqGapTimeout = 5 * time.Minute
+// OptionsFrom is a Manager's numbers from the configuration (the caller adds the store,
+// logger and telemetry): the one place they come from.
+func OptionsFrom(c config.Config) Options {
+	return Options{TTL: c.FutureTTL(), MaxQueuedPerTenant: c.Limits.MaxQueuedPerTenant, Owner: c.Server.ReplicaID,
+		SeqGapTimeout: c.SeqGapTimeout(), DefaultTimeout: c.Limits.FutureTimeoutSeconds.Duration(),
+		// Many operations per base model are in flight at once: the model's scheduler runs
+		// their decode steps and training packs together (continuous batching), so the
+		// pool's workers only bound how many it sees; each tenant gets at most
+		// limits.max_running_per_tenant of them, so another tenant's operation always
+		// reaches the scheduler at once. Each run's operations stay in seq_id order.
+		WorkersPerPool:      max(64, c.Engine.Scheduler.MaxBatchSize+c.Limits.MaxRunningPerTenant),
+		MaxRunningPerTenant: c.Limits.MaxRunningPerTenant}
+}
 
 // entry is an in-memory future.
 type entry struct {
@@ -132,18 +143,12 @@ func New(o Options) (*Manager, error) {
 	if o.Store == nil {
 		return nil, errors.New("futures: a store is required")
 	}
-	if o.TTL <= 0 {
-		o.TTL = 24 * time.Hour
-	}
-	if o.MaxQueuedPerTenant <= 0 {
-		o.MaxQueuedPerTenant = 256
-	}
-	if o.WorkersPerPool <= 0 {
-		o.WorkersPerPool = 1
-	}
-	if o.SeqGapTimeout <= 0 {
-		o.SeqGapTimeout = DefaultSeqGapTimeout
-	}
+	// The numbers come from the configuration (OptionsFrom); no second default here.
+	config.MustPositive("persistence.future_ttl_seconds", o.TTL)
+	config.MustPositive("limits.max_queued_per_tenant", o.MaxQueuedPerTenant)
+	config.MustPositive("futures.Options.WorkersPerPool (engine.scheduler.max_batch_size + limits.max_running_per_tenant)", o.WorkersPerPool)
+	config.MustPositive("sessions.seq_gap_timeout_seconds", o.SeqGapTimeout)
+	config.MustPositive("limits.future_timeout_seconds", o.DefaultTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -152,9 +157,6 @@ func New(o Options) (*Manager, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = time.Hour
 	}
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued,

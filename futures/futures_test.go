@@ -13,16 +13,40 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/store/memory"
 	"github.com/tuft-go/tuft/telemetry"
 )
+
+// testOptions fills o's zero numbers from config.Default() (New keeps no defaults of its
+// own), and runs one worker per pool unless o asks for more: these tests are written
+// against the order one worker gives.
+func testOptions(o Options) Options {
+	d := OptionsFrom(config.Default(""))
+	if o.TTL == 0 {
+		o.TTL = d.TTL
+	}
+	if o.MaxQueuedPerTenant == 0 {
+		o.MaxQueuedPerTenant = d.MaxQueuedPerTenant
+	}
+	if o.SeqGapTimeout == 0 {
+		o.SeqGapTimeout = d.SeqGapTimeout
+	}
+	if o.DefaultTimeout == 0 {
+		o.DefaultTimeout = d.DefaultTimeout
+	}
+	if o.WorkersPerPool == 0 {
+		o.WorkersPerPool = 1
+	}
+	return o
+}
 
 func newManager(t *testing.T, o Options) *Manager {
 	t.Helper()
 	if o.Store == nil {
 		o.Store = memory.New()
 	}
-	m, err := New(o)
+	m, err := New(testOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +254,7 @@ func TestTenantLimitIs429WithRetryAfter(t *testing.T) {
 
 func TestRecoverFailsInFlightAndKeepsResults(t *testing.T) {
 	st := memory.New()
-	m1, _ := New(Options{Store: st})
+	m1, _ := New(testOptions(Options{Store: st}))
 	done, _ := m1.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"kept"`)})
 	wait(t, m1, "a", done)
 	pending, _ := m1.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 5, Pool: "p", Run: ok(`1`)})
@@ -270,7 +294,7 @@ func TestSeqGapTimeoutFailsWaiters(t *testing.T) {
 }
 
 func TestShutdownFailsQueuedWork(t *testing.T) {
-	m, _ := New(Options{Store: memory.New()})
+	m, _ := New(testOptions(Options{Store: memory.New()}))
 	started, block := make(chan struct{}), make(chan struct{})
 	running, _ := m.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: func(context.Context) (Result, error) {
 		close(started)
@@ -341,7 +365,7 @@ func TestExecutionSpanIsLinkedToTheEnqueuingSpan(t *testing.T) {
 }
 
 func BenchmarkSubmitWait(b *testing.B) {
-	m, _ := New(Options{Store: memory.New(), MaxQueuedPerTenant: 1 << 20})
+	m, _ := New(testOptions(Options{Store: memory.New(), MaxQueuedPerTenant: 1 << 20}))
 	defer m.Shutdown(context.Background())
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
@@ -452,7 +476,7 @@ func TestRefusalsAheadCountAgainstTheTenantLimit(t *testing.T) {
 // the failure and sends the next seq_id, never the failed one again.
 func TestAbandonedSeqIDsDoNotHoldLaterOnes(t *testing.T) {
 	st := memory.New()
-	m1, _ := New(Options{Store: st})
+	m1, _ := New(testOptions(Options{Store: st}))
 	t.Cleanup(func() { _ = m1.Shutdown(context.Background()) })
 	id1, _ := m1.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", Run: ok(`1`)})
 	wait(t, m1, "a", id1)
@@ -492,7 +516,7 @@ func TestAbandonedSeqIDsDoNotHoldLaterOnes(t *testing.T) {
 // A refusal is persisted: after a restart the queue continues after it.
 func TestRefusalSurvivesRestart(t *testing.T) {
 	st := memory.New()
-	m1, _ := New(Options{Store: st})
+	m1, _ := New(testOptions(Options{Store: st}))
 	id1, _ := m1.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 1, Pool: "p", Run: ok(`1`)})
 	wait(t, m1, "a", id1)
 	if _, err := m1.Refuse(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 2, Pool: "p"}, Failure{Message: "bad", Category: CategoryUser}); err != nil {
@@ -537,4 +561,26 @@ func TestInOrderSenderDoesNotWaitForUnsentSeqIDs(t *testing.T) {
 	fifth, _ := m.Submit(context.Background(), Task{Tenant: "a", QueueKey: "r", Ordered: true, SeqID: 5, Pool: "p", Run: ok(`5`)})
 	wait(t, m, "a", fifth)
 	wait(t, m, "a", sixth)
+}
+
+// New keeps no defaults: a zero number is a wiring bug named by its config key, and
+// OptionsFrom(config.Default()) builds a Manager.
+func TestNewTakesItsNumbersFromTheConfig(t *testing.T) {
+	o := OptionsFrom(config.Default(""))
+	o.Store = memory.New()
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Shutdown(context.Background())
+	o.TTL = 0
+	if got := panicOf(func() { _, _ = New(o) }); !strings.Contains(got, "persistence.future_ttl_seconds") {
+		t.Fatalf("New with a zero TTL: panic %q does not name persistence.future_ttl_seconds", got)
+	}
+}
+
+func panicOf(f func()) (msg string) {
+	defer func() { msg = fmt.Sprint(recover()) }()
+	f()
+	return ""
 }

@@ -85,7 +85,7 @@ func TestQueuedStoreWritesAcceptanceOnlyForSlowOperations(t *testing.T) {
 func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	st := openStore(t, path)
-	m1, _ := New(Options{Store: st})
+	m1, _ := New(testOptions(Options{Store: st}))
 	// Accepted a second ago, never written: the process died first.
 	lost := newIDAt(time.Now().Add(-time.Second))
 	done, _ := m1.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"kept"`)})
@@ -126,7 +126,7 @@ func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 func TestDedupeSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	st := openStore(t, path)
-	m1, _ := New(Options{Store: st})
+	m1, _ := New(testOptions(Options{Store: st}))
 	task := Task{Tenant: "a", QueueKey: "run-1", Ordered: true, SeqID: 1, Pool: "p", PayloadHash: "h1", Run: ok(`1`)}
 	id, err := m1.Submit(context.Background(), task)
 	if err != nil {

@@ -132,19 +132,9 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		}
 	}
 	s.Executor = exec
-	fut, err := futures.New(futures.Options{
-		Store: st, TTL: cfg.FutureTTL(), MaxQueuedPerTenant: cfg.Limits.MaxQueuedPerTenant, Logger: log, Owner: cfg.Server.ReplicaID,
-		SeqGapTimeout: cfg.SeqGapTimeout(),
-		// Many operations per base model are in flight at once: the model's scheduler runs
-		// their decode steps and training packs together (continuous batching), so the
-		// pool's workers only bound how many it sees; each tenant gets at most
-		// limits.max_running_per_tenant of them, so another tenant's operation always
-		// reaches the scheduler at once. Each run's operations stay in seq_id order.
-		WorkersPerPool:      max(64, cfg.Engine.Scheduler.MaxBatchSize+cfg.Limits.MaxRunningPerTenant),
-		MaxRunningPerTenant: cfg.Limits.MaxRunningPerTenant,
-		DefaultTimeout:      seconds(cfg.Limits.FutureTimeoutSeconds),
-		TracerProvider:      tel.TracerProvider, Instruments: tel.Instruments,
-	})
+	fo := futures.OptionsFrom(cfg)
+	fo.Store, fo.Logger, fo.TracerProvider, fo.Instruments = st, log, tel.TracerProvider, tel.Instruments
+	fut, err := futures.New(fo)
 	if err != nil {
 		return nil, err
 	}
@@ -155,16 +145,9 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.Service = svc
-	l := cfg.Limits
-	s.Handler = api.New(svc, api.Options{
-		LongPoll: cfg.LongPoll(), MaxRequestBytes: l.MaxRequestBytes, PublicURL: cfg.Server.PublicURL, Logger: log,
-		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments,
-		Limits: api.Limits{ReadBodyTimeout: config.Seconds(cfg.Server.ReadBodyTimeoutSeconds),
-			MaxConcurrent: l.MaxConcurrentRequests, MaxConcurrentPerTenant: l.MaxConcurrentRequestsPerTenant,
-			MaxBodyBytes: l.MaxBodyBytesInFlight, MaxBodyBytesPerTenant: l.MaxBodyBytesInFlightPerTenant,
-			MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes,
-			MaxRetrievedRequestIDs: l.MaxRetrievedRequestIDs},
-	})
+	ho := api.OptionsFrom(cfg)
+	ho.Logger, ho.TracerProvider, ho.Instruments = log, tel.TracerProvider, tel.Instruments
+	s.Handler = api.New(svc, ho)
 	ln := o.Listener
 	if ln == nil {
 		ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Server.Host, fmt.Sprint(cfg.Server.Port)))
@@ -177,10 +160,11 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		s.Handler.SetPublicURL("http://" + ln.Addr().String())
 	}
 	// Connection slots a keyless idle host cannot hold (api/conn.go).
-	s.Conns = api.NewConns(api.ConnLimits{Max: cfg.Server.MaxConnections, PerAddress: cfg.Server.MaxConnectionsPerAddress,
-		UnauthenticatedIdle: config.Seconds(cfg.Server.UnauthenticatedIdleTimeoutSeconds), Instruments: tel.Instruments})
+	cl := api.ConnLimitsFrom(cfg.Server)
+	cl.Instruments = tel.Instruments
+	s.Conns = api.NewConns(cl)
 	s.http = &http.Server{Handler: s.Handler,
-		ReadHeaderTimeout: config.Seconds(cfg.Server.ReadHeaderTimeoutSeconds), IdleTimeout: config.Seconds(cfg.Server.IdleTimeoutSeconds),
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeoutSeconds.Duration(), IdleTimeout: cfg.Server.IdleTimeoutSeconds.Duration(),
 		ConnState: s.Conns.ConnState, ConnContext: s.Conns.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
 	if cfg.Server.ReplicaID != "" {
@@ -216,8 +200,9 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	if hasLocal {
 		router.Set(backend.LocalMember, local)
 	}
-	do := backend.DirectoryOptions{Logger: s.Log,
-		Remote: backend.RemoteOptions{Token: token, TLS: tlsCfg, CallTimeout: seconds(cfg.Workers.CallTimeoutSeconds), Telemetry: tel.Options()}}
+	ro := backend.RemoteOptionsFrom(cfg.Workers)
+	ro.Token, ro.TLS, ro.Telemetry = token, tlsCfg, tel.Options()
+	do := backend.DirectoryOptions{Logger: s.Log, Remote: ro}
 	for _, p := range cfg.Workers.Pinned {
 		do.Pinned = append(do.Pinned, p.Address)
 	}
@@ -225,7 +210,7 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 		do.Source = registry.NewWorkers(s.Store)
 	}
 	d := backend.NewDirectory(router, do)
-	wctx, cancel := context.WithTimeout(ctx, seconds(cfg.Workers.StartTimeoutSeconds))
+	wctx, cancel := context.WithTimeout(ctx, cfg.Workers.StartTimeoutSeconds.Duration())
 	defer cancel()
 	if err := d.WaitFor(wctx, remote, time.Second); err != nil {
 		router.Close()
@@ -233,11 +218,9 @@ func (s *Server) connectWorkers(ctx context.Context, cfg config.Config, local *b
 	}
 	dctx, stop := context.WithCancel(context.Background())
 	s.stopWorkers = stop
-	go d.Run(dctx, seconds(cfg.Workers.CheckSeconds))
+	go d.Run(dctx, cfg.Workers.CheckSeconds.Duration())
 	return router, nil
 }
-
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // Addr is the listening address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

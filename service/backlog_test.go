@@ -48,7 +48,7 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	cfg.Limits.SampleTimeoutSeconds = 90
 	st := memory.New()
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := &heldExecutor{NoopExecutor: testenv.NewNoopExecutor(), gate: make(chan struct{}), tenants: make(chan string, 64)}
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})

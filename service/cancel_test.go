@@ -40,7 +40,7 @@ func TestCancelSample(t *testing.T) {
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	st := memory.New()
-	fut, _ := futures.New(futures.Options{Store: st, WorkersPerPool: 1})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := &blockingSampler{NoopExecutor: testenv.NewNoopExecutor(), started: make(chan struct{}, 4)}
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})

@@ -40,7 +40,7 @@ func newQuotaService(t *testing.T, st *countingStore, ck *clock, edit func(*conf
 	if edit != nil {
 		edit(&cfg)
 	}
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now})
 	if err != nil {

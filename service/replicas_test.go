@@ -53,7 +53,7 @@ func newReplica(t *testing.T, st store.Store, id string) *service.Service {
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	cfg.Server.ReplicaID = id
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
 	if err != nil {
@@ -126,7 +126,7 @@ func TestModelsListTheEnforcedContextLength(t *testing.T) {
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1, MaxContextLength: 64}}
 	st := memory.New()
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
 	if err != nil {

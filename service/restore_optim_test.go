@@ -58,7 +58,7 @@ func TestRestoreRepeatsNoLoadOfAnotherTenantsOptimizer(t *testing.T) {
 	cfg := config.Default(t.TempDir())
 	cfg.CheckpointDir = filepath.Join(dir, "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	exec := &loadRecorder{NoopExecutor: testenv.NewNoopExecutor(), optimizer: map[string]bool{}}
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})

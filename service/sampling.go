@@ -289,7 +289,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 	keys.OperationType, keys.BaseModel = telemetry.OpSample, base
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: job.tenant, QueueKey: job.queue, SeqID: job.seq, OpType: telemetry.OpSample, ModelID: base, Pool: base,
-		PayloadHash: job.hash, Weight: weight, Timeout: time.Duration(lim.SampleTimeoutSeconds * float64(time.Second)),
+		PayloadHash: job.hash, Weight: weight, Timeout: lim.SampleTimeoutSeconds.Duration(),
 		Run: func(ctx context.Context) (res futures.Result, err error) {
 			if job.finally != nil {
 				defer job.finally()

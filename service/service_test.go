@@ -51,7 +51,7 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	cfg.Sessions.HeartbeatTimeoutSeconds = 60
 	st := memory.New()
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := testenv.NewNoopExecutor()
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
@@ -107,7 +107,7 @@ func newTestService(t *testing.T, st *memory.Store, ck *clock) (*service.Service
 	cfg := config.Default(t.TempDir())
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	exec := testenv.NewNoopExecutor()
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})

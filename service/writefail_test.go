@@ -46,7 +46,7 @@ func TestBackgroundWriteFailureIsCounted(t *testing.T) {
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	cfg.Sessions.HeartbeatTimeoutSeconds = 60
 	st := &failingStore{Store: memory.New(), prefix: "session/"}
-	fut, _ := futures.New(futures.Options{Store: st})
+	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	reader := sdkmetric.NewManualReader()
 	in := telemetry.NewInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), false)

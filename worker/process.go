@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Worker, error) {
 	}
 	if cfg.Worker.Register {
 		reg := backend.Registration{Address: w.addr, Instance: w.svc.Instance(), Models: names, Started: time.Now().UTC()}
-		every := time.Duration(cfg.Worker.HeartbeatSeconds * float64(time.Second))
+		every := cfg.Worker.HeartbeatSeconds.Duration()
 		rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		w.stopReg, w.regDone = stop, make(chan struct{})
 		go func() {

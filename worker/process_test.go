@@ -59,7 +59,7 @@ func TestStartServesAndShutdownWithdraws(t *testing.T) {
 		t.Fatalf("registration %+v every %v", reg, every)
 	}
 	ctx := context.Background()
-	rem, err := backend.DialRemote(ctx, w.Addr(), backend.RemoteOptions{Token: token, ConnectTimeout: 5 * time.Second})
+	rem, err := backend.DialRemote(ctx, w.Addr(), backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token, ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestStartServesAndShutdownWithdraws(t *testing.T) {
 	default:
 		t.Fatal("Shutdown returned with the registration still published")
 	}
-	if _, err := backend.DialRemote(ctx, w.Addr(), backend.RemoteOptions{Token: token, ConnectTimeout: time.Second}); err == nil {
+	if _, err := backend.DialRemote(ctx, w.Addr(), backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token, ConnectTimeout: time.Second}); err == nil {
 		t.Fatal("the worker still answers after Shutdown")
 	}
 	if err := w.Shutdown(sctx); err != nil {

@@ -95,20 +95,20 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{TLS: good, ConnectTimeout: 5 * time.Second})
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, TLS: good, ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("client with a certificate from the CA: %v", err)
 	}
 	rem.Close()
 
 	noCert, _ := config.Workers{TLS: config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem")}}.ClientTLS()
-	if _, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{TLS: noCert, ConnectTimeout: 3 * time.Second}); err == nil {
+	if _, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, TLS: noCert, ConnectTimeout: 3 * time.Second}); err == nil {
 		t.Fatal("a client without a certificate got in")
 	}
 	other := newPKI(t)
 	ocert, okey := other.issue(t, "intruder", false)
 	foreign, _ := config.Workers{TLS: config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: ocert, KeyFile: okey}}.ClientTLS()
-	if _, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{TLS: foreign, ConnectTimeout: 3 * time.Second}); err == nil {
+	if _, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, TLS: foreign, ConnectTimeout: 3 * time.Second}); err == nil {
 		t.Fatal("a client with a certificate from another CA got in")
 	}
 }

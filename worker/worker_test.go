@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/worker"
@@ -26,6 +27,10 @@ import (
 const token = "s3cret-worker-token"
 
 // tinyLocal hosts the tiny preset in process.
+// testCallTimeout is workers.call_timeout_seconds of config.Default(): DialRemote keeps
+// no default of its own.
+var testCallTimeout = config.Default("").Workers.CallTimeoutSeconds.Duration()
+
 func tinyLocal(t testing.TB) *backend.Local {
 	m, err := engine.Load(testenv.TinyDir(t), "tiny")
 	if err != nil {
@@ -65,7 +70,7 @@ func ceRequest(toks []int32) engine.ForwardRequest {
 func TestRemoteEqualsLocal(t *testing.T) {
 	addr, svc := serve(t, tinyLocal(t))
 	ctx := context.Background()
-	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +135,7 @@ func TestRemoteEqualsLocal(t *testing.T) {
 func TestRemoteDimuonEqualsLocal(t *testing.T) {
 	addr, _ := serve(t, tinyLocal(t))
 	ctx := context.Background()
-	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +224,7 @@ func TestRemoteDimuonEqualsLocal(t *testing.T) {
 func TestErrorsKeepTheirMeaning(t *testing.T) {
 	addr, _ := serve(t, tinyLocal(t))
 	ctx := context.Background()
-	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +251,7 @@ func TestWorkerAcceptsOnlyItsServer(t *testing.T) {
 	addr, _ := serve(t, tinyLocal(t))
 	ctx := context.Background()
 	for _, tok := range []string{"", "wrong"} {
-		_, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: tok})
+		_, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: tok})
 		if err == nil || !strings.Contains(err.Error(), "worker token") {
 			t.Fatalf("token %q: %v", tok, err)
 		}
@@ -277,7 +282,7 @@ func TestDeadWorkerIsUnavailable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	t0 := time.Now()
-	_, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token, ConnectTimeout: 2 * time.Second})
+	_, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token, ConnectTimeout: 2 * time.Second})
 	if !errors.Is(err, backend.ErrWorkerUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("dead worker: %v", err)
 	}
@@ -303,7 +308,7 @@ func BenchmarkRemoteHop(b *testing.B) {
 	ctx := context.Background()
 	local := tinyLocal(b)
 	addr, _ := serve(b, tinyLocal(b))
-	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -353,7 +358,7 @@ func TestSampleStreamAndTokenizerOverGRPC(t *testing.T) {
 	local := backend.NewLocal([]*engine.Model{m}, []backend.ModelInfo{{Name: "tiny", Arch: m.Cfg.Arch, VocabSize: m.Cfg.VocabSize,
 		MaxContextLength: m.Cfg.MaxPositions, Signature: "sig", Config: m.Cfg, Text: text}})
 	addr, _ := serve(t, local)
-	rem, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +432,7 @@ func (r *tenantRecorder) ForwardBackward(ctx context.Context, model, lora string
 func TestTenantAndSchedulerFiguresCrossTheWorker(t *testing.T) {
 	rec := &tenantRecorder{Local: tinyLocal(t), tenants: make(chan string, 4)}
 	addr, _ := serve(t, rec)
-	r, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token})
+	r, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +475,7 @@ func TestTenantAndSchedulerFiguresCrossTheWorker(t *testing.T) {
 func TestRemoteSampleOutputsEqualLocal(t *testing.T) {
 	addr, _ := serve(t, tinyLocal(t))
 	ctx := context.Background()
-	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(ctx, addr, backend.RemoteOptions{CallTimeout: testCallTimeout, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -472,7 +472,7 @@ func TestRemoteWorkerModel(t *testing.T) {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	rem, err := backend.DialRemote(context.Background(), ln.Addr().String(), backend.RemoteOptions{Token: token})
+	rem, err := backend.DialRemote(context.Background(), ln.Addr().String(), backend.RemoteOptions{CallTimeout: config.Default("").Workers.CallTimeoutSeconds.Duration(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -39,7 +40,8 @@ type Mux interface {
 	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
 }
 
-// WithDefaults fills the optional fields.
+// WithDefaults fills the optional fields (the log, clock and ids); the numbers come from
+// the configuration, and a zero one panics naming its key.
 func (d Deps) WithDefaults() Deps {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -54,9 +56,8 @@ func (d Deps) WithDefaults() Deps {
 			return hex.EncodeToString(b)
 		}
 	}
-	if d.MaxRequestBytes <= 0 {
-		d.MaxRequestBytes = 64 << 20
-	}
+	// limits.max_request_bytes comes from the handler's options; no second default here.
+	config.MustPositive("limits.max_request_bytes", d.MaxRequestBytes)
 	return d
 }
 

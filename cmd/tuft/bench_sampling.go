@@ -122,6 +122,8 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the adapters' weights and of sampling")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds of both phases, alternated; medians are reported")
 	d := backend.DefaultSchedConfig()
+	// Every number from engine.scheduler's defaults (the scheduler keeps none of its own); the flags override some.
+	o.sched = d
 	fs.IntVar(&o.sched.MaxBatchSeqs, "max-batch", d.MaxBatchSeqs, "engine.scheduler.max_batch_size")
 	fs.IntVar(&o.sched.StepTokens, "step-tokens", d.StepTokens, "engine.scheduler.step_token_budget")
 	fs.IntVar(&o.sched.PrefillChunk, "prefill-chunk", d.PrefillChunk, "engine.scheduler.prefill_chunk_tokens")

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/tuft-go/tuft/server"
 )
@@ -93,7 +92,7 @@ func cmdLaunch(args []string) error {
 	case serveErr = <-srv.Done():
 		log.Error("http server failed", "error", serveErr)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Server.ShutdownTimeoutSeconds*float64(time.Second)))
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeoutSeconds.Duration())
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Error("shutdown", "error", err)

@@ -6,7 +6,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/tuft-go/tuft/registry"
 	"github.com/tuft-go/tuft/store/persistence"
@@ -77,7 +76,7 @@ func cmdWorker(args []string) error {
 	case serveErr = <-w.Done():
 		log.Error("grpc server failed", "error", serveErr)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Server.ShutdownTimeoutSeconds*float64(time.Second)))
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeoutSeconds.Duration())
 	defer cancel()
 	if err := w.Shutdown(sctx); err != nil {
 		log.Warn("worker shutdown", "error", err)
