@@ -27,6 +27,7 @@ var layers = []struct {
 	rank int
 }{
 	{"cmd/tuft", 100},
+	{"cmd/tuft-bench", 100}, // the benchmarks, out of the product binary
 	{"examples/...", 100},
 	{"examples/internal/exenv", 99},
 	{"internal/testenv", 95}, // test helper: starts servers in process
