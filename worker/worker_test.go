@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/backend/workerpb"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/worker"
-	"github.com/tuft-go/tuft/worker/workerpb"
 )
 
 const token = "s3cret-worker-token"

@@ -42,7 +42,7 @@ var layers = []struct {
 	{"futures", 60},
 	{"registry", 60},
 	{"backend", 50},
-	{"worker/workerpb", 45}, // the gRPC schema: a leaf shared by backend and worker
+	{"backend/workerpb", 45}, // the gRPC schema: a leaf shared by backend (Remote) and worker
 	{"api/wire", 40},
 	{"api/wire/tinkerpb", 39},
 	{"engine/export", 35}, // weights out: PEFT, merged HF, GGUF, Modelfile (reads engine models)

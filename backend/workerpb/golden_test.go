@@ -18,7 +18,7 @@ import (
 // of different builds meet during a rolling upgrade, so a change that would make one
 // misread the other (a renumbered field, a changed conversion) fails here.
 //
-// go test ./worker/workerpb -run Golden -update rewrites them; review the diff.
+// go test ./backend/workerpb -run Golden -update rewrites them; review the diff.
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current code")
 
@@ -112,7 +112,7 @@ func TestGoldenMessages(t *testing.T) {
 			}
 			golden, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run go test ./worker/workerpb -run Golden -update to create it)", err)
+				t.Fatalf("%v (run go test ./backend/workerpb -run Golden -update to create it)", err)
 			}
 			// Message for message: equal messages may encode differently across protobuf
 			// releases; unknown fields (a renumbered one) make them unequal.
