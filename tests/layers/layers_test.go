@@ -30,9 +30,10 @@ var layers = []struct {
 	{"cmd/tuft-bench", 100}, // the benchmarks, out of the product binary
 	{"examples/...", 100},
 	{"examples/internal/exenv", 99},
-	{"internal/testenv", 95}, // test helper: starts servers in process
-	{"server", 90},           // the API process's composition root
-	{"worker", 90},           // the worker process's composition root and gRPC service
+	{"internal/testenv", 95},      // test helper: starts servers in process
+	{"internal/testenv/check", 1}, // test kit leaf (goldens, Eventually): stdlib only, so any package's tests may use it
+	{"server", 90},                // the API process's composition root
+	{"worker", 90},                // the worker process's composition root and gRPC service
 	{"api", 80},
 	{"api/openai", 79},    // OpenAI-compatible routes
 	{"api/anthropic", 79}, // Anthropic-compatible routes
@@ -104,6 +105,8 @@ var rules = []struct {
 		pkgs: []string{"..."}, forbidden: []string{"net/http"}, direct: true,
 		except: []string{"api/...", "client", "server", "cmd/tuft", "telemetry/httpserver", "telemetry/setup", "telemetry/otlptrace",
 			"internal/testenv", "examples/..."}},
+	{name: "the test kit is for tests: no product package imports internal/testenv",
+		pkgs: []string{"..."}, forbidden: []string{"internal/testenv/..."}, direct: true, except: []string{"internal/testenv/..."}},
 	{name: "the public wire types and the client SDK do not depend on the engine",
 		pkgs: []string{"api/wire/...", "client"}, forbidden: []string{"engine/..."}},
 }
