@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/store/storetest"
 )
 
@@ -32,16 +33,18 @@ func startProc(t *testing.T, bin, log string, env []string, args ...string) *exe
 	return cmd
 }
 
+// waitFor is check.Eventually (60 s) that shows the process's log when it fails.
 func waitFor(t *testing.T, what, log string, ok func() bool) {
 	t.Helper()
-	for i := 0; i < 600; i++ {
-		if ok() {
-			return
+	done := false
+	defer func() {
+		if !done { // Eventually failed (runtime.Goexit runs this): show why
+			b, _ := os.ReadFile(log)
+			t.Logf("log %s:\n%s", log, b)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(log)
-	t.Fatalf("%s did not happen; log:\n%s", what, b)
+	}()
+	check.Eventually(t, 60*time.Second, what, ok)
+	done = true
 }
 
 func stopProc(cmd *exec.Cmd) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // update is the -update flag of every test binary that imports check: rewrite the golden
@@ -60,5 +61,18 @@ func NoStaleGoldens(t testing.TB, dir string, built func(name string) bool) {
 		if !built(f.Name()) {
 			t.Errorf("%s: nothing builds this golden any more; delete it", filepath.Join(dir, f.Name()))
 		}
+	}
+}
+
+// Eventually polls cond every 20 ms until it holds, failing the test (naming
+// what it waited for) when it does not within d.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

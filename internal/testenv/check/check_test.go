@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // recorder is a testing.TB that records failures instead of failing: Fatalf stops the
@@ -61,5 +62,15 @@ func TestNoStaleGoldens(t *testing.T) {
 	NoStaleGoldens(r, dir, func(name string) bool { return name == "a.pb" })
 	if len(r.errs) != 1 {
 		t.Fatalf("want one stale golden (b.pb), got %q", r.errs)
+	}
+}
+
+func TestEventually(t *testing.T) {
+	n := 0
+	Eventually(t, time.Second, "three polls", func() bool { n++; return n == 3 })
+	r := &recorder{TB: t}
+	r.run(func() { Eventually(r, 50*time.Millisecond, "never", func() bool { return false }) })
+	if len(r.fatals) != 1 {
+		t.Fatalf("a condition that never holds does not fail: %+v", r)
 	}
 }
