@@ -37,18 +37,7 @@ func tinyLocal(t testing.TB) *backend.Local {
 
 // serve runs a worker over ex on a loopback port and returns its address.
 func serve(t testing.TB, ex backend.Executor) (string, *worker.Service) {
-	svc := worker.NewService(ex)
-	srv, _, err := worker.NewServer(svc, worker.ServerOptions{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String(), svc
+	return testenv.ServeWorker(t, ex, worker.ServerOptions{Token: token})
 }
 
 func ceRequest(toks []int32) engine.ForwardRequest {

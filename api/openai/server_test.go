@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -461,18 +460,8 @@ func TestRemoteWorkerModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "worker-token-for-tests"
-	svc := worker.NewService(backend.NewLocal(models, infos))
-	srv, _, err := worker.NewServer(svc, worker.ServerOptions{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	rem, err := backend.DialRemote(context.Background(), ln.Addr().String(), backend.RemoteOptions{Token: token})
+	addr, _ := testenv.ServeWorker(t, backend.NewLocal(models, infos), worker.ServerOptions{Token: token})
+	rem, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
