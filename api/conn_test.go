@@ -13,6 +13,7 @@ import (
 
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // roundTrip sends one HTTP/1.1 request with keep-alive on a fresh connection and reports
@@ -135,7 +136,7 @@ func TestConnectionsPerAddressCap(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		dialFrom(t, s.URL(), one).send("POST", "/api/v1/create_session", testenv.KeyA, 1000, "{")
 	}
-	waitFor(t, func() bool { st := s.Conns.Stats(); return st.Open == 4 && st.Idle == 1 })
+	check.Eventually(t, 10*time.Second, "4 open connections, 1 idle", func() bool { st := s.Conns.Stats(); return st.Open == 4 && st.Idle == 1 })
 	// A fifth from the same address evicts its idle one...
 	fifth := dialFrom(t, s.URL(), one)
 	fifth.send("GET", "/api/v1/sessions", testenv.KeyA, 0, "")
@@ -147,7 +148,7 @@ func TestConnectionsPerAddressCap(t *testing.T) {
 	}
 	// ...and once all four are busy, a sixth is closed at once.
 	fifth.send("POST", "/api/v1/create_session", testenv.KeyA, 1000, "{")
-	waitFor(t, func() bool { st := s.Conns.Stats(); return st.Open == 4 && st.Idle == 0 })
+	check.Eventually(t, 10*time.Second, "4 open connections, none idle", func() bool { st := s.Conns.Stats(); return st.Open == 4 && st.Idle == 0 })
 	if !dialFrom(t, s.URL(), one).closedWithin(3 * time.Second) {
 		t.Fatal("a connection over server.max_connections_per_address stays open")
 	}

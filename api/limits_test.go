@@ -16,6 +16,7 @@ import (
 
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // rawConn is a hand-driven HTTP/1.1 connection: it can declare a body and then stall.
@@ -171,7 +172,7 @@ func TestConcurrentRequestLimits(t *testing.T) {
 	}
 	a := testenv.NewClient(t, base, testenv.KeyA)
 	b := testenv.NewClient(t, base, testenv.KeyB)
-	waitFor(t, func() bool {
+	check.Eventually(t, 10*time.Second, "tenant A at its concurrency limit (429)", func() bool {
 		r := a.Do("GET", "/api/v1/sessions", nil, nil)
 		return r.Status == http.StatusTooManyRequests
 	})
@@ -185,7 +186,7 @@ func TestConcurrentRequestLimits(t *testing.T) {
 	// A third stalled request (tenant B) fills the server.
 	rc := dialRaw(t, base)
 	rc.send("POST", "/api/v1/create_session", testenv.KeyB, 1000, "{")
-	waitFor(t, func() bool { return b.Do("GET", "/api/v1/sessions", nil, nil).Status == http.StatusServiceUnavailable })
+	check.Eventually(t, 10*time.Second, "the server at its concurrency limit (503)", func() bool { return b.Do("GET", "/api/v1/sessions", nil, nil).Status == http.StatusServiceUnavailable })
 	r = b.Do("GET", "/api/v1/sessions", nil, nil)
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "limits.max_concurrent_requests") {
 		t.Fatalf("server over its limit: %d %q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
@@ -207,7 +208,7 @@ func TestBodyBytesInFlightLimit(t *testing.T) {
 	rc0.send("POST", "/api/v1/create_session", testenv.KeyA, 1<<20, "{"+strings.Repeat(" ", 600<<10))
 	a := testenv.NewClient(t, base, testenv.KeyA)
 	big := []byte(`{"tags": [], "pad": "` + strings.Repeat("x", (1<<20)-40) + `"}`)
-	waitFor(t, func() bool {
+	check.Eventually(t, 10*time.Second, "tenant A at its body budget (429)", func() bool {
 		return a.Do("POST", "/api/v1/create_session", big, nil).Status == http.StatusTooManyRequests
 	})
 	r := a.Do("POST", "/api/v1/create_session", big, nil)
@@ -258,7 +259,7 @@ func TestConnectionLimit(t *testing.T) {
 		rc.send("POST", "/api/v1/create_session", testenv.KeyA, 1000, "{")
 	}
 	// Until the server has read a request's head, its connection counts as idle.
-	waitFor(t, func() bool { st := s.Conns.Stats(); return st.Open == 16 && st.Idle == 0 })
+	check.Eventually(t, 10*time.Second, "16 open busy connections", func() bool { st := s.Conns.Stats(); return st.Open == 16 && st.Idle == 0 })
 	c, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -267,17 +268,6 @@ func TestConnectionLimit(t *testing.T) {
 	if rc := (&rawConn{t: t, c: c, br: bufio.NewReader(c)}); !rc.closedWithin(3 * time.Second) {
 		t.Fatal("a connection over server.max_connections stays open while every connection is busy")
 	}
-}
-
-// waitFor polls cond (a state the server reaches asynchronously) for up to 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not reached within 10 s")
 }
 
 func zstdBytes(t *testing.T, b []byte) []byte {

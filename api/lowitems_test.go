@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/server"
 )
 
@@ -66,7 +67,7 @@ func TestClientLeavingALongPollIsNotAServerError(t *testing.T) {
 	cancel()
 	<-done
 	// The server notices the client left: the log says so at debug, and nothing at ERROR.
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "client left") })
+	check.Eventually(t, 10*time.Second, "the log to say the client left", func() bool { return strings.Contains(logs.String(), "client left") })
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Fatalf("a client leaving a long-poll was logged as an error:\n%s", logs.String())
 	}

@@ -20,14 +20,11 @@ func TestOutputBudgetOnEverySamplingRoute(t *testing.T) {
 		c.Limits.MaxSampleOutputBytes = 20000
 	})
 	a := testenv.NewClient(t, base, testenv.KeyA)
-	var sess struct {
-		SessionID string `json:"session_id"`
-	}
-	a.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "user_metadata": map[string]any{}, "sdk_version": "0.38.0"}, &sess)
+	sess := a.NewSession()
 	var ss struct {
 		SamplingSessionID string `json:"sampling_session_id"`
 	}
-	a.Post("/api/v1/create_sampling_session", map[string]any{"session_id": sess.SessionID, "sampling_session_seq_id": 1, "base_model": testenv.Model}, &ss)
+	a.Post("/api/v1/create_sampling_session", map[string]any{"session_id": sess, "sampling_session_seq_id": 1, "base_model": testenv.Model}, &ss)
 	msgs := []any{map[string]any{"role": "user", "content": "Hi"}}
 	asample := func(n, mt, k int) map[string]any {
 		return map[string]any{"sampling_session_id": ss.SamplingSessionID, "seq_id": n*1000 + mt + k, "num_samples": n,

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tuft-go/tuft/backend/workerpb"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/telemetry"
-	"github.com/tuft-go/tuft/worker/workerpb"
 )
 
 // MaxMessageBytes bounds one gRPC message between the API and a worker (a forward_backward

@@ -11,6 +11,7 @@ mkdir -p "$out"
 flags=(-tags cuda -trimpath -ldflags='-s -w')
 export CGO_ENABLED=0 GOOS=linux GOARCH="${GOARCH:-amd64}"
 go build "${flags[@]}" -o "$out/tuft" ./cmd/tuft
+go build "${flags[@]}" -o "$out/tuft-bench" ./cmd/tuft-bench
 go build "${flags[@]}" -o "$out/example-sft" ./examples/sft
 # Test binaries run from their package directory (testdata is read relative to it).
 go test -c "${flags[@]}" -o "$out/engine-cuda.test" ./engine/

@@ -8,9 +8,9 @@
 #
 # Steps (each under its own time limit; a failed step is recorded and the next runs):
 #   1. the GPU tests (engine and engine/cuda test binaries, TUFT_REQUIRE_GPU=1);
-#   2. qwen2.5-0.5b-shape: tuft bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64;
-#   3. llama2-7b-shape: model init (timed), tuft bench load (load time, host peak RSS),
-#      tuft bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16;
+#   2. qwen2.5-0.5b-shape: tuft-bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64;
+#   3. llama2-7b-shape: model init (timed), tuft-bench load (load time, host peak RSS),
+#      tuft-bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16;
 #   4. the server on the GPU (tuft launch) with the Go SDK's SFT example;
 #   5. one profile of a 7B training step (nsys, else ncu, else none).
 # Where a PyTorch with CUDA, transformers and peft import (python3, or $PYTHON), the
@@ -24,7 +24,7 @@ root=$(pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 bin="$root/bin"
-for b in tuft example-sft engine-cuda.test cuda.test; do
+for b in tuft tuft-bench example-sft engine-cuda.test cuda.test; do
   [ -x "$bin/$b" ] || { echo "gpu-check: $bin/$b missing: run scripts/gpu-build.sh first" >&2; exit 2; }
 done
 start=$(date +%s)
@@ -73,7 +73,7 @@ if [ "$dry" = 1 ]; then req= run='TestGPUStreamedLoad|TestGPULoadPeakRSS'; fi
 (cd engine/cuda && TUFT_REQUIRE_GPU=$req step gpu-tests-cuda 60 "$bin/cuda.test" -test.count=1)
 
 # 2. The small model against PyTorch+PEFT.
-step bench-small 90 "$bin/tuft" bench engine --device "$device" --preset "$small" --tokens 512 --steps 3 \
+step bench-small 90 "$bin/tuft-bench" engine --device "$device" --preset "$small" --tokens 512 --steps 3 \
   --sample-tokens 64 --batches 1,16,64 --torch "$torch" --python "$python" --json
 
 # 3. The 7B shape: write it (timed), load it alone (seconds, host peak RSS), bench it.
@@ -84,8 +84,8 @@ if [ "$dry" = 0 ] && [ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')"
 models=$(mktemp -d "$tmp/gpu-check-XXXXXX")
 trap 'rm -rf "$models"' EXIT
 step init-big 90 "$bin/tuft" model init --preset "$big" --out "$models/big"
-step load-big 60 "$bin/tuft" bench load --model "$models/big" --device "$device" --json
-step bench-big 150 "$bin/tuft" bench engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 2 \
+step load-big 60 "$bin/tuft-bench" load --model "$models/big" --device "$device" --json
+step bench-big 150 "$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 2 \
   --sample-tokens 32 --batches 1,16 --torch "$torch" --python "$python" --json
 
 # 4. The server on the GPU with the Go SDK's SFT example (the built-in tiny model).
@@ -105,7 +105,7 @@ grep -m1 -i "device" "$out/server.log" >>"$out/sdk-sft.log"
 unset TUFT_HOME TUFT_PORT TUFT_DEVICE TUFT_URL
 
 # 5. One profile of a 7B training step (one timed step after the warm-up).
-prof=("$bin/tuft" bench engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 1 --sample-tokens 1 --batches 1 --torch off --json)
+prof=("$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 1 --sample-tokens 1 --batches 1 --torch off --json)
 if [ "$dry" = 1 ]; then
   note "profile                skipped (dry run)"
 elif command -v nsys >/dev/null; then

@@ -15,7 +15,7 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the CPU emulation of the CUDA libraries
 # Debian's python3-torch (the benchmarks' PyTorch reference) multiplies matrices with
 # whatever libblas.so.3 points at: the unoptimised reference BLAS (~7 GFLOP/s) unless an
-# optimised one is installed. `tuft bench` refuses ratios against it; give it OpenBLAS.
+# optimised one is installed. `tuft-bench` refuses ratios against it; give it OpenBLAS.
 if dpkg -s python3-torch >/dev/null 2>&1 && ! dpkg -s libopenblas0-pthread >/dev/null 2>&1; then
   need_apt+=(libopenblas0-pthread)
 fi

@@ -17,7 +17,7 @@ go vet ./...
 echo "== cross-compile for macOS and Windows (the binary; the embedded store's code and tests vetted)"
 for goos in darwin windows; do
   GOOS=$goos GOARCH=amd64 go build ./...
-  GOOS=$goos GOARCH=amd64 go vet ./store/... ./cmd/tuft/
+  GOOS=$goos GOARCH=amd64 go vet ./store/... ./cmd/tuft/ ./cmd/tuft-bench/
 done
 
 echo "== gofmt"

@@ -41,17 +41,9 @@ func runLoad(b testing.TB, url string, clients, total int) ([]time.Duration, tim
 	rs := make([]*runner, clients)
 	for i := range rs {
 		c := testenv.NewClient(b, url, testenv.KeyA)
-		var se struct {
-			SessionID string `json:"session_id"`
-		}
-		c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "bench"}, &se)
-		var f struct {
-			RequestID string `json:"request_id"`
-			ModelID   string `json:"model_id"`
-		}
-		c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model, "lora_config": map[string]any{"rank": 1}}, &f)
-		c.Result(f.RequestID, nil)
-		rs[i] = &runner{model: f.ModelID, seq: 1}
+		se := c.NewSession()
+		modelID := c.NewTrainingRun(se, map[string]any{"rank": 1})
+		rs[i] = &runner{model: modelID, seq: 1}
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients + 1, DisableCompression: true}, Timeout: time.Minute}
 	defer hc.CloseIdleConnections()

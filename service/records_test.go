@@ -1,17 +1,15 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/tuft-go/tuft/internal/testenv/check"
+)
 
 // goldenRecords are one record of each stored kind, every field set, as the store holds
 // them. testdata/records/<name>.json is their JSON: a change to it is a change to the
@@ -49,18 +47,12 @@ func TestStoredRecordSchema(t *testing.T) {
 		}
 		got = append(got, '\n')
 		path := filepath.Join("testdata", "records", name+".json")
-		if *update {
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
+		if !check.Golden(t, path, got) {
+			t.Errorf("the stored %s record's JSON changed: a stored schema change needs a migration in its loader and a new golden", name)
 		}
 		want, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("the stored %s record's JSON changed: a stored schema change needs a migration in its loader and a new golden.\ngot:\n%s\nwant (%s):\n%s", name, got, path, want)
 		}
 		// And it reads back into the same record.
 		back := reflect.New(reflect.TypeOf(rec).Elem()).Interface()

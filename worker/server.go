@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/backend/workerpb"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/telemetry"
-	"github.com/tuft-go/tuft/worker/workerpb"
 )
 
 // ServerOptions configures the gRPC server.

@@ -81,14 +81,7 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _, err := worker.NewServer(worker.NewService(testenv.NewNoopExecutor()), worker.ServerOptions{TLS: stls})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go srv.Serve(ln)
-	defer srv.Stop()
-	addr := ln.Addr().String()
+	addr, _ := testenv.ServeWorker(t, testenv.NewNoopExecutor(), worker.ServerOptions{TLS: stls})
 	ctx := context.Background()
 
 	good, err := config.Workers{TLS: config.TLSFiles{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: ccert, KeyFile: ckey}}.ClientTLS()

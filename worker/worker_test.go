@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/backend/workerpb"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/worker"
-	"github.com/tuft-go/tuft/worker/workerpb"
 )
 
 const token = "s3cret-worker-token"
@@ -42,18 +42,7 @@ func tinyLocal(t testing.TB) *backend.Local {
 
 // serve runs a worker over ex on a loopback port and returns its address.
 func serve(t testing.TB, ex backend.Executor) (string, *worker.Service) {
-	svc := worker.NewService(ex)
-	srv, _, err := worker.NewServer(svc, worker.ServerOptions{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String(), svc
+	return testenv.ServeWorker(t, ex, worker.ServerOptions{Token: token})
 }
 
 func ceRequest(toks []int32) engine.ForwardRequest {

@@ -1,37 +1,14 @@
 package anthropic
 
 import (
-	"flag"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tuft-go/tuft/api/textgen"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 var pieces = []textgen.Piece{
 	{Text: "Hello", Tokens: []textgen.Token{{ID: 1, Text: "Hello"}}},
@@ -51,7 +28,7 @@ func TestMessageStreamFraming(t *testing.T) {
 	if err := mw.done(textgen.Summary{PromptTokens: 9, CompletionTokens: 4}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "messages_stream.sse", rec.Body.Bytes())
+	check.Golden(t, filepath.Join("testdata", "messages_stream.sse"), rec.Body.Bytes())
 }
 
 func TestMessageWholeResponse(t *testing.T) {
@@ -61,7 +38,7 @@ func TestMessageWholeResponse(t *testing.T) {
 		_ = mw.piece(p)
 	}
 	_ = mw.done(textgen.Summary{PromptTokens: 9, CompletionTokens: 4})
-	golden(t, "message.json", rec.Body.Bytes())
+	check.Golden(t, filepath.Join("testdata", "message.json"), rec.Body.Bytes())
 }
 
 func TestStopReason(t *testing.T) {

@@ -1,37 +1,14 @@
 package openai
 
 import (
-	"flag"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 // Two choices of a generation, as the text pieces arrive: choice 1 ends on a stop string.
 func pieces() []textgen.Piece {
@@ -69,7 +46,7 @@ func TestChatStreamFraming(t *testing.T) {
 		if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
 			t.Errorf("content type %q", ct)
 		}
-		golden(t, tc.name, rec.Body.Bytes())
+		check.Golden(t, filepath.Join("testdata", tc.name), rec.Body.Bytes())
 	}
 }
 
@@ -80,7 +57,7 @@ func TestChatWholeResponse(t *testing.T) {
 		_ = cw.piece(p)
 	}
 	_ = cw.done(summary)
-	golden(t, "chat.json", rec.Body.Bytes())
+	check.Golden(t, filepath.Join("testdata", "chat.json"), rec.Body.Bytes())
 }
 
 func TestCompletionFraming(t *testing.T) {
@@ -96,7 +73,7 @@ func TestCompletionFraming(t *testing.T) {
 	if err := cw.done(summary); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "completion_stream.sse", rec.Body.Bytes())
+	check.Golden(t, filepath.Join("testdata", "completion_stream.sse"), rec.Body.Bytes())
 
 	rec = httptest.NewRecorder()
 	cw = &completionWriter{w: rec, respID: "cmpl-test", created: 1700000000, model: "tuft/tiny", logprobs: true, n: 2,
@@ -105,7 +82,7 @@ func TestCompletionFraming(t *testing.T) {
 		_ = cw.piece(p)
 	}
 	_ = cw.done(summary)
-	golden(t, "completion.json", rec.Body.Bytes())
+	check.Golden(t, filepath.Join("testdata", "completion.json"), rec.Body.Bytes())
 }
 
 // An error after the stream began is an error event, then the stream ends.
@@ -114,5 +91,5 @@ func TestStreamErrorEvent(t *testing.T) {
 	cw := &chatWriter{w: rec, sse: textgen.NewSSE(rec), respID: "chatcmpl-test", created: 1700000000, model: "tuft/tiny", n: 1, collect: textgen.NewCollect(1)}
 	_ = cw.piece(textgen.Piece{Choice: 0, Text: "Hi"})
 	cw.fail(toAPIError(&apiError{Status: 500, Type: "server_error", Message: "the worker went away"}))
-	golden(t, "chat_stream_error.sse", rec.Body.Bytes())
+	check.Golden(t, filepath.Join("testdata", "chat_stream_error.sse"), rec.Body.Bytes())
 }

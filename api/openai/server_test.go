@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -270,17 +269,8 @@ func TestSharedQueueLimit(t *testing.T) {
 // trainCheckpoint trains a LoRA adapter a few steps through the Tinker routes and saves
 // it for sampling; it returns the tinker:// path.
 func trainCheckpoint(t *testing.T, c *testenv.Client, name string) string {
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
-	var f struct {
-		RequestID string `json:"request_id"`
-		ModelID   string `json:"model_id"`
-	}
-	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model,
-		"lora_config": map[string]any{"rank": 4, "seed": 1}}, &f)
-	c.Result(f.RequestID, nil)
+	se := c.NewSession()
+	modelID := c.NewTrainingRun(se, map[string]any{"rank": 4, "seed": 1})
 	toks := make([]int, 24)
 	for i := range toks {
 		toks[i] = 10 + i
@@ -292,13 +282,13 @@ func trainCheckpoint(t *testing.T, c *testenv.Client, name string) string {
 	}
 	seq := 1
 	for range 3 {
-		c.Post("/api/v1/forward_backward", map[string]any{"model_id": f.ModelID, "seq_id": seq, "forward_backward_input": map[string]any{"data": []any{datum}, "loss_fn": "cross_entropy"}}, &x)
+		c.Post("/api/v1/forward_backward", map[string]any{"model_id": modelID, "seq_id": seq, "forward_backward_input": map[string]any{"data": []any{datum}, "loss_fn": "cross_entropy"}}, &x)
 		c.Result(x.RequestID, nil)
-		c.Post("/api/v1/optim_step", map[string]any{"model_id": f.ModelID, "seq_id": seq + 1, "adam_params": map[string]any{"learning_rate": 0.02}}, &x)
+		c.Post("/api/v1/optim_step", map[string]any{"model_id": modelID, "seq_id": seq + 1, "adam_params": map[string]any{"learning_rate": 0.02}}, &x)
 		c.Result(x.RequestID, nil)
 		seq += 2
 	}
-	c.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": f.ModelID, "seq_id": seq, "path": name}, &x)
+	c.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": modelID, "seq_id": seq, "path": name}, &x)
 	var saved struct{ Path string }
 	c.Result(x.RequestID, &saved)
 	return saved.Path
@@ -461,18 +451,8 @@ func TestRemoteWorkerModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "worker-token-for-tests"
-	svc := worker.NewService(backend.NewLocal(models, infos))
-	srv, _, err := worker.NewServer(svc, worker.ServerOptions{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	rem, err := backend.DialRemote(context.Background(), ln.Addr().String(), backend.RemoteOptions{CallTimeout: config.Default("").Workers.CallTimeoutSeconds.Duration(), Token: token})
+	addr, _ := testenv.ServeWorker(t, backend.NewLocal(models, infos), worker.ServerOptions{Token: token})
+	rem, err := backend.DialRemote(context.Background(), addr, backend.RemoteOptions{CallTimeout: config.Default("").Workers.CallTimeoutSeconds.Duration(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

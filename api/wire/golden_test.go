@@ -1,9 +1,7 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/api/wire/tinkerpb"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // Golden files of the wire formats, under testdata/golden:
@@ -27,8 +26,6 @@ import (
 //
 // go test ./api/wire -run Golden -update rewrites the .decoded.json and responses files
 // from the current code; review the diff, then run the SDK check.
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden from the current code")
 
 // decodeRequest decodes an SDK request body as the route's handler does.
 func decodeRequest(route string, body []byte) (any, error) {
@@ -117,7 +114,7 @@ func TestGoldenRequestsDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareGolden(t, path+".decoded.json", append(got, '\n'))
+			check.Golden(t, path+".decoded.json", append(got, '\n'))
 			routes++
 		})
 	}
@@ -260,44 +257,20 @@ func TestGoldenResponsesEncode(t *testing.T) {
 				compareProtoGolden(t, filepath.Join(dir, name), b)
 				return
 			}
-			compareGolden(t, filepath.Join(dir, name), b)
+			check.Golden(t, filepath.Join(dir, name), b)
 		})
 	}
 	// A golden whose reply is no longer built is stale: the SDK check would vouch for a
 	// reply the server does not send.
-	if !*update {
-		files, _ := os.ReadDir(dir)
-		for _, f := range files {
-			if _, ok := got[f.Name()]; !ok {
-				t.Errorf("%s: no reply builds this golden any more; delete it", f.Name())
-			}
-		}
-	}
-}
-
-// compareGolden compares got with the golden file at path byte for byte, or rewrites it
-// under -update.
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		writeGolden(t, path, got)
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./api/wire -run Golden -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (review, then -update):\n got: %s\nwant: %s", path, got, want)
-	}
+	check.NoStaleGoldens(t, dir, func(name string) bool { _, ok := got[name]; return ok })
 }
 
 // compareProtoGolden compares a protobuf reply with its golden message for message (the
 // encoding of equal messages may differ between protobuf releases).
 func compareProtoGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		writeGolden(t, path, got)
+	if check.Update() {
+		check.WriteGolden(t, path, got)
 		return
 	}
 	want, err := os.ReadFile(path)
@@ -318,15 +291,5 @@ func compareProtoGolden(t *testing.T, path string, got []byte) {
 	}
 	if !proto.Equal(g, w) {
 		t.Errorf("%s differs from the golden file (review, then -update):\n got: %s\nwant: %s", path, prototext.Format(g), prototext.Format(w))
-	}
-}
-
-func writeGolden(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -76,3 +76,14 @@ func TestWrongInvocationsAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// `tuft bench` is gone from the product binary: the answer says where the benchmarks went.
+func TestBenchPointsToItsOwnBinary(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"bench", "engine"}, &out, &errOut); code != 2 {
+		t.Fatalf("exit status %d, want 2", code)
+	}
+	if !strings.Contains(errOut.String(), "go run ./cmd/tuft-bench") || out.Len() != 0 {
+		t.Fatalf("stderr %q, want a pointer to cmd/tuft-bench; stdout %q", errOut.String(), out.String())
+	}
+}

@@ -42,10 +42,6 @@ func commands() []command {
 			[]string{"list", "download", "export", "delete", "publish", "unpublish"}, cmdCheckpoints},
 		{"smoke", []string{"tuft smoke [--config FILE] [--otlp-endpoint URL]"},
 			"Send one trace, metric batch and log through the telemetry pipeline; report the export.", nil, cmdSmoke},
-		{"bench", []string{"tuft bench engine [--preset NAME | --model DIR] [--tokens N] [--torch auto|on|off] [--json] [flags]",
-			"tuft bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
-			"tuft bench load --model DIR [--device cpu|cuda[:N]] [--json]"},
-			"Measure training and sampling speed and memory against PyTorch, the continuous-batching scheduler, and loading a model.", []string{"engine", "sampling", "load"}, cmdBench},
 	}
 }
 
@@ -110,6 +106,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name = "version"
 	}
 	c, ok := lookup(name)
+	if !ok && name == "bench" {
+		// The benchmarks left the product binary; say where they went rather than list
+		// the commands.
+		fmt.Fprintln(stderr, "tuft: the benchmarks are their own binary now: go run ./cmd/tuft-bench engine|sampling|load [flags]")
+		return 2
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "tuft: unknown command %q\n\n", name)
 		usage(stderr)

@@ -2,7 +2,6 @@ package export
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,8 +14,6 @@ import (
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/gguf"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 var (
 	presetOnce sync.Once

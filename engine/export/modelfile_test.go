@@ -1,10 +1,11 @@
 package export
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // The Modelfile for each template family the exporter translates, and for one it does
@@ -25,18 +26,6 @@ func TestModelfileGolden(t *testing.T) {
 	for _, c := range cases {
 		got := Modelfile(c.from, c.adapter, c.tmpl, c.stops)
 		path := filepath.Join("testdata", c.name+".Modelfile")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to write it)", err)
-		}
-		if got != string(want) {
-			t.Errorf("%s: got\n%s\nwant\n%s", c.name, got, want)
-		}
+		check.Golden(t, path, []byte(got))
 	}
 }

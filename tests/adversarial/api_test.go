@@ -24,11 +24,7 @@ type future struct {
 }
 
 func (tn *tenant) session() string {
-	var out struct {
-		SessionID string `json:"session_id"`
-	}
-	tn.c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "user_metadata": map[string]any{}, "sdk_version": "0.25.0"}, &out)
-	return out.SessionID
+	return tn.c.NewSession()
 }
 
 func (tn *tenant) model(sess string, seq int) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // Exports through the archive route (docs/export.md) leave nothing behind and grant
@@ -19,6 +20,9 @@ import (
 // a 403 whatever the format; another tenant gets no link; an unknown format is a 400
 // naming it.
 func TestExportLeavesNothingAndGrantsNothingMore(t *testing.T) {
+	// The tiny preset is written once per test binary into the temporary directory of the
+	// moment: write it before TMPDIR points into this test's directory, which goes with it.
+	testenv.TinyDir(t)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the exports' temporary directories go here
 	cfg := testenv.Config(t, t.TempDir(), "memory")
@@ -61,7 +65,7 @@ func TestExportLeavesNothingAndGrantsNothingMore(t *testing.T) {
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, 1024)
 	resp.Body.Close()
-	waitFor(t, 10*time.Second, "the abandoned export's files to be removed", func() bool { return len(exports()) == 0 })
+	check.Eventually(t, 10*time.Second, "the abandoned export's files to be removed", func() bool { return len(exports()) == 0 })
 
 	l := link("?format=hf")
 	tok := strings.TrimPrefix(strings.SplitN(l, "?", 2)[0], s.URL()+"/api/v1/archive/")

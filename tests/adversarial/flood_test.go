@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // Two tenants hammer asample at a small per-tenant limit (the crash of finding 1 came
@@ -61,7 +62,7 @@ func Test429FloodOfTwoTenants(t *testing.T) {
 		tn := newTenant(t, s.URL(), key)
 		sess := tn.session()
 		var f future
-		waitFor(t, 30*time.Second, "create_model after the flood", func() bool {
+		check.Eventually(t, 30*time.Second, "create_model after the flood", func() bool {
 			r := tn.c.Do("POST", "/api/v1/create_model", map[string]any{"session_id": sess, "model_seq_id": 0, "base_model": testenv.Model,
 				"lora_config": map[string]any{"rank": 4, "seed": 1, "train_attn": true}}, nil)
 			if r.Status == http.StatusOK {

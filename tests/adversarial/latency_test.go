@@ -10,6 +10,7 @@ import (
 
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // Finding 12 and finding 3 of issue 12: one tenant's legal flood (many queued
@@ -99,7 +100,7 @@ func TestTwoTenantLatencyUnderAFlood(t *testing.T) {
 		}
 	}()
 	// Let the flood reach the model before measuring.
-	waitFor(t, 30*time.Second, "the flood's first training pack", func() bool {
+	check.Eventually(t, 30*time.Second, "the flood's first training pack", func() bool {
 		st, _ := local.SchedulerStats(testenv.Model)
 		return st.Packs > 0 && st.Steps > 0
 	})

@@ -180,14 +180,3 @@ func (p *proc) fds() int {
 	}
 	return len(ents)
 }
-
-// waitFor polls cond (a state a server reaches asynchronously) for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within %s", what, d)
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // publicRoutes are the routes that take no API key, so no admission and no body: the
@@ -112,7 +113,7 @@ func TestEveryRouteIsBehindAdmissionAndBodyLimits(t *testing.T) {
 	for i := 0; i < cfg.Limits.MaxConcurrentRequestsPerTenant; i++ {
 		stall(t, s.URL(), testenv.KeyA, 1000, "{", false)
 	}
-	waitFor(t, 10*time.Second, "tenant A at its concurrency limit", func() bool {
+	check.Eventually(t, 10*time.Second, "tenant A at its concurrency limit", func() bool {
 		return a.Do("GET", "/api/v1/sessions", nil, nil).Status == http.StatusTooManyRequests
 	})
 	bomb := gzipped(append(append([]byte(`{"x": "`), bytes.Repeat([]byte(" "), 300<<10)...), `"}`...))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // stall opens a connection and sends a request head that declares a body (or, with
@@ -127,7 +128,7 @@ func TestStalledBodiesAndHeadsCannotStarveTheServer(t *testing.T) {
 	if authedMax > 6*time.Second || headMax > 6*time.Second {
 		t.Fatalf("stalls cut after %s (bodies) and %s (heads); the timeouts are 3 s", authedMax, headMax)
 	}
-	waitFor(t, 10*time.Second, "file descriptors back to the baseline", func() bool { return p.fds() <= fds0+5 })
+	check.Eventually(t, 10*time.Second, "file descriptors back to the baseline", func() bool { return p.fds() <= fds0+5 })
 	t.Logf("%d anonymous stalls answered 401 and closed within %s; %d authenticated stalls answered 408 and closed by %s; "+
 		"%d stalled heads closed by %s; other clients' worst latency meanwhile %s; fds %d → %d (during) → %d; RSS %d KiB, peak %d KiB (+%d KiB)",
 		anon, anonMax.Round(time.Millisecond), authed, authedMax.Round(time.Millisecond), heads, headMax.Round(time.Millisecond),

@@ -247,25 +247,17 @@ telemetry:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
-	var f struct {
-		RequestID string `json:"request_id"`
-		ModelID   string `json:"model_id"`
-	}
-	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
-	c.Result(f.RequestID, nil)
+	se := c.NewSession()
+	modelID := c.NewTrainingRun(se, map[string]any{"rank": 4})
 	seq := 1
-	up := workload(t, []*testenv.Client{c}, &seq, f.ModelID, se.SessionID, 0)
+	up := workload(t, []*testenv.Client{c}, &seq, modelID, se, 0)
 
 	// Outage: the collector goes away; requests must keep their latency.
 	c1.stop()
-	down := workload(t, []*testenv.Client{c}, &seq, f.ModelID, se.SessionID, 1)
+	down := workload(t, []*testenv.Client{c}, &seq, modelID, se, 1)
 	c2 := startCollector(t, col, out, grpcPort)
 	defer c2.stop()
-	back := workload(t, []*testenv.Client{c}, &seq, f.ModelID, se.SessionID, 2)
+	back := workload(t, []*testenv.Client{c}, &seq, modelID, se, 2)
 	t.Logf("median request latency: collector up %v, down %v, back %v", median(up), median(down), median(back))
 	smoke := exec.Command(bin, "smoke", "--config", cfgPath)
 	smoke.Env = append(os.Environ(), "TUFT_HOME="+home)
@@ -311,7 +303,7 @@ telemetry:
 	}
 	keyed := false
 	for _, a := range spans["hf_model.forward_backward"] {
-		keyed = keyed || (a["tuft.training_run_id"] == f.ModelID && a["tuft.session_id"] == se.SessionID)
+		keyed = keyed || (a["tuft.training_run_id"] == modelID && a["tuft.session_id"] == se)
 	}
 	if !keyed {
 		t.Error("executor spans lack the correlation keys")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/store/storetest"
 )
 
@@ -32,16 +33,18 @@ func startProc(t *testing.T, bin, log string, env []string, args ...string) *exe
 	return cmd
 }
 
+// waitFor is check.Eventually (60 s) that shows the process's log when it fails.
 func waitFor(t *testing.T, what, log string, ok func() bool) {
 	t.Helper()
-	for i := 0; i < 600; i++ {
-		if ok() {
-			return
+	done := false
+	defer func() {
+		if !done { // Eventually failed (runtime.Goexit runs this): show why
+			b, _ := os.ReadFile(log)
+			t.Logf("log %s:\n%s", log, b)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(log)
-	t.Fatalf("%s did not happen; log:\n%s", what, b)
+	}()
+	check.Eventually(t, 60*time.Second, what, ok)
+	done = true
 }
 
 func stopProc(cmd *exec.Cmd) {
@@ -122,19 +125,16 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 		return strings.Contains(string(b), "tuft is serving")
 	})
 
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
+	se := c.NewSession()
 	var f struct {
 		RequestID string `json:"request_id"`
 		ModelID   string `json:"model_id"`
 	}
-	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
+	c.Post("/api/v1/create_model", map[string]any{"session_id": se, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
 	c.Result(f.RequestID, nil)
 	model := f.ModelID
 	seq := 1
-	workload(t, []*testenv.Client{c}, &seq, model, se.SessionID, 0)
+	workload(t, []*testenv.Client{c}, &seq, model, se, 0)
 
 	// SIGKILL the worker while it runs a long forward_backward.
 	var data []any
@@ -174,7 +174,7 @@ workers: {discover: true, check_seconds: 1, call_timeout_seconds: 120, start_tim
 		b, _ := os.ReadFile(slog)
 		return strings.Contains(string(b), "worker restarted") || strings.Count(string(b), "worker joined") > 1
 	})
-	workload(t, []*testenv.Client{c}, &seq, model, se.SessionID, 1)
+	workload(t, []*testenv.Client{c}, &seq, model, se, 1)
 	if b, _ := os.ReadFile(slog); !strings.Contains(string(b), "adapter restored after its worker lost it") {
 		t.Error("the server log does not mention restoring the adapter")
 	}
@@ -261,31 +261,25 @@ workers: {discover: true, check_seconds: 1}
 		clients = append(clients, testenv.NewClient(t, fmt.Sprintf("http://127.0.0.1:%d", port), testenv.KeyA))
 	}
 	a, b := clients[0], clients[1]
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	a.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
+	se := a.NewSession()
 	var f struct {
 		RequestID string `json:"request_id"`
 		ModelID   string `json:"model_id"`
 	}
 	// The session lives on api-a; create_model sent to api-b runs there too.
-	b.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
+	b.Post("/api/v1/create_model", map[string]any{"session_id": se, "model_seq_id": 0, "base_model": "tuft/tiny", "lora_config": map[string]any{"rank": 4}}, &f)
 	a.Result(f.RequestID, nil)
 	seq := 1
-	workload(t, clients, &seq, f.ModelID, se.SessionID, 0)
-	workload(t, []*testenv.Client{b, a}, &seq, f.ModelID, se.SessionID, 1)
+	workload(t, clients, &seq, f.ModelID, se, 0)
+	workload(t, []*testenv.Client{b, a}, &seq, f.ModelID, se, 1)
 
 	// A session created through api-b (so owned by it) samples from a checkpoint that was
 	// saved through the session on api-a.
-	var se2 struct {
-		SessionID string `json:"session_id"`
-	}
-	b.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se2)
+	se2 := b.NewSession()
 	var ss struct {
 		SamplingSessionID string `json:"sampling_session_id"`
 	}
-	b.Post("/api/v1/create_sampling_session", map[string]any{"session_id": se2.SessionID, "sampling_session_seq_id": 0,
+	b.Post("/api/v1/create_sampling_session", map[string]any{"session_id": se2, "sampling_session_seq_id": 0,
 		"model_path": "tinker://" + f.ModelID + "/sampler_weights/e2e-1"}, &ss)
 	b.Post("/api/v1/asample", map[string]any{"sampling_session_id": ss.SamplingSessionID, "seq_id": 0, "num_samples": 1,
 		"prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}}, "sampling_params": map[string]any{"max_tokens": 3}}, &f)

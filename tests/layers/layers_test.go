@@ -27,11 +27,13 @@ var layers = []struct {
 	rank int
 }{
 	{"cmd/tuft", 100},
+	{"cmd/tuft-bench", 100}, // the benchmarks, out of the product binary
 	{"examples/...", 100},
 	{"examples/internal/exenv", 99},
-	{"internal/testenv", 95}, // test helper: starts servers in process
-	{"server", 90},           // the API process's composition root
-	{"worker", 90},           // the worker process's composition root and gRPC service
+	{"internal/testenv", 95},      // test helper: starts servers in process
+	{"internal/testenv/check", 1}, // test kit leaf (goldens, Eventually): stdlib only, so any package's tests may use it
+	{"server", 90},                // the API process's composition root
+	{"worker", 90},                // the worker process's composition root and gRPC service
 	{"api", 80},
 	{"api/openai", 79},    // OpenAI-compatible routes
 	{"api/anthropic", 79}, // Anthropic-compatible routes
@@ -41,7 +43,7 @@ var layers = []struct {
 	{"futures", 60},
 	{"registry", 60},
 	{"backend", 50},
-	{"worker/workerpb", 45}, // the gRPC schema: a leaf shared by backend and worker
+	{"backend/workerpb", 45}, // the gRPC schema: a leaf shared by backend (Remote) and worker
 	{"api/wire", 40},
 	{"api/wire/tinkerpb", 39},
 	{"engine/export", 35}, // weights out: PEFT, merged HF, GGUF, Modelfile (reads engine models)
@@ -103,6 +105,8 @@ var rules = []struct {
 		pkgs: []string{"..."}, forbidden: []string{"net/http"}, direct: true,
 		except: []string{"api/...", "client", "server", "cmd/tuft", "telemetry/httpserver", "telemetry/setup", "telemetry/otlptrace",
 			"internal/testenv", "examples/..."}},
+	{name: "the test kit is for tests: no product package imports internal/testenv",
+		pkgs: []string{"..."}, forbidden: []string{"internal/testenv/..."}, direct: true, except: []string{"internal/testenv/..."}},
 	{name: "the public wire types and the client SDK do not depend on the engine",
 		pkgs: []string{"api/wire/...", "client"}, forbidden: []string{"engine/..."}},
 }

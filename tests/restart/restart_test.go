@@ -82,18 +82,8 @@ persistence: {mode: embedded}
 	waitHealthy(t, base, p, home)
 	c := testenv.NewClient(t, base, testenv.KeyA)
 
-	var sess struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "user_metadata": map[string]any{}, "sdk_version": "0.25.0"}, &sess)
-	var f struct {
-		RequestID string `json:"request_id"`
-		ModelID   string `json:"model_id"`
-	}
-	c.Post("/api/v1/create_model", map[string]any{"session_id": sess.SessionID, "model_seq_id": 0, "base_model": "tuft/tiny",
-		"lora_config": map[string]any{"rank": 8, "seed": 3, "train_attn": true, "train_mlp": true, "train_unembed": true}}, &f)
-	c.Result(f.RequestID, nil)
-	model := f.ModelID
+	sess := c.NewSession()
+	model := c.NewTrainingRun(sess, map[string]any{"rank": 8, "seed": 3, "train_attn": true, "train_mlp": true, "train_unembed": true})
 	datum := map[string]any{
 		"model_input":    map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{10, 11, 12, 13, 14, 15, 16, 17}}}},
 		"loss_fn_inputs": map[string]any{"target_tokens": map[string]any{"data": []int{11, 12, 13, 14, 15, 16, 17, 18}, "dtype": "int64"}, "weights": map[string]any{"data": []float64{1, 1, 1, 1, 1, 1, 1, 1}, "dtype": "float32"}},

@@ -20,15 +20,12 @@ func TestIssue15FeaturesAreObservable(t *testing.T) {
 	s, rec, reader := observed(t, testenv.Config(t, t.TempDir(), "memory"))
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "user_metadata": nil, "sdk_version": "0.38.0"}, &se)
+	se := c.NewSession()
 	var f struct {
 		RequestID string `json:"request_id"`
 		ModelID   string `json:"model_id"`
 	}
-	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model,
+	c.Post("/api/v1/create_model", map[string]any{"session_id": se, "model_seq_id": 0, "base_model": testenv.Model,
 		"lora_config": map[string]any{"rank": 4}, "optimizer_config": map[string]any{"type": "dimuon", "version": 1}}, &f)
 	c.Result(f.RequestID, nil)
 	model := f.ModelID

@@ -15,12 +15,9 @@ func TestQuotaRefusalNamesItsLimitOnTheSpan(t *testing.T) {
 	cfg.Limits.MaxSamplersPerTenant = 1
 	s, rec, _ := observed(t, cfg)
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.38.0"}, &se)
+	se := c.NewSession()
 	for seq, want := range []int{http.StatusOK, http.StatusForbidden} {
-		if r := c.Do("POST", "/api/v1/create_sampling_session", map[string]any{"session_id": se.SessionID, "sampling_session_seq_id": seq,
+		if r := c.Do("POST", "/api/v1/create_sampling_session", map[string]any{"session_id": se, "sampling_session_seq_id": seq,
 			"base_model": testenv.Model}, nil); r.Status != want {
 			t.Fatalf("sampler %d: %d %s", seq, r.Status, r.Body)
 		}

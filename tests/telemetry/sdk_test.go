@@ -19,28 +19,25 @@ func TestCreateViaLoadFinishAndRefusalsAreObservable(t *testing.T) {
 	s, rec, reader := observed(t, testenv.Config(t, t.TempDir(), "memory"))
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 
-	var se struct {
-		SessionID string `json:"session_id"`
-	}
-	c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "user_metadata": nil, "sdk_version": "0.38.0"}, &se)
+	se := c.NewSession()
 	var f struct {
 		RequestID string `json:"request_id"`
 		ModelID   string `json:"model_id"`
 	}
-	c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model,
+	c.Post("/api/v1/create_model", map[string]any{"session_id": se, "model_seq_id": 0, "base_model": testenv.Model,
 		"lora_config": map[string]any{"rank": 4}}, &f)
 	c.Result(f.RequestID, nil)
 	c.Post("/api/v1/save_weights", map[string]any{"model_id": f.ModelID, "path": "p", "seq_id": 1}, &f)
 	var saved struct{ Path string }
 	c.Result(f.RequestID, &saved)
-	c.Post("/api/v1/load_weights", map[string]any{"session_id": se.SessionID, "model_seq_id": 1, "path": saved.Path, "optimizer": true}, &f)
+	c.Post("/api/v1/load_weights", map[string]any{"session_id": se, "model_seq_id": 1, "path": saved.Path, "optimizer": true}, &f)
 	c.Result(f.RequestID, nil)
 	loaded := f.ModelID
 	if r := c.Do("POST", "/api/v1/optim_step", map[string]any{"model_id": loaded, "seq_id": 1,
 		"optimizer_params": map[string]any{"type": "dimuon", "learning_rate": 1e-3}}, nil); r.Status != 400 {
 		t.Fatalf("dimuon step: %d %s", r.Status, r.Body)
 	}
-	c.Post("/api/v1/sessions/"+se.SessionID+"/finish", map[string]any{"reason": map[string]any{"type": "success"}}, nil)
+	c.Post("/api/v1/sessions/"+se+"/finish", map[string]any{"reason": map[string]any{"type": "success"}}, nil)
 
 	names := map[string]bool{}
 	for _, sp := range rec.Ended() {
@@ -48,14 +45,14 @@ func TestCreateViaLoadFinishAndRefusalsAreObservable(t *testing.T) {
 		switch {
 		case at[telemetry.AttrTrainingRunID] == loaded:
 			names[sp.Name()] = true
-			if at[telemetry.AttrSessionID] != "" && at[telemetry.AttrSessionID] != se.SessionID {
+			if at[telemetry.AttrSessionID] != "" && at[telemetry.AttrSessionID] != se {
 				t.Errorf("span %s of the loaded run carries session %s", sp.Name(), at[telemetry.AttrSessionID])
 			}
 			if sp.Name() == telemetry.SpanFutureExecute && at[telemetry.AttrOperationType] != telemetry.OpLoadWeights {
 				t.Errorf("the load's future has operation type %q", at[telemetry.AttrOperationType])
 			}
 		case sp.Name() == "POST /api/v1/sessions/{session_id}/finish":
-			if at[telemetry.AttrSessionID] != se.SessionID {
+			if at[telemetry.AttrSessionID] != se {
 				t.Errorf("finish span without the session id: %v", at)
 			}
 			names[sp.Name()] = true

@@ -63,39 +63,30 @@ func TestFullFlowMeetsTheContract(t *testing.T) {
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	b := testenv.NewClient(t, s.URL(), testenv.KeyB)
 	run := func(c *testenv.Client) (sess, model, sampler string) {
-		var se struct {
-			SessionID string `json:"session_id"`
-		}
-		c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "sdk_version": "0.25.0"}, &se)
-		var f struct {
-			RequestID string `json:"request_id"`
-			ModelID   string `json:"model_id"`
-		}
-		c.Post("/api/v1/create_model", map[string]any{"session_id": se.SessionID, "model_seq_id": 0, "base_model": testenv.Model,
-			"lora_config": map[string]any{"rank": 4, "seed": 1}}, &f)
-		c.Result(f.RequestID, nil)
+		se := c.NewSession()
+		modelID := c.NewTrainingRun(se, map[string]any{"rank": 4, "seed": 1})
 		datum := map[string]any{"model_input": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2, 3, 4}}}},
 			"loss_fn_inputs": map[string]any{"target_tokens": map[string]any{"data": []int{2, 3, 4, 5}, "dtype": "int64"}}}
 		var x struct {
 			RequestID string `json:"request_id"`
 		}
-		c.Post("/api/v1/forward_backward", map[string]any{"model_id": f.ModelID, "seq_id": 1, "forward_backward_input": map[string]any{"data": []any{datum}, "loss_fn": "cross_entropy"}}, &x)
+		c.Post("/api/v1/forward_backward", map[string]any{"model_id": modelID, "seq_id": 1, "forward_backward_input": map[string]any{"data": []any{datum}, "loss_fn": "cross_entropy"}}, &x)
 		c.Result(x.RequestID, nil)
-		c.Post("/api/v1/optim_step", map[string]any{"model_id": f.ModelID, "seq_id": 2, "adam_params": map[string]any{"learning_rate": 0.001}}, &x)
+		c.Post("/api/v1/optim_step", map[string]any{"model_id": modelID, "seq_id": 2, "adam_params": map[string]any{"learning_rate": 0.001}}, &x)
 		c.Result(x.RequestID, nil)
-		c.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": f.ModelID, "seq_id": 3, "path": "t"}, &x)
+		c.Post("/api/v1/save_weights_for_sampler", map[string]any{"model_id": modelID, "seq_id": 3, "path": "t"}, &x)
 		var saved struct{ Path string }
 		c.Result(x.RequestID, &saved)
 		var ss struct {
 			SamplingSessionID string `json:"sampling_session_id"`
 		}
-		c.Post("/api/v1/create_sampling_session", map[string]any{"session_id": se.SessionID, "sampling_session_seq_id": 0, "model_path": saved.Path}, &ss)
+		c.Post("/api/v1/create_sampling_session", map[string]any{"session_id": se, "sampling_session_seq_id": 0, "model_path": saved.Path}, &ss)
 		c.Post("/api/v1/asample", map[string]any{"sampling_session_id": ss.SamplingSessionID, "seq_id": 0, "num_samples": 2,
 			"prompt": map[string]any{"chunks": []any{map[string]any{"type": "encoded_text", "tokens": []int{1, 2}}}}, "sampling_params": map[string]any{"max_tokens": 3, "seed": 1}}, &x)
 		c.Result(x.RequestID, nil)
-		c.Post("/api/v1/telemetry", map[string]any{"session_id": se.SessionID, "platform": "linux", "sdk_version": "0.25.0", "process_uuid": "p",
+		c.Post("/api/v1/telemetry", map[string]any{"session_id": se, "platform": "linux", "sdk_version": "0.25.0", "process_uuid": "p",
 			"events": []any{map[string]any{"event": "UNHANDLED_EXCEPTION", "event_id": "e1", "severity": "ERROR", "error_type": "ValueError", "error_message": "boom", "traceback": "tb", "timestamp": "2026-11-22T15:00:00Z"}}}, nil)
-		return se.SessionID, f.ModelID, ss.SamplingSessionID
+		return se, modelID, ss.SamplingSessionID
 	}
 	sessA, runA, samplerA := run(a)
 	_, runB, _ := run(b)

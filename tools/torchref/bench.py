@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch performance reference for `tuft bench engine`.
+"""PyTorch performance reference for `tuft-bench engine`.
 
 It builds the same model as the Go engine from a HuggingFace-layout directory (config.json and
 model.safetensors as `tuft model init` writes them: F32, BF16 or F16), in float32: a Llama/Qwen2
@@ -14,7 +14,7 @@ are frozen. It then measures, on the CPU with --threads threads:
           with a KV cache, at batch 1 and batch 16 (the prompt is prefilled once and its cache
           copied 16 times, as the Go sampler does); prefill is included in the time
   memory  peak RSS of this process (its own VmHWM; ru_maxrss where there is none), import of torch included
-  blas    which BLAS torch multiplies with and its GEMM GFLOP/s (blas.py): `tuft bench`
+  blas    which BLAS torch multiplies with and its GEMM GFLOP/s (blas.py): `tuft-bench`
           refuses a ratio against Debian's unoptimised reference BLAS
 
 and prints one JSON object on stdout (progress goes to stderr). The token ids are the same
@@ -219,7 +219,7 @@ class Model:
 
 
 def bench_tokens(n, vocab, salt):
-    """The same deterministic token ids as cmd/tuft/bench.go."""
+    """The same deterministic token ids as cmd/tuft-bench/bench.go."""
     return [(i * 7919 + salt) % vocab for i in range(n)]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch + PEFT reference on a GPU for `tuft bench engine --device cuda`.
+"""PyTorch + PEFT reference on a GPU for `tuft-bench engine --device cuda`.
 
 It loads the same model directory (config.json, model.safetensors as `tuft model init`
 writes them) with transformers' AutoModelForCausalLM, base weights in bfloat16 with SDPA
@@ -16,7 +16,7 @@ measures on the GPU, in eager mode:
   memory  torch.cuda.max_memory_allocated, and this process's peak RSS
 
 and prints one JSON object on stdout (progress on stderr), in the shape bench.py prints. The
-token ids follow cmd/tuft/bench.go, so the warm-up loss (B = 0: the base model's) must agree
+token ids follow cmd/tuft-bench/bench.go, so the warm-up loss (B = 0: the base model's) must agree
 with the Go figure to bfloat16 precision.
 
 Needs torch with CUDA, transformers and peft:
@@ -55,7 +55,7 @@ def log(*a):
 
 
 def bench_tokens(n, vocab, salt):
-    """The same deterministic token ids as cmd/tuft/bench.go."""
+    """The same deterministic token ids as cmd/tuft-bench/bench.go."""
     return [(i * 7919 + salt) % vocab for i in range(n)]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for `tuft bench sampling`.
+"""PyTorch reference for `tuft-bench sampling`.
 
 The same float32 decoder as bench.py (built from the same model directory), with --adapters
 LoRA adapters (rank --rank on q, k, v, o, gate, up, down, B non-zero), measuring on the CPU

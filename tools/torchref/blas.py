@@ -3,7 +3,7 @@
 Debian's python3-torch links libblas.so.3, which the alternatives system points at the
 unoptimised reference BLAS (about 7 GFLOP/s) unless an optimised one (OpenBLAS: apt-get
 install libopenblas0-pthread) is installed. A benchmark against that reference says nothing,
-so the bench scripts report what they ran on and `tuft bench` refuses a ratio against it.
+so the bench scripts report what they ran on and `tuft-bench` refuses a ratio against it.
 """
 import os
 import statistics

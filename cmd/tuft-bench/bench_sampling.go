@@ -22,7 +22,7 @@ import (
 	"github.com/tuft-go/tuft/telemetry"
 )
 
-// `tuft bench sampling` measures the scheduler: N concurrent one-sample requests over M
+// `tuft-bench sampling` measures the scheduler: N concurrent one-sample requests over M
 // adapters and T tenants, decoded together in shared steps, beside (a) one request of N
 // samples on the same engine (one prompt, one prefill, N forked sequences: the batching
 // upper bound) and (b) the PyTorch reference doing the same batched multi-LoRA decode
@@ -108,7 +108,7 @@ type torchBLAS struct {
 }
 
 func runBenchSampling(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench sampling", "tuft bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
+	fs := newFlags("bench sampling", "tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
 		"Measure the continuous-batching scheduler: N concurrent one-sample requests over M adapters and T tenants, against one request of N samples and the PyTorch reference's batched multi-LoRA decode.")
 	var o samplingOptions
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
@@ -429,7 +429,7 @@ func printSampling(w io.Writer, r *samplingReport) {
 	if name == "" {
 		name = r.ModelDir
 	}
-	fmt.Fprintf(w, "tuft bench sampling: %s (%s, %d layers, hidden %d, vocab %d) on cpu, %d CPUs, GOMAXPROCS %d\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.CPUs, r.GOMAXPROCS)
+	fmt.Fprintf(w, "tuft-bench sampling: %s (%s, %d layers, hidden %d, vocab %d) on cpu, %d CPUs, GOMAXPROCS %d\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.CPUs, r.GOMAXPROCS)
 	fmt.Fprintf(w, "%d-token prompts, %d new tokens per sample (temperature 1, no stop at EOS); LoRA rank %d on q,k,v,o,gate,up,down\n",
 		r.PromptTokens, r.SampleTokens, r.Rank)
 	sc := r.Sched

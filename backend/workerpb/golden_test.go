@@ -1,7 +1,6 @@
 package workerpb
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 )
 
 // Golden files of the worker protocol (testdata/golden/<message>.pb): every message the
@@ -18,9 +18,7 @@ import (
 // of different builds meet during a rolling upgrade, so a change that would make one
 // misread the other (a renumbered field, a changed conversion) fails here.
 //
-// go test ./worker/workerpb -run Golden -update rewrites them; review the diff.
-
-var update = flag.Bool("update", false, "rewrite testdata/golden from the current code")
+// go test ./backend/workerpb -run Golden -update rewrites them; review the diff.
 
 // goldenCase is one message: built from engine values by the conversion both ends use,
 // and, where a conversion back exists, read back into those values.
@@ -101,18 +99,13 @@ func TestGoldenMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if check.Update() {
+				check.WriteGolden(t, path, b)
 				return
 			}
 			golden, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run go test ./worker/workerpb -run Golden -update to create it)", err)
+				t.Fatalf("%v (run go test ./backend/workerpb -run Golden -update to create it)", err)
 			}
 			// Message for message: equal messages may encode differently across protobuf
 			// releases; unknown fields (a renumbered one) make them unequal.
@@ -134,12 +127,8 @@ func TestGoldenMessages(t *testing.T) {
 			}
 		})
 	}
-	if !*update {
-		files, _ := os.ReadDir(dir)
-		for _, f := range files {
-			if _, ok := cases[f.Name()[:len(f.Name())-len(filepath.Ext(f.Name()))]]; !ok {
-				t.Errorf("%s: no message builds this golden any more; delete it", f.Name())
-			}
-		}
-	}
+	check.NoStaleGoldens(t, dir, func(name string) bool {
+		_, ok := cases[name[:len(name)-len(filepath.Ext(name))]]
+		return ok
+	})
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/tuft-go/tuft/engine/cuda"
 )
 
-// `tuft bench load` measures loading a model directory: the wall time and this process's
+// `tuft-bench load` measures loading a model directory: the wall time and this process's
 // peak resident memory (its own VmHWM; the process does nothing else, so that is the
 // load's peak), beside the size of the weight files. Run it on a fresh process per
 // figure, after a first load has put the files in the page cache if the figure is to
 // be from the cache.
 
-// loadReport is what `tuft bench load` prints.
+// loadReport is what `tuft-bench load` prints.
 type loadReport struct {
 	ModelDir      string  `json:"model_dir"`
 	Device        string  `json:"device"`
@@ -31,7 +31,7 @@ type loadReport struct {
 }
 
 func runBenchLoad(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench load", "tuft bench load --model DIR [--device cpu|cuda[:N]] [--cuda-lib-dirs DIRS] [--json]",
+	fs := newFlags("bench load", "tuft-bench load --model DIR [--device cpu|cuda[:N]] [--cuda-lib-dirs DIRS] [--json]",
 		"Measure loading a model: seconds and this process's peak RSS.")
 	dir := fs.String("model", "", "model directory (HuggingFace layout)")
 	dev := fs.String("device", "cpu", "device: cpu, cuda, cuda:N or auto")

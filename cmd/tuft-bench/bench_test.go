@@ -105,7 +105,7 @@ func TestBenchSamplingGoOnly(t *testing.T) {
 	}
 }
 
-// TestBenchLoad: `tuft bench load` reports the load's time and this process's peak RSS,
+// TestBenchLoad: `tuft-bench load` reports the load's time and this process's peak RSS,
 // and that the CPU keeps its float32 weights on the host.
 func TestBenchLoad(t *testing.T) {
 	dir := t.TempDir()

@@ -19,15 +19,15 @@ import (
 	"github.com/tuft-go/tuft/engine/cuda"
 )
 
-// `tuft bench engine` measures the engine on this machine — LoRA training tokens/s,
+// `tuft-bench engine` measures the engine on this machine — LoRA training tokens/s,
 // sampling tokens/s at batch 1 and 16, peak RSS — beside the same figures from the PyTorch
 // reference (tools/torchref/bench.py) run on the same model directory in a subprocess.
 
 const benchPromptTokens = 32
 
-// benchPresetInChild writes the preset in a child `tuft model init` so that generating the
-// weights does not count towards this process's peak RSS. Tests (whose binary is not tuft)
-// write it in-process.
+// benchPresetInChild writes the preset in a child `tuft-bench write-preset` so that
+// generating the weights does not count towards this process's peak RSS. Tests (whose
+// binary is not tuft-bench) write it in-process.
 var benchPresetInChild = true
 
 type benchOptions struct {
@@ -111,8 +111,6 @@ type benchReport struct {
 	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
 
-func cmdBench(args []string) error { return runBench(args, os.Stdout, os.Stderr) }
-
 func runBench(args []string, stdout, stderr io.Writer) error {
 	v, args, err := verb(args, "engine", "sampling", "load")
 	if err != nil {
@@ -124,7 +122,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := newFlags("bench engine", "tuft bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
+	fs := newFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
 	var o benchOptions
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
@@ -246,9 +244,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 func benchWritePreset(name, dir string) error {
 	if benchPresetInChild {
 		if exe, err := os.Executable(); err == nil {
-			out, err := exec.Command(exe, "model", "init", "--preset", name, "--out", dir).CombinedOutput()
+			out, err := exec.Command(exe, writePresetVerb, name, dir).CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("tuft model init: %v\n%s", err, out)
+				return fmt.Errorf("tuft-bench %s: %v\n%s", writePresetVerb, err, out)
 			}
 			return nil
 		}
@@ -476,7 +474,7 @@ func printBench(w io.Writer, r *benchReport) {
 	if name == "" {
 		name = r.ModelDir
 	}
-	fmt.Fprintf(w, "tuft bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
+	fmt.Fprintf(w, "tuft-bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
 	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
 		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
 	t := r.Torch

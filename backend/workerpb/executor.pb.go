@@ -2593,7 +2593,7 @@ const file_executor_proto_rawDesc = "" +
 	"\tSaveState\x12\x1c.tuft.worker.v1.StateRequest\x1a\x15.tuft.worker.v1.Empty\x12@\n" +
 	"\tLoadState\x12\x1c.tuft.worker.v1.StateRequest\x1a\x15.tuft.worker.v1.Empty\x12D\n" +
 	"\x06Sample\x12\x1d.tuft.worker.v1.SampleRequest\x1a\x1b.tuft.worker.v1.SampleReply\x12R\n" +
-	"\fSampleStream\x12#.tuft.worker.v1.SampleStreamRequest\x1a\x1b.tuft.worker.v1.SampleEvent0\x01B)Z'github.com/tuft-go/tuft/worker/workerpbb\x06proto3"
+	"\fSampleStream\x12#.tuft.worker.v1.SampleStreamRequest\x1a\x1b.tuft.worker.v1.SampleEvent0\x01B*Z(github.com/tuft-go/tuft/backend/workerpbb\x06proto3"
 
 var (
 	file_executor_proto_rawDescOnce sync.Once

@@ -1,0 +1,78 @@
+// Command tuft-bench measures the engine on this machine: `tuft-bench engine` (LoRA
+// training and sampling speed and peak memory against the PyTorch reference in
+// tools/torchref), `tuft-bench sampling` (the continuous-batching scheduler) and
+// `tuft-bench load` (loading a model directory). It is its own binary so that the product,
+// cmd/tuft, carries no benchmark code, no Python subprocesses and no reference finding:
+//
+//	go run ./cmd/tuft-bench engine --preset tiny --json
+//	go build -tags cuda -o tuft-bench ./cmd/tuft-bench   # for --device cuda
+//
+// Every subcommand answers -h/--help with its usage (exit status 0); a wrong invocation
+// prints the error and the usage (exit status 2); a failed measurement exits 1.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tuft-go/tuft/engine"
+)
+
+const usageText = `usage: tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--torch auto|on|off] [--json] [flags]
+       tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]
+       tuft-bench load --model DIR [--device cpu|cuda[:N]] [--json]
+
+Measure training and sampling speed and memory against PyTorch, the continuous-batching
+scheduler, and loading a model.
+
+Run 'tuft-bench SUBCOMMAND --help' for a subcommand's flags.
+`
+
+// writePresetVerb is the child that writes a preset for engine and sampling (see
+// benchWritePreset), so that generating the weights does not count towards the measuring
+// process's peak RSS. It is not listed: it is this binary talking to itself.
+const writePresetVerb = "write-preset"
+
+// run runs the command line args (without the program name) and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return 2
+	}
+	if isHelp(args[0]) || args[0] == "help" {
+		fmt.Fprint(stdout, usageText)
+		return 0
+	}
+	var err error
+	if args[0] == writePresetVerb {
+		if len(args) != 3 {
+			err = &usageError{err: fmt.Errorf("want %s PRESET DIR", writePresetVerb), usage: usageText}
+		} else {
+			err = engine.WritePreset(args[1], args[2])
+		}
+	} else {
+		err = runBench(args, stdout, stderr)
+	}
+	var help *helpRequest
+	var bad *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return 0
+	case errors.As(err, &bad):
+		text := bad.usage
+		if text == "" {
+			text = usageText
+		}
+		fmt.Fprintf(stderr, "tuft-bench: %v\n\n%s", bad.err, text)
+		return 2
+	}
+	fmt.Fprintln(stderr, "tuft-bench:", err)
+	return 1
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
