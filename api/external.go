@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -49,7 +50,7 @@ func (h *Handler) externalWeightsURLs(w http.ResponseWriter, r *http.Request, te
 		resp.URLs[f] = base + "/api/v1/external_weights/" + url.PathEscape(tok) + "/" + url.PathEscape(f)
 		resp.Expires = exp.UTC()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // base is the URL signed links are built on.
@@ -65,13 +66,13 @@ func (h *Handler) base(r *http.Request) string {
 func (h *Handler) externalFile(w http.ResponseWriter, r *http.Request) {
 	file := r.PathValue("file")
 	if file == "" || file != path.Base(file) || file == "." || file == ".." {
-		writeJSON(w, http.StatusForbidden, errorBody{Detail: service.ErrBadToken.Error(), Category: "user"})
+		textgen.WriteJSON(w, encodingFailed, http.StatusForbidden, errorBody{Detail: service.ErrBadToken.Error(), Category: "user"})
 		return
 	}
 	f, err := h.svc.OpenFile(r.PathValue("token"), file)
 	if err != nil {
 		if errors.Is(err, service.ErrBadToken) {
-			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
+			textgen.WriteJSON(w, encodingFailed, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
 			return
 		}
 		h.fail(w, r, err)

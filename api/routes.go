@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -80,7 +81,7 @@ func (h *Handler) routes() {
 	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
 
 	m.handle("/", public, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
+		textgen.WriteJSON(w, encodingFailed, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
 	})
 }
 
@@ -172,7 +173,7 @@ func (h *Handler) future(w http.ResponseWriter, r *http.Request, id, modelID str
 	if modelID != "" {
 		f.ModelID = &modelID
 	}
-	writeJSON(w, http.StatusOK, f)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, f)
 }
 
 // opMeta names a training operation.

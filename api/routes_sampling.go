@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -24,7 +25,7 @@ func (h *Handler) createSamplingSession(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	annotate(r, telemetry.Keys{SamplingSessionID: sm.ID})
-	writeJSON(w, http.StatusOK, wire.CreateSamplingSessionResponse{SamplingSessionID: sm.ID, Type: "create_sampling_session"})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.CreateSamplingSessionResponse{SamplingSessionID: sm.ID, Type: "create_sampling_session"})
 }
 
 func (h *Handler) getSampler(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -37,7 +38,7 @@ func (h *Handler) getSampler(w http.ResponseWriter, r *http.Request, tenant stri
 	if sm.ModelPath != "" {
 		resp.ModelPath = &sm.ModelPath
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -69,5 +70,5 @@ func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string)
 		return
 	}
 	annotate(r, telemetry.Keys{RequestID: id})
-	writeJSON(w, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, SampleSequenceIDs: wire.SampleSequenceIDs(id, call.Req.NumSamples)})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, SampleSequenceIDs: wire.SampleSequenceIDs(id, call.Req.NumSamples)})
 }

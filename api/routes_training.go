@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -39,7 +40,7 @@ func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant str
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, ModelID: &runID})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, ModelID: &runID})
 }
 
 func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -54,7 +55,7 @@ func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	isLora, rank, name := true, info.LoraRank, info.BaseModel
 	arch := info.Arch
-	writeJSON(w, http.StatusOK, wire.GetInfoResponse{
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.GetInfoResponse{
 		ModelID: info.ModelID, ModelData: wire.ModelData{Arch: &arch, ModelName: &name, TokenizerID: &name},
 		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: wire.EchoOptimizer(info.Optimizer), Type: "get_info"})
 }
@@ -80,7 +81,7 @@ func (h *Handler) weightsInfo(w http.ResponseWriter, r *http.Request, tenant str
 		return
 	}
 	rank, ta, tm, tu := c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed
-	writeJSON(w, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
 		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: wire.EchoOptimizer(c.OptimizerOf())})
 }
 
