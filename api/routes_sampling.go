@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -41,34 +42,24 @@ func (h *Handler) getSampler(w http.ResponseWriter, r *http.Request, tenant stri
 	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
-func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string) {
-	body, ok := h.readBody(w, r)
-	if !ok {
-		return
-	}
+func (h *Handler) asample(r *http.Request, tenant string, body []byte) (*operation, error) {
 	if id, ok := wire.PeekJSONString(body, "sampling_session_id"); ok && id != "" {
 		if err := h.svc.CheckSampler(tenant, id); err != nil {
-			h.fail(w, r, err) // before the costly decode, as for forward_backward
-			return
+			return nil, err // before the costly decode, as for forward_backward
 		}
 	}
 	call, err := wire.DecodeSampleRequest(body)
 	if err != nil {
-		h.badRequest(w, r, err)
-		return
+		return nil, invalid(err)
 	}
 	if call.ModelPath != "" && call.SamplingSessionID == "" {
-		h.badRequest(w, r, fmt.Errorf("asample with model_path is not supported: create a sampling session for the checkpoint first"))
-		return
+		return nil, invalid(fmt.Errorf("asample with model_path is not supported: create a sampling session for the checkpoint first"))
 	}
-	r = annotate(r, telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel})
-	id, err := h.svc.Sample(r.Context(), tenant, service.SampleInput{
-		SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
-		PayloadHash: payloadHash(body), Req: sampleRequest(call.Req), PromptLogprobsLastN: call.PromptLogprobsLastN}, h.enc)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	annotate(r, telemetry.Keys{RequestID: id})
-	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, SampleSequenceIDs: wire.SampleSequenceIDs(id, call.Req.NumSamples)})
+	in := service.SampleInput{SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
+		PayloadHash: payloadHash(body), Req: sampleRequest(call.Req), PromptLogprobsLastN: call.PromptLogprobsLastN}
+	return &operation{name: telemetry.OpSample, samples: call.Req.NumSamples,
+		keys: telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			return h.svc.Sample(ctx, tenant, in, enc)
+		}}, nil
 }
