@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -37,7 +38,7 @@ func (h *Handler) copyWeights(w http.ResponseWriter, r *http.Request, tenant str
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.CopyWeightsResponse{TinkerPath: p})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.CopyWeightsResponse{TinkerPath: p})
 }
 
 // searchSessions pages through the caller's sessions, newest first.
@@ -88,7 +89,7 @@ func (h *Handler) searchSessions(w http.ResponseWriter, r *http.Request, tenant 
 	if next != nil {
 		resp.NextCursor = &wire.SessionSearchCursor{LastCreatedAt: next.CreatedAt.UTC(), LastSessionID: next.SessionID}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // checkpointStorage reports the caller's checkpoint storage per project, measured on
@@ -106,15 +107,7 @@ func (h *Handler) checkpointStorage(w http.ResponseWriter, r *http.Request, tena
 		resp.Data = append(resp.Data, wire.CheckpointStorageUsageItem{ProjectID: &p, OrgUserURN: &owner, UserName: &owner,
 			CheckpointCount: g.Count, SizeBytes: g.Bytes, SizeGigabytes: float64(g.Bytes) / 1e9})
 	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// requestKey is the API key a request presented.
-func requestKey(r *http.Request) string {
-	if k := r.Header.Get("X-API-Key"); k != "" {
-		return k
-	}
-	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // apiKeyMe describes the key the request presents (tinker auth login checks a key so).
@@ -124,7 +117,7 @@ func (h *Handler) apiKeyMe(w http.ResponseWriter, r *http.Request, tenant string
 		h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"})
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.SelfAPIKeyResponse{KeyID: k.ID, Name: fmt.Sprintf("%s key %.12s", k.Tenant, k.Hash),
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.SelfAPIKeyResponse{KeyID: k.ID, Name: fmt.Sprintf("%s key %.12s", k.Tenant, k.Hash),
 		Note:    "configured in the server's config (auth.api_keys, key_sha256 " + k.Hash + ")",
 		Details: wire.APIKeyDetails{OrgDetails: wire.APIKeyOrgDetails{Name: k.Tenant}, UserDetails: wire.APIKeyUserDetails{Email: k.Tenant}}})
 }

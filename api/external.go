@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"path"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -16,22 +18,23 @@ import (
 // …/external_weights_urls, and the download route those links point at.
 
 // saveWeightsExternal is a training operation with a seq_id: a refusal settles it.
-func (h *Handler) saveWeightsExternal(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) saveWeightsExternal(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.SaveWeightsExternalRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsExternal, &req)
-	if !ok {
-		return
+	if op, err := decodeOp(r, body, telemetry.OpSaveWeightsExternal, &req); err != nil {
+		return op, err
 	}
-	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsExternal})
 	m := opMeta(r, req.ModelID, req.SeqID, body)
+	o := &operation{name: telemetry.OpSaveWeightsExternal, settle: m, model: req.ModelID,
+		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsExternal}}
 	name := deref(req.Path)
 	if name == "" {
-		h.refuse(w, r, tenant, m, telemetry.OpSaveWeightsExternal, invalid(fmt.Errorf("path (the export's name) is required")))
-		return
+		return o, invalid(fmt.Errorf("path (the export's name) is required"))
 	}
-	id, err := h.svc.SaveExternal(r.Context(), tenant, service.ExternalInput{OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds,
-		Recipients: req.AgeEncryptionRecipients}, h.enc)
-	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeightsExternal, id, err)
+	in := service.ExternalInput{OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Recipients: req.AgeEncryptionRecipients}
+	o.submit = func(ctx context.Context, enc encoder) (string, error) {
+		return h.svc.SaveExternal(ctx, tenant, in, enc)
+	}
+	return o, nil
 }
 
 // externalWeightsURLs answers GET …/checkpoints/external_weights/<name>/external_weights_urls:
@@ -49,7 +52,7 @@ func (h *Handler) externalWeightsURLs(w http.ResponseWriter, r *http.Request, te
 		resp.URLs[f] = base + "/api/v1/external_weights/" + url.PathEscape(tok) + "/" + url.PathEscape(f)
 		resp.Expires = exp.UTC()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // base is the URL signed links are built on.
@@ -65,13 +68,13 @@ func (h *Handler) base(r *http.Request) string {
 func (h *Handler) externalFile(w http.ResponseWriter, r *http.Request) {
 	file := r.PathValue("file")
 	if file == "" || file != path.Base(file) || file == "." || file == ".." {
-		writeJSON(w, http.StatusForbidden, errorBody{Detail: service.ErrBadToken.Error(), Category: "user"})
+		textgen.WriteJSON(w, encodingFailed, http.StatusForbidden, errorBody{Detail: service.ErrBadToken.Error(), Category: "user"})
 		return
 	}
 	f, err := h.svc.OpenFile(r.PathValue("token"), file)
 	if err != nil {
 		if errors.Is(err, service.ErrBadToken) {
-			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
+			textgen.WriteJSON(w, encodingFailed, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
 			return
 		}
 		h.fail(w, r, err)

@@ -26,28 +26,63 @@ const forwardedHeader = "X-Tuft-Forwarded-By"
 
 var peerClient = &http.Client{Timeout: 2 * time.Minute}
 
-// relay sends r to the replica that owns what it is about, with the body the body layer
-// read (decoded: the layer dropped its Content-Encoding). It reports false when it wrote
-// nothing (a single server, or a request that did not pass the layers), leaving the
-// error to the caller.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, ee *service.ElsewhereError) bool {
-	hb, _ := r.Body.(*textgen.HeldBody)
-	if h.svc.ReplicaID() == "" || hb == nil {
+// handOff is where a route's error writer (fail) leaves an ElsewhereError for
+// forwardLayer, with the request as the route last had it (its context annotated).
+type handOff struct {
+	ee *service.ElsewhereError
+	r  *http.Request
+}
+
+type handOffKey struct{}
+
+// forwardLayer replays a request on the replica that owns what it is about. Only the
+// route finds out (the service answers it an ElsewhereError), so the layer gives the
+// route a hand-off slot, and the error writer puts the error there instead of writing
+// it. On a single server, or without a held body (a public route), there is no slot.
+func (h *Handler) forwardLayer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hb, _ := r.Body.(*textgen.HeldBody)
+		if h.svc.ReplicaID() == "" || hb == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ho := &handOff{}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handOffKey{}, ho)))
+		if ho.ee != nil && !h.relay(w, ho.r, hb.Bytes(), ho.ee) {
+			h.fail(w, r, ho.ee) // r carries no slot: fail writes it
+		}
+	})
+}
+
+// handedOff reports whether err is left to forwardLayer: an ElsewhereError on a request
+// that passed it.
+func handedOff(r *http.Request, err error) bool {
+	var ee *service.ElsewhereError
+	ho, _ := r.Context().Value(handOffKey{}).(*handOff)
+	if ho == nil || ho.ee != nil || !errors.As(err, &ee) {
 		return false
 	}
+	ho.ee, ho.r = ee, r
+	return true
+}
+
+// relay sends r to the replica that owns what it is about, with body, the bytes the body
+// layer held (decoded: the layer dropped its Content-Encoding). It reports false when it
+// wrote nothing, leaving the error to the caller.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, ee *service.ElsewhereError) bool {
 	if by := r.Header.Get(forwardedHeader); by != "" {
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Category: "server",
+		textgen.WriteJSON(w, encodingFailed, http.StatusServiceUnavailable, errorBody{Category: "server",
 			Detail: fmt.Sprintf("%s, but replica %s forwarded the request here; ownership is changing, retry", ee.Error(), by)})
 		return true
 	}
 	url, ok := h.svc.ReplicaURL(r.Context(), ee.Owner)
 	if !ok {
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Category: "server",
+		textgen.WriteJSON(w, encodingFailed, http.StatusServiceUnavailable, errorBody{Category: "server",
 			Detail: fmt.Sprintf("%s, which is not running now; retry when it is back", ee.Error())})
 		return true
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), bytes.NewReader(hb.Bytes()))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return false
 	}
@@ -62,7 +97,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, ee *service.Else
 			return true // the client went away
 		}
 		w.Header().Set("Retry-After", "2")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Category: "server",
+		textgen.WriteJSON(w, encodingFailed, http.StatusServiceUnavailable, errorBody{Category: "server",
 			Detail: fmt.Sprintf("%s, which did not answer: %v", ee.Error(), err)})
 		return true
 	}

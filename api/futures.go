@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -31,7 +32,7 @@ func (h *Handler) cancelFuture(w http.ResponseWriter, r *http.Request, tenant st
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.CancelFutureResponse{RequestID: req.RequestID, State: state})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.CancelFutureResponse{RequestID: req.RequestID, State: state})
 }
 
 // retrieveFutures is one poll of a sampling session's completions (see
@@ -77,7 +78,7 @@ func (h *Handler) retrieveFutures(w http.ResponseWriter, r *http.Request, tenant
 			return // the client left during the long poll
 		}
 		if ctx.Err() != nil { // shutting down: nothing new, poll again (the next server)
-			writeJSON(w, http.StatusOK, wire.FuturesRetrieveResponse{Completions: []wire.FutureCompletion{}, Cursor: req.PrevCursor})
+			textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.FuturesRetrieveResponse{Completions: []wire.FutureCompletion{}, Cursor: req.PrevCursor})
 			return
 		}
 		h.fail(w, r, err)
@@ -94,7 +95,7 @@ func (h *Handler) retrieveFutures(w http.ResponseWriter, r *http.Request, tenant
 		}
 		resp.Completions = append(resp.Completions, c)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // joinSamplingSession gives a cloned SamplingClient its counter.
@@ -113,5 +114,5 @@ func (h *Handler) joinSamplingSession(w http.ResponseWriter, r *http.Request, te
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.JoinSamplingSessionResponse{Type: "join_sampling_session", ClientCounter: n})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.JoinSamplingSessionResponse{Type: "join_sampling_session", ClientCounter: n})
 }

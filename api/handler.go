@@ -5,7 +5,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,7 +109,7 @@ func (h *Handler) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				h.log.ErrorContext(r.Context(), "handler panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				writeJSON(w, http.StatusInternalServerError, errorBody{Detail: "internal server error", Category: "server"})
+				textgen.WriteJSON(w, encodingFailed, http.StatusInternalServerError, errorBody{Detail: "internal server error", Category: "server"})
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -156,15 +155,15 @@ func status(k service.Kind) int {
 	return http.StatusInternalServerError
 }
 
-// fail writes err as a JSON error reply with the status its kind maps to.
+// fail writes err as a JSON error reply with the status its kind maps to: the error
+// writer of the Tinker and REST routes.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var be *textgen.BodyError
 	if errors.As(err, &be) {
-		writeJSON(w, be.Status, errorBody{Detail: be.Msg, Category: "user"})
+		textgen.WriteJSON(w, encodingFailed, be.Status, errorBody{Detail: be.Msg, Category: "user"})
 		return
 	}
-	var ee *service.ElsewhereError
-	if errors.As(err, &ee) && h.relay(w, r, ee) {
+	if handedOff(r, err) { // another replica owns it: forwardLayer replays the request there
 		return
 	}
 	var se *service.Error
@@ -199,17 +198,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")
 	}
-	writeJSON(w, code, errorBody{Detail: se.Msg, Category: cat})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"detail":"internal server error: response encoding failed","category":"server"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
+	textgen.WriteJSON(w, encodingFailed, code, errorBody{Detail: se.Msg, Category: cat})
 }
 
 // badRequest is a 400 naming the problem.
@@ -239,3 +228,6 @@ func annotate(r *http.Request, k telemetry.Keys) *http.Request {
 	}
 	return r.WithContext(ctx)
 }
+
+// encodingFailed is the error answered for a reply that does not encode (textgen.WriteJSON).
+var encodingFailed = []byte(`{"detail":"internal server error: response encoding failed","category":"server"}`)

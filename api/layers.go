@@ -21,7 +21,11 @@ import (
 //	admissionLayer  limits.max_concurrent_requests(_per_tenant)
 //	bodyLayer       the whole body within limits.max_request_bytes and the body budgets
 //	                (limits.max_body_bytes_in_flight(_per_tenant)), its Content-Encoding
-//	                undone (zstd, gzip; else 415) within limits.max_decompression_ratio
+//	                undone (zstd, gzip; else 415) within limits.max_decompression_ratio;
+//	                the bytes are held (textgen.HeldBody) for the route and for a replay
+//	forwardLayer    on an API replica, a request about what another replica owns is
+//	                replayed there with the held body, and the owner's reply relayed
+//	                (forward.go); the route's error writer only hands it the error
 //
 // A route is authenticated unless it is registered as public (a signed link, the health
 // check, the not-found answers), so a new route cannot skip admission by omission. A
@@ -104,7 +108,7 @@ func (h *Handler) Routes() []Route {
 
 // layers wraps next (the mux) in the layers every request passes, outermost first.
 func (h *Handler) layers(next http.Handler) http.Handler {
-	ls := []func(http.Handler) http.Handler{h.routeLayer, h.tenantLayer, h.admissionLayer, h.bodyLayer}
+	ls := []func(http.Handler) http.Handler{h.routeLayer, h.tenantLayer, h.admissionLayer, h.bodyLayer, h.forwardLayer}
 	for _, l := range slices.Backward(ls) {
 		next = l(next)
 	}
@@ -207,16 +211,22 @@ func (h *Handler) dialectError(w http.ResponseWriter, r *http.Request, err error
 	}
 }
 
-// authenticate maps the request's API key to its tenant. The key may come as X-API-Key
-// (Tinker; also the Anthropic clients' x-api-key) or Authorization: Bearer (OpenAI
-// clients).
-func (h *Handler) authenticate(r *http.Request) (string, error) {
-	key := r.Header.Get("X-API-Key")
-	if key == "" {
-		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-			key = strings.TrimPrefix(a, "Bearer ")
-		}
+// requestKey is the API key a request presents, "" for none: X-API-Key (Tinker; also the
+// Anthropic clients' x-api-key) or else Authorization: Bearer (OpenAI clients). It is
+// the one place a key is read from a request, whichever dialect the route speaks.
+func requestKey(r *http.Request) string {
+	if k := r.Header.Get("X-API-Key"); k != "" {
+		return k
 	}
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+		return strings.TrimPrefix(a, "Bearer ")
+	}
+	return ""
+}
+
+// authenticate maps the request's API key (requestKey) to its tenant.
+func (h *Handler) authenticate(r *http.Request) (string, error) {
+	key := requestKey(r)
 	if key == "" {
 		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it in the X-API-Key header (or as Authorization: Bearer <key>)"}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -47,7 +48,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, tenant string
 	for _, v := range runs {
 		resp.TrainingRuns = append(resp.TrainingRuns, runWire(v))
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -56,7 +57,7 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, tenant string) 
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runWire(v))
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, runWire(v))
 }
 
 func (h *Handler) listRunCheckpoints(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -69,7 +70,7 @@ func (h *Handler) listRunCheckpoints(w http.ResponseWriter, r *http.Request, ten
 	for _, c := range cs {
 		resp.Checkpoints = append(resp.Checkpoints, checkpointWire(c))
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -82,7 +83,7 @@ func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant
 	for _, c := range cs {
 		resp.Checkpoints = append(resp.Checkpoints, checkpointWire(c))
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // splitCkpt separates a checkpoint id from a trailing action ("weights/x/publish").
@@ -192,7 +193,7 @@ func (h *Handler) archiveDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if errors.Is(err, service.ErrBadToken) {
-			writeJSON(w, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
+			textgen.WriteJSON(w, encodingFailed, http.StatusForbidden, errorBody{Detail: err.Error(), Category: "user"})
 			return
 		}
 		h.fail(w, r, err)
@@ -215,7 +216,7 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 	if ids == nil {
 		ids = []string{}
 	}
-	writeJSON(w, http.StatusOK, wire.ListSessionsResponse{Sessions: ids})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.ListSessionsResponse{Sessions: ids})
 }
 
 func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -235,7 +236,7 @@ func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 	if v.DisplayName != "" {
 		resp.DisplayName = &v.DisplayName
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 // sessionStatus is a session's status in the SDK's SessionStatus shape.
@@ -291,7 +292,7 @@ func (h *Handler) finishSession(w http.ResponseWriter, r *http.Request, tenant s
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.FinishSessionResponse{SessionID: id,
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.FinishSessionResponse{SessionID: id,
 		Status: wire.SessionStatus{Type: "client_finished", Reason: &wire.FinishReason{Type: f.Reason}, Detail: f.Detail}})
 }
 

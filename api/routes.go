@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
-	"github.com/tuft-go/tuft/telemetry"
 )
 
 func (h *Handler) routes() {
@@ -23,6 +23,10 @@ func (h *Handler) routes() {
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
 	}
+	// The asynchronous operations: each answers a future (ops.go).
+	op := func(pattern string, parse func(r *http.Request, tenant string, body []byte) (*operation, error)) {
+		a(pattern, h.opRoute(parse))
+	}
 	// Closed after the reply, whatever its outcome (a 401 of the tenant layer too): the SDK
 	// asks through a client it never closes (see closeAfter).
 	m.handle("POST /api/v1/client/config", routeInfo{closeAfter: true}, h.authed(h.clientConfig))
@@ -34,18 +38,18 @@ func (h *Handler) routes() {
 	a("POST /api/v1/create_sampling_session", h.createSamplingSession)
 	a("GET /api/v1/samplers/{sampler_id}", h.getSampler)
 
-	a("POST /api/v1/create_model", h.createModel)
+	op("POST /api/v1/create_model", h.createModel)
 	a("POST /api/v1/get_info", h.getInfo)
-	a("POST /api/v1/unload_model", h.unloadModel)
+	op("POST /api/v1/unload_model", h.unloadModel)
 	a("POST /api/v1/weights_info", h.weightsInfo)
-	a("POST /api/v1/forward_backward", h.forwardBackward)
-	a("POST /api/v1/forward", h.forward)
-	a("POST /api/v1/optim_step", h.optimStep)
-	a("POST /api/v1/save_weights", h.saveWeights)
-	a("POST /api/v1/save_weights_for_sampler", h.saveWeightsForSampler)
-	a("POST /api/v1/load_weights", h.loadWeights)
-	a("POST /api/v1/save_weights_external", h.saveWeightsExternal)
-	a("POST /api/v1/asample", h.asample)
+	op("POST /api/v1/forward_backward", h.forwardBackward)
+	op("POST /api/v1/forward", h.forward)
+	op("POST /api/v1/optim_step", h.optimStep)
+	op("POST /api/v1/save_weights", h.saveWeights)
+	op("POST /api/v1/save_weights_for_sampler", h.saveWeightsForSampler)
+	op("POST /api/v1/load_weights", h.loadWeights)
+	op("POST /api/v1/save_weights_external", h.saveWeightsExternal)
+	op("POST /api/v1/asample", h.asample)
 	a("POST /api/v1/retrieve_future", h.retrieveFuture)
 	a("POST /api/v1/retrieve_futures", h.retrieveFutures)
 	a("POST /api/v1/cancel_future", h.cancelFuture)
@@ -80,7 +84,7 @@ func (h *Handler) routes() {
 	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
 
 	m.handle("/", public, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
+		textgen.WriteJSON(w, encodingFailed, http.StatusNotFound, errorBody{Detail: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), Category: "user"})
 	})
 }
 
@@ -104,21 +108,6 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) ([]byte,
 	return b, true
 }
 
-// decodeOp is decode for a training operation: a body refused here still settles the
-// seq_id it names (see refuse).
-func (h *Handler) decodeOp(w http.ResponseWriter, r *http.Request, tenant, op string, v any) ([]byte, bool) {
-	b, ok := h.readBody(w, r)
-	if !ok {
-		return nil, false
-	}
-	if err := wire.DecodeRequest(b, v); err != nil {
-		model, seq, _ := wire.OpAddress(b)
-		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: payloadHash(b), InOrder: inOrderSender(r)}, op, invalid(err))
-		return nil, false
-	}
-	return b, true
-}
-
 func invalid(err error) error {
 	return &service.Error{Kind: service.KindInvalid, Msg: err.Error(), Err: err}
 }
@@ -137,15 +126,6 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, tenant string, 
 	h.fail(w, r, err)
 }
 
-// opFuture answers a training operation's submission: its future, or the refusal.
-func (h *Handler) opFuture(w http.ResponseWriter, r *http.Request, tenant string, m service.OpMeta, op, id string, err error) {
-	if err != nil {
-		h.refuse(w, r, tenant, m, op, err)
-		return
-	}
-	h.future(w, r, id, m.ModelID, nil)
-}
-
 // refusedRoute answers a route of a newer SDK that this server does not implement, with
 // the reason.
 func (h *Handler) refusedRoute(why string) func(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -160,19 +140,6 @@ func deref[T any](p *T) T {
 		return z
 	}
 	return *p
-}
-
-func (h *Handler) future(w http.ResponseWriter, r *http.Request, id, modelID string, err error) {
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	annotate(r, telemetry.Keys{RequestID: id})
-	f := wire.UntypedAPIFuture{RequestID: id}
-	if modelID != "" {
-		f.ModelID = &modelID
-	}
-	writeJSON(w, http.StatusOK, f)
 }
 
 // opMeta names a training operation.

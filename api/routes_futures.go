@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/telemetry"
@@ -31,7 +32,7 @@ func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant 
 		}
 		if ctx.Err() != nil {
 			// Shutting down: answer try_again so the client polls the next server.
-			writeJSON(w, http.StatusRequestTimeout, wire.TryAgainResponse{Type: "try_again", RequestID: req.RequestID, QueueState: "active"})
+			textgen.WriteJSON(w, encodingFailed, http.StatusRequestTimeout, wire.TryAgainResponse{Type: "try_again", RequestID: req.RequestID, QueueState: "active"})
 			return
 		}
 		h.fail(w, r, err)
@@ -45,13 +46,13 @@ func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant 
 		if f == nil {
 			f = &futures.Failure{Message: "operation failed", Category: "unknown"}
 		}
-		writeJSON(w, http.StatusOK, wire.RequestFailedResponse{Error: f.Message, Category: string(f.Category)})
+		textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.RequestFailedResponse{Error: f.Message, Category: string(f.Category)})
 	default:
 		qs := rec.QueueState
 		if qs == "" {
 			qs = "active"
 		}
-		writeJSON(w, http.StatusRequestTimeout, wire.TryAgainResponse{Type: "try_again", RequestID: req.RequestID, QueueState: qs})
+		textgen.WriteJSON(w, encodingFailed, http.StatusRequestTimeout, wire.TryAgainResponse{Type: "try_again", RequestID: req.RequestID, QueueState: qs})
 	}
 }
 
@@ -59,7 +60,7 @@ func (h *Handler) retrieveFuture(w http.ResponseWriter, r *http.Request, tenant 
 // clients that did not ask for protobuf (SDK 0.24 and older).
 func (h *Handler) writeResult(w http.ResponseWriter, r *http.Request, res *futures.Result) {
 	if res == nil {
-		writeJSON(w, http.StatusOK, map[string]any{})
+		textgen.WriteJSON(w, encodingFailed, http.StatusOK, map[string]any{})
 		return
 	}
 	if res.ContentType == ctProto && !strings.Contains(r.Header.Get("Accept"), "application/x-protobuf") {

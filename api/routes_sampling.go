@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -24,7 +26,7 @@ func (h *Handler) createSamplingSession(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	annotate(r, telemetry.Keys{SamplingSessionID: sm.ID})
-	writeJSON(w, http.StatusOK, wire.CreateSamplingSessionResponse{SamplingSessionID: sm.ID, Type: "create_sampling_session"})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.CreateSamplingSessionResponse{SamplingSessionID: sm.ID, Type: "create_sampling_session"})
 }
 
 func (h *Handler) getSampler(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -37,37 +39,27 @@ func (h *Handler) getSampler(w http.ResponseWriter, r *http.Request, tenant stri
 	if sm.ModelPath != "" {
 		resp.ModelPath = &sm.ModelPath
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
-func (h *Handler) asample(w http.ResponseWriter, r *http.Request, tenant string) {
-	body, ok := h.readBody(w, r)
-	if !ok {
-		return
-	}
+func (h *Handler) asample(r *http.Request, tenant string, body []byte) (*operation, error) {
 	if id, ok := wire.PeekJSONString(body, "sampling_session_id"); ok && id != "" {
 		if err := h.svc.CheckSampler(tenant, id); err != nil {
-			h.fail(w, r, err) // before the costly decode, as for forward_backward
-			return
+			return nil, err // before the costly decode, as for forward_backward
 		}
 	}
 	call, err := wire.DecodeSampleRequest(body)
 	if err != nil {
-		h.badRequest(w, r, err)
-		return
+		return nil, invalid(err)
 	}
 	if call.ModelPath != "" && call.SamplingSessionID == "" {
-		h.badRequest(w, r, fmt.Errorf("asample with model_path is not supported: create a sampling session for the checkpoint first"))
-		return
+		return nil, invalid(fmt.Errorf("asample with model_path is not supported: create a sampling session for the checkpoint first"))
 	}
-	r = annotate(r, telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel})
-	id, err := h.svc.Sample(r.Context(), tenant, service.SampleInput{
-		SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
-		PayloadHash: payloadHash(body), Req: sampleRequest(call.Req), PromptLogprobsLastN: call.PromptLogprobsLastN}, h.enc)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	annotate(r, telemetry.Keys{RequestID: id})
-	writeJSON(w, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, SampleSequenceIDs: wire.SampleSequenceIDs(id, call.Req.NumSamples)})
+	in := service.SampleInput{SamplingSessionID: call.SamplingSessionID, BaseModel: call.BaseModel, SeqID: call.SeqID,
+		PayloadHash: payloadHash(body), Req: sampleRequest(call.Req), PromptLogprobsLastN: call.PromptLogprobsLastN}
+	return &operation{name: telemetry.OpSample, samples: call.Req.NumSamples,
+		keys: telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			return h.svc.Sample(ctx, tenant, in, enc)
+		}}, nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -11,11 +12,11 @@ import (
 // Handlers of the client configuration, capabilities, sessions and the SDK's telemetry.
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, wire.HealthResponse{Status: "ok"})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.HealthResponse{Status: "ok"})
 }
 
 func (h *Handler) clientConfig(w http.ResponseWriter, r *http.Request, tenant string) {
-	writeJSON(w, http.StatusOK, wire.ServerClientConfig())
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.ServerClientConfig())
 }
 
 func (h *Handler) dynamicConfig(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -24,7 +25,7 @@ func (h *Handler) dynamicConfig(w http.ResponseWriter, r *http.Request, tenant s
 	if _, ok := h.readBody(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.ServerDynamicConfig())
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.ServerDynamicConfig())
 }
 
 func (h *Handler) capabilities(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -35,7 +36,7 @@ func (h *Handler) capabilities(w http.ResponseWriter, r *http.Request, tenant st
 		resp.SupportedModels = append(resp.SupportedModels, wire.SupportedModel{ModelName: &name, MaxContextLength: &ctx,
 			Trainable: &yes, Sampleable: &yes})
 	}
-	writeJSON(w, http.StatusOK, resp)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }
 
 func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -51,7 +52,7 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant s
 		return
 	}
 	annotate(r, telemetry.Keys{SessionID: se.ID})
-	writeJSON(w, http.StatusOK, wire.CreateSessionResponse{SessionID: se.ID, Type: "create_session"})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.CreateSessionResponse{SessionID: se.ID, Type: "create_session"})
 }
 
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -64,7 +65,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, tenant strin
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.SessionHeartbeatResponse{Type: "session_heartbeat"})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.SessionHeartbeatResponse{Type: "session_heartbeat"})
 }
 
 func (h *Handler) telemetryIntake(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -79,5 +80,5 @@ func (h *Handler) telemetryIntake(w http.ResponseWriter, r *http.Request, tenant
 		return
 	}
 	h.recordClientTelemetry(r.Context(), tenant, &req)
-	writeJSON(w, http.StatusOK, wire.TelemetryResponse{Status: "accepted"})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.TelemetryResponse{Status: "accepted"})
 }

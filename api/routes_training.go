@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/telemetry"
@@ -14,32 +16,29 @@ import (
 // Handlers of training runs: creation, information, the training operations and the
 // weights they save and load.
 
-func (h *Handler) createModel(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) createModel(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.CreateModelRequest
-	body, ok := h.decode(w, r, &req)
-	if !ok {
-		return
+	if err := wire.DecodeRequest(body, &req); err != nil {
+		return nil, invalid(err)
 	}
 	if req.LoraConfig == nil {
-		h.badRequest(w, r, fmt.Errorf("lora_config is required: only LoRA training is supported"))
-		return
+		return nil, invalid(fmt.Errorf("lora_config is required: only LoRA training is supported"))
 	}
 	optimizer, err := req.OptimizerConfig.Family("optimizer_config")
 	if err != nil {
-		h.badRequest(w, r, err)
-		return
+		return nil, invalid(err)
 	}
-	r = annotate(r, telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
-		OperationType: telemetry.OpCreateModel, TrainingRunID: service.RunID(req.SessionID, req.ModelSeqID)})
+	runID := service.RunID(req.SessionID, req.ModelSeqID)
 	lc := loraConfig(*req.LoraConfig, time.Now().UnixNano())
-	id, runID, err := h.svc.CreateModel(r.Context(), tenant, service.CreateModelInput{
-		SessionID: req.SessionID, ModelSeqID: req.ModelSeqID, BaseModel: req.BaseModel, Lora: lc,
-		UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body), Optimizer: optimizer}, h.enc)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, wire.UntypedAPIFuture{RequestID: id, ModelID: &runID})
+	in := service.CreateModelInput{SessionID: req.SessionID, ModelSeqID: req.ModelSeqID, BaseModel: req.BaseModel, Lora: lc,
+		UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body), Optimizer: optimizer}
+	return &operation{name: telemetry.OpCreateModel, model: runID,
+		keys: telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
+			OperationType: telemetry.OpCreateModel, TrainingRunID: runID},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			id, _, err := h.svc.CreateModel(ctx, tenant, in, enc)
+			return id, err
+		}}, nil
 }
 
 func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -54,19 +53,21 @@ func (h *Handler) getInfo(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	isLora, rank, name := true, info.LoraRank, info.BaseModel
 	arch := info.Arch
-	writeJSON(w, http.StatusOK, wire.GetInfoResponse{
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.GetInfoResponse{
 		ModelID: info.ModelID, ModelData: wire.ModelData{Arch: &arch, ModelName: &name, TokenizerID: &name},
 		IsLora: &isLora, LoraRank: &rank, ModelName: &name, OptimizerConfig: wire.EchoOptimizer(info.Optimizer), Type: "get_info"})
 }
 
-func (h *Handler) unloadModel(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) unloadModel(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.UnloadModelRequest
-	if _, ok := h.decode(w, r, &req); !ok {
-		return
+	if err := wire.DecodeRequest(body, &req); err != nil {
+		return nil, invalid(err)
 	}
-	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpUnloadModel})
-	id, err := h.svc.UnloadModel(r.Context(), tenant, req.ModelID, h.enc)
-	h.future(w, r, id, req.ModelID, err)
+	return &operation{name: telemetry.OpUnloadModel, model: req.ModelID,
+		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpUnloadModel},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			return h.svc.UnloadModel(ctx, tenant, req.ModelID, enc)
+		}}, nil
 }
 
 func (h *Handler) weightsInfo(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -80,26 +81,22 @@ func (h *Handler) weightsInfo(w http.ResponseWriter, r *http.Request, tenant str
 		return
 	}
 	rank, ta, tm, tu := c.Lora.Rank, c.Lora.TrainAttn, c.Lora.TrainMLP, c.Lora.TrainUnembed
-	writeJSON(w, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.WeightsInfoResponse{BaseModel: c.BaseModel, IsLora: true, LoraRank: &rank,
 		TrainAttn: &ta, TrainMLP: &tm, TrainUnembed: &tu, OptimizerConfig: wire.EchoOptimizer(c.OptimizerOf())})
 }
 
 // forwardBackward accepts the 0.25 protobuf body (optionally zstd) and the JSON form of
 // SDK 0.18-0.24.
-func (h *Handler) forwardBackward(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.fwd(w, r, tenant, false)
+func (h *Handler) forwardBackward(r *http.Request, tenant string, body []byte) (*operation, error) {
+	return h.fwd(r, tenant, body, false)
 }
 
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.fwd(w, r, tenant, true)
+func (h *Handler) forward(r *http.Request, tenant string, body []byte) (*operation, error) {
+	return h.fwd(r, tenant, body, true)
 }
 
-func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, forwardRoute bool) {
-	body, ok := h.readBody(w, r)
-	if !ok {
-		return
-	}
-	hash := payloadHash(body) // readBody has undone any Content-Encoding
+func (h *Handler) fwd(r *http.Request, tenant string, body []byte, forwardRoute bool) (*operation, error) {
+	hash := payloadHash(body) // the body layer has undone any Content-Encoding
 	op := telemetry.OpForwardBackward
 	if forwardRoute {
 		op = telemetry.OpForward
@@ -109,8 +106,7 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	// costs no more than reading its id.
 	if id, ok := wire.PeekModelID(body, isProto); ok {
 		if err := h.svc.CheckRun(tenant, id); err != nil {
-			h.fail(w, r, err)
-			return
+			return nil, err
 		}
 	}
 	var call *wire.ForwardBackwardCall
@@ -122,8 +118,7 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	}
 	if err != nil {
 		model, seq, _ := wire.ForwardBackwardAddress(body, isProto)
-		h.refuse(w, r, tenant, service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: hash, InOrder: inOrderSender(r)}, op, invalid(err))
-		return
+		return &operation{name: op, settle: service.OpMeta{ModelID: model, SeqID: seq, PayloadHash: hash, InOrder: inOrderSender(r)}}, invalid(err)
 	}
 	if forwardRoute {
 		call.ForwardOnly = true
@@ -133,88 +128,88 @@ func (h *Handler) fwd(w http.ResponseWriter, r *http.Request, tenant string, for
 	if req.Backward {
 		op = telemetry.OpForwardBackward
 	}
-	r = annotate(r, telemetry.Keys{TrainingRunID: call.ModelID, OperationType: op, Backward: &req.Backward})
 	meta := service.OpMeta{ModelID: call.ModelID, SeqID: call.SeqID, PayloadHash: hash, InOrder: inOrderSender(r)}
 	m := meta
 	if !call.HasSeqID {
 		m.ModelID = "" // nothing to settle without a seq_id
 	}
-	id, err := h.svc.ForwardBackward(r.Context(), tenant, meta, req, h.enc)
-	if err != nil {
-		h.refuse(w, r, tenant, m, op, err)
-		return
-	}
-	h.future(w, r, id, call.ModelID, nil)
+	return &operation{name: op, settle: m, model: call.ModelID,
+		keys: telemetry.Keys{TrainingRunID: call.ModelID, OperationType: op, Backward: &req.Backward},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			return h.svc.ForwardBackward(ctx, tenant, meta, req, enc)
+		}}, nil
 }
 
-func (h *Handler) optimStep(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) optimStep(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.OptimStepRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpOptimStep, &req)
-	if !ok {
-		return
+	if op, err := decodeOp(r, body, telemetry.OpOptimStep, &req); err != nil {
+		return op, err
 	}
-	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep})
 	m := opMeta(r, req.ModelID, req.SeqID, body)
+	o := &operation{name: telemetry.OpOptimStep, settle: m, model: req.ModelID,
+		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpOptimStep}}
 	sp, err := req.OptimParams()
 	if err != nil {
-		h.refuse(w, r, tenant, m, telemetry.OpOptimStep, invalid(err))
-		return
+		return o, invalid(err)
 	}
 	op := service.OptimParams{Optimizer: sp.Family, Adam: adamParams(sp.Adam)}
 	if sp.Dimuon != nil {
 		d := dimuonParams(*sp.Dimuon)
 		op.Dimuon = &d
 	}
-	id, err := h.svc.OptimStep(r.Context(), tenant, m, op, h.enc)
-	h.opFuture(w, r, tenant, m, telemetry.OpOptimStep, id, err)
+	o.submit = func(ctx context.Context, enc encoder) (string, error) {
+		return h.svc.OptimStep(ctx, tenant, m, op, enc)
+	}
+	return o, nil
 }
 
-func (h *Handler) saveWeights(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) saveWeights(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.SaveWeightsRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeights, &req)
-	if !ok {
-		return
+	if op, err := decodeOp(r, body, telemetry.OpSaveWeights, &req); err != nil {
+		return op, err
 	}
-	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeights})
 	name := deref(req.Path)
 	if name == "" {
 		name = fmt.Sprintf("%06d", deref(req.SeqID))
 	}
 	m := opMeta(r, req.ModelID, req.SeqID, body)
-	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
-		OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Overwrite: req.Overwrite, UserMetadata: req.UserMetadata}, h.enc)
-	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeights, id, err)
+	in := service.SaveInput{OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Overwrite: req.Overwrite, UserMetadata: req.UserMetadata}
+	return &operation{name: telemetry.OpSaveWeights, settle: m, model: req.ModelID,
+		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeights},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			return h.svc.Save(ctx, tenant, in, enc)
+		}}, nil
 }
 
 // saveWeightsForSampler saves a sampler checkpoint (named) or makes a sampling session
 // of the current weights (ephemeral). kind "inflight" (SDK 0.38, ephemeral form) makes
 // one that follows the run's newest inflight save (see service/inflight.go).
-func (h *Handler) saveWeightsForSampler(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) saveWeightsForSampler(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.SaveWeightsForSamplerRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpSaveWeightsForSampler, &req)
-	if !ok {
-		return
+	if op, err := decodeOp(r, body, telemetry.OpSaveWeightsForSampler, &req); err != nil {
+		return op, err
 	}
-	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsForSampler})
 	m := opMeta(r, req.ModelID, req.SeqID, body)
+	o := &operation{name: telemetry.OpSaveWeightsForSampler, settle: m, model: req.ModelID,
+		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeightsForSampler}}
 	if k := deref(req.Kind); k != "" && k != "snapshot" && k != "inflight" {
-		h.refuse(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, invalid(fmt.Errorf("kind %q must be \"snapshot\" or \"inflight\"", k)))
-		return
+		return o, invalid(fmt.Errorf("kind %q must be \"snapshot\" or \"inflight\"", k))
 	}
-	id, err := h.svc.Save(r.Context(), tenant, service.SaveInput{
-		OpMeta: m, Name: deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID,
-		UserMetadata: req.UserMetadata, Inflight: deref(req.Kind) == service.SamplerInflight}, h.enc)
-	h.opFuture(w, r, tenant, m, telemetry.OpSaveWeightsForSampler, id, err)
+	in := service.SaveInput{OpMeta: m, Name: deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID,
+		UserMetadata: req.UserMetadata, Inflight: deref(req.Kind) == service.SamplerInflight}
+	o.submit = func(ctx context.Context, enc encoder) (string, error) {
+		return h.svc.Save(ctx, tenant, in, enc)
+	}
+	return o, nil
 }
 
 // loadWeights serves both forms of load_weights: on an existing run (model_id and
 // seq_id: SDK <= 0.36, and TrainingClient.load_state), and create-via-load (session_id
 // and model_seq_id: SDK 0.38's create_training_client_from_state), which creates the run.
-func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) loadWeights(r *http.Request, tenant string, body []byte) (*operation, error) {
 	var req wire.LoadWeightsRequest
-	body, ok := h.decodeOp(w, r, tenant, telemetry.OpLoadWeights, &req)
-	if !ok {
-		return
+	if op, err := decodeOp(r, body, telemetry.OpLoadWeights, &req); err != nil {
+		return op, err
 	}
 	var tokenErr error
 	if req.WeightsAccessToken != nil && *req.WeightsAccessToken != "" {
@@ -222,14 +217,13 @@ func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	if req.ModelID == "" {
 		if tokenErr != nil {
-			h.badRequest(w, r, tokenErr)
-			return
+			return nil, invalid(tokenErr)
 		}
-		h.createViaLoad(w, r, tenant, &req, body)
-		return
+		return h.createViaLoad(tenant, &req, body)
 	}
 	m := opMeta(r, req.ModelID, req.SeqID, body)
-	r = annotate(r, telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpLoadWeights})
+	o := &operation{name: telemetry.OpLoadWeights, settle: m, model: req.ModelID,
+		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpLoadWeights}}
 	err := tokenErr
 	switch {
 	case err != nil:
@@ -243,31 +237,33 @@ func (h *Handler) loadWeights(w http.ResponseWriter, r *http.Request, tenant str
 		err = fmt.Errorf("optimizer_config applies when load_weights creates a run (session_id and model_seq_id); run %s already has its optimizer", req.ModelID)
 	}
 	if err != nil {
-		h.refuse(w, r, tenant, m, telemetry.OpLoadWeights, invalid(err))
-		return
+		return o, invalid(err)
 	}
-	id, err := h.svc.Load(r.Context(), tenant, service.LoadInput{OpMeta: m, Path: req.Path, Optimizer: req.Optimizer}, h.enc)
-	h.opFuture(w, r, tenant, m, telemetry.OpLoadWeights, id, err)
+	in := service.LoadInput{OpMeta: m, Path: req.Path, Optimizer: req.Optimizer}
+	o.submit = func(ctx context.Context, enc encoder) (string, error) {
+		return h.svc.Load(ctx, tenant, in, enc)
+	}
+	return o, nil
 }
 
-func (h *Handler) createViaLoad(w http.ResponseWriter, r *http.Request, tenant string, req *wire.LoadWeightsRequest, body []byte) {
+func (h *Handler) createViaLoad(tenant string, req *wire.LoadWeightsRequest, body []byte) (*operation, error) {
 	switch {
 	case req.SessionID == nil || req.ModelSeqID == nil:
-		h.badRequest(w, r, fmt.Errorf("load_weights needs model_id (load into an existing run) or session_id and model_seq_id (create a run from the checkpoint)"))
-		return
+		return nil, invalid(fmt.Errorf("load_weights needs model_id (load into an existing run) or session_id and model_seq_id (create a run from the checkpoint)"))
 	case req.SeqID != nil:
-		h.badRequest(w, r, fmt.Errorf("seq_id goes with model_id; a load that creates a run (session_id and model_seq_id) is the run's seq_id 0"))
-		return
+		return nil, invalid(fmt.Errorf("seq_id goes with model_id; a load that creates a run (session_id and model_seq_id) is the run's seq_id 0"))
 	}
 	family, err := req.OptimizerConfig.Family("optimizer_config")
 	if err != nil {
-		h.badRequest(w, r, err)
-		return
+		return nil, invalid(err)
 	}
 	runID := service.RunID(*req.SessionID, *req.ModelSeqID)
-	r = annotate(r, telemetry.Keys{SessionID: *req.SessionID, TrainingRunID: runID, OperationType: telemetry.OpLoadWeights})
-	id, runID, err := h.svc.CreateFromCheckpoint(r.Context(), tenant, service.CreateFromCheckpointInput{
-		SessionID: *req.SessionID, ModelSeqID: *req.ModelSeqID, Path: req.Path, Optimizer: req.Optimizer,
-		BaseModel: deref(req.BaseModel), OptimizerConfig: family, UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}, h.enc)
-	h.future(w, r, id, runID, err)
+	in := service.CreateFromCheckpointInput{SessionID: *req.SessionID, ModelSeqID: *req.ModelSeqID, Path: req.Path, Optimizer: req.Optimizer,
+		BaseModel: deref(req.BaseModel), OptimizerConfig: family, UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}
+	return &operation{name: telemetry.OpLoadWeights, model: runID,
+		keys: telemetry.Keys{SessionID: *req.SessionID, TrainingRunID: runID, OperationType: telemetry.OpLoadWeights},
+		submit: func(ctx context.Context, enc encoder) (string, error) {
+			id, _, err := h.svc.CreateFromCheckpoint(ctx, tenant, in, enc)
+			return id, err
+		}}, nil
 }

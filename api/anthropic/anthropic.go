@@ -457,7 +457,7 @@ func (m *messageWriter) done(sum textgen.Summary) error {
 		seq = &c.StopSequence
 	}
 	if m.sse == nil {
-		writeJSON(m.w, http.StatusOK, message{ID: m.id, Type: "message", Role: "assistant", Model: m.model,
+		textgen.WriteJSON(m.w, encodingFailed, http.StatusOK, message{ID: m.id, Type: "message", Role: "assistant", Model: m.model,
 			Content: []textBlock{{Type: "text", Text: c.Text.String()}}, StopReason: &reason, StopSequence: seq,
 			Usage: usage{InputTokens: sum.PromptTokens, OutputTokens: sum.CompletionTokens}})
 		return nil
@@ -505,5 +505,5 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(toks)})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, map[string]int{"input_tokens": len(toks)})
 }

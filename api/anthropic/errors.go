@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,18 +85,11 @@ func writeError(w http.ResponseWriter, err error) {
 		// The anthropic client retries 409 and 408; a user error does not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")
 	}
-	writeJSON(w, e.Status, e.body())
+	textgen.WriteJSON(w, encodingFailed, e.Status, e.body())
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"type":"error","error":{"type":"api_error","message":"response encoding failed"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-}
+// encodingFailed is the error answered for a reply that does not encode (textgen.WriteJSON).
+var encodingFailed = []byte(`{"type":"error","error":{"type":"api_error","message":"response encoding failed"}}`)
 
 // Fields of a messages request (Anthropic answers unknown ones with a 400 too).
 // temperature, top_p and top_k are parsed although recent anthropic clients no longer

@@ -263,7 +263,7 @@ func (c *chatWriter) done(sum textgen.Summary) error {
 		}
 		out.Choices = append(out.Choices, cc)
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	textgen.WriteJSON(c.w, encodingFailed, http.StatusOK, out)
 	return nil
 }
 

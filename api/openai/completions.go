@@ -278,7 +278,7 @@ func (c *completionWriter) done(sum textgen.Summary) error {
 		}
 		out.Choices = append(out.Choices, cc)
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	textgen.WriteJSON(c.w, encodingFailed, http.StatusOK, out)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -121,15 +120,8 @@ func writeError(w http.ResponseWriter, err error) {
 		// The openai client retries 409 (and 408); a user error does not heal by waiting.
 		w.Header().Set("X-Should-Retry", "false")
 	}
-	writeJSON(w, e.Status, e.body())
+	textgen.WriteJSON(w, encodingFailed, e.Status, e.body())
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":{"message":"response encoding failed","type":"server_error","param":null,"code":null}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-}
+// encodingFailed is the error answered for a reply that does not encode (textgen.WriteJSON).
+var encodingFailed = []byte(`{"error":{"message":"response encoding failed","type":"server_error","param":null,"code":null}}`)

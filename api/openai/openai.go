@@ -30,7 +30,7 @@ func Mount(mux textgen.Mux, d textgen.Deps) {
 	mux.HandleFunc("POST "+Prefix+"/completions", h.authed(h.completions))
 	mux.HandleFunc("POST "+Prefix+"/chat/completions", h.authed(h.chat))
 	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, (&apiError{Type: "invalid_request_error", Code: "unknown_url",
+		textgen.WriteJSON(w, encodingFailed, http.StatusNotFound, (&apiError{Type: "invalid_request_error", Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + ". This server serves GET /models, POST /completions and POST /chat/completions under " + Prefix + "."}).body())
 	})
 }
@@ -72,7 +72,7 @@ func (h *handler) models(w http.ResponseWriter, r *http.Request, tenant string) 
 	for _, m := range h.d.Service.InferenceModels(tenant) {
 		out.Data = append(out.Data, toModelObject(m))
 	}
-	writeJSON(w, http.StatusOK, out)
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, out)
 }
 
 // model answers GET /models/{model}; a tinker:// id arrives with its "//" folded to "/"
@@ -89,12 +89,12 @@ func (h *handler) model(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	for _, m := range h.d.Service.InferenceModels(tenant) {
 		if m.ID == t.Model || (t.Checkpoint == "" && m.ID == t.BaseModel) {
-			writeJSON(w, http.StatusOK, toModelObject(m))
+			textgen.WriteJSON(w, encodingFailed, http.StatusOK, toModelObject(m))
 			return
 		}
 	}
 	// A published checkpoint of another tenant: visible, though not in the list.
-	writeJSON(w, http.StatusOK, modelObject{ID: t.Model, Object: "model", OwnedBy: "tuft", Root: t.BaseModel})
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, modelObject{ID: t.Model, Object: "model", OwnedBy: "tuft", Root: t.BaseModel})
 }
 
 type usage struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +104,19 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, &BodyError{Status: http.StatusBadRequest, Msg: "could not read the request body: " + err.Error()}
 	}
 	return b, nil
+}
+
+// WriteJSON answers v as JSON with status code: the one JSON writer of every dialect.
+// A value that does not encode (a NaN in a result) is answered as a 500 with
+// encodingFailed, the body the dialect gives that error in its own shape.
+func WriteJSON(w http.ResponseWriter, encodingFailed []byte, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, encodingFailed
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
 }
 
 // SSE writes server-sent events, each flushed to the client as it is written.
