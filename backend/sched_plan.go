@@ -164,7 +164,7 @@ func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 		if r.req.PromptLogprobs || r.req.TopKPromptLogprobs > 0 {
 			limit = 0
 		}
-		limit = min(limit, r.plan.FirstPos())
+		limit = min(limit, r.gen.Plan().FirstPos())
 	}
 	if s.prefix != nil && limit > 0 {
 		c, hit = s.prefix.lookup(r.tenant, r.key, u.feed, limit)
@@ -176,7 +176,7 @@ func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 	headroom := 1
 	if u.idx < 0 {
 		// The samples' first writes copy the prompt's last block.
-		headroom = min(len(r.rngs), max(1, s.blocks/8))
+		headroom = min(r.gen.Samples(), max(1, s.blocks/8))
 	}
 	watermark := max(1, s.blocks/64)
 	fits := func() bool { return m.free()-m.promised >= rest+headroom+watermark }
@@ -198,7 +198,7 @@ func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
 	}
 	t.running = append(t.running, u)
 	if u.idx < 0 {
-		r.res.PromptCacheHitTokens = hit
+		r.gen.SetPromptCacheHit(hit)
 		s.stats.prefixHitTokens.Add(int64(hit))
 		if r.started.IsZero() {
 			r.started = time.Now()

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/tuft-go/tuft/engine"
-	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
 // This file is the sampling half of the scheduler: requests, their sequences (units),
@@ -38,19 +35,14 @@ type sampleReq struct {
 	key     string // adapter and weights generation: the prefix cache's namespace
 	lw      *engine.LoraWeights[float32]
 	req     engine.SampleRequest
-	stopTok map[int32]bool
-	stops   *engine.StopMatcher
-	text    engine.TextCodec
-	rngs    []*rand.Rand
-	plan    *engine.PromptPlan // the prompt-position outputs (targets, alternatives)
+	gen     *engine.Generation // the generation's rules and state: draws, stops, the result
 	hooks   sampleHooks
 	arrived time.Time
 
 	// Loop state.
-	prompt   *unit   // the prompt's prefill, shared by the samples; nil once done
-	samples  []*unit // one per sample, from the end of the prefill
-	live     int     // samples not yet stopped
-	res      engine.SampleResult
+	prompt   *unit     // the prompt's prefill, shared by the samples; nil once done
+	samples  []*unit   // one per sample, from the end of the prefill
+	live     int       // samples not yet stopped
 	started  time.Time // the first chunk of the prompt was scheduled
 	steps    int       // decode steps the request ran in
 	rows     int       // their total sequences
@@ -74,8 +66,6 @@ type unit struct {
 	// of them draws.
 	feed  []int32
 	draws []engine.Draw // the variates of the pending draw(s), kept if a step fails
-	stop  engine.StopState
-	text  *tokenizer.Stream // the sample's text for stop strings; nil until its first token
 	// admitted orders admissions (preemption takes the latest); preemptedAt is the step
 	// number of the last preemption.
 	admitted    uint64
@@ -92,44 +82,21 @@ func (r *sampleReq) finish(err error) {
 	close(r.done)
 }
 
-// newSampleReq checks a request against the model and the KV pool and prepares it. The
-// seed gives every sample its own generator, so a sample's tokens do not depend on what
-// else is in the batch.
+// newSampleReq checks a request against the model and the KV pool and prepares it; the
+// engine's Generation holds every rule of how it generates.
 func (s *scheduler) newSampleReq(ctx context.Context, key string, lw *engine.LoraWeights[float32], req engine.SampleRequest, h sampleHooks) (*sampleReq, error) {
-	c := s.m.Cfg
-	p := req.Params
-	if err := engine.ValidateSample(c, req); err != nil {
+	g, err := engine.NewGeneration(s.m, req, h.top)
+	if err != nil {
 		return nil, err
 	}
-	if len(p.StopStrings) > 0 && s.m.Tok == nil {
-		return nil, engine.Inputf("stop strings need a tokenizer, and this model has none")
-	}
+	p := req.Params
 	bl := engine.KVBlockLen
 	if need := (len(req.Prompt) + p.MaxTokens + bl - 1) / bl; need > s.blocks {
 		return nil, engine.Inputf("prompt of %d tokens plus max_tokens %d needs %d KV-cache positions; the model's KV cache holds %d (engine.scheduler.kv_cache_bytes)",
 			len(req.Prompt), p.MaxTokens, need*bl, s.kvTokens())
 	}
-	r := &sampleReq{ctx: ctx, tenant: TenantFrom(ctx), key: key, lw: lw, req: req, stopTok: map[int32]bool{},
-		stops: engine.NewStopMatcher(p.StopStrings), text: s.m.Tok, hooks: h, arrived: time.Now(), done: make(chan struct{})}
-	if !p.IgnoreEOS { // the SDK's stop=[]: no stop token at all, EOS included
-		for _, t := range c.EOSTokenIDs {
-			r.stopTok[t] = true
-		}
-	}
-	for _, t := range p.StopTokens {
-		r.stopTok[t] = true
-	}
-	seed := uint64(rand.Int64())
-	if p.Seed != nil {
-		seed = uint64(*p.Seed)
-	}
-	r.rngs = make([]*rand.Rand, req.NumSamples)
-	for i := range r.rngs {
-		// The same streams as engine.Sample: one request gives the same tokens either way.
-		r.rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
-	}
-	r.plan = engine.NewPromptPlan(req, seed)
-	return r, nil
+	return &sampleReq{ctx: ctx, tenant: TenantFrom(ctx), key: key, lw: lw, req: req, gen: g, hooks: h, arrived: time.Now(),
+		done: make(chan struct{})}, nil
 }
 
 // sample runs r and waits for its result.
@@ -146,21 +113,11 @@ func (s *scheduler) sample(r *sampleReq) (engine.SampleResult, error) {
 	if r.err != nil {
 		return engine.SampleResult{}, r.err
 	}
-	return r.res, nil
+	return r.gen.Result(), nil
 }
 
 // addRequest takes an arrived request into the loop's state. Loop only.
 func (s *scheduler) addRequest(r *sampleReq) {
-	n := len(r.req.Prompt)
-	r.res = engine.SampleResult{Sequences: make([]engine.Sequence, r.req.NumSamples), PromptTokens: n}
-	if r.req.PromptLogprobs {
-		r.res.PromptLogprobs = make([]float32, n)
-		r.res.PromptLogprobs[0] = float32(math.NaN())
-	}
-	if r.req.TopKPromptLogprobs > 0 {
-		r.res.TopKPrompt = make([][]engine.TokenLogprob, n)
-	}
-	r.plan.Init(&r.res)
 	t := s.tenant(r.tenant)
 	r.prompt = &unit{r: r, t: t, idx: -1, feed: r.req.Prompt}
 	r.samples = make([]*unit, r.req.NumSamples)
@@ -262,49 +219,15 @@ func (s *scheduler) stepSeq(p planned) engine.StepSeq {
 	u, r := p.u, p.u.r
 	ss := engine.StepSeq{Adapter: r.lw, Cache: u.cache, Tokens: u.feed[:p.n]}
 	if p.n == len(u.feed) {
-		if u.draws == nil {
-			if u.idx < 0 {
-				u.draws = make([]engine.Draw, len(r.rngs))
-				for i, g := range r.rngs {
-					u.draws[i] = drawFor(r.req.Params, g)
-				}
-			} else {
-				u.draws = []engine.Draw{drawFor(r.req.Params, r.rngs[u.idx])}
-			}
-			// The top tokens of a draw serve a streaming caller and the sequence's top-k.
-			if top := max(r.hooks.top, r.req.TopKSampleLogprobs); top > 0 {
-				for i := range u.draws {
-					u.draws[i].Top = top
-				}
-			}
+		if u.draws == nil { // the prompt's (idx -1) are every sample's first
+			u.draws = r.gen.Draws(u.idx)
 		}
 		ss.Draws = u.draws
 	}
 	if u.idx < 0 {
-		pos0 := u.cache.Len()
-		if r.req.PromptLogprobs {
-			ss.Targets = make([]int32, p.n)
-			for j := range ss.Targets {
-				ss.Targets[j] = -1
-				if k := pos0 + j + 1; k < len(r.req.Prompt) {
-					ss.Targets[j] = r.req.Prompt[k]
-				}
-			}
-		}
-		ss.TopK = r.req.TopKPromptLogprobs
-		r.plan.Step(&ss, pos0, p.n)
+		r.gen.PromptStep(&ss, u.cache.Len(), p.n)
 	}
 	return ss
-}
-
-// drawFor is the next draw of a sample: the uniform variate comes from the sample's own
-// generator, and only when the draw is random (as engine.Sample draws).
-func drawFor(p engine.SampleParams, rng *rand.Rand) engine.Draw {
-	d := engine.Draw{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
-	if p.Temperature > 0 {
-		d.U = rng.Float64()
-	}
-	return d
 }
 
 // apply takes a step's output for one unit.
@@ -316,18 +239,7 @@ func (s *scheduler) apply(p planned, out engine.StepOut, rows int) {
 	r.rows += rows
 	r.maxRows = max(r.maxRows, rows)
 	if u.idx < 0 {
-		n := len(r.req.Prompt)
-		for j, lp := range out.TargetLogprobs {
-			if k := pos0 + j + 1; k < n && !math.IsNaN(float64(lp)) {
-				r.res.PromptLogprobs[k] = lp
-			}
-		}
-		for j, top := range out.TopK {
-			if k := pos0 + j + 1; k < n {
-				r.res.TopKPrompt[k] = top
-			}
-		}
-		r.plan.Apply(&r.res, pos0, out)
+		r.gen.ApplyPrompt(pos0, out)
 		if len(u.feed) == 0 {
 			s.finishPrompt(u, out)
 		}
@@ -375,48 +287,18 @@ func (s *scheduler) finishPrompt(u *unit, out engine.StepOut) {
 	}
 }
 
-// token appends a sampled token to its sequence, checks whether the sequence stops, and
-// either feeds the token to the next step or retires the sequence.
+// token hands a sampled token to its sequence's generation, which decides whether the
+// sequence stops, and either feeds the token to the next step or retires the sequence.
 func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
 	r := u.r
-	sq := &r.res.Sequences[u.idx]
-	sq.Tokens = append(sq.Tokens, tok)
-	sq.Logprobs = append(sq.Logprobs, lp)
-	if k := r.req.TopKSampleLogprobs; k > 0 {
-		sq.TopK = append(sq.TopK, top[:min(k, len(top))])
-	}
-	stop := r.stopTok[tok]
-	if r.stops != nil {
-		// Only the new text: what the token adds to the text of the prompt and the
-		// tokens so far (a lone SentencePiece token would lose its leading space, the
-		// first sampled one too if decoded without the prompt), so the automaton needs
-		// nothing else.
-		if u.text == nil {
-			u.text = tokenizer.NewStreamAfter(r.text, r.req.Prompt)
-		}
-		var hit bool
-		u.stop, hit = r.stops.Feed(u.stop, u.text.Next(tok))
-		stop = stop || hit
-	}
-	var reason engine.StopReason
-	switch {
-	case stop:
-		reason = engine.StopReasonStop
-	case len(sq.Tokens) >= r.req.Params.MaxTokens || len(r.req.Prompt)+len(sq.Tokens) >= s.m.Cfg.MaxPositions:
-		reason = engine.StopReasonLength
-	}
+	ev := r.gen.Accept(u.idx, tok, lp, top)
 	if r.hooks.token != nil {
-		ev := engine.TokenEvent{Seq: u.idx, Token: tok, Logprob: lp, Stop: reason}
-		if r.hooks.top > 0 {
-			ev.Top = top[:min(r.hooks.top, len(top))]
-		}
 		r.hooks.token(ev)
 	}
-	if reason == "" {
+	if ev.Stop == "" {
 		u.feed = []int32{tok}
 		return
 	}
-	sq.StopReason = reason
 	s.retire(u)
 	if r.live--; r.live == 0 {
 		s.complete(r)
@@ -427,9 +309,6 @@ func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogp
 func (s *scheduler) complete(r *sampleReq) {
 	if r.hooks.phase != nil {
 		r.hooks.phase("postprocess")
-	}
-	for _, sq := range r.res.Sequences {
-		r.res.OutputTokens += len(sq.Tokens)
 	}
 	delete(s.reqs, r)
 	r.finish(nil)
@@ -477,7 +356,7 @@ func (s *scheduler) preempt(u *unit) {
 	if u.idx < 0 {
 		u.feed = r.req.Prompt
 	} else {
-		u.feed = append(append([]int32(nil), r.req.Prompt...), r.res.Sequences[u.idx].Tokens...)
+		u.feed = append(append([]int32(nil), r.req.Prompt...), r.gen.Tokens(u.idx)...)
 	}
 	u.preemptedAt = s.stepCount()
 	if i := slices.Index(t.running, u); i >= 0 {

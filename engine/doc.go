@@ -1,8 +1,9 @@
 // Package engine trains LoRA adapters on, and samples from, decoder-only transformers of
 // the Llama and Qwen2 families. It is a library: no globals, no HTTP, no telemetry
 // exporters, no tenants or futures. Calls take a context.Context and return errors;
-// *InputError marks a fault of the request (a 400 at the API). Callers trace it through
-// SampleHooks, which backend turns into spans.
+// *InputError marks a fault of the request (a 400 at the API). Sample reports its phases
+// through SampleHooks; backend's scheduler, which drives decode steps itself, opens its
+// own spans.
 //
 // The files read in the order of llama2.c:
 //
@@ -22,8 +23,10 @@
 //   - optim.go: AdamW.
 //   - kvcache.go: the block-allocated KV cache (KVPool, KVCache with copy-on-write forks).
 //   - sampler.go: DecodeStep (one iteration over many sequences, the scheduler's unit)
-//     and Sample, the decode loop built on it; stopmatch.go: stop strings matched on
-//     new text only.
+//     and Sample, the decode loop built on it; generation.go: Generation, every rule of
+//     generating (stop tokens, seed streams, draws, stop reason, prompt logprobs and
+//     top-k) that Sample and a scheduler both drive; promptout.go: the prompt-position
+//     outputs; stopmatch.go: stop strings matched on new text only.
 //   - validate.go: the checks a server runs before queueing a request.
 //   - peft.go, preset.go: PEFT adapter files and the built-in preset models.
 //   - types.go: the types exchanged with callers.

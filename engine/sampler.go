@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 
 	"github.com/tuft-go/tuft/engine/device"
-	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
 // SampleHooks report the phases of a sample request (for request tracing). Phases are
@@ -350,14 +348,14 @@ func (m *Model) Sample(ctx context.Context, lw *LoraWeights[float32], req Sample
 
 // SampleWithHooks is Sample with phase callbacks.
 //
-// Semantics: see Draw for how each token is drawn. Generation stops at an EOS token of
-// the model, a stop token, or when the decoded text contains a stop string; the stopping
-// token is included. The same seed gives the same output on the same device.
+// Semantics are Generation's (generation.go), which an iteration-level scheduler drives
+// too: see Draw for how each token is drawn; a sequence stops at an EOS token of the
+// model, a stop token, or when the decoded text contains a stop string, the stopping
+// token included. The same seed gives the same output on the same device.
 //
 // The prompt is prefilled once into a KV cache that the samples then share (forked,
 // copy on write), and every step decodes all live samples together.
 func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], req SampleRequest, h SampleHooks) (SampleResult, error) {
-	c := m.Cfg
 	p := req.Params
 	open := ""
 	phase := func(name string) {
@@ -370,25 +368,9 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	}
 	defer phase("")
 	phase("preprocess")
-	if err := ValidateSample(c, req); err != nil {
+	g, err := NewGeneration(m, req, h.TopLogprobs)
+	if err != nil {
 		return SampleResult{}, err
-	}
-	if len(p.StopStrings) > 0 && m.Tok == nil {
-		return SampleResult{}, Inputf("stop strings need a tokenizer, and this model has none")
-	}
-	stops := NewStopMatcher(p.StopStrings)
-	stopTok := map[int32]bool{}
-	if !p.IgnoreEOS { // the SDK's stop=[]: no stop token at all, EOS included
-		for _, t := range c.EOSTokenIDs {
-			stopTok[t] = true
-		}
-	}
-	for _, t := range p.StopTokens {
-		stopTok[t] = true
-	}
-	seed := uint64(rand.Int64())
-	if p.Seed != nil {
-		seed = uint64(*p.Seed)
 	}
 	n := len(req.Prompt)
 	// The prompt's blocks, and per sample the blocks its continuation can reach (the
@@ -404,38 +386,14 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	}
 
 	phase("prefill")
-	// The top logprobs of each draw serve both a streaming caller and the sequences'.
-	top := max(h.TopLogprobs, req.TopKSampleLogprobs)
-	rngs := make([]*rand.Rand, req.NumSamples)
-	draws := make([]Draw, req.NumSamples)
-	for i := range rngs {
-		rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)+0x9e3779b97f4a7c15))
-		draws[i] = drawFor(p, rngs[i])
-		draws[i].Top = top
-	}
 	base := pool.NewCache()
-	first := StepSeq{Adapter: lw, Cache: base, Tokens: req.Prompt, Draws: draws, TopK: req.TopKPromptLogprobs}
-	if req.PromptLogprobs {
-		first.Targets = append(append([]int32(nil), req.Prompt[1:]...), -1)
-	}
-	plan := NewPromptPlan(req, seed)
-	plan.Step(&first, 0, n)
+	first := StepSeq{Adapter: lw, Cache: base, Tokens: req.Prompt, Draws: g.Draws(-1)}
+	g.PromptStep(&first, 0, n)
 	outs, err := m.DecodeStep(ctx, []StepSeq{first})
 	if err != nil {
 		return SampleResult{}, err
 	}
-	res := SampleResult{PromptTokens: n}
-	plan.Init(&res)
-	plan.Apply(&res, 0, outs[0])
-	if req.PromptLogprobs {
-		res.PromptLogprobs = make([]float32, n)
-		res.PromptLogprobs[0] = float32(math.NaN())
-		copy(res.PromptLogprobs[1:], outs[0].TargetLogprobs)
-	}
-	if req.TopKPromptLogprobs > 0 {
-		res.TopKPrompt = make([][]TokenLogprob, n)
-		copy(res.TopKPrompt[1:], outs[0].TopK)
-	}
+	g.ApplyPrompt(0, outs[0])
 
 	phase("decode")
 	if h.OnFirstToken != nil {
@@ -444,58 +402,29 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 	type live struct {
 		idx   int
 		cache *KVCache[float32]
-		rng   *rand.Rand
 		tok   int32 // drawn, not yet appended
 		lp    float32
-		top   []TokenLogprob // the draw's top logprobs (SampleHooks.TopLogprobs)
-		stop  StopState
-		text  *tokenizer.Stream // the sequence's text for stop strings; nil without them
+		top   []TokenLogprob // the draw's top logprobs
 	}
 	act := make([]*live, req.NumSamples)
 	for i := range act {
-		act[i] = &live{idx: i, cache: base.Fork(), rng: rngs[i], tok: outs[0].Tokens[i], lp: outs[0].Logprobs[i]}
+		act[i] = &live{idx: i, cache: base.Fork(), tok: outs[0].Tokens[i], lp: outs[0].Logprobs[i]}
 		if outs[0].DrawTop != nil {
 			act[i].top = outs[0].DrawTop[i]
 		}
 	}
 	base.Release()
-	seqsOut := make([]Sequence, req.NumSamples)
 	for len(act) > 0 {
 		var next []*live
 		var steps []StepSeq
 		for _, s := range act {
-			sq := &seqsOut[s.idx]
-			sq.Tokens = append(sq.Tokens, s.tok)
-			sq.Logprobs = append(sq.Logprobs, s.lp)
-			if req.TopKSampleLogprobs > 0 {
-				sq.TopK = append(sq.TopK, headOf(s.top, req.TopKSampleLogprobs))
-			}
-			stop := stopTok[s.tok]
-			if stops != nil {
-				// Only the new text is matched: what the token adds to the text of the prompt
-				// and the tokens so far (a lone SentencePiece token would lose its leading
-				// space, the first sampled one too if decoded without the prompt).
-				if s.text == nil {
-					s.text = tokenizer.NewStreamAfter(m.Tok, req.Prompt)
-				}
-				var hit bool
-				s.stop, hit = stops.Feed(s.stop, s.text.Next(s.tok))
-				stop = stop || hit
-			}
-			switch {
-			case stop:
-				sq.StopReason = StopReasonStop
-			case len(sq.Tokens) >= p.MaxTokens || n+len(sq.Tokens) >= c.MaxPositions:
-				sq.StopReason = StopReasonLength
-			}
+			ev := g.Accept(s.idx, s.tok, s.lp, s.top)
 			if h.OnToken != nil {
-				h.OnToken(TokenEvent{Seq: s.idx, Token: s.tok, Logprob: s.lp, Top: headOf(s.top, h.TopLogprobs), Stop: sq.StopReason})
+				h.OnToken(ev)
 			}
-			if sq.StopReason == "" {
-				dr := drawFor(p, s.rng)
-				dr.Top = top
+			if ev.Stop == "" {
 				next = append(next, s)
-				steps = append(steps, StepSeq{Adapter: lw, Cache: s.cache, Tokens: []int32{s.tok}, Draws: []Draw{dr}})
+				steps = append(steps, StepSeq{Adapter: lw, Cache: s.cache, Tokens: []int32{s.tok}, Draws: g.Draws(s.idx)})
 				continue
 			}
 			s.cache.Release()
@@ -519,27 +448,5 @@ func (m *Model) SampleWithHooks(ctx context.Context, lw *LoraWeights[float32], r
 		}
 	}
 	phase("postprocess")
-	for i := range seqsOut {
-		res.OutputTokens += len(seqsOut[i].Tokens)
-	}
-	res.Sequences = seqsOut
-	return res, nil
-}
-
-// headOf is the k most likely of a draw's top tokens (nil for k ≤ 0).
-func headOf(top []TokenLogprob, k int) []TokenLogprob {
-	if k <= 0 {
-		return nil
-	}
-	return top[:min(k, len(top))]
-}
-
-// drawFor is the next Draw of a sample: the uniform variate comes from the sample's own
-// generator, and only when the draw is random.
-func drawFor(p SampleParams, rng *rand.Rand) Draw {
-	d := Draw{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
-	if p.Temperature > 0 {
-		d.U = rng.Float64()
-	}
-	return d
+	return g.Result(), nil
 }
