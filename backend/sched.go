@@ -92,7 +92,10 @@ const (
 	kindTrain
 )
 
-// scheduler runs one model's decode steps and training packs.
+// scheduler is one model's token scheduler: it batches the decode steps of every running
+// sample request (continuous batching, KV admission against the block pool) and the
+// training packs. It is not futures' operation scheduler (futures.opScheduler), which
+// decides which queued operation reaches this one.
 type scheduler struct {
 	m   *engine.Model
 	cfg SchedConfig

@@ -72,7 +72,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 
 	m.mu.Lock()
 	if m.closing {
-		// Shutdown drained the scheduler while this one was being persisted.
+		// Shutdown drained the operation scheduler while this one was being persisted.
 		m.mu.Unlock()
 		m.fail(e, shutdownMessage)
 		return id, nil
@@ -178,7 +178,7 @@ func (m *Manager) Refuse(ctx context.Context, t Task, reason Failure) (string, e
 }
 
 // refuse is Refuse's part under the lock: it records the refusal as a resolved entry and
-// hands its seq_id to the scheduler to settle. The record is zero when there is nothing
+// hands its seq_id to the operation scheduler to settle. The record is zero when there is nothing
 // to settle.
 func (m *Manager) refuse(t Task, reason Failure) (Record, error) {
 	m.mu.Lock()
