@@ -59,7 +59,7 @@ type Conns struct {
 	evicted int
 }
 
-// connSlot is one admitted connection.
+// connSlot is one open connection's slot (connection slots, not request admission).
 type connSlot struct {
 	c      net.Conn
 	addr   string
@@ -162,7 +162,7 @@ func (cs *Conns) ConnState(c net.Conn, st http.ConnState) {
 	defer cs.mu.Unlock()
 	switch st {
 	case http.StateNew:
-		cs.admit(c)
+		cs.takeSlot(c)
 	case http.StateActive:
 		if s := cs.open[c]; s != nil {
 			cs.busy(s)
@@ -178,9 +178,9 @@ func (cs *Conns) ConnState(c net.Conn, st http.ConnState) {
 	}
 }
 
-// admit takes a slot for a new connection, evicting an idle one when the server or the
-// address is full, or closes the new one when every connection there is busy.
-func (cs *Conns) admit(c net.Conn) {
+// takeSlot takes a connection slot for a new connection, evicting an idle one when the
+// server or the address is full, or closes the new one when every connection there is busy.
+func (cs *Conns) takeSlot(c net.Conn) {
 	s := cs.pending[c]
 	delete(cs.pending, c)
 	if s == nil { // a server without ConnContext

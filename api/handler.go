@@ -53,7 +53,7 @@ type Handler struct {
 	publicURL atomic.Pointer[string]
 	closing   chan struct{}
 	closeOnce sync.Once
-	adm       *admission
+	adm       *requestAdmission
 }
 
 // OptionsFrom is the handler's options from the configuration (the caller adds the
@@ -74,7 +74,7 @@ func New(svc *service.Service, o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	h := &Handler{svc: svc, opt: o, log: o.Logger, table: newRouteTable(), closing: make(chan struct{}), adm: newAdmission(o.Limits)}
+	h := &Handler{svc: svc, opt: o, log: o.Logger, table: newRouteTable(), closing: make(chan struct{}), adm: newRequestAdmission(o.Limits)}
 	if o.PublicURL != "" {
 		h.SetPublicURL(o.PublicURL)
 	}

@@ -68,8 +68,11 @@ func (l Limits) check() {
 // finish, which is quick for everything but long-polls.
 const retryBusy = time.Second
 
-// admission counts what authenticated requests hold, per tenant and in total.
-type admission struct {
+// requestAdmission is request admission, the HTTP layer's meaning of the word (see the
+// glossary in docs/architecture.md): it counts what authenticated requests hold, per
+// tenant and in total, against limits.max_concurrent_requests(_per_tenant) and the body
+// budgets.
+type requestAdmission struct {
 	l       Limits
 	mu      sync.Mutex
 	reqs    int
@@ -82,11 +85,13 @@ type tenantUse struct {
 	bytes int64
 }
 
-func newAdmission(l Limits) *admission { return &admission{l: l, tenants: map[string]*tenantUse{}} }
+func newRequestAdmission(l Limits) *requestAdmission {
+	return &requestAdmission{l: l, tenants: map[string]*tenantUse{}}
+}
 
 // ticket is one admitted request: what it holds, released once when it ends.
 type ticket struct {
-	a      *admission
+	a      *requestAdmission
 	tenant string
 	bytes  int64
 }
@@ -99,7 +104,7 @@ func ticketFrom(ctx context.Context) *ticket {
 }
 
 // enter admits one request of tenant, or says which limit it is over.
-func (a *admission) enter(tenant string) (*ticket, error) {
+func (a *requestAdmission) enter(tenant string) (*ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	u := a.tenants[tenant]
@@ -126,7 +131,7 @@ func (t *ticket) fits(n int64) error { return t.a.reserve(t, n, false) }
 // grow reserves n more body bytes for the request.
 func (t *ticket) grow(n int64) error { return t.a.reserve(t, n, true) }
 
-func (a *admission) reserve(t *ticket, n int64, take bool) error {
+func (a *requestAdmission) reserve(t *ticket, n int64, take bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	u := a.tenants[t.tenant]

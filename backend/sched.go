@@ -52,7 +52,7 @@ type SchedConfig struct {
 	// PrefillChunk bounds the tokens of one prompt in one step, so a long prompt is
 	// prefilled over several steps while the other sequences keep decoding.
 	PrefillChunk int
-	// KVCacheBytes is the device memory of the model's KV-cache pool; work is admitted as
+	// KVCacheBytes is the device memory of the model's KV-cache pool; work is KV-admitted as
 	// it fits, and sequences are preempted (and later recomputed) when decoding outgrows it.
 	KVCacheBytes int64
 	// PrefixCacheEntries bounds the prompts whose KV blocks are kept for later requests of
@@ -92,7 +92,10 @@ const (
 	kindTrain
 )
 
-// scheduler runs one model's decode steps and training packs.
+// scheduler is one model's token scheduler: it batches the decode steps of every running
+// sample request (continuous batching, KV admission against the block pool) and the
+// training packs. It is not futures' operation scheduler (futures.opScheduler), which
+// decides which queued operation reaches this one.
 type scheduler struct {
 	m   *engine.Model
 	cfg SchedConfig
@@ -118,7 +121,7 @@ type scheduler struct {
 	reqs    map[*sampleReq]struct{}
 	calls   int     // training calls in tenant queues
 	credit  float64 // seconds sampling may still run before the next training pack
-	admits  uint64  // admission counter (preemption takes the latest first)
+	admits  uint64  // KV admission counter (preemption takes the latest first)
 
 	stats schedStats
 	hooks testHooks
@@ -237,7 +240,7 @@ func (s *scheduler) loop() {
 		}
 		if !ran {
 			// Nothing could run (all waiting on memory that running work holds, which
-			// cannot happen with the admission rules, or every request ended): do not spin.
+			// cannot happen with the KV admission rules, or every request ended): do not spin.
 			s.wait(5 * time.Millisecond)
 		}
 	}

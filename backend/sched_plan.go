@@ -17,7 +17,7 @@ import (
 // chunk. Tenants take turns by deficit round robin, a token per round, until the step's
 // token or sequence budget is spent; each tenant's running
 // sequences come first (rotating, so all of them advance), then its waiting ones in
-// order, admitted only when their memory fits.
+// order, KV-admitted only when their memory fits.
 func (s *scheduler) plan() []planned {
 	n := len(s.ring)
 	if n == 0 {
@@ -26,7 +26,7 @@ func (s *scheduler) plan() []planned {
 	cfg := s.cfg
 	tokLeft, seqLeft := cfg.StepTokens, cfg.MaxBatchSeqs
 	m := memPlan{s: s}
-	// Blocks that admitted work will still take (the rest of its prompts): admission
+	// Blocks that admitted work will still take (the rest of its prompts): KV admission
 	// leaves them free.
 	running := 0
 	for _, t := range s.ring {
@@ -90,7 +90,7 @@ func (s *scheduler) plan() []planned {
 							cur[ti]++ // preempted for this step's memory
 							continue
 						}
-						if !s.admit(u, &m, running) {
+						if !s.admitKV(u, &m, running) {
 							exhausted[ti] = true // its line waits for memory, in order
 							break
 						}
@@ -149,10 +149,12 @@ type memPlan struct {
 
 func (m *memPlan) free() int { return m.s.pool.FreeBlocks() - m.reserved }
 
-// admit gives a waiting unit its cache (a prefix from the prefix cache where one
-// matches) if its remaining tokens, and some room to grow, fit beside what admitted work
-// still needs; cached prefixes are evicted to make room (prefixCache.victim: the largest holder's least recently used first).
-func (s *scheduler) admit(u *unit, m *memPlan, running int) bool {
+// admitKV is KV admission (see the glossary in docs/architecture.md): it gives a
+// waiting unit its cache (a prefix from the prefix cache where one matches) if its
+// remaining tokens, and some room to grow, fit beside what admitted work still needs;
+// cached prefixes are evicted to make room (prefixCache.victim: the largest holder's
+// least recently used first).
+func (s *scheduler) admitKV(u *unit, m *memPlan, running int) bool {
 	r := u.r
 	var c *engine.KVCache[float32]
 	hit := 0

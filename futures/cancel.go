@@ -63,7 +63,7 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Record, error)
 
 // unqueue takes a queued entry out of its pool; false when it is not there (an ordered
 // entry waiting for an earlier seq_id: it fails at its turn).
-func (s *scheduler) unqueue(e *entry) bool {
+func (s *opScheduler) unqueue(e *entry) bool {
 	p := s.pools[e.task.Pool]
 	if p == nil {
 		return false
@@ -95,7 +95,7 @@ func (p *pool) remove(t string, i int) {
 // expired takes the queued entries past their deadline out of the pools and returns
 // them, to be failed. (Ordered entries still waiting for an earlier seq_id fail at their
 // turn: the worker checks the deadline before running anything.)
-func (s *scheduler) expired(now time.Time) []*entry {
+func (s *opScheduler) expired(now time.Time) []*entry {
 	var out []*entry
 	for _, p := range s.pools {
 		for t, q := range p.tenants {

@@ -10,7 +10,7 @@
 //   - id.go: request ids, which sort by and carry their creation time.
 //   - submit.go: Submit and Refuse: checks under the lock, then persist, then schedule.
 //   - dedupe.go: resubmissions of a (queue, seq_id) get the first request id.
-//   - sched.go: the scheduler, plain data: ordered queues, fair pools, tenant limits.
+//   - sched.go: the operation scheduler (opScheduler), plain data: ordered queues, fair pools, tenant limits.
 //   - exec.go: the pools' workers, the execution span and the futures metrics.
 //   - persist.go: records in the store, Recover after a restart, lost acceptances.
 //   - janitor.go: the periodic sweeps (seq_id gaps, dedupe window, memory expiry).

@@ -13,7 +13,7 @@ import (
 )
 
 // Execution: each pool has Options.WorkersPerPool workers, started with the pool's first
-// task. A worker takes the scheduler's next entry, runs it under its span, persists the
+// task. A worker takes the operation scheduler's next entry, runs it under its span, persists the
 // outcome and only then resolves the future (finish), which frees the tenant's slot and
 // releases the queue's next seq_id.
 

@@ -76,11 +76,11 @@ type Options struct {
 func OptionsFrom(c config.Config) Options {
 	return Options{TTL: c.FutureTTL(), MaxQueuedPerTenant: c.Limits.MaxQueuedPerTenant, Owner: c.Server.ReplicaID,
 		SeqGapTimeout: c.SeqGapTimeout(), DefaultTimeout: c.Limits.FutureTimeoutSeconds.Duration(),
-		// Many operations per base model are in flight at once: the model's scheduler runs
+		// Many operations per base model are in flight at once: the model's token scheduler (backend) runs
 		// their decode steps and training packs together (continuous batching), so the
 		// pool's workers only bound how many it sees; each tenant gets at most
 		// limits.max_running_per_tenant of them, so another tenant's operation always
-		// reaches the scheduler at once. Each run's operations stay in seq_id order.
+		// reaches the token scheduler at once. Each run's operations stay in seq_id order.
 		WorkersPerPool:      max(64, c.Engine.Scheduler.MaxBatchSize+c.Limits.MaxRunningPerTenant),
 		MaxRunningPerTenant: c.Limits.MaxRunningPerTenant}
 }
@@ -125,7 +125,7 @@ type Manager struct {
 	cond        *sync.Cond // signalled when the scheduler has a runnable entry, and at shutdown
 	entries     map[string]*entry
 	index       dedupeIndex
-	sched       *scheduler
+	sched       *opScheduler
 	withWorkers map[string]bool // pools whose workers are started
 	closing     bool
 	recovered   map[string]int64          // per ordered queue: one past the highest seq_id resolved before a restart
@@ -161,7 +161,7 @@ func New(o Options) (*Manager, error) {
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued,
 		entries: map[string]*entry{}, index: newDedupeIndex(), withWorkers: map[string]bool{},
-		sched: newScheduler(o.Now, o.MaxQueuedPerTenant, o.WorkersPerPool, o.MaxRunningPerTenant), stop: make(chan struct{})}
+		sched: newOpScheduler(o.Now, o.MaxQueuedPerTenant, o.WorkersPerPool, o.MaxRunningPerTenant), stop: make(chan struct{})}
 	tel := telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	m.tracer, m.ins = tel.Tracer(telemetry.ScopeFutures), tel.Instruments
 	m.cond = sync.NewCond(&m.mu)

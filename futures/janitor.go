@@ -39,7 +39,7 @@ func (m *Manager) sweep(now time.Time) {
 }
 
 // failSeqGaps fails the ordered tasks that waited longer than Options.SeqGapTimeout for
-// an earlier seq_id (the scheduler's overdue entries, and the seq_id each waited for).
+// an earlier seq_id (the operation scheduler's overdue entries, and the seq_id each waited for).
 func (m *Manager) failSeqGaps(victims []*entry, missing []int64) {
 	for i, e := range victims {
 		m.fail(e, fmt.Sprintf("seq_id %d of %s waited %s for seq_id %d, which never arrived", e.rec.SeqID, e.rec.QueueKey, m.o.SeqGapTimeout, missing[i]))

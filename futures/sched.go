@@ -2,7 +2,9 @@ package futures
 
 import "time"
 
-// scheduler decides which operation runs next. It holds the ordered queues (one per
+// opScheduler is the futures operation scheduler: it decides which queued Tinker
+// operation (a future) a worker runs next. It is not the backend's token scheduler,
+// which batches one model's decode steps inside a sampling operation. It holds the ordered queues (one per
 // training run: operations run in seq_id order) and the pools (one per base model: its
 // runnable operations, taken round-robin across tenants), and counts each tenant's open
 // operations against Options.MaxQueuedPerTenant.
@@ -11,7 +13,7 @@ import "time"
 // and no clock but the one it is given, so each decision can be tested step by step
 // (sched_test.go). Methods that may make an entry runnable report it, so the Manager
 // wakes its workers only then.
-type scheduler struct {
+type opScheduler struct {
 	now       func() time.Time
 	maxQueued int // open operations per tenant
 	workers   int // workers per pool, for queue states
@@ -24,8 +26,8 @@ type scheduler struct {
 	open map[string]int
 }
 
-func newScheduler(now func() time.Time, maxQueuedPerTenant, workersPerPool, maxRunningPerTenant int) *scheduler {
-	return &scheduler{now: now, maxQueued: maxQueuedPerTenant, workers: workersPerPool, maxRunning: maxRunningPerTenant,
+func newOpScheduler(now func() time.Time, maxQueuedPerTenant, workersPerPool, maxRunningPerTenant int) *opScheduler {
+	return &opScheduler{now: now, maxQueued: maxQueuedPerTenant, workers: workersPerPool, maxRunning: maxRunningPerTenant,
 		queues: map[string]*orderedQueue{}, pools: map[string]*pool{}, open: map[string]int{}}
 }
 
@@ -99,7 +101,7 @@ func (p *pool) next(maxRunning int) *entry {
 }
 
 // queue returns the ordered queue of key, creating it (expecting seq_id 1) if needed.
-func (s *scheduler) queue(key string) *orderedQueue {
+func (s *opScheduler) queue(key string) *orderedQueue {
 	q, ok := s.queues[key]
 	if !ok {
 		q = &orderedQueue{next: 1, waiting: map[int64]*entry{}, waitedAt: s.now(), promoted: map[int64]bool{},
@@ -110,7 +112,7 @@ func (s *scheduler) queue(key string) *orderedQueue {
 }
 
 // pool returns the pool of name, creating it if needed.
-func (s *scheduler) pool(name string) *pool {
+func (s *opScheduler) pool(name string) *pool {
 	p, ok := s.pools[name]
 	if !ok {
 		p = &pool{name: name, tenants: map[string][]*entry{}, byTenant: map[string]int{}}
@@ -120,13 +122,13 @@ func (s *scheduler) pool(name string) *pool {
 }
 
 // full reports whether tenant has as many open operations as it may.
-func (s *scheduler) full(tenant string) bool { return s.open[tenant] >= s.maxQueued }
+func (s *opScheduler) full(tenant string) bool { return s.open[tenant] >= s.maxQueued }
 
 // reserve counts one more open operation of tenant (an admitted or refused one).
-func (s *scheduler) reserve(tenant string) { s.open[tenant]++ }
+func (s *opScheduler) reserve(tenant string) { s.open[tenant]++ }
 
 // release counts one open operation of tenant less.
-func (s *scheduler) release(tenant string) {
+func (s *opScheduler) release(tenant string) {
 	if s.open[tenant]--; s.open[tenant] <= 0 {
 		delete(s.open, tenant)
 	}
@@ -134,7 +136,7 @@ func (s *scheduler) release(tenant string) {
 
 // add schedules an admitted entry: an ordered one waits for its turn, an unordered one
 // joins its pool at once.
-func (s *scheduler) add(e *entry) (runnable bool) {
+func (s *opScheduler) add(e *entry) (runnable bool) {
 	if !e.rec.Ordered {
 		s.enqueue(e)
 		return true
@@ -148,7 +150,7 @@ func (s *scheduler) add(e *entry) (runnable bool) {
 // refuse settles the seq_id of an ordered operation refused at submission (its entry is
 // already resolved): the queue moves past it when its turn comes. The caller has
 // reserved a slot for it, which stays taken until then.
-func (s *scheduler) refuse(e *entry) (runnable bool) {
+func (s *opScheduler) refuse(e *entry) (runnable bool) {
 	q := s.queue(e.rec.QueueKey)
 	q.refused[e.rec.SeqID] = e
 	delete(q.abandoned, e.rec.SeqID)
@@ -157,7 +159,7 @@ func (s *scheduler) refuse(e *entry) (runnable bool) {
 }
 
 // abandon marks seq_ids of queue key that a restart failed before they ran.
-func (s *scheduler) abandon(key string, seqs []int64) {
+func (s *opScheduler) abandon(key string, seqs []int64) {
 	q := s.queue(key)
 	for _, seq := range seqs {
 		q.abandoned[seq] = true
@@ -165,7 +167,7 @@ func (s *scheduler) abandon(key string, seqs []int64) {
 }
 
 // setNext sets the next expected seq_id of queue key.
-func (s *scheduler) setNext(key string, next int64) (runnable bool) {
+func (s *opScheduler) setNext(key string, next int64) (runnable bool) {
 	q := s.queue(key)
 	q.next = next
 	q.waitedAt = s.now()
@@ -173,12 +175,12 @@ func (s *scheduler) setNext(key string, next int64) (runnable bool) {
 }
 
 // nextSeq is the next expected seq_id of queue key.
-func (s *scheduler) nextSeq(key string) int64 { return s.queue(key).next }
+func (s *opScheduler) nextSeq(key string) int64 { return s.queue(key).next }
 
 // promote moves the ordered queue's next task, if it has arrived, to its pool, first
 // moving past seq_ids that are settled without running: refused at submission, abandoned
 // by a restart, or never sent by an in-order sender, while a later seq_id waits.
-func (s *scheduler) promote(q *orderedQueue) (runnable bool) {
+func (s *opScheduler) promote(q *orderedQueue) (runnable bool) {
 	for {
 		if e, ok := q.waiting[q.next]; ok {
 			delete(q.waiting, q.next)
@@ -214,7 +216,7 @@ func (s *scheduler) promote(q *orderedQueue) (runnable bool) {
 }
 
 // enqueue makes e runnable in its pool.
-func (s *scheduler) enqueue(e *entry) {
+func (s *opScheduler) enqueue(e *entry) {
 	p := s.pool(e.task.Pool)
 	t := e.rec.Tenant
 	if len(p.tenants[t]) == 0 {
@@ -224,7 +226,7 @@ func (s *scheduler) enqueue(e *entry) {
 }
 
 // take hands p's next runnable entry to a worker, counting it as running until ran.
-func (s *scheduler) take(p *pool) *entry {
+func (s *opScheduler) take(p *pool) *entry {
 	e := p.next(s.maxRunning)
 	if e != nil {
 		p.running++
@@ -234,7 +236,7 @@ func (s *scheduler) take(p *pool) *entry {
 }
 
 // ran notes that one of p's workers finished the entry e it took.
-func (s *scheduler) ran(p *pool, e *entry) {
+func (s *opScheduler) ran(p *pool, e *entry) {
 	p.running--
 	if p.byTenant[e.rec.Tenant]--; p.byTenant[e.rec.Tenant] <= 0 {
 		delete(p.byTenant, e.rec.Tenant)
@@ -243,7 +245,7 @@ func (s *scheduler) ran(p *pool, e *entry) {
 
 // done notes that e has resolved: its tenant's slot is free and, for an ordered entry,
 // the queue's turn moves past its seq_id.
-func (s *scheduler) done(e *entry) (runnable bool) {
+func (s *opScheduler) done(e *entry) (runnable bool) {
 	s.release(e.rec.Tenant)
 	if !e.rec.Ordered {
 		return false
@@ -259,9 +261,9 @@ func (s *scheduler) done(e *entry) (runnable bool) {
 	return s.promote(q)
 }
 
-// drop takes every queued (not running) entry of queue key out of the scheduler and
+// drop takes every queued (not running) entry of queue key out of the operation scheduler and
 // returns them, to be failed; its refusals ahead of their turn free their slots.
-func (s *scheduler) drop(key string) []*entry {
+func (s *opScheduler) drop(key string) []*entry {
 	var victims []*entry
 	if q, ok := s.queues[key]; ok {
 		for _, e := range q.waiting {
@@ -299,8 +301,8 @@ func (s *scheduler) drop(key string) []*entry {
 	return victims
 }
 
-// drain takes every queued (not running) entry out of the scheduler and returns them.
-func (s *scheduler) drain() []*entry {
+// drain takes every queued (not running) entry out of the operation scheduler and returns them.
+func (s *opScheduler) drain() []*entry {
 	var victims []*entry
 	for _, q := range s.queues {
 		for _, e := range q.waiting {
@@ -319,7 +321,7 @@ func (s *scheduler) drain() []*entry {
 
 // overdue takes out the waiting entries of every ordered queue that has waited longer
 // than gap for its next seq_id, and returns them with the seq_id each waited for.
-func (s *scheduler) overdue(now time.Time, gap time.Duration) (victims []*entry, missing []int64) {
+func (s *opScheduler) overdue(now time.Time, gap time.Duration) (victims []*entry, missing []int64) {
 	for _, q := range s.queues {
 		if len(q.waiting) > 0 && now.Sub(q.waitedAt) > gap {
 			for _, e := range q.waiting {
@@ -333,7 +335,7 @@ func (s *scheduler) overdue(now time.Time, gap time.Duration) (victims []*entry,
 }
 
 // state describes why an unfinished entry has not run (a Queue* value; "" once done).
-func (s *scheduler) state(e *entry) string {
+func (s *opScheduler) state(e *entry) string {
 	switch e.rec.Status {
 	case StatusRunning:
 		return QueueActive
@@ -364,7 +366,7 @@ func (s *scheduler) state(e *entry) string {
 }
 
 // retryAfter estimates when a tenant over its limit may try again.
-func (s *scheduler) retryAfter(poolName string) time.Duration {
+func (s *opScheduler) retryAfter(poolName string) time.Duration {
 	d := time.Second
 	if p, ok := s.pools[poolName]; ok {
 		n := 0

@@ -6,18 +6,18 @@ import (
 	"time"
 )
 
-// The scheduler's decisions, step by step: no goroutines, no store, a clock the test
+// The operation scheduler's decisions, step by step: no goroutines, no store, a clock the test
 // moves.
 
 type schedFixture struct {
 	t     *testing.T
-	s     *scheduler
+	s     *opScheduler
 	clock time.Time
 }
 
 func newSchedFixture(t *testing.T, maxQueued, workers int) *schedFixture {
 	f := &schedFixture{t: t, clock: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
-	f.s = newScheduler(func() time.Time { return f.clock }, maxQueued, workers, 0)
+	f.s = newOpScheduler(func() time.Time { return f.clock }, maxQueued, workers, 0)
 	return f
 }
 
@@ -31,7 +31,7 @@ func newEntry(tenant, queue string, seq int64) *entry {
 
 func inOrder(e *entry) *entry { e.task.InOrder = true; return e }
 
-// submit admits e as Submit does (its tenant's slot, then the scheduler).
+// submit admits e as Submit does (its tenant's slot, then the operation scheduler).
 func (f *schedFixture) submit(e *entry) bool {
 	f.s.reserve(e.rec.Tenant)
 	return f.s.add(e)
@@ -68,7 +68,7 @@ func (f *schedFixture) drainPool() []string {
 	return got
 }
 
-func TestSchedulerRunsAnOrderedQueueInSeqOrder(t *testing.T) {
+func TestOpSchedulerRunsAnOrderedQueueInSeqOrder(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	for _, seq := range []int64{3, 5, 2, 4} {
 		if f.submit(newEntry("a", "r", seq)) {
@@ -103,7 +103,7 @@ func TestSchedulerRunsAnOrderedQueueInSeqOrder(t *testing.T) {
 	}
 }
 
-func TestSchedulerSharesAPoolRoundRobinAcrossTenants(t *testing.T) {
+func TestOpSchedulerSharesAPoolRoundRobinAcrossTenants(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	for _, tenant := range []string{"a", "a", "a", "a", "a", "b", "b", "c"} {
 		f.submit(newEntry(tenant, "", 0))
@@ -125,7 +125,7 @@ func TestSchedulerSharesAPoolRoundRobinAcrossTenants(t *testing.T) {
 
 // An ordered queue's operations reach the pool one at a time, so another tenant's
 // operation is never behind more than one of them.
-func TestSchedulerOrderedAndUnorderedShareThePool(t *testing.T) {
+func TestOpSchedulerOrderedAndUnorderedShareThePool(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	for seq := int64(1); seq <= 3; seq++ {
 		f.submit(newEntry("a", "r", seq))
@@ -136,7 +136,7 @@ func TestSchedulerOrderedAndUnorderedShareThePool(t *testing.T) {
 	}
 }
 
-func TestSchedulerSeqGapsGoOverdue(t *testing.T) {
+func TestOpSchedulerSeqGapsGoOverdue(t *testing.T) {
 	const gap = time.Minute
 	f := newSchedFixture(t, 100, 1)
 	three, four := newEntry("a", "r", 3), newEntry("a", "r", 4)
@@ -171,7 +171,7 @@ func TestSchedulerSeqGapsGoOverdue(t *testing.T) {
 	}
 }
 
-func TestSchedulerSkipsRefusedSeqIDs(t *testing.T) {
+func TestOpSchedulerSkipsRefusedSeqIDs(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	f.submit(newEntry("a", "r", 1))
 	one := f.take()
@@ -213,7 +213,7 @@ func TestSchedulerSkipsRefusedSeqIDs(t *testing.T) {
 	}
 }
 
-func TestSchedulerSkipsAbandonedSeqIDsOnlyWhenALaterOneWaits(t *testing.T) {
+func TestOpSchedulerSkipsAbandonedSeqIDsOnlyWhenALaterOneWaits(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	f.s.setNext("r", 2)
 	f.s.abandon("r", []int64{2, 3})
@@ -237,7 +237,7 @@ func TestSchedulerSkipsAbandonedSeqIDsOnlyWhenALaterOneWaits(t *testing.T) {
 	}
 }
 
-func TestSchedulerInOrderSenderNeverWaitsForAGap(t *testing.T) {
+func TestOpSchedulerInOrderSenderNeverWaitsForAGap(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	f.submit(inOrder(newEntry("a", "r", 1)))
 	one := f.take()
@@ -262,7 +262,7 @@ func TestSchedulerInOrderSenderNeverWaitsForAGap(t *testing.T) {
 	}
 }
 
-func TestSchedulerDropTakesOnlyTheQueuesQueuedEntries(t *testing.T) {
+func TestOpSchedulerDropTakesOnlyTheQueuesQueuedEntries(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	f.submit(newEntry("a", "r", 1))
 	running := f.take()
@@ -296,7 +296,7 @@ func TestSchedulerDropTakesOnlyTheQueuesQueuedEntries(t *testing.T) {
 	}
 }
 
-func TestSchedulerDrainTakesEverythingQueued(t *testing.T) {
+func TestOpSchedulerDrainTakesEverythingQueued(t *testing.T) {
 	f := newSchedFixture(t, 100, 1)
 	f.submit(newEntry("a", "r", 1))
 	running := f.take()
@@ -312,7 +312,7 @@ func TestSchedulerDrainTakesEverythingQueued(t *testing.T) {
 	}
 }
 
-func TestSchedulerLimitAndQueueStates(t *testing.T) {
+func TestOpSchedulerLimitAndQueueStates(t *testing.T) {
 	f := newSchedFixture(t, 3, 1)
 	first, second, ahead := newEntry("a", "r", 1), newEntry("a", "", 0), newEntry("a", "r", 3)
 	f.submit(first)
@@ -344,7 +344,7 @@ func TestSchedulerLimitAndQueueStates(t *testing.T) {
 	}
 }
 
-func TestSchedulerRetryAfterGrowsWithTheBacklog(t *testing.T) {
+func TestOpSchedulerRetryAfterGrowsWithTheBacklog(t *testing.T) {
 	f := newSchedFixture(t, 1000, 1)
 	if got := f.s.retryAfter("p"); got != time.Second {
 		t.Fatalf("empty pool: %s", got)

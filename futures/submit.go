@@ -11,14 +11,15 @@ import (
 	"github.com/tuft-go/tuft/telemetry"
 )
 
-// Submission. Submit decides under the lock (admit: shutdown, dedupe, the seq_id, the
+// Submission. Submit decides under the lock (queue admission: shutdown, dedupe, the seq_id, the
 // tenant's limit), persists the acceptance without holding it, then schedules under it.
 // Refuse settles the seq_id of an operation refused before it could be submitted.
 
-// admission is Submit's decision, taken under the lock: an answer (id or err), an
-// earlier submission to look up in the store first, or an admitted entry to persist and
-// schedule.
-type admission struct {
+// queueAdmission is Submit's decision, taken under the lock (queue admission: whether an
+// operation enters the futures queues; see the glossary in docs/architecture.md): an
+// answer (id or err), an earlier submission to look up in the store first, or an
+// admitted entry to persist and schedule.
+type queueAdmission struct {
 	id  string
 	err error
 	// stored: a future only the store holds may be an earlier submission of the same
@@ -38,7 +39,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		return "", errors.New("futures: task has no Run function")
 	}
 	m.mu.Lock()
-	a := m.admit(ctx, t, true)
+	a := m.admitToQueue(ctx, t, true)
 	m.mu.Unlock()
 	if a.stored != nil {
 		if id, hit, err := m.dedupeStored(ctx, t, *a.stored); hit {
@@ -48,7 +49,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 			return "", a.behind
 		}
 		m.mu.Lock()
-		a = m.admit(ctx, t, false)
+		a = m.admitToQueue(ctx, t, false)
 		m.mu.Unlock()
 	}
 	if a.e == nil {
@@ -56,7 +57,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	}
 	e, id := a.e, a.rec.ID
 	// Where the store queues writes in order, the acceptance is queued, not waited for
-	// (admit set its timer): the result is written after it, and only the result must be
+	// (admitToQueue set its timer): the result is written after it, and only the result must be
 	// durable before anyone sees it. A crash before the acceptance commits looks, after
 	// the restart, like a future the restart abandoned (see lostFuture). Other stores
 	// write it now.
@@ -72,7 +73,7 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 
 	m.mu.Lock()
 	if m.closing {
-		// Shutdown drained the scheduler while this one was being persisted.
+		// Shutdown drained the operation scheduler while this one was being persisted.
 		m.mu.Unlock()
 		m.fail(e, shutdownMessage)
 		return id, nil
@@ -85,16 +86,16 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 	return id, nil
 }
 
-// admit checks t under the lock: the Manager is open, t is not a resubmission, an
+// admitToQueue checks t under the lock: the Manager is open, t is not a resubmission, an
 // ordered seq_id is not behind its queue, the tenant is under its limit. It then
 // registers t's entry and counts it against the tenant. lookStored: a resubmission of a
 // future only the store holds is still to be looked for. Callers hold m.mu.
-func (m *Manager) admit(ctx context.Context, t Task, lookStored bool) admission {
+func (m *Manager) admitToQueue(ctx context.Context, t Task, lookStored bool) queueAdmission {
 	if m.closing {
-		return admission{err: ErrShuttingDown}
+		return queueAdmission{err: ErrShuttingDown}
 	}
 	if id, hit, err := m.dedupe(t); hit {
-		return admission{id: id, err: err}
+		return queueAdmission{id: id, err: err}
 	}
 	var ik string
 	if t.QueueKey != "" {
@@ -107,17 +108,17 @@ func (m *Manager) admit(ctx context.Context, t Task, lookStored bool) admission 
 			// before a restart) gets its id, anything else a SeqError.
 			behind := &SeqError{QueueKey: t.QueueKey, SeqID: t.SeqID, Next: next}
 			if ref, ok := m.index.stored(ik); ok {
-				return admission{stored: &ref, behind: behind}
+				return queueAdmission{stored: &ref, behind: behind}
 			}
-			return admission{err: behind}
+			return queueAdmission{err: behind}
 		}
 	case lookStored && ik != "" && !m.index.taken(ik):
 		if ref, ok := m.index.stored(ik); ok {
-			return admission{stored: &ref}
+			return queueAdmission{stored: &ref}
 		}
 	}
 	if m.sched.full(t.Tenant) {
-		return admission{err: &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: m.sched.retryAfter(t.Pool)}}
+		return queueAdmission{err: &OverLimitError{Limit: m.o.MaxQueuedPerTenant, RetryAfter: m.sched.retryAfter(t.Pool)}}
 	}
 	now := m.now()
 	timeout := t.Timeout
@@ -139,10 +140,10 @@ func (m *Manager) admit(ctx context.Context, t Task, lookStored bool) admission 
 	if m.queued {
 		e.accept = time.AfterFunc(acceptDelay, func() { m.persistAccepted(e) })
 	}
-	return admission{e: e, rec: e.rec}
+	return queueAdmission{e: e, rec: e.rec}
 }
 
-// withdraw undoes the admission of an entry whose acceptance could not be persisted.
+// withdraw undoes the queue admission of an entry whose acceptance could not be persisted.
 // Callers hold m.mu.
 func (m *Manager) withdraw(e *entry) {
 	delete(m.entries, e.rec.ID)
@@ -178,7 +179,7 @@ func (m *Manager) Refuse(ctx context.Context, t Task, reason Failure) (string, e
 }
 
 // refuse is Refuse's part under the lock: it records the refusal as a resolved entry and
-// hands its seq_id to the scheduler to settle. The record is zero when there is nothing
+// hands its seq_id to the operation scheduler to settle. The record is zero when there is nothing
 // to settle.
 func (m *Manager) refuse(t Task, reason Failure) (Record, error) {
 	m.mu.Lock()

@@ -103,7 +103,7 @@ type Run struct {
 	// a restart that finds the load unfinished starts it again from there.
 	LoadedFrom *LoadSource `json:"loaded_from,omitempty"`
 	// Copy: the run was made by copy_weights to hold a copy; it counts against
-	// limits.max_runs_per_tenant while it holds a checkpoint (holdsRunSlot).
+	// limits.max_runs_per_tenant while it holds a checkpoint (holdsCopy).
 	Copy bool `json:"copy,omitempty"`
 	// copying: the copy's files are being written (it counts before its checkpoint exists).
 	copying bool

@@ -99,7 +99,7 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	}
 	words := strings.Fields(strings.ToLower(q.DisplayName))
 	var foreign []*Session
-	foreignRecords(s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before s.mu
+	foreignRecords(s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
 	s.lock(lkSessions | lkRuns | lkCkpts)
 	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)

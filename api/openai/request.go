@@ -324,7 +324,7 @@ func contentText(raw json.RawMessage, at string) (string, *apiError) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// checkChatOptions refuses values of parsed chat fields we cannot honour.
+// checkOptions refuses values of parsed chat fields we cannot honour.
 func (c *chatRequest) checkOptions() *apiError {
 	if rf := c.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
 		return unsupported("response_format", "response_format type %q is not supported by this server: only text", rf.Type)

@@ -18,6 +18,7 @@ import (
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/tokenizer"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/server"
 	"github.com/tuft-go/tuft/worker"
@@ -42,24 +43,35 @@ func newGated(t *testing.T, cfg config.Config) *gated {
 	return &gated{Local: backend.NewLocal(models, infos), tok: models[0].Tok, gate: make(chan struct{}), hit: make(chan struct{}), done: make(chan error, 8)}
 }
 
-// printable reports whether a token's text is plain printable ASCII: once such a token is
-// drawn, all text before it can be sent (no UTF-8 character is left open).
-func (g *gated) printable(id int32) bool {
-	s := g.tok.Decode([]int32{id})
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
+// printable reports whether a token's text, as it extends its sequence's text (s decodes
+// the sequence after the prompt, as the server does), is plain printable ASCII: once such
+// a token is drawn, all text before it can be sent (no UTF-8 character is left open).
+func printable(s *tokenizer.Stream, id int32) bool {
+	text := s.Next(id)
+	for i := 0; i < len(text); i++ {
+		if text[i] < 0x20 || text[i] > 0x7e {
 			return false
 		}
 	}
-	return strings.TrimSpace(s) != ""
+	return strings.TrimSpace(text) != ""
 }
 
 func (g *gated) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st backend.Stream) (engine.SampleResult, error) {
 	inner := st.OnToken
 	var once sync.Once
+	var mu sync.Mutex
+	texts := map[int]*tokenizer.Stream{} // each sequence's text, by ev.Seq
 	st.OnToken = func(ev engine.TokenEvent) {
 		inner(ev)
-		if ev.Stop != "" || !g.printable(ev.Token) {
+		mu.Lock()
+		s := texts[ev.Seq]
+		if s == nil {
+			s = tokenizer.NewStreamAfter(g.tok, req.Prompt)
+			texts[ev.Seq] = s
+		}
+		ok := printable(s, ev.Token) // every token, so the next one's text is in context
+		mu.Unlock()
+		if ev.Stop != "" || !ok {
 			return
 		}
 		once.Do(func() {

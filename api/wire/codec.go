@@ -377,3 +377,33 @@ func (mi ModelInput) tokens(field string) ([]int32, error) {
 func DecodeForwardBackwardJSON(body []byte, forwardOnly bool) (*ForwardBackwardCall, error) {
 	return decodeForwardBackwardJSON(body, forwardOnly)
 }
+
+// EncodeForwardBackwardProto encodes a request (client side).
+func EncodeForwardBackwardProto(call ForwardBackwardCall) ([]byte, error) {
+	m := &tinkerpb.ForwardBackwardRequest{ModelId: call.ModelID, SeqId: int32(call.SeqID), LossFn: call.Req.LossFn,
+		LossFnConfig: call.Req.LossFnConfig, ForwardOnly: call.ForwardOnly}
+	for k, v := range call.Req.LossFnTextConfig { // string values travel in v2 only, as the SDK writes them
+		if m.LossFnConfigV2 == nil {
+			m.LossFnConfigV2 = map[string]*tinkerpb.LossConfigValue{}
+		}
+		m.LossFnConfigV2[k] = &tinkerpb.LossConfigValue{Value: &tinkerpb.LossConfigValue_Text{Text: v}}
+	}
+	for _, d := range call.Req.Data {
+		tb := make([]byte, 4*len(d.Tokens))
+		for i, t := range d.Tokens {
+			binary.LittleEndian.PutUint32(tb[4*i:], uint32(t))
+		}
+		pd := &tinkerpb.Datum{ModelInput: []*tinkerpb.Chunk{{Chunk: &tinkerpb.Chunk_EncodedText{EncodedText: &tinkerpb.EncodedTextChunk{Tokens: tb}}}},
+			LossFnInputs: map[string]*tinkerpb.Tensor{}}
+		for name, t := range d.LossInputs {
+			b, dt := tensorBytes(t)
+			shape := make([]int64, len(t.Shape))
+			for i, s := range t.Shape {
+				shape[i] = int64(s)
+			}
+			pd.LossFnInputs[name] = &tinkerpb.Tensor{Encoding: &tinkerpb.Tensor_Dense{Dense: b}, Dtype: dt, Shape: shape}
+		}
+		m.Data = append(m.Data, pd)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
