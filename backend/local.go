@@ -26,7 +26,7 @@ type Local struct {
 
 type hosted struct {
 	model *engine.Model
-	sched *scheduler
+	sched *tokenScheduler
 }
 
 type adapterKey struct{ model, lora string }

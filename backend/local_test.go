@@ -35,7 +35,7 @@ func ce(toks []int32) engine.ForwardRequest {
 
 // holdLoop makes the model's scheduler wait before its next unit of work until the
 // returned function is called, so that tests can queue requests deterministically.
-func holdLoop(t *testing.T, s *scheduler) (release func()) {
+func holdLoop(t *testing.T, s *tokenScheduler) (release func()) {
 	t.Helper()
 	gate := make(chan struct{})
 	var once sync.Once
@@ -43,8 +43,8 @@ func holdLoop(t *testing.T, s *scheduler) (release func()) {
 	return func() { once.Do(func() { close(gate) }) }
 }
 
-// waitQueued waits until n submissions reached the (held) scheduler.
-func waitQueued(s *scheduler, n int) {
+// waitQueued waits until n submissions reached the (held) tokenScheduler.
+func waitQueued(s *tokenScheduler, n int) {
 	for s.queued() < n {
 		runtime.Gosched()
 	}

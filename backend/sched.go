@@ -92,11 +92,11 @@ const (
 	kindTrain
 )
 
-// scheduler is one model's token scheduler: it batches the decode steps of every running
+// tokenScheduler is one model's token scheduler: it batches the decode steps of every running
 // sample request (continuous batching, KV admission against the block pool) and the
 // training packs. It is not futures' operation scheduler (futures.opScheduler), which
 // decides which queued operation reaches this one.
-type scheduler struct {
+type tokenScheduler struct {
 	m   *engine.Model
 	cfg SchedConfig
 	// blockBytes and blocks size the KV pool, created at the first sample request.
@@ -154,27 +154,27 @@ type tenantState struct {
 	tdef    int // training pack round robin
 }
 
-func newScheduler(m *engine.Model, cfg SchedConfig) *scheduler {
+func newScheduler(m *engine.Model, cfg SchedConfig) *tokenScheduler {
 	cfg.check()
 	c := m.Cfg
 	bb := int64(2*c.Layers*engine.KVBlockLen*c.KVHeads*c.HeadDim) * 4
 	blocks := int(cfg.KVCacheBytes / bb)
-	return &scheduler{m: m, cfg: cfg, blockBytes: bb, blocks: max(blocks, 1), tenants: map[string]*tenantState{},
+	return &tokenScheduler{m: m, cfg: cfg, blockBytes: bb, blocks: max(blocks, 1), tenants: map[string]*tenantState{},
 		reqs: map[*sampleReq]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 // queued is the number of requests and calls submitted but not yet taken by the loop.
-func (s *scheduler) queued() int {
+func (s *tokenScheduler) queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.inbox) + len(s.trainIn)
 }
 
 // kvTokens is the KV pool's capacity in positions.
-func (s *scheduler) kvTokens() int { return s.blocks * engine.KVBlockLen }
+func (s *tokenScheduler) kvTokens() int { return s.blocks * engine.KVBlockLen }
 
 // start makes sure the loop runs and notices new work. Callers hold s.mu.
-func (s *scheduler) start() {
+func (s *tokenScheduler) start() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -189,7 +189,7 @@ func (s *scheduler) start() {
 
 // loop runs units of work until there is none, then exits (the next submission starts it
 // again).
-func (s *scheduler) loop() {
+func (s *tokenScheduler) loop() {
 	for {
 		if s.hooks.iter != nil {
 			s.hooks.iter()
@@ -251,7 +251,7 @@ func (s *scheduler) loop() {
 // holds, which may be half-updated, instead of the whole process: the futures layer
 // used to turn such a panic into one failed operation, and the loop keeps that promise
 // for everything it runs.
-func (s *scheduler) run(kind int) (ran bool) {
+func (s *tokenScheduler) run(kind int) (ran bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			err := fmt.Errorf("internal error in the model scheduler: %v", v)
@@ -279,7 +279,7 @@ func (s *scheduler) run(kind int) (ran bool) {
 // (scaled by the shares; at least one step), then the next pack. So a decode step waits
 // for at most one pack, and a pack for at most the previous pack's time in steps plus
 // one step. A kind without work banks nothing.
-func (s *scheduler) choose(work [2]bool) int {
+func (s *tokenScheduler) choose(work [2]bool) int {
 	switch {
 	case !work[kindTrain]:
 		s.credit = 0
@@ -294,7 +294,7 @@ func (s *scheduler) choose(work [2]bool) int {
 }
 
 // wait sleeps for d or until new work arrives.
-func (s *scheduler) wait(d time.Duration) {
+func (s *tokenScheduler) wait(d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -305,7 +305,7 @@ func (s *scheduler) wait(d time.Duration) {
 
 // dropEnded fails the requests and calls whose context ended (deadline, cancellation):
 // they leave the batch before the next unit of work.
-func (s *scheduler) dropEnded() {
+func (s *tokenScheduler) dropEnded() {
 	for r := range s.reqs {
 		if err := r.ctx.Err(); err != nil {
 			s.failRequest(r, fmt.Errorf("sample request ended after %s: %w", time.Since(r.arrived).Round(time.Millisecond), err))
@@ -322,7 +322,7 @@ func (s *scheduler) dropEnded() {
 }
 
 // tenant returns the state of a tenant, creating it. Loop only.
-func (s *scheduler) tenant(name string) *tenantState {
+func (s *tokenScheduler) tenant(name string) *tenantState {
 	t, ok := s.tenants[name]
 	if !ok {
 		t = &tenantState{name: name}
@@ -333,7 +333,7 @@ func (s *scheduler) tenant(name string) *tenantState {
 }
 
 // prune forgets tenants with no work left. Loop only.
-func (s *scheduler) prune() {
+func (s *tokenScheduler) prune() {
 	keep := s.ring[:0]
 	for _, t := range s.ring {
 		if len(t.running) > 0 || len(t.pending) > 0 || len(t.calls) > 0 {
@@ -347,7 +347,7 @@ func (s *scheduler) prune() {
 }
 
 // shutdown fails everything. Loop only, with s.mu held.
-func (s *scheduler) shutdown() {
+func (s *tokenScheduler) shutdown() {
 	for r := range s.reqs {
 		s.failRequest(r, ErrClosed)
 	}
@@ -366,7 +366,7 @@ func (s *scheduler) shutdown() {
 }
 
 // close fails queued and running work and waits for the loop to stop.
-func (s *scheduler) close() {
+func (s *tokenScheduler) close() {
 	s.mu.Lock()
 	s.closed = true
 	running, idle := s.running, s.idle
@@ -395,7 +395,7 @@ func (s *scheduler) close() {
 }
 
 // dropPrefixes forgets the cached prompts of an adapter (removed or replaced).
-func (s *scheduler) dropPrefixes(lora string) {
+func (s *tokenScheduler) dropPrefixes(lora string) {
 	s.mu.Lock()
 	p := s.prefix
 	s.mu.Unlock()
@@ -422,7 +422,7 @@ type SchedStats struct {
 	MaxStep, MaxPack time.Duration
 }
 
-func (s *scheduler) snapshot() SchedStats {
+func (s *tokenScheduler) snapshot() SchedStats {
 	st := &s.stats
 	return SchedStats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
 		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load(),

@@ -84,7 +84,7 @@ func (r *sampleReq) finish(err error) {
 
 // newSampleReq checks a request against the model and the KV pool and prepares it; the
 // engine's Generation holds every rule of how it generates.
-func (s *scheduler) newSampleReq(ctx context.Context, key string, lw *engine.LoraWeights[float32], req engine.SampleRequest, h sampleHooks) (*sampleReq, error) {
+func (s *tokenScheduler) newSampleReq(ctx context.Context, key string, lw *engine.LoraWeights[float32], req engine.SampleRequest, h sampleHooks) (*sampleReq, error) {
 	g, err := engine.NewGeneration(s.m, req, h.top)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (s *scheduler) newSampleReq(ctx context.Context, key string, lw *engine.Lor
 }
 
 // sample runs r and waits for its result.
-func (s *scheduler) sample(r *sampleReq) (engine.SampleResult, error) {
+func (s *tokenScheduler) sample(r *sampleReq) (engine.SampleResult, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -117,7 +117,7 @@ func (s *scheduler) sample(r *sampleReq) (engine.SampleResult, error) {
 }
 
 // addRequest takes an arrived request into the loop's state. Loop only.
-func (s *scheduler) addRequest(r *sampleReq) {
+func (s *tokenScheduler) addRequest(r *sampleReq) {
 	t := s.tenant(r.tenant)
 	r.prompt = &unit{r: r, t: t, idx: -1, feed: r.req.Prompt}
 	r.samples = make([]*unit, r.req.NumSamples)
@@ -127,7 +127,7 @@ func (s *scheduler) addRequest(r *sampleReq) {
 }
 
 // ensurePool creates the model's KV pool (once) and its prefix cache.
-func (s *scheduler) ensurePool() error {
+func (s *tokenScheduler) ensurePool() error {
 	if s.pool != nil {
 		return nil
 	}
@@ -152,10 +152,10 @@ type planned struct {
 }
 
 // stepCount numbers decode steps (for preemption bookkeeping).
-func (s *scheduler) stepCount() int64 { return s.stats.steps.Load() }
+func (s *tokenScheduler) stepCount() int64 { return s.stats.steps.Load() }
 
 // decodeStep plans and runs one decode step; false when nothing could run.
-func (s *scheduler) decodeStep() bool {
+func (s *tokenScheduler) decodeStep() bool {
 	if err := s.ensurePool(); err != nil {
 		for r := range s.reqs {
 			s.failRequest(r, err)
@@ -215,7 +215,7 @@ func (s *scheduler) decodeStep() bool {
 }
 
 // stepSeq is a planned unit's StepSeq.
-func (s *scheduler) stepSeq(p planned) engine.StepSeq {
+func (s *tokenScheduler) stepSeq(p planned) engine.StepSeq {
 	u, r := p.u, p.u.r
 	ss := engine.StepSeq{Adapter: r.lw, Cache: u.cache, Tokens: u.feed[:p.n]}
 	if p.n == len(u.feed) {
@@ -231,7 +231,7 @@ func (s *scheduler) stepSeq(p planned) engine.StepSeq {
 }
 
 // apply takes a step's output for one unit.
-func (s *scheduler) apply(p planned, out engine.StepOut, rows int) {
+func (s *tokenScheduler) apply(p planned, out engine.StepOut, rows int) {
 	u, r := p.u, p.u.r
 	pos0 := u.cache.Len() - p.n
 	u.feed = u.feed[p.n:]
@@ -261,7 +261,7 @@ func drawTop(out engine.StepOut, i int) []engine.TokenLogprob {
 
 // finishPrompt turns a request's prefilled prompt into its samples: each forks the
 // prompt's cache (one prefill for all of them) and takes its first token.
-func (s *scheduler) finishPrompt(u *unit, out engine.StepOut) {
+func (s *tokenScheduler) finishPrompt(u *unit, out engine.StepOut) {
 	r := u.r
 	r.prompt = nil
 	if s.prefix != nil {
@@ -289,7 +289,7 @@ func (s *scheduler) finishPrompt(u *unit, out engine.StepOut) {
 
 // token hands a sampled token to its sequence's generation, which decides whether the
 // sequence stops, and either feeds the token to the next step or retires the sequence.
-func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
+func (s *tokenScheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
 	r := u.r
 	ev := r.gen.Accept(u.idx, tok, lp, top)
 	if r.hooks.token != nil {
@@ -306,7 +306,7 @@ func (s *scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogp
 }
 
 // complete answers a request whose samples have all stopped.
-func (s *scheduler) complete(r *sampleReq) {
+func (s *tokenScheduler) complete(r *sampleReq) {
 	if r.hooks.phase != nil {
 		r.hooks.phase("postprocess")
 	}
@@ -315,7 +315,7 @@ func (s *scheduler) complete(r *sampleReq) {
 }
 
 // failRequest ends a request with err, giving back its memory.
-func (s *scheduler) failRequest(r *sampleReq, err error) {
+func (s *tokenScheduler) failRequest(r *sampleReq, err error) {
 	if r.prompt != nil {
 		s.retire(r.prompt)
 	}
@@ -329,7 +329,7 @@ func (s *scheduler) failRequest(r *sampleReq, err error) {
 }
 
 // retire releases a unit's cache and removes it from its tenant's lists.
-func (s *scheduler) retire(u *unit) {
+func (s *tokenScheduler) retire(u *unit) {
 	if u.gone {
 		return
 	}
@@ -349,7 +349,7 @@ func (s *scheduler) retire(u *unit) {
 // preempt gives a running unit's memory back to the pool; it waits (first in its
 // tenant's line) to be recomputed from its tokens when memory frees up. Its generator
 // and pending draw are kept, so its output is the same as if it had never left.
-func (s *scheduler) preempt(u *unit) {
+func (s *tokenScheduler) preempt(u *unit) {
 	t, r := u.t, u.r
 	u.cache.Release()
 	u.cache = nil

@@ -46,7 +46,7 @@ func (c *fbCall) finish(err error) {
 // forwardBackward runs a request on adapter a (nil: the base model, forward only) and
 // waits for it. The caller holds the adapter's lock, so no other operation touches its
 // weights or gradients meanwhile.
-func (s *scheduler) forwardBackward(ctx context.Context, a *engine.Adapter, req engine.ForwardRequest) *fbCall {
+func (s *tokenScheduler) forwardBackward(ctx context.Context, a *engine.Adapter, req engine.ForwardRequest) *fbCall {
 	c := &fbCall{ctx: ctx, tenant: TenantFrom(ctx), a: a, req: req, arrived: time.Now(), done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
@@ -62,14 +62,14 @@ func (s *scheduler) forwardBackward(ctx context.Context, a *engine.Adapter, req 
 }
 
 // addCall takes an arrived call into the loop's state. Loop only.
-func (s *scheduler) addCall(c *fbCall) {
+func (s *tokenScheduler) addCall(c *fbCall) {
 	c.t = s.tenant(c.tenant)
 	c.t.calls = append(c.t.calls, c)
 	s.calls++
 }
 
 // failCall ends a call with err; its adapter is left as it was.
-func (s *scheduler) failCall(c *fbCall, err error) {
+func (s *tokenScheduler) failCall(c *fbCall, err error) {
 	if c.job != nil {
 		c.job.Abort(err)
 	}
@@ -77,7 +77,7 @@ func (s *scheduler) failCall(c *fbCall, err error) {
 	c.finish(err)
 }
 
-func (s *scheduler) removeCall(c *fbCall) {
+func (s *tokenScheduler) removeCall(c *fbCall) {
 	if i := slices.Index(c.t.calls, c); i >= 0 {
 		c.t.calls = slices.Delete(c.t.calls, i, i+1)
 		s.calls--
@@ -89,7 +89,7 @@ func (s *scheduler) removeCall(c *fbCall) {
 // divided among the tenants with work per round); each tenant's calls go in order, whole
 // datums at a time, until the pack's token budget is spent. A datum longer than the
 // budget runs alone once its tenant's deficit covers it.
-func (s *scheduler) trainPack() bool {
+func (s *tokenScheduler) trainPack() bool {
 	budget := s.cfg.TrainPackTokens
 	var active []*tenantState
 	n := len(s.ring)
