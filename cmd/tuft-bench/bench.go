@@ -17,6 +17,7 @@ import (
 
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/cuda"
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 // `tuft-bench engine` measures the engine on this machine — LoRA training tokens/s,
@@ -122,7 +123,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := newFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
+	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
 	var o benchOptions
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
@@ -139,7 +140,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.script, "torch-script", "", "path of the reference script (default: tools/torchref/bench.py, or bench_peft.py with --device cuda, found from the working directory)")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
 	for _, f := range strings.Split(*batches, ",") {

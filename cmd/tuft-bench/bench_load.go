@@ -11,6 +11,7 @@ import (
 
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/cuda"
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 // `tuft-bench load` measures loading a model directory: the wall time and this process's
@@ -31,20 +32,20 @@ type loadReport struct {
 }
 
 func runBenchLoad(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench load", "tuft-bench load --model DIR [--device cpu|cuda[:N]] [--cuda-lib-dirs DIRS] [--json]",
+	fs := cli.NewFlags("bench load", "tuft-bench load --model DIR [--device cpu|cuda[:N]] [--cuda-lib-dirs DIRS] [--json]",
 		"Measure loading a model: seconds and this process's peak RSS.")
 	dir := fs.String("model", "", "model directory (HuggingFace layout)")
 	dev := fs.String("device", "cpu", "device: cpu, cuda, cuda:N or auto")
 	libs := fs.String("cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS")
 	jsonOut := fs.Bool("json", false, "print JSON")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	if *dir == "" {
-		return &usageError{err: fmt.Errorf("--model is required"), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("--model is required"), Usage: fs.UsageText()}
 	}
 	d, why, err := engine.OpenDevice(*dev, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(*libs)})
 	if err != nil {

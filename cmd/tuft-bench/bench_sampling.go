@@ -19,6 +19,7 @@ import (
 
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
@@ -108,7 +109,7 @@ type torchBLAS struct {
 }
 
 func runBenchSampling(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench sampling", "tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
+	fs := cli.NewFlags("bench sampling", "tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
 		"Measure the continuous-batching scheduler: N concurrent one-sample requests over M adapters and T tenants, against one request of N samples and the PyTorch reference's batched multi-LoRA decode.")
 	var o samplingOptions
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
@@ -132,7 +133,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.python, "python", "", "Python interpreter for the reference (default: python3 on PATH, then /usr/bin/python3)")
 	fs.StringVar(&o.script, "torch-script", "", "path of the reference script (default: tools/torchref/bench_sampling.py, found from the working directory)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
 	switch {

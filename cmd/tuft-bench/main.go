@@ -18,6 +18,7 @@ import (
 	"os"
 
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 const usageText = `usage: tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--torch auto|on|off] [--json] [flags]
@@ -41,34 +42,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usageText)
 		return 2
 	}
-	if isHelp(args[0]) || args[0] == "help" {
+	if cli.IsHelp(args[0]) || args[0] == "help" {
 		fmt.Fprint(stdout, usageText)
 		return 0
 	}
 	var err error
 	if args[0] == writePresetVerb {
 		if len(args) != 3 {
-			err = &usageError{err: fmt.Errorf("want %s PRESET DIR", writePresetVerb), usage: usageText}
+			err = &cli.UsageError{Err: fmt.Errorf("want %s PRESET DIR", writePresetVerb), Usage: usageText}
 		} else {
 			err = engine.WritePreset(args[1], args[2])
 		}
 	} else {
 		err = runBench(args, stdout, stderr)
 	}
-	var help *helpRequest
-	var bad *usageError
+	var help *cli.HelpRequest
+	var bad *cli.UsageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &help):
-		fmt.Fprint(stdout, help.text)
+		fmt.Fprint(stdout, help.Text)
 		return 0
 	case errors.As(err, &bad):
-		text := bad.usage
+		text := bad.Usage
 		if text == "" {
 			text = usageText
 		}
-		fmt.Fprintf(stderr, "tuft-bench: %v\n\n%s", bad.err, text)
+		fmt.Fprintf(stderr, "tuft-bench: %v\n\n%s", bad.Err, text)
 		return 2
 	}
 	fmt.Fprintln(stderr, "tuft-bench:", err)

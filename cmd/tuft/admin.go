@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/store/persistence"
 )
 
@@ -16,11 +17,11 @@ func cmdConfig(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := newFlags("config check", "tuft config check FILE", "Validate a tuft_config.yaml: unknown keys, bad values, each named by its key.")
-	if err := fs.parse(args); err != nil {
+	fs := cli.NewFlags("config check", "tuft config check FILE", "Validate a tuft_config.yaml: unknown keys, bad values, each named by its key.")
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(1, 1); err != nil {
+	if err := fs.CheckArgs(1, 1); err != nil {
 		return err
 	}
 	file := fs.Arg(0)
@@ -37,14 +38,14 @@ func cmdClear(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := newFlags("clear persistence", "tuft clear persistence [--config FILE] [-f]",
+	fs := cli.NewFlags("clear persistence", "tuft clear persistence [--config FILE] [-f]",
 		"Delete every stored record (sessions, runs, futures); checkpoint files are kept.")
 	cfgPath := fs.String("config", "", "tuft_config.yaml ($TUFT_CONFIG)")
 	force := fs.Bool("f", false, "do not ask for confirmation")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -85,21 +86,21 @@ func cmdKey(args []string) error {
 		return err
 	}
 	if sub == "hash" {
-		fs := newFlags("key hash", "tuft key hash KEY", "Print the key_sha256 of KEY, for auth.api_keys.")
-		if err := fs.parse(args); err != nil {
+		fs := cli.NewFlags("key hash", "tuft key hash KEY", "Print the key_sha256 of KEY, for auth.api_keys.")
+		if err := fs.ParseArgs(args); err != nil {
 			return err
 		}
-		if err := fs.args(1, 1); err != nil {
+		if err := fs.CheckArgs(1, 1); err != nil {
 			return err
 		}
 		fmt.Println(config.HashAPIKey(fs.Arg(0)))
 		return nil
 	}
-	fs := newFlags("key new", "tuft key new", "Generate an API key (tml- prefix) and print it with its key_sha256.")
-	if err := fs.parse(args); err != nil {
+	fs := cli.NewFlags("key new", "tuft key new", "Generate an API key (tml- prefix) and print it with its key_sha256.")
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	key, sum, err := config.NewAPIKey()

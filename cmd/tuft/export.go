@@ -13,6 +13,7 @@ import (
 	"github.com/tuft-go/tuft/client"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/export"
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 const exportSynopsis = "tuft checkpoints export PATH --format peft|hf|gguf|gguf-lora [--quant f16|bf16|q8_0] [-o OUT] [--model DIR] [--url URL] [--api-key KEY]"
@@ -24,7 +25,7 @@ const exportSummary = "Export a checkpoint for other tools (docs/export.md): pef
 
 // cmdCheckpointsExport is `tuft checkpoints export`. Flags may come before or after PATH.
 func cmdCheckpointsExport(args []string) error {
-	fs := newFlags("checkpoints export", exportSynopsis, exportSummary)
+	fs := cli.NewFlags("checkpoints export", exportSynopsis, exportSummary)
 	ep := endpointFlags(fs)
 	format := fs.String("format", "", "peft, hf, gguf or gguf-lora (required)")
 	quant := fs.String("quant", "", "GGUF tensor type of gguf and gguf-lora: f16 (default), bf16 or q8_0")
@@ -32,7 +33,7 @@ func cmdCheckpointsExport(args []string) error {
 	model := fs.String("model", "", "base model (directory or .gguf file), for a local checkpoint in hf, gguf or gguf-lora")
 	var pos []string
 	for rest := args; ; {
-		if err := fs.parse(rest); err != nil {
+		if err := fs.ParseArgs(rest); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {
@@ -41,10 +42,10 @@ func cmdCheckpointsExport(args []string) error {
 		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
 	if len(pos) != 1 {
-		return &usageError{err: fmt.Errorf("got %d argument(s), want 1", len(pos)), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("got %d argument(s), want 1", len(pos)), Usage: fs.UsageText()}
 	}
 	if *format == "" {
-		return &usageError{err: errors.New("--format is required (peft, hf, gguf or gguf-lora)"), usage: fs.usage()}
+		return &cli.UsageError{Err: errors.New("--format is required (peft, hf, gguf or gguf-lora)"), Usage: fs.UsageText()}
 	}
 	f, err := export.ParseFormat(*format)
 	if err != nil {
@@ -81,7 +82,7 @@ func exportLocal(f export.Format, quant, ckpt, modelDir, dir string) ([]string, 
 	o := export.Options{Format: f, Quant: quant, Adapter: ckpt}
 	if export.NeedsModel(f) {
 		if modelDir == "" {
-			return nil, &usageError{err: fmt.Errorf("--model is required to export a local checkpoint as %s (the base model's directory)", f)}
+			return nil, &cli.UsageError{Err: fmt.Errorf("--model is required to export a local checkpoint as %s (the base model's directory)", f)}
 		}
 		m, err := engine.Load(modelDir, filepath.Base(filepath.Clean(modelDir)))
 		if err != nil {

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/server"
 )
 
 func cmdLaunch(args []string) error {
-	fs := newFlags("launch", "tuft launch [--config FILE] [--host HOST] [--port PORT] [flags]",
+	fs := cli.NewFlags("launch", "tuft launch [--config FILE] [--host HOST] [--port PORT] [flags]",
 		"Run the API server: embedded defaults (built-in model, embedded store, API on 127.0.0.1:10610) without a config.")
 	cfgPath := fs.String("config", "", "tuft_config.yaml (default $TUFT_CONFIG; none = embedded defaults)")
 	host := fs.String("host", "", "listen host (default 127.0.0.1, $TUFT_HOST)")
@@ -25,10 +26,10 @@ func cmdLaunch(args []string) error {
 	ckptDir := fs.String("checkpoint-dir", "", "checkpoint directory ($TUFT_CHECKPOINT_DIR)")
 	traceEnable := fs.Bool("trace-enable", false, "enable telemetry export (FastDeploy-style alias of telemetry.enabled)")
 	tracesEndpoint := fs.String("otlp-traces-endpoint", "", "OTLP endpoint for telemetry (implies --trace-enable)")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)

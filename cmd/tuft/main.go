@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -99,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, c.usage())
 		return 0
-	case name == "help" || isHelp(name):
+	case name == "help" || cli.IsHelp(name):
 		usage(stdout)
 		return 0
 	case name == "--version" || name == "-v":
@@ -117,25 +119,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if len(c.subs) > 0 && len(args) > 1 && isHelp(args[1]) {
+	if len(c.subs) > 0 && len(args) > 1 && cli.IsHelp(args[1]) {
 		fmt.Fprint(stdout, c.usage())
 		return 0
 	}
 	err := c.run(args[1:])
-	var help *helpRequest
-	var bad *usageError
+	var help *cli.HelpRequest
+	var bad *cli.UsageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &help):
-		fmt.Fprint(stdout, help.text)
+		fmt.Fprint(stdout, help.Text)
 		return 0
 	case errors.As(err, &bad):
-		text := bad.usage
+		text := bad.Usage
 		if text == "" {
 			text = c.usage()
 		}
-		fmt.Fprintf(stderr, "tuft %s: %v\n\n%s", name, bad.err, text)
+		fmt.Fprintf(stderr, "tuft %s: %v\n\n%s", name, bad.Err, text)
 		return 2
 	}
 	fmt.Fprintln(stderr, "tuft "+name+":", err)
@@ -145,11 +147,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func cmdVersion(args []string) error {
-	f := newFlags("version", "tuft version", "Print the version.")
-	if err := f.parse(args); err != nil {
+	f := cli.NewFlags("version", "tuft version", "Print the version.")
+	if err := f.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := f.args(0, 0); err != nil {
+	if err := f.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	fmt.Println("tuft", version)

@@ -13,10 +13,11 @@ import (
 
 	"github.com/tuft-go/tuft/client"
 	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 // restFlags adds --url and --api-key and returns a constructor for the REST client.
-func restFlags(fs *flags) func() (*client.RestClient, error) {
+func restFlags(fs *cli.Flags) func() (*client.RestClient, error) {
 	ep := endpointFlags(fs)
 	return func() (*client.RestClient, error) {
 		u, k, err := ep()
@@ -29,7 +30,7 @@ func restFlags(fs *flags) func() (*client.RestClient, error) {
 
 // endpointFlags adds --url and --api-key and returns their values, with the
 // environment's and the defaults applied.
-func endpointFlags(fs *flags) func() (url, key string, err error) {
+func endpointFlags(fs *cli.Flags) func() (url, key string, err error) {
 	url := fs.String("url", "", "server URL ($TUFT_URL, default http://127.0.0.1:10610)")
 	key := fs.String("api-key", "", "API key ($TUFT_API_KEY, else $TUFT_HOME/api_key)")
 	return func() (string, string, error) {
@@ -60,19 +61,19 @@ func cmdRuns(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := newFlags("runs list", "tuft runs list [--url URL] [--api-key KEY]", "List the tenant's training runs.")
+	fs := cli.NewFlags("runs list", "tuft runs list [--url URL] [--api-key KEY]", "List the tenant's training runs.")
 	if sub == "show" {
-		fs = newFlags("runs show", "tuft runs show RUN_ID [--url URL] [--api-key KEY]", "Show one training run and its checkpoints.")
+		fs = cli.NewFlags("runs show", "tuft runs show RUN_ID [--url URL] [--api-key KEY]", "Show one training run and its checkpoints.")
 	}
 	mk := restFlags(fs)
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
 	n := 0
 	if sub == "show" {
 		n = 1
 	}
-	if err := fs.args(n, n); err != nil {
+	if err := fs.CheckArgs(n, n); err != nil {
 		return err
 	}
 	rc, err := mk()
@@ -149,7 +150,7 @@ func cmdCheckpoints(args []string) error {
 		return cmdCheckpointsExport(args)
 	}
 	v := checkpointVerbs[sub]
-	fs := newFlags("checkpoints "+sub, v.synopsis, v.summary)
+	fs := cli.NewFlags("checkpoints "+sub, v.synopsis, v.summary)
 	ep := endpointFlags(fs)
 	mk := func() (*client.RestClient, error) {
 		u, k, err := ep()
@@ -164,10 +165,10 @@ func cmdCheckpoints(args []string) error {
 		outPath = fs.String("o", "", "output: the tar file (default <run>_<name>.tar), or the directory of --external and external_weights files (default <run>_<name>)")
 		external = fs.Bool("external", false, "export a training checkpoint in Hugging Face PEFT format and download its files (through an encrypted external checkpoint, deleted afterwards)")
 	}
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(v.min, v.max); err != nil {
+	if err := fs.CheckArgs(v.min, v.max); err != nil {
 		return err
 	}
 	rc, err := mk()

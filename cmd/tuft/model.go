@@ -11,6 +11,7 @@ import (
 
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/chat"
+	"github.com/tuft-go/tuft/internal/cli"
 )
 
 func cmdModel(args []string) error {
@@ -25,29 +26,29 @@ func cmdModel(args []string) error {
 		return cmdModelImport(args, os.Stdout)
 	}
 	if sub == "presets" {
-		fs := newFlags("model presets", "tuft model presets", "List the built-in model presets.")
-		if err := fs.parse(args); err != nil {
+		fs := cli.NewFlags("model presets", "tuft model presets", "List the built-in model presets.")
+		if err := fs.ParseArgs(args); err != nil {
 			return err
 		}
-		if err := fs.args(0, 0); err != nil {
+		if err := fs.CheckArgs(0, 0); err != nil {
 			return err
 		}
 		fmt.Println(strings.Join(engine.Presets(), "\n"))
 		return nil
 	}
-	fs := newFlags("model init", "tuft model init --preset NAME --out DIR [--seed N]",
+	fs := cli.NewFlags("model init", "tuft model init --preset NAME --out DIR [--seed N]",
 		"Write a built-in model (deterministic weights, tokenizer, config) in HuggingFace layout.")
 	seed := fs.Uint64("seed", 0, "seed of the weights: the same seed writes the same bytes")
 	preset := fs.String("preset", "tiny", "preset name ("+strings.Join(engine.Presets(), ", ")+")")
 	out := fs.String("out", "", "output directory (HuggingFace layout)")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	if *out == "" {
-		return &usageError{err: fmt.Errorf("--out is required"), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("--out is required"), Usage: fs.UsageText()}
 	}
 	if err := engine.WritePresetSeed(*preset, *out, *seed); err != nil {
 		return err
@@ -60,25 +61,25 @@ func cmdModel(args []string) error {
 // models: entry's path may also name directly; the directory loads without the
 // dequantisation and is what transformers and PEFT read).
 func cmdModelImport(args []string, out io.Writer) error {
-	fs := newFlags("model import", "tuft model import --out DIR [--dtype float32|bfloat16] FILE.gguf",
+	fs := cli.NewFlags("model import", "tuft model import --out DIR [--dtype float32|bfloat16] FILE.gguf",
 		"Convert a GGUF file (llama or qwen2; F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K) into a HuggingFace-layout model directory: weights dequantised, llama.cpp's rotary row order undone, tokenizer.json and chat template from the metadata.")
 	dst := fs.String("out", "", "output directory (must not exist)")
 	dtype := fs.String("dtype", "float32", "weight type written: float32 (the dequantised values exactly) or bfloat16 (half the size)")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(1, 1); err != nil {
+	if err := fs.CheckArgs(1, 1); err != nil {
 		return err
 	}
 	src := fs.Arg(0)
 	if *dst == "" {
-		return &usageError{err: fmt.Errorf("--out is required"), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("--out is required"), Usage: fs.UsageText()}
 	}
 	if *dtype != "float32" && *dtype != "bfloat16" {
-		return &usageError{err: fmt.Errorf("--dtype %q must be float32 or bfloat16", *dtype), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("--dtype %q must be float32 or bfloat16", *dtype), Usage: fs.UsageText()}
 	}
 	if !engine.IsGGUF(src) {
-		return &usageError{err: fmt.Errorf("%s is not a .gguf file (a HuggingFace directory needs no import: name it in models:)", src), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("%s is not a .gguf file (a HuggingFace directory needs no import: name it in models:)", src), Usage: fs.UsageText()}
 	}
 	g, err := engine.ReadGGUF(src)
 	if err != nil {
@@ -104,18 +105,18 @@ type renderOutput struct {
 // chat prompt. It lets a client's own renderer be checked against the model, token for
 // token (tests/cookbook does this for tinker-cookbook's renderers).
 func cmdModelRender(args []string, in io.Reader, out io.Writer) error {
-	fs := newFlags("model render", "tuft model render --model DIR|FILE.gguf [--generation-prompt] < messages.json",
+	fs := cli.NewFlags("model render", "tuft model render --model DIR|FILE.gguf [--generation-prompt] < messages.json",
 		"Print a conversation (a JSON list of {role, content} on stdin) as the model's chat template and tokenizer render it: the text and its token ids.")
 	dir := fs.String("model", "", "model directory (HuggingFace layout) or .gguf file")
 	gen := fs.Bool("generation-prompt", false, "end with the header that opens an assistant turn")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	if *dir == "" {
-		return &usageError{err: fmt.Errorf("--model is required"), usage: fs.usage()}
+		return &cli.UsageError{Err: fmt.Errorf("--model is required"), Usage: fs.UsageText()}
 	}
 	var msgs []chat.Message
 	dec := json.NewDecoder(in)

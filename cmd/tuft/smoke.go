@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/telemetry/setup"
 )
@@ -17,14 +18,14 @@ import (
 // one metric batch and one correlated log record through the configured pipeline, then
 // flushes and reports, per signal, whether the export succeeded.
 func cmdSmoke(args []string) error {
-	fs := newFlags("smoke", "tuft smoke [--config FILE] [--otlp-endpoint URL]",
+	fs := cli.NewFlags("smoke", "tuft smoke [--config FILE] [--otlp-endpoint URL]",
 		"Send one trace (HTTP → controller → model executor), one metric batch and one correlated log through the\nconfigured telemetry pipeline, flush, and report per signal whether the export succeeded.")
 	cfgPath := fs.String("config", "", "tuft_config.yaml ($TUFT_CONFIG)")
 	endpoint := fs.String("otlp-endpoint", "", "override telemetry.otlp_endpoint")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)

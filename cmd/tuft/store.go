@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/store/logstore"
 )
 
@@ -19,13 +20,13 @@ func cmdStore(args []string) error {
 	if sub == "repair" {
 		summary = "Keep every intact record of the embedded store, move the damaged bytes aside and report what was lost."
 	}
-	fs := newFlags("store "+sub, "tuft store "+sub+" [--config FILE | --path FILE]", summary)
+	fs := cli.NewFlags("store "+sub, "tuft store "+sub+" [--config FILE | --path FILE]", summary)
 	cfgPath := fs.String("config", "", "tuft_config.yaml ($TUFT_CONFIG); the store is its persistence.path")
 	path := fs.String("path", "", "the store file (instead of --config)")
-	if err := fs.parse(rest); err != nil {
+	if err := fs.ParseArgs(rest); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	if *path == "" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/registry"
 	"github.com/tuft-go/tuft/store/persistence"
 	"github.com/tuft-go/tuft/worker"
@@ -16,16 +17,16 @@ import (
 // (worker.Start); this function reads the flags and wires the process's telemetry and,
 // with worker.register, the shared store the registration goes to.
 func cmdWorker(args []string) error {
-	fs := newFlags("worker", "tuft worker [--config FILE] [--listen ADDR] [--advertise ADDR] [--log-level LEVEL]",
+	fs := cli.NewFlags("worker", "tuft worker [--config FILE] [--listen ADDR] [--advertise ADDR] [--log-level LEVEL]",
 		"Host the config's models for API replicas over gRPC.")
 	cfgPath := fs.String("config", "", "worker config: models, worker, persistence, telemetry ($TUFT_CONFIG)")
 	listen := fs.String("listen", "", "gRPC listen address (default worker.listen, 127.0.0.1:10620)")
 	advertise := fs.String("advertise", "", "address API replicas dial, for the registration (default worker.advertise or the listen address)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error")
-	if err := fs.parse(args); err != nil {
+	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
-	if err := fs.args(0, 0); err != nil {
+	if err := fs.CheckArgs(0, 0); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)

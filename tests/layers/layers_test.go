@@ -32,6 +32,7 @@ var layers = []struct {
 	{"examples/internal/exenv", 99},
 	{"internal/testenv", 95},      // test helper: starts servers in process
 	{"internal/testenv/check", 1}, // test kit leaf (goldens, Eventually): stdlib only, so any package's tests may use it
+	{"internal/cli", 1},           // the commands' flag kit (cmd/tuft, cmd/tuft-bench): stdlib only
 	{"server", 90},                // the API process's composition root
 	{"worker", 90},                // the worker process's composition root and gRPC service
 	{"api", 80},
