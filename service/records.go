@@ -373,6 +373,7 @@ const (
 	reasonRunCorrupted   = "run_corrupted"
 	reasonRunUnloaded    = "run_unloaded"
 	reasonRunFlush       = "run_flush"
+	reasonSessionSpans   = "session_spans"
 	reasonCopyRollback   = "copy_rollback"
 )
 
