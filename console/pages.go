@@ -325,6 +325,10 @@ type modelView struct {
 	Root string `json:"root"`
 }
 
+// Base reports whether the model is a base model (the OpenAI list gives a base model no
+// root, or itself as its root).
+func (m modelView) Base() bool { return m.Root == "" || m.Root == m.ID }
+
 type playgroundData struct {
 	Models   []modelView
 	Selected string
@@ -339,7 +343,7 @@ func (c *Console) playgroundPage(w http.ResponseWriter, r *http.Request, se *ses
 		return
 	}
 	// Base models first, then checkpoints.
-	sort.SliceStable(out.Data, func(i, j int) bool { return out.Data[i].Root == "" && out.Data[j].Root != "" })
+	sort.SliceStable(out.Data, func(i, j int) bool { return out.Data[i].Base() && !out.Data[j].Base() })
 	c.render(w, r, http.StatusOK, "playground", c.pageOf(se, "Playground", "playground", "playground.js",
 		playgroundData{Models: out.Data, Selected: r.URL.Query().Get("model")}))
 }

@@ -306,6 +306,9 @@ func TestPlaygroundChatStreamsThroughTheConsole(t *testing.T) {
 	if strings.Contains(r.body, pathB) {
 		t.Errorf("alice's playground lists bob's checkpoint")
 	}
+	if strings.Contains(r.body, ">"+testenv.Model+" (on") || !strings.Contains(r.body, pathA+" (on "+testenv.Model+")") {
+		t.Errorf("the model list does not tell base models from checkpoints:\n%s", r.body)
+	}
 	msgs := `[{"role":"user","content":"hi <there>"}]`
 	tok := map[string]string{"X-CSRF-Token": alice.csrf, "Content-Type": "application/json"}
 	rr := alice.do("POST", "/console/api/oai/api/v1/chat/render", strings.NewReader(`{"model":"`+testenv.Model+`","messages":`+msgs+`}`), tok)
