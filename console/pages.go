@@ -127,7 +127,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, name 
 }
 
 func (c *Console) pageOf(se *session, title, active, script string, data any) page {
-	return page{Title: title, Active: active, Tenant: se.tenant, Operator: se.operator, CSRF: se.csrf, Script: script, Data: data}
+	who := se.tenant
+	if who == operatorLabel {
+		who = "operator"
+	}
+	return page{Title: title, Active: active, Tenant: who, Operator: se.operator, CSRF: se.csrf, Script: script, Data: data}
 }
 
 type errorData struct {
