@@ -41,6 +41,7 @@ type Service struct {
 	samplers samplerCtl
 	ckpts    ckptCtl
 	metrics  metricCtl // the runs' metric histories (metrics.go)
+	usage    usageCtl  // token usage in hourly buckets (tokenusage.go)
 	self     string    // this API replica ("" for a single server)
 
 	stop    chan struct{}
@@ -87,8 +88,10 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 		polls:   newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
 		metrics: metricCtl{m: map[string]*metricHist{}, max: o.Config.Limits.MaxMetricPointsPerRun},
+		usage:   usageCtl{m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)},
 	}
 	config.MustPositive("limits.max_metric_points_per_run", s.metrics.max)
+	config.MustPositive("billing.usage_retention_days", o.Config.Billing.UsageRetentionDays)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -117,9 +120,13 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.restore(ctx); err != nil {
 		return nil, err
 	}
-	s.stopped.Add(2)
+	if err := s.loadUsage(ctx); err != nil {
+		return nil, err
+	}
+	s.stopped.Add(3)
 	go s.reaper()
 	go s.flusher()
+	go s.usageFlusher()
 	return s, nil
 }
 
