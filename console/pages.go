@@ -353,10 +353,10 @@ func (c *Console) playgroundPage(w http.ResponseWriter, r *http.Request, se *ses
 }
 
 type quotaView struct {
-	Key   string  `json:"key"`
-	Used  float64 `json:"used"`
-	Limit float64 `json:"limit"`
-	Unit  string  `json:"unit"`
+	Key   string `json:"key"`
+	Used  int64  `json:"used"`
+	Limit int64  `json:"limit"`
+	Unit  string `json:"unit"`
 }
 
 // Percent is how much of the quota is used, 0..100.
@@ -364,7 +364,15 @@ func (q quotaView) Percent() string {
 	if q.Limit <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.0f%%", 100*q.Used/q.Limit)
+	return fmt.Sprintf("%.0f%%", 100*float64(q.Used)/float64(q.Limit))
+}
+
+// Show is an amount of the quota's unit, bytes in binary units.
+func (q quotaView) Show(n int64) string {
+	if q.Unit == "bytes" {
+		return formatBytes(n)
+	}
+	return fmt.Sprintf("%d %s", n, q.Unit)
 }
 
 type usageData struct {
