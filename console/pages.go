@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -309,8 +310,15 @@ func (q quotaView) Percent() string {
 	if q.Limit <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.0f%%", 100*float64(q.Used)/float64(q.Limit))
+	pc := 100 * float64(q.Used) / float64(q.Limit)
+	if pc > 0 && pc < 10 {
+		return fmt.Sprintf("%.1f%%", pc)
+	}
+	return fmt.Sprintf("%.0f%%", pc)
 }
+
+// High is where the quota's meter turns to a warning: 80% of the limit.
+func (q quotaView) High() int64 { return q.Limit * 8 / 10 }
 
 // Show is an amount of the quota's unit, bytes in binary units.
 func (q quotaView) Show(n int64) string {
@@ -341,5 +349,6 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, se *session)
 		c.failed(w, r, se, p, err)
 		return
 	}
+	slices.Reverse(d.Days) // the latest day first
 	c.render(w, r, http.StatusOK, "usage", c.pageOf(se, "Usage and quotas", "usage", "", d))
 }
