@@ -31,6 +31,10 @@ type Instruments struct {
 	StoreWriteFailures metric.Int64Counter
 	// HTTPConnectionsClosed: connections closed to keep the connection slots, by reason.
 	HTTPConnectionsClosed metric.Int64Counter
+	// UsageTokens: tokens trained, prefilled and sampled, by base model and kind.
+	UsageTokens metric.Int64Counter
+	// MetricStreamsActive: open training-metric streams.
+	MetricStreamsActive metric.Int64UpDownCounter
 	// StoreOperationDuration is the embedded store's db.client.operation.duration (the
 	// contract's persistence metric names Redis; other stores follow the semantic
 	// conventions instead of posing as Redis).
@@ -104,6 +108,10 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 		metric.WithDescription("Record writes that failed where no caller could be told, by reason (each is logged too)."))
 	in.HTTPConnectionsClosed, _ = m.Int64Counter(MetricHTTPConnectionsClosed, metric.WithUnit("{connection}"),
 		metric.WithDescription("Client connections the server closed to keep its connection slots, by reason."))
+	in.UsageTokens, _ = m.Int64Counter(MetricUsageTokens, metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens tenants trained, prefilled and sampled, by base model and kind."))
+	in.MetricStreamsActive, _ = m.Int64UpDownCounter(MetricMetricStreamsActive, metric.WithUnit("{stream}"),
+		metric.WithDescription("Open training-metric streams (server-sent events)."))
 	in.RedisOperationDuration, _ = m.Float64Histogram(MetricRedisOperationDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of each Redis command."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.StoreOperationDuration, _ = mp.Meter(ScopeStore).Float64Histogram(MetricDBClientOperationDuration, metric.WithUnit("s"),

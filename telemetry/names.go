@@ -255,6 +255,12 @@ const (
 	// connection slots (api/conn.go), by reason: ConnEvictedIdle, ConnKeylessIdle,
 	// ConnRefusedFull, ConnRefusedAddress.
 	MetricHTTPConnectionsClosed = "tuft.http.connections.closed"
+	// MetricUsageTokens counts the tokens tenants trained, prefilled and sampled (what the
+	// usage and billing routes report), by base_model and kind (UsageKind*).
+	MetricUsageTokens = "tuft.usage.tokens"
+	// MetricMetricStreamsActive counts the open training-metric streams
+	// (GET /api/v1/training_runs/{run_id}/metrics/stream).
+	MetricMetricStreamsActive = "tuft.training.metric_streams.active"
 )
 
 // Metrics of the semantic conventions, beside the contract's (spec: "where this file is
@@ -298,7 +304,10 @@ const (
 	MAttrStatus         = "status"
 	MAttrOperation      = "operation"
 	MAttrReason         = "reason"
-	MAttrGPUID          = "gpu_id"
+	// MAttrKind is a usage kind on tuft.usage.tokens: training, sampling_prefill,
+	// sampling_prefill_cached, sampling_sample.
+	MAttrKind  = "kind"
+	MAttrGPUID = "gpu_id"
 
 	MAttrDBSystemName    = "db.system.name"
 	MAttrDBOperationName = "db.operation.name"
