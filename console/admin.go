@@ -1,56 +1,53 @@
 package console
 
 import (
-	"fmt"
 	"net/http"
-	"sort"
+	"slices"
+
+	"github.com/tuft-go/tuft/api/wire"
 )
 
-// node is a JSON value laid out for the admin page: a scalar, a list or an object.
-type node struct {
-	Key      string
-	Scalar   string
-	IsScalar bool
-	Items    []node
+// adminRow is one tenant of the operator overview, with the figures the table shows.
+type adminRow struct {
+	wire.TenantOverview
+	Today wire.UsageDay // the latest day the overview reports
 }
 
-func toNode(key string, v any) node {
-	switch x := v.(type) {
-	case map[string]any:
-		n := node{Key: key}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			n.Items = append(n.Items, toNode(k, x[k]))
-		}
-		return n
-	case []any:
-		n := node{Key: key}
-		for i, e := range x {
-			n.Items = append(n.Items, toNode(fmt.Sprint(i), e))
-		}
-		return n
-	case nil:
-		return node{Key: key, IsScalar: true}
-	case float64:
-		return node{Key: key, IsScalar: true, Scalar: formatFloat(x)}
+// Quotas are the tenant's quotas as the usage page shows them.
+func (a adminRow) Quotas() []quotaView {
+	out := make([]quotaView, 0, len(a.Usage.Quotas))
+	for _, q := range a.Usage.Quotas {
+		out = append(out, quotaView{Key: q.Key, Used: q.Used, Limit: q.Limit, Unit: q.Unit})
 	}
-	return node{Key: key, IsScalar: true, Scalar: fmt.Sprint(v)}
+	return out
 }
 
+type adminData struct {
+	Server  wire.ServerOverview
+	Models  []string // the sampling backlog's models, sorted
+	Tenants []adminRow
+}
+
+// adminPage is the operator overview (GET /api/v1/admin/overview): every tenant's usage,
+// queues and health. The API opens it to the operator key only; any other key gets the
+// API's 403 as a page.
 func (c *Console) adminPage(w http.ResponseWriter, r *http.Request, se *session) {
-	var v any
-	p, err := c.getJSON(r, se, "/api/v1/admin/overview", &v)
-	if err != nil || p.Status != http.StatusOK {
-		if err == nil && p.Status == http.StatusForbidden {
-			c.errorPage(w, r, se, http.StatusForbidden, "The operator overview needs the operator key.")
-			return
-		}
+	var ov wire.AdminOverviewResponse
+	if p, err := c.getJSON(r, se, "/api/v1/admin/overview", &ov); err != nil || p.Status != http.StatusOK {
 		c.failed(w, r, se, p, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "admin", c.pageOf(se, "Operator overview", "admin", "", toNode("overview", v)))
+	d := adminData{Server: ov.Server}
+	for m := range ov.Server.SamplingBacklog {
+		d.Models = append(d.Models, m)
+	}
+	slices.Sort(d.Models)
+	for _, t := range ov.Tenants {
+		row := adminRow{TenantOverview: t}
+		if n := len(t.Usage.Days); n > 0 {
+			row.Today = t.Usage.Days[n-1]
+		}
+		d.Tenants = append(d.Tenants, row)
+	}
+	c.render(w, r, http.StatusOK, "admin", c.pageOf(se, "Operator overview", "admin", "", d))
 }
