@@ -66,7 +66,7 @@ func (h *Handler) routes() {
 		"advertises custom_loss_server_side false, so the SDK runs forward_backward_custom on the client"))
 	a("GET /api/v1/billing/usage/events", h.refusedRoute("billing usage events are not recorded: TuFT bills nothing "+
 		"(GET /api/v1/billing/usage/checkpoints/current reports checkpoint storage)"))
-	a("GET /api/v1/audit", h.refusedRoute("audit logs are not kept by this server (the server's log and traces record operations)"))
+	a("GET /api/v1/audit", h.auditLog)
 
 	a("GET /api/v1/training_runs", h.listRuns)
 	a("GET /api/v1/training_runs/{run_id}", h.getRun)

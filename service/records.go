@@ -374,6 +374,7 @@ const (
 	reasonRunUnloaded    = "run_unloaded"
 	reasonRunFlush       = "run_flush"
 	reasonSessionSpans   = "session_spans"
+	reasonAudit          = "audit"
 	reasonCopyRollback   = "copy_rollback"
 )
 
