@@ -2,9 +2,13 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +101,11 @@ func counterByAttr(t *testing.T, reader *sdkmetric.ManualReader, name, attr stri
 		}
 	}
 	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func countNamed(spans []spanJSON, name string) int {
@@ -326,6 +335,20 @@ func TestTraceExportServesAPerfettoTrace(t *testing.T) {
 	for _, sl := range tr.slices {
 		if sl.annotations["span_id"] == "" || sl.annotations["trace_id"] == "" || sl.annotations["status"] != "ok" {
 			t.Fatalf("slice %s annotations: %v", sl.name, sl.annotations)
+		}
+	}
+	// Perfetto's own schema reads the same slices (where scripts/setup.sh made its venv;
+	// TestPerfettoTraceReadsWithPerfettosSchema covers the encoding in detail).
+	home, _ := os.UserHomeDir()
+	if py := filepath.Join(home, ".cache", "tuft", "venv-perfetto-0.59.1", "bin", "python"); fileExists(py) {
+		f := filepath.Join(t.TempDir(), "t.pftrace")
+		if err := os.WriteFile(f, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(py, "testdata/perfetto_read.py", f).CombinedOutput()
+		var read struct{ Slices []any }
+		if err != nil || json.Unmarshal(out, &read) != nil || len(read.Slices) != len(tr.slices) {
+			t.Fatalf("perfetto_read.py: %v: %d slices vs %d: %.500s", err, len(read.Slices), len(tr.slices), out)
 		}
 	}
 	// A forged or altered token is refused; so is a trace token used as an archive token.
