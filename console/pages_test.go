@@ -144,7 +144,7 @@ func TestRunPageCheckpointsAndSamplers(t *testing.T) {
 	r := b.get("/console/runs/" + run)
 	for _, want := range []string{`id="metric"`, `id="smoothing"`, `id="log-scale"`, `id="chart"`, `class="series`, `table id="checkpoints"`,
 		`table id="samplers"`, `data-checkpoint="` + path + `"`, `data-sampler-id="` + smp.SamplingSessionID + `"`,
-		`href="/console/sessions/` + run0.SessionID + `"`} {
+		`href="/console/sessions/` + run0.SessionID + `"`, `href="/console/playground?model=` + strings.ToLower(url.QueryEscape(path)) + `"`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("run page lacks %s:\n%s", want, r.body)
 		}
