@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tuft-go/tuft/console"
 	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/server"
 )
@@ -87,6 +88,9 @@ func cmdLaunch(args []string) error {
 	}
 	log.Info("tuft is serving", "url", srv.URL(), "models", strings.Join(names, ","), "store", cfg.Persistence.Mode,
 		"checkpoint_dir", cfg.CheckpointDir, "telemetry", cfg.Telemetry.Enabled, "version", version)
+	if srv.Console != nil {
+		log.Info("web console", "url", srv.URL()+console.Prefix)
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
