@@ -37,10 +37,12 @@ type billingReply struct {
 		SessionID        *string   `json:"session_id"`
 		EstimatedCostUSD *float64  `json:"estimated_cost_usd"`
 		Rate             *float64  `json:"effective_rate_usd_per_million_tokens"`
+		RateGBMonth      *float64  `json:"effective_rate_usd_per_gigabyte_month"`
 		EventInfo        struct {
-			Type       string `json:"type"`
-			Cached     *bool  `json:"cached"`
-			TokenCount int64  `json:"token_count"`
+			Type          string  `json:"type"`
+			Cached        *bool   `json:"cached"`
+			TokenCount    int64   `json:"token_count"`
+			GigabyteHours float64 `json:"gigabyte_hours"`
 		} `json:"event_info"`
 	} `json:"data"`
 	Sessions map[string]struct {
@@ -138,6 +140,9 @@ func TestUsageAndBillingEvents(t *testing.T) {
 	b := billing(t, h.a, from, to)
 	tokens := map[string]int64{}
 	for _, e := range b.Data {
+		if e.EventInfo.Type == "storage" { // sampled by the reaper (TestStorageBillingEvents)
+			continue
+		}
 		if e.SessionID == nil || *e.SessionID != sess || e.BaseModel != testenv.Model || e.UserID != "alice" || e.BucketEnd.Sub(e.BucketStart) != time.Hour ||
 			e.EstimatedCostUSD == nil || e.Rate == nil {
 			t.Fatalf("event %+v", e)
@@ -158,7 +163,7 @@ func TestUsageAndBillingEvents(t *testing.T) {
 	if _, ok := b.Sessions[sess]; !ok || len(b.Sessions) != 1 {
 		t.Fatalf("sessions %v", b.Sessions)
 	}
-	if bb := billing(t, h.b, from, to); len(bb.Data) != 0 || len(bb.Sessions) != 0 {
+	if bb := billing(t, h.b, from, to); len(bb.Sessions) != 0 || slicesAny(bb, func(typ string) bool { return typ != "storage" }) {
 		t.Fatalf("bob's billing shows %+v", bb)
 	}
 	if early := billing(t, h.a, from.Add(-24*time.Hour), from); len(early.Data) != 0 {
@@ -282,5 +287,54 @@ func TestAdminOverviewNeedsTheOperatorKey(t *testing.T) {
 		if r := testenv.NewClient(t, s2.URL(), key).Do("GET", "/api/v1/admin/overview", nil, nil); r.Status != want {
 			t.Errorf("without an operator, key %s: %d %s, want %d", key[:8], r.Status, r.Body, want)
 		}
+	}
+}
+
+func slicesAny(b billingReply, f func(typ string) bool) bool {
+	for _, e := range b.Data {
+		if f(e.EventInfo.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// The first reaper pass of an hour samples each tenant's bytes on disk: a storage event
+// of gigabyte_hours priced by billing.usd_per_gb_month_storage (per 720 hours); a pass
+// later in the hour adds nothing, and another tenant's storage is not in it.
+func TestStorageBillingEvents(t *testing.T) {
+	cfg := testenv.Config(t, t.TempDir(), "memory")
+	cfg.Billing.USDPerGBMonthStorage = 72
+	s := testenv.Start(t, cfg)
+	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
+	model := h.model(h.a, h.session(h.a), 0, 4)
+	var f future
+	h.a.Post("/api/v1/save_weights", map[string]any{"model_id": model, "seq_id": 1, "path": "ckpt"}, &f)
+	h.a.Result(f.RequestID, nil)
+	var u usageReply
+	h.a.Do("GET", "/api/v1/usage?days=1", nil, nil).JSON(t, &u)
+	if u.DiskBytes <= 0 {
+		t.Fatalf("disk after a save: %+v", u)
+	}
+	// The background reaper may have sampled the hour before the save: the next hour's
+	// first pass is the one under test.
+	next := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	s.Service.SampleStorageAt(next)
+	s.Service.SampleStorageAt(next.Add(time.Minute))
+	b := billing(t, h.a, next.Add(-time.Hour), next.Add(time.Hour))
+	var storage []float64
+	for _, e := range b.Data {
+		if e.EventInfo.Type == "storage" && e.BucketStart.Equal(next) {
+			storage = append(storage, e.EventInfo.GigabyteHours)
+			if e.BaseModel != "" || e.SessionID != nil || e.RateGBMonth == nil || *e.RateGBMonth != 72 || *e.EstimatedCostUSD != 72*e.EventInfo.GigabyteHours/720 {
+				t.Fatalf("storage event %+v", e)
+			}
+		}
+	}
+	if len(storage) != 1 || storage[0] != float64(u.DiskBytes)/1e9 {
+		t.Fatalf("storage events %v, disk %d bytes", storage, u.DiskBytes)
+	}
+	if bb := billing(t, h.b, next.Add(-time.Hour), next.Add(time.Hour)); len(bb.Data) != 0 {
+		t.Fatalf("bob's billing: %+v", bb)
 	}
 }

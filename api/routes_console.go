@@ -240,7 +240,7 @@ func (h *Handler) billingEvents(w http.ResponseWriter, r *http.Request, tenant s
 	}
 	out := wire.BillingUsageResponse{Data: make([]wire.BillingUsageEvent, 0, len(buckets)), Sessions: map[string]wire.BillingUsageSession{}}
 	for _, b := range buckets {
-		out.Data = append(out.Data, billingEvent(b, tenant, sessions, h.svc.TokenRate(b.Kind)))
+		out.Data = append(out.Data, h.billingEvent(b, tenant, sessions))
 	}
 	for id, se := range sessions {
 		out.Sessions[id] = wire.BillingUsageSession{UserMetadata: stringMetadata(se.UserMetadata)}
@@ -248,20 +248,33 @@ func (h *Handler) billingEvents(w http.ResponseWriter, r *http.Request, tenant s
 	textgen.WriteJSON(w, encodingFailed, http.StatusOK, out)
 }
 
-func billingEvent(b service.UsageBucket, tenant string, sessions map[string]service.BillingSession, rate float64) wire.BillingUsageEvent {
+func (h *Handler) billingEvent(b service.UsageBucket, tenant string, sessions map[string]service.BillingSession) wire.BillingUsageEvent {
 	ptr := func(s string) *string { return &s }
-	ev := wire.BillingUsageEvent{BucketStart: b.Hour, BucketEnd: b.Hour.Add(time.Hour), BaseModel: ptr(b.BaseModel),
-		UserID: ptr(tenant), UserName: ptr(tenant), EventInfo: wire.BillingEventInfo{Type: b.Kind, TokenCount: b.Tokens}}
+	ev := wire.BillingUsageEvent{BucketStart: b.Hour, BucketEnd: b.Hour.Add(time.Hour), UserID: ptr(tenant), UserName: ptr(tenant),
+		EventInfo: wire.BillingEventInfo{Type: b.Kind}}
+	if b.BaseModel != "" {
+		ev.BaseModel = ptr(b.BaseModel)
+	}
 	if b.SessionID != "" {
 		ev.SessionID = ptr(b.SessionID)
 		if p := sessions[b.SessionID].ProjectID; p != "" {
 			ev.ProjectID = ptr(p)
 		}
 	}
+	if b.Kind == service.UsageStorage {
+		gbh, rate, free := float64(b.Tokens)/1e9, h.svc.StorageRate(), false
+		cost := rate * gbh / 720
+		ev.EventInfo.GigabyteHours, ev.EventInfo.Free = &gbh, &free
+		ev.EffectiveRateUSDPerGigabyteMonth, ev.EstimatedCostUSD = &rate, &cost
+		return ev
+	}
+	n := b.Tokens
+	ev.EventInfo.TokenCount = &n
 	if b.Kind == service.UsagePrefill || b.Kind == service.UsagePrefillCached {
 		cached := b.Kind == service.UsagePrefillCached
 		ev.EventInfo.Type, ev.EventInfo.Cached = service.UsagePrefill, &cached
 	}
+	rate := h.svc.TokenRate(b.Kind)
 	cost := rate * float64(b.Tokens) / 1e6
 	ev.EffectiveRateUSDPerMillionTokens, ev.EstimatedCostUSD = &rate, &cost
 	return ev

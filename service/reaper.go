@@ -23,10 +23,12 @@ func (s *Service) reaper() {
 
 // Reap runs one expiry pass: sessions without a heartbeat for sessions.heartbeat_timeout_seconds
 // release their adapters, sessions ended more than sessions.finished_retention_seconds
-// ago are pruned (prune.go), and checkpoints past their TTL are deleted. The background
-// reaper calls it every few seconds.
+// ago are pruned (prune.go), and checkpoints past their TTL are deleted; the first pass
+// of an hour samples the tenants' storage (tokenusage.go). The background reaper calls
+// it every few seconds.
 func (s *Service) Reap(ctx context.Context) {
 	now := s.now()
+	s.sampleStorage(now)
 	timeout := s.cfg.HeartbeatTimeout()
 	var expired []*Session
 	var expiredRecs []Session

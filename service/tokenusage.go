@@ -39,6 +39,9 @@ const (
 	UsagePrefill       = "sampling_prefill"
 	UsagePrefillCached = "sampling_prefill_cached"
 	UsageSample        = "sampling_sample"
+	// UsageStorage buckets hold the bytes a tenant's runs held on disk when the hour was
+	// sampled (the first reaper pass of the hour): byte-hours, the SDK's storage events.
+	UsageStorage = "storage"
 )
 
 // UsageBucket is the tokens of one kind a tenant used in one hour, on one base model, in
@@ -67,6 +70,8 @@ type usageCtl struct {
 	m     map[usageKey]int64
 	dirty map[usageKey]bool
 	kick  chan struct{}
+	// storageHour is the last hour whose storage was sampled (sampleStorage).
+	storageHour int64
 }
 
 func usageReplica(self string) string {
@@ -97,6 +102,49 @@ func (s *Service) addUsage(tenant, base, session, kind string, n int) {
 	default:
 	}
 	s.tel.Instruments.UsageTokens.Add(context.Background(), int64(n), telemetry.Attrs(telemetry.MAttrBaseModel, base, telemetry.MAttrKind, kind))
+}
+
+// SampleStorageAt runs the reaper's storage sample as if the time were now: for tests
+// that cannot wait for an hour to turn.
+func (s *Service) SampleStorageAt(now time.Time) { s.sampleStorage(now) }
+
+// sampleStorage records, once an hour, the bytes each tenant's runs on this replica hold
+// on disk (the first call in an hour samples it; a restart within the hour samples it
+// again and replaces the bucket rather than adding to it).
+func (s *Service) sampleStorage(now time.Time) {
+	hour := now.Unix() / 3600
+	u := &s.usage
+	u.mu.Lock()
+	due := u.storageHour != hour
+	u.storageHour = hour
+	u.mu.Unlock()
+	if !due {
+		return
+	}
+	tenants := map[string]bool{}
+	s.lock(lkRuns)
+	for _, r := range s.runs.m {
+		tenants[r.Tenant] = true
+	}
+	s.unlock(lkRuns)
+	changed := false
+	for t := range tenants {
+		b := s.DiskUsage(t) // walks directories: outside every lock
+		if b <= 0 {
+			continue
+		}
+		k := usageKey{hour: hour, tenant: t, kind: UsageStorage}
+		u.mu.Lock()
+		u.m[k], u.dirty[k] = b, true
+		u.mu.Unlock()
+		changed = true
+	}
+	if changed {
+		select {
+		case u.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // usageRetention is billing.usage_retention_days as a duration.

@@ -216,3 +216,7 @@ func (s *Service) TokenRate(kind string) float64 {
 	}
 	return b.USDPerMillionTrainingTokens
 }
+
+// StorageRate is the price in US dollars of a gigabyte held for a month of 720 hours
+// (billing.usd_per_gb_month_storage).
+func (s *Service) StorageRate() float64 { return s.cfg.Billing.USDPerGBMonthStorage }

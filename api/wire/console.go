@@ -78,11 +78,14 @@ type BillingUsageEvent struct {
 }
 
 // BillingEventInfo is the SDK's BillingEventInfo union, discriminated on type:
-// "training", "sampling_prefill" (with cached), "sampling_sample" carry token_count.
+// "training", "sampling_prefill" (with cached), "sampling_sample" carry token_count;
+// "storage" carries gigabyte_hours and free.
 type BillingEventInfo struct {
-	Type       string `json:"type"`
-	Cached     *bool  `json:"cached,omitempty"`
-	TokenCount int64  `json:"token_count"`
+	Type          string   `json:"type"`
+	Cached        *bool    `json:"cached,omitempty"`
+	TokenCount    *int64   `json:"token_count,omitempty"`
+	Free          *bool    `json:"free,omitempty"`
+	GigabyteHours *float64 `json:"gigabyte_hours,omitempty"`
 }
 
 // BillingUsageSession is a session's attributes in a billing response.

@@ -133,7 +133,8 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	expires := at.Add(24 * time.Hour)
 	size := int64(4096)
 	lastLoss := 1.25
-	rate, cost := 0.0, 0.0
+	rate, cost, gbh := 0.0, 0.0, 0.25
+	n96, n8 := int64(96), int64(8)
 	ckpt := Checkpoint{CheckpointID: "weights/step-4", CheckpointType: "training", Time: at, TinkerPath: "tinker://run-1/weights/step-4",
 		SizeBytes: &size, ExpiresAt: &expires, UserMetadata: map[string]string{"stage": "sft"}}
 	run := TrainingRun{TrainingRunID: "run-1", BaseModel: "tuft/tiny", ModelOwner: "alice", IsLora: true, LoraRank: i(8),
@@ -183,9 +184,11 @@ func goldenResponses(t *testing.T) map[string][]byte {
 			UserName: str("alice"), CheckpointCount: 1, SizeBytes: size, SizeGigabytes: float64(size) / 1e9}}},
 		"billing_usage_events": BillingUsageResponse{Data: []BillingUsageEvent{
 			{BucketStart: at.Truncate(time.Hour), BucketEnd: at.Truncate(time.Hour).Add(time.Hour), BaseModel: str("tuft/tiny"), UserID: str("alice"), UserName: str("alice"),
-				SessionID: str("sess-1"), EstimatedCostUSD: &cost, EffectiveRateUSDPerMillionTokens: &rate, EventInfo: BillingEventInfo{Type: "training", TokenCount: 96}},
+				SessionID: str("sess-1"), EstimatedCostUSD: &cost, EffectiveRateUSDPerMillionTokens: &rate, EventInfo: BillingEventInfo{Type: "training", TokenCount: &n96}},
 			{BucketStart: at.Truncate(time.Hour), BucketEnd: at.Truncate(time.Hour).Add(time.Hour), BaseModel: str("tuft/tiny"), UserID: str("alice"), UserName: str("alice"),
-				SessionID: str("sess-1"), EstimatedCostUSD: &cost, EffectiveRateUSDPerMillionTokens: &rate, EventInfo: BillingEventInfo{Type: "sampling_prefill", Cached: b(true), TokenCount: 8}}},
+				SessionID: str("sess-1"), EstimatedCostUSD: &cost, EffectiveRateUSDPerMillionTokens: &rate, EventInfo: BillingEventInfo{Type: "sampling_prefill", Cached: b(true), TokenCount: &n8}},
+			{BucketStart: at.Truncate(time.Hour), BucketEnd: at.Truncate(time.Hour).Add(time.Hour), UserID: str("alice"), UserName: str("alice"),
+				EstimatedCostUSD: &cost, EffectiveRateUSDPerGigabyteMonth: &rate, EventInfo: BillingEventInfo{Type: "storage", Free: b(false), GigabyteHours: &gbh}}},
 			Sessions: map[string]BillingUsageSession{"sess-1": {UserMetadata: map[string]string{"purpose": "golden"}}}},
 		"apikey_me": SelfAPIKeyResponse{KeyID: 42, Name: "alice key 0123456789ab", Note: "configured in the server's config (auth.api_keys)",
 			Details: APIKeyDetails{OrgDetails: APIKeyOrgDetails{Name: "alice"}, UserDetails: APIKeyUserDetails{Email: "alice"}}},
