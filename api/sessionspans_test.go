@@ -528,3 +528,24 @@ func readPerfetto(t *testing.T, b []byte) perfettoFile {
 	}
 	return out
 }
+
+// Without sessions.record_spans nothing is recorded, and trace_export answers "failed"
+// naming the key rather than a link to an empty trace.
+func TestTraceExportWithoutRecordSpansFailsNamingTheKey(t *testing.T) {
+	h := newHarness(t, "memory")
+	sess := h.a.NewSession()
+	trainOnce(h.a, sess)
+	if got := getSpans(t, h.a, sess); len(got.Spans) != 0 || got.Dropped != 0 {
+		t.Fatalf("spans recorded with sessions.record_spans off: %+v", got)
+	}
+	var exp struct {
+		Status string  `json:"status"`
+		URL    *string `json:"url"`
+		Error  *string `json:"error"`
+	}
+	r := h.a.Do("GET", "/api/v1/sessions/"+sess+"/trace_export", nil, nil)
+	r.JSON(t, &exp)
+	if r.Status != http.StatusOK || exp.Status != "failed" || exp.URL != nil || exp.Error == nil || !strings.Contains(*exp.Error, "sessions.record_spans") {
+		t.Fatalf("trace_export: %d %s", r.Status, r.Body)
+	}
+}

@@ -63,7 +63,6 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	if err != nil {
 		return nil, s.settle(err)
 	}
-
 	if _, ok := s.models[baseModel]; !ok {
 		return nil, invalidf("base_model %q is not served here; available: %v", baseModel, s.modelNames())
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -73,3 +74,43 @@ func TestSessionSpansGoToTheSink(t *testing.T) {
 		t.Fatal("a span reached a cleared sink")
 	}
 }
+
+// BenchmarkSessionSpanProcessor is the cost of one span (start, four attributes, end) on
+// the SDK provider: without a processor, and with the session-span processor handing each
+// span to a sink that drops it (the service's queueing is not included).
+func BenchmarkSessionSpanProcessor(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "sdk_only"
+		opts := []Option{WithLogWriter(&strings.Builder{})}
+		if on {
+			name = "session_spans"
+			sink := &telemetry.SpanSink{}
+			sink.Set(func(telemetry.SessionSpan) {})
+			opts = append(opts, WithSessionSpans(sink))
+		} else {
+			opts = append(opts, WithSpanProcessor(nopProcessor{}))
+		}
+		b.Run(name, func(b *testing.B) {
+			tel, err := New(context.Background(), telemetry.DefaultConfig(), "server", opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			tr := tel.TracerProvider().Tracer("b")
+			ctx := telemetry.WithKeys(telemetry.WithTenant(context.Background(), "alice"),
+				telemetry.Keys{SessionID: "s-1", TrainingRunID: "s-1:train:0", OperationType: "forward_backward"})
+			b.ReportAllocs()
+			for b.Loop() {
+				_, sp := telemetry.StartSpan(ctx, tr, "training_controller.run_forward_backward", attribute.Int("tuft.seq_id", 3))
+				sp.End()
+			}
+		})
+	}
+}
+
+type nopProcessor struct{}
+
+func (nopProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (nopProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (nopProcessor) Shutdown(context.Context) error                  { return nil }
+func (nopProcessor) ForceFlush(context.Context) error                { return nil }
