@@ -131,8 +131,10 @@ func TestConsole(t *testing.T) {
 		// The page lists the run's checkpoints once saved (live or on the next load).
 		alice.open(t, "/console/runs/"+url.PathEscape(rec.runA))
 		alice.wait(t, "the chart reloads with every point", fmt.Sprintf(`%s >= %d`, points, steps), 10*time.Second)
-		alice.wait(t, "table#checkpoints lists the saved state", fmt.Sprintf(`document.querySelector('table#checkpoints').textContent.includes(%q)`, "browser-state"), 10*time.Second)
-		alice.wait(t, "table#samplers lists the sampler checkpoint", fmt.Sprintf(`document.querySelector('table#samplers').textContent.includes(%q)`, "browser-sampler"), 10*time.Second)
+		for _, p := range []string{rec.statePath, rec.samplerPath} {
+			alice.wait(t, "table#checkpoints lists "+p, fmt.Sprintf(`document.querySelector('table#checkpoints tr[data-checkpoint=%q]')`, p), 10*time.Second)
+		}
+		alice.wait(t, "table#samplers", `document.querySelector('table#samplers')`, 5*time.Second)
 		alice.shot(t, "run")
 	})
 
