@@ -100,7 +100,9 @@ func newKey() string {
 }
 
 // startServer builds tuft and starts `tuft launch` on embedded defaults with the tiny
-// model, tenants alice (keyA) and bob (keyB) and an operator key; stopped at cleanup.
+// model, tenants alice (keyA) and bob (keyB) and an operator key, recording each
+// session's spans (sessions.record_spans, off by default: the session trace page); stopped
+// at cleanup.
 func startServer(t *testing.T) *server {
 	t.Helper()
 	work := t.TempDir()
@@ -133,6 +135,7 @@ auth:
     - {tenant: alice, key_sha256: %s}
     - {tenant: bob, key_sha256: %s}
   operator_key_sha256: %s
+sessions: {record_spans: true}
 console: {enabled: true, session_ttl_seconds: %d}
 `, port, hash(s.keyA), hash(s.keyB), hash(s.keyOp), int(sessionTTL/time.Second))
 	cfgPath := filepath.Join(work, "tuft_config.yaml")
