@@ -245,6 +245,7 @@ func TestConsole(t *testing.T) {
 		if len(grew) < 2 {
 			t.Errorf("#reply took its text in %d step(s) (lengths %v), want a streamed reply (more than one)", len(grew), grew)
 		}
+		t.Logf("#reply grew in %d steps (text lengths %v)", len(grew), grew)
 		if got := eval[string](t, alice, `document.querySelector('pre#rendered-template').textContent`); !strings.Contains(got, xssName) {
 			t.Errorf("pre#rendered-template does not show the prompt as text: %q", got)
 		}
