@@ -19,6 +19,7 @@ type Config struct {
 	Sessions      Sessions         `yaml:"sessions"`
 	Limits        Limits           `yaml:"limits"`
 	Inference     Inference        `yaml:"inference"`
+	Console       Console          `yaml:"console"`
 	Telemetry     telemetry.Config `yaml:"telemetry"`
 	// Workers is how an API server reaches `tuft worker` processes (models with remote: true).
 	Workers Workers `yaml:"workers"`
@@ -376,6 +377,7 @@ func Default(home string) Config {
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
 		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 240},
+		Console:  Console{Enabled: true, SessionTTLSeconds: 43200, MaxSessions: 4096, MaxSessionsPerTenant: 64},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,
 			MaxDecompressionRatio: 100, MaxStopStrings: 16, MaxStopStringBytes: 4096,

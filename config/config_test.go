@@ -103,6 +103,12 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"device", "engine:\n  device: gpu", "engine.device"},
 		{"device ordinal", "engine:\n  device: cuda:x", "engine.device"},
 		{"cuda memory limit", "engine:\n  cuda_memory_limit_bytes: -1", "engine.cuda_memory_limit_bytes"},
+		{"console session ttl", "console:\n  session_ttl_seconds: 5", "console.session_ttl_seconds"},
+		{"console session ttl NaN", "console:\n  session_ttl_seconds: .nan", "console.session_ttl_seconds"},
+		{"console max sessions", "console:\n  max_sessions: 0", "console.max_sessions"},
+		{"console per tenant", "console:\n  max_sessions_per_tenant: 0", "console.max_sessions_per_tenant"},
+		{"console per tenant over all", "console:\n  max_sessions: 4\n  max_sessions_per_tenant: 5", "console.max_sessions_per_tenant: 5 must not exceed"},
+		{"unknown console key", "console:\n  ttl: 5", `unknown key "console.ttl"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

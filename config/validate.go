@@ -38,6 +38,7 @@ func (c Config) Validate() error {
 	c.Auth.validate(v.at("auth"))
 	c.Persistence.validate(v.at("persistence"))
 	c.Sessions.validate(v.at("sessions"))
+	c.Console.validate(v.at("console"))
 	c.Limits.validate(v.at("limits"))
 	c.Engine.validate(v.at("engine"))
 	c.Inference.validate(v.at("inference"))

@@ -19,6 +19,7 @@ import (
 	"github.com/tuft-go/tuft/api"
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/console"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/registry"
 	"github.com/tuft-go/tuft/service"
@@ -37,6 +38,8 @@ type Server struct {
 	Handler  *api.Handler
 	Conns    *api.Conns
 	Executor backend.Executor
+	// Console is the web console at /console (nil when console.enabled is off).
+	Console *console.Console
 
 	http     *http.Server
 	ln       net.Listener
@@ -148,6 +151,22 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	ho := api.OptionsFrom(cfg)
 	ho.Logger, ho.TracerProvider, ho.Instruments = log, tel.TracerProvider, tel.Instruments
 	s.Handler = api.New(svc, ho)
+	var root http.Handler = s.Handler
+	if cfg.Console.Enabled {
+		con, err := console.New(console.Options{API: s.Handler, Config: cfg.Console, PublicURL: cfg.Server.PublicURL, Logger: log,
+			TracerProvider: tel.TracerProvider, Instruments: tel.Instruments})
+		if err != nil {
+			return nil, err
+		}
+		s.Console = con
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if console.Handles(r.URL.Path) {
+				con.ServeHTTP(w, r)
+				return
+			}
+			s.Handler.ServeHTTP(w, r)
+		})
+	}
 	ln := o.Listener
 	if ln == nil {
 		ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Server.Host, fmt.Sprint(cfg.Server.Port)))
@@ -163,7 +182,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	cl := api.ConnLimitsFrom(cfg.Server)
 	cl.Instruments = tel.Instruments
 	s.Conns = api.NewConns(cl)
-	s.http = &http.Server{Handler: s.Handler,
+	s.http = &http.Server{Handler: root,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeoutSeconds.Duration(), IdleTimeout: cfg.Server.IdleTimeoutSeconds.Duration(),
 		ConnState: s.Conns.ConnState, ConnContext: s.Conns.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { s.serveErr <- s.http.Serve(ln) }()

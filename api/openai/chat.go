@@ -104,6 +104,46 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request, tenant string) {
 	h.run(w, r, tenant, opChat, req, cw)
 }
 
+// chatRendered answers POST /chat/render.
+type chatRendered struct {
+	Model        string `json:"model"`
+	Prompt       string `json:"prompt"`
+	PromptTokens int    `json:"prompt_tokens"`
+}
+
+// chatRender renders a chat request's messages with the model's chat template (and the
+// generation prompt), as /chat/completions would before generating, and answers the text
+// and its token count without generating: the console's playground shows it. It takes
+// the same body as /chat/completions, checked the same way.
+func (h *handler) chatRender(w http.ResponseWriter, r *http.Request, tenant string) {
+	body, err := textgen.ReadBody(w, r, h.d.MaxRequestBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	cc, e := checkChat(body, h.d.Service.Limits())
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	t, err := h.d.Service.ResolveInference(tenant, cc.req.Model)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	text, err := t.RenderChat(r.Context(), cc.msgs, true)
+	if err != nil {
+		writeError(w, contextExceeded("messages", err))
+		return
+	}
+	toks, err := t.EncodePrompt(r.Context(), text)
+	if err != nil {
+		writeError(w, contextExceeded("messages", err))
+		return
+	}
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, chatRendered{Model: cc.req.Model, Prompt: text, PromptTokens: len(toks)})
+}
+
 type chatCompletion struct {
 	ID      string       `json:"id"`
 	Object  string       `json:"object"`

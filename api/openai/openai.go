@@ -29,9 +29,10 @@ func Mount(mux textgen.Mux, d textgen.Deps) {
 	mux.HandleFunc("GET "+Prefix+"/models/{model...}", h.authed(h.model))
 	mux.HandleFunc("POST "+Prefix+"/completions", h.authed(h.completions))
 	mux.HandleFunc("POST "+Prefix+"/chat/completions", h.authed(h.chat))
+	mux.HandleFunc("POST "+Prefix+"/chat/render", h.authed(h.chatRender))
 	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		textgen.WriteJSON(w, encodingFailed, http.StatusNotFound, (&apiError{Type: "invalid_request_error", Code: "unknown_url",
-			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + ". This server serves GET /models, POST /completions and POST /chat/completions under " + Prefix + "."}).body())
+			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + ". This server serves GET /models, POST /completions, POST /chat/completions and POST /chat/render under " + Prefix + "."}).body())
 	})
 }
 

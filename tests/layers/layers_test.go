@@ -35,6 +35,7 @@ var layers = []struct {
 	{"internal/cli", 1},           // the commands' flag kit (cmd/tuft, cmd/tuft-bench): stdlib only
 	{"server", 90},                // the API process's composition root
 	{"worker", 90},                // the worker process's composition root and gRPC service
+	{"console", 85},               // the web console at /console: pages over the API's handler
 	{"api", 80},
 	{"api/openai", 79},    // OpenAI-compatible routes
 	{"api/anthropic", 79}, // Anthropic-compatible routes
@@ -102,9 +103,9 @@ var rules = []struct {
 		pkgs: []string{"worker/..."}, forbidden: []string{"store/...", "server", "api/...", "service", "futures", "registry"}},
 	{name: "the server is a composition root: only cmd/tuft and the test helper import it",
 		pkgs: []string{"..."}, forbidden: []string{"server"}, direct: true, except: []string{"cmd/tuft", "internal/testenv"}},
-	{name: "only api, the public client and the telemetry wiring know HTTP",
+	{name: "only api, the console, the public client and the telemetry wiring know HTTP",
 		pkgs: []string{"..."}, forbidden: []string{"net/http"}, direct: true,
-		except: []string{"api/...", "client", "server", "cmd/tuft", "telemetry/httpserver", "telemetry/setup", "telemetry/otlptrace",
+		except: []string{"api/...", "console", "client", "server", "cmd/tuft", "telemetry/httpserver", "telemetry/setup", "telemetry/otlptrace",
 			"internal/testenv", "examples/..."}},
 	{name: "the test kit is for tests: no product package imports internal/testenv",
 		pkgs: []string{"..."}, forbidden: []string{"internal/testenv/..."}, direct: true, except: []string{"internal/testenv/..."}},

@@ -1,0 +1,545 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pageNames are the templates (templates/<name>.html), each rendered inside layout.html.
+var pageNames = []string{"login", "error", "runs", "run", "checkpoints", "playground", "usage", "session", "admin"}
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	Active   string // the nav entry to mark
+	Tenant   string // "" before sign-in: no nav
+	Operator bool
+	CSRF     string
+	Script   string // the page's script under /console/static/, beside console.js
+	Data     any
+}
+
+func parseTemplates() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, n := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+n+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console template %s: %w", n, err)
+		}
+		out[n] = t
+	}
+	return out, nil
+}
+
+var funcs = template.FuncMap{
+	"time": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		case *time.Time:
+			if v == nil || v.IsZero() {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		return ""
+	},
+	"bytes": formatBytes,
+	"num": func(v any) string {
+		switch x := v.(type) {
+		case *float64:
+			if x == nil {
+				return ""
+			}
+			return formatFloat(*x)
+		case float64:
+			return formatFloat(x)
+		case *int:
+			if x == nil {
+				return ""
+			}
+			return fmt.Sprint(*x)
+		case int, int64:
+			return fmt.Sprint(x)
+		}
+		return ""
+	},
+}
+
+func formatFloat(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Sprint(f)
+	}
+	return fmt.Sprintf("%.4g", f)
+}
+
+func formatBytes(v any) string {
+	var n float64
+	switch x := v.(type) {
+	case int64:
+		n = float64(x)
+	case *int64:
+		if x == nil {
+			return ""
+		}
+		n = float64(*x)
+	case float64:
+		n = x
+	default:
+		return ""
+	}
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+// render writes the named page; the reply is built whole first, so a template error is
+// a 500, not half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
+	var buf bytes.Buffer
+	if err := c.tmpl[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		c.log.ErrorContext(r.Context(), "console page failed", "page", name, "error", err)
+		http.Error(w, "console page failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (c *Console) pageOf(se *session, title, active, script string, data any) page {
+	return page{Title: title, Active: active, Tenant: se.tenant, Operator: se.operator, CSRF: se.csrf, Script: script, Data: data}
+}
+
+type errorData struct {
+	Code    int
+	Status  string
+	Message string
+}
+
+// errorPage answers code with a page that says msg (se may be nil: no nav).
+func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, se *session, code int, msg string) {
+	p := page{Title: http.StatusText(code), Data: errorData{Code: code, Status: http.StatusText(code), Message: msg}}
+	if se != nil {
+		p = c.pageOf(se, http.StatusText(code), "", "", p.Data)
+	}
+	c.render(w, r, code, "error", p)
+}
+
+// failed answers a page whose API read failed: the API's status and message.
+func (c *Console) failed(w http.ResponseWriter, r *http.Request, se *session, p reply, err error) {
+	if err != nil {
+		c.log.ErrorContext(r.Context(), "console read failed", "error", err)
+		c.errorPage(w, r, se, http.StatusInternalServerError, err.Error())
+		return
+	}
+	c.errorPage(w, r, se, p.Status, p.detail())
+}
+
+// runView is a training run as the API answers it (with the console fields of the run
+// JSON: steps, last_loss, state, created_at, session_id).
+type runView struct {
+	ID              string            `json:"training_run_id"`
+	BaseModel       string            `json:"base_model"`
+	LoraRank        *int              `json:"lora_rank"`
+	Corrupted       bool              `json:"corrupted"`
+	LastRequestTime time.Time         `json:"last_request_time"`
+	UserMetadata    map[string]string `json:"user_metadata"`
+	Steps           *int              `json:"steps"`
+	LastLoss        *float64          `json:"last_loss"`
+	State           string            `json:"state"`
+	CreatedAt       *time.Time        `json:"created_at"`
+	SessionID       string            `json:"session_id"`
+}
+
+// Name is the run's user_metadata name, else its id.
+func (v runView) Name() string {
+	if n := v.UserMetadata["name"]; n != "" {
+		return n
+	}
+	return v.ID
+}
+
+// StateText is the run's state as the API names it.
+func (v runView) StateText() string {
+	if v.State != "" {
+		return v.State
+	}
+	if v.Corrupted {
+		return "corrupted"
+	}
+	return ""
+}
+
+// maxListed is how many runs or checkpoints a page lists (the API's page bound for runs).
+// Not a config key: the API bounds the page, this only picks the size.
+const maxListed = 1000
+
+type runsData struct {
+	Runs  []runView
+	Total int
+	Query string
+}
+
+func (c *Console) runsPage(w http.ResponseWriter, r *http.Request, se *session) {
+	var out struct {
+		Runs   []runView `json:"training_runs"`
+		Cursor struct {
+			Total int `json:"total_count"`
+		} `json:"cursor"`
+	}
+	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/training_runs?limit=%d", maxListed), &out); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "runs", c.pageOf(se, "Runs", "runs", "runs.js", runsData{Runs: out.Runs, Total: out.Cursor.Total, Query: r.URL.Query().Get("q")}))
+}
+
+// ckptView is a checkpoint as the API answers it.
+type ckptView struct {
+	ID         string     `json:"checkpoint_id"`
+	Type       string     `json:"checkpoint_type"`
+	Time       time.Time  `json:"time"`
+	TinkerPath string     `json:"tinker_path"`
+	SizeBytes  *int64     `json:"size_bytes"`
+	Public     bool       `json:"public"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+}
+
+// RunID is the training run of the checkpoint's tinker path (tinker://<run>/<id>).
+func (v ckptView) RunID() string {
+	rest, _ := strings.CutPrefix(v.TinkerPath, "tinker://")
+	run, _, _ := strings.Cut(rest, "/")
+	return run
+}
+
+// ArchiveURL downloads the checkpoint's archive through the forwarder (the API answers
+// a redirect to a signed link).
+func (v ckptView) ArchiveURL() string {
+	return Prefix + "/api/api/v1/training_runs/" + url.PathEscape(v.RunID()) + "/checkpoints/" + escapeSegments(v.ID) + "/archive"
+}
+
+// escapeSegments escapes each /-separated segment of p.
+func escapeSegments(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+type samplerView struct {
+	ID        string `json:"sampler_id"`
+	BaseModel string `json:"base_model"`
+	ModelPath string `json:"model_path"`
+}
+
+type runData struct {
+	Run         runView
+	Checkpoints []ckptView
+	Samplers    []samplerView
+}
+
+// maxSamplersRead bounds the sampler lookups of one run page: a session's samplers are
+// read one by one to find the run's. Not a config key: limits.max_samplers_per_tenant
+// bounds what there is; this bounds one page's work.
+const maxSamplersRead = 256
+
+func (c *Console) runPage(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("run_id")
+	var d runData
+	base := "/api/v1/training_runs/" + url.PathEscape(id)
+	if p, err := c.getJSON(r, se, base, &d.Run); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	var cks struct {
+		Checkpoints []ckptView `json:"checkpoints"`
+	}
+	if p, err := c.getJSON(r, se, base+"/checkpoints", &cks); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	d.Checkpoints = cks.Checkpoints
+	if d.Run.SessionID != "" {
+		var sess struct {
+			SamplerIDs []string `json:"sampler_ids"`
+		}
+		if p, err := c.getJSON(r, se, "/api/v1/sessions/"+url.PathEscape(d.Run.SessionID), &sess); err == nil && p.Status == http.StatusOK {
+			for i, sid := range sess.SamplerIDs {
+				if i == maxSamplersRead {
+					break
+				}
+				var sv samplerView
+				if p, err := c.getJSON(r, se, "/api/v1/samplers/"+url.PathEscape(sid), &sv); err == nil && p.Status == http.StatusOK &&
+					strings.HasPrefix(sv.ModelPath, "tinker://"+id+"/") {
+					d.Samplers = append(d.Samplers, sv)
+				}
+			}
+		}
+	}
+	c.render(w, r, http.StatusOK, "run", c.pageOf(se, "Run "+d.Run.Name(), "runs", "run.js", d))
+}
+
+type checkpointsData struct {
+	Checkpoints []ckptView
+	Total       int
+}
+
+func (c *Console) checkpointsPage(w http.ResponseWriter, r *http.Request, se *session) {
+	var out struct {
+		Checkpoints []ckptView `json:"checkpoints"`
+		Cursor      struct {
+			Total int `json:"total_count"`
+		} `json:"cursor"`
+	}
+	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/checkpoints?limit=%d", maxListed), &out); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "checkpoints", c.pageOf(se, "Checkpoints", "checkpoints", "checkpoints.js",
+		checkpointsData{Checkpoints: out.Checkpoints, Total: out.Cursor.Total}))
+}
+
+type modelView struct {
+	ID   string `json:"id"`
+	Root string `json:"root"`
+}
+
+type playgroundData struct {
+	Models   []modelView
+	Selected string
+}
+
+func (c *Console) playgroundPage(w http.ResponseWriter, r *http.Request, se *session) {
+	var out struct {
+		Data []modelView `json:"data"`
+	}
+	if p, err := c.getJSON(r, se, "/oai/api/v1/models", &out); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	// Base models first, then checkpoints.
+	sort.SliceStable(out.Data, func(i, j int) bool { return out.Data[i].Root == "" && out.Data[j].Root != "" })
+	c.render(w, r, http.StatusOK, "playground", c.pageOf(se, "Playground", "playground", "playground.js",
+		playgroundData{Models: out.Data, Selected: r.URL.Query().Get("model")}))
+}
+
+type quotaView struct {
+	Key   string  `json:"key"`
+	Used  float64 `json:"used"`
+	Limit float64 `json:"limit"`
+	Unit  string  `json:"unit"`
+}
+
+// Percent is how much of the quota is used, 0..100.
+func (q quotaView) Percent() string {
+	if q.Limit <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f%%", 100*q.Used/q.Limit)
+}
+
+type usageData struct {
+	Days []struct {
+		Day             string `json:"day"`
+		TokensTrained   int64  `json:"tokens_trained"`
+		TokensSampled   int64  `json:"tokens_sampled"`
+		TokensPrefilled int64  `json:"tokens_prefilled"`
+	} `json:"days"`
+	AdapterMemoryBytes int64       `json:"adapter_memory_bytes"`
+	DiskBytes          int64       `json:"disk_bytes"`
+	Quotas             []quotaView `json:"quotas"`
+}
+
+// usageDays is how many days the usage page shows (the API allows up to 90).
+const usageDays = 30
+
+func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, se *session) {
+	var d usageData
+	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/usage?days=%d", usageDays), &d); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "usage", c.pageOf(se, "Usage and quotas", "usage", "", d))
+}
+
+type sessionData struct {
+	ID      string
+	Session struct {
+		TrainingRunIDs []string          `json:"training_run_ids"`
+		SamplerIDs     []string          `json:"sampler_ids"`
+		UserMetadata   map[string]string `json:"user_metadata"`
+		DisplayName    *string           `json:"display_name"`
+		Status         struct {
+			Type string `json:"type"`
+		} `json:"status"`
+	}
+}
+
+func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, se *session) {
+	d := sessionData{ID: r.PathValue("session_id")}
+	if p, err := c.getJSON(r, se, "/api/v1/sessions/"+url.PathEscape(d.ID), &d.Session); err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "session", c.pageOf(se, "Session "+d.ID, "", "session.js", d))
+}
+
+// traceWait is how long the trace download waits for the export to be ready, polling
+// every tracePoll. Not config keys: they pace one user's click, and the export's own
+// bound is the trace service's.
+const (
+	traceWait = 60 * time.Second
+	tracePoll = 500 * time.Millisecond
+)
+
+// traceDownload asks for the session's trace export and, once it is ready, sends the
+// browser to its signed link.
+func (c *Console) traceDownload(w http.ResponseWriter, r *http.Request, se *session) {
+	target := "/api/v1/sessions/" + url.PathEscape(r.PathValue("session_id")) + "/trace_export"
+	deadline := time.NewTimer(traceWait)
+	defer deadline.Stop()
+	for {
+		var out struct {
+			Status string `json:"status"`
+			URL    string `json:"url"`
+			Error  any    `json:"error"`
+		}
+		p, err := c.getJSON(r, se, target, &out)
+		if err != nil || p.Status != http.StatusOK {
+			c.failed(w, r, se, p, err)
+			return
+		}
+		switch out.Status {
+		case "ready":
+			if u, err := url.Parse(out.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+				c.errorPage(w, r, se, http.StatusBadGateway, "the trace export's link is not an http(s) URL")
+				return
+			}
+			http.Redirect(w, r, out.URL, http.StatusSeeOther)
+			return
+		case "failed":
+			c.errorPage(w, r, se, http.StatusBadGateway, fmt.Sprint("the trace export failed: ", out.Error))
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-deadline.C:
+			c.errorPage(w, r, se, http.StatusGatewayTimeout, "the trace export is not ready yet; try again")
+			return
+		case <-time.After(tracePoll):
+		}
+	}
+}
+
+// node is a JSON value laid out for the admin page: a scalar, a list or an object.
+type node struct {
+	Key      string
+	Scalar   string
+	IsScalar bool
+	Items    []node
+}
+
+func toNode(key string, v any) node {
+	switch x := v.(type) {
+	case map[string]any:
+		n := node{Key: key}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			n.Items = append(n.Items, toNode(k, x[k]))
+		}
+		return n
+	case []any:
+		n := node{Key: key}
+		for i, e := range x {
+			n.Items = append(n.Items, toNode(fmt.Sprint(i), e))
+		}
+		return n
+	case nil:
+		return node{Key: key, IsScalar: true}
+	case float64:
+		return node{Key: key, IsScalar: true, Scalar: formatFloat(x)}
+	}
+	return node{Key: key, IsScalar: true, Scalar: fmt.Sprint(v)}
+}
+
+func (c *Console) adminPage(w http.ResponseWriter, r *http.Request, se *session) {
+	var v any
+	p, err := c.getJSON(r, se, "/api/v1/admin/overview", &v)
+	if err != nil || p.Status != http.StatusOK {
+		if err == nil && p.Status == http.StatusForbidden {
+			c.errorPage(w, r, se, http.StatusForbidden, "The operator overview needs the operator key.")
+			return
+		}
+		c.failed(w, r, se, p, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "admin", c.pageOf(se, "Operator overview", "admin", "", toNode("overview", v)))
+}
+
+// checkpointAction runs a checkpoint form of the checkpoints page (signedIn checked its
+// CSRF token): publish, unpublish, delete or ttl, through the API's checkpoint routes.
+func (c *Console) checkpointAction(w http.ResponseWriter, r *http.Request, se *session) {
+	run, id, action := r.PostFormValue("run"), r.PostFormValue("id"), r.PostFormValue("action")
+	base := "/api/v1/training_runs/" + url.PathEscape(run) + "/checkpoints/" + escapeSegments(id)
+	if run == "" || id == "" || path.Clean(base) != base {
+		c.errorPage(w, r, se, http.StatusBadRequest, "the form names no checkpoint (run and id)")
+		return
+	}
+	method, target := "", ""
+	var body any
+	switch action {
+	case "publish":
+		method, target = http.MethodPost, base+"/publish"
+	case "unpublish":
+		method, target = http.MethodDelete, base+"/publish"
+	case "delete":
+		method, target = http.MethodDelete, base
+	case "ttl":
+		method, target = http.MethodPut, base+"/ttl"
+		var ttl *int64
+		if s := strings.TrimSpace(r.PostFormValue("ttl_seconds")); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				c.errorPage(w, r, se, http.StatusBadRequest, "ttl_seconds must be a whole number of seconds (empty: never expires)")
+				return
+			}
+			ttl = &n
+		}
+		body = map[string]any{"ttl_seconds": ttl}
+	default:
+		c.errorPage(w, r, se, http.StatusBadRequest, "unknown checkpoint action "+strconv.Quote(action)+" (publish, unpublish, delete, ttl)")
+		return
+	}
+	p, err := c.call(r.Context(), r, se.key, method, target, body)
+	if err != nil || p.Status/100 != 2 {
+		c.failed(w, r, se, p, err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"/checkpoints", http.StatusSeeOther)
+}
