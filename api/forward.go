@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -106,6 +107,29 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, ee 
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		relayEvents(w, resp.Body)
+		return true
+	}
 	_, _ = io.Copy(w, resp.Body)
 	return true
+}
+
+// relayEvents copies an event stream as it comes, flushing each read: buffered, the
+// owner's events would reach the client only when the buffer fills.
+func relayEvents(w http.ResponseWriter, body io.Reader) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

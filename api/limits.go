@@ -38,6 +38,9 @@ type Limits struct {
 	MaxClientEventBytes int
 	// MaxRetrievedRequestIDs bounds the retrieved_request_ids of a retrieve_futures poll.
 	MaxRetrievedRequestIDs int
+	// MaxMetricStreamsPerTenant bounds a tenant's open metric streams, which hold no
+	// request slot once started (ticket.detach).
+	MaxMetricStreamsPerTenant int
 }
 
 // LimitsFrom maps the configuration's keys to the handler's limits: the one place the
@@ -48,7 +51,7 @@ func LimitsFrom(c config.Config) Limits {
 		MaxConcurrent: l.MaxConcurrentRequests, MaxConcurrentPerTenant: l.MaxConcurrentRequestsPerTenant,
 		MaxBodyBytes: l.MaxBodyBytesInFlight, MaxBodyBytesPerTenant: l.MaxBodyBytesInFlightPerTenant,
 		MaxDecompressionRatio: l.MaxDecompressionRatio, MaxClientEvents: l.MaxClientEvents, MaxClientEventBytes: l.MaxClientEventBytes,
-		MaxRetrievedRequestIDs: l.MaxRetrievedRequestIDs}
+		MaxRetrievedRequestIDs: l.MaxRetrievedRequestIDs, MaxMetricStreamsPerTenant: l.MaxMetricStreamsPerTenant}
 }
 
 // check panics, naming the key, on a limit the configuration did not give (config.MustPositive).
@@ -62,6 +65,7 @@ func (l Limits) check() {
 	config.MustPositive("limits.max_client_events", l.MaxClientEvents)
 	config.MustPositive("limits.max_client_event_bytes", l.MaxClientEventBytes)
 	config.MustPositive("limits.max_retrieved_request_ids", l.MaxRetrievedRequestIDs)
+	config.MustPositive("limits.max_metric_streams_per_tenant", l.MaxMetricStreamsPerTenant)
 }
 
 // retryBusy is the Retry-After of a refusal for concurrency: slots free up as requests
@@ -78,6 +82,8 @@ type requestAdmission struct {
 	reqs    int
 	bytes   int64
 	tenants map[string]*tenantUse
+	// streams counts each tenant's open metric streams (limits.max_metric_streams_per_tenant).
+	streams map[string]int
 }
 
 type tenantUse struct {
@@ -86,7 +92,7 @@ type tenantUse struct {
 }
 
 func newRequestAdmission(l Limits) *requestAdmission {
-	return &requestAdmission{l: l, tenants: map[string]*tenantUse{}}
+	return &requestAdmission{l: l, tenants: map[string]*tenantUse{}, streams: map[string]int{}}
 }
 
 // ticket is one admitted request: what it holds, released once when it ends.
@@ -94,6 +100,7 @@ type ticket struct {
 	a      *requestAdmission
 	tenant string
 	bytes  int64
+	left   bool // leave ran (detach, then the layer's own leave)
 }
 
 type ticketKey struct{}
@@ -151,11 +158,15 @@ func (a *requestAdmission) reserve(t *ticket, n int64, take bool) error {
 	return nil
 }
 
-// leave releases everything the request held.
+// leave releases everything the request held; once.
 func (t *ticket) leave() {
 	a := t.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if t.left {
+		return
+	}
+	t.left = true
 	u := a.tenants[t.tenant]
 	u.reqs--
 	u.bytes -= t.bytes
@@ -165,6 +176,31 @@ func (t *ticket) leave() {
 	if u.reqs == 0 {
 		delete(a.tenants, t.tenant)
 	}
+}
+
+// detachStream turns an admitted request into a long-lived stream: it takes one of the
+// tenant's stream slots (limits.max_metric_streams_per_tenant, 429 over it) and gives
+// back its request slot and body bytes, so open streams (a console tab each) never use
+// up limits.max_concurrent_requests(_per_tenant) for the tenant's other requests. The
+// returned func frees the stream slot.
+func (t *ticket) detachStream() (func(), error) {
+	a := t.a
+	a.mu.Lock()
+	if a.streams[t.tenant] >= a.l.MaxMetricStreamsPerTenant {
+		a.mu.Unlock()
+		return nil, &service.Error{Kind: service.KindTooMany, RetryAfter: 5 * time.Second, Limit: "limits.max_metric_streams_per_tenant",
+			Msg: fmt.Sprintf("too many open metric streams: at most %d per tenant (limits.max_metric_streams_per_tenant); close one", a.l.MaxMetricStreamsPerTenant)}
+	}
+	a.streams[t.tenant]++
+	a.mu.Unlock()
+	t.leave()
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.streams[t.tenant]--; a.streams[t.tenant] <= 0 {
+			delete(a.streams, t.tenant)
+		}
+	}, nil
 }
 
 // watchedBody notes when a request body has been read to its end, and then lifts the

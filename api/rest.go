@@ -26,7 +26,8 @@ func checkpointWire(c service.Checkpoint) wire.Checkpoint {
 func runWire(v service.RunView) wire.TrainingRun {
 	rank := v.Lora.Rank
 	tr := wire.TrainingRun{TrainingRunID: v.ID, BaseModel: v.BaseModel, ModelOwner: v.Tenant, IsLora: true,
-		Corrupted: v.State == service.RunCorrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata)}
+		Corrupted: v.State == service.RunCorrupted, LoraRank: &rank, LastRequestTime: v.LastRequestTime.UTC(), UserMetadata: stringMetadata(v.UserMetadata),
+		Steps: v.Steps, LastLoss: v.LastLoss, State: string(v.State), SessionID: v.SessionID, CreatedAt: v.CreatedAt.UTC()}
 	if v.LastCheckpointRec != nil {
 		c := checkpointWire(*v.LastCheckpointRec)
 		tr.LastCheckpoint = &c

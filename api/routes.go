@@ -76,6 +76,7 @@ func (h *Handler) routes() {
 	a("POST /api/v1/training_runs/{run_id}/checkpoints/{ckpt...}", h.checkpointPost)
 	a("PUT /api/v1/training_runs/{run_id}/checkpoints/{ckpt...}", h.checkpointPut)
 	a("GET /api/v1/training_runs/{run_id}/checkpoints/{ckpt...}", h.checkpointGet)
+	h.consoleRoutes(a) // the console's data (routes_console.go)
 	a("GET /api/v1/sessions", h.listSessions)
 	a("GET /api/v1/sessions/{session_id}", h.getSession)
 	a("PUT /api/v1/sessions/{session_id}/project", h.setSessionProject)

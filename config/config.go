@@ -11,16 +11,18 @@ import (
 
 // Config is the whole tuft_config.yaml.
 type Config struct {
-	Server        Server           `yaml:"server"`
-	Models        []Model          `yaml:"models"`
-	CheckpointDir string           `yaml:"checkpoint_dir"`
-	Auth          Auth             `yaml:"auth"`
-	Persistence   Persistence      `yaml:"persistence"`
-	Sessions      Sessions         `yaml:"sessions"`
-	Limits        Limits           `yaml:"limits"`
-	Inference     Inference        `yaml:"inference"`
-	Console       Console          `yaml:"console"`
-	Telemetry     telemetry.Config `yaml:"telemetry"`
+	Server        Server      `yaml:"server"`
+	Models        []Model     `yaml:"models"`
+	CheckpointDir string      `yaml:"checkpoint_dir"`
+	Auth          Auth        `yaml:"auth"`
+	Persistence   Persistence `yaml:"persistence"`
+	Sessions      Sessions    `yaml:"sessions"`
+	Limits        Limits      `yaml:"limits"`
+	Inference     Inference   `yaml:"inference"`
+	// Billing prices the usage the billing and usage routes report (docs/compatibility.md).
+	Billing   Billing          `yaml:"billing"`
+	Console   Console          `yaml:"console"`
+	Telemetry telemetry.Config `yaml:"telemetry"`
 	// Workers is how an API server reaches `tuft worker` processes (models with remote: true).
 	Workers Workers `yaml:"workers"`
 	// Worker configures a `tuft worker` process.
@@ -213,6 +215,10 @@ func WorkerToken(file string) (string, error) {
 // Auth lists the API keys, by SHA-256, and the tenant each belongs to.
 type Auth struct {
 	APIKeys []APIKey `yaml:"api_keys"`
+	// OperatorKeySHA256 is the SHA-256 of the operator key, the one key that reads
+	// GET /api/v1/admin/overview (every tenant's usage, queues and health) and nothing
+	// else; empty (the default) leaves the server without an operator.
+	OperatorKeySHA256 string `yaml:"operator_key_sha256"`
 }
 
 // APIKey maps one key (never stored in clear) to a tenant.
@@ -349,6 +355,29 @@ type Limits struct {
 	// sessions, autosaves and inflight targets. A save that would pass it is refused
 	// before anything is written.
 	MaxDiskBytesPerTenant int64 `yaml:"max_disk_bytes_per_tenant"`
+	// MaxMetricPointsPerRun bounds a training run's metric history (one point per
+	// forward_backward and optim_step, GET /training_runs/{id}/metrics): past it the
+	// oldest points are dropped, and the history says how many.
+	MaxMetricPointsPerRun int `yaml:"max_metric_points_per_run"`
+	// MaxMetricStreamsPerTenant bounds a tenant's open metric streams
+	// (GET /training_runs/{id}/metrics/stream): a stream holds no request slot of
+	// max_concurrent_requests_per_tenant once it has started, so it is counted here.
+	MaxMetricStreamsPerTenant int `yaml:"max_metric_streams_per_tenant"`
+}
+
+// Billing holds the prices of the usage the server records (tokens trained, prefilled
+// and sampled, kept in hourly buckets) and how long it keeps those buckets. Prices are
+// in US dollars; 0 (the default) reports a zero cost.
+type Billing struct {
+	// UsageRetentionDays is how long hourly usage buckets are kept (GET /usage reads at
+	// most 90 days, GET /billing/usage/events 14).
+	UsageRetentionDays int `yaml:"usage_retention_days"`
+	// USDPerMillionTrainingTokens, ...Prefill..., ...Sample... price the token kinds.
+	USDPerMillionTrainingTokens float64 `yaml:"usd_per_million_training_tokens"`
+	USDPerMillionPrefillTokens  float64 `yaml:"usd_per_million_prefill_tokens"`
+	USDPerMillionSampleTokens   float64 `yaml:"usd_per_million_sample_tokens"`
+	// USDPerGBMonthStorage prices checkpoint storage (one GB-month is 720 GB-hours).
+	USDPerGBMonthStorage float64 `yaml:"usd_per_gb_month_storage"`
 }
 
 // Inference configures the OpenAI- and Anthropic-compatible routes.
@@ -387,7 +416,9 @@ func Default(home string) Config {
 			MaxTopKSampleLogprobs: 20, MaxPromptAltTokensK: 32, MaxPromptOutputCells: 262144,
 			MaxSampleOutputCells: 1 << 20, MaxSampleOutputBytes: 32 << 20,
 			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8, MaxExportsPerTenant: 1,
-			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30},
+			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30,
+			MaxMetricPointsPerRun: 4096, MaxMetricStreamsPerTenant: 16},
+		Billing:   Billing{UsageRetentionDays: 90},
 		Inference: Inference{MaxAdapters: 16},
 		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},
 		Worker:    Worker{Listen: "127.0.0.1:10620", HeartbeatSeconds: 5},

@@ -42,6 +42,7 @@ func (c Config) Validate() error {
 	c.Limits.validate(v.at("limits"))
 	c.Engine.validate(v.at("engine"))
 	c.Inference.validate(v.at("inference"))
+	c.Billing.validate(v.at("billing"))
 	c.validateAcross(v)
 	if err := c.Telemetry.Validate(); err != nil {
 		*v.errs = append(*v.errs, err)
@@ -203,6 +204,27 @@ func (a Auth) validate(v *validator) {
 		if !hexSHA256.MatchString(k.KeySHA256) {
 			kv.bad("key_sha256", "must be 64 lower-case hex digits (sha256 of the key; `tuft key hash` prints it)")
 		}
+		if a.OperatorKeySHA256 != "" && k.KeySHA256 == a.OperatorKeySHA256 {
+			kv.bad("key_sha256", "is also auth.operator_key_sha256: the operator key must not be a tenant's key")
+		}
+	}
+	if a.OperatorKeySHA256 != "" && !hexSHA256.MatchString(a.OperatorKeySHA256) {
+		v.bad("operator_key_sha256", "must be empty or 64 lower-case hex digits (sha256 of the key; `tuft key hash` prints it)")
+	}
+}
+
+func (b Billing) validate(v *validator) {
+	if b.UsageRetentionDays < 1 || b.UsageRetentionDays > 3660 {
+		v.bad("usage_retention_days", "%d must be in [1, 3660]", b.UsageRetentionDays)
+	}
+	for _, p := range []struct {
+		key string
+		usd float64
+	}{{"usd_per_million_training_tokens", b.USDPerMillionTrainingTokens}, {"usd_per_million_prefill_tokens", b.USDPerMillionPrefillTokens},
+		{"usd_per_million_sample_tokens", b.USDPerMillionSampleTokens}, {"usd_per_gb_month_storage", b.USDPerGBMonthStorage}} {
+		if !(p.usd >= 0) || math.IsInf(p.usd, 0) {
+			v.bad(p.key, "%g must be a finite price ≥ 0 (US dollars)", p.usd)
+		}
 	}
 }
 
@@ -257,7 +279,8 @@ func (l Limits) validate(v *validator) {
 		{"max_chat_messages", int64(l.MaxChatMessages)}, {"max_chat_bytes", l.MaxChatBytes},
 		{"max_sample_output_cells", l.MaxSampleOutputCells}, {"max_sample_output_bytes", l.MaxSampleOutputBytes},
 		{"max_running_per_tenant", int64(l.MaxRunningPerTenant)}, {"max_client_events", int64(l.MaxClientEvents)},
-		{"max_completion_events_per_sampler", int64(l.MaxCompletionEventsPerSampler)}, {"max_retrieved_request_ids", int64(l.MaxRetrievedRequestIDs)}} {
+		{"max_completion_events_per_sampler", int64(l.MaxCompletionEventsPerSampler)}, {"max_retrieved_request_ids", int64(l.MaxRetrievedRequestIDs)},
+		{"max_metric_points_per_run", int64(l.MaxMetricPointsPerRun)}, {"max_metric_streams_per_tenant", int64(l.MaxMetricStreamsPerTenant)}} {
 		v.atLeast(q.key, q.n, 1)
 	}
 	if l.MaxConcurrentRequests < l.MaxConcurrentRequestsPerTenant {

@@ -186,6 +186,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		if err := s.st.Del(ctx, keyRun+runID); err != nil {
 			s.writeFailed(ctx, reasonCopyRollback, err, "key", keyRun+runID)
 		}
+		s.dropMetrics(ctx, runID)
 		undo()
 		return "", classify(err)
 	}

@@ -107,6 +107,11 @@ type Run struct {
 	Copy bool `json:"copy,omitempty"`
 	// copying: the copy's files are being written (it counts before its checkpoint exists).
 	copying bool
+	// Steps counts the optim_steps the run completed; LastLoss is the loss:sum of its
+	// last forward_backward (nil before the first, or when it was not finite). Both are
+	// kept with the metric history (metrics.go).
+	Steps    int64    `json:"steps,omitempty"`
+	LastLoss *float64 `json:"last_loss,omitempty"`
 
 	// PendingGrads is true while forward_backward has accumulated gradients that no
 	// optim_step has used. They live only in the executor's memory (never in a

@@ -18,6 +18,9 @@ func (s *Service) restore(ctx context.Context) error {
 	if err := s.runs.load(ctx, s.st, s.self, s.log); err != nil {
 		return err
 	}
+	if err := s.metrics.load(ctx, s.st, s.runs.m, s.log); err != nil {
+		return err
+	}
 	if err := s.ckpts.load(ctx, s.st, s.log); err != nil {
 		return err
 	}
@@ -114,6 +117,7 @@ func (s *Service) restoreRun(ctx context.Context, r *Run) error {
 		r.State = RunCorrupted
 		r.Note = fmt.Sprintf("restore from %s failed: %v", from, err)
 		s.putLogged(ctx, keyRun+r.ID, r, reasonRunCorrupted)
+		s.endMetrics(r.ID)
 		return err
 	}
 	s.log.Info("training run restored", "run", r.ID, "from", from, "next_seq", r.NextSeq)

@@ -40,7 +40,8 @@ type Service struct {
 	runs     runCtl
 	samplers samplerCtl
 	ckpts    ckptCtl
-	self     string // this API replica ("" for a single server)
+	metrics  metricCtl // the runs' metric histories (metrics.go)
+	self     string    // this API replica ("" for a single server)
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -83,9 +84,11 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		sessions: sessionCtl{m: map[string]*Session{}}, runs: runCtl{m: map[string]*Run{}}, samplers: samplerCtl{m: map[string]*Sampler{}},
 		ckpts: ckptCtl{m: map[string]map[string]*Checkpoint{}, files: ckptLayout{root: o.Config.CheckpointDir}}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
-		tel:   telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
-		polls: newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
+		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
+		polls:   newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
+		metrics: metricCtl{m: map[string]*metricHist{}, max: o.Config.Limits.MaxMetricPointsPerRun},
 	}
+	config.MustPositive("limits.max_metric_points_per_run", s.metrics.max)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -283,6 +283,9 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 		if err != nil {
 			return futures.Result{}, err
 		}
+		if req.Backward {
+			s.recordMetrics(ctx, r, op, m.SeqID, res.Metrics)
+		}
 		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
 			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
 				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
@@ -381,6 +384,7 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 		if err != nil {
 			return futures.Result{}, err
 		}
+		s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
 		return enc.OptimStep(metrics)
 	})
 }
@@ -429,6 +433,7 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 	c := *r
 	s.unlock(lkRuns)
 	s.fut.DropQueue(r.ID, fmt.Sprintf("training run %s was unloaded: %s", r.ID, why))
+	s.endMetrics(r.ID)
 	if was {
 		if err := s.be.RemoveAdapter(ctx, r.BaseModel, r.ID); err != nil {
 			s.log.Warn("remove adapter failed", "run", r.ID, "error", err)

@@ -161,6 +161,32 @@ func (s *SSE) Event(name string, data []byte) error {
 	return s.rc.Flush()
 }
 
+// EventID writes one event with an "id:" line (what a reconnecting EventSource sends
+// back as Last-Event-ID), an "event:" line when name is set, then the data line.
+func (s *SSE) EventID(id, name string, data []byte) error {
+	s.start()
+	buf := make([]byte, 0, len(id)+len(name)+len(data)+24)
+	buf = append(append(append(buf, "id: "...), id...), '\n')
+	if name != "" {
+		buf = append(append(append(buf, "event: "...), name...), '\n')
+	}
+	buf = append(append(append(buf, "data: "...), data...), "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// Comment writes a comment line (": text"): a heartbeat that keeps proxies and the
+// client from taking a quiet stream for a dead one, ignored by EventSource.
+func (s *SSE) Comment(text string) error {
+	s.start()
+	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
 // NoWriteDeadline lifts a server-wide write deadline for a generation's reply: its length
 // is bounded by max_tokens, not by the server's timeout for ordinary requests.
 func NoWriteDeadline(w http.ResponseWriter) {

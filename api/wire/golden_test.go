@@ -132,10 +132,11 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	at := time.Date(2026, 11, 1, 12, 30, 0, 0, time.UTC)
 	expires := at.Add(24 * time.Hour)
 	size := int64(4096)
+	lastLoss := 1.25
 	ckpt := Checkpoint{CheckpointID: "weights/step-4", CheckpointType: "training", Time: at, TinkerPath: "tinker://run-1/weights/step-4",
 		SizeBytes: &size, ExpiresAt: &expires, UserMetadata: map[string]string{"stage": "sft"}}
 	run := TrainingRun{TrainingRunID: "run-1", BaseModel: "tuft/tiny", ModelOwner: "alice", IsLora: true, LoraRank: i(8),
-		LastRequestTime: at, LastCheckpoint: &ckpt}
+		LastRequestTime: at, LastCheckpoint: &ckpt, Steps: 4, LastLoss: &lastLoss, State: "ready", SessionID: "sess-1", CreatedAt: at.Add(-time.Hour)}
 	jsons := map[string]any{
 		"client_config":           ServerClientConfig(),
 		"client_dynamic_config":   ServerDynamicConfig(),

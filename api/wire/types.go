@@ -496,6 +496,38 @@ type TrainingRun struct {
 	LastCheckpoint        *Checkpoint       `json:"last_checkpoint,omitempty"`
 	LastSamplerCheckpoint *Checkpoint       `json:"last_sampler_checkpoint,omitempty"`
 	UserMetadata          map[string]string `json:"user_metadata,omitempty"`
+	// The console's fields (issue 27; the SDK ignores fields it does not declare): the
+	// optim_steps completed, the last forward_backward's loss:sum (null before one), the
+	// run's state ("creating", "ready", "unloaded", "corrupted"), its session and
+	// creation time.
+	Steps     int64     `json:"steps"`
+	LastLoss  *float64  `json:"last_loss"`
+	State     string    `json:"state"`
+	SessionID string    `json:"session_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// MetricPoint is one forward_backward's or optim_step's metrics in a run's history
+// (GET /training_runs/{id}/metrics and its stream).
+type MetricPoint struct {
+	Seq     int64              `json:"seq"`
+	Step    int64              `json:"step"`
+	Op      string             `json:"op"`
+	Time    string             `json:"time"` // RFC 3339 with nanoseconds, UTC
+	Metrics map[string]float64 `json:"metrics"`
+	// NonFinite names metrics that were NaN or infinite (JSON has no such number).
+	NonFinite []string `json:"non_finite,omitempty"`
+	SeqID     int64    `json:"seq_id"`
+}
+
+// RunMetricsResponse answers GET /training_runs/{id}/metrics.
+type RunMetricsResponse struct {
+	RunID     string        `json:"run_id"`
+	Points    []MetricPoint `json:"points"`
+	NextAfter int64         `json:"next_after"`
+	Dropped   int64         `json:"dropped"`
+	// Ended: the run is unloaded or corrupted; no point will follow.
+	Ended bool `json:"ended"`
 }
 
 // Cursor pages REST lists.
