@@ -10,6 +10,9 @@ import (
 	"github.com/tuft-go/tuft/api/openai"
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/service"
+	"github.com/tuft-go/tuft/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Every request passes the same layers before its route's handler, whatever API dialect
@@ -152,7 +155,14 @@ func (h *Handler) tenantLayer(next http.Handler) http.Handler {
 			return
 		}
 		markAuthenticated(r.Context())
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+		// The tenant goes on the request's server span and into the context of the spans
+		// below it, so the session-span record (telemetry.SessionSpan) keeps a span only
+		// for the tenant that owns its session.
+		if sp := trace.SpanFromContext(r.Context()); sp.IsRecording() {
+			sp.SetAttributes(attribute.String(telemetry.AttrTenant, tenant))
+		}
+		ctx := telemetry.WithTenant(context.WithValue(r.Context(), tenantKey{}, tenant), tenant)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -19,6 +19,7 @@ func (h *Handler) routes() {
 	m.handle("GET /api/v1/healthz", public, h.healthz)
 	m.handle("GET /api/v1/archive/{token}", public, h.archiveDownload)              // signed link, no API key
 	m.handle("GET /api/v1/external_weights/{token}/{file}", public, h.externalFile) // signed link, no API key
+	m.handle("GET /api/v1/session_trace/{token}", public, h.traceDownload)          // signed link, no API key
 
 	a := func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		m.HandleFunc(pattern, h.authed(f))
@@ -81,6 +82,8 @@ func (h *Handler) routes() {
 	a("GET /api/v1/sessions/{session_id}", h.getSession)
 	a("PUT /api/v1/sessions/{session_id}/project", h.setSessionProject)
 	a("POST /api/v1/sessions/{session_id}/finish", h.finishSession)
+	a("GET /api/v1/sessions/{session_id}/spans", h.sessionSpans)
+	a("GET /api/v1/sessions/{session_id}/trace_export", h.traceExport)
 
 	h.mountCompat() // /oai/api/v1 and /anthropic/api (compat.go)
 

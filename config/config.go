@@ -253,6 +253,12 @@ type Sessions struct {
 	// Over the quota because of ended sessions, a request gets 429 with Retry-After at
 	// their prune; the default stays within the SDK's five minutes of retries.
 	FinishedRetentionSeconds Seconds `yaml:"finished_retention_seconds"`
+	// RecordSpans keeps this server's own spans of each session's requests for the
+	// session's owner (GET /api/v1/sessions/{id}/spans, the Perfetto trace export),
+	// bounded by limits.max_spans_per_session and limits.max_traced_sessions_per_tenant.
+	// It turns the OpenTelemetry SDK on even with telemetry disabled (no exporter then):
+	// spans cost a few microseconds each instead of nothing.
+	RecordSpans bool `yaml:"record_spans"`
 }
 
 // Limits bound what one tenant or one request may ask for.
@@ -363,6 +369,17 @@ type Limits struct {
 	// (GET /training_runs/{id}/metrics/stream): a stream holds no request slot of
 	// max_concurrent_requests_per_tenant once it has started, so it is counted here.
 	MaxMetricStreamsPerTenant int `yaml:"max_metric_streams_per_tenant"`
+	// MaxSpansPerSession bounds the spans kept for one session (sessions.record_spans):
+	// past it the oldest go first, and the record counts them as dropped.
+	// MaxTracedSessionsPerTenant bounds the sessions whose spans a tenant keeps: a span
+	// of one more session deletes the spans of the tenant's least recently traced one.
+	MaxSpansPerSession         int `yaml:"max_spans_per_session"`
+	MaxTracedSessionsPerTenant int `yaml:"max_traced_sessions_per_tenant"`
+	// AuditRetentionSeconds is how long an audit-log entry (GET /api/v1/audit) is kept;
+	// MaxAuditEventsPerTenantPerDay bounds a tenant's entries of one UTC day (past it, an
+	// operation still runs, its entry is not kept, and the server logs that once a day).
+	AuditRetentionSeconds         Seconds `yaml:"audit_retention_seconds"`
+	MaxAuditEventsPerTenantPerDay int     `yaml:"max_audit_events_per_tenant_per_day"`
 }
 
 // Billing holds the prices of the usage the server records (tokens trained, prefilled
@@ -417,7 +434,8 @@ func Default(home string) Config {
 			MaxSampleOutputCells: 1 << 20, MaxSampleOutputBytes: 32 << 20,
 			MaxSessionsPerTenant: 1024, MaxRunsPerTenant: 256, MaxAdapterBytesPerTenant: 8 << 30, MaxSamplersPerTenant: 256, MaxEphemeralSamplersPerRun: 8, MaxExportsPerTenant: 1,
 			MaxMetadataBytes: 64 << 10, MaxMetadataBytesPerTenant: 16 << 20, MaxDiskBytesPerTenant: 100 << 30,
-			MaxMetricPointsPerRun: 4096, MaxMetricStreamsPerTenant: 16},
+			MaxMetricPointsPerRun: 4096, MaxMetricStreamsPerTenant: 16,
+			MaxSpansPerSession: 4096, MaxTracedSessionsPerTenant: 64, AuditRetentionSeconds: 90 * 86400, MaxAuditEventsPerTenantPerDay: 100000},
 		Billing:   Billing{UsageRetentionDays: 90},
 		Inference: Inference{MaxAdapters: 16},
 		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},

@@ -280,7 +280,9 @@ func (l Limits) validate(v *validator) {
 		{"max_sample_output_cells", l.MaxSampleOutputCells}, {"max_sample_output_bytes", l.MaxSampleOutputBytes},
 		{"max_running_per_tenant", int64(l.MaxRunningPerTenant)}, {"max_client_events", int64(l.MaxClientEvents)},
 		{"max_completion_events_per_sampler", int64(l.MaxCompletionEventsPerSampler)}, {"max_retrieved_request_ids", int64(l.MaxRetrievedRequestIDs)},
-		{"max_metric_points_per_run", int64(l.MaxMetricPointsPerRun)}, {"max_metric_streams_per_tenant", int64(l.MaxMetricStreamsPerTenant)}} {
+		{"max_metric_points_per_run", int64(l.MaxMetricPointsPerRun)}, {"max_metric_streams_per_tenant", int64(l.MaxMetricStreamsPerTenant)},
+		{"max_spans_per_session", int64(l.MaxSpansPerSession)}, {"max_traced_sessions_per_tenant", int64(l.MaxTracedSessionsPerTenant)},
+		{"max_audit_events_per_tenant_per_day", int64(l.MaxAuditEventsPerTenantPerDay)}} {
 		v.atLeast(q.key, q.n, 1)
 	}
 	if l.MaxConcurrentRequests < l.MaxConcurrentRequestsPerTenant {
@@ -305,6 +307,9 @@ func (l Limits) validate(v *validator) {
 	v.notNegative("max_prompt_output_cells", int64(l.MaxPromptOutputCells))
 	if t := float64(l.SampleTimeoutSeconds); !(t >= 1 && t <= MaxTTLSeconds) {
 		v.bad("sample_timeout_seconds", "%g must be in [1, %d]", t, MaxTTLSeconds)
+	}
+	if t := float64(l.AuditRetentionSeconds); !(t >= 86400 && t <= MaxTTLSeconds) {
+		v.bad("audit_retention_seconds", "%g must be in [86400, %d] (at least the one UTC day an audit query reads)", t, MaxTTLSeconds)
 	}
 	if t := float64(l.FutureTimeoutSeconds); !(t >= 1 && t <= MaxTTLSeconds) {
 		v.bad("future_timeout_seconds", "%g must be in [1, %d]", t, MaxTTLSeconds)

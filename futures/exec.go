@@ -74,6 +74,7 @@ func (m *Manager) worker(p *pool) {
 func (m *Manager) execute(ctx context.Context, e *entry) {
 	ctx = telemetry.WithKeys(ctx, e.keys)
 	ctx = telemetry.WithKeys(ctx, telemetry.Keys{RequestID: e.rec.ID, OperationType: e.rec.OpType})
+	ctx = telemetry.WithTenant(ctx, e.rec.Tenant) // for the session-span record
 	wait := e.rec.StartedAt.Sub(e.queued)
 	// The execution continues the enqueuing request's trace (so one trace runs from the
 	// HTTP span down to the model executor) and also links to the enqueuing span, the

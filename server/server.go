@@ -49,6 +49,8 @@ type Server struct {
 	stopWorkers context.CancelFunc
 	// stopReplica withdraws this replica's registration (nil for a single server).
 	stopReplica func()
+	// sessionSpans is the session-span sink pointed at the service (nil when off).
+	sessionSpans *telemetry.SpanSink
 }
 
 // Options adjust Start.
@@ -63,6 +65,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	Instruments    *telemetry.Instruments
+	// SessionSpans is the sink of the session-span processor on TracerProvider
+	// (sessions.record_spans): Start points it at the service.
+	SessionSpans *telemetry.SpanSink
 }
 
 // telemetry resolves the providers every component gets.
@@ -148,6 +153,10 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.Service = svc
+	if o.SessionSpans != nil && cfg.Sessions.RecordSpans {
+		o.SessionSpans.Set(svc.RecordSessionSpan)
+		s.sessionSpans = o.SessionSpans
+	}
 	ho := api.OptionsFrom(cfg)
 	ho.Logger, ho.TracerProvider, ho.Instruments = log, tel.TracerProvider, tel.Instruments
 	s.Handler = api.New(svc, ho)
@@ -275,6 +284,9 @@ func (s *Server) close(ctx context.Context) error {
 		if err := s.Futures.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("futures: %w", err))
 		}
+	}
+	if s.sessionSpans != nil {
+		s.sessionSpans.Set(nil) // spans ending from here on have no service to go to
 	}
 	if s.Service != nil {
 		s.Service.Close()

@@ -378,6 +378,7 @@ const (
 	reasonRunCorrupted   = "run_corrupted"
 	reasonRunUnloaded    = "run_unloaded"
 	reasonRunFlush       = "run_flush"
+	reasonSessionSpans   = "session_spans"
 	reasonCopyRollback   = "copy_rollback"
 )
 

@@ -56,6 +56,8 @@ type Service struct {
 	// exports counts each tenant's exports running (export.go).
 	exports exportSlots
 
+	spans spanLog // the per-session span record (sessionspans.go)
+
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
 	kick    chan struct{}
@@ -117,9 +119,14 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.restore(ctx); err != nil {
 		return nil, err
 	}
-	s.stopped.Add(2)
+	if err := s.restoreSpans(ctx); err != nil {
+		return nil, err
+	}
+	s.spans.kick = make(chan struct{}, 1)
+	s.stopped.Add(3)
 	go s.reaper()
 	go s.flusher()
+	go s.spanRecorder()
 	return s, nil
 }
 

@@ -76,7 +76,8 @@ func cmdLaunch(args []string) error {
 			cfg.Home, newKey, newKey, cfg.Server.Host, cfg.Server.Port)
 	}
 	srv, err := server.Start(ctx, cfg, server.Options{Logger: log,
-		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments()})
+		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Instruments: tel.Instruments(),
+		SessionSpans: tel.SessionSpans()})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
@@ -38,7 +39,11 @@ func loadConfig(path string) (config.Config, error) {
 // process's globals (the OTel providers, slog's default logger); flush shuts it down,
 // exporting what is buffered, under a 5 s deadline.
 func startTelemetry(ctx context.Context, cfg config.Config, role string) (*setup.Telemetry, func(), error) {
-	tel, err := setup.New(ctx, cfg.Telemetry, role, setup.WithLogLevel(cfg.Server.LogLevel), setup.WithVersion(version))
+	opts := []setup.Option{setup.WithLogLevel(cfg.Server.LogLevel), setup.WithVersion(version)}
+	if role == "server" && cfg.Sessions.RecordSpans {
+		opts = append(opts, setup.WithSessionSpans(&telemetry.SpanSink{}))
+	}
+	tel, err := setup.New(ctx, cfg.Telemetry, role, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/server"
+	"github.com/tuft-go/tuft/telemetry"
+	"github.com/tuft-go/tuft/telemetry/setup"
 )
 
 // Keys of the two test tenants.
@@ -81,6 +83,16 @@ func Start(t testing.TB, cfg config.Config) *server.Server {
 // StartWith runs a server with cfg and options until the test ends.
 func StartWith(t testing.TB, cfg config.Config, o server.Options) *server.Server {
 	t.Helper()
+	if cfg.Sessions.RecordSpans && o.TracerProvider == nil && o.SessionSpans == nil {
+		// As tuft launch does: the session-span processor on the server's own provider.
+		tel, err := setup.New(context.Background(), cfg.Telemetry, "server", setup.WithSessionSpans(&telemetry.SpanSink{}),
+			setup.WithLogWriter(io.Discard))
+		if err != nil {
+			t.Fatalf("telemetry: %v", err)
+		}
+		t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+		o.TracerProvider, o.MeterProvider, o.Instruments, o.SessionSpans = tel.TracerProvider(), tel.MeterProvider(), tel.Instruments(), tel.SessionSpans()
+	}
 	s, err := server.Start(context.Background(), cfg, o)
 	if err != nil {
 		t.Fatalf("start server: %v", err)

@@ -44,8 +44,10 @@ type Telemetry struct {
 	gauges  *resourceGauges
 	spans   *otlptrace.Processor
 	logDrop *logDrops
-	once    sync.Once
-	err     error
+	// sessionSpans receives the session spans (WithSessionSpans; nil without).
+	sessionSpans *telemetry.SpanSink
+	once         sync.Once
+	err          error
 }
 
 type options struct {
@@ -58,6 +60,8 @@ type options struct {
 	readers    []sdkmetric.Reader
 	logProcs   []sdklog.Processor
 	forceLocal bool
+	// sessionSpans: WithSessionSpans's sink.
+	sessionSpans *telemetry.SpanSink
 }
 
 // Option adjusts New.
@@ -127,7 +131,7 @@ func New(ctx context.Context, cfg telemetry.Config, role string, opts ...Option)
 	for _, f := range opts {
 		f(&o)
 	}
-	t := &Telemetry{cfg: cfg, errs: &stderrErrorHandler{w: os.Stderr}, logDrop: &logDrops{}}
+	t := &Telemetry{cfg: cfg, errs: &stderrErrorHandler{w: os.Stderr}, logDrop: &logDrops{}, sessionSpans: o.sessionSpans}
 	local := newLocalHandler(o.logWriter, parseLevel(o.logLevel), o.jsonLogs)
 	if !cfg.Enabled && !o.forceLocal {
 		// Explicit no-op providers: cheaper per span than the global delegates, and

@@ -1,0 +1,321 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
+)
+
+// The per-session span record (sessions.record_spans, docs/observability.md "Session
+// spans"): this server's own spans of a session's requests, kept for the session's owner.
+// The span processor (telemetry/setup) hands each ended span to RecordSessionSpan, which
+// only queues it: span.End runs anywhere, under the service's locks too. The recorder
+// goroutine resolves the span's session (its tuft.session_id, else the session of its
+// training run or sampling session), keeps it only when the span's tenant owns that
+// session, and writes it to the store: one key per span (keySpan+session+"/"+seq) and
+// one bookkeeping record per session (keySpanMeta+session). So a session's spans survive
+// a restart and any API replica reads them.
+
+const (
+	keySpan     = "sspan/"
+	keySpanMeta = "sspanmeta/"
+)
+
+// SpanRecord is one span of a session's record (the T1 JSON of the console contract).
+type SpanRecord struct {
+	Seq          int64          `json:"seq"`
+	TraceID      string         `json:"trace_id"`
+	SpanID       string         `json:"span_id"`
+	ParentSpanID string         `json:"parent_span_id"`
+	Name         string         `json:"name"`
+	Start        time.Time      `json:"start"`
+	End          time.Time      `json:"end"`
+	DurationMs   float64        `json:"duration_ms"`
+	Status       string         `json:"status"` // "ok" | "error"
+	Error        string         `json:"error,omitempty"`
+	Attributes   map[string]any `json:"attributes"`
+}
+
+// spanMeta is a session's span bookkeeping: its spans are the keys of seq [First, Next).
+type spanMeta struct {
+	Session string    `json:"session"`
+	Tenant  string    `json:"tenant"`
+	First   int64     `json:"first"`
+	Next    int64     `json:"next"`
+	Dropped int64     `json:"dropped"` // spans removed by limits.max_spans_per_session
+	Touched time.Time `json:"touched"` // the last span's arrival (the eviction order)
+}
+
+// spanLog is the recorder's state: the queue of ended spans, and the bookkeeping of every
+// traced session (restored from the store at start).
+type spanLog struct {
+	mu    sync.Mutex
+	queue []telemetry.SessionSpan
+	lost  int64 // spans that found the queue full since the last log line
+	kick  chan struct{}
+	// work serialises draining (the recorder goroutine and a reader that drains first).
+	work sync.Mutex
+	meta map[string]*spanMeta // session id → bookkeeping
+}
+
+func spanKey(session string, seq int64) string {
+	return fmt.Sprintf("%s%s/%016x", keySpan, session, seq)
+}
+
+// RecordSessionSpan queues one ended span for the session record. It never blocks and
+// takes no service lock. At most limits.max_spans_per_session spans wait; more are
+// dropped (logged).
+func (s *Service) RecordSessionSpan(sp telemetry.SessionSpan) {
+	l := &s.spans
+	l.mu.Lock()
+	if len(l.queue) >= s.cfg.Limits.MaxSpansPerSession {
+		l.lost++
+		l.mu.Unlock()
+		return
+	}
+	l.queue = append(l.queue, sp)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// spanRecorder writes queued spans until the service stops.
+func (s *Service) spanRecorder() {
+	defer s.stopped.Done()
+	for {
+		select {
+		case <-s.stop:
+			s.drainSpans(context.Background())
+			return
+		case <-s.spans.kick:
+		}
+		time.Sleep(flushDelay) // let the spans of one request join one commit
+		s.drainSpans(context.Background())
+	}
+}
+
+// restoreSpans reads the bookkeeping of every traced session.
+func (s *Service) restoreSpans(ctx context.Context) error {
+	s.spans.meta = map[string]*spanMeta{}
+	return loadAll(ctx, s.st, keySpanMeta, s.log, func(m *spanMeta) { s.spans.meta[m.Session] = m })
+}
+
+// drainSpans records the queued spans in one store commit. The context is not a request's:
+// the store's own spans of this write belong to no session.
+func (s *Service) drainSpans(ctx context.Context) {
+	l := &s.spans
+	l.work.Lock()
+	defer l.work.Unlock()
+	l.mu.Lock()
+	batch, lost := l.queue, l.lost
+	l.queue, l.lost = nil, 0
+	l.mu.Unlock()
+	if lost > 0 {
+		s.log.Warn("session spans dropped: the recorder's queue was full", "spans", lost, "limit", "limits.max_spans_per_session")
+	}
+	if len(batch) == 0 {
+		return
+	}
+	owners := s.spanOwners(batch)
+	var ops []store.Op
+	touched := map[string]*spanMeta{}
+	now := s.now()
+	for i, sp := range batch {
+		sess := owners[i]
+		if sess == "" {
+			continue
+		}
+		m := l.meta[sess]
+		if m == nil {
+			ops = append(ops, s.evictTracedSession(sp.Tenant, touched)...)
+			m = &spanMeta{Session: sess, Tenant: sp.Tenant}
+			l.meta[sess] = m
+		}
+		b, err := json.Marshal(spanRecordOf(m.Next, sp))
+		if err != nil {
+			s.log.Error("encode session span", "session", sess, "span", sp.Name, "error", err)
+			continue
+		}
+		ops = append(ops, store.Op{Key: spanKey(sess, m.Next), Value: b})
+		m.Next++
+		for m.Next-m.First > int64(s.cfg.Limits.MaxSpansPerSession) {
+			ops = append(ops, store.Op{Key: spanKey(sess, m.First)})
+			m.First++
+			m.Dropped++
+		}
+		m.Touched = now
+		touched[sess] = m
+	}
+	for sess, m := range touched {
+		if l.meta[sess] == nil {
+			continue // evicted within this batch: its delete is in ops
+		}
+		b, _ := json.Marshal(m) // plain fields: cannot fail
+		ops = append(ops, store.Op{Key: keySpanMeta + sess, Value: b})
+	}
+	if len(ops) == 0 {
+		return
+	}
+	if err := s.st.Apply(ctx, ops); err != nil {
+		s.writeFailed(ctx, reasonSessionSpans, err, "spans", len(batch))
+	}
+}
+
+// evictTracedSession makes room for one more traced session of tenant: at
+// limits.max_traced_sessions_per_tenant, the least recently traced one's spans go.
+func (s *Service) evictTracedSession(tenant string, touched map[string]*spanMeta) []store.Op {
+	var oldest *spanMeta
+	n := 0
+	for _, m := range s.spans.meta {
+		if m.Tenant != tenant {
+			continue
+		}
+		n++
+		if oldest == nil || m.Touched.Before(oldest.Touched) {
+			oldest = m
+		}
+	}
+	if n < s.cfg.Limits.MaxTracedSessionsPerTenant || oldest == nil {
+		return nil
+	}
+	delete(s.spans.meta, oldest.Session)
+	delete(touched, oldest.Session)
+	ops := []store.Op{{Key: keySpanMeta + oldest.Session}}
+	for q := oldest.First; q < oldest.Next; q++ {
+		ops = append(ops, store.Op{Key: spanKey(oldest.Session, q)})
+	}
+	return ops
+}
+
+// spanOwners resolves the session each span belongs to ("" when none, or when the
+// span's tenant does not own it: a request naming another tenant's session is not part
+// of that session's record).
+func (s *Service) spanOwners(batch []telemetry.SessionSpan) []string {
+	out := make([]string, len(batch))
+	s.lock(lkSessions | lkRuns | lkSamplers)
+	defer s.unlock(lkSessions | lkRuns | lkSamplers)
+	for i, sp := range batch {
+		sess := sp.SessionID
+		if sess == "" && sp.TrainingRunID != "" {
+			if r := s.runs.m[sp.TrainingRunID]; r != nil && r.Tenant == sp.Tenant {
+				sess = r.SessionID
+			}
+		}
+		if sess == "" && sp.SamplingSessionID != "" {
+			if sm := s.samplers.m[sp.SamplingSessionID]; sm != nil && sm.Tenant == sp.Tenant {
+				sess = sm.SessionID
+			}
+		}
+		if se := s.sessions.m[sess]; se != nil && se.Tenant == sp.Tenant {
+			out[i] = sess
+		}
+	}
+	return out
+}
+
+func spanRecordOf(seq int64, sp telemetry.SessionSpan) SpanRecord {
+	r := SpanRecord{Seq: seq, TraceID: sp.TraceID, SpanID: sp.SpanID, ParentSpanID: sp.ParentSpanID, Name: sp.Name,
+		Start: sp.Start.UTC(), End: sp.End.UTC(), DurationMs: float64(sp.End.Sub(sp.Start).Microseconds()) / 1000,
+		Status: "ok", Attributes: sp.Attributes}
+	if sp.Error {
+		r.Status, r.Error = "error", sp.StatusMessage
+	}
+	if r.Attributes == nil {
+		r.Attributes = map[string]any{}
+	}
+	return r
+}
+
+// SessionSpans are a session's recorded spans, oldest first, and how many older ones the
+// bound dropped.
+type SessionSpans struct {
+	Spans   []SpanRecord
+	Dropped int64
+}
+
+// SessionSpans reads the span record of tenant's session (not found for another
+// tenant's). Spans still queued are written first, so a reader sees every span that ended
+// before its call.
+func (s *Service) SessionSpans(ctx context.Context, tenant, id string) (SessionSpans, error) {
+	if err := s.ownSession(tenant, id); err != nil {
+		return SessionSpans{}, err
+	}
+	s.drainSpans(context.WithoutCancel(ctx))
+	out := SessionSpans{Spans: []SpanRecord{}}
+	s.spans.work.Lock()
+	if m := s.spans.meta[id]; m != nil {
+		out.Dropped = m.Dropped
+	}
+	s.spans.work.Unlock()
+	var bad error
+	err := s.st.Scan(ctx, keySpan+id+"/", func(key string, v []byte) error {
+		var r SpanRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			bad = fmt.Errorf("unreadable span record %s: %w", key, err)
+			return nil
+		}
+		out.Spans = append(out.Spans, r)
+		return nil
+	})
+	if err != nil {
+		return SessionSpans{}, classify(err)
+	}
+	if bad != nil {
+		s.log.WarnContext(ctx, "skipping a session span", "error", bad)
+	}
+	// The Redis store scans in no order; seq is the arrival order.
+	sort.Slice(out.Spans, func(i, j int) bool { return out.Spans[i].Seq < out.Spans[j].Seq })
+	return out, nil
+}
+
+// ownSession checks that tenant owns session id: not found otherwise, exactly as for a
+// missing one.
+func (s *Service) ownSession(tenant, id string) error {
+	if id == "" || strings.Contains(id, "/") {
+		return notFoundf("session %q not found", id)
+	}
+	s.lock(lkSessions)
+	_, err := s.sessions.owned(tenant, id)
+	s.unlock(lkSessions)
+	return s.settle(err)
+}
+
+// traceTokenTag separates trace-export tokens from archive tokens (a tinker:// path) and
+// file tokens (fileTokenTag).
+const traceTokenTag = "trace\x00"
+
+// TraceToken signs a link to the Perfetto export of tenant's session, valid for ttl.
+func (s *Service) TraceToken(tenant, id string, ttl time.Duration) (string, time.Time, error) {
+	if err := s.ownSession(tenant, id); err != nil {
+		return "", time.Time{}, err
+	}
+	exp := s.now().Add(ttl).Truncate(time.Second)
+	return s.sign(exp, traceTokenTag+tenant+"\x00"+id), exp, nil
+}
+
+// OpenTraceToken verifies a trace-export token and reads the span record it grants.
+func (s *Service) OpenTraceToken(ctx context.Context, tok string) (session string, spans SessionSpans, err error) {
+	payload, err := s.verify(tok)
+	if err != nil {
+		return "", SessionSpans{}, err
+	}
+	rest, ok := strings.CutPrefix(payload, traceTokenTag)
+	if !ok {
+		return "", SessionSpans{}, ErrBadToken
+	}
+	tenant, id, ok := strings.Cut(rest, "\x00")
+	if !ok {
+		return "", SessionSpans{}, ErrBadToken
+	}
+	spans, err = s.SessionSpans(ctx, tenant, id)
+	return id, spans, err
+}
