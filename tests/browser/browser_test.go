@@ -92,6 +92,7 @@ type tab struct {
 	ctx  context.Context
 	name string
 	rec  *recorder
+	page int // index of the first request recorded since the last open
 }
 
 func (b *browser) newTab(t *testing.T, name string) *tab {
@@ -141,6 +142,7 @@ func (tb *tab) open(t *testing.T, path string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
+	tb.page = tb.rec.count()
 	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(tb.b.base+path))
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
@@ -237,14 +239,14 @@ func (tb *tab) shot(t *testing.T, name string) {
 	t.Logf("screenshot %s (%d KB)", path, len(png)>>10)
 }
 
-// settle waits until the page has no request in flight (event streams aside) for
-// quiet, or fails after timeout.
+// settle waits until the page opened last has no request in flight (event streams
+// aside) for quiet, or fails after timeout.
 func (tb *tab) settle(t *testing.T, quiet, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	idleSince := time.Time{}
 	for {
-		if tb.rec.inFlight() == 0 {
+		if tb.rec.inFlight(tb.page) == 0 {
 			if idleSince.IsZero() {
 				idleSince = time.Now()
 			} else if time.Since(idleSince) >= quiet {
@@ -254,7 +256,7 @@ func (tb *tab) settle(t *testing.T, quiet, timeout time.Duration) {
 			idleSince = time.Time{}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: requests still in flight after %v: %v", tb.name, timeout, tb.rec.pending())
+			t.Fatalf("%s: requests still in flight after %v: %v", tb.name, timeout, tb.rec.pending(tb.page))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -318,11 +320,20 @@ func (r *recorder) listen(ev any) {
 	}
 }
 
-func (r *recorder) inFlight() int {
+// count is how many requests have been recorded.
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ids)
+}
+
+// inFlight counts the requests from the from'th on that have not finished.
+func (r *recorder) inFlight(from int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, e := range r.ex {
+	for _, id := range r.ids[min(from, len(r.ids)):] {
+		e := r.ex[id]
 		// The console's own static files hold no tenant's data, and Chromium does not
 		// always report the end of one it had in its memory cache.
 		if !e.finished && !e.stream && e.url != "" && !strings.HasPrefix(e.url, "data:") && !strings.Contains(e.url, "/console/static/") {
@@ -332,11 +343,12 @@ func (r *recorder) inFlight() int {
 	return n
 }
 
-func (r *recorder) pending() []string {
+func (r *recorder) pending(from int) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
-	for _, e := range r.ex {
+	for _, id := range r.ids[min(from, len(r.ids)):] {
+		e := r.ex[id]
 		if !e.finished && !e.stream {
 			out = append(out, e.method+" "+e.url)
 		}
@@ -344,14 +356,13 @@ func (r *recorder) pending() []string {
 	return out
 }
 
-// fetchBodies fetches the bodies of the finished requests not fetched yet, from the
-// from'th recorded on (a body is only kept while its page is open: call it before
-// navigating away, from the first request of the page).
-func (tb *tab) fetchBodies(t *testing.T, from int) {
+// fetchBodies fetches the bodies of the finished requests of the page opened last (a
+// body is only kept while its page is open: call it before navigating away).
+func (tb *tab) fetchBodies(t *testing.T) {
 	t.Helper()
 	tb.rec.mu.Lock()
 	var todo []network.RequestID
-	for _, id := range tb.rec.ids[min(from, len(tb.rec.ids)):] {
+	for _, id := range tb.rec.ids[min(tb.page, len(tb.rec.ids)):] {
 		if e := tb.rec.ex[id]; e.finished && !e.fetched && !e.stream {
 			todo = append(todo, id)
 		}

@@ -301,15 +301,14 @@ func TestConsole(t *testing.T) {
 		// requests' bodies, its event streams' messages, its DOM) for alice's strings.
 		visit := func(path, ready string, allowed string) []exchange {
 			t.Helper()
-			n0 := len(bob.rec.exchanges())
 			bob.open(t, path)
 			if ready != "" {
 				bob.wait(t, path+" ready", ready, 10*time.Second)
 			}
 			bob.settle(t, 500*time.Millisecond, 15*time.Second)
-			bob.fetchBodies(t, n0)
+			bob.fetchBodies(t)
 			dom := eval[string](t, bob, `document.documentElement.outerHTML`)
-			exs := bob.rec.exchanges()[n0:]
+			exs := bob.rec.exchanges()[bob.page:]
 			for _, l := range leaks(exs, dom, secrets, allowed) {
 				t.Errorf("bob on %s: %s", path, l)
 			}
