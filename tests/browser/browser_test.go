@@ -140,12 +140,18 @@ func (tb *tab) onFail(t *testing.T) {
 // open navigates to a console path and returns the document's HTTP status.
 func (tb *tab) open(t *testing.T, path string) int64 {
 	t.Helper()
+	return tb.openURL(t, tb.b.base+path)
+}
+
+// openURL navigates to an absolute URL and returns the document's HTTP status.
+func (tb *tab) openURL(t *testing.T, u string) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	tb.page = tb.rec.count()
-	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(tb.b.base+path))
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(u))
 	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
+		t.Fatalf("open %s: %v", u, err)
 	}
 	if resp == nil {
 		return 0

@@ -51,8 +51,11 @@ func TestConsole(t *testing.T) {
 	rec.runA, rec.sessionA = r["run_id"].(string), r["session_id"].(string)
 
 	alice := b.newTab(t, "alice")
+	alice.onFail(t)
+	alice.signIn(t, srv.keyA)
 
 	t.Run("sign_in_cookie_sign_out", func(t *testing.T) {
+		alice := b.newTab(t, "alice-signin") // its own cookie jar: signing out here leaves the other tab signed in
 		alice.onFail(t)
 		alice.open(t, "/console/login")
 		alice.shot(t, "login")
@@ -105,7 +108,6 @@ func TestConsole(t *testing.T) {
 		if got := alice.open(t, "/console/runs"); got == http.StatusOK && eval[bool](t, alice, `!!document.querySelector('nav#nav')`) {
 			t.Errorf("/console/runs shows the signed-in page after sign-out")
 		}
-		alice.signIn(t, srv.keyA)
 	})
 
 	t.Run("loss_curve_grows_while_sdk_trains", func(t *testing.T) {
@@ -357,8 +359,8 @@ func TestConsole(t *testing.T) {
 		alice.open(t, "/console/sessions/"+url.PathEscape(rec.xssSession))
 		alice.settle(t, 300*time.Millisecond, 10*time.Second)
 		checkInert(t, alice, "session")
-		if !eval[bool](t, alice, `document.body.innerText.includes('<b>session</b>')`) {
-			t.Logf("the session page does not show the session's name (user_metadata.name)")
+		if !eval[bool](t, alice, fmt.Sprintf(`document.body.innerText.includes(%q)`, "<b>session</b>"+xssName)) {
+			t.Errorf("the session page does not show the session's name (user_metadata.name) as text")
 		}
 	})
 
@@ -404,6 +406,31 @@ func TestConsole(t *testing.T) {
 		}
 		if code, _ := getWithCookies(t, srv.base+"/console/runs", cookies, nil); code != http.StatusOK {
 			t.Errorf("after the refused sign-out the session no longer works (%d)", code)
+		}
+		// A page of another site (localhost is not 127.0.0.1) posts the sign-out form, with
+		// the right token even: the browser withholds the SameSite=Strict cookie and the
+		// console refuses the cross-site request.
+		other := strings.Replace(srv.base, "127.0.0.1", "localhost", 1)
+		alice.openURL(t, other+"/api/v1/healthz")
+		eval[bool](t, alice, fmt.Sprintf(`(() => { const f = document.createElement('form'); f.method = 'post';
+		  f.action = %q; const i = document.createElement('input'); i.name = 'csrf'; i.value = %q;
+		  f.appendChild(i); document.body.appendChild(f); f.submit(); return true; })()`, srv.base+"/console/signout", token))
+		alice.wait(t, "the cross-site form posted", fmt.Sprintf(`location.href === %q`, srv.base+"/console/signout"), 10*time.Second)
+		alice.settle(t, 200*time.Millisecond, 10*time.Second)
+		posted := 0
+		for _, e := range alice.rec.exchanges()[alice.page:] {
+			if e.method == "POST" && e.url == srv.base+"/console/signout" {
+				posted++
+				if e.status != http.StatusForbidden {
+					t.Errorf("a cross-site form POST to /console/signout: %d, want 403", e.status)
+				}
+			}
+		}
+		if posted == 0 {
+			t.Errorf("the browser recorded no cross-site POST to /console/signout")
+		}
+		if code, _ := getWithCookies(t, srv.base+"/console/runs", cookies, nil); code != http.StatusOK {
+			t.Errorf("a cross-site form POST signed alice out (%d)", code)
 		}
 
 		// CSP: on every page, and no inline script runs (one injected by script here).
