@@ -268,6 +268,29 @@ func (tb *tab) settle(t *testing.T, quiet, timeout time.Duration) {
 	}
 }
 
+// waitRequest waits until the page opened last has finished a request whose URL holds
+// part (a live page's refresh), then until it is quiet.
+func (tb *tab) waitRequest(t *testing.T, part string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		done := false
+		for _, e := range tb.rec.exchanges()[tb.page:] {
+			if e.finished && strings.Contains(e.url, part) {
+				done = true
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no request to %s finished after %v", tb.name, part, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.settle(t, 300*time.Millisecond, timeout)
+}
+
 // exchange is one request the page made and what came back.
 type exchange struct {
 	url, method string

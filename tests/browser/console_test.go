@@ -353,6 +353,12 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the run's name shows as %q, want the text %q", got, xssName)
 		}
 		checkInert(t, alice, "runs")
+		// The list is drawn again by script from the API's JSON: check after that too.
+		alice.waitRequest(t, "/console/api/api/v1/training_runs", 15*time.Second)
+		if got := eval[string](t, alice, fmt.Sprintf(`document.querySelector('tr[data-run-id=%q] .run-name').textContent.trim()`, rec.xssRun)); got != xssName {
+			t.Errorf("after the live refresh the run's name shows as %q, want the text %q", got, xssName)
+		}
+		checkInert(t, alice, "runs after a live refresh")
 		alice.open(t, "/console/runs/"+url.PathEscape(rec.xssRun))
 		alice.wait(t, "the run page names the run as text", fmt.Sprintf(`document.body.innerText.includes(%q)`, xssName), 10*time.Second)
 		checkInert(t, alice, "run")
