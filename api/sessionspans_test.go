@@ -15,6 +15,10 @@ import (
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/server"
+	"github.com/tuft-go/tuft/telemetry"
+	"github.com/tuft-go/tuft/telemetry/setup"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 type spanJSON struct {
@@ -161,7 +165,15 @@ func TestSessionSpansAreBounded(t *testing.T) {
 	cfg := spanConfig(t, "memory")
 	cfg.Limits.MaxSpansPerSession = 12
 	cfg.Limits.MaxTracedSessionsPerTenant = 1
-	s := testenv.Start(t, cfg)
+	reader := sdkmetric.NewManualReader()
+	tel, err := setup.New(context.Background(), cfg.Telemetry, "server", setup.WithSessionSpans(&telemetry.SpanSink{}),
+		setup.WithMetricReader(reader), setup.WithLogWriter(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	s := testenv.StartWith(t, cfg, server.Options{TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(),
+		Instruments: tel.Instruments(), SessionSpans: tel.SessionSpans()})
 	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
 	first := h.a.NewSession()
 	trainOnce(h.a, first)
@@ -190,6 +202,26 @@ func TestSessionSpansAreBounded(t *testing.T) {
 	})
 	if len(getSpans(t, h.b, bSess).Spans) == 0 {
 		t.Fatal("A's new session evicted B's record")
+	}
+	// tuft.session_spans.dropped counts both kinds of drop.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	drops := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "tuft.session_spans.dropped" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				r, _ := dp.Attributes.Value("reason")
+				drops[r.AsString()] += dp.Value
+			}
+		}
+	}
+	if drops["session_bound"] < got.Dropped || drops["session_evicted"] == 0 {
+		t.Fatalf("tuft.session_spans.dropped: %v (record dropped %d)", drops, got.Dropped)
 	}
 }
 

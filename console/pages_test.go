@@ -121,19 +121,35 @@ func TestRunPageCheckpointsAndSamplers(t *testing.T) {
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, path := trainRun(t, a, "named")
-	// A sampler client of the run's checkpoint, in the run's session.
+	// A sampler client of the run's checkpoint, in the run's session, and one of the base
+	// model that is not the run's.
 	var run0 struct {
 		SessionID string `json:"session_id"`
 	}
 	a.Do("GET", "/api/v1/training_runs/"+run, nil, nil).JSON(t, &run0)
+	var smp struct {
+		SamplingSessionID string `json:"sampling_session_id"`
+	}
+	a.Post("/api/v1/create_sampling_session", map[string]any{"session_id": run0.SessionID, "sampling_session_seq_id": 1, "model_path": path}, &smp)
+	var other struct {
+		SamplingSessionID string `json:"sampling_session_id"`
+	}
+	a.Post("/api/v1/create_sampling_session", map[string]any{"session_id": run0.SessionID, "sampling_session_seq_id": 2, "base_model": testenv.Model}, &other)
+	if smp.SamplingSessionID == "" || other.SamplingSessionID == "" {
+		t.Fatalf("sampling sessions %+v %+v", smp, other)
+	}
 	b := newBrowser(t, s.URL())
 	b.signIn(testenv.KeyA)
 	r := b.get("/console/runs/" + run)
 	for _, want := range []string{`id="metric"`, `id="smoothing"`, `id="log-scale"`, `id="chart"`, `class="series`, `table id="checkpoints"`,
-		`table id="samplers"`, `data-checkpoint="` + path + `"`} {
+		`table id="samplers"`, `data-checkpoint="` + path + `"`, `data-sampler-id="` + smp.SamplingSessionID + `"`,
+		`href="/console/sessions/` + run0.SessionID + `"`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("run page lacks %s:\n%s", want, r.body)
 		}
+	}
+	if strings.Contains(r.body, other.SamplingSessionID) {
+		t.Errorf("the run page lists a base-model sampler of its session")
 	}
 	r = b.get("/console/checkpoints")
 	for _, want := range []string{`data-checkpoint="` + path + `"`, `class="ckpt-size"`, `class="ckpt-type">sampler`, `class="ckpt-ttl">never`,

@@ -121,6 +121,7 @@ func (s *Service) drainSpans(ctx context.Context) {
 	l.mu.Unlock()
 	if lost > 0 {
 		s.log.Warn("session spans dropped: the recorder's queue was full", "spans", lost, "limit", "limits.max_spans_per_session")
+		s.tel.Instruments.SessionSpansDropped.Add(ctx, lost, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropQueueFull)...)
 	}
 	if len(batch) == 0 {
 		return
@@ -136,7 +137,7 @@ func (s *Service) drainSpans(ctx context.Context) {
 		}
 		m := l.meta[sess]
 		if m == nil {
-			ops = append(ops, s.evictTracedSession(sp.Tenant, touched)...)
+			ops = append(ops, s.evictTracedSession(ctx, sp.Tenant, touched)...)
 			m = &spanMeta{Session: sess, Tenant: sp.Tenant}
 			l.meta[sess] = m
 		}
@@ -151,6 +152,7 @@ func (s *Service) drainSpans(ctx context.Context) {
 			ops = append(ops, store.Op{Key: spanKey(sess, m.First)})
 			m.First++
 			m.Dropped++
+			s.tel.Instruments.SessionSpansDropped.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropSessionBound)...)
 		}
 		m.Touched = now
 		touched[sess] = m
@@ -172,7 +174,7 @@ func (s *Service) drainSpans(ctx context.Context) {
 
 // evictTracedSession makes room for one more traced session of tenant: at
 // limits.max_traced_sessions_per_tenant, the least recently traced one's spans go.
-func (s *Service) evictTracedSession(tenant string, touched map[string]*spanMeta) []store.Op {
+func (s *Service) evictTracedSession(ctx context.Context, tenant string, touched map[string]*spanMeta) []store.Op {
 	var oldest *spanMeta
 	n := 0
 	for _, m := range s.spans.meta {
@@ -187,6 +189,7 @@ func (s *Service) evictTracedSession(tenant string, touched map[string]*spanMeta
 	if n < s.cfg.Limits.MaxTracedSessionsPerTenant || oldest == nil {
 		return nil
 	}
+	s.tel.Instruments.SessionSpansDropped.Add(ctx, oldest.Next-oldest.First, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropSessionEvicted)...)
 	delete(s.spans.meta, oldest.Session)
 	delete(touched, oldest.Session)
 	ops := []store.Op{{Key: keySpanMeta + oldest.Session}}

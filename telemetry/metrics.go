@@ -31,6 +31,10 @@ type Instruments struct {
 	StoreWriteFailures metric.Int64Counter
 	// HTTPConnectionsClosed: connections closed to keep the connection slots, by reason.
 	HTTPConnectionsClosed metric.Int64Counter
+	// SessionSpansDropped counts spans the session-span record dropped, by reason.
+	SessionSpansDropped metric.Int64Counter
+	// AuditEvents counts audit-log entries, by event and status.
+	AuditEvents metric.Int64Counter
 	// StoreOperationDuration is the embedded store's db.client.operation.duration (the
 	// contract's persistence metric names Redis; other stores follow the semantic
 	// conventions instead of posing as Redis).
@@ -104,6 +108,10 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 		metric.WithDescription("Record writes that failed where no caller could be told, by reason (each is logged too)."))
 	in.HTTPConnectionsClosed, _ = m.Int64Counter(MetricHTTPConnectionsClosed, metric.WithUnit("{connection}"),
 		metric.WithDescription("Client connections the server closed to keep its connection slots, by reason."))
+	in.SessionSpansDropped, _ = m.Int64Counter(MetricSessionSpansDropped, metric.WithUnit("{span}"),
+		metric.WithDescription("Spans the per-session span record did not keep or dropped later, by reason."))
+	in.AuditEvents, _ = m.Int64Counter(MetricAuditEvents, metric.WithUnit("{event}"),
+		metric.WithDescription("Audit-log entries, by event and status (kept, over_day_limit, write_failed)."))
 	in.RedisOperationDuration, _ = m.Float64Histogram(MetricRedisOperationDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of each Redis command."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.StoreOperationDuration, _ = mp.Meter(ScopeStore).Float64Histogram(MetricDBClientOperationDuration, metric.WithUnit("s"),

@@ -255,6 +255,13 @@ const (
 	// connection slots (api/conn.go), by reason: ConnEvictedIdle, ConnKeylessIdle,
 	// ConnRefusedFull, ConnRefusedAddress.
 	MetricHTTPConnectionsClosed = "tuft.http.connections.closed"
+	// MetricSessionSpansDropped counts spans the session-span record did not keep or no
+	// longer keeps (sessions.record_spans), by reason: SpanDropQueueFull,
+	// SpanDropSessionBound, SpanDropSessionEvicted.
+	MetricSessionSpansDropped = "tuft.session_spans.dropped"
+	// MetricAuditEvents counts audit-log entries (GET /api/v1/audit), by MAttrEvent and
+	// MAttrStatus (AuditKept, AuditOverDayLimit, AuditWriteFailed).
+	MetricAuditEvents = "tuft.audit.events"
 )
 
 // Metrics of the semantic conventions, beside the contract's (spec: "where this file is
@@ -298,6 +305,7 @@ const (
 	MAttrStatus         = "status"
 	MAttrOperation      = "operation"
 	MAttrReason         = "reason"
+	MAttrEvent          = "event" // an audit-log event (checkpoint_save, apikey_read, ...)
 	MAttrGPUID          = "gpu_id"
 
 	MAttrDBSystemName    = "db.system.name"
@@ -344,3 +352,17 @@ func SampleSpan(phase string) string {
 	}
 	return SpanSamplePrefix + strings.ToLower(phase)
 }
+
+// Values of the reason attribute of tuft.session_spans.dropped.
+const (
+	SpanDropQueueFull      = "queue_full"      // the recorder's queue held limits.max_spans_per_session spans
+	SpanDropSessionBound   = "session_bound"   // an older span of a session past limits.max_spans_per_session
+	SpanDropSessionEvicted = "session_evicted" // a session's spans, for limits.max_traced_sessions_per_tenant
+)
+
+// Values of the status attribute of tuft.audit.events.
+const (
+	AuditKept         = "kept"
+	AuditOverDayLimit = "over_day_limit" // limits.max_audit_events_per_tenant_per_day
+	AuditWriteFailed  = "write_failed"
+)
