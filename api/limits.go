@@ -442,3 +442,13 @@ func (w *redirectWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// use is what tenant holds now: requests being served, body bytes, open streams.
+func (a *requestAdmission) use(tenant string) (reqs int, bytes int64, streams int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if u := a.tenants[tenant]; u != nil {
+		reqs, bytes = u.reqs, u.bytes
+	}
+	return reqs, bytes, a.streams[tenant]
+}

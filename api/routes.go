@@ -64,8 +64,6 @@ func (h *Handler) routes() {
 	// 404 (docs/compatibility.md).
 	a("POST /api/v1/create_custom_loss", h.refusedRoute("server-side custom losses (create_custom_loss) are not supported: this server "+
 		"advertises custom_loss_server_side false, so the SDK runs forward_backward_custom on the client"))
-	a("GET /api/v1/billing/usage/events", h.refusedRoute("billing usage events are not recorded: TuFT bills nothing "+
-		"(GET /api/v1/billing/usage/checkpoints/current reports checkpoint storage)"))
 	a("GET /api/v1/audit", h.refusedRoute("audit logs are not kept by this server (the server's log and traces record operations)"))
 
 	a("GET /api/v1/training_runs", h.listRuns)

@@ -27,6 +27,8 @@ const metricsHeartbeat = 15 * time.Second
 func (h *Handler) consoleRoutes(a func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string))) {
 	a("GET /api/v1/training_runs/{run_id}/metrics", h.runMetrics)
 	a("GET /api/v1/training_runs/{run_id}/metrics/stream", h.runMetricsStream)
+	a("GET /api/v1/usage", h.usage)
+	a("GET /api/v1/billing/usage/events", h.billingEvents)
 }
 
 func metricPointWire(p service.MetricPoint) wire.MetricPoint {
@@ -143,4 +145,120 @@ func (h *Handler) runMetricsStream(w http.ResponseWriter, r *http.Request, tenan
 			return // the run's record left this replica
 		}
 	}
+}
+
+// billingWindowMax is the longest window of one GET /billing/usage/events: the SDK's
+// documented bound (GetBillingUsageRequest.ending_before: "at most 14 days after
+// starting_on").
+const billingWindowMax = 14 * 24 * time.Hour
+
+// usageReport is the tenant's usage over its last days, with the quotas the HTTP layer
+// counts (requests, bodies, streams) after the service's.
+func (h *Handler) usageReport(r *http.Request, tenant string, days int) (wire.UsageResponse, error) {
+	rep, err := h.svc.TenantUsage(r.Context(), tenant, days)
+	if err != nil {
+		return wire.UsageResponse{}, err
+	}
+	out := wire.UsageResponse{Days: make([]wire.UsageDay, 0, len(rep.Days)), AdapterMemoryBytes: rep.AdapterMemoryBytes, DiskBytes: rep.DiskBytes}
+	for _, d := range rep.Days {
+		out.Days = append(out.Days, wire.UsageDay{Day: d.Day, TokensTrained: d.TokensTrained, TokensSampled: d.TokensSampled, TokensPrefilled: d.TokensPrefilled})
+	}
+	for _, q := range rep.Quotas {
+		out.Quotas = append(out.Quotas, wire.QuotaUsage{Key: q.Key, Used: q.Used, Limit: q.Limit, Unit: q.Unit})
+	}
+	reqs, bytes, streams := h.adm.use(tenant)
+	l := h.opt.Limits
+	out.Quotas = append(out.Quotas,
+		wire.QuotaUsage{Key: "limits.max_concurrent_requests_per_tenant", Used: int64(reqs), Limit: int64(l.MaxConcurrentPerTenant), Unit: "requests"},
+		wire.QuotaUsage{Key: "limits.max_body_bytes_in_flight_per_tenant", Used: bytes, Limit: l.MaxBodyBytesPerTenant, Unit: "bytes"},
+		wire.QuotaUsage{Key: "limits.max_metric_streams_per_tenant", Used: int64(streams), Limit: int64(l.MaxMetricStreamsPerTenant), Unit: "streams"})
+	return out, nil
+}
+
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request, tenant string) {
+	days, err := queryInt64(r, "days", 30, 1<<20)
+	if err == nil {
+		var out wire.UsageResponse
+		if out, err = h.usageReport(r, tenant, int(days)); err == nil {
+			textgen.WriteJSON(w, encodingFailed, http.StatusOK, out)
+			return
+		}
+	}
+	h.fail(w, r, err)
+}
+
+// billingTime reads a required window bound: RFC 3339 (a time without an offset is
+// UTC, as pydantic writes a naive datetime), on a UTC hour.
+func billingTime(r *http.Request, name string) (time.Time, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return time.Time{}, invalid(fmt.Errorf("query parameter %s is required (an RFC 3339 time on a UTC hour, e.g. 2026-11-27T00:00:00Z)", name))
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		if t, err = time.ParseInLocation("2006-01-02T15:04:05.999999999", v, time.UTC); err != nil {
+			return time.Time{}, invalid(fmt.Errorf("query parameter %s=%q is not an RFC 3339 time", name, v))
+		}
+	}
+	t = t.UTC()
+	if !t.Equal(t.Truncate(time.Hour)) {
+		return time.Time{}, invalid(fmt.Errorf("query parameter %s=%q must be aligned to a UTC hour boundary", name, v))
+	}
+	return t, nil
+}
+
+// billingEvents answers AdminClient.get_billing_usage: the tenant's hourly token usage
+// in [starting_on, ending_before), priced by the billing.usd_per_* keys.
+func (h *Handler) billingEvents(w http.ResponseWriter, r *http.Request, tenant string) {
+	from, err := billingTime(r, "starting_on")
+	var to time.Time
+	if err == nil {
+		to, err = billingTime(r, "ending_before")
+	}
+	if err == nil {
+		switch now := time.Now(); {
+		case !to.After(from):
+			err = invalid(fmt.Errorf("ending_before %s must be after starting_on %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
+		case to.Sub(from) > billingWindowMax:
+			err = invalid(fmt.Errorf("the window from starting_on %s to ending_before %s is longer than 14 days", from.Format(time.RFC3339), to.Format(time.RFC3339)))
+		case from.After(now):
+			err = invalid(fmt.Errorf("starting_on %s is in the future", from.Format(time.RFC3339)))
+		}
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	buckets, sessions, err := h.svc.BillingEvents(r.Context(), tenant, from, to)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := wire.BillingUsageResponse{Data: make([]wire.BillingUsageEvent, 0, len(buckets)), Sessions: map[string]wire.BillingUsageSession{}}
+	for _, b := range buckets {
+		out.Data = append(out.Data, billingEvent(b, tenant, sessions, h.svc.TokenRate(b.Kind)))
+	}
+	for id, se := range sessions {
+		out.Sessions[id] = wire.BillingUsageSession{UserMetadata: stringMetadata(se.UserMetadata)}
+	}
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, out)
+}
+
+func billingEvent(b service.UsageBucket, tenant string, sessions map[string]service.BillingSession, rate float64) wire.BillingUsageEvent {
+	ptr := func(s string) *string { return &s }
+	ev := wire.BillingUsageEvent{BucketStart: b.Hour, BucketEnd: b.Hour.Add(time.Hour), BaseModel: ptr(b.BaseModel),
+		UserID: ptr(tenant), UserName: ptr(tenant), EventInfo: wire.BillingEventInfo{Type: b.Kind, TokenCount: b.Tokens}}
+	if b.SessionID != "" {
+		ev.SessionID = ptr(b.SessionID)
+		if p := sessions[b.SessionID].ProjectID; p != "" {
+			ev.ProjectID = ptr(p)
+		}
+	}
+	if b.Kind == service.UsagePrefill || b.Kind == service.UsagePrefillCached {
+		cached := b.Kind == service.UsagePrefillCached
+		ev.EventInfo.Type, ev.EventInfo.Cached = service.UsagePrefill, &cached
+	}
+	cost := rate * float64(b.Tokens) / 1e6
+	ev.EffectiveRateUSDPerMillionTokens, ev.EstimatedCostUSD = &rate, &cost
+	return ev
 }

@@ -90,10 +90,11 @@ func sdkFieldRules() map[string]fieldRule {
 		"CustomLossGraph":         {"POST", "/api/v1/create_custom_loss", "custom_loss_server_side"},
 		"CustomLossInput":         {"POST", "/api/v1/create_custom_loss", "custom_loss_server_side"},
 		"CustomLossNode":          {"POST", "/api/v1/create_custom_loss", "custom_loss_server_side"},
-		"GetBillingUsageRequest":  {"GET", "/api/v1/billing/usage/events", "TuFT bills nothing"},
 	} {
 		r[typ+".*"] = endpoint(rt[0], rt[1], rt[2])
 	}
+	r["GetBillingUsageRequest.starting_on"] = honoured("TestUsageAndBillingEvents")
+	r["GetBillingUsageRequest.ending_before"] = honoured("TestUsageAndBillingEvents")
 	// Client telemetry is logged as it comes (tests/telemetry checks the records).
 	for _, typ := range []string{"TelemetrySendRequest", "GenericEvent", "SessionEndEvent", "SessionStartEvent", "UnhandledExceptionEvent"} {
 		r[typ+".*"] = honoured("TestClientTelemetryBecomesLogRecords")

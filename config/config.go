@@ -389,10 +389,12 @@ type Billing struct {
 	// UsageRetentionDays is how long hourly usage buckets are kept (GET /usage reads at
 	// most 90 days, GET /billing/usage/events 14).
 	UsageRetentionDays int `yaml:"usage_retention_days"`
-	// USDPerMillionTrainingTokens, ...Prefill..., ...Sample... price the token kinds.
-	USDPerMillionTrainingTokens float64 `yaml:"usd_per_million_training_tokens"`
-	USDPerMillionPrefillTokens  float64 `yaml:"usd_per_million_prefill_tokens"`
-	USDPerMillionSampleTokens   float64 `yaml:"usd_per_million_sample_tokens"`
+	// USDPerMillionTrainingTokens, ...Prefill..., ...CachedPrefill..., ...Sample... price
+	// the token kinds (cached prefill: prompt tokens served from the prefix cache).
+	USDPerMillionTrainingTokens      float64 `yaml:"usd_per_million_training_tokens"`
+	USDPerMillionPrefillTokens       float64 `yaml:"usd_per_million_prefill_tokens"`
+	USDPerMillionCachedPrefillTokens float64 `yaml:"usd_per_million_cached_prefill_tokens"`
+	USDPerMillionSampleTokens        float64 `yaml:"usd_per_million_sample_tokens"`
 	// USDPerGBMonthStorage prices checkpoint storage (one GB-month is 720 GB-hours).
 	USDPerGBMonthStorage float64 `yaml:"usd_per_gb_month_storage"`
 }

@@ -221,6 +221,7 @@ func (b Billing) validate(v *validator) {
 		key string
 		usd float64
 	}{{"usd_per_million_training_tokens", b.USDPerMillionTrainingTokens}, {"usd_per_million_prefill_tokens", b.USDPerMillionPrefillTokens},
+		{"usd_per_million_cached_prefill_tokens", b.USDPerMillionCachedPrefillTokens},
 		{"usd_per_million_sample_tokens", b.USDPerMillionSampleTokens}, {"usd_per_gb_month_storage", b.USDPerGBMonthStorage}} {
 		if !(p.usd >= 0) || math.IsInf(p.usd, 0) {
 			v.bad(p.key, "%g must be a finite price ≥ 0 (US dollars)", p.usd)

@@ -190,3 +190,15 @@ func (m *Manager) Backlog(pool string) (total int, byTenant map[string]int) {
 	}
 	return total, byTenant
 }
+
+// OpenOperations is each tenant's unfinished operations (queued or running, plus
+// refusals ahead of their turn): what limits.max_queued_per_tenant bounds.
+func (m *Manager) OpenOperations() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int, len(m.sched.open))
+	for t, n := range m.sched.open {
+		out[t] = n
+	}
+	return out
+}

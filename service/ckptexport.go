@@ -100,3 +100,10 @@ func (e *exportSlots) give(tenant string) {
 		delete(e.n, tenant)
 	}
 }
+
+// running is tenant's exports being written.
+func (e *exportSlots) running(tenant string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n[tenant]
+}

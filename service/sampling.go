@@ -344,9 +344,14 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 			if d > 0 {
 				m.SamplingTokensPerSecond.Record(ctx, float64(out.OutputTokens)/d, attrs)
 			}
+			sampled := 0
 			for _, sq := range out.Sequences {
 				m.SamplingOutputTokens.Record(ctx, int64(len(sq.Tokens)), attrs)
+				sampled += len(sq.Tokens)
 			}
+			s.addUsage(job.tenant, base, keys.SessionID, UsageSample, sampled)
+			s.addUsage(job.tenant, base, keys.SessionID, UsagePrefill, out.PromptTokens-out.PromptCacheHitTokens)
+			s.addUsage(job.tenant, base, keys.SessionID, UsagePrefillCached, out.PromptCacheHitTokens)
 			return job.encode(out)
 		},
 	})

@@ -41,6 +41,7 @@ type Service struct {
 	samplers samplerCtl
 	ckpts    ckptCtl
 	metrics  metricCtl // the runs' metric histories (metrics.go)
+	usage    usageCtl  // token usage in hourly buckets (tokenusage.go)
 	self     string    // this API replica ("" for a single server)
 
 	stop    chan struct{}
@@ -89,8 +90,10 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 		polls:   newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
 		metrics: metricCtl{m: map[string]*metricHist{}, max: o.Config.Limits.MaxMetricPointsPerRun},
+		usage:   usageCtl{m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)},
 	}
 	config.MustPositive("limits.max_metric_points_per_run", s.metrics.max)
+	config.MustPositive("billing.usage_retention_days", o.Config.Billing.UsageRetentionDays)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -122,11 +125,15 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.restoreSpans(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.loadUsage(ctx); err != nil {
+		return nil, err
+	}
 	s.spans.kick = make(chan struct{}, 1)
-	s.stopped.Add(3)
+	s.stopped.Add(4)
 	go s.reaper()
 	go s.flusher()
 	go s.spanRecorder()
+	go s.usageFlusher()
 	return s, nil
 }
 

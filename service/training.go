@@ -286,6 +286,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 		if req.Backward {
 			s.recordMetrics(ctx, r, op, m.SeqID, res.Metrics)
 		}
+		s.addUsage(r.Tenant, r.BaseModel, r.SessionID, UsageTraining, res.Tokens)
 		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
 			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
 				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))

@@ -133,6 +133,7 @@ func goldenResponses(t *testing.T) map[string][]byte {
 	expires := at.Add(24 * time.Hour)
 	size := int64(4096)
 	lastLoss := 1.25
+	rate, cost := 0.0, 0.0
 	ckpt := Checkpoint{CheckpointID: "weights/step-4", CheckpointType: "training", Time: at, TinkerPath: "tinker://run-1/weights/step-4",
 		SizeBytes: &size, ExpiresAt: &expires, UserMetadata: map[string]string{"stage": "sft"}}
 	run := TrainingRun{TrainingRunID: "run-1", BaseModel: "tuft/tiny", ModelOwner: "alice", IsLora: true, LoraRank: i(8),
@@ -180,6 +181,12 @@ func goldenResponses(t *testing.T) map[string][]byte {
 			NextCursor: &SessionSearchCursor{LastCreatedAt: at, LastSessionID: "sess-1"}},
 		"checkpoint_storage_usage": CheckpointStorageUsageResponse{Data: []CheckpointStorageUsageItem{{ProjectID: str("alice"), OrgUserURN: str("alice"),
 			UserName: str("alice"), CheckpointCount: 1, SizeBytes: size, SizeGigabytes: float64(size) / 1e9}}},
+		"billing_usage_events": BillingUsageResponse{Data: []BillingUsageEvent{
+			{BucketStart: at.Truncate(time.Hour), BucketEnd: at.Truncate(time.Hour).Add(time.Hour), BaseModel: str("tuft/tiny"), UserID: str("alice"), UserName: str("alice"),
+				SessionID: str("sess-1"), EstimatedCostUSD: &cost, EffectiveRateUSDPerMillionTokens: &rate, EventInfo: BillingEventInfo{Type: "training", TokenCount: 96}},
+			{BucketStart: at.Truncate(time.Hour), BucketEnd: at.Truncate(time.Hour).Add(time.Hour), BaseModel: str("tuft/tiny"), UserID: str("alice"), UserName: str("alice"),
+				SessionID: str("sess-1"), EstimatedCostUSD: &cost, EffectiveRateUSDPerMillionTokens: &rate, EventInfo: BillingEventInfo{Type: "sampling_prefill", Cached: b(true), TokenCount: 8}}},
+			Sessions: map[string]BillingUsageSession{"sess-1": {UserMetadata: map[string]string{"purpose": "golden"}}}},
 		"apikey_me": SelfAPIKeyResponse{KeyID: 42, Name: "alice key 0123456789ab", Note: "configured in the server's config (auth.api_keys)",
 			Details: APIKeyDetails{OrgDetails: APIKeyOrgDetails{Name: "alice"}, UserDetails: APIKeyUserDetails{Email: "alice"}}},
 	}

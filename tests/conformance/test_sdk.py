@@ -859,6 +859,43 @@ def test_checkpoint_storage_usage(sc):
     assert sum(d.size_bytes for d in after.data) == b0 + sum(c.size_bytes or 0 for c in listed), after
 
 
+@needs(since="0.36.0", why="AdminClient.get_billing_usage")
+def test_billing_usage_events():
+    """Billing usage events: hourly tokens trained, prefilled and sampled, per session, priced"""
+    from datetime import datetime, timedelta, timezone
+
+    bob = tinker.ServiceClient(base_url=BASE_URL, api_key=KEY_B, user_metadata={"purpose": "billing"})
+    tc = bob.create_lora_training_client(base_model=MODEL, rank=4)
+    sess = tc.model_id.split(":train:")[0]
+    tc.forward_backward(sft_batch(n=3, length=20), "cross_entropy").result()
+    tc.optim_step(ADAM).result()
+    scl = bob.create_sampling_client(base_model=MODEL)
+    res = scl.sample(types.ModelInput.from_ints(OUT_PROMPT), 2, types.SamplingParams(max_tokens=6)).result()
+    sampled = sum(len(s.tokens) for s in res.sequences)
+    hour = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    start, end = hour - timedelta(hours=1), hour + timedelta(hours=2)
+    admin = tinker.AdminClient(base_url=BASE_URL, api_key=KEY_B)
+    usage = admin.get_billing_usage(start, end).result()
+    tokens = {}
+    for e in usage.data:
+        assert e.bucket_end - e.bucket_start == timedelta(hours=1) and e.user_id == "bob", e
+        if e.session_id != sess:
+            continue
+        assert e.base_model == MODEL and e.estimated_cost_usd == 0 and e.effective_rate_usd_per_million_tokens == 0, e
+        kind = e.event_info.type + (":cached" if getattr(e.event_info, "cached", False) else "")
+        tokens[kind] = tokens.get(kind, 0) + e.event_info.token_count
+    assert tokens.get("training") == 3 * 20, tokens
+    assert tokens.get("sampling_sample") == sampled, tokens
+    assert tokens.get("sampling_prefill", 0) + tokens.get("sampling_prefill:cached", 0) == len(OUT_PROMPT), tokens
+    assert usage.sessions[sess].user_metadata == {"purpose": "billing"}, usage.sessions
+    # Another tenant sees none of it; a window off the hour, too long or in the future is refused by name.
+    alice = tinker.AdminClient(base_url=BASE_URL, api_key=KEY_A).get_billing_usage(start, end).result()
+    assert all(e.session_id != sess for e in alice.data) and sess not in alice.sessions
+    raises_promptly(lambda: admin.get_billing_usage(start + timedelta(minutes=30), end).result(), "starting_on", "hour")
+    raises_promptly(lambda: admin.get_billing_usage(start - timedelta(days=15), start).result(), "14 days")
+    raises_promptly(lambda: admin.get_billing_usage(hour + timedelta(hours=3), hour + timedelta(hours=4)).result(), "future")
+
+
 @needs(since="0.38.0", why="the CLI's tinker auth login / logout")
 def test_cli_auth_login(tmp_path):
     """auth/apikey/me: tinker auth login verifies the key; deleting a configured key is refused"""

@@ -206,6 +206,7 @@ REPLIES = {
     "sessions_search": "SessionSearchResponse",
     "checkpoint_storage_usage": "CurrentCheckpointStorageUsageResponse",
     "apikey_me": "SelfApiKeyResponse",
+    "billing_usage_events": "BillingUsageResponse",
 }
 
 

@@ -1,0 +1,236 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tuft-go/tuft/store"
+)
+
+// Token usage (issue 27: the console's usage page, the SDK's billing usage events): the
+// tokens each tenant trained (forward and forward_backward), prefilled (sample prompts,
+// full-rate or served from the prefix cache) and sampled, counted in hourly buckets by
+// tenant, base model, session and kind. Counts gather in memory and a flusher writes the
+// changed buckets in one store commit shortly after (as run records are flushed); each
+// replica writes its own keys (keyUsage + replica + "/" + hour + "/" + a digest of the
+// bucket's dimensions), so replicas never race on a bucket, and a read sums them all.
+// Buckets older than billing.usage_retention_days are deleted by the flusher and at
+// start-up.
+
+// keyUsage + replica ("-" for a single server) + "/" + hour + "/" + digest: one bucket.
+const keyUsage = "usage/"
+
+// reasonUsageFlush labels a failed write of usage buckets.
+const reasonUsageFlush = "usage_flush"
+
+// The kinds of token usage (the SDK's billing event types; cached prefill is a
+// sampling_prefill event with cached true).
+const (
+	UsageTraining      = "training"
+	UsagePrefill       = "sampling_prefill"
+	UsagePrefillCached = "sampling_prefill_cached"
+	UsageSample        = "sampling_sample"
+)
+
+// UsageBucket is the tokens of one kind a tenant used in one hour, on one base model, in
+// one session ("" when the usage had none: the OpenAI/Anthropic-compatible routes).
+type UsageBucket struct {
+	Hour      time.Time `json:"hour"` // the bucket's start, UTC
+	Tenant    string    `json:"tenant"`
+	BaseModel string    `json:"base_model"`
+	SessionID string    `json:"session_id,omitempty"`
+	Kind      string    `json:"kind"`
+	Tokens    int64     `json:"tokens"`
+}
+
+type usageKey struct {
+	hour                         int64 // unix hours
+	tenant, model, session, kind string
+}
+
+func (k usageKey) bucket(tokens int64) UsageBucket {
+	return UsageBucket{Hour: time.Unix(k.hour*3600, 0).UTC(), Tenant: k.tenant, BaseModel: k.model, SessionID: k.session, Kind: k.kind, Tokens: tokens}
+}
+
+// usageCtl holds this replica's buckets.
+type usageCtl struct {
+	mu    sync.Mutex
+	m     map[usageKey]int64
+	dirty map[usageKey]bool
+	kick  chan struct{}
+}
+
+func usageReplica(self string) string {
+	if self == "" {
+		return "-"
+	}
+	return self
+}
+
+func usageStoreKey(self string, k usageKey) string {
+	d := sha256.Sum256([]byte(k.tenant + "\x00" + k.model + "\x00" + k.session + "\x00" + k.kind))
+	return keyUsage + usageReplica(self) + "/" + strconv.FormatInt(k.hour, 10) + "/" + hex.EncodeToString(d[:12])
+}
+
+// addUsage counts n tokens of kind for tenant on base in session now.
+func (s *Service) addUsage(tenant, base, session, kind string, n int) {
+	if n <= 0 || tenant == "" {
+		return
+	}
+	k := usageKey{hour: s.now().Unix() / 3600, tenant: tenant, model: base, session: session, kind: kind}
+	u := &s.usage
+	u.mu.Lock()
+	u.m[k] += int64(n)
+	u.dirty[k] = true
+	u.mu.Unlock()
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+}
+
+// usageRetention is billing.usage_retention_days as a duration.
+func (s *Service) usageRetention() time.Duration {
+	return time.Duration(s.cfg.Billing.UsageRetentionDays) * 24 * time.Hour
+}
+
+func (s *Service) usageFlusher() {
+	defer s.stopped.Done()
+	for {
+		select {
+		case <-s.stop:
+			s.flushUsage(context.Background())
+			return
+		case <-s.usage.kick:
+		}
+		time.Sleep(flushDelay) // let more counts join this commit
+		s.flushUsage(context.Background())
+	}
+}
+
+// flushUsage writes the changed buckets and deletes those past the retention, in one
+// commit; a failed write leaves them to the next flush.
+func (s *Service) flushUsage(ctx context.Context) {
+	cutoff := s.now().Add(-s.usageRetention()).Unix() / 3600
+	u := &s.usage
+	var ops []store.Op
+	u.mu.Lock()
+	written := u.dirty
+	u.dirty = map[usageKey]bool{}
+	for k, n := range u.m {
+		if k.hour < cutoff {
+			delete(u.m, k)
+			delete(written, k)
+			ops = append(ops, store.Op{Key: usageStoreKey(s.self, k)})
+			continue
+		}
+		if written[k] {
+			b, err := json.Marshal(k.bucket(n))
+			if err != nil {
+				continue // strings, ints and a time: cannot fail
+			}
+			ops = append(ops, store.Op{Key: usageStoreKey(s.self, k), Value: b})
+		}
+	}
+	u.mu.Unlock()
+	if len(ops) == 0 {
+		return
+	}
+	if err := s.st.Apply(ctx, ops); err != nil {
+		s.writeFailed(ctx, reasonUsageFlush, err, "count", len(ops))
+		u.mu.Lock()
+		for k := range written {
+			if _, ok := u.m[k]; ok {
+				u.dirty[k] = true
+			}
+		}
+		u.mu.Unlock()
+	}
+}
+
+// loadUsage reads this replica's buckets and deletes those past the retention.
+func (s *Service) loadUsage(ctx context.Context) error {
+	cutoff := s.now().Add(-s.usageRetention()).Unix() / 3600
+	var old []string
+	err := s.st.Scan(ctx, keyUsage+usageReplica(s.self)+"/", func(key string, v []byte) error {
+		var b UsageBucket
+		if err := json.Unmarshal(v, &b); err != nil {
+			s.log.Warn("skipping unreadable usage bucket", "key", key, "error", err)
+			return nil
+		}
+		k := usageKey{hour: b.Hour.Unix() / 3600, tenant: b.Tenant, model: b.BaseModel, session: b.SessionID, kind: b.Kind}
+		if k.hour < cutoff {
+			old = append(old, key)
+			return nil
+		}
+		s.usage.m[k] += b.Tokens
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load %s records: %w", keyUsage, err)
+	}
+	if len(old) > 0 {
+		if err := s.st.Del(ctx, old...); err != nil {
+			s.writeFailed(ctx, reasonUsageFlush, err, "count", len(old))
+		}
+	}
+	return nil
+}
+
+// UsageBuckets returns the buckets of tenant ("" for every tenant) whose hour starts in
+// [from, to), oldest first. On a replica the other replicas' buckets are read from the
+// store; this replica's come from memory (the newest counts are not flushed yet).
+func (s *Service) UsageBuckets(ctx context.Context, tenant string, from, to time.Time) ([]UsageBucket, error) {
+	lo, hi := from.Unix(), to.Unix()
+	in := func(b UsageBucket) bool {
+		h := b.Hour.Unix()
+		return (tenant == "" || b.Tenant == tenant) && h >= lo && h < hi
+	}
+	sums := map[usageKey]int64{}
+	add := func(b UsageBucket) {
+		if in(b) {
+			sums[usageKey{hour: b.Hour.Unix() / 3600, tenant: b.Tenant, model: b.BaseModel, session: b.SessionID, kind: b.Kind}] += b.Tokens
+		}
+	}
+	s.usage.mu.Lock()
+	for k, n := range s.usage.m {
+		add(k.bucket(n))
+	}
+	s.usage.mu.Unlock()
+	if s.self != "" {
+		own := keyUsage + usageReplica(s.self) + "/"
+		err := s.st.Scan(ctx, keyUsage, func(key string, v []byte) error {
+			var b UsageBucket
+			if !strings.HasPrefix(key, own) && json.Unmarshal(v, &b) == nil {
+				add(b)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, classify(fmt.Errorf("read usage: %w", err))
+		}
+	}
+	out := make([]UsageBucket, 0, len(sums))
+	for k, n := range sums {
+		out = append(out, k.bucket(n))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.Hour.Equal(b.Hour) {
+			return a.Hour.Before(b.Hour)
+		}
+		if a.Tokens != b.Tokens {
+			return a.Tokens > b.Tokens
+		}
+		return fmt.Sprint(a.Tenant, a.BaseModel, a.SessionID, a.Kind) < fmt.Sprint(b.Tenant, b.BaseModel, b.SessionID, b.Kind)
+	})
+	return out, nil
+}
