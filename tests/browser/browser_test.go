@@ -363,9 +363,9 @@ func (r *recorder) inFlight(from int) int {
 	n := 0
 	for _, id := range r.ids[min(from, len(r.ids)):] {
 		e := r.ex[id]
-		// The console's own static files hold no tenant's data, and Chromium does not
-		// always report the end of one it had in its memory cache.
-		if !e.finished && !e.stream && e.url != "" && !strings.HasPrefix(e.url, "data:") && !strings.Contains(e.url, "/console/static/") {
+		// The console's own static files and the favicon hold no tenant's data, and
+		// Chromium does not always report the end of one it had in its memory cache.
+		if !e.finished && !e.stream && e.url != "" && !strings.HasPrefix(e.url, "data:") && !strings.Contains(e.url, "/console/static/") && !strings.HasSuffix(e.url, "/favicon.ico") {
 			n++
 		}
 	}

@@ -197,6 +197,13 @@ func TestConsole(t *testing.T) {
 		alice.wait(t, ".ckpt-published changes once published",
 			fmt.Sprintf(`%s.querySelector('.ckpt-published').textContent.trim() !== %q`, row, before), 10*time.Second)
 		alice.shot(t, "checkpoints")
+		// Unpublish again (its own button): the isolation scenario then holds with no
+		// checkpoint of alice's shared on purpose.
+		alice.do(t, "unpublish", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-checkpoint=%q] button[data-action=unpublish]`, rec.statePath))))
+		eventually(t, "the API says the state is private again", 10*time.Second, func() bool {
+			cks, err := rest.ListCheckpoints(context.Background(), rec.runA)
+			return err == nil && !public(cks, rec.statePath)
+		})
 
 		dir := t.TempDir()
 		c := chromedp.FromContext(alice.ctx)
@@ -301,11 +308,14 @@ func TestConsole(t *testing.T) {
 		secrets := []string{rec.runA, rec.sessionA, rec.xssRun, rec.xssSession, rec.statePath, rec.samplerPath, "curve-run", "browser-suite", "browser-state", "browser-sampler"}
 		// visit opens a page as bob, waits for it to settle and scans what it loaded (its
 		// requests' bodies, its event streams' messages, its DOM) for alice's strings.
-		visit := func(path, ready string, allowed string) []exchange {
+		visit := func(path, ready, call, allowed string) []exchange {
 			t.Helper()
 			bob.open(t, path)
 			if ready != "" {
 				bob.wait(t, path+" ready", ready, 10*time.Second)
+			}
+			if call != "" { // the page's own API call, made by its script
+				bob.waitRequest(t, call, 15*time.Second)
 			}
 			bob.settle(t, 500*time.Millisecond, 15*time.Second)
 			bob.fetchBodies(t)
@@ -317,20 +327,44 @@ func TestConsole(t *testing.T) {
 			return exs
 		}
 		// Bob sees his own run (the pages work for him), and none of alice's records.
-		visit("/console/runs", fmt.Sprintf(`document.querySelector('tr[data-run-id=%q]')`, rec.runB), "")
-		visit("/console/checkpoints", fmt.Sprintf(`document.querySelector('tr[data-checkpoint=%q]')`, rec.ckptB), "")
-		visit("/console/playground", fmt.Sprintf(`[...document.querySelectorAll('select#model option')].some(o => o.value === %q)`, rec.ckptB), "")
-		visit("/console/usage", `document.querySelector('table#quotas')`, "")
-		visit("/console/sessions/"+url.PathEscape(rec.sessionB), `document.querySelector('svg#timeline')`, "")
-		// Alice's own ids, typed by bob: answered as missing, and nothing else of hers shown.
+		visit("/console/runs", fmt.Sprintf(`document.querySelector('tr[data-run-id=%q]')`, rec.runB), "/console/api/api/v1/training_runs", "")
+		visit("/console/runs/"+url.PathEscape(rec.runB), `document.querySelector('svg#chart')`, "/metrics", "")
+		visit("/console/checkpoints", fmt.Sprintf(`document.querySelector('tr[data-checkpoint=%q]')`, rec.ckptB), "", "")
+		visit("/console/playground", fmt.Sprintf(`[...document.querySelectorAll('select#model option')].some(o => o.value === %q)`, rec.ckptB), "", "")
+		visit("/console/usage", `document.querySelector('table#quotas')`, "", "")
+		visit("/console/sessions/"+url.PathEscape(rec.sessionB), `document.querySelector('svg#timeline')`, "/spans", "")
+		// Alice's own ids, typed by bob into the address: a 404 page like a missing one,
+		// and nothing else of hers shown.
 		for _, p := range []struct{ path, id string }{
 			{"/console/runs/" + url.PathEscape(rec.runA), rec.runA},
 			{"/console/sessions/" + url.PathEscape(rec.sessionA), rec.sessionA},
 		} {
-			for _, e := range visit(p.path, "", p.id) {
-				if strings.Contains(e.url, "/console/api/") && strings.Contains(e.url, url.PathEscape(p.id)) && e.status != http.StatusNotFound {
-					t.Errorf("bob's page asked %s %s: %d, want 404 (another tenant's id)", e.method, e.url, e.status)
+			for _, e := range visit(p.path, "", "", p.id) {
+				if e.typ == network.ResourceTypeDocument && e.status != http.StatusNotFound {
+					t.Errorf("bob opens %s: %d, want 404 (another tenant's id)", e.url, e.status)
 				}
+			}
+		}
+		// And asked by script from bob's page, through the console's forwarder: every
+		// route that takes one of alice's ids answers 404, naming nothing of hers.
+		run, ck, _ := strings.Cut(strings.TrimPrefix(rec.statePath, "tinker://"), "/")
+		for _, p := range []struct{ path, id string }{
+			{"/api/v1/training_runs/" + url.PathEscape(rec.runA), rec.runA},
+			{"/api/v1/training_runs/" + url.PathEscape(rec.runA) + "/metrics", rec.runA},
+			{"/api/v1/training_runs/" + url.PathEscape(rec.runA) + "/metrics/stream", rec.runA},
+			{"/api/v1/training_runs/" + url.PathEscape(rec.runA) + "/checkpoints", rec.runA},
+			{"/api/v1/training_runs/" + url.PathEscape(run) + "/checkpoints/" + ck + "/archive", run},
+			{"/api/v1/sessions/" + url.PathEscape(rec.sessionA), rec.sessionA},
+			{"/api/v1/sessions/" + url.PathEscape(rec.sessionA) + "/spans", rec.sessionA},
+			{"/api/v1/sessions/" + url.PathEscape(rec.sessionA) + "/trace_export", rec.sessionA},
+		} {
+			got := eval[[]any](t, bob, fmt.Sprintf(`fetch(%q).then(async r => [r.status, await Promise.race([r.text(), new Promise(ok => setTimeout(() => ok('(a stream, still open)'), 2000))])])`, "/console/api"+p.path))
+			status, body := int(got[0].(float64)), got[1].(string)
+			if status != http.StatusNotFound {
+				t.Errorf("bob's page asks %s: %d, want 404 (another tenant's id)", p.path, status)
+			}
+			for _, l := range leaks([]exchange{{method: "GET", url: p.path, status: int64(status), body: body}}, "", secrets, p.id) {
+				t.Errorf("bob: %s", l)
 			}
 		}
 		var calls int
@@ -399,6 +433,12 @@ func TestConsole(t *testing.T) {
 		// The same request with the token goes through: the 403s above were the token's.
 		if got := fetch("POST", publish, token); got >= 300 {
 			t.Errorf("the page's POST with the CSRF token: %d, want 2xx", got)
+		}
+		if cks, err := rest.ListCheckpoints(context.Background(), run); err != nil || !public(cks, rec.samplerPath) {
+			t.Errorf("the POST with the token did not publish the checkpoint (err %v)", err)
+		}
+		if got := fetch("DELETE", publish, token); got >= 300 {
+			t.Errorf("the page's DELETE (unpublish) with the CSRF token: %d, want 2xx", got)
 		}
 		// From outside the browser: the cookie and the token, but a foreign Origin.
 		cookies := alice.cookies(t)
