@@ -200,16 +200,27 @@ func (tb *tab) do(t *testing.T, what string, actions ...chromedp.Action[chromedp
 	}
 }
 
-// signIn fills the login form with key and waits for the runs page.
-func (tb *tab) signIn(t *testing.T, key string) {
+// submitLogin fills the login form with key, submits it and waits for the page the
+// server answers with; it returns that page's path and text.
+func (tb *tab) submitLogin(t *testing.T, key string) (path, text string) {
 	t.Helper()
 	tb.open(t, "/console/login")
+	eval[bool](t, tb, `window.__tuftOldPage = true`)
 	tb.do(t, "sign in",
 		chromedp.WaitVisible(chromedp.CSS(`form#login input[name=api_key]`)),
 		chromedp.SendKeys(chromedp.CSS(`form#login input[name=api_key]`), key),
 		chromedp.Click(chromedp.CSS(`form#login button[type=submit]`)),
 	)
-	tb.wait(t, "signed in: on /console/runs with nav#nav", `location.pathname === '/console/runs' && document.querySelector('nav#nav')`, 15*time.Second)
+	tb.wait(t, "the sign-in's answer loaded", `window.__tuftOldPage !== true && document.readyState === 'complete'`, 15*time.Second)
+	return eval[string](t, tb, `location.pathname`), eval[string](t, tb, `document.body.innerText`)
+}
+
+// signIn signs in with key and checks it lands on the runs page.
+func (tb *tab) signIn(t *testing.T, key string) {
+	t.Helper()
+	if path, text := tb.submitLogin(t, key); path != "/console/runs" || !eval[bool](t, tb, `!!document.querySelector('nav#nav')`) {
+		t.Fatalf("%s: signed in, the browser is on %s, not /console/runs with nav#nav:\n%s", tb.name, path, text)
+	}
 }
 
 // cookies are the browser's cookies for the console.

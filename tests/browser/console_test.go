@@ -268,6 +268,12 @@ func TestConsole(t *testing.T) {
 		alice.wait(t, "table#usage-days has a day", `document.querySelectorAll('table#usage-days tbody tr').length >= 1`, 10*time.Second)
 		alice.wait(t, "table#quotas has a meter per quota, limits.max_runs_per_tenant among them",
 			`document.querySelectorAll('table#quotas meter').length >= 1 && document.querySelector('table#quotas').textContent.includes('limits.max_runs_per_tenant')`, 10*time.Second)
+		today := time.Now().UTC().Format("2006-01-02")
+		trained := eval[string](t, alice, fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('table#usage-days tbody tr')]
+		  .find(r => r.cells[0].textContent.trim() === %q); return r ? r.cells[1].textContent.trim() : 'no row'; })()`, today))
+		if trained == "no row" || trained == "0" || trained == "" {
+			t.Errorf("table#usage-days: tokens trained today (%s) = %q, want alice's training counted", today, trained)
+		}
 		alice.shot(t, "usage")
 	})
 
@@ -286,11 +292,9 @@ func TestConsole(t *testing.T) {
 		}
 		op := b.newTab(t, "operator")
 		op.onFail(t)
-		op.open(t, "/console/login")
-		op.do(t, "operator sign-in",
-			chromedp.SendKeys(chromedp.CSS(`form#login input[name=api_key]`), srv.keyOp),
-			chromedp.Click(chromedp.CSS(`form#login button[type=submit]`)))
-		op.wait(t, "operator signed in", `location.pathname !== '/console/login' || document.querySelector('nav#nav')`, 10*time.Second)
+		if path, text := op.submitLogin(t, srv.keyOp); path == "/console/login" {
+			t.Fatalf("the operator key does not sign in (auth.operator_key_sha256):\n%s", text)
+		}
 		if got := op.open(t, "/console/admin"); got != http.StatusOK {
 			t.Fatalf("operator opens /console/admin: %d, want 200", got)
 		}

@@ -8,12 +8,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export TUFT_REQUIRE_BROWSER=1
-artifacts="${TUFT_BROWSER_ARTIFACTS:-$(mktemp -d)}"
+artifacts="${TUFT_BROWSER_ARTIFACTS:-}"
+if [ -z "$artifacts" ]; then artifacts="$(mktemp -d)"; made=1; fi
 export TUFT_BROWSER_ARTIFACTS="$artifacts"
 rc=0
 go test -count=1 -timeout 6m -v -run '^TestConsole$' ./tests/browser/ "$@" || rc=$?
 if [ $rc -ne 0 ]; then
   echo "browser suite failed: screenshots of the failed scenarios' tabs in $artifacts"
   ls -1 "$artifacts" 2>/dev/null || true
+elif [ -n "${made:-}" ]; then
+  rm -rf "$artifacts"
 fi
 exit $rc
