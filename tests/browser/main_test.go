@@ -58,6 +58,9 @@ func require(t *testing.T, format string, args ...any) {
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("TUFT_CHROMIUM"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			require(t, "TUFT_CHROMIUM=%s is not an executable", p)
+		}
 		return p
 	}
 	for _, name := range []string{"chromium", "chromium-browser"} {
