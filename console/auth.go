@@ -49,34 +49,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusBadRequest, "Enter an API key.")
 		return
 	}
-	p, err := c.call(r.Context(), r, key, http.MethodGet, "/api/v1/auth/apikey/me", nil)
+	tenant, operator, refusal, err := c.identify(r, key)
 	if err != nil {
 		c.errorPage(w, r, nil, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if p.Status != http.StatusOK {
-		code := p.Status
-		if code == http.StatusUnauthorized || code == http.StatusForbidden {
-			code = http.StatusUnauthorized
-		}
-		c.renderLogin(w, r, code, "Sign-in refused: "+p.detail())
+	if refusal != "" {
+		c.renderLogin(w, r, http.StatusUnauthorized, "Sign-in refused: "+refusal)
 		return
 	}
-	var me struct {
-		Details struct {
-			Org struct {
-				Name string `json:"name"`
-			} `json:"org_details"`
-		} `json:"details"`
-	}
-	if err := json.Unmarshal(p.Body, &me); err != nil || me.Details.Org.Name == "" {
-		c.errorPage(w, r, nil, http.StatusInternalServerError, "the API's key description has no tenant")
-		return
-	}
-	tenant := me.Details.Org.Name
-	// An operator key reads the operator overview; a tenant key gets 403 there.
-	op, err := c.call(r.Context(), r, key, http.MethodGet, "/api/v1/admin/overview", nil)
-	operator := err == nil && op.Status == http.StatusOK
 	se, err := c.sessions.create(key, tenant, operator)
 	if errors.Is(err, errFull) {
 		c.renderLogin(w, r, http.StatusServiceUnavailable, err.Error())
@@ -85,7 +66,48 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	c.setCookie(w, r, loginCookie, "", time.Time{})
 	c.setCookie(w, r, sessionCookie, se.token, se.expires)
 	c.log.InfoContext(r.Context(), "console sign-in", telemetry.LogTenant, tenant, "operator", operator)
+	if tenant == operatorLabel {
+		http.Redirect(w, r, Prefix+"/admin", http.StatusSeeOther) // the operator key opens nothing else
+		return
+	}
 	http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+}
+
+// operatorLabel is the operator's name in a console session: no tenant is named so (a
+// tenant name holds no colon), so the operator's sign-ins are bounded apart.
+const operatorLabel = "operator:"
+
+// identify asks the API who key is: a tenant's key (GET /api/v1/auth/apikey/me answers
+// its tenant; it is also the operator's if the operator overview opens to it), or the
+// operator key (auth.operator_key_sha256), which opens only the operator overview. A key
+// that is neither gets the API's refusal.
+func (c *Console) identify(r *http.Request, key string) (tenant string, operator bool, refusal string, err error) {
+	me, err := c.call(r.Context(), r, key, http.MethodGet, "/api/v1/auth/apikey/me", nil)
+	if err != nil {
+		return "", false, "", err
+	}
+	op, err := c.call(r.Context(), r, key, http.MethodGet, "/api/v1/admin/overview", nil)
+	if err != nil {
+		return "", false, "", err
+	}
+	operator = op.Status == http.StatusOK
+	if me.Status != http.StatusOK {
+		if operator {
+			return operatorLabel, true, "", nil
+		}
+		return "", false, me.detail(), nil
+	}
+	var who struct {
+		Details struct {
+			Org struct {
+				Name string `json:"name"`
+			} `json:"org_details"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(me.Body, &who); err != nil || who.Details.Org.Name == "" {
+		return "", false, "", errors.New("the API's key description has no tenant")
+	}
+	return who.Details.Org.Name, operator, "", nil
 }
 
 // signout ends the session (signedIn checked its CSRF token).

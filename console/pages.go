@@ -127,7 +127,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, name 
 }
 
 func (c *Console) pageOf(se *session, title, active, script string, data any) page {
-	return page{Title: title, Active: active, Tenant: se.tenant, Operator: se.operator, CSRF: se.csrf, Script: script, Data: data}
+	who := se.tenant
+	if who == operatorLabel {
+		who = "operator"
+	}
+	return page{Title: title, Active: active, Tenant: who, Operator: se.operator, CSRF: se.csrf, Script: script, Data: data}
 }
 
 type errorData struct {
@@ -325,6 +329,10 @@ type modelView struct {
 	Root string `json:"root"`
 }
 
+// Base reports whether the model is a base model (the OpenAI list gives a base model no
+// root, or itself as its root).
+func (m modelView) Base() bool { return m.Root == "" || m.Root == m.ID }
+
 type playgroundData struct {
 	Models   []modelView
 	Selected string
@@ -339,16 +347,16 @@ func (c *Console) playgroundPage(w http.ResponseWriter, r *http.Request, se *ses
 		return
 	}
 	// Base models first, then checkpoints.
-	sort.SliceStable(out.Data, func(i, j int) bool { return out.Data[i].Root == "" && out.Data[j].Root != "" })
+	sort.SliceStable(out.Data, func(i, j int) bool { return out.Data[i].Base() && !out.Data[j].Base() })
 	c.render(w, r, http.StatusOK, "playground", c.pageOf(se, "Playground", "playground", "playground.js",
 		playgroundData{Models: out.Data, Selected: r.URL.Query().Get("model")}))
 }
 
 type quotaView struct {
-	Key   string  `json:"key"`
-	Used  float64 `json:"used"`
-	Limit float64 `json:"limit"`
-	Unit  string  `json:"unit"`
+	Key   string `json:"key"`
+	Used  int64  `json:"used"`
+	Limit int64  `json:"limit"`
+	Unit  string `json:"unit"`
 }
 
 // Percent is how much of the quota is used, 0..100.
@@ -356,7 +364,15 @@ func (q quotaView) Percent() string {
 	if q.Limit <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.0f%%", 100*q.Used/q.Limit)
+	return fmt.Sprintf("%.0f%%", 100*float64(q.Used)/float64(q.Limit))
+}
+
+// Show is an amount of the quota's unit, bytes in binary units.
+func (q quotaView) Show(n int64) string {
+	if q.Unit == "bytes" {
+		return formatBytes(n)
+	}
+	return fmt.Sprintf("%d %s", n, q.Unit)
 }
 
 type usageData struct {

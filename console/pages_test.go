@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
 )
@@ -306,6 +307,9 @@ func TestPlaygroundChatStreamsThroughTheConsole(t *testing.T) {
 	if strings.Contains(r.body, pathB) {
 		t.Errorf("alice's playground lists bob's checkpoint")
 	}
+	if strings.Contains(r.body, ">"+testenv.Model+" (on") || !strings.Contains(r.body, pathA+" (on "+testenv.Model+")") {
+		t.Errorf("the model list does not tell base models from checkpoints:\n%s", r.body)
+	}
 	msgs := `[{"role":"user","content":"hi <there>"}]`
 	tok := map[string]string{"X-CSRF-Token": alice.csrf, "Content-Type": "application/json"}
 	rr := alice.do("POST", "/console/api/oai/api/v1/chat/render", strings.NewReader(`{"model":"`+testenv.Model+`","messages":`+msgs+`}`), tok)
@@ -343,5 +347,27 @@ func TestPlaygroundChatStreamsThroughTheConsole(t *testing.T) {
 	// Bob's checkpoint is not alice's to chat with.
 	if r := alice.do("POST", "/console/api/oai/api/v1/chat/completions", strings.NewReader(`{"model":"`+pathB+`","messages":`+msgs+`}`), tok); r.StatusCode != 404 {
 		t.Errorf("alice chats with bob's checkpoint: %d %s", r.StatusCode, r.body)
+	}
+}
+
+// The usage page shows the tenant's tokens per day and every quota with a meter.
+func TestUsagePage(t *testing.T) {
+	s := startServer(t, nil)
+	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
+	trainRun(t, a, "u")
+	b := newBrowser(t, s.URL())
+	b.signIn(testenv.KeyA)
+	r := b.get("/console/usage")
+	if r.StatusCode != 200 {
+		t.Fatalf("usage: %d %s", r.StatusCode, r.body)
+	}
+	for _, want := range []string{`table id="usage-days"`, `table id="quotas"`, `data-quota="limits.max_runs_per_tenant"`, `1 runs`,
+		`data-quota="limits.max_disk_bytes_per_tenant"`, `100.0 GiB`, `<meter min="0" max="256" value="1"`, `data-day="` + time.Now().UTC().Format("2006-01-02") + `"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("usage page lacks %s", want)
+		}
+	}
+	if strings.Count(r.body, "<meter") < 5 {
+		t.Errorf("usage page has %d meters", strings.Count(r.body, "<meter"))
 	}
 }

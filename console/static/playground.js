@@ -128,7 +128,16 @@
     renderedTokens.textContent = "";
     status.textContent = "";
   });
-  model.addEventListener("change", function () {
-    if (history.length) render(history);
-  });
+  // The template's rendering follows the conversation as it is typed and the model chosen.
+  let typing = 0;
+  function preview() {
+    window.clearTimeout(typing);
+    typing = window.setTimeout(function () {
+      if (busy) return;
+      const msgs = prompt.value.trim() ? history.concat([{ role: "user", content: prompt.value }]) : history;
+      if (msgs.length) render(msgs);
+    }, 400);
+  }
+  prompt.addEventListener("input", preview);
+  model.addEventListener("change", preview);
 })();
