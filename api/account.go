@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tuft-go/tuft/api/textgen"
 	"github.com/tuft-go/tuft/api/wire"
@@ -117,6 +118,7 @@ func (h *Handler) apiKeyMe(w http.ResponseWriter, r *http.Request, tenant string
 		h.fail(w, r, &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"})
 		return
 	}
+	h.svc.AuditAPIKey(r.Context(), tenant, service.AuditAPIKeyRead, k.ID, "ok")
 	textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.SelfAPIKeyResponse{KeyID: k.ID, Name: fmt.Sprintf("%s key %.12s", k.Tenant, k.Hash),
 		Note:    "configured in the server's config (auth.api_keys, key_sha256 " + k.Hash + ")",
 		Details: wire.APIKeyDetails{OrgDetails: wire.APIKeyOrgDetails{Name: k.Tenant}, UserDetails: wire.APIKeyUserDetails{Email: k.Tenant}}})
@@ -124,5 +126,46 @@ func (h *Handler) apiKeyMe(w http.ResponseWriter, r *http.Request, tenant string
 
 // deleteAPIKeyMe is tinker auth logout's revocation: refused, keys are configured.
 func (h *Handler) deleteAPIKeyMe(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.fail(w, r, h.svc.DeleteAPIKey(requestKey(r)))
+	err := h.svc.DeleteAPIKey(requestKey(r))
+	if k, ok := h.svc.APIKey(requestKey(r)); ok {
+		h.svc.AuditAPIKey(r.Context(), tenant, service.AuditAPIKeyDelete, k.ID, "refused")
+	}
+	h.fail(w, r, err)
+}
+
+// auditLog answers SDK 0.38's AdminClient.get_audit_log: the tenant's entries of one UTC
+// day (default today), of event_type all (default), checkpoints, or projects, teams and
+// organizations (none here).
+func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, tenant string) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "event_type" && k != "day" {
+			h.badRequest(w, r, fmt.Errorf("query parameter %q is not supported by GET /api/v1/audit (event_type and day are)", k))
+			return
+		}
+	}
+	typ := q.Get("event_type")
+	if typ == "" {
+		typ = service.AuditAll
+	}
+	var day time.Time // zero: today (UTC)
+	if v := q.Get("day"); v != "" {
+		d, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			h.badRequest(w, r, fmt.Errorf("query parameter day=%q must be a date YYYY-MM-DD (UTC)", v))
+			return
+		}
+		day = d
+	}
+	entries, err := h.svc.AuditLog(r.Context(), tenant, typ, day)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp := wire.AuditLogResponse{Entries: make([]wire.AuditLogEntry, len(entries))}
+	for i, e := range entries {
+		resp.Entries[i] = wire.AuditLogEntry{Timestamp: e.Timestamp, Event: e.Event, EventDetails: e.EventDetails, ModelID: e.ModelID,
+			TinkerPath: e.TinkerPath, Purpose: e.Purpose}
+	}
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, resp)
 }

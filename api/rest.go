@@ -161,7 +161,7 @@ func (h *Handler) checkpointGet(w http.ResponseWriter, r *http.Request, tenant s
 		h.fail(w, r, err)
 		return
 	}
-	tok, exp, err := h.svc.ArchiveToken(tenant, r.PathValue("run_id"), id, h.opt.ArchiveTTL)
+	tok, exp, err := h.svc.ArchiveToken(r.Context(), tenant, r.PathValue("run_id"), id, format, h.opt.ArchiveTTL)
 	if err != nil {
 		h.fail(w, r, err)
 		return

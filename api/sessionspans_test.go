@@ -17,6 +17,7 @@ import (
 	"github.com/tuft-go/tuft/server"
 	"github.com/tuft-go/tuft/telemetry"
 	"github.com/tuft-go/tuft/telemetry/setup"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -54,6 +55,47 @@ func getSpans(t *testing.T, c *testenv.Client, sess string) spansJSON {
 	}
 	var out spansJSON
 	r.JSON(t, &out)
+	return out
+}
+
+// startWithReader starts a server whose metrics a manual reader collects (and, with
+// sessions.record_spans, whose session spans are recorded, as tuft launch does).
+func startWithReader(t *testing.T, cfg config.Config) (*server.Server, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	opts := []setup.Option{setup.WithMetricReader(reader), setup.WithLogWriter(io.Discard)}
+	if cfg.Sessions.RecordSpans {
+		opts = append(opts, setup.WithSessionSpans(&telemetry.SpanSink{}))
+	}
+	tel, err := setup.New(context.Background(), cfg.Telemetry, "server", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	s := testenv.StartWith(t, cfg, server.Options{Logger: tel.Logger(), TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(),
+		Instruments: tel.Instruments(), SessionSpans: tel.SessionSpans()})
+	return s, reader
+}
+
+// counterByAttr sums an int64 counter's points by the value of one attribute.
+func counterByAttr(t *testing.T, reader *sdkmetric.ManualReader, name, attr string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				v, _ := dp.Attributes.Value(attribute.Key(attr))
+				out[v.AsString()] += dp.Value
+			}
+		}
+	}
 	return out
 }
 
@@ -165,15 +207,7 @@ func TestSessionSpansAreBounded(t *testing.T) {
 	cfg := spanConfig(t, "memory")
 	cfg.Limits.MaxSpansPerSession = 12
 	cfg.Limits.MaxTracedSessionsPerTenant = 1
-	reader := sdkmetric.NewManualReader()
-	tel, err := setup.New(context.Background(), cfg.Telemetry, "server", setup.WithSessionSpans(&telemetry.SpanSink{}),
-		setup.WithMetricReader(reader), setup.WithLogWriter(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	s := testenv.StartWith(t, cfg, server.Options{TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(),
-		Instruments: tel.Instruments(), SessionSpans: tel.SessionSpans()})
+	s, reader := startWithReader(t, cfg)
 	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
 	first := h.a.NewSession()
 	trainOnce(h.a, first)
@@ -204,22 +238,7 @@ func TestSessionSpansAreBounded(t *testing.T) {
 		t.Fatal("A's new session evicted B's record")
 	}
 	// tuft.session_spans.dropped counts both kinds of drop.
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	drops := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "tuft.session_spans.dropped" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				r, _ := dp.Attributes.Value("reason")
-				drops[r.AsString()] += dp.Value
-			}
-		}
-	}
+	drops := counterByAttr(t, reader, "tuft.session_spans.dropped", "reason")
 	if drops["session_bound"] < got.Dropped || drops["session_evicted"] == 0 {
 		t.Fatalf("tuft.session_spans.dropped: %v (record dropped %d)", drops, got.Dropped)
 	}

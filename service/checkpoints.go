@@ -178,6 +178,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, tenant, runID, ckptID st
 	if err := s.removeCheckpoint(ctx, c); err != nil {
 		return classify(err)
 	}
+	s.auditCheckpoint(ctx, tenant, AuditCheckpointDelete, c, nil)
 	s.stopForeignSamplers(ctx, tenant, c.TinkerPath())
 	return nil
 }
@@ -222,12 +223,20 @@ func (s *Service) SetPublic(ctx context.Context, tenant, runID, ckptID string, p
 			return s.settle(err)
 		}
 	}
-	var path string
-	err := s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public, path = public, c.TinkerPath() })
-	if err == nil && !public {
-		s.stopForeignSamplers(ctx, tenant, path)
+	var cc Checkpoint
+	err := s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) { c.Public, cc = public, *c })
+	if err != nil {
+		return err
 	}
-	return err
+	event := AuditCheckpointPublish
+	if !public {
+		event = AuditCheckpointUnpublish
+	}
+	s.auditCheckpoint(ctx, tenant, event, &cc, nil)
+	if !public {
+		s.stopForeignSamplers(ctx, tenant, cc.TinkerPath())
+	}
+	return nil
 }
 
 // SetTTL sets (ttl > 0) or clears (nil) a checkpoint's expiry.
@@ -236,7 +245,9 @@ func (s *Service) SetTTL(ctx context.Context, tenant, runID, ckptID string, ttl 
 		return err
 	}
 	now := s.now()
-	return s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) {
+	var cc Checkpoint
+	err := s.updateCheckpoint(ctx, tenant, runID, ckptID, func(c *Checkpoint) {
+		defer func() { cc = *c }()
 		if ttl == nil {
 			c.ExpiresAt = nil
 			return
@@ -244,6 +255,14 @@ func (s *Service) SetTTL(ctx context.Context, tenant, runID, ckptID string, ttl 
 		t := now.Add(time.Duration(*ttl) * time.Second)
 		c.ExpiresAt = &t
 	})
+	if err == nil {
+		var v any // null: the TTL was removed
+		if ttl != nil {
+			v = *ttl
+		}
+		s.auditCheckpoint(ctx, tenant, AuditCheckpointSetTTL, &cc, map[string]any{"ttl_seconds": v})
+	}
+	return err
 }
 
 // validTTL checks a ttl_seconds at the edge: it becomes a time.Duration, which cannot
@@ -270,10 +289,12 @@ func (s *Service) updateCheckpoint(ctx context.Context, tenant, runID, ckptID st
 }
 
 // ArchiveToken returns a signed, expiring token for downloading a checkpoint's archive.
-func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) (string, time.Time, error) {
+func (s *Service) ArchiveToken(ctx context.Context, tenant, runID, ckptID, format string, ttl time.Duration) (string, time.Time, error) {
 	s.lock(lkRuns | lkCkpts)
 	c, err := s.ownedCheckpoint(tenant, runID, ckptID)
+	var cc Checkpoint
 	if err == nil {
+		cc = *c
 		err = s.ckpts.inherited(c)
 	}
 	s.unlock(lkRuns | lkCkpts)
@@ -281,7 +302,12 @@ func (s *Service) ArchiveToken(tenant, runID, ckptID string, ttl time.Duration) 
 		return "", time.Time{}, s.settle(err)
 	}
 	exp := s.now().Add(ttl).Truncate(time.Second)
-	return s.sign(exp, c.TinkerPath()), exp, nil
+	d := map[string]any{"expires_at": exp.UTC().Format(time.RFC3339)}
+	if format != "" {
+		d["format"] = format
+	}
+	s.auditCheckpoint(ctx, tenant, AuditCheckpointDownloadLink, &cc, d)
+	return s.sign(exp, cc.TinkerPath()), exp, nil
 }
 
 // ErrBadToken is returned for an archive token that is malformed, forged or expired.

@@ -204,6 +204,11 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		}
 	}
 	s.log.InfoContext(ctx, "checkpoint copied", "tenant", tenant, "source", in.SourcePath, "copy", path)
+	d := map[string]any{"source_path": in.SourcePath}
+	if c.Tenant != tenant {
+		d["source_owner"] = c.Tenant
+	}
+	s.auditCheckpoint(ctx, tenant, AuditCheckpointCopy, cp, d)
 	return path, nil
 }
 

@@ -191,6 +191,8 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 	}
 	s.tel.Instruments.TrainingCheckpointsSaved.Add(ctx, 1, metric.WithAttributes(attrs...))
 	s.tel.Instruments.TrainingCheckpointSize.Record(ctx, c.SizeBytes, metric.WithAttributes(attrs...))
+	s.auditCheckpoint(ctx, r.Tenant, AuditCheckpointSaveExternal, c, map[string]any{"seq_id": in.SeqID, "size_bytes": c.SizeBytes,
+		"encrypted": len(recipients) > 0})
 	return ExternalResult{Path: c.TinkerPath(), SizeBytes: c.SizeBytes}, nil
 }
 

@@ -65,6 +65,9 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	}
 	src := *c
 	s.unlock(lkSessions | lkRuns | lkCkpts)
+	if src.Tenant != tenant {
+		s.auditCheckpoint(ctx, tenant, AuditCheckpointRead, &src, map[string]any{"purpose": "create_model", "into_model_id": runID})
+	}
 
 	base := src.BaseModel
 	if in.BaseModel != "" && in.BaseModel != base {

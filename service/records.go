@@ -379,6 +379,7 @@ const (
 	reasonRunUnloaded    = "run_unloaded"
 	reasonRunFlush       = "run_flush"
 	reasonSessionSpans   = "session_spans"
+	reasonAudit          = "audit"
 	reasonCopyRollback   = "copy_rollback"
 )
 

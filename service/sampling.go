@@ -40,6 +40,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 	s.lock(lkSessions | lkCkpts)
 	_, err = s.liveSession(tenant, sessionID)
 	var dir, runID string
+	var foreign *Checkpoint // another tenant's published checkpoint (audited for the reader)
 	if err == nil && modelPath != "" {
 		var c *Checkpoint
 		c, err = s.ckpts.resolve(tenant, modelPath, fetched)
@@ -52,16 +53,25 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 			err = invalidf("base_model %q does not match model_path %s, a checkpoint of %q", baseModel, modelPath, c.BaseModel)
 		default:
 			dir, baseModel, runID = c.Dir, c.BaseModel, c.RunID
+			if c.Tenant != tenant {
+				cc := *c
+				foreign = &cc
+			}
 		}
 	}
 	s.unlock(lkSessions | lkCkpts)
 	if err != nil {
 		return nil, s.settle(err)
 	}
+
 	if _, ok := s.models[baseModel]; !ok {
 		return nil, invalidf("base_model %q is not served here; available: %v", baseModel, s.modelNames())
 	}
-	return s.newSampler(ctx, tenant, sessionID, seq, baseModel, modelPath, dir, runID, false, false)
+	sm, err = s.newSampler(ctx, tenant, sessionID, seq, baseModel, modelPath, dir, runID, false, false)
+	if err == nil && foreign != nil {
+		s.auditCheckpoint(ctx, tenant, AuditCheckpointRead, foreign, map[string]any{"purpose": "create_sampling_session", "sampling_session_id": sm.ID})
+	}
+	return sm, err
 }
 
 // newSampler registers a sampling session (idempotent per session and seq). An inflight

@@ -157,6 +157,11 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	}
 	s.tel.Instruments.TrainingCheckpointsSaved.Add(ctx, 1, metric.WithAttributes(attrs...))
 	s.tel.Instruments.TrainingCheckpointSize.Record(ctx, c.SizeBytes, metric.WithAttributes(attrs...))
+	event := AuditCheckpointSave
+	if typ == CkptSampler {
+		event = AuditCheckpointSaveForSampler
+	}
+	s.auditCheckpoint(ctx, r.Tenant, event, c, map[string]any{"seq_id": in.SeqID, "size_bytes": c.SizeBytes})
 	if typ == CkptSampler {
 		return enc.SaveWeightsForSampler(c.TinkerPath(), "")
 	}
@@ -217,6 +222,9 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		telemetry.End(sp, err)
 		if err != nil {
 			return futures.Result{}, err
+		}
+		if c.Tenant != tenant {
+			s.auditCheckpoint(ctx, tenant, AuditCheckpointRead, c, map[string]any{"purpose": "load_weights", "into_model_id": r.ID})
 		}
 		return enc.LoadWeights(in.Path, r.ID)
 	})

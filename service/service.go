@@ -57,7 +57,8 @@ type Service struct {
 	// exports counts each tenant's exports running (export.go).
 	exports exportSlots
 
-	spans spanLog // the per-session span record (sessionspans.go)
+	spans     spanLog   // the per-session span record (sessionspans.go)
+	auditDays auditDays // entries per tenant and day (audit.go)
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
