@@ -208,3 +208,79 @@ func TestUsageSurvivesRestart(t *testing.T) {
 		t.Fatalf("usage after restart: %+v", u.Days)
 	}
 }
+
+// D5: the operator key reads every tenant's usage, queue depth and health, and nothing
+// else; a tenant key is refused there (403), and without an operator key configured no
+// key opens it.
+func TestAdminOverviewNeedsTheOperatorKey(t *testing.T) {
+	const opKey = "tml-operator-0123456789abcdef"
+	cfg := testenv.Config(t, t.TempDir(), "memory")
+	cfg.Auth.OperatorKeySHA256 = testenv.HashKey(opKey)
+	cfg.Limits.MaxRunsPerTenant = 1
+	s := testenv.Start(t, cfg)
+	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
+	_, sampled := usageWork(t, h, h.a)
+	op := testenv.NewClient(t, s.URL(), opKey)
+
+	var ov struct {
+		Tenants []struct {
+			Tenant           string     `json:"tenant"`
+			Health           string     `json:"health"`
+			Problems         []string   `json:"problems"`
+			QueuedOperations int        `json:"queued_operations"`
+			RunsReady        int        `json:"runs_ready"`
+			SessionsOpen     int        `json:"sessions_open"`
+			Usage            usageReply `json:"usage"`
+		} `json:"tenants"`
+		Server struct {
+			Status          string         `json:"status"`
+			SamplingBacklog map[string]int `json:"sampling_backlog"`
+		} `json:"server"`
+	}
+	r := op.Do("GET", "/api/v1/admin/overview", nil, nil)
+	r.JSON(t, &ov)
+	if r.Status != 200 || len(ov.Tenants) != 2 || ov.Server.Status != "ok" {
+		t.Fatalf("overview: %d %s", r.Status, r.Body)
+	}
+	if _, ok := ov.Server.SamplingBacklog[testenv.Model]; !ok {
+		t.Fatalf("no backlog of %s: %s", testenv.Model, r.Body)
+	}
+	alice, bob := ov.Tenants[0], ov.Tenants[1]
+	if alice.Tenant != "alice" || alice.RunsReady != 1 || alice.SessionsOpen != 1 || alice.Usage.Days[0].TokensTrained != 32 ||
+		alice.Usage.Days[0].TokensSampled != int64(sampled) || alice.Health != "degraded" || len(alice.Problems) != 1 ||
+		!strings.Contains(alice.Problems[0], "limits.max_runs_per_tenant") {
+		t.Fatalf("alice: %+v", alice)
+	}
+	if bob.Tenant != "bob" || bob.Health != "ok" || bob.Usage.Days[0].TokensTrained != 0 {
+		t.Fatalf("bob: %+v", bob)
+	}
+
+	for _, c := range []struct {
+		who    string
+		c      *testenv.Client
+		method string
+		path   string
+		status int
+		want   string
+	}{
+		{"alice", h.a, "GET", "/api/v1/admin/overview", 403, "operator key"},
+		{"bob", h.b, "GET", "/api/v1/admin/overview", 403, "operator key"},
+		{"no key", testenv.NewClient(t, s.URL(), ""), "GET", "/api/v1/admin/overview", 401, "missing API key"},
+		{"a wrong key", testenv.NewClient(t, s.URL(), "tml-wrong"), "GET", "/api/v1/admin/overview", 401, "invalid API key"},
+		{"the operator", op, "GET", "/api/v1/training_runs", 403, "operator routes"},
+		{"the operator", op, "GET", "/api/v1/usage", 403, "operator routes"},
+		{"the operator", op, "POST", "/api/v1/create_session", 403, "operator routes"},
+	} {
+		if r := c.c.Do(c.method, c.path, nil, nil); r.Status != c.status || !strings.Contains(string(r.Body), c.want) {
+			t.Errorf("%s on %s %s: %d %s, want %d with %q", c.who, c.method, c.path, r.Status, r.Body, c.status, c.want)
+		}
+	}
+
+	// No operator configured: nobody reads the overview.
+	s2 := testenv.Start(t, testenv.Config(t, t.TempDir(), "memory"))
+	for key, want := range map[string]int{testenv.KeyA: 403, opKey: 401} {
+		if r := testenv.NewClient(t, s2.URL(), key).Do("GET", "/api/v1/admin/overview", nil, nil); r.Status != want {
+			t.Errorf("without an operator, key %s: %d %s, want %d", key[:8], r.Status, r.Body, want)
+		}
+	}
+}

@@ -54,6 +54,7 @@ type Handler struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	adm       *requestAdmission
+	ins       *telemetry.Instruments // the handler's own metrics (metric streams)
 }
 
 // OptionsFrom is the handler's options from the configuration (the caller adds the
@@ -78,6 +79,7 @@ func New(svc *service.Service, o Options) *Handler {
 	if o.PublicURL != "" {
 		h.SetPublicURL(o.PublicURL)
 	}
+	h.ins = telemetry.NewSettings(telemetry.WithInstruments(o.Instruments)).Instruments
 	h.routes()
 	h.root = httpserver.NewHandler(h.recoverer(keepEscaping(h.layers(h.table.mux))), telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	return h

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -56,6 +57,9 @@ type routeInfo struct {
 	// tests/cookbook/stall_repro.py reproduces the hang; api's TestClientConfigClosesConnection
 	// and tests/cookbook's transport test keep it fixed.
 	closeAfter bool
+	// operator routes take the operator key (auth.operator_key_sha256) and no tenant's
+	// (403); the operator key takes no other route (403).
+	operator bool
 }
 
 // routeTable is the mux with a record of every pattern registered on it, so the layers
@@ -149,7 +153,7 @@ func (h *Handler) tenantLayer(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tenant, err := h.authenticate(r)
+		tenant, err := h.authenticate(r, routeFrom(r.Context()).operator)
 		if err != nil {
 			h.dialectError(w, r, err)
 			return
@@ -234,15 +238,30 @@ func requestKey(r *http.Request) string {
 	return ""
 }
 
-// authenticate maps the request's API key (requestKey) to its tenant.
-func (h *Handler) authenticate(r *http.Request) (string, error) {
+// operatorTenant is who an operator route's requests are admitted as: the colon makes
+// it a name no tenant can have (auth.api_keys[].tenant).
+const operatorTenant = "operator:"
+
+// authenticate maps the request's API key (requestKey) to its tenant, or to
+// operatorTenant on an operator route (which no tenant key opens, and the operator key
+// opens alone).
+func (h *Handler) authenticate(r *http.Request, operatorRoute bool) (string, error) {
 	key := requestKey(r)
 	if key == "" {
 		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "missing API key: send it in the X-API-Key header (or as Authorization: Bearer <key>)"}
 	}
+	if h.svc.IsOperator(key) {
+		if !operatorRoute {
+			return "", &service.Error{Kind: service.KindForbidden, Msg: "the operator key (auth.operator_key_sha256) opens the operator routes (/api/v1/admin/...) only; use a tenant's API key"}
+		}
+		return operatorTenant, nil
+	}
 	tenant, ok := h.svc.Authenticate(key)
 	if !ok {
 		return "", &service.Error{Kind: service.KindUnauthorized, Msg: "invalid API key"}
+	}
+	if operatorRoute {
+		return "", &service.Error{Kind: service.KindForbidden, Msg: fmt.Sprintf("%s %s needs the operator key (auth.operator_key_sha256), not a tenant's", r.Method, r.URL.Path)}
 	}
 	return tenant, nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -25,6 +26,7 @@ const metricsPageMax = 10000
 const metricsHeartbeat = 15 * time.Second
 
 func (h *Handler) consoleRoutes(a func(pattern string, f func(w http.ResponseWriter, r *http.Request, tenant string))) {
+	h.table.handle("GET /api/v1/admin/overview", routeInfo{operator: true}, h.authed(h.adminOverview))
 	a("GET /api/v1/training_runs/{run_id}/metrics", h.runMetrics)
 	a("GET /api/v1/training_runs/{run_id}/metrics/stream", h.runMetricsStream)
 	a("GET /api/v1/usage", h.usage)
@@ -107,6 +109,8 @@ func (h *Handler) runMetricsStream(w http.ResponseWriter, r *http.Request, tenan
 		}
 		defer release()
 	}
+	h.ins.MetricStreamsActive.Add(r.Context(), 1)
+	defer h.ins.MetricStreamsActive.Add(context.WithoutCancel(r.Context()), -1)
 	sse := textgen.NewSSE(w)
 	beat := time.NewTicker(metricsHeartbeat)
 	defer beat.Stop()
@@ -261,4 +265,38 @@ func billingEvent(b service.UsageBucket, tenant string, sessions map[string]serv
 	cost := rate * float64(b.Tokens) / 1e6
 	ev.EffectiveRateUSDPerMillionTokens, ev.EstimatedCostUSD = &rate, &cost
 	return ev
+}
+
+// quotaAlarm is the share of a quota past which the overview calls a tenant degraded.
+const quotaAlarm = 0.9
+
+// adminOverview answers the operator (the layers let no tenant key through): every
+// tenant's usage today, queue depth and health.
+func (h *Handler) adminOverview(w http.ResponseWriter, r *http.Request, _ string) {
+	ov := h.svc.Overview()
+	out := wire.AdminOverviewResponse{Tenants: []wire.TenantOverview{},
+		Server: wire.ServerOverview{Status: "ok", SamplingBacklog: ov.Backlog, Replica: h.svc.ReplicaID()}}
+	for _, t := range ov.Tenants {
+		u, err := h.usageReport(r, t.Tenant, 1)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		reqs, _, streams := h.adm.use(t.Tenant)
+		o := wire.TenantOverview{Tenant: t.Tenant, Health: "ok", Problems: []string{}, QueuedOperations: t.QueuedOperations, RequestsInFlight: reqs,
+			MetricStreams: streams, RunsReady: t.RunsReady, RunsCorrupted: t.RunsCorrupted, SessionsOpen: t.SessionsOpen, Usage: u}
+		if t.RunsCorrupted > 0 {
+			o.Problems = append(o.Problems, fmt.Sprintf("%d corrupted training run(s)", t.RunsCorrupted))
+		}
+		for _, q := range u.Quotas {
+			if q.Limit > 0 && float64(q.Used) >= quotaAlarm*float64(q.Limit) {
+				o.Problems = append(o.Problems, fmt.Sprintf("%s: %d of %d %s used", q.Key, q.Used, q.Limit, q.Unit))
+			}
+		}
+		if len(o.Problems) > 0 {
+			o.Health = "degraded"
+		}
+		out.Tenants = append(out.Tenants, o)
+	}
+	textgen.WriteJSON(w, encodingFailed, http.StatusOK, out)
 }

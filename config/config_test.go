@@ -205,3 +205,18 @@ func TestApplyEnv(t *testing.T) {
 		t.Fatalf("bad TUFT_DEVICE: %v", err)
 	}
 }
+
+// The operator key is nobody's tenant key: the same digest in both places is refused.
+func TestOperatorKeyIsNotATenantKey(t *testing.T) {
+	c := Default(t.TempDir())
+	d := HashAPIKey("tml-k").String()
+	c.Auth.APIKeys = []APIKey{{Tenant: "alice", KeySHA256: d}}
+	c.Auth.OperatorKeySHA256 = d
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0].key_sha256") || !strings.Contains(err.Error(), "operator") {
+		t.Fatalf("validate: %v", err)
+	}
+	c.Auth.OperatorKeySHA256 = HashAPIKey("tml-op").String()
+	if err := c.Validate(); err != nil && strings.Contains(err.Error(), "auth.") {
+		t.Fatal(err)
+	}
+}

@@ -21,8 +21,8 @@ type loginData struct {
 // loginPage shows the sign-in form with a fresh CSRF token (double submit: the same value
 // in an HttpOnly cookie and in the form).
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	if c.sessionOf(r) != nil {
-		http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+	if se := c.sessionOf(r); se != nil {
+		http.Redirect(w, r, landing(se), http.StatusSeeOther)
 		return
 	}
 	c.renderLogin(w, r, http.StatusOK, "")
@@ -58,6 +58,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusUnauthorized, "Sign-in refused: "+refusal)
 		return
 	}
+	if old := c.sessionOf(r); old != nil {
+		c.sessions.end(old.token) // a new sign-in replaces this browser's old one
+	}
 	se, err := c.sessions.create(key, tenant, operator)
 	if errors.Is(err, errFull) {
 		c.renderLogin(w, r, http.StatusServiceUnavailable, err.Error())
@@ -66,11 +69,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	c.setCookie(w, r, loginCookie, "", time.Time{})
 	c.setCookie(w, r, sessionCookie, se.token, se.expires)
 	c.log.InfoContext(r.Context(), "console sign-in", telemetry.LogTenant, tenant, "operator", operator)
-	if tenant == operatorLabel {
-		http.Redirect(w, r, Prefix+"/admin", http.StatusSeeOther) // the operator key opens nothing else
-		return
+	http.Redirect(w, r, landing(se), http.StatusSeeOther)
+}
+
+// landing is the first page of a session: the runs, or the operator overview for the
+// operator key, which opens nothing else.
+func landing(se *session) string {
+	if se.tenant == operatorLabel {
+		return Prefix + "/admin"
 	}
-	http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+	return Prefix + "/runs"
 }
 
 // operatorLabel is the operator's name in a console session: no tenant is named so (a

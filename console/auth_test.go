@@ -215,3 +215,21 @@ func TestConsoleOff(t *testing.T) {
 		t.Fatalf("/console/login with the console off: %d %s", r.StatusCode, r.body)
 	}
 }
+
+// Signing in again in the same browser ends the browser's previous session.
+func TestSignInAgainReplacesTheSession(t *testing.T) {
+	s := startServer(t, nil)
+	b := newBrowser(t, s.URL())
+	first := cookie(b.signIn(testenv.KeyA), "tuft_console").Value
+	// The sign-in form is reachable while signed in only by posting to it directly.
+	login := newBrowser(t, s.URL()).get("/console/login")
+	m := csrfField.FindStringSubmatch(login.body)
+	r := b.postForm("/console/login", url.Values{"csrf": {m[1]}, "api_key": {testenv.KeyB}},
+		map[string]string{"Cookie": "tuft_console=" + first + "; tuft_console_login=" + m[1]})
+	if r.StatusCode != http.StatusSeeOther || cookie(r, "tuft_console") == nil {
+		t.Fatalf("second sign-in: %d %s", r.StatusCode, r.body)
+	}
+	if p := newBrowser(t, s.URL()).do("GET", "/console/runs", nil, map[string]string{"Cookie": "tuft_console=" + first}); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the replaced session still opens pages: %d", p.StatusCode)
+	}
+}

@@ -220,11 +220,12 @@ func (c *Console) signedIn(f func(w http.ResponseWriter, r *http.Request, se *se
 const maxFormBytes = 16 << 10
 
 func (c *Console) index(w http.ResponseWriter, r *http.Request) {
-	if c.sessionOf(r) == nil {
+	se := c.sessionOf(r)
+	if se == nil {
 		http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+	http.Redirect(w, r, landing(se), http.StatusSeeOther)
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {

@@ -7,9 +7,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"path"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -218,39 +217,6 @@ func (c *Console) runsPage(w http.ResponseWriter, r *http.Request, se *session) 
 	c.render(w, r, http.StatusOK, "runs", c.pageOf(se, "Runs", "runs", "runs.js", runsData{Runs: out.Runs, Total: out.Cursor.Total, Query: r.URL.Query().Get("q")}))
 }
 
-// ckptView is a checkpoint as the API answers it.
-type ckptView struct {
-	ID         string     `json:"checkpoint_id"`
-	Type       string     `json:"checkpoint_type"`
-	Time       time.Time  `json:"time"`
-	TinkerPath string     `json:"tinker_path"`
-	SizeBytes  *int64     `json:"size_bytes"`
-	Public     bool       `json:"public"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-}
-
-// RunID is the training run of the checkpoint's tinker path (tinker://<run>/<id>).
-func (v ckptView) RunID() string {
-	rest, _ := strings.CutPrefix(v.TinkerPath, "tinker://")
-	run, _, _ := strings.Cut(rest, "/")
-	return run
-}
-
-// ArchiveURL downloads the checkpoint's archive through the forwarder (the API answers
-// a redirect to a signed link).
-func (v ckptView) ArchiveURL() string {
-	return Prefix + "/api/api/v1/training_runs/" + url.PathEscape(v.RunID()) + "/checkpoints/" + escapeSegments(v.ID) + "/archive"
-}
-
-// escapeSegments escapes each /-separated segment of p.
-func escapeSegments(p string) string {
-	parts := strings.Split(p, "/")
-	for i, s := range parts {
-		parts[i] = url.PathEscape(s)
-	}
-	return strings.Join(parts, "/")
-}
-
 type samplerView struct {
 	ID        string `json:"sampler_id"`
 	BaseModel string `json:"base_model"`
@@ -304,26 +270,6 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, se *session) {
 	c.render(w, r, http.StatusOK, "run", c.pageOf(se, "Run "+d.Run.Name(), "runs", "run.js", d))
 }
 
-type checkpointsData struct {
-	Checkpoints []ckptView
-	Total       int
-}
-
-func (c *Console) checkpointsPage(w http.ResponseWriter, r *http.Request, se *session) {
-	var out struct {
-		Checkpoints []ckptView `json:"checkpoints"`
-		Cursor      struct {
-			Total int `json:"total_count"`
-		} `json:"cursor"`
-	}
-	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/checkpoints?limit=%d", maxListed), &out); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "checkpoints", c.pageOf(se, "Checkpoints", "checkpoints", "checkpoints.js",
-		checkpointsData{Checkpoints: out.Checkpoints, Total: out.Cursor.Total}))
-}
-
 type modelView struct {
 	ID   string `json:"id"`
 	Root string `json:"root"`
@@ -364,8 +310,15 @@ func (q quotaView) Percent() string {
 	if q.Limit <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.0f%%", 100*float64(q.Used)/float64(q.Limit))
+	pc := 100 * float64(q.Used) / float64(q.Limit)
+	if pc > 0 && pc < 10 {
+		return fmt.Sprintf("%.1f%%", pc)
+	}
+	return fmt.Sprintf("%.0f%%", pc)
 }
+
+// High is where the quota's meter turns to a warning: 80% of the limit.
+func (q quotaView) High() int64 { return q.Limit * 8 / 10 }
 
 // Show is an amount of the quota's unit, bytes in binary units.
 func (q quotaView) Show(n int64) string {
@@ -396,166 +349,6 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, se *session)
 		c.failed(w, r, se, p, err)
 		return
 	}
+	slices.Reverse(d.Days) // the latest day first
 	c.render(w, r, http.StatusOK, "usage", c.pageOf(se, "Usage and quotas", "usage", "", d))
-}
-
-type sessionData struct {
-	ID      string
-	Session struct {
-		TrainingRunIDs []string          `json:"training_run_ids"`
-		SamplerIDs     []string          `json:"sampler_ids"`
-		UserMetadata   map[string]string `json:"user_metadata"`
-		DisplayName    *string           `json:"display_name"`
-		Status         struct {
-			Type string `json:"type"`
-		} `json:"status"`
-	}
-}
-
-func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, se *session) {
-	d := sessionData{ID: r.PathValue("session_id")}
-	if p, err := c.getJSON(r, se, "/api/v1/sessions/"+url.PathEscape(d.ID), &d.Session); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "session", c.pageOf(se, "Session "+d.ID, "", "session.js", d))
-}
-
-// traceWait is how long the trace download waits for the export to be ready, polling
-// every tracePoll. Not config keys: they pace one user's click, and the export's own
-// bound is the trace service's.
-const (
-	traceWait = 60 * time.Second
-	tracePoll = 500 * time.Millisecond
-)
-
-// traceDownload asks for the session's trace export and, once it is ready, sends the
-// browser to its signed link.
-func (c *Console) traceDownload(w http.ResponseWriter, r *http.Request, se *session) {
-	target := "/api/v1/sessions/" + url.PathEscape(r.PathValue("session_id")) + "/trace_export"
-	deadline := time.NewTimer(traceWait)
-	defer deadline.Stop()
-	for {
-		var out struct {
-			Status string `json:"status"`
-			URL    string `json:"url"`
-			Error  any    `json:"error"`
-		}
-		p, err := c.getJSON(r, se, target, &out)
-		if err != nil || p.Status != http.StatusOK {
-			c.failed(w, r, se, p, err)
-			return
-		}
-		switch out.Status {
-		case "ready":
-			if u, err := url.Parse(out.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-				c.errorPage(w, r, se, http.StatusBadGateway, "the trace export's link is not an http(s) URL")
-				return
-			}
-			http.Redirect(w, r, out.URL, http.StatusSeeOther)
-			return
-		case "failed":
-			c.errorPage(w, r, se, http.StatusBadGateway, fmt.Sprint("the trace export failed: ", out.Error))
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-deadline.C:
-			c.errorPage(w, r, se, http.StatusGatewayTimeout, "the trace export is not ready yet; try again")
-			return
-		case <-time.After(tracePoll):
-		}
-	}
-}
-
-// node is a JSON value laid out for the admin page: a scalar, a list or an object.
-type node struct {
-	Key      string
-	Scalar   string
-	IsScalar bool
-	Items    []node
-}
-
-func toNode(key string, v any) node {
-	switch x := v.(type) {
-	case map[string]any:
-		n := node{Key: key}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			n.Items = append(n.Items, toNode(k, x[k]))
-		}
-		return n
-	case []any:
-		n := node{Key: key}
-		for i, e := range x {
-			n.Items = append(n.Items, toNode(fmt.Sprint(i), e))
-		}
-		return n
-	case nil:
-		return node{Key: key, IsScalar: true}
-	case float64:
-		return node{Key: key, IsScalar: true, Scalar: formatFloat(x)}
-	}
-	return node{Key: key, IsScalar: true, Scalar: fmt.Sprint(v)}
-}
-
-func (c *Console) adminPage(w http.ResponseWriter, r *http.Request, se *session) {
-	var v any
-	p, err := c.getJSON(r, se, "/api/v1/admin/overview", &v)
-	if err != nil || p.Status != http.StatusOK {
-		if err == nil && p.Status == http.StatusForbidden {
-			c.errorPage(w, r, se, http.StatusForbidden, "The operator overview needs the operator key.")
-			return
-		}
-		c.failed(w, r, se, p, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "admin", c.pageOf(se, "Operator overview", "admin", "", toNode("overview", v)))
-}
-
-// checkpointAction runs a checkpoint form of the checkpoints page (signedIn checked its
-// CSRF token): publish, unpublish, delete or ttl, through the API's checkpoint routes.
-func (c *Console) checkpointAction(w http.ResponseWriter, r *http.Request, se *session) {
-	run, id, action := r.PostFormValue("run"), r.PostFormValue("id"), r.PostFormValue("action")
-	base := "/api/v1/training_runs/" + url.PathEscape(run) + "/checkpoints/" + escapeSegments(id)
-	if run == "" || id == "" || path.Clean(base) != base {
-		c.errorPage(w, r, se, http.StatusBadRequest, "the form names no checkpoint (run and id)")
-		return
-	}
-	method, target := "", ""
-	var body any
-	switch action {
-	case "publish":
-		method, target = http.MethodPost, base+"/publish"
-	case "unpublish":
-		method, target = http.MethodDelete, base+"/publish"
-	case "delete":
-		method, target = http.MethodDelete, base
-	case "ttl":
-		method, target = http.MethodPut, base+"/ttl"
-		var ttl *int64
-		if s := strings.TrimSpace(r.PostFormValue("ttl_seconds")); s != "" {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				c.errorPage(w, r, se, http.StatusBadRequest, "ttl_seconds must be a whole number of seconds (empty: never expires)")
-				return
-			}
-			ttl = &n
-		}
-		body = map[string]any{"ttl_seconds": ttl}
-	default:
-		c.errorPage(w, r, se, http.StatusBadRequest, "unknown checkpoint action "+strconv.Quote(action)+" (publish, unpublish, delete, ttl)")
-		return
-	}
-	p, err := c.call(r.Context(), r, se.key, method, target, body)
-	if err != nil || p.Status/100 != 2 {
-		c.failed(w, r, se, p, err)
-		return
-	}
-	http.Redirect(w, r, Prefix+"/checkpoints", http.StatusSeeOther)
 }

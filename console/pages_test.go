@@ -362,10 +362,13 @@ func TestUsagePage(t *testing.T) {
 		t.Fatalf("usage: %d %s", r.StatusCode, r.body)
 	}
 	for _, want := range []string{`table id="usage-days"`, `table id="quotas"`, `data-quota="limits.max_runs_per_tenant"`, `1 runs`,
-		`data-quota="limits.max_disk_bytes_per_tenant"`, `100.0 GiB`, `<meter min="0" max="256" value="1"`, `data-day="` + time.Now().UTC().Format("2006-01-02") + `"`} {
+		`data-quota="limits.max_disk_bytes_per_tenant"`, `100.0 GiB`, `<meter min="0" max="256" value="1" high="204"`, `0.4%`, `data-day="` + time.Now().UTC().Format("2006-01-02") + `"`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("usage page lacks %s", want)
 		}
+	}
+	if i := strings.Index(r.body, `data-day="`); i < 0 || !strings.HasPrefix(r.body[i:], `data-day="`+time.Now().UTC().Format("2006-01-02")) {
+		t.Errorf("the latest day is not first")
 	}
 	if strings.Count(r.body, "<meter") < 5 {
 		t.Errorf("usage page has %d meters", strings.Count(r.body, "<meter"))

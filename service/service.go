@@ -33,7 +33,9 @@ type Service struct {
 	tel    telemetry.Settings
 	models map[string]backend.ModelInfo
 	keys   map[config.KeyDigest]string // the API keys' digests → tenant
-	secret []byte                      // signs archive URLs
+	// operator is auth.operator_key_sha256's digest (nil: no operator).
+	operator *config.KeyDigest
+	secret   []byte // signs archive URLs
 
 	// The controllers, one per kind of record (controllers.go).
 	sessions sessionCtl
@@ -111,6 +113,13 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		}
 		s.keys[h] = k.Tenant
 	}
+	if k := o.Config.Auth.OperatorKeySHA256; k != "" {
+		h, err := config.ParseKeyDigest(k)
+		if err != nil {
+			return nil, fmt.Errorf("auth.operator_key_sha256: %w", err)
+		}
+		s.operator = &h
+	}
 	if err := os.MkdirAll(o.Config.CheckpointDir, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint_dir: %w", err)
 	}
@@ -163,6 +172,12 @@ func (s *Service) Authenticate(key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// IsOperator reports whether key is the operator key (auth.operator_key_sha256), which
+// reads the operator's routes only (GET /api/v1/admin/overview).
+func (s *Service) IsOperator(key string) bool {
+	return key != "" && s.operator != nil && s.operator.Equal(config.HashAPIKey(key))
 }
 
 // Models lists the served base models, each with the context length requests on it may

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/store"
+	"github.com/tuft-go/tuft/telemetry"
 )
 
 // Token usage (issue 27: the console's usage page, the SDK's billing usage events): the
@@ -95,6 +96,7 @@ func (s *Service) addUsage(tenant, base, session, kind string, n int) {
 	case u.kick <- struct{}{}:
 	default:
 	}
+	s.tel.Instruments.UsageTokens.Add(context.Background(), int64(n), telemetry.Attrs(telemetry.MAttrBaseModel, base, telemetry.MAttrKind, kind))
 }
 
 // usageRetention is billing.usage_retention_days as a duration.

@@ -139,24 +139,23 @@ func (s *Service) BillingEvents(ctx context.Context, tenant string, from, to tim
 // TenantOverview is one tenant in the operator's overview.
 type TenantOverview struct {
 	Tenant string
-	Usage  UsageReport // the last day's
 	// QueuedOperations is its unfinished operations (queued or running).
 	QueuedOperations int
 	// RunsReady, RunsCorrupted count its runs by state; SessionsOpen its open sessions.
 	RunsReady, RunsCorrupted, SessionsOpen int
 }
 
-// Overview is the operator's view: every tenant that holds anything or used tokens
-// today, and each base model's sampling backlog.
+// Overview is the operator's view: every tenant, and each base model's sampling backlog.
 type Overview struct {
 	Tenants []TenantOverview
 	// Backlog is each base model's unfinished sampling weight, all tenants.
 	Backlog map[string]int
 }
 
-// Overview reports every tenant's usage today, queue depth and health: the tenants of
-// the configured keys, and any other that holds a record here.
-func (s *Service) Overview(ctx context.Context) (Overview, error) {
+// Overview reports every tenant's queue depth and records by state (the caller adds
+// each one's usage, TenantUsage): the tenants of the configured keys, and any other that
+// holds a record on this replica.
+func (s *Service) Overview() Overview {
 	seen := map[string]*TenantOverview{}
 	tenant := func(t string) *TenantOverview {
 		o := seen[t]
@@ -192,11 +191,7 @@ func (s *Service) Overview(ctx context.Context) (Overview, error) {
 	}
 	out := Overview{Backlog: map[string]int{}}
 	for _, o := range seen {
-		rep, err := s.TenantUsage(ctx, o.Tenant, 1)
-		if err != nil {
-			return Overview{}, err
-		}
-		o.Usage, o.QueuedOperations = rep, open[o.Tenant]
+		o.QueuedOperations = open[o.Tenant]
 		out.Tenants = append(out.Tenants, *o)
 	}
 	sort.Slice(out.Tenants, func(i, j int) bool { return out.Tenants[i].Tenant < out.Tenants[j].Tenant })
@@ -204,7 +199,7 @@ func (s *Service) Overview(ctx context.Context) (Overview, error) {
 		total, _ := s.fut.Backlog(name)
 		out.Backlog[name] = total
 	}
-	return out, nil
+	return out
 }
 
 // TokenRate is the price in US dollars per million tokens of a usage kind (the

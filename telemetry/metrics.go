@@ -35,6 +35,10 @@ type Instruments struct {
 	SessionSpansDropped metric.Int64Counter
 	// AuditEvents counts audit-log entries, by event and status.
 	AuditEvents metric.Int64Counter
+	// UsageTokens: tokens trained, prefilled and sampled, by base model and kind.
+	UsageTokens metric.Int64Counter
+	// MetricStreamsActive: open training-metric streams.
+	MetricStreamsActive metric.Int64UpDownCounter
 	// StoreOperationDuration is the embedded store's db.client.operation.duration (the
 	// contract's persistence metric names Redis; other stores follow the semantic
 	// conventions instead of posing as Redis).
@@ -112,6 +116,10 @@ func NewInstruments(mp metric.MeterProvider, modelIDAttribute bool) *Instruments
 		metric.WithDescription("Spans the per-session span record did not keep or dropped later, by reason."))
 	in.AuditEvents, _ = m.Int64Counter(MetricAuditEvents, metric.WithUnit("{event}"),
 		metric.WithDescription("Audit-log entries, by event and status (kept, over_day_limit, write_failed)."))
+	in.UsageTokens, _ = m.Int64Counter(MetricUsageTokens, metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens tenants trained, prefilled and sampled, by base model and kind."))
+	in.MetricStreamsActive, _ = m.Int64UpDownCounter(MetricMetricStreamsActive, metric.WithUnit("{stream}"),
+		metric.WithDescription("Open training-metric streams (server-sent events)."))
 	in.RedisOperationDuration, _ = m.Float64Histogram(MetricRedisOperationDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of each Redis command."), metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	in.StoreOperationDuration, _ = mp.Meter(ScopeStore).Float64Histogram(MetricDBClientOperationDuration, metric.WithUnit("s"),

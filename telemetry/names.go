@@ -262,6 +262,12 @@ const (
 	// MetricAuditEvents counts audit-log entries (GET /api/v1/audit), by MAttrEvent and
 	// MAttrStatus (AuditKept, AuditOverDayLimit, AuditWriteFailed).
 	MetricAuditEvents = "tuft.audit.events"
+	// MetricUsageTokens counts the tokens tenants trained, prefilled and sampled (what the
+	// usage and billing routes report), by base_model and kind (UsageKind*).
+	MetricUsageTokens = "tuft.usage.tokens"
+	// MetricMetricStreamsActive counts the open training-metric streams
+	// (GET /api/v1/training_runs/{run_id}/metrics/stream).
+	MetricMetricStreamsActive = "tuft.training.metric_streams.active"
 )
 
 // Metrics of the semantic conventions, beside the contract's (spec: "where this file is
@@ -306,7 +312,10 @@ const (
 	MAttrOperation      = "operation"
 	MAttrReason         = "reason"
 	MAttrEvent          = "event" // an audit-log event (checkpoint_save, apikey_read, ...)
-	MAttrGPUID          = "gpu_id"
+	// MAttrKind is a usage kind on tuft.usage.tokens: training, sampling_prefill,
+	// sampling_prefill_cached, sampling_sample.
+	MAttrKind  = "kind"
+	MAttrGPUID = "gpu_id"
 
 	MAttrDBSystemName    = "db.system.name"
 	MAttrDBOperationName = "db.operation.name"

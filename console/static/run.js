@@ -57,6 +57,18 @@
     }
   }
 
+  // facts keeps the run's steps and last loss current as points arrive (the run JSON's
+  // steps count completed optim_steps; its last loss is the last forward_backward's).
+  const stepsFact = document.querySelector('[data-fact="steps"]');
+  const lossFact = document.querySelector('[data-fact="last-loss"]');
+  function facts(p) {
+    if (p.seq < lastSeq) return;
+    if (stepsFact) stepsFact.textContent = String(p.op === "optim_step" ? p.step + 1 : p.step);
+    if (lossFact && p.op === "forward_backward" && p.metrics && typeof p.metrics["loss:sum"] === "number") {
+      lossFact.textContent = tuft.num(p.metrics["loss:sum"]);
+    }
+  }
+
   function schedule() {
     if (pending) return;
     pending = true;
@@ -163,7 +175,10 @@
     const es = new EventSource("/console/api" + base + "/stream?after=" + lastSeq);
     es.addEventListener("open", function () { status.textContent = "live"; });
     es.addEventListener("point", function (e) {
-      try { add(JSON.parse(e.data)); } catch (err) { return; }
+      let p;
+      try { p = JSON.parse(e.data); } catch (err) { return; }
+      add(p);
+      facts(p);
       schedule();
     });
     es.addEventListener("end", function () {
