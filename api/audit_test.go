@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/server"
+	"github.com/tuft-go/tuft/store/storetest"
 )
 
 type auditJSON struct {
@@ -178,5 +181,52 @@ func TestAuditLogDayLimit(t *testing.T) {
 	}
 	if got := counterByAttr(t, reader, "tuft.audit.events", "event"); got["apikey_read"] != 4 || len(got) != 1 {
 		t.Fatalf("tuft.audit.events by event: %v", got)
+	}
+}
+
+// On Redis (which scans in no order) the span record and the audit log keep their order,
+// and a second API replica on the same store reads both.
+func TestSessionSpansAndAuditOnRedis(t *testing.T) {
+	redisURL := storetest.StartRedis(t)
+	ns := fmt.Sprintf("trace%d", time.Now().UnixNano())
+	var clients []*testenv.Client
+	for _, id := range []string{"api-a", "api-b"} {
+		cfg := spanConfig(t, "memory")
+		cfg.Persistence.Mode, cfg.Persistence.RedisURL, cfg.Persistence.Namespace = "redis", redisURL, ns
+		cfg.Server.ReplicaID = id
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		s := testenv.Start(t, cfg)
+		clients = append(clients, testenv.NewClient(t, s.URL(), testenv.KeyA))
+	}
+	a, other := clients[0], clients[1]
+	sess := a.NewSession()
+	trainOnce(a, sess)
+	var got spansJSON
+	check.Eventually(t, 10*time.Second, "spans", func() bool {
+		got = getSpans(t, a, sess)
+		return trained(got.Spans)
+	})
+	for i := 1; i < len(got.Spans); i++ {
+		if got.Spans[i].Seq <= got.Spans[i-1].Seq {
+			t.Fatalf("spans out of order: %d after %d", got.Spans[i].Seq, got.Spans[i-1].Seq)
+		}
+	}
+	if o := getSpans(t, other, sess); len(o.Spans) < len(got.Spans) {
+		t.Fatalf("the other replica reads %d spans, the owner %d", len(o.Spans), len(got.Spans))
+	}
+	for range 5 {
+		a.Do("GET", "/api/v1/auth/apikey/me", nil, nil)
+		other.Do("GET", "/api/v1/auth/apikey/me", nil, nil)
+	}
+	log := getAudit(t, other, "")
+	if len(log.Entries) != 10 {
+		t.Fatalf("%d entries, want 10", len(log.Entries))
+	}
+	for i := 1; i < len(log.Entries); i++ {
+		if log.Entries[i].Timestamp.Before(log.Entries[i-1].Timestamp) {
+			t.Fatalf("audit entries out of order at %d", i)
+		}
 	}
 }

@@ -97,28 +97,33 @@ func perfettoTrace(session string, spans []service.SpanRecord) []byte {
 		track(uint64(pfRootUUID+1+l), pfRootUUID, fmt.Sprintf("lane %d", l+1), false)
 	}
 
-	// Slice begins and ends, in time order; at one instant ends go before begins, and
-	// of two ends the inner (later-begun) slice's first, so nesting stays proper.
+	// Slice begins and ends, in time order. At one instant: first the ends of slices begun
+	// earlier (the inner, later-begun one first), then the begins (the enclosing one
+	// first), then the ends of zero-length slices (inner first), so nesting stays proper.
 	type edge struct {
 		ns    uint64
-		begin bool
+		phase int // 0 end of an earlier slice, 1 begin, 2 end of a zero-length slice
 		i     int
 	}
 	edges := make([]edge, 0, 2*len(sorted))
 	for i, sp := range sorted {
 		b := unixNanos(sp.Start)
 		e := max(unixNanos(sp.End), b)
-		edges = append(edges, edge{b, true, i}, edge{e, false, i})
+		end := 0
+		if e == b {
+			end = 2
+		}
+		edges = append(edges, edge{b, 1, i}, edge{e, end, i})
 	}
 	sort.SliceStable(edges, func(a, b int) bool {
 		x, y := edges[a], edges[b]
 		if x.ns != y.ns {
 			return x.ns < y.ns
 		}
-		if x.begin != y.begin {
-			return !x.begin
+		if x.phase != y.phase {
+			return x.phase < y.phase
 		}
-		if x.begin {
+		if x.phase == 1 {
 			return x.i < y.i
 		}
 		return x.i > y.i
@@ -127,14 +132,15 @@ func perfettoTrace(session string, spans []service.SpanRecord) []byte {
 		sp := sorted[e.i]
 		var ev []byte
 		ev = protowire.AppendTag(ev, pfEventType, protowire.VarintType)
-		if e.begin {
+		begin := e.phase == 1
+		if begin {
 			ev = protowire.AppendVarint(ev, pfSliceBegin)
 		} else {
 			ev = protowire.AppendVarint(ev, pfSliceEnd)
 		}
 		ev = protowire.AppendTag(ev, pfEventTrackUUID, protowire.VarintType)
 		ev = protowire.AppendVarint(ev, uint64(pfRootUUID+1+lanes[e.i]))
-		if e.begin {
+		if begin {
 			ev = protowire.AppendTag(ev, pfEventName, protowire.BytesType)
 			ev = protowire.AppendString(ev, sp.Name)
 			ev = appendAnnotations(ev, sp)
@@ -159,31 +165,44 @@ func unixNanos(t time.Time) uint64 {
 	return uint64(n)
 }
 
-// assignLanes gives each span (sorted by start, enclosing first) the first lane where it
-// nests properly: every slice still open there at its start encloses it.
+// assignLanes gives each span (sorted by start, enclosing first) a lane, so that a lane
+// reads as call trees: a span goes on the lane where its parent is the innermost slice
+// still open and encloses it, else on the first lane with nothing open, else on a new one.
+// A child that outlives its parent (an asynchronous execution) starts a tree of its own.
 func assignLanes(spans []service.SpanRecord) []int {
-	type open struct{ end int64 }
+	type open struct {
+		id  string
+		end int64
+	}
 	var stacks [][]open
 	out := make([]int, len(spans))
 	for i, sp := range spans {
 		b, e := sp.Start.UnixNano(), max(sp.End.UnixNano(), sp.Start.UnixNano())
-		placed := false
+		lane, free := -1, -1
 		for l := range stacks {
 			st := stacks[l]
 			for len(st) > 0 && st[len(st)-1].end <= b {
 				st = st[:len(st)-1]
 			}
 			stacks[l] = st
-			if len(st) == 0 || st[len(st)-1].end >= e {
-				stacks[l] = append(st, open{e})
-				out[i], placed = l, true
-				break
+			switch {
+			case len(st) == 0:
+				if free < 0 {
+					free = l
+				}
+			case sp.ParentSpanID != "" && st[len(st)-1].id == sp.ParentSpanID && st[len(st)-1].end >= e:
+				lane = l
 			}
 		}
-		if !placed {
-			stacks = append(stacks, []open{{e}})
-			out[i] = len(stacks) - 1
+		if lane < 0 {
+			lane = free
 		}
+		if lane < 0 {
+			stacks = append(stacks, nil)
+			lane = len(stacks) - 1
+		}
+		stacks[lane] = append(stacks[lane], open{sp.SpanID, e})
+		out[i] = lane
 	}
 	return out
 }

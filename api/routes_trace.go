@@ -32,12 +32,27 @@ func (h *Handler) sessionSpans(w http.ResponseWriter, r *http.Request, tenant st
 }
 
 // traceExport answers the SDK's poll: the trace is built when its link is fetched, from
-// the record as it is then, so the export is ready at once (never "pending").
+// the record as it is then, so the export is ready at once (never "pending"). A server
+// that records no session spans, holding none for this session, answers "failed" naming the
+// key (the SDK raises it), rather than a link to an empty trace.
 func (h *Handler) traceExport(w http.ResponseWriter, r *http.Request, tenant string) {
-	tok, exp, err := h.svc.TraceToken(tenant, r.PathValue("session_id"), h.opt.ArchiveTTL)
+	id := r.PathValue("session_id")
+	tok, exp, err := h.svc.TraceToken(tenant, id, h.opt.ArchiveTTL)
 	if err != nil {
 		h.fail(w, r, err)
 		return
+	}
+	if !h.svc.RecordsSessionSpans() {
+		ss, err := h.svc.SessionSpans(r.Context(), tenant, id)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if len(ss.Spans) == 0 {
+			msg := "no spans are recorded for session " + id + ": this server keeps session spans only with sessions.record_spans: true in its config"
+			textgen.WriteJSON(w, encodingFailed, http.StatusOK, wire.TraceExportResponse{Status: "failed", Error: &msg})
+			return
+		}
 	}
 	link := h.base(r) + "/api/v1/session_trace/" + url.PathEscape(tok)
 	w.Header().Set("Expires", exp.UTC().Format(http.TimeFormat))

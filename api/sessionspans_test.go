@@ -2,9 +2,13 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +101,11 @@ func counterByAttr(t *testing.T, reader *sdkmetric.ManualReader, name, attr stri
 		}
 	}
 	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func countNamed(spans []spanJSON, name string) int {
@@ -328,6 +337,20 @@ func TestTraceExportServesAPerfettoTrace(t *testing.T) {
 			t.Fatalf("slice %s annotations: %v", sl.name, sl.annotations)
 		}
 	}
+	// Perfetto's own schema reads the same slices (where scripts/setup.sh made its venv;
+	// TestPerfettoTraceReadsWithPerfettosSchema covers the encoding in detail).
+	home, _ := os.UserHomeDir()
+	if py := filepath.Join(home, ".cache", "tuft", "venv-perfetto-0.59.1", "bin", "python"); fileExists(py) {
+		f := filepath.Join(t.TempDir(), "t.pftrace")
+		if err := os.WriteFile(f, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(py, "testdata/perfetto_read.py", f).CombinedOutput()
+		var read struct{ Slices []any }
+		if err != nil || json.Unmarshal(out, &read) != nil || len(read.Slices) != len(tr.slices) {
+			t.Fatalf("perfetto_read.py: %v: %d slices vs %d: %.500s", err, len(read.Slices), len(tr.slices), out)
+		}
+	}
 	// A forged or altered token is refused; so is a trace token used as an archive token.
 	tok := (*exp.URL)[strings.LastIndex(*exp.URL, "/")+1:]
 	for _, path := range []string{"/api/v1/session_trace/" + tok[:len(tok)-2] + "xx", "/api/v1/session_trace/nonsense", "/api/v1/archive/" + tok} {
@@ -504,4 +527,25 @@ func readPerfetto(t *testing.T, b []byte) perfettoFile {
 		}
 	}
 	return out
+}
+
+// Without sessions.record_spans nothing is recorded, and trace_export answers "failed"
+// naming the key rather than a link to an empty trace.
+func TestTraceExportWithoutRecordSpansFailsNamingTheKey(t *testing.T) {
+	h := newHarness(t, "memory")
+	sess := h.a.NewSession()
+	trainOnce(h.a, sess)
+	if got := getSpans(t, h.a, sess); len(got.Spans) != 0 || got.Dropped != 0 {
+		t.Fatalf("spans recorded with sessions.record_spans off: %+v", got)
+	}
+	var exp struct {
+		Status string  `json:"status"`
+		URL    *string `json:"url"`
+		Error  *string `json:"error"`
+	}
+	r := h.a.Do("GET", "/api/v1/sessions/"+sess+"/trace_export", nil, nil)
+	r.JSON(t, &exp)
+	if r.Status != http.StatusOK || exp.Status != "failed" || exp.URL != nil || exp.Error == nil || !strings.Contains(*exp.Error, "sessions.record_spans") {
+		t.Fatalf("trace_export: %d %s", r.Status, r.Body)
+	}
 }

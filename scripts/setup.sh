@@ -48,6 +48,16 @@ if [ -x engine/cuda/kernels/gen.sh ]; then
   engine/cuda/kernels/gen.sh --install
 fi
 
+# Perfetto's Python package: its perfetto_trace_pb2 (Perfetto's own trace schema) reads the
+# session trace export in api's tests (its TraceProcessor would download a binary: unused).
+perfetto_venv="$HOME/.cache/tuft/venv-perfetto-0.59.1"
+if [ ! -x "$perfetto_venv/bin/python" ] || ! "$perfetto_venv/bin/python" -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null; then
+  echo "setup: python venv with perfetto 0.59.1 at $perfetto_venv"
+  rm -rf "$perfetto_venv"
+  python3 -m venv "$perfetto_venv"
+  "$perfetto_venv/bin/pip" install -q --disable-pip-version-check perfetto==0.59.1
+fi
+
 if [ -f tests/openai/requirements.txt ]; then
   # The official openai and anthropic clients, for the compatible-API suite (tests/openai).
   venv="${TUFT_COMPAT_VENV:-$HOME/.cache/tuft/venv-compat}"

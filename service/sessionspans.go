@@ -238,6 +238,9 @@ func spanRecordOf(seq int64, sp telemetry.SessionSpan) SpanRecord {
 	return r
 }
 
+// RecordsSessionSpans reports whether this server keeps session spans (sessions.record_spans).
+func (s *Service) RecordsSessionSpans() bool { return s.cfg.Sessions.RecordSpans }
+
 // SessionSpans are a session's recorded spans, oldest first, and how many older ones the
 // bound dropped.
 type SessionSpans struct {

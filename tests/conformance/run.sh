@@ -39,6 +39,7 @@ key_b="tml-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 port="$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 cat > "$work/tuft_config.yaml" <<YAML
 server: {host: 127.0.0.1, port: $port, log_level: info}
+sessions: {record_spans: true}
 models:
   - {name: tuft/tiny, preset: tiny, max_context_length: 1024, max_lora_rank: 32}
 auth:

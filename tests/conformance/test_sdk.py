@@ -931,3 +931,70 @@ def test_string_loss_config_and_provenance(sc):
     assert math.isfinite(loss_of(out))
     raises_promptly(lambda: tc.forward_backward([d], "ppo", loss_fn_config={"clip_mode": "sequence"}).result(), "clip_mode")
     assert math.isfinite(loss_of(tc.forward_backward([d], "cross_entropy").result()))
+
+
+# ---- Issue 27: the session trace export and the audit log (docs/compatibility.md).
+import datetime
+
+
+@needs(since="0.38.0", why="RestClient.export_session_trace")
+def test_export_session_trace():
+    """export_session_trace: a signed link to a Perfetto trace of the session's own spans"""
+    sc = client()
+    tc = sc.create_lora_training_client(base_model=MODEL, rank=4)
+    tc.forward_backward(sft_batch(n=1), "cross_entropy").result()
+    tc.optim_step(ADAM).result()
+    sess = session_of(tc)
+    rest = tinker.RestClient(base_url=BASE_URL, api_key=KEY_A)
+    # The spans of the last request are recorded as they end, just after its result.
+    deadline = time.time() + 10
+    while True:
+        url = rest.export_session_trace(sess).result()
+        assert url.startswith(BASE_URL + "/"), url
+        data = urllib.request.urlopen(url, timeout=30).read()  # a plain GET: no key
+        if b"training_controller.run_optim_step" in data or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    # Trace.packet is field 1, length-delimited: the file starts with tag 0x0a; the root
+    # track names the session; every slice is named after its span.
+    assert data[:1] == b"\x0a", data[:16]
+    assert f"session {sess}".encode() in data
+    for name in (b"POST /api/v1/forward_backward", b"training_controller.run_forward_backward",
+                 b"hf_model.forward_backward", b"training_controller.run_optim_step"):
+        assert name in data, name
+    other = tinker.RestClient(base_url=BASE_URL, api_key=KEY_B)
+    raises_promptly(lambda: other.export_session_trace(sess).result(), "not found")
+
+
+@needs(since="0.38.0", why="AdminClient.get_audit_log")
+def test_audit_log():
+    """Audit log: the tenant's own checkpoint and API-key operations, by event type and day"""
+    bob = client(KEY_B)
+    tc = bob.create_lora_training_client(base_model=MODEL, rank=4)
+    path = tc.save_state("audited").result().path
+    run_id = path.split("/")[2]
+    rest = tinker.RestClient(base_url=BASE_URL, api_key=KEY_B)
+    rest.publish_checkpoint_from_tinker_path(path).result()
+    rest.set_checkpoint_ttl_from_tinker_path(path, 7200).result()
+    rest.unpublish_checkpoint_from_tinker_path(path).result()
+    rest.delete_checkpoint_from_tinker_path(path).result()
+    admin = tinker.AdminClient(base_url=BASE_URL, api_key=KEY_B)
+    log = admin.get_audit_log().result()
+    mine = [e for e in log.entries if e.tinker_path == path]
+    assert [e.event for e in mine] == ["checkpoint_save", "checkpoint_publish", "checkpoint_set_ttl",
+                                       "checkpoint_unpublish", "checkpoint_delete"], [e.event for e in mine]
+    assert all(e.model_id == run_id and e.event_details["actor"] == "bob" for e in mine), mine
+    assert mine[2].event_details["ttl_seconds"] == 7200, mine[2]
+    ts = [e.timestamp for e in log.entries]
+    assert ts == sorted(ts)
+    checkpoints = admin.get_audit_log(event_type="checkpoints").result().entries
+    assert all(e.event.startswith("checkpoint_") for e in checkpoints) and len(checkpoints) >= 5
+    for typ in ("projects", "teams", "organizations"):
+        assert admin.get_audit_log(event_type=typ).result().entries == []
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    assert [e.event for e in admin.get_audit_log(day=today).result().entries if e.tinker_path == path] == [e.event for e in mine]
+    assert admin.get_audit_log(day=datetime.date(2001, 1, 1)).result().entries == []
+    alice = tinker.AdminClient(base_url=BASE_URL, api_key=KEY_A).get_audit_log().result()
+    assert not [e for e in alice.entries if e.tinker_path == path], "another tenant's operations in the log"
+    code, body = raw("GET", "/api/v1/audit?day=not-a-day", key=KEY_B)
+    assert code == 400 and "day" in body["detail"], (code, body)
