@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	filippo.io/age v1.3.2
 	github.com/NVIDIA/go-nvml v0.13.4-0
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/ebitengine/purego v0.11.2
 	github.com/klauspost/compress v1.20.3
@@ -50,6 +52,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260214004413-d219187c3433 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.2.6 // indirect

@@ -60,11 +60,11 @@ func (h *Handler) routes() {
 	a("GET /api/v1/billing/usage/checkpoints/current", h.checkpointStorage)
 	a("GET /api/v1/auth/apikey/me", h.apiKeyMe)
 	a("DELETE /api/v1/auth/apikey/me", h.deleteAPIKeyMe)
+	a("GET /api/v1/audit", h.auditLog)
 	// Newer SDK routes this server does not implement: a 400 that says why rather than a
 	// 404 (docs/compatibility.md).
 	a("POST /api/v1/create_custom_loss", h.refusedRoute("server-side custom losses (create_custom_loss) are not supported: this server "+
 		"advertises custom_loss_server_side false, so the SDK runs forward_backward_custom on the client"))
-	a("GET /api/v1/audit", h.auditLog)
 
 	a("GET /api/v1/training_runs", h.listRuns)
 	a("GET /api/v1/training_runs/{run_id}", h.getRun)

