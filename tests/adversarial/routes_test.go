@@ -21,6 +21,7 @@ import (
 var publicRoutes = map[string]bool{
 	"GET /api/v1/healthz": true, "GET /api/v1/archive/{token}": true, "GET /api/v1/external_weights/{token}/{file}": true,
 	"/": true, "/oai/api/v1/": true, "/anthropic/api/": true,
+	"GET /api/v1/session_trace/{token}": true, // a signed trace-export link, like an archive's
 }
 
 var wildcard = regexp.MustCompile(`\{[a-z_]+(\.\.\.)?\}`)
