@@ -108,6 +108,13 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, ee 
 	}
 	w.WriteHeader(resp.StatusCode)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A long-lived stream gives back its request slot here too, as on the owner
+		// (detachStream); past this replica's stream slots it keeps the request slot.
+		if t := ticketFrom(r.Context()); t != nil {
+			if release, err := t.detachStream(); err == nil {
+				defer release()
+			}
+		}
 		relayEvents(w, resp.Body)
 		return true
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tuft-go/tuft/internal/testenv"
+	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/store/storetest"
 )
 
@@ -56,4 +57,47 @@ func TestForwardLayerReplaysOnTheOwningReplica(t *testing.T) {
 	// It never reached the owner: seq_id 2 sent to api-b now runs there.
 	b.Post("/api/v1/optim_step", map[string]any{"model_id": f.ModelID, "seq_id": 2, "adam_params": map[string]any{"learning_rate": 1e-3}}, &f)
 	b.Result(f.RequestID, nil)
+}
+
+// The console's data across replicas: a metric stream opened on the replica that does not
+// own the run is relayed from the owner as the events come (each flushed), and the usage a
+// replica reports sums the buckets every replica wrote.
+func TestConsoleDataAcrossReplicas(t *testing.T) {
+	redisURL := storetest.StartRedis(t)
+	ns := fmt.Sprintf("cons%d", time.Now().UnixNano())
+	var clients []*testenv.Client
+	var urls []string
+	for _, id := range []string{"api-a", "api-b"} {
+		cfg := testenv.Config(t, t.TempDir(), "memory")
+		cfg.Persistence.Mode, cfg.Persistence.RedisURL, cfg.Persistence.Namespace = "redis", redisURL, ns
+		cfg.Server.ReplicaID = id
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		s := testenv.Start(t, cfg)
+		clients = append(clients, testenv.NewClient(t, s.URL(), testenv.KeyA))
+		urls = append(urls, s.URL())
+	}
+	a, b := clients[0], clients[1]
+	h := &harness{t: t, a: a}
+	model := h.model(a, h.session(a), 0, 4) // owned by api-a
+	trainSteps(t, a, model, 1, 1)
+
+	st, resp := openStream(t, urls[1], testenv.KeyA, model, "?after=1", nil) // through api-b
+	if resp.StatusCode != 200 {
+		t.Fatalf("relayed stream: %d", resp.StatusCode)
+	}
+	if ev := st.nextEvent(t); ev.id != "2" {
+		t.Fatalf("relayed stream's first event: %+v", ev)
+	}
+	trainSteps(t, b, model, 3, 1)
+	if ev := st.nextEvent(t); ev.id != "3" || ev.event != "point" {
+		t.Fatalf("relayed live event: %+v", ev)
+	}
+	// api-b reads api-a's usage buckets from the store once api-a has flushed them.
+	check.Eventually(t, 10*time.Second, "api-b to report the tokens api-a counted", func() bool {
+		var u usageReply
+		b.Do("GET", "/api/v1/usage?days=1", nil, nil).JSON(t, &u)
+		return u.Days[0].TokensTrained == 2*16
+	})
 }

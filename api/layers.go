@@ -102,13 +102,15 @@ func (t *routeTable) of(r *http.Request) routeInfo {
 type Route struct {
 	Pattern string // as registered on the mux: "METHOD /path/{wildcard}" or "/prefix/"
 	Public  bool   // takes no API key, so no tenant layer, admission or body layer
+	// Operator routes take the operator key only (auth.operator_key_sha256).
+	Operator bool
 }
 
 // Routes lists every route mounted on the handler, in registration order.
 func (h *Handler) Routes() []Route {
 	out := make([]Route, 0, len(h.table.order))
 	for _, p := range h.table.order {
-		out = append(out, Route{Pattern: p, Public: h.table.info[p].public})
+		out = append(out, Route{Pattern: p, Public: h.table.info[p].public, Operator: h.table.info[p].operator})
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -63,9 +65,12 @@ func TestEveryRouteIsBehindAdmissionAndBodyLimits(t *testing.T) {
 	cfg.Limits.MaxConcurrentRequestsPerTenant = 2
 	cfg.Limits.MaxRequestBytes = 256 << 10
 	cfg.Server.ReadBodyTimeoutSeconds = 60
+	const opKey = "tml-operator-adversarial-0123456789"
+	cfg.Auth.OperatorKeySHA256 = testenv.HashKey(opKey)
 	s := testenv.Start(t, cfg)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	b := testenv.NewClient(t, s.URL(), testenv.KeyB)
+	op := testenv.NewClient(t, s.URL(), opKey)
 
 	// A gzip body is decoded on every dialect.
 	for _, c := range []struct {
@@ -85,6 +90,7 @@ func TestEveryRouteIsBehindAdmissionAndBodyLimits(t *testing.T) {
 
 	routes := s.Handler.Routes()
 	var authed []string
+	operator := map[string]bool{} // routes of the operator key, which has slots of its own
 	seenPublic, prefixes := map[string]bool{}, map[string]int{}
 	for _, rt := range routes {
 		if rt.Public {
@@ -95,6 +101,7 @@ func TestEveryRouteIsBehindAdmissionAndBodyLimits(t *testing.T) {
 			continue
 		}
 		authed = append(authed, rt.Pattern)
+		operator[rt.Pattern] = rt.Operator
 		for _, p := range []string{"/api/v1/", "/oai/", "/anthropic/"} {
 			if strings.Contains(rt.Pattern, p) {
 				prefixes[p]++
@@ -110,31 +117,55 @@ func TestEveryRouteIsBehindAdmissionAndBodyLimits(t *testing.T) {
 		t.Fatalf("the route walk found too few routes: %v of %d", prefixes, len(routes))
 	}
 
-	// Tenant A's two slots are held by stalled uploads.
-	for i := 0; i < cfg.Limits.MaxConcurrentRequestsPerTenant; i++ {
-		stall(t, s.URL(), testenv.KeyA, 1000, "{", false)
-	}
-	check.Eventually(t, 10*time.Second, "tenant A at its concurrency limit", func() bool {
-		return a.Do("GET", "/api/v1/sessions", nil, nil).Status == http.StatusTooManyRequests
-	})
 	bomb := gzipped(append(append([]byte(`{"x": "`), bytes.Repeat([]byte(" "), 300<<10)...), `"}`...))
 	over := append(append([]byte(`{"x": "`), bytes.Repeat([]byte("y"), int(cfg.Limits.MaxRequestBytes))...), `"}`...)
-	for _, pattern := range authed {
-		method, path := concrete(pattern)
-		body := []byte(`{}`)
-		if r := a.Do(method, path, body, nil); r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" ||
-			!strings.Contains(string(r.Body), "limits.max_concurrent_requests_per_tenant") {
-			t.Errorf("%s %s by a tenant at its concurrency limit: %d %s", method, path, r.Status, r.Body)
-		}
-		if r := b.Do(method, path, body, map[string]string{"Content-Encoding": "br"}); r.Status != http.StatusUnsupportedMediaType {
+	bodyLimits := func(c *testenv.Client, method, path string) {
+		t.Helper()
+		if r := c.Do(method, path, []byte(`{}`), map[string]string{"Content-Encoding": "br"}); r.Status != http.StatusUnsupportedMediaType {
 			t.Errorf("%s %s with Content-Encoding br: %d %s", method, path, r.Status, r.Body)
 		}
-		if r := b.Do(method, path, bomb, map[string]string{"Content-Encoding": "gzip"}); r.Status != http.StatusRequestEntityTooLarge ||
+		if r := c.Do(method, path, bomb, map[string]string{"Content-Encoding": "gzip"}); r.Status != http.StatusRequestEntityTooLarge ||
 			!strings.Contains(string(r.Body), "decompressed body exceeds limits.max_request_bytes") {
 			t.Errorf("%s %s with a gzip bomb: %d %s", method, path, r.Status, r.Body)
 		}
-		if r := b.Do(method, path, over, nil); r.Status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.Body), "limits.max_request_bytes") {
+		if r := c.Do(method, path, over, nil); r.Status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.Body), "limits.max_request_bytes") {
 			t.Errorf("%s %s with a body over limits.max_request_bytes: %d %.200s", method, path, r.Status, r.Body)
+		}
+	}
+	// The operator's routes, with its slots free; then its slots are held too.
+	for _, pattern := range authed {
+		if operator[pattern] {
+			method, path := concrete(pattern)
+			bodyLimits(op, method, path)
+		}
+	}
+
+	// Tenant A's two slots, and the operator's, are held by stalled uploads.
+	for i := 0; i < cfg.Limits.MaxConcurrentRequestsPerTenant; i++ {
+		stall(t, s.URL(), testenv.KeyA, 1000, "{", false)
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://")) // the operator's route, its body stalled
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_, _ = fmt.Fprintf(c, "GET /api/v1/admin/overview HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Length: 1000\r\n\r\n{", opKey)
+	}
+	check.Eventually(t, 10*time.Second, "tenant A and the operator at their concurrency limit", func() bool {
+		return a.Do("GET", "/api/v1/sessions", nil, nil).Status == http.StatusTooManyRequests &&
+			op.Do("GET", "/api/v1/admin/overview", nil, nil).Status == http.StatusTooManyRequests
+	})
+	for _, pattern := range authed {
+		method, path := concrete(pattern)
+		c := a
+		if operator[pattern] {
+			c = op
+		}
+		if r := c.Do(method, path, []byte(`{}`), nil); r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" ||
+			!strings.Contains(string(r.Body), "limits.max_concurrent_requests_per_tenant") {
+			t.Errorf("%s %s by a tenant at its concurrency limit: %d %s", method, path, r.Status, r.Body)
+		}
+		if !operator[pattern] {
+			bodyLimits(b, method, path)
 		}
 	}
 	t.Logf("%d routes walked: %d authenticated (%v), %d public", len(routes), len(authed), prefixes, len(seenPublic))
