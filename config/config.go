@@ -370,7 +370,8 @@ type Limits struct {
 	// max_concurrent_requests_per_tenant once it has started, so it is counted here.
 	MaxMetricStreamsPerTenant int `yaml:"max_metric_streams_per_tenant"`
 	// MaxSpansPerSession bounds the spans kept for one session (sessions.record_spans):
-	// past it the oldest go first, and the record counts them as dropped.
+	// past it the oldest go first, and the record counts them as dropped. It also bounds a
+	// tenant's spans waiting for the recorder (20 ms at most).
 	// MaxTracedSessionsPerTenant bounds the sessions whose spans a tenant keeps: a span
 	// of one more session deletes the spans of the tenant's least recently traced one.
 	MaxSpansPerSession         int `yaml:"max_spans_per_session"`

@@ -14,3 +14,10 @@ func (s *Service) LocksFree() bool {
 	}
 	return true
 }
+
+// HoldSpanRecorder stops the session-span recorder from draining its queue until the
+// returned function is called, so a test can fill the queue deterministically.
+func (s *Service) HoldSpanRecorder() (release func()) {
+	s.spans.work.Lock()
+	return s.spans.work.Unlock
+}

@@ -56,10 +56,11 @@ type spanMeta struct {
 // spanLog is the recorder's state: the queue of ended spans, and the bookkeeping of every
 // traced session (restored from the store at start).
 type spanLog struct {
-	mu    sync.Mutex
-	queue []telemetry.SessionSpan
-	lost  int64 // spans that found the queue full since the last log line
-	kick  chan struct{}
+	mu     sync.Mutex
+	queue  []telemetry.SessionSpan
+	queued map[string]int // spans in the queue by tenant (each at most limits.max_spans_per_session)
+	lost   int64          // spans that found their tenant's share of the queue full since the last drain
+	kick   chan struct{}
 	// work serialises draining (the recorder goroutine and a reader that drains first).
 	work sync.Mutex
 	meta map[string]*spanMeta // session id → bookkeeping
@@ -70,16 +71,20 @@ func spanKey(session string, seq int64) string {
 }
 
 // RecordSessionSpan queues one ended span for the session record. It never blocks and
-// takes no service lock. At most limits.max_spans_per_session spans wait; more are
-// dropped (logged).
+// takes no service lock. At most limits.max_spans_per_session spans of one tenant wait;
+// more are dropped (logged and counted), so one tenant's burst never costs another's spans.
 func (s *Service) RecordSessionSpan(sp telemetry.SessionSpan) {
 	l := &s.spans
 	l.mu.Lock()
-	if len(l.queue) >= s.cfg.Limits.MaxSpansPerSession {
+	if l.queued[sp.Tenant] >= s.cfg.Limits.MaxSpansPerSession {
 		l.lost++
 		l.mu.Unlock()
 		return
 	}
+	if l.queued == nil {
+		l.queued = map[string]int{}
+	}
+	l.queued[sp.Tenant]++
 	l.queue = append(l.queue, sp)
 	l.mu.Unlock()
 	select {
@@ -118,9 +123,10 @@ func (s *Service) drainSpans(ctx context.Context) {
 	l.mu.Lock()
 	batch, lost := l.queue, l.lost
 	l.queue, l.lost = nil, 0
+	clear(l.queued)
 	l.mu.Unlock()
 	if lost > 0 {
-		s.log.Warn("session spans dropped: the recorder's queue was full", "spans", lost, "limit", "limits.max_spans_per_session")
+		s.log.Warn("session spans dropped: a tenant's share of the recorder's queue was full", "spans", lost, "limit", "limits.max_spans_per_session")
 		s.tel.Instruments.SessionSpansDropped.Add(ctx, lost, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropQueueFull)...)
 	}
 	if len(batch) == 0 {

@@ -364,7 +364,7 @@ func SampleSpan(phase string) string {
 
 // Values of the reason attribute of tuft.session_spans.dropped.
 const (
-	SpanDropQueueFull      = "queue_full"      // the recorder's queue held limits.max_spans_per_session spans
+	SpanDropQueueFull      = "queue_full"      // the recorder's queue held limits.max_spans_per_session spans of the tenant
 	SpanDropSessionBound   = "session_bound"   // an older span of a session past limits.max_spans_per_session
 	SpanDropSessionEvicted = "session_evicted" // a session's spans, for limits.max_traced_sessions_per_tenant
 )

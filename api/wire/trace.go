@@ -2,6 +2,9 @@ package wire
 
 import "time"
 
+// The session-span record, its Perfetto export and the audit log (docs/observability.md
+// "Session spans", docs/compatibility.md "Audit log and session traces").
+
 // SessionSpansResponse answers GET /api/v1/sessions/{id}/spans (this server's addition,
 // for the console): the server's own spans of the session's requests, oldest first, and
 // how many older ones limits.max_spans_per_session dropped.
@@ -32,4 +35,21 @@ type TraceExportResponse struct {
 	Status string  `json:"status"` // "pending" | "ready" | "failed"
 	URL    *string `json:"url"`
 	Error  *string `json:"error"`
+}
+
+// AuditLogResponse answers GET /api/v1/audit (SDK 0.38's AdminClient.get_audit_log),
+// entries sorted by timestamp.
+type AuditLogResponse struct {
+	Entries []AuditLogEntry `json:"entries"`
+}
+
+// AuditLogEntry is one audit-log entry (the SDK's AuditLogEntry). ModelID, TinkerPath
+// and Purpose repeat event_details' fields on checkpoint events (deprecated in the SDK).
+type AuditLogEntry struct {
+	Timestamp    time.Time      `json:"timestamp"`
+	Event        string         `json:"event"` // <resource>_<action>
+	EventDetails map[string]any `json:"event_details"`
+	ModelID      *string        `json:"model_id,omitempty"`
+	TinkerPath   *string        `json:"tinker_path,omitempty"`
+	Purpose      *string        `json:"purpose,omitempty"`
 }
