@@ -283,10 +283,16 @@ func (tb *tab) settle(t *testing.T, quiet, timeout time.Duration) {
 // part (a live page's refresh), then until it is quiet.
 func (tb *tab) waitRequest(t *testing.T, part string, timeout time.Duration) {
 	t.Helper()
+	tb.waitRequestFrom(t, tb.page, part, timeout)
+}
+
+// waitRequestFrom is waitRequest for the requests from the from'th recorded on.
+func (tb *tab) waitRequestFrom(t *testing.T, from int, part string, timeout time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		done := false
-		for _, e := range tb.rec.exchanges()[tb.page:] {
+		for _, e := range tb.rec.exchanges()[from:] {
 			if e.finished && strings.Contains(e.url, part) {
 				done = true
 			}
