@@ -129,6 +129,11 @@ func TestUsageAndBillingEvents(t *testing.T) {
 	if _, ok := quotas["limits.max_metadata_bytes_per_tenant"]; !ok {
 		t.Error("no limits.max_metadata_bytes_per_tenant quota")
 	}
+	var month usageReply
+	h.a.Do("GET", "/api/v1/usage", nil, nil).JSON(t, &month)
+	if len(month.Days) != 30 || month.Days[29].TokensTrained != 32 {
+		t.Fatalf("usage without days: %d days", len(month.Days))
+	}
 	var ub usageReply
 	h.b.Do("GET", "/api/v1/usage?days=1", nil, nil).JSON(t, &ub)
 	if d := ub.Days[0]; d.TokensTrained != 0 || d.TokensSampled != 0 || d.TokensPrefilled != 0 || ub.AdapterMemoryBytes != 0 {

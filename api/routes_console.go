@@ -180,7 +180,10 @@ func (h *Handler) usageReport(r *http.Request, tenant string, days int) (wire.Us
 }
 
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request, tenant string) {
-	days, err := queryInt64(r, "days", 30, 1<<20)
+	days, err := queryInt64(r, "days", 0, 1<<20) // 0: the service's default
+	if err == nil && days == 0 && r.URL.Query().Has("days") {
+		err = invalid(fmt.Errorf("query parameter days=0 must be at least 1"))
+	}
 	if err == nil {
 		var out wire.UsageResponse
 		if out, err = h.usageReport(r, tenant, int(days)); err == nil {

@@ -35,10 +35,14 @@ type UsageReport struct {
 	Quotas             []Quota
 }
 
-// TenantUsage reports tenant's tokens per UTC day over the last days (today included),
+// TenantUsage reports tenant's tokens per UTC day over the last days (today included; 0:
+// the default),
 // the memory its live adapters take, its bytes on disk and its use of every per-tenant
 // quota the service counts (the HTTP layer adds its own: requests, bodies, streams).
 func (s *Service) TenantUsage(ctx context.Context, tenant string, days int) (UsageReport, error) {
+	if days == 0 { // not asked: a month, or the whole retention when shorter
+		days = min(30, s.cfg.Billing.UsageRetentionDays)
+	}
 	if max := s.cfg.Billing.UsageRetentionDays; days < 1 || days > max {
 		return UsageReport{}, invalidf("days %d must be in [1, %d] (billing.usage_retention_days)", days, max)
 	}
