@@ -56,7 +56,9 @@ func (s *Service) flush(ctx context.Context) {
 	recs := make(map[string]Run, len(batch))
 	s.lock(lkRuns)
 	for id, r := range batch {
-		recs[id] = *r
+		if s.runs.m[id] == r { // not taken out meanwhile (a creation undone)
+			recs[id] = *r
+		}
 	}
 	s.unlock(lkRuns)
 	ops := make([]store.Op, 0, len(batch))
