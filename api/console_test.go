@@ -193,14 +193,40 @@ func TestRunMetricsSurviveRestart(t *testing.T) {
 	stop(s)
 
 	s, c = start(3) // a smaller bound: the newest 3 are kept, numbering goes on
-	defer stop(s)
 	m := getMetrics(t, c, model, "")
 	if len(m.Points) != 3 || m.Points[0].Seq != 6 || m.Points[2].Seq != 8 || m.Dropped != 5 || m.Points[2].Step != 3 {
 		t.Fatalf("after a restart with a smaller bound: %+v", m)
 	}
 	trainSteps(t, c, model, seq+2, 1)
-	if m := getMetrics(t, c, model, ""); len(m.Points) != 3 || m.Points[2].Seq != 10 || m.Points[2].Step != 4 {
-		t.Fatalf("after one more step: %+v", m)
+	last := getMetrics(t, c, model, "")
+	if len(last.Points) != 3 || last.Points[2].Seq != 10 || last.Points[2].Step != 4 {
+		t.Fatalf("after one more step: %+v", last)
+	}
+	var f future
+	c.Post("/api/v1/unload_model", map[string]any{"model_id": model, "type": "unload_model"}, &f)
+	c.Result(f.RequestID, nil)
+	stop(s)
+
+	// An ended run's history is read from the store (not held in memory) after a start.
+	s, c = start(3)
+	defer stop(s)
+	cold := getMetrics(t, c, model, "")
+	var rr map[string]any
+	if c.Do("GET", "/api/v1/training_runs/"+model, nil, nil).JSON(t, &rr); rr["state"] != "unloaded" {
+		t.Fatalf("the unloaded run after a restart: %v (an older run record flushed after the unload's?)", rr)
+	}
+	if fmt.Sprint(cold.Points) != fmt.Sprint(last.Points) || cold.Dropped != 7 || !cold.Ended {
+		t.Fatalf("the unloaded run's history after a restart: %+v, before %+v", cold, last)
+	}
+	if page := getMetrics(t, c, model, "?after=8&limit=1"); len(page.Points) != 1 || page.Points[0].Seq != 9 || page.NextAfter != 9 {
+		t.Fatalf("a page of the stored history: %+v", page)
+	}
+	st, _ := openStream(t, s.URL(), testenv.KeyA, model, "?after=9", nil)
+	if ev := st.nextEvent(t); ev.id != "10" {
+		t.Fatalf("stored history's stream: %+v", ev)
+	}
+	if ev := st.nextEvent(t); ev.event != "end" {
+		t.Fatalf("stored history's stream end: %+v", ev)
 	}
 }
 

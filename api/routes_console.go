@@ -14,7 +14,8 @@ import (
 )
 
 // The console's data routes (issue 27, docs/compatibility.md "Console data"): a run's
-// metric history, read whole or streamed as server-sent events.
+// metric history, read whole or streamed as server-sent events; the tenant's usage and
+// quotas; its billing events (the SDK's AdminClient); the operator's overview.
 
 // metricsPageMax bounds the points of one GET /metrics reply; a client pages on with
 // next_after. It is a size of the reply format, like the REST lists' page bound.

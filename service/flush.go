@@ -13,12 +13,13 @@ import (
 // markDirty queues a run record for writing; the flusher coalesces many updates into one
 // store commit. Losing the last few updates in a crash is harmless: NextSeq is rebuilt
 // from the persisted futures, and the rest is bookkeeping.
+//
+// The record written is the run as it is at the flush, not as it was when marked: a
+// synchronous write in between (unload_model's, say) must not be overwritten by an older
+// copy, which a restart would then read (an unloaded run loaded again).
 func (s *Service) markDirty(r *Run) {
-	s.lock(lkRuns)
-	c := *r
-	s.unlock(lkRuns)
 	s.dirtyMu.Lock()
-	s.dirty[c.ID] = &c
+	s.dirty[r.ID] = r
 	s.dirtyMu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -52,9 +53,17 @@ func (s *Service) flush(ctx context.Context) {
 	if len(batch) == 0 {
 		return
 	}
-	ops := make([]store.Op, 0, len(batch))
+	recs := make(map[string]Run, len(batch))
+	s.lock(lkRuns)
 	for id, r := range batch {
-		b, err := json.Marshal(r)
+		if s.runs.m[id] == r { // not taken out meanwhile (a creation undone)
+			recs[id] = *r
+		}
+	}
+	s.unlock(lkRuns)
+	ops := make([]store.Op, 0, len(batch))
+	for id, r := range recs {
+		b, err := json.Marshal(&r)
 		if err != nil {
 			s.log.Error("encode run record", "run", id, "error", err)
 			continue

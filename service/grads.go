@@ -103,6 +103,7 @@ func (s *Service) undoStep(ctx context.Context, r *Run, cause error) error {
 		c := *r
 		s.unlock(lkRuns)
 		s.putLogged(ctx, keyRun+r.ID, &c, reasonRunCorrupted)
+		s.markDirty(r) // a flush already under way may write its older copy after this one
 		s.endMetrics(r.ID)
 		return &Error{Kind: KindInternal, Err: cause, Msg: fmt.Sprintf("optim_step could not save its result (%v), and training run %s could not be "+
 			"restored from %s (%v): the run is unusable; create a new run from one of its checkpoints", cause, r.ID, from, err)}

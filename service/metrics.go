@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +70,10 @@ type metricHist struct {
 	next    int64         // the seq of the next point
 	ended   bool
 	changed chan struct{} // closed and replaced at each change
+	// cold: the run had ended before this process started; its points stay in the store
+	// and each read takes them from there (storedHistory), so the memory held is bounded
+	// by the runs live since the start, not by every run ever made.
+	cold bool
 }
 
 func newMetricHist() *metricHist { return &metricHist{next: 1, changed: make(chan struct{})} }
@@ -161,7 +164,9 @@ func (s *Service) recordMetrics(ctx context.Context, r *Run, op string, seqID in
 	h.next++
 	h.points = append(h.points, p)
 	if len(h.points) > c.max {
-		h.points = append(h.points[:0:0], h.points[len(h.points)-c.max:]...)
+		// Resliced, not copied: append moves the live points to a new array when the
+		// old one is full, and the dropped ones go with the old array.
+		h.points = h.points[len(h.points)-c.max:]
 	}
 	h.broadcast()
 	key := metricKey(r.ID, p.Seq, c.max)
@@ -195,17 +200,47 @@ func (s *Service) RunMetrics(tenant, runID string, after int64, limit int) (Metr
 	}
 	c := &s.metrics
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	h := c.hist(runID)
-	pg := MetricPage{RunID: runID, NextAfter: after, Dropped: h.dropped(), Ended: ended || h.ended, Changed: h.changed}
-	i := sort.Search(len(h.points), func(i int) bool { return h.points[i].Seq > after })
-	for ; i < len(h.points) && len(pg.Points) < limit; i++ {
-		pg.Points = append(pg.Points, h.points[i])
+	points, dropped, cold := h.points, h.dropped(), h.cold
+	pg := MetricPage{RunID: runID, NextAfter: after, Ended: ended || h.ended, Changed: h.changed}
+	c.mu.Unlock()
+	if cold {
+		if points, dropped, err = storedHistory(context.Background(), s.st, runID, c.max); err != nil {
+			return MetricPage{}, classify(err)
+		}
+	}
+	pg.Dropped = dropped
+	i := sort.Search(len(points), func(i int) bool { return points[i].Seq > after })
+	for ; i < len(points) && len(pg.Points) < limit; i++ {
+		pg.Points = append(pg.Points, points[i])
 	}
 	if n := len(pg.Points); n > 0 {
 		pg.NextAfter = pg.Points[n-1].Seq
 	}
 	return pg, nil
+}
+
+// storedHistory reads a run's points from the store, oldest first, the newest max of
+// them, and how many older ones were dropped.
+func storedHistory(ctx context.Context, st store.Store, runID string, max int) (points []MetricPoint, dropped int64, err error) {
+	err = st.Scan(ctx, keyMetric+runID+"/", func(key string, v []byte) error {
+		var p MetricPoint
+		if json.Unmarshal(v, &p) == nil && p.Seq >= 1 {
+			points = append(points, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the metric history of %s: %w", runID, err)
+	}
+	sort.Slice(points, func(i, j int) bool { return points[i].Seq < points[j].Seq })
+	if len(points) > max {
+		points = points[len(points)-max:]
+	}
+	if len(points) > 0 {
+		dropped = points[0].Seq - 1
+	}
+	return points, dropped, nil
 }
 
 // endMetrics marks r's history finished (the run was unloaded or is corrupted): streams
@@ -245,81 +280,70 @@ func (s *Service) dropMetrics(ctx context.Context, runID string) {
 	}
 }
 
-// load reads the histories of this replica's runs (runs holds them, loaded before). A
-// history stored under another bound (the key changed between starts) is rewritten
-// under the current one, keeping its newest points.
+// load reads the histories of this replica's live runs (runs holds them, loaded
+// before); those of ended runs stay in the store (cold). A history stored under another
+// bound (the key changed between starts) is rewritten under the current one, keeping
+// its newest points.
 func (c *metricCtl) load(ctx context.Context, st store.Store, runs map[string]*Run, log *slog.Logger) error {
-	type stored struct {
-		key string
-		p   MetricPoint
-	}
-	byRun := map[string][]stored{}
-	err := st.Scan(ctx, keyMetric, func(key string, v []byte) error {
-		rest := strings.TrimPrefix(key, keyMetric)
-		i := strings.LastIndexByte(rest, '/')
-		if i < 0 {
+	for runID, r := range runs {
+		if r.State == RunUnloaded || r.State == RunCorrupted {
+			h := newMetricHist()
+			h.ended, h.cold = true, true
+			c.m[runID] = h
+			continue
+		}
+		var keys []string
+		var ps []MetricPoint
+		err := st.Scan(ctx, keyMetric+runID+"/", func(key string, v []byte) error {
+			var p MetricPoint
+			if err := json.Unmarshal(v, &p); err != nil || p.Seq < 1 {
+				log.Warn("skipping unreadable metric point", "key", key, "error", err)
+				return nil
+			}
+			keys, ps = append(keys, key), append(ps, p)
 			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("load %s records of %s: %w", keyMetric, runID, err)
 		}
-		runID := rest[:i]
-		if _, ok := runs[runID]; !ok {
-			return nil // another replica's run
+		if len(ps) == 0 {
+			continue
 		}
-		var p MetricPoint
-		if err := json.Unmarshal(v, &p); err != nil || p.Seq < 1 {
-			log.Warn("skipping unreadable metric point", "key", key, "error", err)
-			return nil
-		}
-		byRun[runID] = append(byRun[runID], stored{key, p})
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load %s records: %w", keyMetric, err)
-	}
-	for runID, ps := range byRun {
-		sort.Slice(ps, func(i, j int) bool { return ps[i].p.Seq < ps[j].p.Seq })
 		misplaced := len(ps) > c.max
-		keep := ps
-		if len(keep) > c.max {
-			keep = keep[len(keep)-c.max:]
+		for i, p := range ps {
+			misplaced = misplaced || keys[i] != metricKey(runID, p.Seq, c.max)
 		}
-		for _, x := range keep {
-			misplaced = misplaced || x.key != metricKey(runID, x.p.Seq, c.max)
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Seq < ps[j].Seq })
+		if len(ps) > c.max {
+			ps = ps[len(ps)-c.max:]
 		}
 		if misplaced {
-			var ops []store.Op
-			for _, x := range ps {
-				ops = append(ops, store.Op{Key: x.key})
+			ops := make([]store.Op, 0, len(keys)+len(ps))
+			for _, k := range keys {
+				ops = append(ops, store.Op{Key: k})
 			}
-			for _, x := range keep {
-				b, err := json.Marshal(&x.p)
+			for i := range ps {
+				b, err := json.Marshal(&ps[i])
 				if err != nil {
 					return fmt.Errorf("rewrite metric history of %s: %w", runID, err)
 				}
-				ops = append(ops, store.Op{Key: metricKey(runID, x.p.Seq, c.max), Value: b})
+				ops = append(ops, store.Op{Key: metricKey(runID, ps[i].Seq, c.max), Value: b})
 			}
 			if err := st.Apply(ctx, ops); err != nil {
 				return fmt.Errorf("rewrite metric history of %s: %w", runID, err)
 			}
 		}
 		h := newMetricHist()
-		for _, x := range keep {
-			h.points = append(h.points, x.p)
-		}
-		h.next = keep[len(keep)-1].p.Seq + 1
+		h.points, h.next = ps, ps[len(ps)-1].Seq+1
 		c.m[runID] = h
 		// The run record is flushed lazily: the history may know of later steps.
-		r, last := runs[runID], keep[len(keep)-1].p
+		last := ps[len(ps)-1]
 		steps := last.Step
 		if last.Op == telemetry.OpOptimStep {
 			steps++
 		}
 		if steps > r.Steps {
 			r.Steps = steps
-		}
-	}
-	for id, r := range runs {
-		if r.State == RunUnloaded || r.State == RunCorrupted {
-			c.hist(id).ended = true
 		}
 	}
 	return nil

@@ -447,6 +447,7 @@ func (s *Service) unload(ctx context.Context, r *Run, why string) {
 		s.tel.Instruments.TrainingModelsActive.Add(ctx, -1, metric.WithAttributes(attribute.String(telemetry.MAttrBaseModel, r.BaseModel)))
 	}
 	s.putLogged(ctx, keyRun+r.ID, &c, reasonRunUnloaded)
+	s.markDirty(r) // a flush already under way may write its older copy after this one
 }
 
 // RunInfo is get_info's answer.
