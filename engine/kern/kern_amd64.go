@@ -42,3 +42,37 @@ func packNN16(d, b *float32, ldb, kb int)
 //
 //go:noescape
 func packA6(d, a *float32, lda, kb8 int)
+
+// useF16C gates the block formats' assembly, which widens their half-precision scales
+// with VCVTPH2PS (every AVX2 processor has it; the check is for emulators).
+var useF16C = cpu.X86.HasF16C
+
+// dotBF16AVX returns Σ x[i]·w[i] for bfloat16 w over n, a multiple of 16.
+//
+//go:noescape
+func dotBF16AVX(x *float32, w *uint16, n int) float32
+
+// dotQ8AVX returns the dot of x[:32·nb] with nb Q8_0 blocks.
+//
+//go:noescape
+func dotQ8AVX(x *float32, blk *byte, nb int) float32
+
+// dotQ4AVX returns the dot of x[:32·nb] with nb Q4_1 blocks.
+//
+//go:noescape
+func dotQ4AVX(x *float32, blk *byte, nb int) float32
+
+// widenBF16AVX widens n bfloat16 (a multiple of 16) to dst.
+//
+//go:noescape
+func widenBF16AVX(dst *float32, src *uint16, n int)
+
+// widenQ8AVX writes the 32·nb weights of nb Q8_0 blocks to dst.
+//
+//go:noescape
+func widenQ8AVX(dst *float32, blk *byte, nb int)
+
+// widenQ4AVX writes the 32·nb weights of nb Q4_1 blocks to dst.
+//
+//go:noescape
+func widenQ4AVX(dst *float32, blk *byte, nb int)

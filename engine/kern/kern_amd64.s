@@ -370,3 +370,284 @@ aloop6:
 adone6:
 	VZEROUPPER
 	RET
+
+// HSUM4 sums the four ymm accumulators a, b, c, d horizontally into the low float of
+// a's xmm register.
+#define HSUM4(a, b, c, d, xa, xt) \
+	VADDPS b, a, a \
+	VADDPS d, c, c \
+	VADDPS c, a, a \
+	VEXTRACTF128 $1, a, xt \
+	VADDPS xt, xa, xa \
+	VHADDPS xa, xa, xa \
+	VHADDPS xa, xa, xa
+
+// func dotBF16AVX(x *float32, w *uint16, n int) float32
+//
+// Σ x[i]·w[i] with w bfloat16, n a multiple of 16. A bfloat16 is the top half of a
+// float32: zero-extend each to 32 bits and shift it up 16.
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ CX, $32
+	JLT  bf16tail
+
+bf16loop:
+	VPMOVZXWD   (DI), Y4
+	VPMOVZXWD   16(DI), Y5
+	VPMOVZXWD   32(DI), Y6
+	VPMOVZXWD   48(DI), Y7
+	VPSLLD      $16, Y4, Y4
+	VPSLLD      $16, Y5, Y5
+	VPSLLD      $16, Y6, Y6
+	VPSLLD      $16, Y7, Y7
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+	VFMADD231PS 64(SI), Y6, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $64, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         bf16loop
+
+bf16tail:
+	TESTQ       CX, CX
+	JEQ         bf16done
+	VPMOVZXWD   (DI), Y4
+	VPMOVZXWD   16(DI), Y5
+	VPSLLD      $16, Y4, Y4
+	VPSLLD      $16, Y5, Y5
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+
+bf16done:
+	HSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ8AVX(x *float32, blk *byte, nb int) float32
+//
+// The dot of x with nb Q8_0 blocks (34 bytes: a half scale d, then 32 int8 q):
+// Σ_b d_b·Σ_j x·q. The scale is broadcast as a half and widened by F16C.
+TEXT ·dotQ8AVX(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JEQ   q8done
+
+q8loop:
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBD    2(DI), Y4
+	VPMOVSXBD    10(DI), Y5
+	VPMOVSXBD    18(DI), Y6
+	VPMOVSXBD    26(DI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (SI), Y4, Y4
+	VMULPS       32(SI), Y5, Y5
+	VMULPS       64(SI), Y6, Y6
+	VMULPS       96(SI), Y7, Y7
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y8, Y0
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JEQ          q8done
+	VPBROADCASTW (DI), X9
+	VCVTPH2PS    X9, Y9
+	VPMOVSXBD    2(DI), Y4
+	VPMOVSXBD    10(DI), Y5
+	VPMOVSXBD    18(DI), Y6
+	VPMOVSXBD    26(DI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (SI), Y4, Y4
+	VMULPS       32(SI), Y5, Y5
+	VMULPS       64(SI), Y6, Y6
+	VMULPS       96(SI), Y7, Y7
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y9, Y1
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          q8loop
+
+q8done:
+	HSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// Q4UNPACK widens the Q4_1 block at DI to 32 floats in Y4..Y7 (w = d·q + m), with the
+// 0x0F byte mask in X15.
+#define Q4UNPACK \
+	VPBROADCASTW (DI), X8 \
+	VCVTPH2PS    X8, Y8 \
+	VPBROADCASTW 2(DI), X9 \
+	VCVTPH2PS    X9, Y9 \
+	VMOVDQU      4(DI), X10 \
+	VPAND        X15, X10, X11 \
+	VPSRLW       $4, X10, X10 \
+	VPAND        X15, X10, X10 \
+	VPMOVZXBD    X11, Y4 \
+	VPSRLDQ      $8, X11, X11 \
+	VPMOVZXBD    X11, Y5 \
+	VPMOVZXBD    X10, Y6 \
+	VPSRLDQ      $8, X10, X10 \
+	VPMOVZXBD    X10, Y7 \
+	VCVTDQ2PS    Y4, Y4 \
+	VCVTDQ2PS    Y5, Y5 \
+	VCVTDQ2PS    Y6, Y6 \
+	VCVTDQ2PS    Y7, Y7 \
+	VFMADD213PS  Y9, Y8, Y4 \
+	VFMADD213PS  Y9, Y8, Y5 \
+	VFMADD213PS  Y9, Y8, Y6 \
+	VFMADD213PS  Y9, Y8, Y7
+
+// func dotQ4AVX(x *float32, blk *byte, nb int) float32
+//
+// The dot of x with nb Q4_1 blocks (20 bytes: half d, half m, 16 bytes of nibbles; the
+// low nibble of byte j is weight j, the high one weight j+16).
+TEXT ·dotQ4AVX(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, X15
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JEQ   q4done
+
+q4loop:
+	Q4UNPACK
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+	VFMADD231PS 64(SI), Y6, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $20, DI
+	DECQ        CX
+	JNE         q4loop
+
+q4done:
+	HSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func widenBF16AVX(dst *float32, src *uint16, n int)
+//
+// dst[i] = float32(src[i]) for n a multiple of 16.
+TEXT ·widenBF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	TESTQ CX, CX
+	JEQ   wbdone
+
+wbloop:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNE       wbloop
+
+wbdone:
+	VZEROUPPER
+	RET
+
+// func widenQ8AVX(dst *float32, blk *byte, nb int)
+//
+// Writes the 32·nb weights of nb Q8_0 blocks to dst.
+TEXT ·widenQ8AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	TESTQ CX, CX
+	JEQ   w8done
+
+w8loop:
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBD    2(DI), Y4
+	VPMOVSXBD    10(DI), Y5
+	VPMOVSXBD    18(DI), Y6
+	VPMOVSXBD    26(DI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          w8loop
+
+w8done:
+	VZEROUPPER
+	RET
+
+// func widenQ4AVX(dst *float32, blk *byte, nb int)
+//
+// Writes the 32·nb weights of nb Q4_1 blocks to dst.
+TEXT ·widenQ4AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, X15
+	TESTQ CX, CX
+	JEQ   w4done
+
+w4loop:
+	Q4UNPACK
+	VMOVUPS Y4, (SI)
+	VMOVUPS Y5, 32(SI)
+	VMOVUPS Y6, 64(SI)
+	VMOVUPS Y7, 96(SI)
+	ADDQ    $128, SI
+	ADDQ    $20, DI
+	DECQ    CX
+	JNE     w4loop
+
+w4done:
+	VZEROUPPER
+	RET

@@ -66,3 +66,38 @@ func packA6(d, a *float32, lda, kb8 int) {
 		}
 	}
 }
+
+// useF16C is false without the assembly.
+var useF16C = false
+
+// The block-format kernels' portable twins, so frozenmm.go builds everywhere; they are
+// never dispatched to here.
+
+func dotBF16AVX(x *float32, w *uint16, n int) float32 {
+	return dotBF16Go(unsafe.Slice(x, n), unsafe.Slice(w, n))
+}
+
+func dotQ8AVX(x *float32, blk *byte, nb int) float32 {
+	return dotQ8Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*(2+QBlock)))
+}
+
+func dotQ4AVX(x *float32, blk *byte, nb int) float32 {
+	return dotQ4Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*(4+QBlock/2)))
+}
+
+func widenBF16AVX(dst *float32, src *uint16, n int) {
+	d, s := unsafe.Slice(dst, n), unsafe.Slice(src, n)
+	for i, v := range s {
+		d[i] = FromBF16(v)
+	}
+}
+
+func widenQ8AVX(dst *float32, blk *byte, nb int) {
+	w := &Frozen{Format: Q8_0, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(2+QBlock))}
+	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
+}
+
+func widenQ4AVX(dst *float32, blk *byte, nb int) {
+	w := &Frozen{Format: Q4_1, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(4+QBlock/2))}
+	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
+}
