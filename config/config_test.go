@@ -103,6 +103,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"device", "engine:\n  device: gpu", "engine.device"},
 		{"device ordinal", "engine:\n  device: cuda:x", "engine.device"},
 		{"cuda memory limit", "engine:\n  cuda_memory_limit_bytes: -1", "engine.cuda_memory_limit_bytes"},
+		{"cpu weight format", "engine:\n  cpu_weight_format: q4_k", "engine.cpu_weight_format"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -113,7 +113,7 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			}
 			if d != nil {
 				if s.matrix {
-					*s.dev = d.Weight(v)
+					*s.dev = placeMatrix(d, v, s.shape[0], s.shape[1])
 				} else {
 					*s.dev = place(d, v)
 				}

@@ -61,7 +61,7 @@ func NewModel(name string, cfg Config, w *Weights[float32], tok TextCodec, opts 
 	if err := w.check(cfg); err != nil {
 		return nil, err
 	}
-	dw, err := uploadWeights(o.dev, w)
+	dw, err := uploadWeights(o.dev, cfg, w)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
