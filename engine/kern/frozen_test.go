@@ -5,8 +5,20 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// cpuTime is the CPU time this process has used (user and system, every thread): on a
+// shared machine, rates per CPU second vary less than rates per wall second.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 var allFormats = []WeightFormat{F32, BF16, Q8_0, Q4_1}
 
@@ -33,10 +45,12 @@ func withPortable(f func()) {
 // storage error of the format.
 func TestFrozenProducts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	// {m, rows, cols}: decode (m < 6) and GEMM (m ≥ 6) rows; rows not a multiple of the
-	// 16-row tile or of the 4-row split; cols of 1, 2 and 18 blocks, and 40 (not whole
-	// blocks: stored as bf16) and 17 (below one bf16 vector).
-	shapes := [][3]int{{1, 5, 32}, {1, 33, 64}, {2, 17, 576}, {3, 70, 96}, {5, 16, 32}, {6, 21, 64}, {7, 300, 576}, {16, 47, 96}, {1, 9, 40}, {9, 11, 40}, {2, 3, 17}}
+	// {m, rows, cols}: decode (m = 1: fused dots), 3×4 tiles (2 ≤ m < 16 or 32, m not a
+	// multiple of 3) and the packed GEMM (m ≥ 16 or 32) rows; rows not a multiple of the 4-row
+	// tile or the 16-column panel; cols of 1, 2 and 18 blocks, and 40 (not whole blocks:
+	// stored as bf16) and 17 (below one bf16 vector).
+	shapes := [][3]int{{1, 5, 32}, {1, 33, 64}, {2, 17, 576}, {3, 70, 96}, {5, 16, 32}, {6, 21, 64}, {7, 300, 576}, {16, 47, 96},
+		{1, 9, 40}, {9, 11, 40}, {2, 3, 17}, {64, 37, 96}, {70, 20, 64}, {66, 5, 40}}
 	for _, f := range allFormats {
 		for _, s := range shapes {
 			m, rows, cols := s[0], s[1], s[2]
@@ -265,5 +279,56 @@ func BenchmarkFrozenGEMV(b *testing.B) {
 func BenchmarkFrozenBatch16(b *testing.B) {
 	for _, f := range allFormats {
 		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 16, 32*1536, 576) })
+	}
+}
+
+// BenchmarkFrozenTileVsPacked times both paths for rows of A around tileMaxRows (one
+// goroutine, W in L2: the compute, not the memory).
+func BenchmarkFrozenTileVsPacked(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 256, 576
+	src := randSlice(rng, n*k)
+	for _, f := range []WeightFormat{BF16, Q8_0, Q4_1} {
+		w := NewFrozen(src, n, k, f)
+		for _, m := range []int{4, 16, 32, 64, 128} {
+			a, c := randSlice(rng, m*k), make([]float32, m*n)
+			b.Run(fmt.Sprintf("%s/m%d/tiles", f, m), func(b *testing.B) {
+				t0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					w.tiles(c, a, m, 0, n, false)
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+			})
+			b.Run(fmt.Sprintf("%s/m%d/packed", f, m), func(b *testing.B) {
+				t0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					gemmPacked(c, a, w.packNT, m, n, k, false, false)
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+			})
+		}
+	}
+}
+
+// BenchmarkFrozenDotCompute times the decode kernels with W in L2 (256×576, one
+// goroutine): weights per CPU nanosecond, the compute bound of a memory-bound product.
+func BenchmarkFrozenDotCompute(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 256, 576
+	src := randSlice(rng, n*k)
+	x := randSlice(rng, k)
+	for _, f := range allFormats {
+		w := NewFrozen(src, n, k, f)
+		b.Run(f.String(), func(b *testing.B) {
+			t0 := cpuTime()
+			var s float32
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < n; j++ {
+					s += w.dotRow(x, j)
+				}
+			}
+			b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
+			_ = s
+		})
 	}
 }

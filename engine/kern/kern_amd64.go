@@ -76,3 +76,19 @@ func widenQ8AVX(dst *float32, blk *byte, nb int)
 //
 //go:noescape
 func widenQ4AVX(dst *float32, blk *byte, nb int)
+
+// tileBF16AVX computes the 3×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over n (a multiple of
+// 8) for three rows of A and four bfloat16 rows of W, ldw bytes apart.
+//
+//go:noescape
+func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
+
+// tileQ8AVX is tileBF16AVX for rows of n Q8_0 blocks.
+//
+//go:noescape
+func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+
+// tileQ4AVX is tileBF16AVX for rows of n Q4_1 blocks.
+//
+//go:noescape
+func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)

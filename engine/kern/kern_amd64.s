@@ -651,3 +651,216 @@ w4loop:
 w4done:
 	VZEROUPPER
 	RET
+
+// The 3×4 tiles: C[r][j] = Σ_p A_r[p]·W_j[p] for three rows of A (a0, a1, a2) and four
+// consecutive rows of W (stride ldw bytes), written to out[4r+j]. Twelve ymm
+// accumulators hold the tile (Y4..Y15, row r in Y(4+4r)..Y(7+4r)); W is widened one
+// vector at a time into Y0 and multiplied with A straight from memory, so no packing is
+// needed: each widened vector of W serves three rows of A.
+
+// FMA3 adds Y0 times A's three rows at byte offset off to column j's accumulators.
+#define FMA3(off, acc0, acc1, acc2) \
+	VFMADD231PS off(SI), Y0, acc0 \
+	VFMADD231PS off(R8), Y0, acc1 \
+	VFMADD231PS off(R9), Y0, acc2
+
+// TILESETUP points R10..R12 at W's rows after DI's (stride DX) and zeroes the
+// accumulators.
+#define TILESETUP \
+	LEAQ (DI)(DX*1), R10 \
+	LEAQ (R10)(DX*1), R11 \
+	LEAQ (R11)(DX*1), R12 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11 \
+	VXORPS Y12, Y12, Y12 \
+	VXORPS Y13, Y13, Y13 \
+	VXORPS Y14, Y14, Y14 \
+	VXORPS Y15, Y15, Y15
+
+// ROW4 sums each of the accumulators w, x, y, z horizontally and stores the four sums
+// at off(AX).
+#define ROW4(w, x, y, z, xw, xx, off) \
+	VHADDPS x, w, w \
+	VHADDPS z, y, y \
+	VHADDPS y, w, w \
+	VEXTRACTF128 $1, w, xx \
+	VADDPS xx, xw, xw \
+	VMOVUPS xw, off(AX)
+
+// TILESTORE writes the twelve sums to (AX).
+#define TILESTORE \
+	ROW4(Y4, Y5, Y6, Y7, X4, X5, 0) \
+	ROW4(Y8, Y9, Y10, Y11, X8, X9, 16) \
+	ROW4(Y12, Y13, Y14, Y15, X12, X13, 32) \
+	VZEROUPPER
+
+// BF16COL widens 8 bfloat16 at wr into Y0 and adds them times A to column j.
+#define BF16COL(wr, acc0, acc1, acc2) \
+	VPMOVZXWD (wr), Y0 \
+	VPSLLD    $16, Y0, Y0 \
+	FMA3(0, acc0, acc1, acc2)
+
+// func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
+//
+// n is the row length, a multiple of 8.
+TEXT ·tileBF16AVX(SB), NOSPLIT, $0-56
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), R8
+	MOVQ a2+16(FP), R9
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ n+40(FP), CX
+	TILESETUP
+	SHRQ $3, CX
+	JEQ  tbdone
+
+tbloop:
+	BF16COL(DI, Y4, Y8, Y12)
+	BF16COL(R10, Y5, Y9, Y13)
+	BF16COL(R11, Y6, Y10, Y14)
+	BF16COL(R12, Y7, Y11, Y15)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $16, DI
+	ADDQ $16, R10
+	ADDQ $16, R11
+	ADDQ $16, R12
+	DECQ CX
+	JNE  tbloop
+
+tbdone:
+	MOVQ out+48(FP), AX
+	TILESTORE
+	RET
+
+// Q8COL widens the Q8_0 block at wr (scale into Y1, then four vectors of 8 into Y0) and
+// adds it times A's block to column j.
+#define Q8COL(wr, acc0, acc1, acc2) \
+	VPBROADCASTW (wr), X1 \
+	VCVTPH2PS    X1, Y1 \
+	VPMOVSXBD    2(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(0, acc0, acc1, acc2) \
+	VPMOVSXBD    10(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(32, acc0, acc1, acc2) \
+	VPMOVSXBD    18(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(64, acc0, acc1, acc2) \
+	VPMOVSXBD    26(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(96, acc0, acc1, acc2)
+
+// func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+//
+// n is the number of Q8_0 blocks in a row.
+TEXT ·tileQ8AVX(SB), NOSPLIT, $0-56
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), R8
+	MOVQ a2+16(FP), R9
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ n+40(FP), CX
+	TILESETUP
+	TESTQ CX, CX
+	JEQ   t8done
+
+t8loop:
+	Q8COL(DI, Y4, Y8, Y12)
+	Q8COL(R10, Y5, Y9, Y13)
+	Q8COL(R11, Y6, Y10, Y14)
+	Q8COL(R12, Y7, Y11, Y15)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	ADDQ $34, DI
+	ADDQ $34, R10
+	ADDQ $34, R11
+	ADDQ $34, R12
+	DECQ CX
+	JNE  t8loop
+
+t8done:
+	MOVQ out+48(FP), AX
+	TILESTORE
+	RET
+
+DATA q4mask<>+0(SB)/8, $0x0F0F0F0F0F0F0F0F
+DATA q4mask<>+8(SB)/8, $0x0F0F0F0F0F0F0F0F
+GLOBL q4mask<>(SB), RODATA|NOPTR, $16
+
+// Q4COL widens the Q4_1 block at wr (d into Y1, m into Y2, its 16 bytes into X3, each
+// vector of 8 into Y0 as d·q + m) and adds it times A's block to column j.
+#define Q4COL(wr, acc0, acc1, acc2) \
+	VPBROADCASTW (wr), X1 \
+	VCVTPH2PS    X1, Y1 \
+	VPBROADCASTW 2(wr), X2 \
+	VCVTPH2PS    X2, Y2 \
+	VMOVDQU      4(wr), X3 \
+	VPAND        q4mask<>(SB), X3, X0 \
+	VPMOVZXBD    X0, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(0, acc0, acc1, acc2) \
+	VPAND        q4mask<>(SB), X3, X0 \
+	VPSRLDQ      $8, X0, X0 \
+	VPMOVZXBD    X0, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(32, acc0, acc1, acc2) \
+	VPSRLW       $4, X3, X3 \
+	VPAND        q4mask<>(SB), X3, X3 \
+	VPMOVZXBD    X3, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(64, acc0, acc1, acc2) \
+	VPSRLDQ      $8, X3, X3 \
+	VPMOVZXBD    X3, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(96, acc0, acc1, acc2)
+
+// func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+//
+// n is the number of Q4_1 blocks in a row.
+TEXT ·tileQ4AVX(SB), NOSPLIT, $0-56
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), R8
+	MOVQ a2+16(FP), R9
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ n+40(FP), CX
+	TILESETUP
+	TESTQ CX, CX
+	JEQ   t4done
+
+t4loop:
+	Q4COL(DI, Y4, Y8, Y12)
+	Q4COL(R10, Y5, Y9, Y13)
+	Q4COL(R11, Y6, Y10, Y14)
+	Q4COL(R12, Y7, Y11, Y15)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	ADDQ $20, DI
+	ADDQ $20, R10
+	ADDQ $20, R11
+	ADDQ $20, R12
+	DECQ CX
+	JNE  t4loop
+
+t4done:
+	MOVQ out+48(FP), AX
+	TILESTORE
+	RET

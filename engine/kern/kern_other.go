@@ -101,3 +101,33 @@ func widenQ4AVX(dst *float32, blk *byte, nb int) {
 	w := &Frozen{Format: Q4_1, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(4+QBlock/2))}
 	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
 }
+
+// tileRows is the portable 3×4 tile: out[4r+j] = dot(a_r, row j of W), each row of W
+// ldw bytes after the last, n its length in dot's units (weights or blocks).
+func tileRows(a0, a1, a2 *float32, w unsafe.Pointer, ldw, k int, out *float32, dot func(x []float32, row unsafe.Pointer) float32) {
+	o := unsafe.Slice(out, 12)
+	for r, a := range []*float32{a0, a1, a2} {
+		x := unsafe.Slice(a, k)
+		for j := 0; j < 4; j++ {
+			o[4*r+j] = dot(x, unsafe.Add(w, j*ldw))
+		}
+	}
+}
+
+func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32) {
+	tileRows(a0, a1, a2, unsafe.Pointer(w), ldw, n, out, func(x []float32, row unsafe.Pointer) float32 {
+		return dotBF16Go(x, unsafe.Slice((*uint16)(row), n))
+	})
+}
+
+func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
+	tileRows(a0, a1, a2, unsafe.Pointer(w), ldw, n*QBlock, out, func(x []float32, row unsafe.Pointer) float32 {
+		return dotQ8Go(x, unsafe.Slice((*byte)(row), n*(2+QBlock)))
+	})
+}
+
+func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
+	tileRows(a0, a1, a2, unsafe.Pointer(w), ldw, n*QBlock, out, func(x []float32, row unsafe.Pointer) float32 {
+		return dotQ4Go(x, unsafe.Slice((*byte)(row), n*(4+QBlock/2)))
+	})
+}
