@@ -31,11 +31,20 @@ func widened(w *Frozen) []float32 {
 	return out
 }
 
-// withPortable runs f with the assembly off (a no-op where there is none).
-func withPortable(f func()) {
-	old := useAVX2
-	useAVX2 = false
-	defer func() { useAVX2 = old }()
+// kernelLevels are the instruction sets a test runs the kernels at: what the machine
+// has, AVX2 without AVX-512, and the portable Go.
+var kernelLevels = []string{"native", "avx2", "portable"}
+
+// atLevel runs f with the kernels limited to level (a no-op where the machine has less).
+func atLevel(level string, f func()) {
+	old2, old512 := useAVX2, useAVX512
+	defer func() { useAVX2, useAVX512 = old2, old512 }()
+	switch level {
+	case "avx2":
+		useAVX512 = false
+	case "portable":
+		useAVX2, useAVX512 = false, false
+	}
 	f()
 }
 
@@ -59,19 +68,15 @@ func TestFrozenProducts(t *testing.T) {
 			wf := widened(w)
 			a, g := randSlice(rng, m*cols), randSlice(rng, m*rows)
 			for _, acc := range []bool{false, true} {
-				for _, portable := range []bool{false, true} {
-					name := fmt.Sprintf("%s(%s) %dx%dx%d acc=%v portable=%v", f, w.Format, m, rows, cols, acc, portable)
+				for _, level := range kernelLevels {
+					name := fmt.Sprintf("%s(%s) %dx%dx%d acc=%v %s", f, w.Format, m, rows, cols, acc, level)
 					initNT, initNN := randSlice(rng, m*rows), randSlice(rng, m*cols)
 					nt, nn := append([]float32(nil), initNT...), append([]float32(nil), initNN...)
 					run := func() {
 						FrozenMatMulNT(nt, a, w, m, acc)
 						FrozenMatMulNN(nn, g, w, m, acc)
 					}
-					if portable {
-						withPortable(run)
-					} else {
-						run()
-					}
+					atLevel(level, run)
 					wantNT, wantNN := ref64NT(a, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
 					if acc {
 						addTo(wantNT, initNT)

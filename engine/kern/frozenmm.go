@@ -250,10 +250,16 @@ func (w *Frozen) dotRow(x []float32, r int) float32 {
 		nb := k / QBlock
 		row := w.blk[r*nb*bb : (r+1)*nb*bb]
 		if w.Format == Q8_0 {
+			if useAVX512 {
+				return dotQ8AVX512(&x[0], &row[0], nb)
+			}
 			if useAVX2 && useF16C {
 				return dotQ8AVX(&x[0], &row[0], nb)
 			}
 			return dotQ8Go(x, row)
+		}
+		if useAVX512 {
+			return dotQ4AVX512(&x[0], &row[0], nb)
 		}
 		if useAVX2 && useF16C {
 			return dotQ4AVX(&x[0], &row[0], nb)

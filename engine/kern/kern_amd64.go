@@ -92,3 +92,16 @@ func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
 //
 //go:noescape
 func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+
+// useAVX512 routes the block formats' decode dots to their 16-wide versions.
+var useAVX512 = useAVX2 && useF16C && cpu.X86.HasAVX512F
+
+// dotQ8AVX512 is dotQ8AVX with 16-wide vectors.
+//
+//go:noescape
+func dotQ8AVX512(x *float32, blk *byte, nb int) float32
+
+// dotQ4AVX512 is dotQ4AVX with 16-wide vectors.
+//
+//go:noescape
+func dotQ4AVX512(x *float32, blk *byte, nb int) float32

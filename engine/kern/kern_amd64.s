@@ -864,3 +864,102 @@ t4done:
 	MOVQ out+48(FP), AX
 	TILESTORE
 	RET
+
+// func dotQ8AVX512(x *float32, blk *byte, nb int) float32
+//
+// dotQ8AVX with 16-wide vectors: half the instructions a block.
+TEXT ·dotQ8AVX512(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JEQ   z8done
+
+z8loop:
+	VPBROADCASTW (DI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    2(DI), Z4
+	VPMOVSXBD    18(DI), Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       (SI), Z4, Z4
+	VFMADD231PS  64(SI), Z5, Z4
+	VFMADD231PS  Z4, Z8, Z0
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JEQ          z8done
+	VPBROADCASTW (DI), Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBD    2(DI), Z6
+	VPMOVSXBD    18(DI), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       (SI), Z6, Z6
+	VFMADD231PS  64(SI), Z7, Z6
+	VFMADD231PS  Z6, Z9, Z1
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          z8loop
+
+z8done:
+	VADDPS       Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ4AVX512(x *float32, blk *byte, nb int) float32
+//
+// dotQ4AVX with 16-wide vectors: the low nibbles are one vector, the high ones the other.
+TEXT ·dotQ4AVX512(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VMOVDQU q4mask<>(SB), X15
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JEQ   z4done
+
+z4loop:
+	VPBROADCASTW (DI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPBROADCASTW 2(DI), Y9
+	VCVTPH2PS    Y9, Z9
+	VMOVDQU      4(DI), X10
+	VPAND        X15, X10, X11
+	VPSRLW       $4, X10, X10
+	VPAND        X15, X10, X10
+	VPMOVZXBD    X11, Z4
+	VPMOVZXBD    X10, Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VFMADD213PS  Z9, Z8, Z4
+	VFMADD213PS  Z9, Z8, Z5
+	VFMADD231PS  (SI), Z4, Z0
+	VFMADD231PS  64(SI), Z5, Z1
+	ADDQ         $128, SI
+	ADDQ         $20, DI
+	DECQ         CX
+	JNE          z4loop
+
+z4done:
+	VADDPS       Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

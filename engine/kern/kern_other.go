@@ -131,3 +131,10 @@ func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
 		return dotQ4Go(x, unsafe.Slice((*byte)(row), n*(4+QBlock/2)))
 	})
 }
+
+// useAVX512 is false without the assembly.
+var useAVX512 = false
+
+func dotQ8AVX512(x *float32, blk *byte, nb int) float32 { return dotQ8AVX(x, blk, nb) }
+
+func dotQ4AVX512(x *float32, blk *byte, nb int) float32 { return dotQ4AVX(x, blk, nb) }
