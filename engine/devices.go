@@ -12,7 +12,7 @@ import (
 )
 
 // WeightFormat is how the CPU device stores base weight matrices: F32, BF16, Q8_0 or
-// Q4_1 (engine/kern's Frozen; docs/performance.md gives their speed and accuracy).
+// Q4_1 (engine/kern's Frozen; docs/models.md gives their speed and accuracy).
 type WeightFormat = kern.WeightFormat
 
 // The CPU weight formats.

@@ -56,7 +56,7 @@ func widenedWeights(t *testing.T, m *Model, f kern.WeightFormat) *Weights[float3
 // GEMM path), decoding one token at a time (the fused dot kernels), and LoRA training on
 // the quantised base (QLoRA: the backward pass through the widened base; adapter
 // gradients within 1e-4 relative, log-probs within 1e-4). How far each format moves the
-// model from its float32 weights is the real-model suite's business (docs/performance.md).
+// model from its float32 weights is the real-model suite's business (docs/models.md).
 func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
 	ctx := context.Background()
 	for _, arch := range []string{"llama", "qwen2"} {

@@ -199,7 +199,7 @@ func TestLogprobsMatchLlamaCpp(t *testing.T) {
 //   - q4_1: as q8_0 (Q4_1 × Q8_1 dot products). 0.050, 0.262; 50/51.
 //
 // It also logs how far each format moves the engine from its f32 logprobs on the shipped
-// file (the storage error alone; docs/performance.md).
+// file (the storage error alone; docs/models.md).
 func TestWeightFormats(t *testing.T) {
 	for _, c := range []struct {
 		format, env     string
