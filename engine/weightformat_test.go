@@ -20,7 +20,7 @@ func blockConfig(arch string) Config {
 
 // widenedWeights is what a model on a CPU with a narrow weight format computes with: its
 // weights with every matrix widened back to float32.
-func widenedWeights(t *testing.T, m *Model, f kern.WeightFormat) *Weights[float32] {
+func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFormat) *Weights[float32] {
 	t.Helper()
 	widen := func(x device.Tensor[float32], orig []float32) []float32 {
 		fz := x.Frozen()
@@ -36,7 +36,9 @@ func widenedWeights(t *testing.T, m *Model, f kern.WeightFormat) *Weights[float3
 		}
 		return out
 	}
-	w := m.W
+	if m.W != nil {
+		t.Fatalf("%s: the model keeps a float32 copy besides its %s matrices", f, f)
+	}
 	out := &Weights[float32]{Embed: widen(m.dw.Embed, w.Embed), FinalNorm: w.FinalNorm, Layers: make([]Layer[float32], len(w.Layers))}
 	out.LMHead = out.Embed
 	if &w.LMHead[0] != &w.Embed[0] {
@@ -69,7 +71,7 @@ func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ref, err := NewModel("ref", c, widenedWeights(t, q, f), nil, OnDevice(device.NewCPUWeights[float32](kern.F32)))
+				ref, err := NewModel("ref", c, widenedWeights(t, q, w, f), nil, OnDevice(device.NewCPUWeights[float32](kern.F32)))
 				if err != nil {
 					t.Fatal(err)
 				}

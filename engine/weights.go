@@ -129,6 +129,21 @@ func placeMatrix[T kern.Float](d device.Device[T], src []T, rows, cols int) devi
 	return d.Weight(src)
 }
 
+// narrowed reports whether d keeps every matrix of dw in its own storage (a CPU weight
+// format other than f32), so that the host float32 matrices are not needed once placed.
+func (dw *devWeights[T]) narrowed() bool {
+	ts := []device.Tensor[T]{dw.Embed, dw.LMHead}
+	for _, l := range dw.Layers {
+		ts = append(ts, l.Wq, l.Wk, l.Wv, l.Wo, l.Wgate, l.Wup, l.Wdown)
+	}
+	for _, t := range ts {
+		if t.Frozen() == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // upload places w, of shape c, on d.
 func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T]) (*devWeights[T], error) {
 	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
