@@ -191,12 +191,12 @@ func TestFrozenStorageError(t *testing.T) {
 }
 
 // TestQuantIdempotent: quantising what a format stores gives the same bytes back, so a
-// GGUF Q8_0 or Q4_1 file widened to float32 at load and stored again in its own format
-// holds llama.cpp's blocks exactly.
+// GGUF BF16, Q8_0 or Q4_1 file widened to float32 at load and stored again in its own
+// format holds llama.cpp's blocks exactly.
 func TestQuantIdempotent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	src := randSlice(rng, 8*128)
-	for _, f := range []WeightFormat{BF16, Q8_0} {
+	for _, f := range []WeightFormat{BF16, Q8_0, Q4_1} {
 		w := NewFrozen(src, 8, 128, f)
 		again := NewFrozen(widened(w), 8, 128, f)
 		if fmt.Sprint(w.bf, w.blk) != fmt.Sprint(again.bf, again.blk) {
