@@ -32,12 +32,16 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 		}
 		if dev == nil {
 			e := cfg.Engine
+			wf, err := engine.ParseWeightFormat(e.CPUWeightFormat)
+			if err != nil {
+				return nil, nil, fmt.Errorf("engine.cpu_weight_format: %w", err)
+			}
 			d, why, err := engine.OpenDevice(e.Device, engine.DeviceOptions{CUDALibDirs: e.CUDALibDirs,
-				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes})
+				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes, CPUWeightFormat: wf})
 			if err != nil {
 				return nil, nil, fmt.Errorf("engine.device: %w", err)
 			}
-			log.Info("engine device", "device", d.Name(), "engine.device", e.Device, "reason", why)
+			log.Info("engine device", "device", d.Name(), "engine.device", e.Device, "reason", why, "engine.cpu_weight_format", e.CPUWeightFormat)
 			dev = d
 		}
 		dir := mc.Path

@@ -34,6 +34,11 @@ func TestLoadModelsChoosesDeviceAndSaysWhy(t *testing.T) {
 		if !strings.Contains(line, "device=cpu") || !strings.Contains(line, want) {
 			t.Fatalf("auto fell back to the CPU without saying %q: %q", want, line)
 		}
+		// The CPU stores the base weights in engine.cpu_weight_format (bf16 by default)
+		// and keeps no float32 copy.
+		if !strings.Contains(line, "engine.cpu_weight_format=bf16") || models[0].W != nil {
+			t.Fatalf("the CPU's weight format is not the configured bf16: %q (float32 copy kept: %v)", line, models[0].W != nil)
+		}
 	} else {
 		t.Logf("a GPU was found: %s", line)
 	}

@@ -141,6 +141,10 @@ type Engine struct {
 	CUDALibDirs []string `yaml:"cuda_lib_dirs"`
 	// CUDAFP32Weights keeps base weights in float32 on the GPU instead of bfloat16.
 	CUDAFP32Weights bool `yaml:"cuda_fp32_weights"`
+	// CPUWeightFormat is how the CPU device stores base weight matrices: bf16 (default),
+	// f32, or the GGUF block formats q8_0 and q4_1 (docs/models.md: speed and
+	// accuracy of each). Norms, biases, LoRA adapters and activations stay float32.
+	CPUWeightFormat string `yaml:"cpu_weight_format"`
 	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
 	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`
 	// Scheduler configures each model's iteration-level scheduler (docs/scheduling.md).
@@ -444,7 +448,7 @@ func Default(home string) Config {
 		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},
 		Worker:    Worker{Listen: "127.0.0.1:10620", HeartbeatSeconds: 5},
 		Telemetry: telemetry.DefaultConfig(),
-		Engine: Engine{Device: "auto", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
+		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
 			KVCacheBytes: 1 << 30, PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}},
 		Home: home,
 	}

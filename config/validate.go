@@ -326,6 +326,11 @@ func (e Engine) validate(v *validator) {
 		v.bad("device", "%q is not one of auto, cpu, cuda, cuda:N", e.Device)
 	}
 	v.notNegative("cuda_memory_limit_bytes", e.CUDAMemoryLimitBytes)
+	switch e.CPUWeightFormat {
+	case "f32", "bf16", "q8_0", "q4_1": // engine.ParseWeightFormat's names
+	default:
+		v.bad("cpu_weight_format", "%q is not one of f32, bf16, q8_0, q4_1", e.CPUWeightFormat)
+	}
 	e.Scheduler.validate(v.at("scheduler"))
 }
 

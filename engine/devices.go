@@ -8,13 +8,33 @@ import (
 
 	"github.com/tuft-go/tuft/engine/cuda"
 	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/kern"
 )
+
+// WeightFormat is how the CPU device stores base weight matrices: F32, BF16, Q8_0 or
+// Q4_1 (engine/kern's Frozen; docs/models.md gives their speed and accuracy).
+type WeightFormat = kern.WeightFormat
+
+// The CPU weight formats.
+const (
+	WeightsF32  = kern.F32
+	WeightsBF16 = kern.BF16
+	WeightsQ8_0 = kern.Q8_0
+	WeightsQ4_1 = kern.Q4_1
+)
+
+// ParseWeightFormat reads a CPU weight format name (engine.cpu_weight_format): f32,
+// bf16, q8_0 or q4_1.
+func ParseWeightFormat(s string) (WeightFormat, error) { return kern.ParseWeightFormat(s) }
 
 // DeviceOptions configure OpenDevice.
 type DeviceOptions struct {
 	CUDALibDirs     []string // searched first for libcuda and cuBLAS
 	CUDAFP32Weights bool     // keep frozen weights in float32 on the GPU
 	CUDAMemoryLimit int64    // bytes of GPU memory the engine may hold (0: no limit)
+	// CPUWeightFormat is how the CPU stores base weight matrices (the zero value, F32,
+	// keeps them as loaded, in float32).
+	CPUWeightFormat WeightFormat
 }
 
 // ParseDevice checks a device name: "auto", "cpu", "cuda" or "cuda:N".
@@ -44,7 +64,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 		return nil, "", err
 	}
 	if kind == "cpu" {
-		return device.NewCPU[float32](), "configured", nil
+		return device.NewCPUWeights[float32](o.CPUWeightFormat), "configured", nil
 	}
 	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit})
 	switch {
@@ -57,7 +77,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 		if errors.Is(err, cuda.ErrNotBuilt) {
 			why = "built without CUDA support (-tags cuda)"
 		}
-		return device.NewCPU[float32](), "auto: " + why + ", using the CPU", nil
+		return device.NewCPUWeights[float32](o.CPUWeightFormat), "auto: " + why + ", using the CPU", nil
 	}
 	return nil, "", fmt.Errorf("device %s: %w", spec, err)
 }

@@ -30,8 +30,15 @@ const loadRSSFixedMiB = 160
 // VmHWM in bytes.
 func loadPeakRSS(t *testing.T, dir, device string) int64 {
 	t.Helper()
+	return loadPeakRSSFormat(t, dir, device, "")
+}
+
+// loadPeakRSSFormat is loadPeakRSS with the CPU storing its matrices in format (""
+// leaves DeviceOptions' zero value: f32).
+func loadPeakRSSFormat(t *testing.T, dir, device, format string) int64 {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadPeakRSSChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "TUFT_LOAD_RSS_DIR="+dir, "TUFT_LOAD_RSS_DEVICE="+device)
+	cmd.Env = append(os.Environ(), "TUFT_LOAD_RSS_DIR="+dir, "TUFT_LOAD_RSS_DEVICE="+device, "TUFT_LOAD_RSS_FORMAT="+format)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child load: %v\n%s", err, out)
@@ -54,7 +61,15 @@ func TestLoadPeakRSSChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestLoadPeakRSS")
 	}
-	dev, _, err := OpenDevice(os.Getenv("TUFT_LOAD_RSS_DEVICE"), DeviceOptions{CUDALibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS"))})
+	o := DeviceOptions{CUDALibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS"))}
+	if f := os.Getenv("TUFT_LOAD_RSS_FORMAT"); f != "" {
+		wf, err := ParseWeightFormat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.CPUWeightFormat = wf
+	}
+	dev, _, err := OpenDevice(os.Getenv("TUFT_LOAD_RSS_DEVICE"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +127,20 @@ func TestLoadPeakRSS(t *testing.T) {
 	dir := rssModel(t)
 	params, largest := modelBytes(t, dir)
 	checkPeak(t, loadPeakRSS(t, dir, "cpu"), 4*params, largest, "float32 weights")
+}
+
+// TestLoadPeakRSSNarrowCPU loads smollm2-135m-shape on a CPU storing its matrices as
+// bf16 (the default engine.cpu_weight_format): the float32 expansion of each tensor is
+// dropped once placed and the model keeps no float32 copy, so the peak is about 2 bytes
+// per parameter, not the f32 test's 4 (the bound allows the largest tensor's float32
+// expansion twice, garbage the collector has not yet taken).
+func TestLoadPeakRSSNarrowCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/self/status")
+	}
+	dir := rssModel(t)
+	params, largest := modelBytes(t, dir)
+	checkPeak(t, loadPeakRSSFormat(t, dir, "cpu", "bf16"), 2*params, 4*largest, "bfloat16 weights")
 }
 
 // checkPeak fails when peak > kept + largest + loadRSSFixedMiB.

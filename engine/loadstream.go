@@ -15,7 +15,9 @@ import (
 // so the host never holds a float32 copy of the model and the model keeps no host copy
 // (Model.W is nil). The CPU device's kernels compute in float32 only, so there every
 // tensor is expanded to float32 — one tensor at a time, from the mapping — and that
-// expansion is the model (Model.W).
+// expansion is the model (Model.W) — unless the CPU stores its matrices in a narrower
+// weight format (device.MatrixPlacer, engine.cpu_weight_format), which then holds the
+// only copy: each float32 expansion is dropped once placed and Model.W is nil.
 
 // weightSlot is one tensor of a model: its name and shape in the checkpoint, whether it
 // is a frozen matrix (Device.Weight: possibly narrowed) or a norm or bias (full
@@ -67,7 +69,7 @@ func weightSlots(c Config, w *Weights[float32], dw *devWeights[float32]) []weigh
 // against config c and places them on d one at a time, calling release(name) once a
 // tensor has been consumed. With d nil it only converts them to host float32 (the dw
 // it returns is then empty). The host weights are nil when d took every matrix from its
-// stored bytes (see above).
+// stored bytes, or keeps matrices in its own weight format (see above).
 func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner map[string]string, release func(string)) (*Weights[float32], *devWeights[float32], error) {
 	w := &Weights[float32]{Layers: make([]Layer[float32], c.Layers)}
 	dw := &devWeights[float32]{Layers: make([]devLayer[float32], c.Layers)}
@@ -79,6 +81,7 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 		defer loader.EndWeights()
 	}
 	hostCopy := loader == nil
+	narrowed := false // some matrix is kept only in the device's weight format
 	var errs []error
 	slots := weightSlots(c, w, dw)
 	known := make(map[string]bool, len(slots))
@@ -113,7 +116,10 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			}
 			if d != nil {
 				if s.matrix {
-					*s.dev = d.Weight(v)
+					*s.dev = placeMatrix(d, v, s.shape[0], s.shape[1])
+					if s.dev.Frozen() != nil {
+						*s.host, narrowed = nil, true // the device's copy is the only one
+					}
 				} else {
 					*s.dev = place(d, v)
 				}
@@ -142,7 +148,7 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			return nil, nil, fmt.Errorf("place weights on %s: %w", d.Name(), err)
 		}
 	}
-	if !hostCopy {
+	if !hostCopy || narrowed {
 		w = nil
 	}
 	return w, dw, nil

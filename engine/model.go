@@ -18,7 +18,10 @@ type Device = device.Device[float32]
 
 // Model is a loaded base model: architecture, frozen weights (held once, shared by every
 // adapter) and tokenizer. Its methods are safe for concurrent use on different adapters.
-// W is the host copy of the weights: nil when Load streamed them to a GPU (loadstream.go).
+// W is the host float32 copy of the weights: nil when Load streamed them to a GPU
+// (loadstream.go), and when the CPU keeps its matrices in a narrower weight format
+// (engine.cpu_weight_format other than f32), which is then the only copy; a merged export
+// reads the base weights from the model's file instead (engine/export).
 type Model struct {
 	Name         string // the name clients use as base_model
 	Cfg          Config
@@ -61,9 +64,12 @@ func NewModel(name string, cfg Config, w *Weights[float32], tok TextCodec, opts 
 	if err := w.check(cfg); err != nil {
 		return nil, err
 	}
-	dw, err := uploadWeights(o.dev, w)
+	dw, err := uploadWeights(o.dev, cfg, w)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	if dw.narrowed() {
+		w = nil // the device's copy is the model (norms and biases stay alive through it)
 	}
 	return &Model{Name: name, Cfg: cfg, W: w, Tok: tok, dev: o.dev, dw: dw, rope: newRope(cfg, cfg.MaxPositions)}, nil
 }

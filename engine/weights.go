@@ -97,9 +97,9 @@ type devLayer[T kern.Float] struct {
 	AttnNorm, Wq, Wk, Wv, Wo, Bq, Bk, Bv, MLPNorm, Wgate, Wup, Wdown device.Tensor[T]
 }
 
-// devWeights are a model's frozen weights on a device: views of Weights on the CPU,
-// copies elsewhere (matrices possibly narrowed to bfloat16; norms and biases at full
-// precision).
+// devWeights are a model's frozen weights on a device: views of Weights on the CPU
+// (matrices possibly stored in a narrower format: device.CPU's weight format), copies
+// elsewhere (matrices possibly narrowed to bfloat16); norms and biases at full precision.
 type devWeights[T kern.Float] struct {
 	Embed     device.Tensor[T]
 	Layers    []devLayer[T]
@@ -120,19 +120,45 @@ func place[T kern.Float](d device.Device[T], src []T) device.Tensor[T] {
 	return t
 }
 
-// upload places w on d.
-func uploadWeights[T kern.Float](d device.Device[T], w *Weights[T]) (*devWeights[T], error) {
-	dw := &devWeights[T]{Embed: d.Weight(w.Embed), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
+// placeMatrix puts the frozen [rows×cols] matrix src on d: in d's own format where it
+// has one (device.MatrixPlacer), else through Weight.
+func placeMatrix[T kern.Float](d device.Device[T], src []T, rows, cols int) device.Tensor[T] {
+	if mp, ok := d.(device.MatrixPlacer[T]); ok {
+		return mp.WeightMatrix(src, rows, cols)
+	}
+	return d.Weight(src)
+}
+
+// narrowed reports whether d keeps every matrix of dw in its own storage (a CPU weight
+// format other than f32), so that the host float32 matrices are not needed once placed.
+func (dw *devWeights[T]) narrowed() bool {
+	ts := []device.Tensor[T]{dw.Embed, dw.LMHead}
+	for _, l := range dw.Layers {
+		ts = append(ts, l.Wq, l.Wk, l.Wv, l.Wo, l.Wgate, l.Wup, l.Wdown)
+	}
+	for _, t := range ts {
+		if t.Frozen() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// upload places w, of shape c, on d.
+func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T]) (*devWeights[T], error) {
+	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	dw := &devWeights[T]{Embed: placeMatrix(d, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
 	dw.LMHead = dw.Embed
 	if len(w.LMHead) > 0 && len(w.Embed) > 0 && &w.LMHead[0] != &w.Embed[0] {
-		dw.LMHead = d.Weight(w.LMHead)
+		dw.LMHead = placeMatrix(d, w.LMHead, V, D)
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		dw.Layers[i] = devLayer[T]{AttnNorm: place(d, l.AttnNorm), MLPNorm: place(d, l.MLPNorm),
-			Wq: d.Weight(l.Wq), Wk: d.Weight(l.Wk), Wv: d.Weight(l.Wv), Wo: d.Weight(l.Wo),
+			Wq: placeMatrix(d, l.Wq, q, D), Wk: placeMatrix(d, l.Wk, kv, D), Wv: placeMatrix(d, l.Wv, kv, D), Wo: placeMatrix(d, l.Wo, D, q),
 			Bq: place(d, l.Bq), Bk: place(d, l.Bk), Bv: place(d, l.Bv),
-			Wgate: d.Weight(l.Wgate), Wup: d.Weight(l.Wup), Wdown: d.Weight(l.Wdown)}
+			Wgate: placeMatrix(d, l.Wgate, I, D), Wup: placeMatrix(d, l.Wup, I, D), Wdown: placeMatrix(d, l.Wdown, D, I)}
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("place weights on %s: %w", d.Name(), err)

@@ -11,14 +11,27 @@ import (
 )
 
 // CPU is the host device: tensors are Go slices and the products are engine/kern's
-// (AVX2 assembly where the machine has it). It is safe for concurrent use; operations
-// spread over GOMAXPROCS goroutines.
-type CPU[T Float] struct{}
+// (AVX2 assembly where the machine has it). Frozen matrices placed with WeightMatrix are
+// stored in the device's weight format (kern.Frozen: float32, bfloat16, Q8_0 or Q4_1)
+// when T is float32; activations, gradients and everything else stay T. It is safe for
+// concurrent use; operations spread over GOMAXPROCS goroutines.
+type CPU[T Float] struct {
+	format kern.WeightFormat
+}
 
-// NewCPU returns the host device.
+// NewCPU returns the host device with frozen weights at full precision (T).
 func NewCPU[T Float]() *CPU[T] { return &CPU[T]{} }
 
-var _ Device[float32] = (*CPU[float32])(nil)
+// NewCPUWeights returns the host device storing frozen float32 matrices in format f.
+func NewCPUWeights[T Float](f kern.WeightFormat) *CPU[T] { return &CPU[T]{format: f} }
+
+var (
+	_ Device[float32]       = (*CPU[float32])(nil)
+	_ MatrixPlacer[float32] = (*CPU[float32])(nil)
+)
+
+// WeightFormat is the format WeightMatrix stores float32 matrices in.
+func (c *CPU[T]) WeightFormat() kern.WeightFormat { return c.format }
 
 // Name implements Device.
 func (*CPU[T]) Name() string { return "cpu" }
@@ -56,13 +69,41 @@ func (*CPU[T]) Copy(dst, src Tensor[T]) { copy(dst.h, src.h) }
 // Weight implements Device: the tensor aliases src.
 func (*CPU[T]) Weight(src []T) Tensor[T] { return Host(src) }
 
+// WeightMatrix implements MatrixPlacer: a float32 matrix in the device's format (an
+// alias of src at f32), any other T an alias of src.
+func (c *CPU[T]) WeightMatrix(src []T, rows, cols int) Tensor[T] {
+	s32, ok := any(src).([]float32)
+	if !ok || c.format == kern.F32 || len(src) == 0 {
+		return Host(src)
+	}
+	return FrozenMatrix[T](kern.NewFrozen(s32, rows, cols, c.format))
+}
+
+// frozenShape panics unless w is the [n×k] matrix a product names: the kernels read its
+// shape from w.
+func frozenShape(w *kern.Frozen, n, k int) {
+	if w.Rows != n || w.Cols != k {
+		panic("device: frozen matrix shape does not match the product")
+	}
+}
+
 // MatMulNT implements Device.
 func (*CPU[T]) MatMulNT(c, a, b Tensor[T], m, n, k int, acc bool) {
+	if b.fz != nil {
+		frozenShape(b.fz, n, k)
+		kern.FrozenMatMulNT(any(c.h).([]float32), any(a.h).([]float32), b.fz, m, acc)
+		return
+	}
 	kern.MatMulNT(c.h, a.h, b.h, m, n, k, acc)
 }
 
 // MatMulNN implements Device.
 func (*CPU[T]) MatMulNN(c, a, b Tensor[T], m, n, k int, acc bool) {
+	if b.fz != nil {
+		frozenShape(b.fz, k, n)
+		kern.FrozenMatMulNN(any(c.h).([]float32), any(a.h).([]float32), b.fz, m, acc)
+		return
+	}
 	kern.MatMulNN(c.h, a.h, b.h, m, n, k, acc)
 }
 
@@ -96,6 +137,13 @@ func (*CPU[T]) AddRows(y, b Tensor[T], rows int) {
 
 // Embed implements Device.
 func (*CPU[T]) Embed(x, table Tensor[T], idx Tensor[int32], d int) {
+	if table.fz != nil {
+		x32 := any(x.h).([]float32)
+		for i, t := range idx.h {
+			table.fz.Row(x32[i*d:(i+1)*d], int(t))
+		}
+		return
+	}
 	for i, t := range idx.h {
 		copy(x.h[i*d:(i+1)*d], table.h[int(t)*d:int(t)*d+d])
 	}

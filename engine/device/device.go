@@ -27,13 +27,15 @@ type Elem interface{ ~float32 | ~float64 | ~int32 }
 
 // Tensor is a view of N elements on one device: host memory on a host device, a device
 // address otherwise. A frozen weight may be stored narrower than its element type
-// (bfloat16 on a GPU); only the weight operand of MatMulNT/MatMulNN and the table of
-// Embed accept such a tensor. Views are values: slicing one copies no data.
+// (bfloat16 on a GPU; a kern.Frozen matrix on the CPU); only the weight operand of
+// MatMulNT/MatMulNN and the table of Embed accept such a tensor. Views are values:
+// slicing one copies no data.
 type Tensor[E Elem] struct {
 	h    []E     // host memory (host devices)
 	p    uintptr // device address (other devices)
 	n    int
 	bf16 bool
+	fz   *kern.Frozen // a frozen matrix in host memory, in its own format
 }
 
 // Host wraps host memory as a tensor of a host device.
@@ -43,6 +45,14 @@ func Host[E Elem](h []E) Tensor[E] { return Tensor[E]{h: h, n: len(h)} }
 func OnDevice[E Elem](p uintptr, n int, bf16 bool) Tensor[E] {
 	return Tensor[E]{p: p, n: n, bf16: bf16}
 }
+
+// FrozenMatrix wraps a frozen host matrix as a tensor of a host device.
+func FrozenMatrix[E Elem](w *kern.Frozen) Tensor[E] {
+	return Tensor[E]{fz: w, n: w.Rows * w.Cols}
+}
+
+// Frozen is the frozen host matrix t holds (nil for any other tensor).
+func (t Tensor[E]) Frozen() *kern.Frozen { return t.fz }
 
 // Len is the number of elements.
 func (t Tensor[E]) Len() int { return t.n }
@@ -57,7 +67,7 @@ func (t Tensor[E]) Ptr() uintptr { return t.p }
 func (t Tensor[E]) BF16() bool { return t.bf16 }
 
 // Empty reports whether t is the zero Tensor (no storage).
-func (t Tensor[E]) Empty() bool { return t.h == nil && t.p == 0 }
+func (t Tensor[E]) Empty() bool { return t.h == nil && t.p == 0 && t.fz == nil }
 
 // ElemSize is the bytes one stored element of t takes.
 func (t Tensor[E]) ElemSize() uintptr {
@@ -72,6 +82,9 @@ func (t Tensor[E]) ElemSize() uintptr {
 func (t Tensor[E]) Slice(i, j int) Tensor[E] {
 	if i < 0 || j < i || j > t.n {
 		panic("device: slice bounds out of range")
+	}
+	if t.fz != nil {
+		panic("device: slice of a frozen matrix")
 	}
 	if t.h != nil {
 		return Tensor[E]{h: t.h[i:j:j], n: j - i}
@@ -163,6 +176,14 @@ type Device[T Float] interface {
 	// TopK returns, for each listed row of logp[·×cols], the k largest entries (ties: the
 	// lower index first) as rows×k token ids and values.
 	TopK(logp Tensor[T], cols int, rows []int32, k int) ([]int32, []T)
+}
+
+// MatrixPlacer is a device that stores a frozen matrix in a format of its own, which it
+// needs the matrix's shape for (row-wise blocks); the engine places matrices through it
+// when the device has it, and through Weight otherwise.
+type MatrixPlacer[T Float] interface {
+	// WeightMatrix places the frozen [rows×cols] matrix src, as Weight does.
+	WeightMatrix(src []T, rows, cols int) Tensor[T]
 }
 
 // Rope holds RoPE's cos and sin per position and frequency. Devices keep their own copy,

@@ -71,6 +71,18 @@ func Write(o Options, dir string) ([]string, error) {
 	if NeedsModel(o.Format) && o.Model == nil {
 		return nil, fmt.Errorf("export %s: the base model is needed", o.Format)
 	}
+	if NeedsModel(o.Format) && o.Model.W == nil {
+		// The model keeps no host float32 copy (a GPU, or a narrow CPU weight format):
+		// the file's own values, read again, are what a merged model is made of.
+		if o.Base == "" {
+			return nil, fmt.Errorf("export %s: model %s keeps no float32 copy of its weights and names no file to read them from", o.Format, o.Model.Name)
+		}
+		base, err := engine.Load(o.Base, o.Model.Name)
+		if err != nil {
+			return nil, fmt.Errorf("export %s: reading the base weights: %w", o.Format, err)
+		}
+		o.Model = base
+	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, engine.Inputf("export: %s is not empty", dir)
 	}

@@ -394,3 +394,38 @@ func TestGGUFExportLoadsBackIntoTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// A model whose CPU keeps its matrices in a narrow format holds no float32 copy (W is
+// nil): a merged export reads the base weights from the model's file, so it equals the
+// export of the same adapter on the float32 model.
+func TestMergedExportOfANarrowCPUModel(t *testing.T) {
+	m, base := tiny(t)
+	a, ckpt := trained(t, m, engine.LoraConfig{Rank: 4, Alpha: 8, Seed: 5, TrainAttn: true, TrainMLP: true})
+	want := logprobs(t, m, a)
+	dev, _, err := engine.OpenDevice("cpu", engine.DeviceOptions{CPUWeightFormat: engine.WeightsQ8_0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := engine.Load(base, "tiny", engine.OnDevice(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if narrow.W != nil {
+		t.Fatal("a q8_0 CPU model keeps a float32 copy")
+	}
+	out := filepath.Join(t.TempDir(), "hf")
+	if _, err := Write(Options{Format: HF, Model: narrow, Base: base, Adapter: ckpt}, out); err != nil {
+		t.Fatal(err)
+	}
+	hm, err := engine.Load(out, "exported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(want, logprobs(t, hm, nil)); d > 0.05 {
+		t.Errorf("hf export (bf16) of the q8_0 model: logprobs differ by %g from the float32 base+adapter", d)
+	}
+	_, err = Write(Options{Format: HF, Model: narrow, Adapter: ckpt}, filepath.Join(t.TempDir(), "x"))
+	if err == nil || !strings.Contains(err.Error(), "no float32 copy") {
+		t.Errorf("export without a base file: %v", err)
+	}
+}

@@ -20,6 +20,19 @@ const (
 // gemm32 computes C[m×n] (+)= A·B for float32 through the packed micro-kernel.
 // A[i,p] is a[i*k+p], or a[p*m+i] when aT; B[p,j] is b[p*n+j], or b[j*k+p] when bT.
 func gemm32(c, a, b []float32, m, n, k int, aT, bT, acc bool) {
+	if m > 0 && n > 0 && k > 0 {
+		_ = b[k*n-1]
+	}
+	gemmPacked(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, n, k, bT) }, m, n, k, aT, acc)
+}
+
+// panelPacker writes columns [j, j+cols) × k-range [pc, pc+kb) of B into one panel as
+// packB does (nr floats per k step, zero-padded past the last column).
+type panelPacker func(d []float32, j, cols, pc, kb int)
+
+// gemmPacked is gemm32 with B read through pack: a float32 matrix, or a Frozen one
+// widened as it is packed.
+func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -31,7 +44,6 @@ func gemm32(c, a, b []float32, m, n, k int, aT, bT, acc bool) {
 	}
 	_ = c[m*n-1]
 	_ = a[m*k-1]
-	_ = b[k*n-1]
 	bbuf := getScratch(k * min(roundUp(n, nr), nc))
 	defer putScratch(bbuf)
 	bp := *bbuf
@@ -43,7 +55,7 @@ func gemm32(c, a, b []float32, m, n, k int, aT, bT, acc bool) {
 			for jp := lo; jp < hi; jp++ {
 				for pc := 0; pc < k; pc += kc {
 					kb := min(kc, k-pc)
-					packB(bp[pc*npan*nr+jp*kb*nr:][:kb*nr], b, jc+jp*nr, min(nr, nb-jp*nr), pc, kb, n, k, bT)
+					pack(bp[pc*npan*nr+jp*kb*nr:][:kb*nr], jc+jp*nr, min(nr, nb-jp*nr), pc, kb)
 				}
 			}
 		})

@@ -42,3 +42,66 @@ func packNN16(d, b *float32, ldb, kb int)
 //
 //go:noescape
 func packA6(d, a *float32, lda, kb8 int)
+
+// useF16C gates the block formats' assembly, which widens their half-precision scales
+// with VCVTPH2PS (every AVX2 processor has it; the check is for emulators).
+var useF16C = cpu.X86.HasF16C
+
+// dotBF16AVX returns Σ x[i]·w[i] for bfloat16 w over n, a multiple of 16.
+//
+//go:noescape
+func dotBF16AVX(x *float32, w *uint16, n int) float32
+
+// dotQ8AVX returns the dot of x[:32·nb] with nb Q8_0 blocks.
+//
+//go:noescape
+func dotQ8AVX(x *float32, blk *byte, nb int) float32
+
+// dotQ4AVX returns the dot of x[:32·nb] with nb Q4_1 blocks.
+//
+//go:noescape
+func dotQ4AVX(x *float32, blk *byte, nb int) float32
+
+// widenBF16AVX widens n bfloat16 (a multiple of 16) to dst.
+//
+//go:noescape
+func widenBF16AVX(dst *float32, src *uint16, n int)
+
+// widenQ8AVX writes the 32·nb weights of nb Q8_0 blocks to dst.
+//
+//go:noescape
+func widenQ8AVX(dst *float32, blk *byte, nb int)
+
+// widenQ4AVX writes the 32·nb weights of nb Q4_1 blocks to dst.
+//
+//go:noescape
+func widenQ4AVX(dst *float32, blk *byte, nb int)
+
+// tileBF16AVX computes the 3×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over n (a multiple of
+// 8) for three rows of A and four bfloat16 rows of W, ldw bytes apart.
+//
+//go:noescape
+func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
+
+// tileQ8AVX is tileBF16AVX for rows of n Q8_0 blocks.
+//
+//go:noescape
+func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+
+// tileQ4AVX is tileBF16AVX for rows of n Q4_1 blocks.
+//
+//go:noescape
+func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+
+// useAVX512 routes the block formats' decode dots to their 16-wide versions.
+var useAVX512 = useAVX2 && useF16C && cpu.X86.HasAVX512F
+
+// dotQ8AVX512 is dotQ8AVX with 16-wide vectors.
+//
+//go:noescape
+func dotQ8AVX512(x *float32, blk *byte, nb int) float32
+
+// dotQ4AVX512 is dotQ4AVX with 16-wide vectors.
+//
+//go:noescape
+func dotQ4AVX512(x *float32, blk *byte, nb int) float32

@@ -370,3 +370,596 @@ aloop6:
 adone6:
 	VZEROUPPER
 	RET
+
+// HSUM4 sums the four ymm accumulators a, b, c, d horizontally into the low float of
+// a's xmm register.
+#define HSUM4(a, b, c, d, xa, xt) \
+	VADDPS b, a, a \
+	VADDPS d, c, c \
+	VADDPS c, a, a \
+	VEXTRACTF128 $1, a, xt \
+	VADDPS xt, xa, xa \
+	VHADDPS xa, xa, xa \
+	VHADDPS xa, xa, xa
+
+// func dotBF16AVX(x *float32, w *uint16, n int) float32
+//
+// Σ x[i]·w[i] with w bfloat16, n a multiple of 16. A bfloat16 is the top half of a
+// float32: zero-extend each to 32 bits and shift it up 16.
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ CX, $32
+	JLT  bf16tail
+
+bf16loop:
+	VPMOVZXWD   (DI), Y4
+	VPMOVZXWD   16(DI), Y5
+	VPMOVZXWD   32(DI), Y6
+	VPMOVZXWD   48(DI), Y7
+	VPSLLD      $16, Y4, Y4
+	VPSLLD      $16, Y5, Y5
+	VPSLLD      $16, Y6, Y6
+	VPSLLD      $16, Y7, Y7
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+	VFMADD231PS 64(SI), Y6, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $64, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         bf16loop
+
+bf16tail:
+	TESTQ       CX, CX
+	JEQ         bf16done
+	VPMOVZXWD   (DI), Y4
+	VPMOVZXWD   16(DI), Y5
+	VPSLLD      $16, Y4, Y4
+	VPSLLD      $16, Y5, Y5
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+
+bf16done:
+	HSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ8AVX(x *float32, blk *byte, nb int) float32
+//
+// The dot of x with nb Q8_0 blocks (34 bytes: a half scale d, then 32 int8 q):
+// Σ_b d_b·Σ_j x·q. The scale is broadcast as a half and widened by F16C.
+TEXT ·dotQ8AVX(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JEQ   q8done
+
+q8loop:
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBD    2(DI), Y4
+	VPMOVSXBD    10(DI), Y5
+	VPMOVSXBD    18(DI), Y6
+	VPMOVSXBD    26(DI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (SI), Y4, Y4
+	VMULPS       32(SI), Y5, Y5
+	VMULPS       64(SI), Y6, Y6
+	VMULPS       96(SI), Y7, Y7
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y8, Y0
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JEQ          q8done
+	VPBROADCASTW (DI), X9
+	VCVTPH2PS    X9, Y9
+	VPMOVSXBD    2(DI), Y4
+	VPMOVSXBD    10(DI), Y5
+	VPMOVSXBD    18(DI), Y6
+	VPMOVSXBD    26(DI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (SI), Y4, Y4
+	VMULPS       32(SI), Y5, Y5
+	VMULPS       64(SI), Y6, Y6
+	VMULPS       96(SI), Y7, Y7
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y9, Y1
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          q8loop
+
+q8done:
+	HSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// Q4UNPACK widens the Q4_1 block at DI to 32 floats in Y4..Y7 (w = d·q + m), with the
+// 0x0F byte mask in X15.
+#define Q4UNPACK \
+	VPBROADCASTW (DI), X8 \
+	VCVTPH2PS    X8, Y8 \
+	VPBROADCASTW 2(DI), X9 \
+	VCVTPH2PS    X9, Y9 \
+	VMOVDQU      4(DI), X10 \
+	VPAND        X15, X10, X11 \
+	VPSRLW       $4, X10, X10 \
+	VPAND        X15, X10, X10 \
+	VPMOVZXBD    X11, Y4 \
+	VPSRLDQ      $8, X11, X11 \
+	VPMOVZXBD    X11, Y5 \
+	VPMOVZXBD    X10, Y6 \
+	VPSRLDQ      $8, X10, X10 \
+	VPMOVZXBD    X10, Y7 \
+	VCVTDQ2PS    Y4, Y4 \
+	VCVTDQ2PS    Y5, Y5 \
+	VCVTDQ2PS    Y6, Y6 \
+	VCVTDQ2PS    Y7, Y7 \
+	VFMADD213PS  Y9, Y8, Y4 \
+	VFMADD213PS  Y9, Y8, Y5 \
+	VFMADD213PS  Y9, Y8, Y6 \
+	VFMADD213PS  Y9, Y8, Y7
+
+// func dotQ4AVX(x *float32, blk *byte, nb int) float32
+//
+// The dot of x with nb Q4_1 blocks (20 bytes: half d, half m, 16 bytes of nibbles; the
+// low nibble of byte j is weight j, the high one weight j+16).
+TEXT ·dotQ4AVX(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, X15
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JEQ   q4done
+
+q4loop:
+	Q4UNPACK
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+	VFMADD231PS 64(SI), Y6, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $20, DI
+	DECQ        CX
+	JNE         q4loop
+
+q4done:
+	HSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func widenBF16AVX(dst *float32, src *uint16, n int)
+//
+// dst[i] = float32(src[i]) for n a multiple of 16.
+TEXT ·widenBF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	TESTQ CX, CX
+	JEQ   wbdone
+
+wbloop:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNE       wbloop
+
+wbdone:
+	VZEROUPPER
+	RET
+
+// func widenQ8AVX(dst *float32, blk *byte, nb int)
+//
+// Writes the 32·nb weights of nb Q8_0 blocks to dst.
+TEXT ·widenQ8AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	TESTQ CX, CX
+	JEQ   w8done
+
+w8loop:
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBD    2(DI), Y4
+	VPMOVSXBD    10(DI), Y5
+	VPMOVSXBD    18(DI), Y6
+	VPMOVSXBD    26(DI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          w8loop
+
+w8done:
+	VZEROUPPER
+	RET
+
+// func widenQ4AVX(dst *float32, blk *byte, nb int)
+//
+// Writes the 32·nb weights of nb Q4_1 blocks to dst.
+TEXT ·widenQ4AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, X15
+	TESTQ CX, CX
+	JEQ   w4done
+
+w4loop:
+	Q4UNPACK
+	VMOVUPS Y4, (SI)
+	VMOVUPS Y5, 32(SI)
+	VMOVUPS Y6, 64(SI)
+	VMOVUPS Y7, 96(SI)
+	ADDQ    $128, SI
+	ADDQ    $20, DI
+	DECQ    CX
+	JNE     w4loop
+
+w4done:
+	VZEROUPPER
+	RET
+
+// The 3×4 tiles: C[r][j] = Σ_p A_r[p]·W_j[p] for three rows of A (a0, a1, a2) and four
+// consecutive rows of W (stride ldw bytes), written to out[4r+j]. Twelve ymm
+// accumulators hold the tile (Y4..Y15, row r in Y(4+4r)..Y(7+4r)); W is widened one
+// vector at a time into Y0 and multiplied with A straight from memory, so no packing is
+// needed: each widened vector of W serves three rows of A.
+
+// FMA3 adds Y0 times A's three rows at byte offset off to column j's accumulators.
+#define FMA3(off, acc0, acc1, acc2) \
+	VFMADD231PS off(SI), Y0, acc0 \
+	VFMADD231PS off(R8), Y0, acc1 \
+	VFMADD231PS off(R9), Y0, acc2
+
+// TILESETUP points R10..R12 at W's rows after DI's (stride DX) and zeroes the
+// accumulators.
+#define TILESETUP \
+	LEAQ (DI)(DX*1), R10 \
+	LEAQ (R10)(DX*1), R11 \
+	LEAQ (R11)(DX*1), R12 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11 \
+	VXORPS Y12, Y12, Y12 \
+	VXORPS Y13, Y13, Y13 \
+	VXORPS Y14, Y14, Y14 \
+	VXORPS Y15, Y15, Y15
+
+// ROW4 sums each of the accumulators w, x, y, z horizontally and stores the four sums
+// at off(AX).
+#define ROW4(w, x, y, z, xw, xx, off) \
+	VHADDPS x, w, w \
+	VHADDPS z, y, y \
+	VHADDPS y, w, w \
+	VEXTRACTF128 $1, w, xx \
+	VADDPS xx, xw, xw \
+	VMOVUPS xw, off(AX)
+
+// TILESTORE writes the twelve sums to (AX).
+#define TILESTORE \
+	ROW4(Y4, Y5, Y6, Y7, X4, X5, 0) \
+	ROW4(Y8, Y9, Y10, Y11, X8, X9, 16) \
+	ROW4(Y12, Y13, Y14, Y15, X12, X13, 32) \
+	VZEROUPPER
+
+// BF16COL widens 8 bfloat16 at wr into Y0 and adds them times A to column j.
+#define BF16COL(wr, acc0, acc1, acc2) \
+	VPMOVZXWD (wr), Y0 \
+	VPSLLD    $16, Y0, Y0 \
+	FMA3(0, acc0, acc1, acc2)
+
+// func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
+//
+// n is the row length, a multiple of 8.
+TEXT ·tileBF16AVX(SB), NOSPLIT, $0-56
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), R8
+	MOVQ a2+16(FP), R9
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ n+40(FP), CX
+	TILESETUP
+	SHRQ $3, CX
+	JEQ  tbdone
+
+tbloop:
+	BF16COL(DI, Y4, Y8, Y12)
+	BF16COL(R10, Y5, Y9, Y13)
+	BF16COL(R11, Y6, Y10, Y14)
+	BF16COL(R12, Y7, Y11, Y15)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $16, DI
+	ADDQ $16, R10
+	ADDQ $16, R11
+	ADDQ $16, R12
+	DECQ CX
+	JNE  tbloop
+
+tbdone:
+	MOVQ out+48(FP), AX
+	TILESTORE
+	RET
+
+// Q8COL widens the Q8_0 block at wr (scale into Y1, then four vectors of 8 into Y0) and
+// adds it times A's block to column j.
+#define Q8COL(wr, acc0, acc1, acc2) \
+	VPBROADCASTW (wr), X1 \
+	VCVTPH2PS    X1, Y1 \
+	VPMOVSXBD    2(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(0, acc0, acc1, acc2) \
+	VPMOVSXBD    10(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(32, acc0, acc1, acc2) \
+	VPMOVSXBD    18(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(64, acc0, acc1, acc2) \
+	VPMOVSXBD    26(wr), Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y1, Y0, Y0 \
+	FMA3(96, acc0, acc1, acc2)
+
+// func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+//
+// n is the number of Q8_0 blocks in a row.
+TEXT ·tileQ8AVX(SB), NOSPLIT, $0-56
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), R8
+	MOVQ a2+16(FP), R9
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ n+40(FP), CX
+	TILESETUP
+	TESTQ CX, CX
+	JEQ   t8done
+
+t8loop:
+	Q8COL(DI, Y4, Y8, Y12)
+	Q8COL(R10, Y5, Y9, Y13)
+	Q8COL(R11, Y6, Y10, Y14)
+	Q8COL(R12, Y7, Y11, Y15)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	ADDQ $34, DI
+	ADDQ $34, R10
+	ADDQ $34, R11
+	ADDQ $34, R12
+	DECQ CX
+	JNE  t8loop
+
+t8done:
+	MOVQ out+48(FP), AX
+	TILESTORE
+	RET
+
+DATA q4mask<>+0(SB)/8, $0x0F0F0F0F0F0F0F0F
+DATA q4mask<>+8(SB)/8, $0x0F0F0F0F0F0F0F0F
+GLOBL q4mask<>(SB), RODATA|NOPTR, $16
+
+// Q4COL widens the Q4_1 block at wr (d into Y1, m into Y2, its 16 bytes into X3, each
+// vector of 8 into Y0 as d·q + m) and adds it times A's block to column j.
+#define Q4COL(wr, acc0, acc1, acc2) \
+	VPBROADCASTW (wr), X1 \
+	VCVTPH2PS    X1, Y1 \
+	VPBROADCASTW 2(wr), X2 \
+	VCVTPH2PS    X2, Y2 \
+	VMOVDQU      4(wr), X3 \
+	VPAND        q4mask<>(SB), X3, X0 \
+	VPMOVZXBD    X0, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(0, acc0, acc1, acc2) \
+	VPAND        q4mask<>(SB), X3, X0 \
+	VPSRLDQ      $8, X0, X0 \
+	VPMOVZXBD    X0, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(32, acc0, acc1, acc2) \
+	VPSRLW       $4, X3, X3 \
+	VPAND        q4mask<>(SB), X3, X3 \
+	VPMOVZXBD    X3, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(64, acc0, acc1, acc2) \
+	VPSRLDQ      $8, X3, X3 \
+	VPMOVZXBD    X3, Y0 \
+	VCVTDQ2PS    Y0, Y0 \
+	VFMADD213PS  Y2, Y1, Y0 \
+	FMA3(96, acc0, acc1, acc2)
+
+// func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
+//
+// n is the number of Q4_1 blocks in a row.
+TEXT ·tileQ4AVX(SB), NOSPLIT, $0-56
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), R8
+	MOVQ a2+16(FP), R9
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ n+40(FP), CX
+	TILESETUP
+	TESTQ CX, CX
+	JEQ   t4done
+
+t4loop:
+	Q4COL(DI, Y4, Y8, Y12)
+	Q4COL(R10, Y5, Y9, Y13)
+	Q4COL(R11, Y6, Y10, Y14)
+	Q4COL(R12, Y7, Y11, Y15)
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	ADDQ $20, DI
+	ADDQ $20, R10
+	ADDQ $20, R11
+	ADDQ $20, R12
+	DECQ CX
+	JNE  t4loop
+
+t4done:
+	MOVQ out+48(FP), AX
+	TILESTORE
+	RET
+
+// func dotQ8AVX512(x *float32, blk *byte, nb int) float32
+//
+// dotQ8AVX with 16-wide vectors: half the instructions a block.
+TEXT ·dotQ8AVX512(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JEQ   z8done
+
+z8loop:
+	VPBROADCASTW (DI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    2(DI), Z4
+	VPMOVSXBD    18(DI), Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       (SI), Z4, Z4
+	VFMADD231PS  64(SI), Z5, Z4
+	VFMADD231PS  Z4, Z8, Z0
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JEQ          z8done
+	VPBROADCASTW (DI), Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBD    2(DI), Z6
+	VPMOVSXBD    18(DI), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       (SI), Z6, Z6
+	VFMADD231PS  64(SI), Z7, Z6
+	VFMADD231PS  Z6, Z9, Z1
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          z8loop
+
+z8done:
+	VADDPS       Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ4AVX512(x *float32, blk *byte, nb int) float32
+//
+// dotQ4AVX with 16-wide vectors: the low nibbles are one vector, the high ones the other.
+TEXT ·dotQ4AVX512(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VMOVDQU q4mask<>(SB), X15
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JEQ   z4done
+
+z4loop:
+	VPBROADCASTW (DI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPBROADCASTW 2(DI), Y9
+	VCVTPH2PS    Y9, Z9
+	VMOVDQU      4(DI), X10
+	VPAND        X15, X10, X11
+	VPSRLW       $4, X10, X10
+	VPAND        X15, X10, X10
+	VPMOVZXBD    X11, Z4
+	VPMOVZXBD    X10, Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VFMADD213PS  Z9, Z8, Z4
+	VFMADD213PS  Z9, Z8, Z5
+	VFMADD231PS  (SI), Z4, Z0
+	VFMADD231PS  64(SI), Z5, Z1
+	ADDQ         $128, SI
+	ADDQ         $20, DI
+	DECQ         CX
+	JNE          z4loop
+
+z4done:
+	VADDPS       Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

@@ -3,16 +3,27 @@
 package, so that llama.cpp can score the very values the engine computes with (its
 quantised kernels also quantise activations to 8 bits, the F32 path does not).
 
-    dequant_gguf.py IN.gguf OUT.gguf
+    dequant_gguf.py IN.gguf OUT.gguf [TYPE]
+
+With TYPE (bf16, q8_0 or q4_1) every matrix is then stored in that type instead (ggml's
+reference quantiser, as the engine's engine.cpu_weight_format applies at load), norms
+stay F32: llama.cpp on that file and the engine in that format compute with the same
+weights.
 """
 import sys
 
 import numpy as np
 import gguf
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 
-def main(src, dst):
+TYPES = {"bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+         "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+         "q4_1": (gguf.GGMLQuantizationType.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1)}
+
+
+def main(src, dst, typ=None):
+    qtype, ftype = TYPES[typ] if typ else (None, gguf.LlamaFileType.ALL_F32)
     r = gguf.GGUFReader(src)
     arch = r.fields["general.architecture"].contents()
     w = gguf.GGUFWriter(dst, arch)
@@ -21,13 +32,17 @@ def main(src, dst):
             continue
         vtype = f.types[0]
         if key == "general.file_type":
-            w.add_file_type(gguf.LlamaFileType.ALL_F32)
+            w.add_file_type(ftype)
             continue
         sub = f.types[1] if vtype == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(key, f.contents(), vtype, sub_type=sub)
     for t in r.tensors:
         arr = dequantize(t.data, t.tensor_type).astype(np.float32)
-        w.add_tensor(t.name, arr.reshape([int(d) for d in reversed(t.shape)]))
+        arr = arr.reshape([int(d) for d in reversed(t.shape)])
+        if qtype is not None and arr.ndim == 2:
+            w.add_tensor(t.name, quantize(arr, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(t.name, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -35,6 +50,6 @@ def main(src, dst):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] not in TYPES):
         sys.exit(__doc__)
     main(*sys.argv[1:])

@@ -58,7 +58,12 @@ func TestConfigFromMetadata(t *testing.T) {
 // TestGreedyAnswerSaysParis: the capital question through the model's own chat template,
 // greedy. A wrong rotary layout, merge rule or template detail does not say Paris.
 func TestGreedyAnswerSaysParis(t *testing.T) {
-	m := model(t)
+	greedyParis(t, model(t))
+}
+
+// greedyParis asks m the capital question through its chat template, greedy.
+func greedyParis(t *testing.T, m *engine.Model) {
+	t.Helper()
 	tpl, err := chat.Parse(m.ChatTemplate)
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +166,9 @@ func TestTokenizerMatchesLlamaCpp(t *testing.T) {
 //   - quantised: llama.cpp on the file as shipped. Its CPU kernels multiply the Q4_1/Q8_0
 //     weights with activations quantised to 8 bits, where the engine multiplies the
 //     dequantised weights in float32. Measured: mean 0.058, max 0.27 nats, argmax 50/51.
+//
+// The engine runs these two in f32 (engine.cpu_weight_format: f32); TestWeightFormats
+// covers the others.
 func TestLogprobsMatchLlamaCpp(t *testing.T) {
 	for _, c := range []struct {
 		name, env       string
@@ -171,40 +179,139 @@ func TestLogprobsMatchLlamaCpp(t *testing.T) {
 		{"quantised", "TUFT_REALMODEL_LLAMACPP", 0.1, 0.5, 0.95},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := model(t)
+			checkLogprobs(t, model(t), llamaCpp(t, c.env), c.meanTol, c.maxTol, c.argmaxFrac)
+		})
+	}
+}
+
+// TestWeightFormats: the engine with its base weights stored in each CPU weight format
+// (engine.cpu_weight_format) against llama.cpp on a copy of the file whose matrices are
+// stored in that format (dequant_gguf.py TYPE: ggml's reference quantiser on the
+// dequantised weights, as the engine's at load), so both compute with the same weights.
+// Each format answers the capital question with Paris, and its per-token logprobs agree
+// with llama.cpp's within the stated tolerances. Measured on the 51 scored tokens (mean,
+// max |Δlogprob| in nats; argmax agreement):
+//
+//   - bf16: llama.cpp's BF16 kernels also round the activations to bfloat16; the engine
+//     keeps them float32. 0.0082, 0.053; 51/51.
+//   - q8_0: llama.cpp quantises the activations to 8 bits (Q8_0 × Q8_0 dot products); the
+//     engine widens the weights and multiplies in float32. 0.050, 0.336; 49/51.
+//   - q4_1: as q8_0 (Q4_1 × Q8_1 dot products). 0.050, 0.262; 50/51.
+//
+// It also logs how far each format moves the engine from its f32 logprobs on the shipped
+// file (the storage error alone; docs/models.md).
+func TestWeightFormats(t *testing.T) {
+	for _, c := range []struct {
+		format, env     string
+		meanTol, maxTol float64
+		argmaxFrac      float64
+	}{
+		{"bf16", "TUFT_REALMODEL_LLAMACPP_BF16", 0.02, 0.15, 0.98},
+		{"q8_0", "TUFT_REALMODEL_LLAMACPP_Q8_0", 0.1, 0.6, 0.94},
+		{"q4_1", "TUFT_REALMODEL_LLAMACPP_Q4_1", 0.1, 0.6, 0.94},
+	} {
+		t.Run(c.format, func(t *testing.T) {
 			ref := llamaCpp(t, c.env)
-			ids, err := m.Tok.Encode(ref.Text)
+			f, err := engine.ParseWeightFormat(c.format)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(ids, ref.IDs) {
-				t.Fatalf("tokens differ from llama.cpp's:\n  got  %v\n  want %v", ids, ref.IDs)
-			}
-			if len(ids) < 40 {
-				t.Fatalf("the text is only %d tokens", len(ids))
-			}
-			res, err := m.Sample(context.Background(), nil, engine.SampleRequest{Prompt: ids, NumSamples: 1, PromptLogprobs: true,
-				TopKPromptLogprobs: 1, Params: engine.SampleParams{MaxTokens: 1, Temperature: 0, TopP: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := modelAt(t, f)
+			greedyParis(t, m)
+			checkLogprobs(t, m, ref, c.meanTol, c.maxTol, c.argmaxFrac)
+			got, f32 := promptLogprobs(t, m, ref.Text), promptLogprobs(t, model(t), ref.Text)
 			var sum, worst float64
-			agree := 0
-			for i := 1; i < len(ids); i++ {
-				d := math.Abs(float64(res.PromptLogprobs[i]) - ref.Logprobs[i-1])
-				sum += d
-				worst = max(worst, d)
-				if len(res.TopKPrompt[i]) > 0 && res.TopKPrompt[i][0].Token == ref.Argmax[i-1] {
-					agree++
+			for i := 1; i < len(f32); i++ {
+				d := math.Abs(float64(got[i] - f32[i]))
+				sum, worst = sum+d, max(worst, d)
+			}
+			t.Logf("%s vs the engine in f32: mean |Δlogprob| %.4f, max %.4f nats", c.format, sum/float64(len(f32)-1), worst)
+		})
+	}
+}
+
+// TestWeightFormatsAreGGMLs: the engine's quantiser stores the weights ggml's stores:
+// the engine in each format on the shipped file computes what it computes in f32 on
+// dequant_gguf.py's copy in that format (TUFT_REALMODEL_GGUF_<FORMAT>), to float32
+// rounding (1e-3 nats, every token).
+func TestWeightFormatsAreGGMLs(t *testing.T) {
+	for _, format := range []string{"bf16", "q8_0", "q4_1"} {
+		t.Run(format, func(t *testing.T) {
+			path := os.Getenv("TUFT_REALMODEL_GGUF_" + strings.ToUpper(format))
+			if path == "" {
+				t.Skipf("TUFT_REALMODEL_GGUF_%s is not set (run.sh writes it)", strings.ToUpper(format))
+			}
+			f, err := engine.ParseWeightFormat(format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := promptLogprobs(t, modelAt(t, f), llamaCppText)
+			theirs, err := engine.Load(path, "ggml-"+format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := promptLogprobs(t, theirs, llamaCppText)
+			for i := 1; i < len(want); i++ {
+				if d := math.Abs(float64(ours[i] - want[i])); d > 1e-3 {
+					t.Fatalf("token %d: %v in %s, %v on ggml's %s weights", i, ours[i], format, want[i], format)
 				}
 			}
-			n := float64(len(ids) - 1)
-			t.Logf("%d tokens: mean |Δlogprob| %.4f, max %.4f nats; argmax agrees at %d/%d positions (llama.cpp %s)",
-				len(ids), sum/n, worst, agree, len(ids)-1, ref.Version)
-			if sum/n > c.meanTol || worst > c.maxTol || float64(agree) < c.argmaxFrac*n {
-				t.Errorf("outside the tolerances (mean %g, max %g nats, argmax %.0f%%)", c.meanTol, c.maxTol, 100*c.argmaxFrac)
-			}
 		})
+	}
+}
+
+// llamaCppText is the text llamacpp_ref.py scores.
+const llamaCppText = "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. " +
+	"It is named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889."
+
+// promptLogprobs is m's log-probability of each token of text after the ones before it.
+func promptLogprobs(t *testing.T, m *engine.Model, text string) []float32 {
+	t.Helper()
+	ids, err := m.Tok.Encode(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Sample(context.Background(), nil, engine.SampleRequest{Prompt: ids, NumSamples: 1, PromptLogprobs: true,
+		Params: engine.SampleParams{MaxTokens: 1, Temperature: 0, TopP: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.PromptLogprobs
+}
+
+// checkLogprobs scores ref's text on m and compares with ref's logprobs and argmax.
+func checkLogprobs(t *testing.T, m *engine.Model, ref llamaRef, meanTol, maxTol, argmaxFrac float64) {
+	t.Helper()
+	ids, err := m.Tok.Encode(ref.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, ref.IDs) {
+		t.Fatalf("tokens differ from llama.cpp's:\n  got  %v\n  want %v", ids, ref.IDs)
+	}
+	if len(ids) < 40 {
+		t.Fatalf("the text is only %d tokens", len(ids))
+	}
+	res, err := m.Sample(context.Background(), nil, engine.SampleRequest{Prompt: ids, NumSamples: 1, PromptLogprobs: true,
+		TopKPromptLogprobs: 1, Params: engine.SampleParams{MaxTokens: 1, Temperature: 0, TopP: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, worst float64
+	agree := 0
+	for i := 1; i < len(ids); i++ {
+		d := math.Abs(float64(res.PromptLogprobs[i]) - ref.Logprobs[i-1])
+		sum += d
+		worst = max(worst, d)
+		if len(res.TopKPrompt[i]) > 0 && res.TopKPrompt[i][0].Token == ref.Argmax[i-1] {
+			agree++
+		}
+	}
+	n := float64(len(ids) - 1)
+	t.Logf("%d tokens: mean |Δlogprob| %.4f, max %.4f nats; argmax agrees at %d/%d positions (llama.cpp %s)",
+		len(ids), sum/n, worst, agree, len(ids)-1, ref.Version)
+	if sum/n > meanTol || worst > maxTol || float64(agree) < argmaxFrac*n {
+		t.Errorf("outside the tolerances (mean %g, max %g nats, argmax %.0f%%)", meanTol, maxTol, 100*argmaxFrac)
 	}
 }
 

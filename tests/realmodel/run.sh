@@ -4,10 +4,12 @@
 #   1. HF tokenizers (venv from requirements.txt, cached) rebuilds SmolLM2's tokenizer from
 #      the GGUF vocabulary and encodes the corpus: must equal testdata/smollm2_tokens.json.
 #   2. llama.cpp (llamacpp_ref.py) tokenizes the corpus and scores a ~50-token text, on the
-#      file as shipped and on a copy dequantised to F32 (dequant_gguf.py: the same values
-#      the engine computes with).
+#      file as shipped, on a copy dequantised to F32 (dequant_gguf.py: the same values
+#      the engine computes with), and on copies with the matrices in bf16, q8_0 and q4_1
+#      (the engine's CPU weight formats, engine.cpu_weight_format).
 #   3. go test ./tests/realmodel: the engine's config, tokenizer (against 1 and 2),
-#      per-token logprobs (against 2, tolerances in engine_test.go), greedy "Paris".
+#      per-token logprobs (against 2, tolerances in engine_test.go), greedy "Paris", in
+#      every weight format.
 #   4. tuft model import writes the HuggingFace directory; tuft launch serves the .gguf;
 #      test_server.py (Tinker SDK venv) asks the capital question through the OpenAI
 #      route and the SDK, then runs a short SFT and samples the checkpoint.
@@ -52,9 +54,17 @@ OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$gguf" "$corpus" "$work/l
 "$tokvenv/bin/python" "$here/dequant_gguf.py" "$gguf" "$work/f32.gguf"
 OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/f32.gguf" "$corpus" "$work/llamacpp_f32.json" 2>/dev/null
 rm -f "$work/f32.gguf"
+# The engine's CPU weight formats: llama.cpp on copies whose matrices are in each format.
+for fmt in bf16 q8_0 q4_1; do
+  "$tokvenv/bin/python" "$here/dequant_gguf.py" "$gguf" "$work/$fmt.gguf" "$fmt"
+  OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/$fmt.gguf" "$corpus" "$work/llamacpp_$fmt.json" 2>/dev/null
+done
 
 echo "== engine on the real weights"
 TUFT_SMOLLM2_GGUF="$gguf" TUFT_REALMODEL_LLAMACPP="$work/llamacpp.json" TUFT_REALMODEL_LLAMACPP_F32="$work/llamacpp_f32.json" \
+  TUFT_REALMODEL_LLAMACPP_BF16="$work/llamacpp_bf16.json" TUFT_REALMODEL_LLAMACPP_Q8_0="$work/llamacpp_q8_0.json" \
+  TUFT_REALMODEL_LLAMACPP_Q4_1="$work/llamacpp_q4_1.json" TUFT_REALMODEL_GGUF_BF16="$work/bf16.gguf" \
+  TUFT_REALMODEL_GGUF_Q8_0="$work/q8_0.gguf" TUFT_REALMODEL_GGUF_Q4_1="$work/q4_1.gguf" \
   go test -count=1 -v "$root/tests/realmodel/" 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+engine_test)' || { echo "realmodel: go test failed"; exit 1; }
 
 echo "== tuft model import, tuft launch on the .gguf"

@@ -1,0 +1,339 @@
+package kern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuTime is the CPU time this process has used (user and system, every thread): on a
+// shared machine, rates per CPU second vary less than rates per wall second.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var allFormats = []WeightFormat{F32, BF16, Q8_0, Q4_1}
+
+// widened is W as the kernels see it: every row widened to float32 by the portable code.
+func widened(w *Frozen) []float32 {
+	out := make([]float32, w.Rows*w.Cols)
+	for r := 0; r < w.Rows; r++ {
+		w.rowSeg(out[r*w.Cols:(r+1)*w.Cols], r, 0)
+	}
+	return out
+}
+
+// kernelLevels are the instruction sets a test runs the kernels at: what the machine
+// has, AVX2 without AVX-512, and the portable Go.
+var kernelLevels = []string{"native", "avx2", "portable"}
+
+// atLevel runs f with the kernels limited to level (a no-op where the machine has less).
+func atLevel(level string, f func()) {
+	old2, old512 := useAVX2, useAVX512
+	defer func() { useAVX2, useAVX512 = old2, old512 }()
+	switch level {
+	case "avx2":
+		useAVX512 = false
+	case "portable":
+		useAVX2, useAVX512 = false, false
+	}
+	f()
+}
+
+// TestFrozenProducts checks both products of every format, assembly and portable,
+// against float64 products with the widened matrix: the kernels' only error is float32
+// rounding (tolerance 1e-5·√k relative, as the float32 kernels' test), whatever the
+// storage error of the format.
+func TestFrozenProducts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	// {m, rows, cols}: decode (m = 1: fused dots), 3×4 tiles (2 ≤ m < 16 or 32, m not a
+	// multiple of 3) and the packed GEMM (m ≥ 16 or 32) rows; rows not a multiple of the 4-row
+	// tile or the 16-column panel; cols of 1, 2 and 18 blocks, and 40 (not whole blocks:
+	// stored as bf16) and 17 (below one bf16 vector).
+	shapes := [][3]int{{1, 5, 32}, {1, 33, 64}, {2, 17, 576}, {3, 70, 96}, {5, 16, 32}, {6, 21, 64}, {7, 300, 576}, {16, 47, 96},
+		{1, 9, 40}, {9, 11, 40}, {2, 3, 17}, {64, 37, 96}, {70, 20, 64}, {66, 5, 40}}
+	for _, f := range allFormats {
+		for _, s := range shapes {
+			m, rows, cols := s[0], s[1], s[2]
+			src := randSlice(rng, rows*cols)
+			w := NewFrozen(src, rows, cols, f)
+			wf := widened(w)
+			a, g := randSlice(rng, m*cols), randSlice(rng, m*rows)
+			for _, acc := range []bool{false, true} {
+				for _, level := range kernelLevels {
+					name := fmt.Sprintf("%s(%s) %dx%dx%d acc=%v %s", f, w.Format, m, rows, cols, acc, level)
+					initNT, initNN := randSlice(rng, m*rows), randSlice(rng, m*cols)
+					nt, nn := append([]float32(nil), initNT...), append([]float32(nil), initNN...)
+					run := func() {
+						FrozenMatMulNT(nt, a, w, m, acc)
+						FrozenMatMulNN(nn, g, w, m, acc)
+					}
+					atLevel(level, run)
+					wantNT, wantNN := ref64NT(a, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
+					if acc {
+						addTo(wantNT, initNT)
+						addTo(wantNN, initNN)
+					}
+					close32(t, "NT "+name, nt, wantNT, cols)
+					close32(t, "NN "+name, nn, wantNN, rows)
+				}
+			}
+		}
+	}
+}
+
+func ref64NT(a, w []float32, m, rows, cols int) []float32 {
+	out := make([]float32, m*rows)
+	for i := 0; i < m; i++ {
+		for j := 0; j < rows; j++ {
+			var s float64
+			for p := 0; p < cols; p++ {
+				s += float64(a[i*cols+p]) * float64(w[j*cols+p])
+			}
+			out[i*rows+j] = float32(s)
+		}
+	}
+	return out
+}
+
+func ref64NN(g, w []float32, m, rows, cols int) []float32 {
+	out := make([]float32, m*cols)
+	for i := 0; i < m; i++ {
+		for j := 0; j < cols; j++ {
+			var s float64
+			for p := 0; p < rows; p++ {
+				s += float64(g[i*rows+p]) * float64(w[p*cols+j])
+			}
+			out[i*cols+j] = float32(s)
+		}
+	}
+	return out
+}
+
+func addTo(dst, src []float32) {
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
+
+// TestFrozenWiden checks the assembly's widening (used to pack GEMM panels) against the
+// portable code, bit for bit, over whole and partial rows.
+func TestFrozenWiden(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, f := range allFormats {
+		w := NewFrozen(randSlice(rng, 7*96), 7, 96, f)
+		for _, seg := range [][2]int{{0, 96}, {32, 64}, {16, 48}, {0, 17}, {5, 3}} {
+			got, want := make([]float32, seg[1]), make([]float32, seg[1])
+			for r := 0; r < w.Rows; r++ {
+				w.widen(got, r, seg[0])
+				w.rowSeg(want, r, seg[0])
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s row %d seg %v: element %d = %v, want %v", f, r, seg, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFrozenStorageError bounds what each format changes in a weight: bf16 half an ulp
+// of its 8-bit mantissa, q8_0 half a step d = max|w|/127 of the block, q4_1 half a step
+// d = (max−min)/15 (plus the half-precision rounding of d and m). It also pins the
+// bytes a weight takes.
+func TestFrozenStorageError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	rows, cols := 64, 256
+	src := randSlice(rng, rows*cols)
+	for i := range src {
+		src[i] *= 0.05 // the scale of real weights
+	}
+	bytes := map[WeightFormat]float64{F32: 4, BF16: 2, Q8_0: 34.0 / 32, Q4_1: 20.0 / 32}
+	for _, f := range allFormats {
+		w := NewFrozen(src, rows, cols, f)
+		if got := float64(w.Bytes()) / float64(rows*cols); got != bytes[f] {
+			t.Errorf("%s: %v bytes a weight, want %v", f, got, bytes[f])
+		}
+		deq := widened(w)
+		for b := 0; b < rows*cols/QBlock; b++ {
+			x := src[b*QBlock : (b+1)*QBlock]
+			lo, hi, amax := x[0], x[0], float32(0)
+			for _, v := range x {
+				lo, hi, amax = min(lo, v), max(hi, v), max(amax, float32(math.Abs(float64(v))))
+			}
+			for j, v := range x {
+				e := math.Abs(float64(deq[b*QBlock+j] - v))
+				var bound float64
+				switch f {
+				case F32:
+					bound = 0
+				case BF16:
+					bound = math.Abs(float64(v)) * (1.0 / 256)
+				case Q8_0:
+					bound = float64(amax)/127*0.5*1.001 + float64(amax)*1e-3
+				case Q4_1:
+					bound = float64(hi-lo)/15*0.5*1.001 + float64(hi-lo)*2e-3 + math.Abs(float64(lo))*1e-3
+				}
+				if e > bound {
+					t.Fatalf("%s: weight %d = %v stored as %v (error %g > %g)", f, b*QBlock+j, v, deq[b*QBlock+j], e, bound)
+				}
+			}
+		}
+	}
+}
+
+// TestQuantIdempotent: quantising what a format stores gives the same bytes back, so a
+// GGUF BF16, Q8_0 or Q4_1 file widened to float32 at load and stored again in its own
+// format holds llama.cpp's blocks exactly.
+func TestQuantIdempotent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	src := randSlice(rng, 8*128)
+	for _, f := range []WeightFormat{BF16, Q8_0, Q4_1} {
+		w := NewFrozen(src, 8, 128, f)
+		again := NewFrozen(widened(w), 8, 128, f)
+		if fmt.Sprint(w.bf, w.blk) != fmt.Sprint(again.bf, again.blk) {
+			t.Errorf("%s: requantising changed the stored weights", f)
+		}
+	}
+}
+
+func TestHalfConversions(t *testing.T) {
+	for _, c := range []struct {
+		f float32
+		h uint16
+	}{{0, 0}, {1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {1e6, 0x7c00}, {6.103515625e-05, 0x0400}, {5.960464477539063e-08, 0x0001}, {1.0009765625, 0x3c01}, {1.00048828125, 0x3c00}, {1.00146484375, 0x3c02}} {
+		if got := ToF16(c.f); got != c.h {
+			t.Errorf("ToF16(%v) = %#04x, want %#04x", c.f, got, c.h)
+		}
+	}
+	for h := 0; h < 0x10000; h++ {
+		if h&0x7c00 == 0x7c00 {
+			continue // Inf, NaN
+		}
+		v := FromF16(uint16(h))
+		if back := ToF16(v); back != uint16(h) && !(v == 0 && h == 0x8000) {
+			t.Fatalf("half %#04x → %v → %#04x", h, v, back)
+		}
+	}
+	if got := FromF16(0x8001); got != -5.960464477539063e-08 {
+		t.Errorf("FromF16(0x8001) = %v", got)
+	}
+	for _, c := range []struct {
+		f float32
+		h uint16
+	}{{1, 0x3f80}, {-1, 0xbf80}, {1.00390625, 0x3f80}, {1.01171875, 0x3f82}, {3.1415927, 0x4049}} {
+		if got := ToBF16(c.f); got != c.h {
+			t.Errorf("ToBF16(%v) = %#04x, want %#04x", c.f, got, c.h)
+		}
+	}
+}
+
+func TestFrozenBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	w := NewFrozen(randSlice(rng, 4*64), 4, 64, Q8_0)
+	v, err := FrozenBlocks(Q8_0, w.blk, 4, 64)
+	if err != nil || fmt.Sprint(widened(v)) != fmt.Sprint(widened(w)) {
+		t.Fatalf("FrozenBlocks: %v", err)
+	}
+	if _, err := FrozenBlocks(Q8_0, w.blk[:10], 4, 64); err == nil {
+		t.Error("short data accepted")
+	}
+	if _, err := FrozenBlocks(BF16, w.blk, 4, 64); err == nil {
+		t.Error("bf16 accepted as a block format")
+	}
+	if d := FromF16(binary.LittleEndian.Uint16(w.blk)); d <= 0 {
+		t.Errorf("scale %v", d)
+	}
+	if _, err := ParseWeightFormat("q4_k"); err == nil {
+		t.Error("q4_k accepted")
+	}
+	for _, f := range allFormats {
+		if g, err := ParseWeightFormat(f.String()); err != nil || g != f {
+			t.Errorf("ParseWeightFormat(%s) = %v, %v", f, g, err)
+		}
+	}
+}
+
+func benchFrozen(b *testing.B, f WeightFormat, m, n, k int) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	w := NewFrozen(randSlice(rng, n*k), n, k, f)
+	a, c := randSlice(rng, m*k), make([]float32, m*n)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		FrozenMatMulNT(c, a, w, m, false)
+	}
+	b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+}
+
+// The MLP's up projection of SmolLM2-135M (1536×576), 8 of them so W leaves the cache,
+// as in a decode step.
+func BenchmarkFrozenGEMV(b *testing.B) {
+	for _, f := range allFormats {
+		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 1, 32*1536, 576) })
+	}
+}
+
+func BenchmarkFrozenBatch16(b *testing.B) {
+	for _, f := range allFormats {
+		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 16, 32*1536, 576) })
+	}
+}
+
+// BenchmarkFrozenTileVsPacked times both paths for rows of A around tileMaxRows (one
+// goroutine, W in L2: the compute, not the memory).
+func BenchmarkFrozenTileVsPacked(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 256, 576
+	src := randSlice(rng, n*k)
+	for _, f := range []WeightFormat{BF16, Q8_0, Q4_1} {
+		w := NewFrozen(src, n, k, f)
+		for _, m := range []int{4, 16, 32, 64, 128} {
+			a, c := randSlice(rng, m*k), make([]float32, m*n)
+			b.Run(fmt.Sprintf("%s/m%d/tiles", f, m), func(b *testing.B) {
+				t0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					w.tiles(c, a, m, 0, n, false)
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+			})
+			b.Run(fmt.Sprintf("%s/m%d/packed", f, m), func(b *testing.B) {
+				t0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					gemmPacked(c, a, w.packNT, m, n, k, false, false)
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+			})
+		}
+	}
+}
+
+// BenchmarkFrozenDotCompute times the decode kernels with W in L2 (256×576, one
+// goroutine): weights per CPU nanosecond, the compute bound of a memory-bound product.
+func BenchmarkFrozenDotCompute(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 256, 576
+	src := randSlice(rng, n*k)
+	x := randSlice(rng, k)
+	for _, f := range allFormats {
+		w := NewFrozen(src, n, k, f)
+		b.Run(f.String(), func(b *testing.B) {
+			t0 := cpuTime()
+			var s float32
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < n; j++ {
+					s += w.dotRow(x, j)
+				}
+			}
+			b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
+			_ = s
+		})
+	}
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// blockConfig is a small model whose rows are whole 32-weight blocks, so every matrix
+// takes the block formats (a row of another length falls back to bf16).
+func blockConfig(arch string) Config {
+	return Config{Arch: arch, VocabSize: 96, Hidden: 64, Intermediate: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 64, BOSTokenID: -1, EOSTokenIDs: []int32{95}, AttnBias: arch == "qwen2"}
+}
+
+// widenedWeights is what a model on a CPU with a narrow weight format computes with: its
+// weights with every matrix widened back to float32.
+func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFormat) *Weights[float32] {
+	t.Helper()
+	widen := func(x device.Tensor[float32], orig []float32) []float32 {
+		fz := x.Frozen()
+		if fz == nil {
+			t.Fatalf("%s: a matrix was not stored as a frozen matrix", f)
+		}
+		if fz.Format != f {
+			t.Fatalf("stored as %s, want %s", fz.Format, f)
+		}
+		out := make([]float32, len(orig))
+		for r := 0; r < fz.Rows; r++ {
+			fz.Row(out[r*fz.Cols:], r)
+		}
+		return out
+	}
+	if m.W != nil {
+		t.Fatalf("%s: the model keeps a float32 copy besides its %s matrices", f, f)
+	}
+	out := &Weights[float32]{Embed: widen(m.dw.Embed, w.Embed), FinalNorm: w.FinalNorm, Layers: make([]Layer[float32], len(w.Layers))}
+	out.LMHead = out.Embed
+	if &w.LMHead[0] != &w.Embed[0] {
+		out.LMHead = widen(m.dw.LMHead, w.LMHead)
+	}
+	for i := range w.Layers {
+		L, dL := &w.Layers[i], &m.dw.Layers[i]
+		out.Layers[i] = Layer[float32]{AttnNorm: L.AttnNorm, MLPNorm: L.MLPNorm, Bq: L.Bq, Bk: L.Bk, Bv: L.Bv,
+			Wq: widen(dL.Wq, L.Wq), Wk: widen(dL.Wk, L.Wk), Wv: widen(dL.Wv, L.Wv), Wo: widen(dL.Wo, L.Wo),
+			Wgate: widen(dL.Wgate, L.Wgate), Wup: widen(dL.Wup, L.Wup), Wdown: widen(dL.Wdown, L.Wdown)}
+	}
+	return out
+}
+
+// A model on a CPU storing its base weights as bf16, q8_0 or q4_1 computes what a float32
+// model with those weights widened computes, to float32 rounding: prompt log-probs (the
+// GEMM path), decoding one token at a time (the fused dot kernels), and LoRA training on
+// the quantised base (QLoRA: the backward pass through the widened base; adapter
+// gradients within 1e-4 relative, log-probs within 1e-4). How far each format moves the
+// model from its float32 weights is the real-model suite's business (docs/models.md).
+func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
+	ctx := context.Background()
+	for _, arch := range []string{"llama", "qwen2"} {
+		for _, f := range []kern.WeightFormat{kern.BF16, kern.Q8_0, kern.Q4_1} {
+			t.Run(fmt.Sprintf("%s/%s", arch, f), func(t *testing.T) {
+				c := blockConfig(arch)
+				rng := rand.New(rand.NewPCG(21, uint64(f)))
+				w := randWeights[float32](c, rng, arch == "qwen2")
+				q, err := NewModel("q", c, w, nil, OnDevice(device.NewCPUWeights[float32](f)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, err := NewModel("ref", c, widenedWeights(t, q, w, f), nil, OnDevice(device.NewCPUWeights[float32](kern.F32)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				toks := []int32{1, 5, 9, 3, 30, 12, 7, 44, 2, 17, 60, 33, 8, 21, 40, 11, 6, 50, 29, 3, 14}
+				V := c.VocabSize
+				lw := zeroLike(c, LoraConfig{Rank: 2, TrainAttn: true, TrainMLP: true, TrainUnembed: true})
+				for _, p := range lw.pairs() {
+					for i := range p.A {
+						p.A[i] = float32(rng.NormFloat64() * 0.1)
+					}
+					for i := range p.B {
+						p.B[i] = float32(rng.NormFloat64() * 0.1)
+					}
+				}
+				lw.Scale = 1
+				near := func(what string, got, want []float32) {
+					t.Helper()
+					for i := range want {
+						if d := math.Abs(float64(got[i] - want[i])); d > 1e-4 {
+							t.Fatalf("%s: element %d = %v, want %v", what, i, got[i], want[i])
+						}
+					}
+				}
+				full := fullLogp(ref, &lw, toks)
+				near("prompt", fullLogp(q, &lw, toks), full)
+				pool, err := q.NewKVPool(16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pool.Close()
+				kc := pool.NewCache()
+				defer kc.Release()
+				for i, tok := range toks[:6] {
+					near(fmt.Sprintf("decode position %d", i), stepLogp(t, q, &lw, kc, []int32{tok}), full[i*V:(i+1)*V])
+				}
+
+				// Training: the same adapter on both models, the same gradients.
+				req := ceRequest(toks)
+				var grads [2][]float32
+				var loss [2]float64
+				for i, m := range []*Model{q, ref} {
+					a, err := m.NewAdapter(LoraConfig{Rank: 4, Seed: 5, TrainAttn: true, TrainMLP: true, TrainUnembed: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					randomizeAdapter(a, rand.New(rand.NewPCG(1, 1)))
+					r, err := m.ForwardBackward(ctx, a, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					loss[i] = r.Metrics["loss:sum"]
+					for _, p := range a.Grad.pairs() {
+						grads[i] = append(append(grads[i], p.A...), p.B...)
+					}
+				}
+				if !closeRel(loss[0], loss[1], 1e-5) {
+					t.Fatalf("loss %v on the %s base, %v on its widened float32 copy", loss[0], f, loss[1])
+				}
+				var norm float64
+				for _, g := range grads[1] {
+					norm = math.Max(norm, math.Abs(float64(g)))
+				}
+				if norm == 0 {
+					t.Fatal("no gradient")
+				}
+				for i := range grads[1] {
+					if d := math.Abs(float64(grads[0][i] - grads[1][i])); d > 1e-4*norm {
+						t.Fatalf("gradient %d: %v on the %s base, %v on its widened copy", i, grads[0][i], f, grads[1][i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// The CPU device's weight format is what engine.cpu_weight_format names, and f32 keeps
+// the loaded matrices themselves (no copy).
+func TestOpenDeviceCPUWeightFormat(t *testing.T) {
+	for _, name := range []string{"f32", "bf16", "q8_0", "q4_1"} {
+		f, err := ParseWeightFormat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _, err := OpenDevice("cpu", DeviceOptions{CPUWeightFormat: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu, ok := d.(*device.CPU[float32])
+		if !ok || cpu.WeightFormat() != f {
+			t.Fatalf("%s: device %T", name, d)
+		}
+		src := make([]float32, 4*32)
+		x := cpu.WeightMatrix(src, 4, 32)
+		if (f == WeightsF32) != (x.Frozen() == nil) || (f == WeightsF32 && &x.Host()[0] != &src[0]) {
+			t.Fatalf("%s: matrix stored as %+v", name, x.Frozen())
+		}
+	}
+	if _, err := ParseWeightFormat("q4_k"); err == nil {
+		t.Fatal("q4_k accepted")
+	}
+}
