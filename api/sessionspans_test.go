@@ -129,6 +129,25 @@ func trained(spans []spanJSON) bool {
 	return false
 }
 
+// settledSpans waits until sess's record is non-empty and has not grown for 300 ms.
+func settledSpans(t *testing.T, c *testenv.Client, sess string) spansJSON {
+	t.Helper()
+	var got spansJSON
+	last := int64(-1)
+	check.Eventually(t, 20*time.Second, "the session's span record to settle", func() bool {
+		got = getSpans(t, c, sess)
+		if len(got.Spans) == 0 {
+			return false
+		}
+		seq := got.Spans[len(got.Spans)-1].Seq
+		settled := seq == last
+		last = seq
+		time.Sleep(300 * time.Millisecond)
+		return settled
+	})
+	return got
+}
+
 // trainOnce runs one forward_backward and one optim_step on a new run of sess.
 func trainOnce(c *testenv.Client, sess string) string {
 	model := c.NewTrainingRun(sess, map[string]any{"rank": 4, "seed": 1})
@@ -220,11 +239,19 @@ func TestSessionSpansAreBounded(t *testing.T) {
 	h := &harness{t: t, url: s.URL(), a: testenv.NewClient(t, s.URL(), testenv.KeyA), b: testenv.NewClient(t, s.URL(), testenv.KeyB)}
 	first := h.a.NewSession()
 	trainOnce(h.a, first)
-	var got spansJSON
-	check.Eventually(t, 10*time.Second, "spans past the bound", func() bool {
-		got = getSpans(t, h.a, first)
-		return got.Dropped > 0 && trained(got.Spans)
-	})
+	// The newest spans may be retrieve_future polls rather than the optim_step's, so
+	// wait for the record to settle instead of for a particular span.
+	// The bound is also the tenant's share of the recorder's queue, so under load a burst
+	// may be dropped as queue_full before it reaches the record: train again until the
+	// record itself has dropped spans.
+	got := settledSpans(t, h.a, first)
+	for i := 0; got.Dropped == 0 && i < 5; i++ {
+		trainOnce(h.a, first)
+		got = settledSpans(t, h.a, first)
+	}
+	if got.Dropped == 0 {
+		t.Fatalf("no span dropped past the bound: %d kept", len(got.Spans))
+	}
 	if len(got.Spans) > 12 || got.Spans[len(got.Spans)-1].Seq-got.Spans[0].Seq >= 12 {
 		t.Fatalf("%d spans kept (seq %d..%d), bound 12", len(got.Spans), got.Spans[0].Seq, got.Spans[len(got.Spans)-1].Seq)
 	}
@@ -234,7 +261,7 @@ func TestSessionSpansAreBounded(t *testing.T) {
 	// B's sessions do not count against A's bound.
 	bSess := h.b.NewSession()
 	trainOnce(h.b, bSess)
-	check.Eventually(t, 10*time.Second, "B's spans", func() bool { return trained(getSpans(t, h.b, bSess).Spans) })
+	settledSpans(t, h.b, bSess)
 	if len(getSpans(t, h.a, first).Spans) == 0 {
 		t.Fatal("B's traced session evicted A's")
 	}
@@ -532,7 +559,7 @@ func readPerfetto(t *testing.T, b []byte) perfettoFile {
 // Without sessions.record_spans nothing is recorded, and trace_export answers "failed"
 // naming the key rather than a link to an empty trace.
 func TestTraceExportWithoutRecordSpansFailsNamingTheKey(t *testing.T) {
-	h := newHarness(t, "memory")
+	h, _ := newHarnessCfg(t, func(c *config.Config) { c.Sessions.RecordSpans = false })
 	sess := h.a.NewSession()
 	trainOnce(h.a, sess)
 	if got := getSpans(t, h.a, sess); len(got.Spans) != 0 || got.Dropped != 0 {

@@ -261,7 +261,8 @@ type Sessions struct {
 	// session's owner (GET /api/v1/sessions/{id}/spans, the Perfetto trace export),
 	// bounded by limits.max_spans_per_session and limits.max_traced_sessions_per_tenant.
 	// It turns the OpenTelemetry SDK on even with telemetry disabled (no exporter then):
-	// spans cost a few microseconds each instead of nothing.
+	// spans cost a few microseconds each instead of nothing. On by default: the console's
+	// session timeline and the SDK's trace_export need it (docs/observability.md).
 	RecordSpans bool `yaml:"record_spans"`
 }
 
@@ -429,7 +430,7 @@ func Default(home string) Config {
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,
 		},
-		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 240},
+		Sessions: Sessions{HeartbeatTimeoutSeconds: 300, SeqGapTimeoutSeconds: 300, FinishedRetentionSeconds: 240, RecordSpans: true},
 		Console:  Console{Enabled: true, SessionTTLSeconds: 43200, MaxSessions: 4096, MaxSessionsPerTenant: 64},
 		Limits: Limits{MaxQueuedPerTenant: 256, MaxRequestBytes: 64 << 20, MaxTokensPerBatch: 262144, MaxSampleTokens: 4096, MaxNumSamples: 128,
 			MaxConcurrentRequests: 4096, MaxConcurrentRequestsPerTenant: 512, MaxBodyBytesInFlight: 1 << 30, MaxBodyBytesInFlightPerTenant: 256 << 20,

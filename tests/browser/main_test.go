@@ -104,7 +104,7 @@ func newKey() string {
 
 // startServer builds tuft and starts `tuft launch` on embedded defaults with the tiny
 // model, tenants alice (keyA) and bob (keyB) and an operator key, recording each
-// session's spans (sessions.record_spans, off by default: the session trace page); stopped
+// session's spans (sessions.record_spans, the session trace page; set explicitly in case the default changes); stopped
 // at cleanup.
 func startServer(t *testing.T) *server {
 	t.Helper()
