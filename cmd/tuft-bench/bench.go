@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ type benchTrain struct {
 	MedianS    float64   `json:"median_s"`
 	TokensPerS float64   `json:"tokens_per_s"`
 	FirstLoss  float64   `json:"first_loss"` // warm-up step's loss per token (sanity check)
+	// GEMMFraction is the step's FLOPs (loraStepFLOPs) over the median step time, over the
+	// machine's measured GEMM peak (CPU runs only).
+	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
 }
 
 // benchSample is one sampling figure (prefill of the prompt included in Seconds).
@@ -108,6 +112,8 @@ type benchReport struct {
 	TorchPython  string             `json:"torch_python,omitempty"`
 	Ratios       map[string]float64 `json:"ratios_go_over_torch,omitempty"`
 	GoGEMMGFlops float64            `json:"go_gemm_gflops,omitempty"`
+	Machine      *machineFigures    `json:"machine,omitempty"` // CPU runs: bandwidth and GEMM peak
+	TrainFLOPs   float64            `json:"train_step_flops,omitempty"`
 	// RatiosRefused says why no ratio is printed: the reference ran on a crippled BLAS.
 	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
@@ -123,9 +129,21 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
-		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
+	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
+		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
+		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
+			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
+			"Both first measure the machine: memory bandwidth and GEMM peak, which every figure is also printed as a fraction of.")
 	var o benchOptions
+	var lo llamaOptions
+	reference := fs.String("reference", "torch", "what to compare with: torch (PyTorch, training and sampling) or llama.cpp (inference on a GGUF file)")
+	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; torch: f32 only)")
+	threads := fs.Int("threads", 0, "threads for the engine and the reference (GOMAXPROCS; 0 keeps the runtime's)")
+	fs.IntVar(&lo.newTokens, "new-tokens", 128, "--reference llama.cpp: decode steps after the 8-token prompt")
+	fs.IntVar(&lo.ppTokens, "pp-tokens", 128, "--reference llama.cpp: prompt-processing length")
+	fs.IntVar(&lo.repeats, "repeats", 3, "--reference llama.cpp: prompt-processing runs (the best is reported)")
+	fs.StringVar(&lo.python, "llamacpp-python", "", "--reference llama.cpp: Python with llama_cpp, gguf, numpy (default: the venv scripts/llamacpp.sh builds)")
+	fs.StringVar(&lo.script, "llamacpp-script", "", "--reference llama.cpp: path of tools/llamacppref/bench.py (default: found from the working directory)")
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
 	fs.StringVar(&o.modelDir, "model", "", "use this model directory (HuggingFace layout) instead of a preset")
 	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
@@ -152,6 +170,35 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, _, err := engine.ParseDevice(o.device); err != nil {
 		return fmt.Errorf("--device: %w", err)
+	}
+	if !slices.Contains(weightFormats, lo.weights) {
+		return &cli.UsageError{Err: fmt.Errorf("--weights %q: want one of %s", lo.weights, strings.Join(weightFormats, ", ")), Usage: fs.UsageText()}
+	}
+	if *threads < 0 {
+		return &cli.UsageError{Err: fmt.Errorf("--threads %d: want ≥ 0", *threads), Usage: fs.UsageText()}
+	}
+	if *threads > 0 {
+		runtime.GOMAXPROCS(*threads)
+	}
+	switch *reference {
+	case "llama.cpp":
+		if len(o.batches) != 2 || o.batches[0] != 1 {
+			return &cli.UsageError{Err: fmt.Errorf("--reference llama.cpp: --batches must be 1,B (batch 1 and one larger batch), not %q", *batches), Usage: fs.UsageText()}
+		}
+		if o.device != "cpu" || fs.NArg() > 0 || lo.newTokens < 1 || lo.ppTokens < 1 || lo.repeats < 1 {
+			return &cli.UsageError{Err: errors.New("--reference llama.cpp: CPU only, no arguments; --new-tokens, --pp-tokens, --repeats ≥ 1"), Usage: fs.UsageText()}
+		}
+		lo.model, lo.batch, lo.jsonOut = o.modelDir, o.batches[1], o.jsonOut
+		return runBenchLlama(lo, stdout, stderr)
+	case "torch":
+		if err := tuftHasWeights(lo.weights); err != nil {
+			return err
+		}
+		if lo.weights != "f32" {
+			return fmt.Errorf("--weights %s: the PyTorch reference computes in f32 only; use --reference llama.cpp", lo.weights)
+		}
+	default:
+		return &cli.UsageError{Err: fmt.Errorf("--reference %q: want torch or llama.cpp", *reference), Usage: fs.UsageText()}
 	}
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
@@ -193,6 +240,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if !gpuDevice(o.device) {
+		logf("measuring the machine (memory bandwidth, GEMM peak)")
+		mf := measureMachine()
+		rep.Machine = &mf
+		printMachine(stderr, mf)
 		rep.GoGEMMGFlops = goGEMMGFlops()
 		logf("Go GEMM (1024×1024×1024 float32): %.1f GFLOP/s", rep.GoGEMMGFlops)
 	}
@@ -202,6 +253,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Go = *goSide
 	rep.Arch, rep.Layers, rep.Hidden, rep.Vocab = m.Cfg.Arch, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize
+	rep.TrainFLOPs = loraStepFLOPs(m.Cfg, o.tokens, o.rank)
+	gemmFraction(&rep.Go, &rep)
 	m = nil
 	runtime.GC()
 
@@ -215,6 +268,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			rep.TorchSkipped = "reference run failed: " + err.Error()
 		} else {
 			rep.Torch = ts
+			gemmFraction(ts, &rep)
 			why := ""
 			if !gpuDevice(o.device) {
 				if ts.BLAS == nil {
@@ -478,6 +532,9 @@ func printBench(w io.Writer, r *benchReport) {
 	fmt.Fprintf(w, "tuft-bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
 	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
 		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
+	if r.Machine != nil {
+		printMachine(w, *r.Machine)
+	}
 	t := r.Torch
 	if t != nil {
 		fmt.Fprintf(w, "reference: %s, PyTorch %s (%s, Python %s), %d threads", t.Impl, t.TorchVersion, r.TorchPython, t.Python, t.Threads)
@@ -519,6 +576,10 @@ func printBench(w io.Writer, r *benchReport) {
 					return 0
 				}, fmt.Sprintf("sample_b%d_tokens_per_s", b), f1)
 		}
+	}
+	if r.Machine != nil && r.TrainFLOPs > 0 {
+		add(fmt.Sprintf("train step, share of the GEMM peak (%.1f GFLOP per step)", r.TrainFLOPs/1e9), r.Go.Train.GEMMFraction,
+			func(s *benchSide) float64 { return s.Train.GEMMFraction }, "", func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) })
 	}
 	add("peak RSS, MiB (lower is better)", r.Go.PeakRSSMiB, func(s *benchSide) float64 { return s.PeakRSSMiB }, "peak_rss_mib",
 		func(x float64) string { return fmt.Sprintf("%.0f", x) })
@@ -565,4 +626,35 @@ func fmtRatio(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", x)
+}
+
+// gemmFraction fills a side's training share of the machine's measured GEMM peak.
+func gemmFraction(s *benchSide, r *benchReport) {
+	if r.Machine != nil && r.Machine.GEMMGFlops > 0 && s.Train.MedianS > 0 {
+		s.Train.GEMMFraction = r.TrainFLOPs / s.Train.MedianS / (r.Machine.GEMMGFlops * 1e9)
+	}
+}
+
+// loraStepFLOPs is the arithmetic of one LoRA training step on t tokens with rank r on
+// all seven projections (the forward and backward passes; AdamW's few FLOPs per adapter
+// weight are left out):
+//
+//	4·t·P + 6·t·Pr + 12·L·(t(t+1)/2)·Hq·hd
+//
+// P is the frozen matrices' weights (every layer's q, k, v, o, gate, up, down and the LM
+// head): 2 FLOPs per weight per token forward and 2 backward for the input gradient (no
+// weight gradient: they are frozen). Pr = L·r·Σ(in+out) over the seven projections is the
+// adapters' weights: 2 forward, 2 for the input gradient, 2 for their weight gradient.
+// Attention's two products (QKᵀ, PV) over the causal triangle cost 4 FLOPs per head
+// dimension per (query, key) pair forward and twice that backward. Recomputation an
+// implementation chooses (activation checkpointing) is not counted: this is the work
+// the step needs, so the fraction of the GEMM peak is comparable between implementations.
+func loraStepFLOPs(c engine.Config, t, r int) float64 {
+	T := float64(t)
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	P := float64(c.Layers)*layerParams(c) + float64(c.VocabSize*c.Hidden)
+	io := (c.Hidden + q) + 2*(c.Hidden+kv) + (q + c.Hidden) + 2*(c.Hidden+c.Intermediate) + (c.Intermediate + c.Hidden)
+	Pr := float64(c.Layers * r * io)
+	attn := 12 * float64(c.Layers) * (T * (T + 1) / 2) * float64(q)
+	return 4*T*P + 6*T*Pr + attn
 }
