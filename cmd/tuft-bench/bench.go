@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,7 +129,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
 	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
-		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
+		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
 			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
 			"Both first measure the machine: memory bandwidth and GEMM peak, which every figure is also printed as a fraction of.")
@@ -171,8 +170,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if _, _, err := engine.ParseDevice(o.device); err != nil {
 		return fmt.Errorf("--device: %w", err)
 	}
-	if !slices.Contains(weightFormats, lo.weights) {
-		return &cli.UsageError{Err: fmt.Errorf("--weights %q: want one of %s", lo.weights, strings.Join(weightFormats, ", ")), Usage: fs.UsageText()}
+	if lo.weights, err = weightFormat(lo.weights); err != nil {
+		return &cli.UsageError{Err: err, Usage: fs.UsageText()}
 	}
 	if *threads < 0 {
 		return &cli.UsageError{Err: fmt.Errorf("--threads %d: want ≥ 0", *threads), Usage: fs.UsageText()}

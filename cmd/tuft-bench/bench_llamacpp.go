@@ -25,15 +25,30 @@ import (
 // each as tokens/s and as a fraction of the machine's memory bandwidth (decode) or GEMM
 // peak (prompt processing).
 
-// weightFormats are the --weights values: the precision both sides compute with.
-var weightFormats = []string{"f32", "bf16", "q8_0", "q4"}
+// weightFormats are the --weights values: the precision both sides compute with, named
+// as engine.cpu_weight_format names them ("q4" is accepted for q4_1).
+var weightFormats = []string{"f32", "bf16", "q8_0", "q4_1"}
 
-// tuftWeightFormats are the formats the engine's CPU path holds weights in today.
+// tuftWeightFormats are the formats the engine's CPU path holds weights in in this
+// build. The CPU weight formats (engine.cpu_weight_format: bf16, q8_0, q4_1) are wired
+// here when they land: add them, and open the device with
+// engine.DeviceOptions{CPUWeightFormat: ...} in benchGoInfer.
 var tuftWeightFormats = []string{"f32"}
 
-// bytesPerParam of each format as llama.cpp stores it (Q8_0: 34 bytes per 32 weights;
-// Q4_0: 18 per 32).
-var bytesPerParam = map[string]float64{"f32": 4, "bf16": 2, "q8_0": 34.0 / 32, "q4": 18.0 / 32}
+// bytesPerParam of each format as GGUF stores it (Q8_0: 34 bytes per 32 weights; Q4_1:
+// 20 per 32).
+var bytesPerParam = map[string]float64{"f32": 4, "bf16": 2, "q8_0": 34.0 / 32, "q4_1": 20.0 / 32}
+
+// weightFormat reads a --weights value.
+func weightFormat(s string) (string, error) {
+	if s == "q4" {
+		s = "q4_1"
+	}
+	if !slices.Contains(weightFormats, s) {
+		return "", fmt.Errorf("--weights %q: want one of %s (q4 is q4_1)", s, strings.Join(weightFormats, ", "))
+	}
+	return s, nil
+}
 
 // inferFigure is one measured speed.
 type inferFigure struct {

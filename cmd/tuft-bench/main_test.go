@@ -27,7 +27,7 @@ func TestHelpAndWrongInvocations(t *testing.T) {
 		{[]string{"load"}, "--model is required"},
 		{[]string{writePresetVerb, "tiny"}, "want write-preset PRESET DIR"},
 		{[]string{"engine", "--reference", "vllm"}, `--reference "vllm": want torch or llama.cpp`},
-		{[]string{"engine", "--weights", "q2_k"}, `--weights "q2_k": want one of f32, bf16, q8_0, q4`},
+		{[]string{"engine", "--weights", "q2_k"}, `--weights "q2_k": want one of f32, bf16, q8_0, q4_1`},
 		{[]string{"engine", "--reference", "llama.cpp", "--batches", "16"}, "--batches must be 1,B"},
 		{[]string{"engine", "--threads", "-1"}, "--threads -1"},
 	} {

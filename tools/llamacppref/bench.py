@@ -2,10 +2,13 @@
 """llama.cpp (through llama-cpp-python's low-level C API) as the CPU reference of
 `tuft-bench engine --reference llama.cpp`, on the GGUF file tuft loads.
 
-    bench.py convert --src IN.gguf --weights f32|bf16|q8_0|q4 --out OUT.gguf
+    bench.py convert --src IN.gguf --weights f32|bf16|q8_0|q4_1 --out OUT.gguf
         writes OUT: IN's tensors dequantised to F32 (ggml's gguf package; metadata
-        copied), then for bf16/q8_0/q4 quantised by llama.cpp itself
-        (llama_model_quantize: BF16, Q8_0, Q4_0). Prints one JSON line {"path", "ftype"}.
+        copied), and for bf16/q8_0/q4_1 every matrix then stored in that type by ggml's
+        reference quantiser (gguf.quants.quantize; norms stay F32), as the engine's
+        engine.cpu_weight_format quantises at load (tests/realmodel/dequant_gguf.py does
+        the same): both sides compute with the same weights. Prints one JSON line
+        {"path", "weights"}.
 
     bench.py run --model M.gguf --threads N --prompt P --new-tokens G --batch B
                  --pp-tokens T --vocab-salt S [--repeats R]
@@ -20,7 +23,6 @@
         llama_print_system_info() (the SIMD path ggml was built for). Prints one JSON line.
 """
 import argparse
-import ctypes
 import json
 import os
 import resource
@@ -30,8 +32,7 @@ import time
 import numpy as np
 import llama_cpp
 
-FTYPES = {"f32": llama_cpp.LLAMA_FTYPE_ALL_F32, "bf16": llama_cpp.LLAMA_FTYPE_MOSTLY_BF16,
-          "q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}
+WEIGHTS = ("f32", "bf16", "q8_0", "q4_1")
 GGML_TYPE_F32 = 0
 
 
@@ -39,44 +40,37 @@ def bench_tokens(n, vocab, salt):
     return [(i * 7919 + salt) % vocab for i in range(n)]
 
 
-def dequantise(src, dst):
+def convert(a):
     import gguf
-    from gguf.quants import dequantize
-    r = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
+    from gguf.quants import dequantize, quantize
+    types = {"bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+             "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+             "q4_1": (gguf.GGMLQuantizationType.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1)}
+    qtype, ftype = types.get(a.weights, (None, gguf.LlamaFileType.ALL_F32))
+    tmp = a.out + ".tmp"
+    r = gguf.GGUFReader(a.src)
+    w = gguf.GGUFWriter(tmp, r.fields["general.architecture"].contents())
     for key, f in r.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
             continue
         if key == "general.file_type":
-            w.add_file_type(gguf.LlamaFileType.ALL_F32)
+            w.add_file_type(ftype)
             continue
         sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(key, f.contents(), f.types[0], sub_type=sub)
     for t in r.tensors:
         arr = dequantize(t.data, t.tensor_type).astype(np.float32)
-        w.add_tensor(t.name, arr.reshape([int(d) for d in reversed(t.shape)]))
+        arr = arr.reshape([int(d) for d in reversed(t.shape)])
+        if qtype is not None and arr.ndim == 2:
+            w.add_tensor(t.name, quantize(arr, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(t.name, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-
-
-def convert(a):
-    tmp = a.out + ".tmp"
-    if a.weights == "f32":
-        dequantise(a.src, tmp)
-    else:
-        f32 = a.out + ".f32.tmp"
-        dequantise(a.src, f32)
-        p = llama_cpp.llama_model_quantize_default_params()
-        p.ftype = FTYPES[a.weights]
-        p.nthread = os.cpu_count() or 1
-        rc = llama_cpp.llama_model_quantize(f32.encode(), tmp.encode(), ctypes.byref(p))
-        os.remove(f32)
-        if rc != 0:
-            sys.exit(f"llama_model_quantize to {a.weights} failed ({rc})")
     os.replace(tmp, a.out)
-    print(json.dumps({"path": a.out, "ftype": a.weights}))
+    print(json.dumps({"path": a.out, "weights": a.weights}))
 
 
 def cpu_s():
@@ -196,7 +190,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     cv = sub.add_parser("convert")
     cv.add_argument("--src", required=True)
-    cv.add_argument("--weights", required=True, choices=sorted(FTYPES))
+    cv.add_argument("--weights", required=True, choices=WEIGHTS)
     cv.add_argument("--out", required=True)
     r = sub.add_parser("run")
     r.add_argument("--model", required=True)
