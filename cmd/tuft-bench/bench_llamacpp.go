@@ -194,6 +194,17 @@ func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// tuftWeightOptions are the load options that make the engine hold its CPU weights in
+// format w. When the CPU weight formats land (engine.cpu_weight_format), this opens
+// engine.OpenDevice("cpu", engine.DeviceOptions{CPUWeightFormat: f}) for the parsed f
+// and returns engine.OnDevice of it.
+func tuftWeightOptions(w string) ([]engine.Option, error) {
+	if err := tuftHasWeights(w); err != nil {
+		return nil, err
+	}
+	return nil, nil // f32: the CPU device's float32 weights, as loaded
+}
+
 // tuftHasWeights refuses a --weights format the engine's CPU path cannot hold weights
 // in: a one-sided figure is no comparison.
 func tuftHasWeights(w string) error {
@@ -211,7 +222,11 @@ func tuftHasWeights(w string) error {
 func benchGoInfer(ctx context.Context, path string, o llamaOptions, logf func(string, ...any)) (*inferSide, engine.Config, error) {
 	side := &inferSide{Impl: "go", Threads: runtime.GOMAXPROCS(0), Model: path}
 	t0 := time.Now()
-	m, err := engine.Load(path, "bench")
+	opts, err := tuftWeightOptions(o.weights)
+	if err != nil {
+		return nil, engine.Config{}, err
+	}
+	m, err := engine.Load(path, "bench", opts...)
 	if err != nil {
 		return nil, engine.Config{}, err
 	}
