@@ -1,6 +1,8 @@
 // Command tuft-bench measures the engine on this machine: `tuft-bench engine` (LoRA
 // training and sampling speed and peak memory against the PyTorch reference in
-// tools/torchref), `tuft-bench sampling` (the continuous-batching scheduler) and
+// tools/torchref, or with --reference llama.cpp inference against llama.cpp on the same
+// GGUF file, tools/llamacppref; both read against the machine's measured memory bandwidth
+// and GEMM peak), `tuft-bench sampling` (the continuous-batching scheduler) and
 // `tuft-bench load` (loading a model directory). It is its own binary so that the product,
 // cmd/tuft, carries no benchmark code, no Python subprocesses and no reference finding:
 //
