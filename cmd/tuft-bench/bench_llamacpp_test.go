@@ -80,7 +80,7 @@ func TestBenchLlamaCpp(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if r.Llama == nil || r.Layers != 30 || r.Weights != "f32" || !strings.HasSuffix(r.Model, ".f32.gguf") {
+	if r.Llama == nil || r.Machine.Passes != 2 || r.Layers != 30 || r.Weights != "f32" || !strings.HasSuffix(r.Model, ".f32.gguf") {
 		t.Fatalf("report %+v", r)
 	}
 	for _, s := range []*inferSide{&r.Go, r.Llama} {

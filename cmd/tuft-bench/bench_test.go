@@ -45,7 +45,7 @@ func TestBenchEngineGoOnly(t *testing.T) {
 	if r.Torch != nil || r.TorchSkipped == "" || r.Tokens != 32 || r.Rank != 16 || r.Layers != 4 {
 		t.Fatalf("report: %+v", r)
 	}
-	if r.Machine == nil || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 {
+	if r.Machine == nil || r.Machine.Passes != 2 || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 {
 		t.Fatalf("machine figures or training's GEMM-peak fraction missing: %+v %v %v", r.Machine, r.TrainFLOPs, r.Go.Train.GEMMFraction)
 	}
 }
