@@ -182,7 +182,7 @@ func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
 	for _, s := range []*inferSide{&rep.Go, rep.Llama} {
 		fractions(s, cfg, rep.Machine)
 	}
-	rep.Refused = llamaRefused(&ls, rep.Machine)
+	rep.Refused = llamaRefused(&ls, &rep.Go, rep.Machine)
 	rep.Warnings = threadWarnings(&rep)
 	if rep.Refused == "" {
 		rep.Ratios = inferRatios(&rep.Go, rep.Llama)
@@ -362,16 +362,22 @@ func fractions(s *inferSide, c engine.Config, m machineFigures) {
 }
 
 // llamaRefused says why llama.cpp's figures are not a fair reference: built without the
-// SIMD the CPU has, or a decode speed that memory bandwidth cannot explain (under 5% of
-// it: something other than the weights' traffic bounds it; over 150%: the model is not
-// what was measured). "" when fair.
-func llamaRefused(l *inferSide, m machineFigures) string {
+// SIMD the CPU has; a decode speed that memory bandwidth cannot explain (under 5% of it:
+// something other than the weights' traffic bounds it; over 150%: the model is not what
+// was measured); or one thread busy in prompt processing where the engine, in the same
+// run on the same threads, kept at least one and a half busy (its threads were not
+// honoured). "" when fair.
+func llamaRefused(l, g *inferSide, m machineFigures) string {
 	info := l.SystemInfo
 	need := map[string]string{"avx2": "AVX2 = 1", "avx512f": "AVX512 = 1", "asimd": "NEON = 1"}
 	for _, f := range m.SIMD {
 		if want, ok := need[f]; ok && !strings.Contains(info, want) {
 			return fmt.Sprintf("llama.cpp was built without the CPU's %s (system info %q lacks %q): rebuild it (scripts/llamacpp.sh builds with GGML_NATIVE)", f, info, want)
 		}
+	}
+	if l.Threads > 1 && l.PP.CPUUtil > 0 && l.PP.CPUUtil <= 1.05 && g.PP.CPUUtil >= 1.5 {
+		return fmt.Sprintf("llama.cpp kept %.2f threads busy in prompt processing where tuft kept %.2f of the same %d: its threads were not honoured",
+			l.PP.CPUUtil, g.PP.CPUUtil, l.Threads)
 	}
 	if t := l.tg(1); t != nil && m.ReadGBs > 0 {
 		switch {

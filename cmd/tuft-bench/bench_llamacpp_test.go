@@ -18,8 +18,12 @@ func TestLlamaReferenceRefused(t *testing.T) {
 	x86 := machineFigures{SIMD: []string{"avx2", "fma", "avx512f"}, ReadGBs: 20}
 	arm := machineFigures{SIMD: []string{"asimd"}, ReadGBs: 20}
 	side := func(info string, frac float64) *inferSide {
-		return &inferSide{SystemInfo: info, TG: []inferFigure{{Batch: 1, BandwidthFraction: frac}}}
+		return &inferSide{SystemInfo: info, Threads: 2, PP: inferFigure{CPUUtil: 1.9}, TG: []inferFigure{{Batch: 1, BandwidthFraction: frac}}}
 	}
+	oneThread := side(full, 0.6)
+	oneThread.PP.CPUUtil = 1.0
+	goSide := &inferSide{Threads: 2, PP: inferFigure{CPUUtil: 1.8}}
+	starvedGo := &inferSide{Threads: 2, PP: inferFigure{CPUUtil: 1.1}}
 	for _, c := range []struct {
 		name string
 		s    *inferSide
@@ -33,11 +37,16 @@ func TestLlamaReferenceRefused(t *testing.T) {
 		{"NEON", side("CPU : NEON = 1 | ARM_FMA = 1 |", 0.6), arm, ""},
 		{"starved", side(full, 0.01), x86, "something else bounds it"},
 		{"impossible", side(full, 2), x86, "cannot have read"},
+		{"one thread", oneThread, x86, "not honoured"},
 	} {
-		got := llamaRefused(c.s, c.m)
+		got := llamaRefused(c.s, goSide, c.m)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%s: refusal %q, want %q", c.name, got, c.want)
 		}
+	}
+	// Both sides starved alike is the machine, not llama.cpp: no refusal.
+	if got := llamaRefused(oneThread, starvedGo, x86); got != "" {
+		t.Errorf("both sides starved: refused %q", got)
 	}
 }
 
