@@ -134,7 +134,8 @@ def run(a):
            "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
            "threads": a.threads, "model": a.model, "model_size_bytes": int(llama_cpp.llama_model_size(model)),
            "n_params": int(llama_cpp.llama_model_n_params(model)), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
-    n_ctx = a.batch * (a.prompt + a.new_tokens + 8) + a.pp_tokens + 64
+    # Without a unified KV cache each sequence gets n_ctx / n_seq_max cells.
+    n_ctx = a.batch * (max(a.prompt + a.new_tokens, a.pp_tokens) + 16)
     c = Ctx(model, a.threads, n_ctx, a.batch)
 
     def prefill():
