@@ -59,7 +59,7 @@ type inferFigure struct {
 	TokensPerS float64 `json:"tokens_per_s"`
 	// CPUUtil is the process's CPU time over the wall time: the threads it kept busy.
 	CPUUtil float64 `json:"cpu_util"`
-	// Fraction of the machine's read bandwidth (decode) or measured GEMM peak (prompt
+	// Fraction of the machine's memory bandwidth (decode) or measured GEMM peak (prompt
 	// processing) the figure reaches; filled in by tuft-bench, not by the reference.
 	BandwidthFraction float64 `json:"bandwidth_fraction,omitempty"`
 	GEMMFraction      float64 `json:"gemm_fraction,omitempty"`
@@ -348,15 +348,15 @@ func ppFLOPs(c engine.Config, t int) float64 {
 }
 
 // fractions fills each figure's share of the machine: decode's bytes of weights read
-// per second over the read bandwidth, prompt processing's FLOP/s over the GEMM peak.
+// per second over the memory bandwidth, prompt processing's FLOP/s over the GEMM peak.
 func fractions(s *inferSide, c engine.Config, m machineFigures) {
 	if m.GEMMGFlops > 0 && s.PP.Seconds > 0 {
 		s.PP.GEMMFraction = ppFLOPs(c, s.PP.Tokens) / s.PP.Seconds / (m.GEMMGFlops * 1e9)
 	}
 	for i := range s.TG {
 		f := &s.TG[i]
-		if m.ReadGBs > 0 && f.Seconds > 0 {
-			f.BandwidthFraction = s.WeightBytesPerStep * float64(f.Steps) / f.Seconds / (m.ReadGBs * 1e9)
+		if m.BandwidthGBs > 0 && f.Seconds > 0 {
+			f.BandwidthFraction = s.WeightBytesPerStep * float64(f.Steps) / f.Seconds / (m.BandwidthGBs * 1e9)
 		}
 	}
 }
@@ -379,7 +379,7 @@ func llamaRefused(l, g *inferSide, m machineFigures) string {
 		return fmt.Sprintf("llama.cpp kept %.2f threads busy in prompt processing where tuft kept %.2f of the same %d: its threads were not honoured",
 			l.PP.CPUUtil, g.PP.CPUUtil, l.Threads)
 	}
-	if t := l.tg(1); t != nil && m.ReadGBs > 0 {
+	if t := l.tg(1); t != nil && m.BandwidthGBs > 0 {
 		switch {
 		case t.BandwidthFraction < 0.05:
 			return fmt.Sprintf("llama.cpp's batch-1 decode reads weights at %.1f%% of the measured bandwidth: something else bounds it (threads starved, a debug build)", 100*t.BandwidthFraction)
@@ -539,7 +539,7 @@ func printLlama(w io.Writer, r *llamaReport) {
 	add(fmt.Sprintf("prompt processing, %d tokens: tokens/s (of GEMM peak)", r.PPTokens), &r.Go.PP, &l.PP, "pp_tokens_per_s",
 		func(f *inferFigure) float64 { return f.GEMMFraction })
 	for _, g := range r.Go.TG {
-		add(fmt.Sprintf("decode batch %d, %d steps: tokens/s (of read bandwidth)", g.Batch, g.Steps), &g, l.tg(g.Batch),
+		add(fmt.Sprintf("decode batch %d, %d steps: tokens/s (of bandwidth)", g.Batch, g.Steps), &g, l.tg(g.Batch),
 			fmt.Sprintf("tg_b%d_tokens_per_s", g.Batch), func(f *inferFigure) float64 { return f.BandwidthFraction })
 	}
 	util := row{label: "threads busy in prompt processing (CPU ÷ wall)", g: fmt.Sprintf("%.2f", r.Go.PP.CPUUtil), l: fmt.Sprintf("%.2f", l.PP.CPUUtil)}
@@ -554,5 +554,5 @@ func printLlama(w io.Writer, r *llamaReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Same GGUF on both sides; decode after a %d-token prompt, greedy, no stop; batch %d shares the prompt's cache (forked).\n", r.PromptTokens, r.Batch)
-	fmt.Fprintln(w, "Bandwidth fraction: bytes of weights per forward pass × passes/s ÷ read bandwidth. GEMM fraction: FLOPs ÷ s ÷ measured GEMM peak.")
+	fmt.Fprintln(w, "Bandwidth fraction: bytes of weights per forward pass × passes/s ÷ memory bandwidth. GEMM fraction: FLOPs ÷ s ÷ measured GEMM peak.")
 }

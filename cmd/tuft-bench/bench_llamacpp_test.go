@@ -15,8 +15,8 @@ import (
 func TestLlamaReferenceRefused(t *testing.T) {
 	full := "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | FMA = 1 | AVX512 = 1 | OPENMP = 1 |"
 	noAVX2 := "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 0 | OPENMP = 1 |"
-	x86 := machineFigures{SIMD: []string{"avx2", "fma", "avx512f"}, ReadGBs: 20}
-	arm := machineFigures{SIMD: []string{"asimd"}, ReadGBs: 20}
+	x86 := machineFigures{SIMD: []string{"avx2", "fma", "avx512f"}, BandwidthGBs: 20}
+	arm := machineFigures{SIMD: []string{"asimd"}, BandwidthGBs: 20}
 	side := func(info string, frac float64) *inferSide {
 		return &inferSide{SystemInfo: info, Threads: 2, PP: inferFigure{CPUUtil: 1.9}, TG: []inferFigure{{Batch: 1, BandwidthFraction: frac}}}
 	}

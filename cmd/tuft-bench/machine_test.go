@@ -22,7 +22,7 @@ func smallMachine(t *testing.T) {
 func TestMeasureMachine(t *testing.T) {
 	smallMachine(t)
 	m := measureMachine()
-	if m.ReadGBs <= 0 || m.TriadGBs <= 0 || m.GEMMGFlops <= 0 || m.Threads != runtime.GOMAXPROCS(0) || m.BufferMiB != 8 || m.CPUModel == "" {
+	if m.ReadGBs <= 0 || m.TriadGBs <= 0 || m.BandwidthGBs != max(m.ReadGBs, m.TriadGBs) || m.GEMMGFlops <= 0 || m.Threads != runtime.GOMAXPROCS(0) || m.BufferMiB != 8 || m.CPUModel == "" {
 		t.Fatalf("figures %+v", m)
 	}
 	if runtime.GOARCH == "amd64" {
