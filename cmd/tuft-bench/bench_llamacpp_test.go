@@ -62,9 +62,19 @@ func TestWeightsTuftLacksAreRefused(t *testing.T) {
 			t.Fatalf("error does not name the format: %v", err)
 		}
 	}
-	err := runBench([]string{"engine", "--reference", "llama.cpp", "--weights", "q8_0"}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--weights q8_0") {
-		t.Fatalf("got %v", err)
+	for _, w := range weightFormats {
+		if slices.Contains(tuftWeightFormats, w) {
+			continue
+		}
+		// Refused before anything is measured or converted.
+		err := runBench([]string{"engine", "--reference", "llama.cpp", "--weights", w}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--weights "+w) {
+			t.Fatalf("--weights %s: got %v", w, err)
+		}
+		err = runBench([]string{"engine", "--weights", w}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--weights "+w) {
+			t.Fatalf("--reference torch --weights %s: got %v", w, err)
+		}
 	}
 }
 
