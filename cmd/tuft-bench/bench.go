@@ -419,70 +419,6 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// findTorchRef picks an interpreter that can import what the reference needs and locates
-// its script (bench.py, or bench_peft.py for a GPU); why says what is missing when it fails.
-func findTorchRef(python, script string, gpu bool) (string, string, string) {
-	name, imports := "bench.py", "import torch, numpy"
-	if gpu {
-		name, imports = "bench_peft.py", "import torch, transformers, peft; assert torch.cuda.is_available(), 'no CUDA GPU for PyTorch'"
-	}
-	return findPythonScript(python, script, name, imports)
-}
-
-// findTorchScript locates a CPU reference script of tools/torchref and an interpreter
-// that can import torch and numpy.
-func findTorchScript(python, script, name string) (string, string, string) {
-	return findPythonScript(python, script, name, "import torch, numpy")
-}
-
-// findPythonScript picks an interpreter that can run imports and locates the script
-// (tools/torchref/NAME above the working directory unless given).
-func findPythonScript(python, script, name, imports string) (string, string, string) {
-	if script == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", "", err.Error()
-		}
-		for d := wd; ; d = filepath.Dir(d) {
-			p := filepath.Join(d, "tools", "torchref", name)
-			if _, err := os.Stat(p); err == nil {
-				script = p
-				break
-			}
-			if filepath.Dir(d) == d {
-				return "", "", "tools/torchref/" + name + " not found above " + wd + " (run from the repository or pass --torch-script)"
-			}
-		}
-	} else if _, err := os.Stat(script); err != nil {
-		return "", "", err.Error()
-	}
-	cands := []string{python}
-	if python == "" {
-		cands = []string{"python3", "/usr/bin/python3"}
-	}
-	var whys []string
-	seen := map[string]bool{}
-	for _, c := range cands {
-		p, err := exec.LookPath(c)
-		if err != nil {
-			whys = append(whys, c+": not found")
-			continue
-		}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		out, err := exec.Command(p, "-c", imports).CombinedOutput()
-		if err != nil {
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			whys = append(whys, fmt.Sprintf("%s: %q fails (%s)", p, imports, lines[len(lines)-1]))
-			continue
-		}
-		return p, script, ""
-	}
-	return "", "", strings.Join(whys, "; ")
-}
-
 func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*benchSide, error) {
 	args := []string{script, "--model", dir, "--tokens", fmt.Sprint(o.tokens), "--rank", fmt.Sprint(o.rank),
 		"--steps", fmt.Sprint(o.steps), "--sample-tokens", fmt.Sprint(o.sampleTokens), "--prompt-tokens", fmt.Sprint(benchPromptTokens),
@@ -631,35 +567,4 @@ func fmtRatio(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", x)
-}
-
-// gemmFraction fills a side's training share of the machine's measured GEMM peak.
-func gemmFraction(s *benchSide, r *benchReport) {
-	if r.Machine != nil && r.Machine.GEMMGFlops > 0 && s.Train.MedianS > 0 {
-		s.Train.GEMMFraction = r.TrainFLOPs / s.Train.MedianS / (r.Machine.GEMMGFlops * 1e9)
-	}
-}
-
-// loraStepFLOPs is the arithmetic of one LoRA training step on t tokens with rank r on
-// all seven projections (the forward and backward passes; AdamW's few FLOPs per adapter
-// weight are left out):
-//
-//	4·t·P + 6·t·Pr + 12·L·(t(t+1)/2)·Hq·hd
-//
-// P is the frozen matrices' weights (every layer's q, k, v, o, gate, up, down and the LM
-// head): 2 FLOPs per weight per token forward and 2 backward for the input gradient (no
-// weight gradient: they are frozen). Pr = L·r·Σ(in+out) over the seven projections is the
-// adapters' weights: 2 forward, 2 for the input gradient, 2 for their weight gradient.
-// Attention's two products (QKᵀ, PV) over the causal triangle cost 4 FLOPs per head
-// dimension per (query, key) pair forward and twice that backward. Recomputation an
-// implementation chooses (activation checkpointing) is not counted: this is the work
-// the step needs, so the fraction of the GEMM peak is comparable between implementations.
-func loraStepFLOPs(c engine.Config, t, r int) float64 {
-	T := float64(t)
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	P := float64(c.Layers)*layerParams(c) + float64(c.VocabSize*c.Hidden)
-	io := (c.Hidden + q) + 2*(c.Hidden+kv) + (q + c.Hidden) + 2*(c.Hidden+c.Intermediate) + (c.Intermediate + c.Hidden)
-	Pr := float64(c.Layers * r * io)
-	attn := 12 * float64(c.Layers) * (T * (T + 1) / 2) * float64(q)
-	return 4*T*P + 6*T*Pr + attn
 }

@@ -312,41 +312,6 @@ func uniqueInts(xs ...int) []int {
 	return out
 }
 
-// layerParams is one decoder layer's matrix parameters (q, k, v, o, gate, up, down).
-func layerParams(c engine.Config) float64 {
-	q := c.Heads * c.HeadDim
-	kv := c.KVHeads * c.HeadDim
-	return float64(c.Hidden*(q+2*kv) + q*c.Hidden + 3*c.Hidden*c.Intermediate)
-}
-
-// totalParams counts every weight: embedding, layers (norms included), final norm, and
-// the LM head when it is not the embedding.
-func totalParams(c engine.Config) float64 {
-	p := float64(c.VocabSize*c.Hidden) + float64(c.Layers)*(layerParams(c)+float64(2*c.Hidden)) + float64(c.Hidden)
-	if c.AttnBias {
-		p += float64(c.Layers * (c.Heads + 2*c.KVHeads) * c.HeadDim)
-	}
-	if !c.TieEmbeddings {
-		p += float64(c.VocabSize * c.Hidden)
-	}
-	return p
-}
-
-// readParams is what one forward pass reads in full: every layer matrix and the LM head
-// (the embedding table only gives one row per token).
-func readParams(c engine.Config) float64 {
-	return float64(c.Layers)*layerParams(c) + float64(c.VocabSize*c.Hidden)
-}
-
-// ppFLOPs is prompt processing's arithmetic: 2 FLOPs per matrix weight per token, the
-// LM head on the last token only (both sides compute only its logits), and attention's
-// two products (QKᵀ and PV) over the causal triangle.
-func ppFLOPs(c engine.Config, t int) float64 {
-	T := float64(t)
-	attn := 2 * 2 * float64(c.Layers) * (T * (T + 1) / 2) * float64(c.Heads*c.HeadDim)
-	return 2*T*float64(c.Layers)*layerParams(c) + 2*float64(c.VocabSize*c.Hidden) + attn
-}
-
 // fractions fills each figure's share of the machine: decode's bytes of weights read
 // per second over the memory bandwidth, prompt processing's FLOP/s over the GEMM peak.
 func fractions(s *inferSide, c engine.Config, m machineFigures) {
