@@ -229,7 +229,15 @@ func parseCPUInfo(r io.Reader) map[string]string {
 
 func cpuModel() string {
 	ci := cpuinfo()
-	for _, k := range []string{"model name", "Model", "Hardware"} {
+	if v := ci["model name"]; v != "" {
+		// A hypervisor may pass a bare "AMD EPYC": the family and model numbers still
+		// name the generation (family 25 model 17 is Zen 4).
+		if f, m := ci["cpu family"], ci["model"]; f != "" && m != "" {
+			v += fmt.Sprintf(" (family %s model %s)", f, m)
+		}
+		return v
+	}
+	for _, k := range []string{"Model", "Hardware"} {
 		if v := ci[k]; v != "" {
 			return v
 		}
