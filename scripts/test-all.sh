@@ -38,6 +38,9 @@ echo "$nvml_out" | grep -E '^(---|ok)|gpu_nvml' || true
 echo "== go test (engine, numeric kernels, examples: compute-heavy, without the race detector)"
 go test -count=1 -timeout 20m ./engine/... ./examples/...
 
+echo "== arm64: the numeric engine packages' tests cross-compiled and run under qemu-aarch64 (scripts/test-arm64.sh)"
+bash scripts/test-arm64.sh
+
 echo "== CUDA device (-tags cuda): PTX matches kernels.cu; device, kernels and the engine's GPU tests on the CPU emulation of libcuda/cuBLAS; no-driver behaviour"
 bash engine/cuda/kernels/gen.sh --check
 go vet -tags cuda ./engine/... ./backend/ ./server/ ./cmd/...

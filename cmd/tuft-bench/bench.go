@@ -51,6 +51,9 @@ type benchTrain struct {
 	MedianS    float64   `json:"median_s"`
 	TokensPerS float64   `json:"tokens_per_s"`
 	FirstLoss  float64   `json:"first_loss"` // warm-up step's loss per token (sanity check)
+	// GEMMFraction is the step's FLOPs (loraStepFLOPs) over the median step time, over the
+	// machine's measured GEMM peak (CPU runs only).
+	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
 }
 
 // benchSample is one sampling figure (prefill of the prompt included in Seconds).
@@ -108,6 +111,8 @@ type benchReport struct {
 	TorchPython  string             `json:"torch_python,omitempty"`
 	Ratios       map[string]float64 `json:"ratios_go_over_torch,omitempty"`
 	GoGEMMGFlops float64            `json:"go_gemm_gflops,omitempty"`
+	Machine      *machineFigures    `json:"machine,omitempty"` // CPU runs: bandwidth and GEMM peak
+	TrainFLOPs   float64            `json:"train_step_flops,omitempty"`
 	// RatiosRefused says why no ratio is printed: the reference ran on a crippled BLAS.
 	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
@@ -123,9 +128,21 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--json]",
-		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available.")
+	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
+		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
+		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
+			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
+			"Both first measure the machine: memory bandwidth and GEMM peak, which every figure is also printed as a fraction of.")
 	var o benchOptions
+	var lo llamaOptions
+	reference := fs.String("reference", "torch", "what to compare with: torch (PyTorch, training and sampling) or llama.cpp (inference on a GGUF file)")
+	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; torch: f32 only)")
+	threads := fs.Int("threads", 0, "threads for the engine and the reference (GOMAXPROCS; 0 keeps the runtime's)")
+	fs.IntVar(&lo.newTokens, "new-tokens", 128, "--reference llama.cpp: decode steps after the 8-token prompt")
+	fs.IntVar(&lo.ppTokens, "pp-tokens", 128, "--reference llama.cpp: prompt-processing length")
+	fs.IntVar(&lo.repeats, "repeats", 3, "--reference llama.cpp: prompt-processing runs (the best is reported)")
+	fs.StringVar(&lo.python, "llamacpp-python", "", "--reference llama.cpp: Python with llama_cpp, gguf, numpy (default: the venv scripts/llamacpp.sh builds)")
+	fs.StringVar(&lo.script, "llamacpp-script", "", "--reference llama.cpp: path of tools/llamacppref/bench.py (default: found from the working directory)")
 	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
 	fs.StringVar(&o.modelDir, "model", "", "use this model directory (HuggingFace layout) instead of a preset")
 	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
@@ -152,6 +169,35 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, _, err := engine.ParseDevice(o.device); err != nil {
 		return fmt.Errorf("--device: %w", err)
+	}
+	if lo.weights, err = weightFormat(lo.weights); err != nil {
+		return &cli.UsageError{Err: err, Usage: fs.UsageText()}
+	}
+	if *threads < 0 {
+		return &cli.UsageError{Err: fmt.Errorf("--threads %d: want ≥ 0", *threads), Usage: fs.UsageText()}
+	}
+	if *threads > 0 {
+		runtime.GOMAXPROCS(*threads)
+	}
+	switch *reference {
+	case "llama.cpp":
+		if len(o.batches) != 2 || o.batches[0] != 1 {
+			return &cli.UsageError{Err: fmt.Errorf("--reference llama.cpp: --batches must be 1,B (batch 1 and one larger batch), not %q", *batches), Usage: fs.UsageText()}
+		}
+		if o.device != "cpu" || fs.NArg() > 0 || lo.newTokens < 1 || lo.ppTokens < 1 || lo.repeats < 1 {
+			return &cli.UsageError{Err: errors.New("--reference llama.cpp: CPU only, no arguments; --new-tokens, --pp-tokens, --repeats ≥ 1"), Usage: fs.UsageText()}
+		}
+		lo.model, lo.batch, lo.jsonOut = o.modelDir, o.batches[1], o.jsonOut
+		return runBenchLlama(lo, stdout, stderr)
+	case "torch":
+		if err := tuftHasWeights(lo.weights); err != nil {
+			return err
+		}
+		if lo.weights != "f32" {
+			return fmt.Errorf("--weights %s: the PyTorch reference computes in f32 only; use --reference llama.cpp", lo.weights)
+		}
+	default:
+		return &cli.UsageError{Err: fmt.Errorf("--reference %q: want torch or llama.cpp", *reference), Usage: fs.UsageText()}
 	}
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
@@ -193,6 +239,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if !gpuDevice(o.device) {
+		logf("measuring the machine (memory bandwidth, GEMM peak)")
+		mf := measureMachine()
+		rep.Machine = &mf
+		printMachine(stderr, mf)
 		rep.GoGEMMGFlops = goGEMMGFlops()
 		logf("Go GEMM (1024×1024×1024 float32): %.1f GFLOP/s", rep.GoGEMMGFlops)
 	}
@@ -202,6 +252,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Go = *goSide
 	rep.Arch, rep.Layers, rep.Hidden, rep.Vocab = m.Cfg.Arch, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize
+	rep.TrainFLOPs = loraStepFLOPs(m.Cfg, o.tokens, o.rank)
 	m = nil
 	runtime.GC()
 
@@ -231,6 +282,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			} else {
 				rep.Ratios = benchRatios(goSide, ts)
 			}
+		}
+	}
+	if rep.Machine != nil {
+		logf("measuring the machine again (the best of both measurements is kept)")
+		rep.Machine.remeasure()
+		gemmFraction(&rep.Go, &rep)
+		if rep.Torch != nil {
+			gemmFraction(rep.Torch, &rep)
 		}
 	}
 	if o.jsonOut {
@@ -360,70 +419,6 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// findTorchRef picks an interpreter that can import what the reference needs and locates
-// its script (bench.py, or bench_peft.py for a GPU); why says what is missing when it fails.
-func findTorchRef(python, script string, gpu bool) (string, string, string) {
-	name, imports := "bench.py", "import torch, numpy"
-	if gpu {
-		name, imports = "bench_peft.py", "import torch, transformers, peft; assert torch.cuda.is_available(), 'no CUDA GPU for PyTorch'"
-	}
-	return findPythonScript(python, script, name, imports)
-}
-
-// findTorchScript locates a CPU reference script of tools/torchref and an interpreter
-// that can import torch and numpy.
-func findTorchScript(python, script, name string) (string, string, string) {
-	return findPythonScript(python, script, name, "import torch, numpy")
-}
-
-// findPythonScript picks an interpreter that can run imports and locates the script
-// (tools/torchref/NAME above the working directory unless given).
-func findPythonScript(python, script, name, imports string) (string, string, string) {
-	if script == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", "", err.Error()
-		}
-		for d := wd; ; d = filepath.Dir(d) {
-			p := filepath.Join(d, "tools", "torchref", name)
-			if _, err := os.Stat(p); err == nil {
-				script = p
-				break
-			}
-			if filepath.Dir(d) == d {
-				return "", "", "tools/torchref/" + name + " not found above " + wd + " (run from the repository or pass --torch-script)"
-			}
-		}
-	} else if _, err := os.Stat(script); err != nil {
-		return "", "", err.Error()
-	}
-	cands := []string{python}
-	if python == "" {
-		cands = []string{"python3", "/usr/bin/python3"}
-	}
-	var whys []string
-	seen := map[string]bool{}
-	for _, c := range cands {
-		p, err := exec.LookPath(c)
-		if err != nil {
-			whys = append(whys, c+": not found")
-			continue
-		}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		out, err := exec.Command(p, "-c", imports).CombinedOutput()
-		if err != nil {
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			whys = append(whys, fmt.Sprintf("%s: %q fails (%s)", p, imports, lines[len(lines)-1]))
-			continue
-		}
-		return p, script, ""
-	}
-	return "", "", strings.Join(whys, "; ")
-}
-
 func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*benchSide, error) {
 	args := []string{script, "--model", dir, "--tokens", fmt.Sprint(o.tokens), "--rank", fmt.Sprint(o.rank),
 		"--steps", fmt.Sprint(o.steps), "--sample-tokens", fmt.Sprint(o.sampleTokens), "--prompt-tokens", fmt.Sprint(benchPromptTokens),
@@ -478,6 +473,9 @@ func printBench(w io.Writer, r *benchReport) {
 	fmt.Fprintf(w, "tuft-bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
 	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
 		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
+	if r.Machine != nil {
+		printMachine(w, *r.Machine)
+	}
 	t := r.Torch
 	if t != nil {
 		fmt.Fprintf(w, "reference: %s, PyTorch %s (%s, Python %s), %d threads", t.Impl, t.TorchVersion, r.TorchPython, t.Python, t.Threads)
@@ -519,6 +517,10 @@ func printBench(w io.Writer, r *benchReport) {
 					return 0
 				}, fmt.Sprintf("sample_b%d_tokens_per_s", b), f1)
 		}
+	}
+	if r.Machine != nil && r.TrainFLOPs > 0 {
+		add(fmt.Sprintf("train step, share of the GEMM peak (%.1f GFLOP per step)", r.TrainFLOPs/1e9), r.Go.Train.GEMMFraction,
+			func(s *benchSide) float64 { return s.Train.GEMMFraction }, "", func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) })
 	}
 	add("peak RSS, MiB (lower is better)", r.Go.PeakRSSMiB, func(s *benchSide) float64 { return s.PeakRSSMiB }, "peak_rss_mib",
 		func(x float64) string { return fmt.Sprintf("%.0f", x) })

@@ -117,3 +117,67 @@ func benchModel(dir, preset string, logf func(string, ...any)) (_ string, cleanu
 	}
 	return tmp, func() { os.RemoveAll(tmp) }, nil
 }
+
+// findTorchRef picks an interpreter that can import what the reference needs and locates
+// its script (bench.py, or bench_peft.py for a GPU); why says what is missing when it fails.
+func findTorchRef(python, script string, gpu bool) (string, string, string) {
+	name, imports := "bench.py", "import torch, numpy"
+	if gpu {
+		name, imports = "bench_peft.py", "import torch, transformers, peft; assert torch.cuda.is_available(), 'no CUDA GPU for PyTorch'"
+	}
+	return findPythonScript(python, script, name, imports)
+}
+
+// findTorchScript locates a CPU reference script of tools/torchref and an interpreter
+// that can import torch and numpy.
+func findTorchScript(python, script, name string) (string, string, string) {
+	return findPythonScript(python, script, name, "import torch, numpy")
+}
+
+// findPythonScript picks an interpreter that can run imports and locates the script
+// (tools/torchref/NAME above the working directory unless given).
+func findPythonScript(python, script, name, imports string) (string, string, string) {
+	if script == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", "", err.Error()
+		}
+		for d := wd; ; d = filepath.Dir(d) {
+			p := filepath.Join(d, "tools", "torchref", name)
+			if _, err := os.Stat(p); err == nil {
+				script = p
+				break
+			}
+			if filepath.Dir(d) == d {
+				return "", "", "tools/torchref/" + name + " not found above " + wd + " (run from the repository or pass --torch-script)"
+			}
+		}
+	} else if _, err := os.Stat(script); err != nil {
+		return "", "", err.Error()
+	}
+	cands := []string{python}
+	if python == "" {
+		cands = []string{"python3", "/usr/bin/python3"}
+	}
+	var whys []string
+	seen := map[string]bool{}
+	for _, c := range cands {
+		p, err := exec.LookPath(c)
+		if err != nil {
+			whys = append(whys, c+": not found")
+			continue
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		out, err := exec.Command(p, "-c", imports).CombinedOutput()
+		if err != nil {
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			whys = append(whys, fmt.Sprintf("%s: %q fails (%s)", p, imports, lines[len(lines)-1]))
+			continue
+		}
+		return p, script, ""
+	}
+	return "", "", strings.Join(whys, "; ")
+}

@@ -14,6 +14,7 @@ import (
 func runBenchJSON(t *testing.T, args ...string) benchReport {
 	t.Helper()
 	benchPresetInChild = false // the test binary is not tuft: write the preset in-process
+	smallMachine(t)
 	var out bytes.Buffer
 	if err := runBench(append([]string{"engine", "--preset", "tiny", "--tokens", "32", "--steps", "2", "--sample-tokens", "4", "--json"}, args...), &out, io.Discard); err != nil {
 		t.Fatal(err)
@@ -43,6 +44,9 @@ func TestBenchEngineGoOnly(t *testing.T) {
 	checkBenchSide(t, "go", &r.Go, 4)
 	if r.Torch != nil || r.TorchSkipped == "" || r.Tokens != 32 || r.Rank != 16 || r.Layers != 4 {
 		t.Fatalf("report: %+v", r)
+	}
+	if r.Machine == nil || r.Machine.Passes != 2 || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 {
+		t.Fatalf("machine figures or training's GEMM-peak fraction missing: %+v %v %v", r.Machine, r.TrainFLOPs, r.Go.Train.GEMMFraction)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Command tuft-bench measures the engine on this machine: `tuft-bench engine` (LoRA
 // training and sampling speed and peak memory against the PyTorch reference in
-// tools/torchref), `tuft-bench sampling` (the continuous-batching scheduler) and
+// tools/torchref, or with --reference llama.cpp inference against llama.cpp on the same
+// GGUF file, tools/llamacppref; both read against the machine's measured memory bandwidth
+// and GEMM peak), `tuft-bench sampling` (the continuous-batching scheduler) and
 // `tuft-bench load` (loading a model directory). It is its own binary so that the product,
 // cmd/tuft, carries no benchmark code, no Python subprocesses and no reference finding:
 //
@@ -22,11 +24,13 @@ import (
 )
 
 const usageText = `usage: tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--torch auto|on|off] [--json] [flags]
+       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--json] [flags]
        tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]
        tuft-bench load --model DIR [--device cpu|cuda[:N]] [--json]
 
-Measure training and sampling speed and memory against PyTorch, the continuous-batching
-scheduler, and loading a model.
+Measure training and sampling speed and memory against PyTorch, inference against llama.cpp
+(each also as a fraction of the machine's memory bandwidth and GEMM peak), the
+continuous-batching scheduler, and loading a model.
 
 Run 'tuft-bench SUBCOMMAND --help' for a subcommand's flags.
 `

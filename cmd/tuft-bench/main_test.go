@@ -26,6 +26,10 @@ func TestHelpAndWrongInvocations(t *testing.T) {
 		{[]string{"engine", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"load"}, "--model is required"},
 		{[]string{writePresetVerb, "tiny"}, "want write-preset PRESET DIR"},
+		{[]string{"engine", "--reference", "vllm"}, `--reference "vllm": want torch or llama.cpp`},
+		{[]string{"engine", "--weights", "q2_k"}, `--weights "q2_k": want one of f32, bf16, q8_0, q4_1`},
+		{[]string{"engine", "--reference", "llama.cpp", "--batches", "16"}, "--batches must be 1,B"},
+		{[]string{"engine", "--threads", "-1"}, "--threads -1"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(tc.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.want) || out.Len() != 0 {

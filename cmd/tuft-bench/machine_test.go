@@ -1,0 +1,98 @@
+package main
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tuft-go/tuft/engine"
+	"golang.org/x/sys/cpu"
+)
+
+// smallMachine makes the machine figures quick (and not the machine's) for a test.
+func smallMachine(t *testing.T) {
+	n, b, f := gemmPeakN, minBufBytes, llcFactor
+	gemmPeakN, minBufBytes, llcFactor = 192, 8<<20, 0
+	t.Cleanup(func() { gemmPeakN, minBufBytes, llcFactor = n, b, f })
+}
+
+// The machine figures are measured with every thread, name the kernels' path and the
+// CPU's SIMD as the CPU reports it, and the theoretical peak says what it assumed.
+func TestMeasureMachine(t *testing.T) {
+	smallMachine(t)
+	m := measureMachine()
+	if m.ReadGBs <= 0 || m.TriadGBs <= 0 || m.BandwidthGBs != max(m.ReadGBs, m.TriadGBs) || m.GEMMGFlops <= 0 || m.Threads != runtime.GOMAXPROCS(0) || m.BufferMiB != 8 || m.CPUModel == "" {
+		t.Fatalf("figures %+v", m)
+	}
+	if runtime.GOARCH == "amd64" {
+		if cpu.X86.HasAVX2 != slices.Contains(m.SIMD, "avx2") || cpu.X86.HasAVX512F != slices.Contains(m.SIMD, "avx512f") {
+			t.Fatalf("SIMD %v disagrees with the CPU", m.SIMD)
+		}
+	}
+	if m.PeakBasis == "" {
+		t.Fatalf("the theoretical peak neither given nor explained: %+v", m)
+	}
+}
+
+// The theoretical peak is given only from a maximum clock the kernel exposes, and never
+// below what was measured.
+func TestTheoreticalPeak(t *testing.T) {
+	m := machineFigures{Threads: 2, Kernels: "avx2", MHz: 3000, MHzFrom: mhzCpufreq, GEMMGFlops: 100}
+	if p, basis := theoreticalPeak(m); p != 2*2*8*2*3 || !strings.Contains(basis, "assumed") {
+		t.Fatalf("peak %v (%s)", p, basis)
+	}
+	for _, c := range []struct {
+		change func(*machineFigures)
+		want   string
+	}{
+		{func(m *machineFigures) { m.MHzFrom = "/proc/cpuinfo cpu MHz" }, "no maximum clock"},
+		{func(m *machineFigures) { m.GEMMGFlops = 200 }, "measured GEMM beats"},
+		{func(m *machineFigures) { m.Kernels = "go" }, "no vector width"},
+	} {
+		x := m
+		c.change(&x)
+		if p, basis := theoreticalPeak(x); p != 0 || !strings.Contains(basis, c.want) {
+			t.Errorf("peak %v (%s), want none: %s", p, basis, c.want)
+		}
+	}
+}
+
+func TestParseCPUInfoAndCacheSize(t *testing.T) {
+	ci := parseCPUInfo(strings.NewReader("processor\t: 0\nmodel name\t: AMD EPYC 9B14\ncpu MHz\t\t: 2596.000\n\nprocessor\t: 1\nmodel name\t: other\n"))
+	if ci["model name"] != "AMD EPYC 9B14" || ci["cpu MHz"] != "2596.000" {
+		t.Fatalf("%v", ci)
+	}
+	for in, want := range map[string]int64{"32768K": 32 << 20, "2M": 2 << 20, "1024": 1024, "x": 0, "1G": 1 << 30} {
+		if got := parseCacheSize(in); got != want {
+			t.Errorf("parseCacheSize(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// loraStepFLOPs against a count made matrix by matrix on a small model.
+func TestLoraStepFLOPs(t *testing.T) {
+	c := engine.Config{VocabSize: 50, Hidden: 8, Intermediate: 12, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 2}
+	const T, r = 5, 3
+	var want float64
+	mat := func(in, out int) { // a frozen projection with a rank-r adapter
+		want += 2 * T * float64(in*out) * 2     // forward and input gradient
+		want += 3 * 2 * T * float64(r*in+r*out) // adapter: forward, input and weight gradients
+	}
+	for l := 0; l < c.Layers; l++ {
+		mat(8, 8) // q
+		mat(8, 4) // k
+		mat(8, 4) // v
+		mat(8, 8) // o
+		mat(8, 12)
+		mat(8, 12)
+		mat(12, 8)
+		for i := 0; i < T; i++ { // query i attends to keys 0..i: QKᵀ and PV, forward ×3 with backward
+			want += 3 * 2 * 2 * float64(i+1) * float64(c.Heads*c.HeadDim)
+		}
+	}
+	want += 2 * 2 * T * float64(c.VocabSize*c.Hidden) // LM head forward and input gradient
+	if got := loraStepFLOPs(c, T, r); got != want {
+		t.Fatalf("loraStepFLOPs = %v, want %v", got, want)
+	}
+}
