@@ -29,11 +29,9 @@ import (
 // as engine.cpu_weight_format names them ("q4" is accepted for q4_1).
 var weightFormats = []string{"f32", "bf16", "q8_0", "q4_1"}
 
-// tuftWeightFormats are the formats the engine's CPU path holds weights in in this
-// build. The CPU weight formats (engine.cpu_weight_format: bf16, q8_0, q4_1) are wired
-// here when they land: add them, and open the device with
-// engine.DeviceOptions{CPUWeightFormat: ...} in benchGoInfer.
-var tuftWeightFormats = []string{"f32"}
+// tuftWeightFormats are the formats the engine's CPU path holds weights in
+// (engine.cpu_weight_format); tuftWeightOptions opens the CPU device in the chosen one.
+var tuftWeightFormats = []string{"f32", "bf16", "q8_0", "q4_1"}
 
 // bytesPerParam of each format as GGUF stores it (Q8_0: 34 bytes per 32 weights; Q4_1:
 // 20 per 32).
@@ -204,7 +202,15 @@ func tuftWeightOptions(w string) ([]engine.Option, error) {
 	if err := tuftHasWeights(w); err != nil {
 		return nil, err
 	}
-	return nil, nil // f32: the CPU device's float32 weights, as loaded
+	f, err := engine.ParseWeightFormat(w)
+	if err != nil {
+		return nil, fmt.Errorf("--weights: %w", err)
+	}
+	dev, _, err := engine.OpenDevice("cpu", engine.DeviceOptions{CPUWeightFormat: f})
+	if err != nil {
+		return nil, err
+	}
+	return []engine.Option{engine.OnDevice(dev)}, nil
 }
 
 // tuftHasWeights refuses a --weights format the engine's CPU path cannot hold weights
