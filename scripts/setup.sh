@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the full test suite needs on a fresh Debian machine: Go module
-# dependencies, a Redis server, Chromium (the console's browser suite), Python's venv
-# module and one venv per Tinker SDK release of the conformance matrix
+# dependencies, a Redis server, Chromium and Firefox ESR (the console's browser suite),
+# Python's venv module and one venv per Tinker SDK release of the conformance matrix
 # (tests/conformance/versions.txt). Safe to run repeatedly; each step is skipped when
 # already done.
 set -euo pipefail
@@ -15,6 +15,7 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the CPU emulation of the CUDA libraries
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium) # the console's browser suite (tests/browser)
+command -v firefox-esr >/dev/null 2>&1 || need_apt+=(firefox-esr) # its Firefox test (tests/browser, WebDriver BiDi)
 # Debian's python3-torch (the benchmarks' PyTorch reference) multiplies matrices with
 # whatever libblas.so.3 points at: the unoptimised reference BLAS (~7 GFLOP/s) unless an
 # optimised one is installed. `tuft-bench` refuses ratios against it; give it OpenBLAS.

@@ -4,7 +4,8 @@
 # tests (with the race detector on the control plane), the persistence suite against a
 # real Redis, the end-to-end telemetry test against a real OpenTelemetry Collector,
 # the Tinker SDK conformance suite, the OpenAI/Anthropic-compatible API suite with
-# the official clients and the web console's browser suite (headless Chromium).
+# the official clients and the web console's browser suite (headless Chromium and
+# Firefox ESR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUFT_REQUIRE_REDIS=1 TUFT_REQUIRE_OTELCOL=1
@@ -71,7 +72,7 @@ if [ -d tests/openai ]; then
   bash tests/openai/run.sh
 fi
 if [ -d tests/browser ]; then
-  echo "== web console in headless Chromium (tests/browser: sign-in and cookie, live loss curve under the SDK, publish/download, playground, isolation, XSS, CSRF, CSP)"
+  echo "== web console in headless Chromium and Firefox ESR (tests/browser: sign-in and cookie, live loss curve under the SDK, publish/download, playground, isolation, XSS, CSRF, CSP; Firefox over WebDriver BiDi: every page, no JS error or CSP violation, phone width)"
   bash tests/browser/run.sh
 fi
 if [ -d tests/realmodel ]; then

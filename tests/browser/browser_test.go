@@ -67,22 +67,30 @@ func startBrowser(t *testing.T, chrome, base string) *browser {
 		t.Fatalf("start chromium %s: %v", chrome, err)
 	}
 	b := &browser{ctx: ctx, base: base}
-	b.shots = os.Getenv("TUFT_BROWSER_SCREENSHOTS")
-	if b.shots == "" {
-		b.shots = filepath.Join(os.TempDir(), "tuft-browser-screenshots")
-	} else if !filepath.IsAbs(b.shots) {
-		b.shots = filepath.Join(root, b.shots)
+	b.shots, b.fails = shotDirs(t)
+	return b
+}
+
+// shotDirs are where page screenshots (TUFT_BROWSER_SCREENSHOTS) and failure
+// screenshots (TUFT_BROWSER_ARTIFACTS) go, made if missing.
+func shotDirs(t *testing.T) (shots, fails string) {
+	t.Helper()
+	shots = os.Getenv("TUFT_BROWSER_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(os.TempDir(), "tuft-browser-screenshots")
+	} else if !filepath.IsAbs(shots) {
+		shots = filepath.Join(root, shots)
 	}
-	b.fails = os.Getenv("TUFT_BROWSER_ARTIFACTS")
-	if b.fails == "" {
-		b.fails = filepath.Join(os.TempDir(), "tuft-browser-failures")
+	fails = os.Getenv("TUFT_BROWSER_ARTIFACTS")
+	if fails == "" {
+		fails = filepath.Join(os.TempDir(), "tuft-browser-failures")
 	}
-	for _, d := range []string{b.shots, b.fails} {
+	for _, d := range []string{shots, fails} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return b
+	return shots, fails
 }
 
 // tab is one page in its own browser context, with the traps installed and every

@@ -3,9 +3,10 @@
 // against the real `tuft launch` binary on the built-in tiny model with two tenants
 // (alice and bob) and an operator key. Tenant A's records come from the official Tinker
 // SDK (train.py, run by the SDK 0.38.0 venv of tests/conformance) while the browser
-// watches; tenant B's from the Go client.
+// watches; tenant B's from the Go client. TestConsoleFirefox is a smoke test of the same
+// pages in Debian's headless firefox-esr, driven over WebDriver BiDi (bidi_test.go).
 //
-// Without chromium or the SDK venv the suite skips, saying which is missing, unless
+// Without a browser or the SDK venv a test skips, saying which is missing, unless
 // TUFT_REQUIRE_BROWSER=1 (CI, tests/browser/run.sh), where it fails. With
 // TUFT_BROWSER_SCREENSHOTS=docs/console it writes the screenshots docs/console.md shows;
 // otherwise into a temporary folder. A failed scenario saves a screenshot of its tab
