@@ -76,6 +76,9 @@ type pass[T kern.Float] struct {
 	segs []segment[T]
 	all  rowSet[T]
 	pool *KVPool[T] // the caches' pool; nil in a training pass
+	// stats: attention keeps per-row statistics for the backward pass rather than its
+	// probabilities (devices that can recompute them; see device.StatsKeeper).
+	stats bool
 
 	pos   device.Tensor[int32] // each row's position
 	slots device.Tensor[int32] // each row's KV slot (cached passes)
@@ -87,7 +90,7 @@ type pass[T kern.Float] struct {
 // newPass lays out the segments; slots[i] is row i's KV-cache slot when they have caches
 // (all of them, from one pool, or none).
 func newPass[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, segs []segment[T], slots []int32) *pass[T] {
-	p := &pass[T]{c: c, d: d, w: w, rope: rope, segs: segs}
+	p := &pass[T]{c: c, d: d, w: w, rope: rope, segs: segs, stats: device.KeepsStats(d)}
 	pos := make([]int32, 0, 64)
 	probs := 0
 	for i, sg := range segs {
@@ -307,7 +310,12 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 			d.KVWrite(at.V, a.v, p.slots, kvd)
 		}
 		if keep {
-			a.p = p.alloc(p.lay.ProbLen(hq))
+			at.Stats = p.stats
+			if p.stats {
+				a.p = p.alloc(p.lay.StatsLen(hq))
+			} else {
+				a.p = p.alloc(p.lay.ProbLen(hq))
+			}
 			at.P = a.p
 		}
 		d.Attention(&at)
@@ -395,7 +403,7 @@ func (p *pass[T]) backward(act *acts[T], dlogits device.Tensor[T]) {
 		do := d.Alloc(n * qd)
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
 		dq, dk, dv := d.Alloc(n*qd), d.Alloc(n*kvd), d.Alloc(n*kvd)
-		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p}
+		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.Rope(dq, p.pos, hq, p.rope, true)
 		d.Rope(dk, p.pos, hkv, p.rope, true)

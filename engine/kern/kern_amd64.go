@@ -42,3 +42,9 @@ func packNN16(d, b *float32, ldb, kb int)
 //
 //go:noescape
 func packA6(d, a *float32, lda, kb8 int)
+
+// exp32AVX sets dst[i] = exp(src[i]·scale + bias) for n elements, n a multiple of 8
+// (Cephes' expf, as exp32Go).
+//
+//go:noescape
+func exp32AVX(dst, src *float32, n int, scale, bias float32)

@@ -1,0 +1,211 @@
+package device
+
+import (
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// This file is the CPU's blocked attention over contiguous keys (training passes and
+// forward-only passes over packed sequences). Each job is one head of one block of
+// query rows: its scores against every key it may see are one matrix product, then a
+// row softmax, then one product with the values, so the work runs at GEMM speed rather
+// than one dot product per (query, key) pair. With Attn.Stats the forward keeps one
+// log-sum-exp per row and head instead of the probabilities, and the backward pass
+// recomputes them block by block: nothing of size rows × keys outlives a job.
+
+// attnBlock is the query rows per job: a multiple of the micro-kernel's six rows, small
+// enough that the causal waste on the diagonal block stays under a tenth at 512 tokens.
+const attnBlock = 48
+
+// KeepsAttnStats implements StatsKeeper.
+func (*CPU[T]) KeepsAttnStats() bool { return true }
+
+// attnJob is one head h of query rows [i0, i1) of sequence s.
+type attnJob struct{ s, h, i0, i1 int }
+
+// attnJobs lists a layout's jobs, the largest first so the last ones to start are short.
+func attnJobs(l *Layout, heads int) []attnJob {
+	var jobs []attnJob
+	for si, s := range l.Seqs {
+		for h := 0; h < heads; h++ {
+			for i0 := 0; i0 < s.N; i0 += attnBlock {
+				jobs = append(jobs, attnJob{si, h, i0, min(i0+attnBlock, s.N)})
+			}
+		}
+	}
+	slices.SortStableFunc(jobs, func(a, b attnJob) int {
+		return (l.Seqs[b.s].Pos + b.i1) - (l.Seqs[a.s].Pos + a.i1)
+	})
+	return jobs
+}
+
+// workers runs f(w, j) for every job j in [0, n), handed out in order to up to GOMAXPROCS
+// workers numbered w; it returns how many ran.
+func workers(n int, f func(w, j int)) int {
+	nw := min(runtime.GOMAXPROCS(0), n)
+	if nw <= 1 {
+		for j := 0; j < n; j++ {
+			f(0, j)
+		}
+		return 1
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < nw; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= n {
+					return
+				}
+				f(w, j)
+			}
+		}()
+	}
+	wg.Wait()
+	return nw
+}
+
+// blockedAttn reports whether Attention runs blocked: every sequence reads contiguous
+// keys, and the probabilities are not asked for (nothing kept, or Stats).
+func blockedAttn[T Float](a *Attn[T]) bool {
+	if !a.P.Empty() && !a.Stats {
+		return false
+	}
+	for _, s := range a.Layout.Seqs {
+		if s.Blocks != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// attnForward is Attention, blocked (see blockedAttn).
+func attnForward[T Float](a *Attn[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
+	var stats []T
+	if a.Stats {
+		stats = a.P.h
+	}
+	jobs := attnJobs(l, hq)
+	bufs := make([][]T, runtime.GOMAXPROCS(0))
+	workers(len(jobs), func(w, j int) {
+		jb := jobs[j]
+		s := l.Seqs[jb.s]
+		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
+		if cap(bufs[w]) < rows*nk {
+			bufs[w] = make([]T, attnBlock*(s.Pos+s.N))
+		}
+		S := bufs[w][:rows*nk]
+		qoff := (s.Row+jb.i0)*qd + jb.h*hd
+		koff := s.KRow*kvd + jb.h/group*hd
+		kern.Gemm(S, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		for r := 0; r < rows; r++ {
+			valid := s.Pos + jb.i0 + r + 1
+			row := S[r*nk : r*nk+nk]
+			lse := softmaxRow(row[:valid], a.Scale)
+			clear(row[valid:])
+			if stats != nil {
+				stats[(s.Row+jb.i0+r)*hq+jb.h] = T(lse)
+			}
+		}
+		kern.Gemm(o[qoff:], S, v[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+	})
+}
+
+// softmaxRow replaces scores by softmax(scale·scores) (sums in float64) and returns the
+// log-sum-exp of the scaled scores.
+func softmaxRow[T Float](row []T, scale T) float64 {
+	m := row[0]
+	for _, x := range row {
+		m = max(m, x)
+	}
+	m *= scale // scale > 0
+	kern.Exp(row, row, scale, -m)
+	sum := sum64(row)
+	inv := T(1 / sum)
+	for j := range row {
+		row[j] *= inv
+	}
+	return float64(m) + math.Log(sum)
+}
+
+// attnBackward is AttentionBack for an Attention that kept Stats. Each job recomputes its
+// probabilities from the kept log-sum-exps, then: dV += Pᵀ·dO, dP = dO·Vᵀ,
+// dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dK += dSᵀ·Q. Jobs of one KV head add to the
+// same dK and dV rows, so each worker accumulates into its own copy (the first into dk
+// and dv themselves) and the copies are summed at the end.
+func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, k, v, stats := a.Q.h, a.K.h, a.V.h, a.P.h
+	for _, s := range l.Seqs {
+		if s.Blocks != 0 {
+			panic("device: AttentionBack over paged keys")
+		}
+	}
+	jobs := attnJobs(l, hq)
+	nw := min(runtime.GOMAXPROCS(0), len(jobs))
+	type scratch struct{ s, dp, dk, dv []T }
+	ws := make([]scratch, nw)
+	clear(dk.h)
+	clear(dv.h)
+	ws[0].dk, ws[0].dv = dk.h, dv.h
+	workers(len(jobs), func(w, j int) {
+		jb := jobs[j]
+		s := l.Seqs[jb.s]
+		sc := &ws[w]
+		if sc.dk == nil {
+			sc.dk, sc.dv = make([]T, len(dk.h)), make([]T, len(dv.h))
+		}
+		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
+		if cap(sc.s) < rows*nk {
+			sc.s, sc.dp = make([]T, attnBlock*(s.Pos+s.N)), make([]T, attnBlock*(s.Pos+s.N))
+		}
+		P, dP := sc.s[:rows*nk], sc.dp[:rows*nk]
+		qoff := (s.Row+jb.i0)*qd + jb.h*hd
+		koff := s.KRow*kvd + jb.h/group*hd
+		kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		for r := 0; r < rows; r++ {
+			valid := s.Pos + jb.i0 + r + 1
+			row := P[r*nk : r*nk+nk]
+			lse := float64(stats[(s.Row+jb.i0+r)*hq+jb.h])
+			kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
+			clear(row[valid:])
+		}
+		kern.Gemm(sc.dv[koff:], P, dout.h[qoff:], nk, hd, rows, kvd, nk, qd, true, false, true)
+		kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		for r := 0; r < rows; r++ {
+			pr, dr := P[r*nk:r*nk+nk], dP[r*nk:r*nk+nk]
+			var dot float64
+			for j, p := range pr {
+				dot += float64(p) * float64(dr[j])
+			}
+			d := T(dot)
+			for j, p := range pr {
+				dr[j] = p * (dr[j] - d) * a.Scale
+			}
+		}
+		kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+		kern.Gemm(sc.dk[koff:], dP, q[qoff:], nk, hd, rows, kvd, nk, qd, true, false, true)
+	})
+	for _, sc := range ws[1:] {
+		if sc.dk != nil {
+			kern.Axpy(1, sc.dk, dk.h)
+			kern.Axpy(1, sc.dv, dv.h)
+		}
+	}
+}
