@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -69,4 +71,46 @@ func BenchmarkTrainStep(b *testing.B) {
 		step()
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// TestZeroWeightRowsAddNoGradient checks the in-place loss gradient (the log-probabilities
+// overwritten by dL/dlogits on the host): rows whose weights are all zero get no
+// gradient, so the gradients of two requests with complementary weights sum to that of
+// the request with every weight.
+func TestZeroWeightRowsAddNoGradient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	c := smallConfig("llama", false)
+	w := randWeights[float64](c, rng, true)
+	lw := randomAdapter64(c, rng)
+	rope := newRope(c, c.MaxPositions)
+	n := 9
+	toks := make([]int32, n)
+	tt := make([]int64, n)
+	for i := range toks {
+		toks[i], tt[i] = int32(rng.IntN(c.VocabSize)), int64(rng.IntN(c.VocabSize))
+	}
+	grad := func(keep func(i int) bool) LoraWeights[float64] {
+		wts := make([]float32, n)
+		for i := range wts {
+			if keep(i) {
+				wts[i] = 1
+			}
+		}
+		req := ForwardRequest{LossFn: "cross_entropy", Backward: true, Data: []Datum{{Tokens: toks, LossInputs: map[string]Tensor{
+			"target_tokens": {DType: Int64, Shape: []int{n}, I64: tt}, "weights": {DType: Float32, Shape: []int{n}, F32: wts}}}}}
+		g := zeroLoraLike(lw)
+		if _, err := forwardBackward(context.Background(), c, w, rope, lw, &g, req); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	even, odd, all := grad(func(i int) bool { return i%2 == 0 }), grad(func(i int) bool { return i%2 == 1 }), grad(func(int) bool { return true })
+	e, o, a := even.pairs(), odd.pairs(), all.pairs()
+	for i := range a {
+		for j := range a[i].B {
+			if d := math.Abs(e[i].B[j] + o[i].B[j] - a[i].B[j]); d > 1e-9*math.Max(1, math.Abs(a[i].B[j])) {
+				t.Fatalf("pair %d B[%d]: even %v + odd %v, all %v", i, j, e[i].B[j], o[i].B[j], a[i].B[j])
+			}
+		}
+	}
 }

@@ -151,7 +151,8 @@ type Device[T Float] interface {
 	// XentBack builds the gradient of a loss with respect to the logits from its gradient
 	// with respect to target log-probabilities: for each listed row r it sets
 	// dl[r,·] = −Σ·softmax(logp[r,·]) (Σ = Sums[i]), then adds Vals[j] at flat index
-	// Idx[j]. Rows not listed are left as they are.
+	// Idx[j]. Rows not listed are left as they are. On a host device dl may be logp
+	// itself (each row is read before it is written).
 	XentBack(dl, logp Tensor[T], cols int, g *XentGrad)
 	// SumSquares returns Σx² over all the tensors, accumulated in float64 in order.
 	SumSquares(xs []Tensor[T]) float64
