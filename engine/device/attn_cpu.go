@@ -18,9 +18,20 @@ import (
 // log-sum-exp per row and head instead of the probabilities, and the backward pass
 // recomputes them block by block: nothing of size rows × keys outlives a job.
 
-// attnBlock is the query rows per job: a multiple of the micro-kernel's six rows, small
-// enough that the causal waste on the diagonal block stays under a tenth at 512 tokens.
-const attnBlock = 48
+// attnBlock is the most query rows per job (see blockRows).
+const attnBlock = 96
+
+// blockRows is the query rows per job for a sequence of n rows: a multiple of the
+// micro-kernel's six rows. The scores above the diagonal of a block are computed and
+// discarded, a fraction rows/n of the work, so short sequences take 48 rows (a tenth at
+// 512 tokens); long ones take 96, whose products run faster (at 2048 tokens a layer's
+// attention took a fifth less CPU time than with 48).
+func blockRows(n int) int {
+	if n > 1024 {
+		return attnBlock
+	}
+	return 48
+}
 
 // KeepsAttnStats implements StatsKeeper.
 func (*CPU[T]) KeepsAttnStats() bool { return true }
@@ -33,8 +44,9 @@ func attnJobs(l *Layout, heads int) []attnJob {
 	var jobs []attnJob
 	for si, s := range l.Seqs {
 		for h := 0; h < heads; h++ {
-			for i0 := 0; i0 < s.N; i0 += attnBlock {
-				jobs = append(jobs, attnJob{si, h, i0, min(i0+attnBlock, s.N)})
+			bm := blockRows(s.N)
+			for i0 := 0; i0 < s.N; i0 += bm {
+				jobs = append(jobs, attnJob{si, h, i0, min(i0+bm, s.N)})
 			}
 		}
 	}
@@ -111,34 +123,53 @@ func attnForward[T Float](a *Attn[T]) {
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
 		koff := s.KRow*kvd + jb.h/group*hd
 		kern.Gemm(S, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		var inv [attnBlock]T
 		for r := 0; r < rows; r++ {
 			valid := s.Pos + jb.i0 + r + 1
 			row := S[r*nk : r*nk+nk]
-			lse := softmaxRow(row[:valid], a.Scale)
+			sum, lse := expRow(row[:valid], a.Scale)
 			clear(row[valid:])
+			inv[r] = T(1 / sum)
 			if stats != nil {
 				stats[(s.Row+jb.i0+r)*hq+jb.h] = T(lse)
 			}
 		}
+		// The rows of P are left unnormalised: the output rows (HeadDim wide) are scaled
+		// instead of the probability rows (up to all keys wide).
 		kern.Gemm(o[qoff:], S, v[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+		for r := 0; r < rows; r++ {
+			or := o[qoff+r*qd : qoff+r*qd+hd]
+			for x := range or {
+				or[x] *= inv[r]
+			}
+		}
 	})
 }
 
-// softmaxRow replaces scores by softmax(scale·scores) (sums in float64) and returns the
-// log-sum-exp of the scaled scores.
-func softmaxRow[T Float](row []T, scale T) float64 {
-	m := row[0]
-	for _, x := range row {
-		m = max(m, x)
-	}
-	m *= scale // scale > 0
+// expRow replaces scores by exp(scale·score − m), m the largest scaled score, and
+// returns their sum (in float64) and the log-sum-exp of the scaled scores.
+func expRow[T Float](row []T, scale T) (sum, lse float64) {
+	m := maxOf(row) * scale // scale > 0
 	kern.Exp(row, row, scale, -m)
-	sum := sum64(row)
-	inv := T(1 / sum)
-	for j := range row {
-		row[j] *= inv
+	sum = sum64(row)
+	return sum, float64(m) + math.Log(sum)
+}
+
+// maxOf is the largest element of a non-empty x, in four chains so the compares overlap.
+func maxOf[T Float](x []T) T {
+	m0 := x[0]
+	m1, m2, m3 := m0, m0, m0
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		m0 = max(m0, x[i])
+		m1 = max(m1, x[i+1])
+		m2 = max(m2, x[i+2])
+		m3 = max(m3, x[i+3])
 	}
-	return float64(m) + math.Log(sum)
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
 }
 
 // attnBackward is AttentionBack for an Attention that kept Stats. Each job recomputes its

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"syscall"
 	"testing"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestBlockedAttention(t *testing.T) {
 	heads, kvh, hd := 4, 2, 16
 	qd, kvd := heads*hd, kvh*hd
-	lens := []int{attnBlock*2 + 7, 5, attnBlock}
+	lens := []int{48*2 + 7, 5, 48, 1031} // 1031: blocks of 96
 	var l Layout
 	rows, poff := 0, 0
 	for _, n := range lens {
@@ -91,4 +92,47 @@ func TestBlockedAttention(t *testing.T) {
 		near(name+" float32 output, nothing kept", g(a32.Out), ref.Out.h, 1e-5)
 		runtime.GOMAXPROCS(old)
 	}
+}
+
+// BenchmarkAttention is one layer of SmolLM2's attention (9 heads, 3 KV heads of 64) over
+// one sequence, forward with statistics kept and backward.
+func BenchmarkAttention(b *testing.B) {
+	for _, n := range []int{512, 2048} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			heads, kvh, hd := 9, 3, 64
+			qd, kvd := heads*hd, kvh*hd
+			l := &Layout{Seqs: []AttnSeq{{N: n}}}
+			rng := rand.New(rand.NewPCG(1, 2))
+			rnd := func(m int) Tensor[float32] {
+				v := make([]float32, m)
+				for i := range v {
+					v[i] = float32(rng.NormFloat64())
+				}
+				return Host(v)
+			}
+			a := &Attn[float32]{Q: rnd(n * qd), Out: rnd(n * qd), K: rnd(n * kvd), V: rnd(n * kvd), Heads: heads, KVHeads: kvh,
+				HeadDim: hd, Scale: 0.125, Layout: l, P: rnd(l.StatsLen(heads)), Stats: true}
+			dq, dk, dv, dout := rnd(n*qd), rnd(n*kvd), rnd(n*kvd), rnd(n*qd)
+			cpu := NewCPU[float32]()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				cpu.Attention(a)
+				cpu.AttentionBack(a, dq, dk, dv, dout)
+			}
+			// CPU seconds too: on a shared machine they move less than wall time.
+			b.ReportMetric((cpuTime()-c0)/float64(b.N), "cpu-s/op")
+			// Causal: QKᵀ and PV forward, five products backward, each over n²/2 pairs.
+			b.ReportMetric(7*float64(n)*float64(n)*float64(hd*heads)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// cpuTime is this process's user and system CPU time in seconds.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
