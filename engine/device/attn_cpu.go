@@ -173,10 +173,12 @@ func maxOf[T Float](x []T) T {
 }
 
 // attnBackward is AttentionBack for an Attention that kept Stats. Each job recomputes its
-// probabilities from the kept log-sum-exps, then: dV += Pᵀ·dO, dP = dO·Vᵀ,
-// dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dK += dSᵀ·Q. Jobs of one KV head add to the
-// same dK and dV rows, so each worker accumulates into its own copy (the first into dk
-// and dv themselves) and the copies are summed at the end.
+// probabilities from the kept log-sum-exps, then: dVᵀ += dOᵀ·P, dP = dO·Vᵀ,
+// dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dKᵀ += Qᵀ·dS. dK and dV are accumulated
+// transposed (HeadDim × keys per KV head), so the wide operand of those products is the
+// row-major P or dS (packed fast) rather than its transpose. Jobs of one KV head add to
+// the same keys, so each worker accumulates into its own copies, summed into dk and dv at
+// the end.
 func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
@@ -188,19 +190,17 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 			panic("device: AttentionBack over paged keys")
 		}
 	}
+	R := len(dk.h) / kvd // key rows; dKᵀ of KV head kh, dimension x, key row r is at (kh·hd+x)·R+r
 	jobs := attnJobs(l, hq)
 	nw := min(runtime.GOMAXPROCS(0), len(jobs))
-	type scratch struct{ s, dp, dk, dv []T }
+	type scratch struct{ s, dp, dkt, dvt []T }
 	ws := make([]scratch, nw)
-	clear(dk.h)
-	clear(dv.h)
-	ws[0].dk, ws[0].dv = dk.h, dv.h
 	workers(len(jobs), func(w, j int) {
 		jb := jobs[j]
 		s := l.Seqs[jb.s]
 		sc := &ws[w]
-		if sc.dk == nil {
-			sc.dk, sc.dv = make([]T, len(dk.h)), make([]T, len(dv.h))
+		if sc.dkt == nil {
+			sc.dkt, sc.dvt = make([]T, len(dk.h)), make([]T, len(dv.h))
 		}
 		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
 		if cap(sc.s) < rows*nk {
@@ -208,7 +208,9 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 		}
 		P, dP := sc.s[:rows*nk], sc.dp[:rows*nk]
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
-		koff := s.KRow*kvd + jb.h/group*hd
+		kh := jb.h / group
+		koff := s.KRow*kvd + kh*hd
+		toff := kh*hd*R + s.KRow
 		kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
 		for r := 0; r < rows; r++ {
 			valid := s.Pos + jb.i0 + r + 1
@@ -217,26 +219,32 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 			kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
 			clear(row[valid:])
 		}
-		kern.Gemm(sc.dv[koff:], P, dout.h[qoff:], nk, hd, rows, kvd, nk, qd, true, false, true)
+		kern.Gemm(sc.dvt[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
 		kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
 		for r := 0; r < rows; r++ {
-			pr, dr := P[r*nk:r*nk+nk], dP[r*nk:r*nk+nk]
-			var dot float64
-			for j, p := range pr {
-				dot += float64(p) * float64(dr[j])
-			}
-			d := T(dot)
+			valid := s.Pos + jb.i0 + r + 1
+			pr, dr := P[r*nk:r*nk+valid], dP[r*nk:r*nk+nk]
+			d := kern.Dot(pr, dr[:valid])
 			for j, p := range pr {
 				dr[j] = p * (dr[j] - d) * a.Scale
 			}
+			clear(dr[valid:])
 		}
 		kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
-		kern.Gemm(sc.dk[koff:], dP, q[qoff:], nk, hd, rows, kvd, nk, qd, true, false, true)
+		kern.Gemm(sc.dkt[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
 	})
-	for _, sc := range ws[1:] {
-		if sc.dk != nil {
-			kern.Axpy(1, sc.dk, dk.h)
-			kern.Axpy(1, sc.dv, dv.h)
+	clear(dk.h)
+	clear(dv.h)
+	for _, sc := range ws {
+		if sc.dkt == nil {
+			continue
+		}
+		for c := 0; c < kvd; c++ { // c = kh·hd + x
+			kt, vt := sc.dkt[c*R:(c+1)*R], sc.dvt[c*R:(c+1)*R]
+			for r := range kt {
+				dk.h[r*kvd+c] += kt[r]
+				dv.h[r*kvd+c] += vt[r]
+			}
 		}
 	}
 }
