@@ -452,18 +452,20 @@ func (*CPU[T]) SumSquares(xs []Tensor[T]) float64 {
 
 // AdamW implements Device.
 func (*CPU[T]) AdamW(wt, gt, mt, vt Tensor[T], s *AdamStep) {
-	w, g, mm, vv := wt.h, gt.h[:len(wt.h)], mt.h[:len(wt.h)], vt.h[:len(wt.h)]
 	clip, decay, b1, b2 := T(s.Clip), T(s.Decay), T(s.B1), T(s.B2)
 	stepSize, bc2Sqrt, eps := T(s.StepSize), T(s.BC2Sqrt), T(s.Eps)
-	for i := range w {
-		gi := g[i] * clip
-		w[i] *= decay
-		mm[i] = b1*mm[i] + (1-b1)*gi
-		vv[i] = b2*vv[i] + (1-b2)*gi*gi
-		denom := T(math.Sqrt(float64(vv[i])))/bc2Sqrt + eps
-		w[i] -= stepSize * mm[i] / denom
-		g[i] = 0
-	}
+	spread(len(wt.h), elemGrain, func(lo, hi int) {
+		w, g, mm, vv := wt.h[lo:hi], gt.h[lo:hi], mt.h[lo:hi], vt.h[lo:hi]
+		for i := range w {
+			gi := g[i] * clip
+			w[i] *= decay
+			mm[i] = b1*mm[i] + (1-b1)*gi
+			vv[i] = b2*vv[i] + (1-b2)*gi*gi
+			denom := T(math.Sqrt(float64(vv[i])))/bc2Sqrt + eps
+			w[i] -= stepSize * mm[i] / denom
+			g[i] = 0
+		}
+	})
 }
 
 // Sample implements Device.
