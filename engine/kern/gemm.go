@@ -56,6 +56,7 @@ func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par
 	} else {
 		_ = b[(k-1)*ldb+n-1]
 	}
+	kcb := kBlock(k)
 	run := split
 	if !par {
 		run = serial
@@ -69,8 +70,8 @@ func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par
 		// Pack this block of B once, shared by every goroutine below.
 		run(npan, nb*k*8, 1, func(lo, hi int) {
 			for jp := lo; jp < hi; jp++ {
-				for pc := 0; pc < k; pc += kc {
-					kb := min(kc, k-pc)
+				for pc := 0; pc < k; pc += kcb {
+					kb := min(kcb, k-pc)
 					packB(bp[pc*npan*nr+jp*kb*nr:][:kb*nr], b, jc+jp*nr, min(nr, nb-jp*nr), pc, kb, ldb, bT)
 				}
 			}
@@ -89,19 +90,28 @@ func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par
 	}
 }
 
+// kBlock is the k per packed block for a product of depth k: at most kc, and the blocks
+// equal (to a multiple of 8), so k = 576 runs as 3×192 rather than 256+256+64, whose
+// short last block pays the C tile's loads and stores for a quarter of the work.
+func kBlock(k int) int {
+	nb := (k + kc - 1) / kc
+	return min(kc, roundUp((k+nb-1)/nb, 8))
+}
+
 // serial is split on the calling goroutine.
 func serial(n, _, _ int, f func(lo, hi int)) { f(0, n) }
 
 // gemmBlock computes rows [i0, i1) × column panels [jp0, jp1) of the packed B block that
 // starts at column jc and is nb wide.
 func gemmBlock(c, a, bp []float32, i0, i1, jp0, jp1, jc, nb, ldc, lda, k int, aT, acc bool) {
-	abuf := getScratch(roundUp(min(mc, i1-i0), mr) * min(kc, k))
+	kcb := kBlock(k)
+	abuf := getScratch(roundUp(min(mc, i1-i0), mr) * kcb)
 	defer putScratch(abuf)
 	ap := *abuf
 	npan := (nb + nr - 1) / nr
 	var tile [mr * nr]float32
-	for pc := 0; pc < k; pc += kc {
-		kb := min(kc, k-pc)
+	for pc := 0; pc < k; pc += kcb {
+		kb := min(kcb, k-pc)
 		load := acc || pc > 0
 		for ic := i0; ic < i1; ic += mc {
 			ib := min(mc, i1-ic)
