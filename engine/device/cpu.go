@@ -51,7 +51,9 @@ func (*CPU[T]) Download(dst []T, src Tensor[T]) { copy(dst, src.h) }
 func (*CPU[T]) Ints(src []int32) Tensor[int32] { return Host(src) }
 
 // Copy implements Device.
-func (*CPU[T]) Copy(dst, src Tensor[T]) { copy(dst.h, src.h) }
+func (*CPU[T]) Copy(dst, src Tensor[T]) {
+	spread(min(len(dst.h), len(src.h)), elemGrain, func(lo, hi int) { copy(dst.h[lo:hi], src.h[lo:hi]) })
+}
 
 // Weight implements Device: the tensor aliases src.
 func (*CPU[T]) Weight(src []T) Tensor[T] { return Host(src) }
