@@ -222,6 +222,9 @@ func runPack[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope 
 		tokens = append(tokens, dt.Tokens...)
 	}
 	p := newPass(c, d, w, rope, segs, nil)
+	// Everything this pass returns is copied out of it (logprobs, gradients into the
+	// items' scratch), so its host buffers can be recycled.
+	p.recycle = d.HostMemory()
 	defer p.release()
 	act := p.forward(tokens, backward, nil)
 	V := c.VocabSize
@@ -285,7 +288,23 @@ func runPack[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope 
 		}
 	}
 	if backward {
-		dl := p.alloc(len(tokens) * V)
+		// On the host the gradient overwrites the log-probabilities, each row read before
+		// it is written; rows XentBack does not list must then be zeroed here.
+		var dl device.Tensor[T]
+		if h := act.logits.Host(); h != nil {
+			dl = act.logits
+			listed := make([]bool, len(tokens))
+			for _, r := range xg.Rows {
+				listed[r] = true
+			}
+			for r, ok := range listed {
+				if !ok {
+					clear(h[r*V : (r+1)*V])
+				}
+			}
+		} else {
+			dl = p.alloc(len(tokens) * V)
+		}
 		d.XentBack(dl, act.logits, V, &xg)
 		p.backward(act, dl)
 	}

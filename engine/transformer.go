@@ -76,18 +76,25 @@ type pass[T kern.Float] struct {
 	segs []segment[T]
 	all  rowSet[T]
 	pool *KVPool[T] // the caches' pool; nil in a training pass
+	// stats: attention keeps per-row statistics for the backward pass rather than its
+	// probabilities (devices that can recompute them; see device.StatsKeeper).
+	stats bool
 
 	pos   device.Tensor[int32] // each row's position
 	slots device.Tensor[int32] // each row's KV slot (cached passes)
 	lay   device.Layout
 	mem   []device.Tensor[T]     // freed by release
 	imem  []device.Tensor[int32] // likewise
+	// recycle: host buffers come from the arena and go back to it on release (training
+	// passes, whose outputs are copied out before release); host lists them.
+	recycle bool
+	host    [][]T
 }
 
 // newPass lays out the segments; slots[i] is row i's KV-cache slot when they have caches
 // (all of them, from one pool, or none).
 func newPass[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, segs []segment[T], slots []int32) *pass[T] {
-	p := &pass[T]{c: c, d: d, w: w, rope: rope, segs: segs}
+	p := &pass[T]{c: c, d: d, w: w, rope: rope, segs: segs, stats: device.KeepsStats(d)}
 	pos := make([]int32, 0, 64)
 	probs := 0
 	for i, sg := range segs {
@@ -129,6 +136,9 @@ func newPass[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope 
 
 // alloc returns n zeroed elements that live until release.
 func (p *pass[T]) alloc(n int) device.Tensor[T] {
+	if p.recycle {
+		return p.hostAlloc(n)
+	}
 	t := p.d.Alloc(n)
 	if !p.d.HostMemory() {
 		p.mem = append(p.mem, t)
@@ -144,8 +154,29 @@ func (p *pass[T]) ints(v []int32) device.Tensor[int32] {
 	return t
 }
 
+// temp returns n zeroed elements that live until free (scratch of the backward pass).
+func (p *pass[T]) temp(n int) device.Tensor[T] {
+	if p.recycle {
+		return device.Host(arenaGet[T](n))
+	}
+	return p.d.Alloc(n)
+}
+
+// free gives back a tensor from temp.
+func (p *pass[T]) free(t device.Tensor[T]) {
+	if p.recycle {
+		arenaPut(t.Host())
+		return
+	}
+	p.d.Free(t)
+}
+
 // release frees everything the pass allocated.
 func (p *pass[T]) release() {
+	for _, s := range p.host {
+		arenaPut(s)
+	}
+	p.host = nil
 	for _, t := range p.mem {
 		p.d.Free(t)
 	}
@@ -209,7 +240,7 @@ func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device
 		if g != nil {
 			d.MatMulTN(g.b, dys, zs[i], out, lq.rank, r.n, true)
 		}
-		dz := d.Alloc(r.n * lq.rank)
+		dz := p.temp(r.n * lq.rank)
 		d.MatMulNN(dz, dys, lq.b, r.n, lq.rank, out, false)
 		d.Scale(dz, r.lw.scale)
 		if g != nil {
@@ -218,7 +249,7 @@ func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device
 		if !dx.Empty() {
 			d.MatMulNN(dx.Slice(r.start*in, (r.start+r.n)*in), dz, lq.a, r.n, in, lq.rank, true)
 		}
-		d.Free(dz)
+		p.free(dz)
 	}
 	if !dx.Empty() {
 		d.MatMulNN(dx, dy, w, p.all.rows, in, out, true)
@@ -307,7 +338,12 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 			d.KVWrite(at.V, a.v, p.slots, kvd)
 		}
 		if keep {
-			a.p = p.alloc(p.lay.ProbLen(hq))
+			at.Stats = p.stats
+			if p.stats {
+				a.p = p.alloc(p.lay.StatsLen(hq))
+			} else {
+				a.p = p.alloc(p.lay.ProbLen(hq))
+			}
 			at.P = a.p
 		}
 		d.Attention(&at)
@@ -382,32 +418,38 @@ func (p *pass[T]) backward(act *acts[T], dlogits device.Tensor[T]) {
 		L := &w.Layers[l]
 		a := &act.layers[l]
 		// MLP: x = x2 + down(a); dx flows to x2 directly and through the MLP.
-		dA := d.Alloc(n * I)
+		dA := p.temp(n * I)
 		p.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D)
-		dg, du := d.Alloc(n*I), d.Alloc(n*I)
+		dg, du := p.temp(n*I), p.temp(n*I)
 		d.SwiGLUBack(dg, du, dA, a.g, a.u)
-		dh2 := d.Alloc(n * D)
+		dh2 := p.temp(n * D)
 		p.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I)
 		p.linearBack(dh2, du, a.h2, L.Wup, lp(l, ProjUp), a.zu, D, I)
 		dx2 := dx // the residual path
 		d.RMSNormBack(dx2, dh2, a.x2, L.MLPNorm, a.rstd2, n, D)
 		// Attention: x2 = x + o_proj(attn).
-		do := d.Alloc(n * qd)
+		do := p.temp(n * qd)
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := d.Alloc(n*qd), d.Alloc(n*kvd), d.Alloc(n*kvd)
-		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p}
+		dq, dk, dv := p.temp(n*qd), p.temp(n*kvd), p.temp(n*kvd)
+		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.Rope(dq, p.pos, hq, p.rope, true)
 		d.Rope(dk, p.pos, hkv, p.rope, true)
-		dh1 := d.Alloc(n * D)
+		// Embeddings are frozen: below layer 0's projections nothing needs dx.
+		var dh1 device.Tensor[T]
+		if l > 0 {
+			dh1 = p.temp(n * D)
+		}
 		p.linearBack(dh1, dq, a.h1, L.Wq, lp(l, ProjQ), a.zq, D, qd)
 		p.linearBack(dh1, dk, a.h1, L.Wk, lp(l, ProjK), a.zk, D, kvd)
 		p.linearBack(dh1, dv, a.h1, L.Wv, lp(l, ProjV), a.zv, D, kvd)
-		if l > 0 { // embeddings are frozen: nothing below layer 0 needs dx
+		if l > 0 {
 			d.RMSNormBack(dx2, dh1, a.x, L.AttnNorm, a.rstd1, n, D)
 		}
 		for _, t := range []device.Tensor[T]{dA, dg, du, dh2, do, dq, dk, dv, dh1} {
-			d.Free(t)
+			if !t.Empty() {
+				p.free(t)
+			}
 		}
 		dx = dx2
 	}

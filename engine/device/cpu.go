@@ -64,7 +64,9 @@ func (*CPU[T]) Download(dst []T, src Tensor[T]) { copy(dst, src.h) }
 func (*CPU[T]) Ints(src []int32) Tensor[int32] { return Host(src) }
 
 // Copy implements Device.
-func (*CPU[T]) Copy(dst, src Tensor[T]) { copy(dst.h, src.h) }
+func (*CPU[T]) Copy(dst, src Tensor[T]) {
+	spread(min(len(dst.h), len(src.h)), elemGrain, func(lo, hi int) { copy(dst.h[lo:hi], src.h[lo:hi]) })
+}
 
 // Weight implements Device: the tensor aliases src.
 func (*CPU[T]) Weight(src []T) Tensor[T] { return Host(src) }
@@ -114,10 +116,12 @@ func (*CPU[T]) MatMulTN(c, a, b Tensor[T], m, n, k int, acc bool) {
 
 // Add implements Device.
 func (*CPU[T]) Add(out, a, b Tensor[T]) {
-	o, x, y := out.h, a.h[:len(out.h)], b.h[:len(out.h)]
-	for i := range o {
-		o[i] = x[i] + y[i]
-	}
+	spread(len(out.h), elemGrain, func(lo, hi int) {
+		o, x, y := out.h[lo:hi], a.h[lo:hi], b.h[lo:hi]
+		for i := range o {
+			o[i] = x[i] + y[i]
+		}
+	})
 }
 
 // Scale implements Device.
@@ -151,7 +155,11 @@ func (*CPU[T]) Embed(x, table Tensor[T], idx Tensor[int32], d int) {
 
 // RMSNorm implements Device.
 func (*CPU[T]) RMSNorm(y, rstd, x, w Tensor[T], rows, d int, eps float64) {
-	for r := 0; r < rows; r++ {
+	spread(rows, rowGrain(d), func(lo, hi int) { rmsNormRows(y, rstd, x, w, lo, hi, d, eps) })
+}
+
+func rmsNormRows[T Float](y, rstd, x, w Tensor[T], lo, hi, d int, eps float64) {
+	for r := lo; r < hi; r++ {
 		xr := x.h[r*d : r*d+d]
 		var ss float64
 		for _, v := range xr {
@@ -168,7 +176,11 @@ func (*CPU[T]) RMSNorm(y, rstd, x, w Tensor[T], rows, d int, eps float64) {
 
 // RMSNormBack implements Device.
 func (*CPU[T]) RMSNormBack(dx, dy, x, w, rstd Tensor[T], rows, d int) {
-	for r := 0; r < rows; r++ {
+	spread(rows, rowGrain(d), func(lo, hi int) { rmsNormBackRows(dx, dy, x, w, rstd, lo, hi, d) })
+}
+
+func rmsNormBackRows[T Float](dx, dy, x, w, rstd Tensor[T], lo, hi, d int) {
+	for r := lo; r < hi; r++ {
 		xr, dyr, dxr := x.h[r*d:r*d+d], dy.h[r*d:r*d+d], dx.h[r*d:r*d+d]
 		s := rstd.h[r]
 		var dot T
@@ -184,9 +196,14 @@ func (*CPU[T]) RMSNormBack(dx, dy, x, w, rstd Tensor[T], rows, d int) {
 
 // Rope implements Device.
 func (*CPU[T]) Rope(x Tensor[T], pos Tensor[int32], heads int, rt *Rope, inverse bool) {
+	spread(len(pos.h), rowGrain(heads*2*rt.Half), func(lo, hi int) { ropeRows(x, pos, lo, hi, heads, rt, inverse) })
+}
+
+func ropeRows[T Float](x Tensor[T], pos Tensor[int32], lo, hi, heads int, rt *Rope, inverse bool) {
 	half := rt.Half
 	hd := 2 * half
-	for r, p := range pos.h {
+	for r := lo; r < hi; r++ {
+		p := pos.h[r]
 		cs := rt.Cos[int(p)*half : int(p+1)*half]
 		sn := rt.Sin[int(p)*half : int(p+1)*half]
 		for h := 0; h < heads; h++ {
@@ -204,23 +221,38 @@ func (*CPU[T]) Rope(x Tensor[T], pos Tensor[int32], heads int, rt *Rope, inverse
 	}
 }
 
-func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
-
 // SwiGLU implements Device.
 func (*CPU[T]) SwiGLU(a, g, u Tensor[T]) {
-	for i := range a.h {
-		a.h[i] = T(silu(float64(g.h[i]))) * u.h[i]
-	}
+	spread(len(a.h), elemGrain, func(lo, hi int) {
+		var e [expChunk]T
+		for c := lo; c < hi; c += expChunk {
+			gs := g.h[c:min(c+expChunk, hi)]
+			us, as := u.h[c:c+len(gs)], a.h[c:c+len(gs)]
+			kern.Exp(e[:len(gs)], gs, -1, 0)
+			for i, gv := range gs {
+				as[i] = gv / (1 + e[i]) * us[i]
+			}
+		}
+	})
 }
 
 // SwiGLUBack implements Device.
 func (*CPU[T]) SwiGLUBack(dg, du, da, g, u Tensor[T]) {
-	for i, d := range da.h {
-		gv := float64(g.h[i])
-		sg := 1 / (1 + math.Exp(-gv))
-		du.h[i] = d * T(gv*sg)
-		dg.h[i] = d * u.h[i] * T(sg*(1+gv*(1-sg)))
-	}
+	spread(len(da.h), elemGrain, func(lo, hi int) {
+		var e [expChunk]T
+		for c := lo; c < hi; c += expChunk {
+			gs := g.h[c:min(c+expChunk, hi)]
+			n := len(gs)
+			us, ds, dgs, dus := u.h[c:c+n], da.h[c:c+n], dg.h[c:c+n], du.h[c:c+n]
+			kern.Exp(e[:n], gs, -1, 0)
+			for i, gv := range gs {
+				sg := 1 / (1 + e[i])
+				d := ds[i]
+				dus[i] = d * gv * sg
+				dgs[i] = d * us[i] * sg * (1 + gv*(1-sg))
+			}
+		}
+	})
 }
 
 // keyRows maps a key position to its row in an Attn's K and V.
@@ -247,7 +279,12 @@ func seqKeys(l *Layout, s AttnSeq) keyRows {
 }
 
 // Attention implements Device, in parallel over (sequence, head).
+// Over contiguous keys without kept probabilities it runs blocked (attn_cpu.go).
 func (*CPU[T]) Attention(a *Attn[T]) {
+	if blockedAttn(a) {
+		attnForward(a)
+		return
+	}
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd
@@ -299,7 +336,12 @@ func (*CPU[T]) Attention(a *Attn[T]) {
 
 // AttentionBack implements Device. Heads sharing a KV head write the same dk/dv rows,
 // so it runs in parallel over (sequence, KV head).
+// With Stats it recomputes the probabilities blockwise (attn_cpu.go).
 func (*CPU[T]) AttentionBack(a *Attn[T], dq, dk, dv, dout Tensor[T]) {
+	if a.Stats {
+		attnBackward(a, dq, dk, dv, dout)
+		return
+	}
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd
@@ -362,9 +404,12 @@ func logSoftmaxRow[T Float](out, logits []T) {
 			m = float64(v)
 		}
 	}
+	var e [expChunk]T
 	var s float64
-	for _, v := range logits {
-		s += math.Exp(float64(v) - m)
+	for c := 0; c < len(logits); c += expChunk {
+		part := e[:min(expChunk, len(logits)-c)]
+		kern.Exp(part, logits[c:c+len(part)], 1, T(-m))
+		s += sum64(part)
 	}
 	lse := T(m + math.Log(s))
 	for i, v := range logits {
@@ -380,15 +425,19 @@ func (*CPU[T]) Gather(dst []T, x Tensor[T], idx []int64) {
 }
 
 // XentBack implements Device.
+// dl may alias logp: each row is read before it is written.
 func (*CPU[T]) XentBack(dl, logp Tensor[T], cols int, g *XentGrad) {
-	for i, r := range g.Rows {
-		row := dl.h[int(r)*cols : int(r+1)*cols]
-		lrow := logp.h[int(r)*cols : int(r+1)*cols]
-		sum := g.Sums[i]
-		for v := range row {
-			row[v] = T(-sum * math.Exp(float64(lrow[v])))
+	spread(len(g.Rows), rowGrain(cols), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			r := g.Rows[i]
+			row := dl.h[int(r)*cols : int(r+1)*cols]
+			kern.Exp(row, logp.h[int(r)*cols:int(r+1)*cols], 1, 0)
+			sum := T(-g.Sums[i])
+			for v := range row {
+				row[v] *= sum
+			}
 		}
-	}
+	})
 	for j, x := range g.Idx {
 		dl.h[x] += T(g.Vals[j])
 	}
@@ -407,18 +456,20 @@ func (*CPU[T]) SumSquares(xs []Tensor[T]) float64 {
 
 // AdamW implements Device.
 func (*CPU[T]) AdamW(wt, gt, mt, vt Tensor[T], s *AdamStep) {
-	w, g, mm, vv := wt.h, gt.h[:len(wt.h)], mt.h[:len(wt.h)], vt.h[:len(wt.h)]
 	clip, decay, b1, b2 := T(s.Clip), T(s.Decay), T(s.B1), T(s.B2)
 	stepSize, bc2Sqrt, eps := T(s.StepSize), T(s.BC2Sqrt), T(s.Eps)
-	for i := range w {
-		gi := g[i] * clip
-		w[i] *= decay
-		mm[i] = b1*mm[i] + (1-b1)*gi
-		vv[i] = b2*vv[i] + (1-b2)*gi*gi
-		denom := T(math.Sqrt(float64(vv[i])))/bc2Sqrt + eps
-		w[i] -= stepSize * mm[i] / denom
-		g[i] = 0
-	}
+	spread(len(wt.h), elemGrain, func(lo, hi int) {
+		w, g, mm, vv := wt.h[lo:hi], gt.h[lo:hi], mt.h[lo:hi], vt.h[lo:hi]
+		for i := range w {
+			gi := g[i] * clip
+			w[i] *= decay
+			mm[i] = b1*mm[i] + (1-b1)*gi
+			vv[i] = b2*vv[i] + (1-b2)*gi*gi
+			denom := T(math.Sqrt(float64(vv[i])))/bc2Sqrt + eps
+			w[i] -= stepSize * mm[i] / denom
+			g[i] = 0
+		}
+	})
 }
 
 // Sample implements Device.

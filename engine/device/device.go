@@ -164,7 +164,8 @@ type Device[T Float] interface {
 	// XentBack builds the gradient of a loss with respect to the logits from its gradient
 	// with respect to target log-probabilities: for each listed row r it sets
 	// dl[r,·] = −Σ·softmax(logp[r,·]) (Σ = Sums[i]), then adds Vals[j] at flat index
-	// Idx[j]. Rows not listed are left as they are.
+	// Idx[j]. Rows not listed are left as they are. On a host device dl may be logp
+	// itself (each row is read before it is written).
 	XentBack(dl, logp Tensor[T], cols int, g *XentGrad)
 	// SumSquares returns Σx² over all the tensors, accumulated in float64 in order.
 	SumSquares(xs []Tensor[T]) float64
@@ -221,9 +222,24 @@ type Attn[T Float] struct {
 	HeadDim int
 	Scale   T // 1/√HeadDim
 	Layout  *Layout
-	// P, when not empty, receives the softmax probabilities for the backward pass: a
-	// sequence's Heads×N×(Pos+N) block starts at its POff.
-	P Tensor[T]
+	// P, when not empty, receives what the backward pass needs: the softmax probabilities
+	// (Layout.ProbLen elements; a sequence's Heads×N×(Pos+N) block starts at its POff),
+	// or, with Stats, each query row's log-sum-exp of its scaled scores per head
+	// (Layout.StatsLen elements, row r's head h at r·Heads+h), from which AttentionBack
+	// recomputes the probabilities. Only a StatsKeeper takes Stats.
+	P     Tensor[T]
+	Stats bool
+}
+
+// StatsKeeper is implemented by devices whose Attention keeps per-row statistics
+// instead of the probabilities (Attn.Stats): rows × heads values rather than a
+// sequence's N×(Pos+N) per head, which at 2048 tokens is 4.5 GB over SmolLM2's 30 layers.
+type StatsKeeper interface{ KeepsAttnStats() bool }
+
+// KeepsStats reports whether d is a StatsKeeper that keeps statistics.
+func KeepsStats(d any) bool {
+	k, ok := d.(StatsKeeper)
+	return ok && k.KeepsAttnStats()
 }
 
 // AttnSeq is one sequence of an Attn batch (see Attn).
@@ -265,6 +281,16 @@ func (l *Layout) ProbLen(heads int) int {
 		n += heads * s.N * (s.Pos + s.N)
 	}
 	return n
+}
+
+// StatsLen is the size of Attn.P with Stats: one value per head of every row the
+// sequences occupy.
+func (l *Layout) StatsLen(heads int) int {
+	rows := 0
+	for _, s := range l.Seqs {
+		rows = max(rows, s.Row+s.N)
+	}
+	return rows * heads
 }
 
 // XentGrad lists what XentBack writes (see there).

@@ -180,7 +180,7 @@ func (w *Frozen) packNT(d []float32, j, cols, pc, kb int) {
 	for x := 0; x < cols; x++ {
 		w.widen(t[x*kb:(x+1)*kb], j+x, pc)
 	}
-	packB(d, t, 0, cols, 0, kb, cols, kb, true)
+	packB(d, t, 0, cols, 0, kb, kb, true)
 }
 
 // packNN packs rows [pc, pc+kb) of W over columns [j, j+cols) as B = W's panel:

@@ -20,30 +20,68 @@ const (
 // gemm32 computes C[m×n] (+)= A·B for float32 through the packed micro-kernel.
 // A[i,p] is a[i*k+p], or a[p*m+i] when aT; B[p,j] is b[p*n+j], or b[j*k+p] when bT.
 func gemm32(c, a, b []float32, m, n, k int, aT, bT, acc bool) {
-	if m > 0 && n > 0 && k > 0 {
-		_ = b[k*n-1]
+	lda, ldb := k, n
+	if aT {
+		lda = m
 	}
-	gemmPacked(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, n, k, bT) }, m, n, k, aT, acc)
+	if bT {
+		ldb = k
+	}
+	gemmStrided(c, a, b, m, n, k, n, lda, ldb, aT, bT, acc, true)
+}
+
+// gemmStrided is gemm32 over matrices with row strides: A[i,p] is a[i*lda+p] (a[p*lda+i]
+// when aT), B[p,j] is b[p*ldb+j] (b[j*ldb+p] when bT), C[i,j] is c[i*ldc+j]. par spreads
+// the product over GOMAXPROCS goroutines; without it the product runs on the caller's.
+func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par bool) {
+	if m > 0 && n > 0 && k > 0 {
+		if bT {
+			_ = b[(n-1)*ldb+k-1]
+		} else {
+			_ = b[(k-1)*ldb+n-1]
+		}
+	}
+	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, m, n, k, ldc, lda, aT, acc, par)
 }
 
 // panelPacker writes columns [j, j+cols) × k-range [pc, pc+kb) of B into one panel as
 // packB does (nr floats per k step, zero-padded past the last column).
 type panelPacker func(d []float32, j, cols, pc, kb int)
 
-// gemmPacked is gemm32 with B read through pack: a float32 matrix, or a Frozen one
-// widened as it is packed.
+// gemmPacked is gemm32 with B read through pack (a Frozen matrix widened as it is
+// packed), A and C contiguous.
 func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
+	lda := k
+	if aT {
+		lda = m
+	}
+	gemmPanels(c, a, pack, m, n, k, n, lda, aT, acc, true)
+}
+
+// gemmPanels is the packed GEMM driver: gemmStrided with B read through pack.
+func gemmPanels(c, a []float32, pack panelPacker, m, n, k, ldc, lda int, aT, acc, par bool) {
 	if m <= 0 || n <= 0 {
 		return
 	}
 	if k <= 0 {
 		if !acc {
-			clear(c[:m*n])
+			for i := 0; i < m; i++ {
+				clear(c[i*ldc : i*ldc+n])
+			}
 		}
 		return
 	}
-	_ = c[m*n-1]
-	_ = a[m*k-1]
+	_ = c[(m-1)*ldc+n-1]
+	if aT {
+		_ = a[(k-1)*lda+m-1]
+	} else {
+		_ = a[(m-1)*lda+k-1]
+	}
+	kcb := kBlock(k)
+	run := split
+	if !par {
+		run = serial
+	}
 	bbuf := getScratch(k * min(roundUp(n, nr), nc))
 	defer putScratch(bbuf)
 	bp := *bbuf
@@ -51,10 +89,10 @@ func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
 		nb := min(nc, n-jc)
 		npan := (nb + nr - 1) / nr
 		// Pack this block of B once, shared by every goroutine below.
-		split(npan, nb*k*8, 1, func(lo, hi int) {
+		run(npan, nb*k*8, 1, func(lo, hi int) {
 			for jp := lo; jp < hi; jp++ {
-				for pc := 0; pc < k; pc += kc {
-					kb := min(kc, k-pc)
+				for pc := 0; pc < k; pc += kcb {
+					kb := min(kcb, k-pc)
 					pack(bp[pc*npan*nr+jp*kb*nr:][:kb*nr], jc+jp*nr, min(nr, nb-jp*nr), pc, kb)
 				}
 			}
@@ -62,31 +100,45 @@ func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
 		if m >= 8*mr*runtime.GOMAXPROCS(0) {
-			split(m, m*nb*k, mr, func(lo, hi int) {
-				gemmBlock(c, a, bp, lo, hi, 0, npan, jc, nb, m, n, k, aT, acc)
+			run(m, m*nb*k, mr, func(lo, hi int) {
+				gemmBlock(c, a, bp, lo, hi, 0, npan, jc, nb, ldc, lda, k, aT, acc)
 			})
 		} else {
-			split(npan, m*nb*k, 1, func(lo, hi int) {
-				gemmBlock(c, a, bp, 0, m, lo, hi, jc, nb, m, n, k, aT, acc)
+			run(npan, m*nb*k, 1, func(lo, hi int) {
+				gemmBlock(c, a, bp, 0, m, lo, hi, jc, nb, ldc, lda, k, aT, acc)
 			})
 		}
 	}
 }
 
+// kBlock is the k per packed block for a product of depth k: at most kc, and the blocks
+// equal (to a multiple of 32), so k = 576 runs as 3×192 rather than 256+256+64, whose
+// short last block pays the C tile's loads and stores for a quarter of the work. A
+// multiple of 32 keeps a Frozen matrix's quantised blocks (QBlock) whole in each panel,
+// so they widen through the assembly.
+func kBlock(k int) int {
+	nb := (k + kc - 1) / kc
+	return min(kc, roundUp((k+nb-1)/nb, 32))
+}
+
+// serial is split on the calling goroutine.
+func serial(n, _, _ int, f func(lo, hi int)) { f(0, n) }
+
 // gemmBlock computes rows [i0, i1) × column panels [jp0, jp1) of the packed B block that
 // starts at column jc and is nb wide.
-func gemmBlock(c, a, bp []float32, i0, i1, jp0, jp1, jc, nb, m, n, k int, aT, acc bool) {
-	abuf := getScratch(roundUp(min(mc, i1-i0), mr) * min(kc, k))
+func gemmBlock(c, a, bp []float32, i0, i1, jp0, jp1, jc, nb, ldc, lda, k int, aT, acc bool) {
+	kcb := kBlock(k)
+	abuf := getScratch(roundUp(min(mc, i1-i0), mr) * kcb)
 	defer putScratch(abuf)
 	ap := *abuf
 	npan := (nb + nr - 1) / nr
 	var tile [mr * nr]float32
-	for pc := 0; pc < k; pc += kc {
-		kb := min(kc, k-pc)
+	for pc := 0; pc < k; pc += kcb {
+		kb := min(kcb, k-pc)
 		load := acc || pc > 0
 		for ic := i0; ic < i1; ic += mc {
 			ib := min(mc, i1-ic)
-			packA(ap, a, ic, ib, pc, kb, m, k, aT)
+			packA(ap, a, ic, ib, pc, kb, lda, aT)
 			for jp := jp0; jp < jp1; jp++ {
 				bpan := bp[pc*npan*nr+jp*kb*nr:][:kb*nr]
 				j := jc + jp*nr
@@ -96,13 +148,13 @@ func gemmBlock(c, a, bp []float32, i0, i1, jp0, jp1, jc, nb, m, n, k int, aT, ac
 					i := ic + ir
 					rows := min(mr, ib-ir)
 					if rows == mr && cols == nr {
-						_ = c[(i+mr-1)*n+j+nr-1] // the kernel writes the whole tile
-						sgemm6x16(kb, &apan[0], &bpan[0], &c[i*n+j], n, load)
+						_ = c[(i+mr-1)*ldc+j+nr-1] // the kernel writes the whole tile
+						sgemm6x16(kb, &apan[0], &bpan[0], &c[i*ldc+j], ldc, load)
 						continue
 					}
 					sgemm6x16(kb, &apan[0], &bpan[0], &tile[0], nr, false)
 					for r := 0; r < rows; r++ {
-						cr := c[(i+r)*n+j:][:cols]
+						cr := c[(i+r)*ldc+j:][:cols]
 						tr := tile[r*nr:][:cols]
 						if load {
 							for x, v := range tr {
@@ -120,7 +172,7 @@ func gemmBlock(c, a, bp []float32, i0, i1, jp0, jp1, jc, nb, m, n, k int, aT, ac
 
 // packA copies rows [ic, ic+ib) × k-range [pc, pc+kb) of A into panels of mr rows, each
 // stored step-major (mr floats per k step) and zero-padded past the last row.
-func packA(dst, a []float32, ic, ib, pc, kb, m, k int, aT bool) {
+func packA(dst, a []float32, ic, ib, pc, kb, lda int, aT bool) {
 	for r0 := 0; r0 < ib; r0 += mr {
 		d := dst[r0*kb:][:kb*mr]
 		rows := min(mr, ib-r0)
@@ -128,7 +180,7 @@ func packA(dst, a []float32, ic, ib, pc, kb, m, k int, aT bool) {
 		switch {
 		case aT && rows == mr:
 			for p := 0; p < kb; p++ {
-				src := a[(pc+p)*m+i:][:mr]
+				src := a[(pc+p)*lda+i:][:mr]
 				t := d[p*mr : p*mr+mr : p*mr+mr]
 				t[0], t[1], t[2], t[3], t[4], t[5] = src[0], src[1], src[2], src[3], src[4], src[5]
 			}
@@ -137,18 +189,18 @@ func packA(dst, a []float32, ic, ib, pc, kb, m, k int, aT bool) {
 			if useAVX2 {
 				kb8 := kb / 8
 				if kb8 > 0 {
-					_ = a[(i+mr-1)*k+pc+kb8*8-1]
+					_ = a[(i+mr-1)*lda+pc+kb8*8-1]
 					_ = d[kb8*8*mr-1]
-					packA6(&d[0], &a[i*k+pc], k, kb8)
+					packA6(&d[0], &a[i*lda+pc], lda, kb8)
 				}
 				p0 = kb8 * 8
 			}
-			a0 := a[i*k+pc:][:kb]
-			a1 := a[(i+1)*k+pc:][:kb]
-			a2 := a[(i+2)*k+pc:][:kb]
-			a3 := a[(i+3)*k+pc:][:kb]
-			a4 := a[(i+4)*k+pc:][:kb]
-			a5 := a[(i+5)*k+pc:][:kb]
+			a0 := a[i*lda+pc:][:kb]
+			a1 := a[(i+1)*lda+pc:][:kb]
+			a2 := a[(i+2)*lda+pc:][:kb]
+			a3 := a[(i+3)*lda+pc:][:kb]
+			a4 := a[(i+4)*lda+pc:][:kb]
+			a5 := a[(i+5)*lda+pc:][:kb]
 			for p := p0; p < kb; p++ {
 				t := d[p*mr : p*mr+mr : p*mr+mr]
 				t[0], t[1], t[2], t[3], t[4], t[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
@@ -158,9 +210,9 @@ func packA(dst, a []float32, ic, ib, pc, kb, m, k int, aT bool) {
 			for r := 0; r < rows; r++ {
 				for p := 0; p < kb; p++ {
 					if aT {
-						d[p*mr+r] = a[(pc+p)*m+i+r]
+						d[p*mr+r] = a[(pc+p)*lda+i+r]
 					} else {
-						d[p*mr+r] = a[(i+r)*k+pc+p]
+						d[p*mr+r] = a[(i+r)*lda+pc+p]
 					}
 				}
 			}
@@ -170,19 +222,19 @@ func packA(dst, a []float32, ic, ib, pc, kb, m, k int, aT bool) {
 
 // packB copies columns [j, j+cols) × k-range [pc, pc+kb) of B into one panel stored
 // step-major (nr floats per k step), zero-padded past the last column.
-func packB(d, b []float32, j, cols, pc, kb, n, k int, bT bool) {
+func packB(d, b []float32, j, cols, pc, kb, ldb int, bT bool) {
 	if cols < nr {
 		clear(d)
 	}
 	if !bT {
 		if cols == nr && useAVX2 {
-			_ = b[(pc+kb-1)*n+j+nr-1]
+			_ = b[(pc+kb-1)*ldb+j+nr-1]
 			_ = d[kb*nr-1]
-			packNN16(&d[0], &b[pc*n+j], n, kb)
+			packNN16(&d[0], &b[pc*ldb+j], ldb, kb)
 			return
 		}
 		for p := 0; p < kb; p++ {
-			copy(d[p*nr:p*nr+cols], b[(pc+p)*n+j:])
+			copy(d[p*nr:p*nr+cols], b[(pc+p)*ldb+j:])
 		}
 		return
 	}
@@ -191,14 +243,14 @@ func packB(d, b []float32, j, cols, pc, kb, n, k int, bT bool) {
 		// Transposing gather, 8×8 blocks in registers.
 		kb8 := kb / 8
 		if kb8 > 0 {
-			_ = b[(j+nr-1)*k+pc+kb8*8-1]
+			_ = b[(j+nr-1)*ldb+pc+kb8*8-1]
 			_ = d[kb8*8*nr-1]
-			packNT16(&d[0], &b[j*k+pc], k, kb8)
+			packNT16(&d[0], &b[j*ldb+pc], ldb, kb8)
 		}
 		p0 = kb8 * 8
 	}
 	for x := 0; x < cols; x++ {
-		col := b[(j+x)*k+pc:][:kb]
+		col := b[(j+x)*ldb+pc:][:kb]
 		for p := p0; p < kb; p++ {
 			d[p*nr+x] = col[p]
 		}

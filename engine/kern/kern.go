@@ -112,3 +112,55 @@ func Axpy[T Float](alpha T, x, y []T) {
 		y[i] += alpha * x[i]
 	}
 }
+
+// Gemm computes C[m×n] = op(A)·op(B) (or adds it to C when acc is true) over matrices
+// with row strides, on the calling goroutine: callers that run many independent products
+// (attention's per-head blocks) spread those over the cores instead. A[i,p] is
+// a[i*lda+p], or a[p*lda+i] when aT; B[p,j] is b[p*ldb+j], or b[j*ldb+p] when bT; C[i,j]
+// is c[i*ldc+j].
+func Gemm[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, aT, bT, acc bool) {
+	if c32, ok := any(c).([]float32); ok && usePacked(m, n, k) {
+		gemmStrided(c32, any(a).([]float32), any(b).([]float32), m, n, k, ldc, lda, ldb, aT, bT, acc, false)
+		return
+	}
+	refGemm(c, a, b, m, n, k, ldc, lda, ldb, aT, bT, acc)
+}
+
+// refGemm is Gemm without packing: one dot product per element when B is transposed
+// (its rows are contiguous), row axpys otherwise.
+func refGemm[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, aT, bT, acc bool) {
+	var col []T
+	if aT {
+		col = make([]T, k)
+	}
+	for i := 0; i < m; i++ {
+		cr := c[i*ldc : i*ldc+n]
+		ar := col
+		if aT {
+			for p := range col {
+				col[p] = a[p*lda+i]
+			}
+		} else {
+			ar = a[i*lda : i*lda+k : i*lda+k]
+		}
+		if bT {
+			for j := range cr {
+				s := Dot(ar, b[j*ldb:j*ldb+k])
+				if acc {
+					cr[j] += s
+				} else {
+					cr[j] = s
+				}
+			}
+			continue
+		}
+		if !acc {
+			clear(cr)
+		}
+		for p, av := range ar {
+			if av != 0 {
+				Axpy(av, b[p*ldb:p*ldb+n], cr)
+			}
+		}
+	}
+}

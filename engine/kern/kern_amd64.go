@@ -105,3 +105,9 @@ func dotQ8AVX512(x *float32, blk *byte, nb int) float32
 //
 //go:noescape
 func dotQ4AVX512(x *float32, blk *byte, nb int) float32
+
+// exp32AVX sets dst[i] = exp(src[i]·scale + bias) for n elements, n a multiple of 8
+// (Cephes' expf, as exp32Go).
+//
+//go:noescape
+func exp32AVX(dst, src *float32, n int, scale, bias float32)

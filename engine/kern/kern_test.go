@@ -74,3 +74,44 @@ func benchNT(b *testing.B, m, n, k int) {
 func BenchmarkNT512x576x1536(b *testing.B) { benchNT(b, 512, 1536, 576) }
 func BenchmarkNTDecode16(b *testing.B)     { benchNT(b, 16, 1536, 576) }
 func BenchmarkNTGEMV(b *testing.B)         { benchNT(b, 1, 1536, 576) }
+
+// TestExp checks Exp against math.Exp over the range softmax and SiLU feed it, with the
+// assembly and without, including ragged lengths (the scalar tail), aliasing and the
+// clamps at both ends.
+func TestExp(t *testing.T) {
+	src := []float32{0, 1, -1, 88, -87, -88.5, -1000, 100, float32(math.Inf(-1)), 1e-8, -1e-8, 0.5, 3.25}
+	for i := 0; i < 1000; i++ {
+		src = append(src, float32(i-500)/7.3)
+	}
+	for _, generic := range []bool{false, true} {
+		for _, n := range []int{len(src), 7, 9, 16} {
+			in := src[:n]
+			got := make([]float32, n)
+			run := func() { Exp(got, in, 0.5, -0.25) }
+			if generic {
+				withGeneric(run)
+			} else {
+				run()
+			}
+			for i, x := range in {
+				arg := float64(x*0.5 - 0.25)
+				want := math.Exp(math.Min(math.Max(arg, -88.3762626647949), 88.3762626647949))
+				if arg < -87.3 {
+					if got[i] > 1e-37 || got[i] < 0 {
+						t.Fatalf("generic=%v exp(%v) = %v, want about 0", generic, arg, got[i])
+					}
+					continue
+				}
+				if math.Abs(float64(got[i])-want) > 3e-7*want {
+					t.Fatalf("generic=%v exp(%v) = %v, want %v", generic, arg, got[i], want)
+				}
+			}
+		}
+	}
+	// In place.
+	x := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	Exp(x, x, 1, 0)
+	if math.Abs(float64(x[8])-math.Exp(9)) > 3e-7*math.Exp(9) {
+		t.Fatalf("in place: exp(9) = %v", x[8])
+	}
+}

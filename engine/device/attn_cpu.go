@@ -1,0 +1,250 @@
+package device
+
+import (
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// This file is the CPU's blocked attention over contiguous keys (training passes and
+// forward-only passes over packed sequences). Each job is one head of one block of
+// query rows: its scores against every key it may see are one matrix product, then a
+// row softmax, then one product with the values, so the work runs at GEMM speed rather
+// than one dot product per (query, key) pair. With Attn.Stats the forward keeps one
+// log-sum-exp per row and head instead of the probabilities, and the backward pass
+// recomputes them block by block: nothing of size rows × keys outlives a job.
+
+// attnBlock is the most query rows per job (see blockRows).
+const attnBlock = 96
+
+// blockRows is the query rows per job for a sequence of n rows: a multiple of the
+// micro-kernel's six rows. The scores above the diagonal of a block are computed and
+// discarded, a fraction rows/n of the work, so short sequences take 48 rows (a tenth at
+// 512 tokens); long ones take 96, whose products run faster (at 2048 tokens a layer's
+// attention took a fifth less CPU time than with 48).
+func blockRows(n int) int {
+	if n > 1024 {
+		return attnBlock
+	}
+	return 48
+}
+
+// KeepsAttnStats implements StatsKeeper.
+func (*CPU[T]) KeepsAttnStats() bool { return true }
+
+// attnJob is one head h of query rows [i0, i1) of sequence s.
+type attnJob struct{ s, h, i0, i1 int }
+
+// attnJobs lists a layout's jobs, the largest first so the last ones to start are short.
+func attnJobs(l *Layout, heads int) []attnJob {
+	var jobs []attnJob
+	for si, s := range l.Seqs {
+		for h := 0; h < heads; h++ {
+			bm := blockRows(s.N)
+			for i0 := 0; i0 < s.N; i0 += bm {
+				jobs = append(jobs, attnJob{si, h, i0, min(i0+bm, s.N)})
+			}
+		}
+	}
+	slices.SortStableFunc(jobs, func(a, b attnJob) int {
+		return (l.Seqs[b.s].Pos + b.i1) - (l.Seqs[a.s].Pos + a.i1)
+	})
+	return jobs
+}
+
+// workers runs f(w, j) for every job j in [0, n), handed out in order to up to GOMAXPROCS
+// workers numbered w; it returns how many ran.
+func workers(n int, f func(w, j int)) int {
+	nw := min(runtime.GOMAXPROCS(0), n)
+	if nw <= 1 {
+		for j := 0; j < n; j++ {
+			f(0, j)
+		}
+		return 1
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < nw; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= n {
+					return
+				}
+				f(w, j)
+			}
+		}()
+	}
+	wg.Wait()
+	return nw
+}
+
+// blockedAttn reports whether Attention runs blocked: every sequence reads contiguous
+// keys, and the probabilities are not asked for (nothing kept, or Stats).
+func blockedAttn[T Float](a *Attn[T]) bool {
+	if !a.P.Empty() && !a.Stats {
+		return false
+	}
+	for _, s := range a.Layout.Seqs {
+		if s.Blocks != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// attnForward is Attention, blocked (see blockedAttn).
+func attnForward[T Float](a *Attn[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
+	var stats []T
+	if a.Stats {
+		stats = a.P.h
+	}
+	jobs := attnJobs(l, hq)
+	bufs := make([][]T, runtime.GOMAXPROCS(0))
+	workers(len(jobs), func(w, j int) {
+		jb := jobs[j]
+		s := l.Seqs[jb.s]
+		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
+		if cap(bufs[w]) < rows*nk {
+			bufs[w] = make([]T, attnBlock*(s.Pos+s.N))
+		}
+		S := bufs[w][:rows*nk]
+		qoff := (s.Row+jb.i0)*qd + jb.h*hd
+		koff := s.KRow*kvd + jb.h/group*hd
+		kern.Gemm(S, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		var inv [attnBlock]T
+		for r := 0; r < rows; r++ {
+			valid := s.Pos + jb.i0 + r + 1
+			row := S[r*nk : r*nk+nk]
+			sum, lse := expRow(row[:valid], a.Scale)
+			clear(row[valid:])
+			inv[r] = T(1 / sum)
+			if stats != nil {
+				stats[(s.Row+jb.i0+r)*hq+jb.h] = T(lse)
+			}
+		}
+		// The rows of P are left unnormalised: the output rows (HeadDim wide) are scaled
+		// instead of the probability rows (up to all keys wide).
+		kern.Gemm(o[qoff:], S, v[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+		for r := 0; r < rows; r++ {
+			or := o[qoff+r*qd : qoff+r*qd+hd]
+			for x := range or {
+				or[x] *= inv[r]
+			}
+		}
+	})
+}
+
+// expRow replaces scores by exp(scale·score − m), m the largest scaled score, and
+// returns their sum (in float64) and the log-sum-exp of the scaled scores.
+func expRow[T Float](row []T, scale T) (sum, lse float64) {
+	m := maxOf(row) * scale // scale > 0
+	kern.Exp(row, row, scale, -m)
+	sum = sum64(row)
+	return sum, float64(m) + math.Log(sum)
+}
+
+// maxOf is the largest element of a non-empty x, in four chains so the compares overlap.
+func maxOf[T Float](x []T) T {
+	m0 := x[0]
+	m1, m2, m3 := m0, m0, m0
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		m0 = max(m0, x[i])
+		m1 = max(m1, x[i+1])
+		m2 = max(m2, x[i+2])
+		m3 = max(m3, x[i+3])
+	}
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
+}
+
+// attnBackward is AttentionBack for an Attention that kept Stats. Each job recomputes its
+// probabilities from the kept log-sum-exps, then: dVᵀ += dOᵀ·P, dP = dO·Vᵀ,
+// dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dKᵀ += Qᵀ·dS. dK and dV are accumulated
+// transposed (HeadDim × keys per KV head), so the wide operand of those products is the
+// row-major P or dS (packed fast) rather than its transpose. Jobs of one KV head add to
+// the same keys, so each worker accumulates into its own copies, summed into dk and dv at
+// the end.
+func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, k, v, stats := a.Q.h, a.K.h, a.V.h, a.P.h
+	for _, s := range l.Seqs {
+		if s.Blocks != 0 {
+			panic("device: AttentionBack over paged keys")
+		}
+	}
+	R := len(dk.h) / kvd // key rows; dKᵀ of KV head kh, dimension x, key row r is at (kh·hd+x)·R+r
+	jobs := attnJobs(l, hq)
+	nw := min(runtime.GOMAXPROCS(0), len(jobs))
+	type scratch struct{ s, dp, dkt, dvt []T }
+	ws := make([]scratch, nw)
+	workers(len(jobs), func(w, j int) {
+		jb := jobs[j]
+		s := l.Seqs[jb.s]
+		sc := &ws[w]
+		if sc.dkt == nil {
+			sc.dkt, sc.dvt = make([]T, len(dk.h)), make([]T, len(dv.h))
+		}
+		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
+		if cap(sc.s) < rows*nk {
+			sc.s, sc.dp = make([]T, attnBlock*(s.Pos+s.N)), make([]T, attnBlock*(s.Pos+s.N))
+		}
+		P, dP := sc.s[:rows*nk], sc.dp[:rows*nk]
+		qoff := (s.Row+jb.i0)*qd + jb.h*hd
+		kh := jb.h / group
+		koff := s.KRow*kvd + kh*hd
+		toff := kh*hd*R + s.KRow
+		kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		for r := 0; r < rows; r++ {
+			valid := s.Pos + jb.i0 + r + 1
+			row := P[r*nk : r*nk+nk]
+			lse := float64(stats[(s.Row+jb.i0+r)*hq+jb.h])
+			kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
+			clear(row[valid:])
+		}
+		kern.Gemm(sc.dvt[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
+		kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		for r := 0; r < rows; r++ {
+			valid := s.Pos + jb.i0 + r + 1
+			pr, dr := P[r*nk:r*nk+valid], dP[r*nk:r*nk+nk]
+			d := kern.Dot(pr, dr[:valid])
+			for j, p := range pr {
+				dr[j] = p * (dr[j] - d) * a.Scale
+			}
+			clear(dr[valid:])
+		}
+		kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+		kern.Gemm(sc.dkt[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
+	})
+	clear(dk.h)
+	clear(dv.h)
+	for _, sc := range ws {
+		if sc.dkt == nil {
+			continue
+		}
+		for c := 0; c < kvd; c++ { // c = kh·hd + x
+			kt, vt := sc.dkt[c*R:(c+1)*R], sc.dvt[c*R:(c+1)*R]
+			for r := range kt {
+				dk.h[r*kvd+c] += kt[r]
+				dv.h[r*kvd+c] += vt[r]
+			}
+		}
+	}
+}

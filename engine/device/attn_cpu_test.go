@@ -1,0 +1,138 @@
+package device
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// TestBlockedAttention checks the blocked attention (Stats kept, and nothing kept)
+// against the per-pair path that keeps the probabilities, in float64 and float32, on
+// sequences longer than a block, ragged, and packed side by side, with grouped KV heads,
+// on one goroutine and on several.
+func TestBlockedAttention(t *testing.T) {
+	heads, kvh, hd := 4, 2, 16
+	qd, kvd := heads*hd, kvh*hd
+	lens := []int{48*2 + 7, 5, 48, 1031} // 1031: blocks of 96
+	var l Layout
+	rows, poff := 0, 0
+	for _, n := range lens {
+		l.Seqs = append(l.Seqs, AttnSeq{Row: rows, N: n, KRow: rows, POff: poff})
+		rows += n
+		poff += heads * n * n
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rnd := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(float32(rng.NormFloat64()))
+		}
+		return v
+	}
+	q, k, v, dout := rnd(rows*qd), rnd(rows*kvd), rnd(rows*kvd), rnd(rows*qd)
+	scale := 1 / math.Sqrt(float64(hd))
+	// The reference: float64, probabilities kept.
+	ref := &Attn[float64]{Q: Host(q), Out: Host(make([]float64, rows*qd)), K: Host(k), V: Host(v), Heads: heads, KVHeads: kvh,
+		HeadDim: hd, Scale: scale, Layout: &l, P: Host(make([]float64, l.ProbLen(heads)))}
+	cpu64 := NewCPU[float64]()
+	cpu64.Attention(ref)
+	wdq, wdk, wdv := make([]float64, rows*qd), make([]float64, rows*kvd), make([]float64, rows*kvd)
+	cpu64.AttentionBack(ref, Host(wdq), Host(wdk), Host(wdv), Host(dout))
+	near := func(what string, got []float64, want []float64, tol float64) {
+		t.Helper()
+		for i := range want {
+			if d := math.Abs(got[i] - want[i]); d > tol*(1+math.Abs(want[i])) || math.IsNaN(got[i]) {
+				t.Fatalf("%s: element %d = %v, want %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	for _, procs := range []int{1, 2} {
+		old := runtime.GOMAXPROCS(procs)
+		name := fmt.Sprintf("GOMAXPROCS %d", procs)
+		// float64, Stats.
+		a := &Attn[float64]{Q: Host(q), Out: Host(make([]float64, rows*qd)), K: Host(k), V: Host(v), Heads: heads, KVHeads: kvh,
+			HeadDim: hd, Scale: scale, Layout: &l, P: Host(make([]float64, l.StatsLen(heads))), Stats: true}
+		cpu64.Attention(a)
+		near(name+" float64 output", a.Out.h, ref.Out.h, 1e-12)
+		dq, dk, dv := make([]float64, rows*qd), rnd(rows*kvd), rnd(rows*kvd) // dk, dv: overwritten
+		cpu64.AttentionBack(a, Host(dq), Host(dk), Host(dv), Host(dout))
+		near(name+" float64 dq", dq, wdq, 1e-12)
+		near(name+" float64 dk", dk, wdk, 1e-12)
+		near(name+" float64 dv", dv, wdv, 1e-12)
+		// float32, Stats, then nothing kept.
+		f := func(x []float64) Tensor[float32] {
+			o := make([]float32, len(x))
+			for i, v := range x {
+				o[i] = float32(v)
+			}
+			return Host(o)
+		}
+		g := func(x Tensor[float32]) []float64 {
+			o := make([]float64, x.n)
+			for i, v := range x.h {
+				o[i] = float64(v)
+			}
+			return o
+		}
+		cpu32 := NewCPU[float32]()
+		a32 := &Attn[float32]{Q: f(q), Out: f(make([]float64, rows*qd)), K: f(k), V: f(v), Heads: heads, KVHeads: kvh,
+			HeadDim: hd, Scale: float32(scale), Layout: &l, P: f(make([]float64, l.StatsLen(heads))), Stats: true}
+		cpu32.Attention(a32)
+		near(name+" float32 output", g(a32.Out), ref.Out.h, 1e-5)
+		dq32, dk32, dv32 := f(dq), f(dk), f(dv)
+		cpu32.AttentionBack(a32, dq32, dk32, dv32, f(dout))
+		near(name+" float32 dq", g(dq32), wdq, 1e-4)
+		near(name+" float32 dk", g(dk32), wdk, 1e-4)
+		near(name+" float32 dv", g(dv32), wdv, 1e-4)
+		a32.P, a32.Stats, a32.Out = Tensor[float32]{}, false, f(make([]float64, rows*qd))
+		cpu32.Attention(a32)
+		near(name+" float32 output, nothing kept", g(a32.Out), ref.Out.h, 1e-5)
+		runtime.GOMAXPROCS(old)
+	}
+}
+
+// BenchmarkAttention is one layer of SmolLM2's attention (9 heads, 3 KV heads of 64) over
+// one sequence, forward with statistics kept and backward.
+func BenchmarkAttention(b *testing.B) {
+	for _, n := range []int{512, 2048} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			heads, kvh, hd := 9, 3, 64
+			qd, kvd := heads*hd, kvh*hd
+			l := &Layout{Seqs: []AttnSeq{{N: n}}}
+			rng := rand.New(rand.NewPCG(1, 2))
+			rnd := func(m int) Tensor[float32] {
+				v := make([]float32, m)
+				for i := range v {
+					v[i] = float32(rng.NormFloat64())
+				}
+				return Host(v)
+			}
+			a := &Attn[float32]{Q: rnd(n * qd), Out: rnd(n * qd), K: rnd(n * kvd), V: rnd(n * kvd), Heads: heads, KVHeads: kvh,
+				HeadDim: hd, Scale: 0.125, Layout: l, P: rnd(l.StatsLen(heads)), Stats: true}
+			dq, dk, dv, dout := rnd(n*qd), rnd(n*kvd), rnd(n*kvd), rnd(n*qd)
+			cpu := NewCPU[float32]()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				cpu.Attention(a)
+				cpu.AttentionBack(a, dq, dk, dv, dout)
+			}
+			// CPU seconds too: on a shared machine they move less than wall time.
+			b.ReportMetric((cpuTime()-c0)/float64(b.N), "cpu-s/op")
+			// Causal: QKᵀ and PV forward, five products backward, each over n²/2 pairs.
+			b.ReportMetric(7*float64(n)*float64(n)*float64(hd*heads)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// cpuTime is this process's user and system CPU time in seconds.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
