@@ -1,0 +1,136 @@
+package device
+
+// Sampling and top-k on the host device: drawing tokens from logits rows.
+
+import (
+	"math"
+	"sort"
+)
+
+// Sample implements Device.
+func (*CPU[T]) Sample(logits Tensor[T], cols int, draws []Draw) ([]int32, []float32) {
+	toks, lps := make([]int32, len(draws)), make([]float32, len(draws))
+	var p *candidates
+	for i, d := range draws {
+		// Consecutive draws from one row under the same parameters (the samples of a
+		// prompt, alternative prompt tokens) share the distribution: computed once.
+		if i == 0 || d.Row != draws[i-1].Row || d.Temperature != draws[i-1].Temperature || d.TopK != draws[i-1].TopK || d.TopP != draws[i-1].TopP {
+			p = prepare(logits.h[d.Row*cols:(d.Row+1)*cols], d)
+		}
+		toks[i], lps[i] = p.choose(d.U)
+	}
+	return toks, lps
+}
+
+// candidates is the distribution a draw picks from: log-probabilities at the draw's
+// temperature, and the tokens that top-k and top-p leave (greedy ≥ 0: the argmax).
+type candidates struct {
+	lp     []float64
+	cand   []int
+	p      []float64 // exp(lp) of each candidate
+	tot    float64   // their sum
+	greedy int
+}
+
+// prepare computes what draws under d from logits pick from.
+func prepare[T Float](logits []T, d Draw) *candidates {
+	temp := d.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	V := len(logits)
+	lp := make([]float64, V)
+	mx := math.Inf(-1)
+	for i, v := range logits {
+		lp[i] = float64(v) / temp
+		mx = math.Max(mx, lp[i])
+	}
+	var s float64
+	for _, v := range lp {
+		s += math.Exp(v - mx)
+	}
+	lse := mx + math.Log(s)
+	for i := range lp {
+		lp[i] -= lse
+	}
+	if d.Temperature == 0 {
+		best := 0
+		for i := range lp {
+			if lp[i] > lp[best] {
+				best = i
+			}
+		}
+		return &candidates{lp: lp, greedy: best}
+	}
+	idx := make([]int, V)
+	for i := range idx {
+		idx[i] = i
+	}
+	limited := (d.TopK > 0 && d.TopK < V) || d.TopP < 1
+	cand := idx
+	if limited {
+		sort.Slice(idx, func(a, b int) bool { return lp[idx[a]] > lp[idx[b]] || (lp[idx[a]] == lp[idx[b]] && idx[a] < idx[b]) })
+		if d.TopK > 0 && d.TopK < V {
+			cand = idx[:d.TopK]
+		}
+		if d.TopP < 1 {
+			var tot float64
+			for _, i := range cand {
+				tot += math.Exp(lp[i])
+			}
+			var cum float64
+			keep := len(cand)
+			for j, i := range cand {
+				cum += math.Exp(lp[i]) / tot
+				if cum >= d.TopP {
+					keep = j + 1
+					break
+				}
+			}
+			cand = cand[:keep]
+		}
+	}
+	c := &candidates{lp: lp, cand: cand, p: make([]float64, len(cand)), greedy: -1}
+	for j, i := range cand {
+		c.p[j] = math.Exp(lp[i])
+		c.tot += c.p[j]
+	}
+	return c
+}
+
+// choose picks the token the uniform variate u selects (u is unused when greedy).
+func (c *candidates) choose(u float64) (int32, float32) {
+	lp, cand := c.lp, c.cand
+	if c.greedy >= 0 {
+		return int32(c.greedy), float32(lp[c.greedy])
+	}
+	r := u * c.tot
+	for j, i := range cand {
+		r -= c.p[j]
+		if r <= 0 {
+			return int32(i), float32(lp[i])
+		}
+	}
+	last := cand[len(cand)-1]
+	return int32(last), float32(lp[last])
+}
+
+// TopK implements Device.
+func (*CPU[T]) TopK(logp Tensor[T], cols int, rows []int32, k int) ([]int32, []T) {
+	k = min(k, cols)
+	toks, vals := make([]int32, len(rows)*k), make([]T, len(rows)*k)
+	idx := make([]int, cols)
+	for ri, r := range rows {
+		row := logp.h[int(r)*cols : int(r+1)*cols]
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool {
+			return row[idx[a]] > row[idx[b]] || (row[idx[a]] == row[idx[b]] && idx[a] < idx[b])
+		})
+		for j := 0; j < k; j++ {
+			toks[ri*k+j], vals[ri*k+j] = int32(idx[j]), row[idx[j]]
+		}
+	}
+	return toks, vals
+}
