@@ -176,9 +176,11 @@ func maxOf[T Float](x []T) T {
 // probabilities from the kept log-sum-exps, then: dVᵀ += dOᵀ·P, dP = dO·Vᵀ,
 // dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dKᵀ += Qᵀ·dS. dK and dV are accumulated
 // transposed (HeadDim × keys per KV head), so the wide operand of those products is the
-// row-major P or dS (packed fast) rather than its transpose. Jobs of one KV head add to
-// the same keys, so each worker accumulates into its own copies, summed into dk and dv at
-// the end.
+// row-major P or dS (packed fast) rather than its transpose. Jobs of one KV head and
+// sequence add to the same keys, so they run as one unit, in a fixed order, on one
+// goroutine: the sums are the same whichever worker runs a unit and however many there
+// are, so a training step gives the same gradients on every run (a remote worker equals
+// the local engine bit for bit).
 func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
@@ -191,60 +193,99 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 		}
 	}
 	R := len(dk.h) / kvd // key rows; dKᵀ of KV head kh, dimension x, key row r is at (kh·hd+x)·R+r
-	jobs := attnJobs(l, hq)
-	nw := min(runtime.GOMAXPROCS(0), len(jobs))
-	type scratch struct{ s, dp, dkt, dvt []T }
+	units := attnUnits(l, attnJobs(l, hq), group)
+	nw := min(runtime.GOMAXPROCS(0), len(units))
+	type scratch struct{ s, dp []T }
 	ws := make([]scratch, nw)
-	workers(len(jobs), func(w, j int) {
-		jb := jobs[j]
-		s := l.Seqs[jb.s]
+	dkt, dvt := make([]T, len(dk.h)), make([]T, len(dv.h))
+	workers(len(units), func(w, u int) {
 		sc := &ws[w]
-		if sc.dkt == nil {
-			sc.dkt, sc.dvt = make([]T, len(dk.h)), make([]T, len(dv.h))
-		}
-		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
-		if cap(sc.s) < rows*nk {
-			sc.s, sc.dp = make([]T, attnBlock*(s.Pos+s.N)), make([]T, attnBlock*(s.Pos+s.N))
-		}
-		P, dP := sc.s[:rows*nk], sc.dp[:rows*nk]
-		qoff := (s.Row+jb.i0)*qd + jb.h*hd
-		kh := jb.h / group
-		koff := s.KRow*kvd + kh*hd
-		toff := kh*hd*R + s.KRow
-		kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
-		for r := 0; r < rows; r++ {
-			valid := s.Pos + jb.i0 + r + 1
-			row := P[r*nk : r*nk+nk]
-			lse := float64(stats[(s.Row+jb.i0+r)*hq+jb.h])
-			kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
-			clear(row[valid:])
-		}
-		kern.Gemm(sc.dvt[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
-		kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
-		for r := 0; r < rows; r++ {
-			valid := s.Pos + jb.i0 + r + 1
-			pr, dr := P[r*nk:r*nk+valid], dP[r*nk:r*nk+nk]
-			d := kern.Dot(pr, dr[:valid])
-			for j, p := range pr {
-				dr[j] = p * (dr[j] - d) * a.Scale
+		for _, jb := range units[u] {
+			s := l.Seqs[jb.s]
+			rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
+			if cap(sc.s) < rows*nk {
+				sc.s, sc.dp = make([]T, attnBlock*(s.Pos+s.N)), make([]T, attnBlock*(s.Pos+s.N))
 			}
-			clear(dr[valid:])
+			P, dP := sc.s[:rows*nk], sc.dp[:rows*nk]
+			qoff := (s.Row+jb.i0)*qd + jb.h*hd
+			kh := jb.h / group
+			koff := s.KRow*kvd + kh*hd
+			toff := kh*hd*R + s.KRow
+			kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+			for r := 0; r < rows; r++ {
+				valid := s.Pos + jb.i0 + r + 1
+				row := P[r*nk : r*nk+nk]
+				lse := float64(stats[(s.Row+jb.i0+r)*hq+jb.h])
+				kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
+				clear(row[valid:])
+			}
+			kern.Gemm(dvt[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
+			kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+			for r := 0; r < rows; r++ {
+				valid := s.Pos + jb.i0 + r + 1
+				pr, dr := P[r*nk:r*nk+valid], dP[r*nk:r*nk+nk]
+				d := kern.Dot(pr, dr[:valid])
+				for j, p := range pr {
+					dr[j] = p * (dr[j] - d) * a.Scale
+				}
+				clear(dr[valid:])
+			}
+			kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+			kern.Gemm(dkt[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
 		}
-		kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
-		kern.Gemm(sc.dkt[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
 	})
-	clear(dk.h)
-	clear(dv.h)
-	for _, sc := range ws {
-		if sc.dkt == nil {
-			continue
-		}
-		for c := 0; c < kvd; c++ { // c = kh·hd + x
-			kt, vt := sc.dkt[c*R:(c+1)*R], sc.dvt[c*R:(c+1)*R]
-			for r := range kt {
-				dk.h[r*kvd+c] += kt[r]
-				dv.h[r*kvd+c] += vt[r]
-			}
+	for c := 0; c < kvd; c++ { // c = kh·hd + x
+		kt, vt := dkt[c*R:(c+1)*R], dvt[c*R:(c+1)*R]
+		for r := range kt {
+			dk.h[r*kvd+c] = kt[r]
+			dv.h[r*kvd+c] = vt[r]
 		}
 	}
+}
+
+// attnUnits groups jobs (in their order) by the dK/dV rows they add to: one unit per KV
+// head and sequence, or per KV head alone when sequences' key rows overlap. Units come
+// largest first.
+func attnUnits(l *Layout, jobs []attnJob, group int) [][]attnJob {
+	perSeq := true
+	type span struct{ lo, hi int }
+	var spans []span
+	for _, s := range l.Seqs {
+		spans = append(spans, span{s.KRow, s.KRow + s.Pos + s.N})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.lo - b.lo })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].lo < spans[i-1].hi {
+			perSeq = false
+		}
+	}
+	type key struct{ s, kh int }
+	index := map[key]int{}
+	var units [][]attnJob
+	var work []int
+	for _, jb := range jobs {
+		kk := key{jb.s, jb.h / group}
+		if !perSeq {
+			kk.s = 0
+		}
+		u, ok := index[kk]
+		if !ok {
+			u = len(units)
+			index[kk] = u
+			units = append(units, nil)
+			work = append(work, 0)
+		}
+		units[u] = append(units[u], jb)
+		work[u] += (jb.i1 - jb.i0) * (l.Seqs[jb.s].Pos + jb.i1)
+	}
+	order := make([]int, len(units))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return work[b] - work[a] })
+	out := make([][]attnJob, len(units))
+	for i, u := range order {
+		out[i] = units[u]
+	}
+	return out
 }
