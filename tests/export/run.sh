@@ -69,7 +69,12 @@ if [ -n "$py_cpp" ]; then
   declare -A qtol=([f16]=0.02 [bf16]=0.05 [q8_0]=0.08)
   for q in f16 bf16 q8_0; do
     tuft checkpoint export "$work/ckpt" --format gguf --quant "$q" --model "$base" -o "$work/gguf-$q" >/dev/null
-    check "llama.cpp runs the merged $q GGUF as our engine" "$py_cpp" "$here/verify_gguf.py" "$work/gguf-$q/model-$q.gguf" - "$work/ref.json" "$(tol "${qtol[$q]}")" "$prompt"
+    t="$(tol "${qtol[$q]}")"
+    # TUFT_EXPORT_TOL_Q8_0 sets q8_0's tolerance outright for a deep model: llama.cpp's q8_0
+    # path also rounds activations to 8 bits, so its error grows with depth faster than scaling
+    # the tiny model's rounding bound says (docs/export.md).
+    if [ "$q" = q8_0 ] && [ -n "${TUFT_EXPORT_TOL_Q8_0:-}" ]; then t="$TUFT_EXPORT_TOL_Q8_0"; fi
+    check "llama.cpp runs the merged $q GGUF as our engine" "$py_cpp" "$here/verify_gguf.py" "$work/gguf-$q/model-$q.gguf" - "$work/ref.json" "$t" "$prompt"
     check "the $q Modelfile names the GGUF" grep -q "^FROM ./model-$q.gguf" "$work/gguf-$q/Modelfile"
   done
   tuft checkpoint export "$work/ckpt" --format gguf-lora --quant f16 --model "$base" -o "$work/gguf-lora" >/dev/null
