@@ -240,6 +240,9 @@ func TestConnectionLimit(t *testing.T) {
 		if _, _, ok := rc.response(3 * time.Second); !ok {
 			t.Fatalf("connection %d not served", i)
 		}
+		// The server marks a connection idle (its ConnState hook) after the client may
+		// already have read the response: wait so the idle times are in dial order.
+		time.Sleep(20 * time.Millisecond)
 		held = append(held, rc)
 	}
 	extra := dialRaw(t, base)
