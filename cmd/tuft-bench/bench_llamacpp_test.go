@@ -121,7 +121,11 @@ func TestBenchLlamaCpp(t *testing.T) {
 		if r.Ratios["tg_b1_tokens_per_s"] <= 0 || r.Ratios["tg_b3_tokens_per_s"] <= 0 || r.Ratios["pp_tokens_per_s"] <= 0 {
 			t.Fatalf("ratios %v", r.Ratios)
 		}
-	case !strings.Contains(r.Refused, "bandwidth"):
+	case !strings.Contains(r.Refused, "bandwidth") && !strings.Contains(r.Refused, "not honoured"):
+		// The bandwidth and threads checks read the machine's load (a shared CI machine can
+		// starve one side); TestLlamaReferenceRefused tests them. Any other refusal is a bug.
 		t.Fatalf("refused: %s", r.Refused)
+	default:
+		t.Logf("the reference was refused on this machine's load: %s", r.Refused)
 	}
 }
