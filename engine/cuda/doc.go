@@ -17,11 +17,10 @@
 // Precision: frozen base weights are stored as bfloat16 on GPUs of compute capability 8.0
 // and later (the activation operand of each product with them is rounded to bfloat16 too,
 // accumulation is float32); LoRA weights, gradients, optimizer state and all other
-// activations are float32. There, attention of training passes and prefills is tiled
-// (FlashAttention-2: flash_* in kernels.cu) with its products on the tensor cores
-// (bfloat16 in, float32 accumulate, float32 softmax), keeps each row's log-sum-exp
-// rather than the probabilities (device.StatsKeeper), and decoding steps stay one float32
-// block per (row, head). Options.FP32Weights keeps the weights, and attention, in float32.
+// activations are float32. There, attention is tiled (FlashAttention-2: flash_* in
+// kernels.cu) with its products on the tensor cores (bfloat16 in, float32 accumulate,
+// float32 softmax) and keeps each row's log-sum-exp rather than the probabilities
+// (device.StatsKeeper). Options.FP32Weights keeps the weights, and attention, in float32.
 //
 // Loading libraries with purego links the C library's loader into the program, so the
 // device is only in builds with the cuda build tag (`go build -tags cuda`, still

@@ -194,7 +194,7 @@ func (d *Device) checkAttn(a *device.Attn[float32]) bool {
 
 // KeepsAttnStats implements device.StatsKeeper: a device with bfloat16 runs attention as
 // the tiled kernels (flash_*), which keep each row's log-sum-exp instead of the
-// probabilities. With float32 weights (or before compute capability 8.0) attention stays
+// probabilities (asked for probabilities, it runs the float32 kernels). With float32 weights (or before compute capability 8.0) attention stays
 // float32, one block per (row, head), and keeps the probabilities.
 func (d *Device) KeepsAttnStats() bool { return d.bf16 }
 
@@ -221,19 +221,6 @@ func flashTiles(l *device.Layout) int {
 	return n
 }
 
-// flashRows reports whether a layout has a sequence of at least 16 query rows (a warp's
-// share of a tile): a training pass or a prefill. Decoding steps (a row or a few per
-// sequence) run as one block per (row, head), whose warps split the keys, rather than
-// as tiles whose warps would all compute the same row.
-func flashRows(l *device.Layout) bool {
-	for _, s := range l.Seqs {
-		if s.N >= 16 {
-			return true
-		}
-	}
-	return false
-}
-
 // Attention implements device.Device.
 func (d *Device) Attention(a *device.Attn[float32]) {
 	defer d.exit()
@@ -244,7 +231,10 @@ func (d *Device) Attention(a *device.Attn[float32]) {
 	if a.Layout.BlockLen > 0 {
 		shift = bits.TrailingZeros(uint(a.Layout.BlockLen))
 	}
-	if d.bf16 && (a.Stats || a.P.Empty() && flashRows(a.Layout)) {
+	// Every pass without probabilities runs tiled, decoding steps too, so that sampling
+	// and training see attention of the same precision (a sampled token's logprob is the
+	// teacher-forced one, up to summation order).
+	if d.bf16 && (a.Stats || a.P.Empty()) {
 		var lse uint64
 		if a.Stats {
 			lse = pArg(a.P)
