@@ -1,8 +1,9 @@
 // A CPU stand-in for the parts of libcuda and cuBLAS that engine/cuda uses, for testing the
 // CUDA device where there is no GPU. Device memory is host memory; kernels.cu is compiled
 // as C++ against the emulation below and each kernel launch runs block by block, the
-// threads of a block as coroutines on one OS thread that switch at __syncthreads and at
-// warp shuffles (so barriers and shuffles behave as on a GPU, deterministically);
+// threads of a block as coroutines on one OS thread that switch at __syncthreads, at
+// warp shuffles and at the warp-wide tensor-core product (emu_mma_bf16, the fragment
+// layout of mma.sync m16n8k16), so they behave as on a GPU, deterministically;
 // cublasGemmEx is a plain loop in double. It checks the Go side (library loading, argument
 // marshalling, memory handling, product layouts) and the kernels' logic; it cannot check
 // what only hardware shows (the PTX compiler, memory-model races, speed).
