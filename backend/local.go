@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tuft-go/tuft/backend/sched"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -26,7 +27,7 @@ type Local struct {
 
 type hosted struct {
 	model *engine.Model
-	sched *tokenScheduler
+	sched *sched.Scheduler
 }
 
 type adapterKey struct{ model, lora string }
@@ -50,11 +51,11 @@ func NewLocalWith(models []*engine.Model, infos []ModelInfo, sc SchedConfig, opt
 	l := &Local{models: map[string]*hosted{}, adapters: map[adapterKey]*slot{}, infos: append([]ModelInfo(nil), infos...),
 		tracer: telemetry.NewSettings(opts...).Tracer(telemetry.ScopeModel)}
 	for _, m := range models {
-		l.models[m.Name] = &hosted{model: m, sched: newScheduler(m, sc)}
+		l.models[m.Name] = &hosted{model: m, sched: sched.New(m, sc)}
 	}
 	for i, mi := range l.infos {
 		if h, ok := l.models[mi.Name]; ok {
-			l.infos[i].KVCacheTokens = h.sched.kvTokens()
+			l.infos[i].KVCacheTokens = h.sched.KVTokens()
 		}
 	}
 	for i, mi := range l.infos {
@@ -77,7 +78,7 @@ func (l *Local) Close() error {
 	}
 	l.mu.Unlock()
 	for _, h := range hs {
-		h.sched.close()
+		h.sched.Close()
 	}
 	return nil
 }
@@ -132,7 +133,7 @@ func (l *Local) RemoveAdapter(ctx context.Context, model, lora string) error {
 	h := l.models[model]
 	l.mu.Unlock()
 	if h != nil {
-		h.sched.dropPrefixes(lora)
+		h.sched.DropPrefixes(lora)
 	}
 	return nil
 }
@@ -165,12 +166,19 @@ func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req eng
 		defer s.mu.Unlock()
 		a = s.a
 	}
-	c := h.sched.forwardBackward(ctx, a, req)
-	if sp.IsRecording() {
-		sp.SetAttributes(attribute.Int(telemetry.AttrBatchAdapters, c.parts), attribute.Int(telemetry.AttrNumMicroBatches, max(1, c.packs)),
-			attribute.Float64(telemetry.AttrQueueWaitMs, float64(c.waited.Microseconds())/1000))
+	type outcome struct {
+		res engine.ForwardResult
+		ps  sched.PackStats
+		err error
 	}
-	return c.res, c.err
+	ch := make(chan outcome, 1)
+	h.sched.SubmitForward(ctx, a, req, func(res engine.ForwardResult, ps sched.PackStats, err error) { ch <- outcome{res, ps, err} })
+	o := <-ch
+	if sp.IsRecording() {
+		sp.SetAttributes(attribute.Int(telemetry.AttrBatchAdapters, o.ps.Parts), attribute.Int(telemetry.AttrNumMicroBatches, max(1, o.ps.Packs)),
+			attribute.Float64(telemetry.AttrQueueWaitMs, float64(o.ps.Waited.Microseconds())/1000))
+	}
+	return o.res, o.err
 }
 
 // OptimStep applies one step of the adapter's optimizer (AdamW or Dimuon).
@@ -191,7 +199,7 @@ func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.Step
 	m, err = h.model.Step(ctx, s.a, p)
 	if err == nil {
 		s.gen++ // new weights: prompts cached under the old ones no longer apply
-		h.sched.dropPrefixes(lora)
+		h.sched.DropPrefixes(lora)
 	}
 	return m, err
 }
@@ -239,7 +247,7 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 	s.a = a
 	s.gen++
 	s.mu.Unlock()
-	h.sched.dropPrefixes(lora)
+	h.sched.DropPrefixes(lora)
 	return nil
 }
 
@@ -260,7 +268,7 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 		attribute.Bool(telemetry.AttrHasLora, lora != ""), attribute.Int(telemetry.AttrNumSamples, req.NumSamples),
 		attribute.String(telemetry.AttrGenAIRequestModel, model))
 	ctx = tr.Context()
-	var r *sampleReq
+	var r *sched.Sample
 	defer func() {
 		tr.EndSlice()
 		if !tr.Recording() {
@@ -281,9 +289,10 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 			attribute.Int(telemetry.AttrPromptCacheHitTokens, res.PromptCacheHitTokens),
 		}
 		if r != nil {
-			attrs = append(attrs, attribute.Int(telemetry.AttrBatchSizeMax, r.maxRows), attribute.Int(telemetry.AttrPreemptions, r.preempts))
-			if r.steps > 0 {
-				attrs = append(attrs, attribute.Float64(telemetry.AttrBatchSizeMean, float64(r.rows)/float64(r.steps)))
+			b := r.Batch()
+			attrs = append(attrs, attribute.Int(telemetry.AttrBatchSizeMax, b.MaxRows), attribute.Int(telemetry.AttrPreemptions, b.Preempts))
+			if b.Steps > 0 {
+				attrs = append(attrs, attribute.Float64(telemetry.AttrBatchSizeMean, float64(b.Rows)/float64(b.Steps)))
 			}
 		}
 		tr.End(err, attrs...)
@@ -294,7 +303,7 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 	}
 	tr.StartSlice(telemetry.SpanSamplePreprocess)
 	var lw *engine.LoraWeights[float32]
-	key := prefixKey("", 0)
+	key := sched.PrefixKey("", 0)
 	if lora != "" {
 		s, err := l.slot(model, lora)
 		if err != nil {
@@ -304,28 +313,35 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 		// cannot change them halfway through a generation.
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		lw, key = &s.a.W, prefixKey(lora, s.gen)
+		lw, key = &s.a.W, sched.PrefixKey(lora, s.gen)
 	}
 	slice := func(name string) { tr.StartSlice(telemetry.SampleSpan(name)) }
-	r, err = h.sched.newSampleReq(ctx, key, lw, req, sampleHooks{
-		phase: func(name string) {
+	r, err = h.sched.NewSample(ctx, key, lw, req, sched.SampleHooks{
+		Phase: func(name string) {
 			if name == "prefill" {
 				tr.EndSlice(attribute.Float64(telemetry.AttrQueueWaitMs, float64(time.Since(start).Microseconds())/1000))
 			}
 			slice(name)
 		},
-		firstToken: func() {
+		FirstToken: func() {
 			tr.Event(telemetry.EventFirstToken,
 				attribute.Float64(telemetry.AttrTimeToFirstToken, float64(time.Since(start).Microseconds())/1000))
 		},
-		token: st.OnToken,
-		top:   st.TopLogprobs,
+		Token: st.OnToken,
+		Top:   st.TopLogprobs,
 	})
 	if err != nil {
 		return res, err
 	}
 	tr.StartSlice(telemetry.SpanSampleSchedule)
-	return h.sched.sample(r)
+	type outcome struct {
+		res engine.SampleResult
+		err error
+	}
+	ch := make(chan outcome, 1)
+	h.sched.SubmitSample(r, func(res engine.SampleResult, err error) { ch <- outcome{res, err} })
+	o := <-ch
+	return o.res, o.err
 }
 
 // SchedulerStats reads a hosted model's scheduler counters (for benchmarks and tests).
@@ -334,5 +350,5 @@ func (l *Local) SchedulerStats(model string) (SchedStats, error) {
 	if err != nil {
 		return SchedStats{}, err
 	}
-	return h.sched.snapshot(), nil
+	return h.sched.Stats(), nil
 }

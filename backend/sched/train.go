@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"context"
@@ -28,56 +28,62 @@ type fbCall struct {
 	parts   int           // the most requests a pack it ran in held
 	waited  time.Duration // from arrival to its first pack
 
-	res    engine.ForwardResult
-	err    error
-	done   chan struct{}
+	done   func(engine.ForwardResult, PackStats, error)
 	closed bool
 }
 
-func (c *fbCall) finish(err error) {
+// PackStats are what a forward(_backward) request saw of the training packs, for its
+// span.
+type PackStats struct {
+	Parts  int           // the most requests a pack it ran in held
+	Packs  int           // packs it ran in
+	Waited time.Duration // from its arrival to its first pack
+}
+
+// finish answers c, once: res on success.
+func (c *fbCall) finish(res engine.ForwardResult, err error) {
 	if c.closed {
 		return
 	}
 	c.closed = true
-	c.err = err
-	close(c.done)
+	c.done(res, PackStats{Parts: c.parts, Packs: c.packs, Waited: c.waited}, err)
 }
 
-// forwardBackward runs a request on adapter a (nil: the base model, forward only) and
-// waits for it. The caller holds the adapter's lock, so no other operation touches its
-// weights or gradients meanwhile.
-func (s *tokenScheduler) forwardBackward(ctx context.Context, a *engine.Adapter, req engine.ForwardRequest) *fbCall {
-	c := &fbCall{ctx: ctx, tenant: TenantFrom(ctx), a: a, req: req, arrived: time.Now(), done: make(chan struct{})}
+// SubmitForward queues a forward(_backward) request on adapter a (nil: the base model,
+// forward only) for the tenant TenantFrom(ctx) and returns at once; done receives the
+// outcome exactly once, on the loop goroutine (or on this one, before SubmitForward
+// returns, when the scheduler is closed), and must not block. The caller keeps every
+// other operation off a's weights and gradients until done ran.
+func (s *Scheduler) SubmitForward(ctx context.Context, a *engine.Adapter, req engine.ForwardRequest, done func(engine.ForwardResult, PackStats, error)) {
+	c := &fbCall{ctx: ctx, tenant: TenantFrom(ctx), a: a, req: req, arrived: time.Now(), done: done}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		c.finish(ErrClosed)
-		return c
+		c.finish(engine.ForwardResult{}, ErrClosed)
+		return
 	}
 	s.trainIn = append(s.trainIn, c)
 	s.start()
 	s.mu.Unlock()
-	waitDone(c.done)
-	return c
 }
 
 // addCall takes an arrived call into the loop's state. Loop only.
-func (s *tokenScheduler) addCall(c *fbCall) {
+func (s *Scheduler) addCall(c *fbCall) {
 	c.t = s.tenant(c.tenant)
 	c.t.calls = append(c.t.calls, c)
 	s.calls++
 }
 
 // failCall ends a call with err; its adapter is left as it was.
-func (s *tokenScheduler) failCall(c *fbCall, err error) {
+func (s *Scheduler) failCall(c *fbCall, err error) {
 	if c.job != nil {
 		c.job.Abort(err)
 	}
 	s.removeCall(c)
-	c.finish(err)
+	c.finish(engine.ForwardResult{}, err)
 }
 
-func (s *tokenScheduler) removeCall(c *fbCall) {
+func (s *Scheduler) removeCall(c *fbCall) {
 	if i := slices.Index(c.t.calls, c); i >= 0 {
 		c.t.calls = slices.Delete(c.t.calls, i, i+1)
 		s.calls--
@@ -89,7 +95,7 @@ func (s *tokenScheduler) removeCall(c *fbCall) {
 // divided among the tenants with work per round); each tenant's calls go in order, whole
 // datums at a time, until the pack's token budget is spent. A datum longer than the
 // budget runs alone once its tenant's deficit covers it.
-func (s *tokenScheduler) trainPack() bool {
+func (s *Scheduler) trainPack() bool {
 	budget := s.cfg.TrainPackTokens
 	var active []*tenantState
 	n := len(s.ring)
@@ -183,9 +189,9 @@ func (s *tokenScheduler) trainPack() bool {
 	}
 	for _, c := range calls {
 		if c.job.Done() {
-			c.res, c.err = c.job.Finish()
+			res, err := c.job.Finish()
 			s.removeCall(c)
-			c.finish(c.err)
+			c.finish(res, err)
 		}
 	}
 	s.prune()

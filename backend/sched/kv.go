@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // token or sequence budget is spent; each tenant's running
 // sequences come first (rotating, so all of them advance), then its waiting ones in
 // order, KV-admitted only when their memory fits.
-func (s *tokenScheduler) plan() []planned {
+func (s *Scheduler) plan() []planned {
 	n := len(s.ring)
 	if n == 0 {
 		return nil
@@ -143,7 +143,7 @@ func (s *tokenScheduler) plan() []planned {
 // memPlan is the pool's memory as a step is planned: blocks the planned chunks will
 // take (reserved), and blocks admitted work will take later (promised).
 type memPlan struct {
-	s                  *tokenScheduler
+	s                  *Scheduler
 	reserved, promised int
 }
 
@@ -154,7 +154,7 @@ func (m *memPlan) free() int { return m.s.pool.FreeBlocks() - m.reserved }
 // remaining tokens, and some room to grow, fit beside what admitted work still needs;
 // cached prefixes are evicted to make room (prefixCache.victim: the largest holder's
 // least recently used first).
-func (s *tokenScheduler) admitKV(u *unit, m *memPlan, running int) bool {
+func (s *Scheduler) admitKV(u *unit, m *memPlan, running int) bool {
 	r := u.r
 	var c *engine.KVCache[float32]
 	hit := 0
@@ -204,8 +204,8 @@ func (s *tokenScheduler) admitKV(u *unit, m *memPlan, running int) bool {
 		s.stats.prefixHitTokens.Add(int64(hit))
 		if r.started.IsZero() {
 			r.started = time.Now()
-			if r.hooks.phase != nil {
-				r.hooks.phase("prefill")
+			if r.hooks.Phase != nil {
+				r.hooks.Phase("prefill")
 			}
 		}
 	}
@@ -215,7 +215,7 @@ func (s *tokenScheduler) admitKV(u *unit, m *memPlan, running int) bool {
 // reclaim tries to free need blocks: it evicts cached prefixes (the largest holder's
 // least recently used first), then preempts running units that are not in the step being planned, from the
 // tenant that holds the most positions, latest admitted first.
-func (s *tokenScheduler) reclaim(need int, inPlan map[*unit]int, self *unit) {
+func (s *Scheduler) reclaim(need int, inPlan map[*unit]int, self *unit) {
 	before := s.pool.FreeBlocks()
 	for s.pool.FreeBlocks()-before < need && s.prefix != nil && s.prefix.evict() {
 	}
@@ -242,9 +242,9 @@ func (s *tokenScheduler) reclaim(need int, inPlan map[*unit]int, self *unit) {
 	}
 }
 
-// prefixKey names an adapter's weights in the prefix cache: the adapter and the
+// PrefixKey names an adapter's weights in the prefix cache: the adapter and the
 // generation of its weights (cached keys and values are only valid for those weights).
-func prefixKey(lora string, gen uint64) string { return fmt.Sprintf("%s\x00%d", lora, gen) }
+func PrefixKey(lora string, gen uint64) string { return fmt.Sprintf("%s\x00%d", lora, gen) }
 
 // adapterOfKey is the adapter a prefix key belongs to.
 func adapterOfKey(key string) string {
