@@ -9,135 +9,136 @@ import (
 	"github.com/tuft-go/tuft/engine"
 )
 
-// This file is the planning half of the scheduler: which sequences the next step runs,
-// and the KV-cache admission, preemption and reclaiming behind that choice.
+// This file is the scheduler's KV manager: the model's block pool, the memory side of
+// planning a decode step (the tenant policy's oracle), KV admission, reclaiming and
+// preemption. The prefix cache it evicts from is prefix.go.
 
 // plan chooses the units of the next decode step and their token counts: sequences that
 // are decoding take one token, prompts (and preempted sequences being recomputed) a
-// chunk. Tenants take turns by deficit round robin, a token per round, until the step's
-// token or sequence budget is spent; each tenant's running
-// sequences come first (rotating, so all of them advance), then its waiting ones in
-// order, KV-admitted only when their memory fits.
+// chunk. The tenant policy (fillStep, policy.go) shares the step's token budget; each
+// tenant's running sequences come first (rotating, so all of them advance), then its
+// waiting ones in order, KV-admitted only when their memory fits (stepPlanner.offer).
 func (s *Scheduler) plan() []planned {
 	n := len(s.ring)
 	if n == 0 {
 		return nil
 	}
-	cfg := s.cfg
-	tokLeft, seqLeft := cfg.StepTokens, cfg.MaxBatchSeqs
-	m := memPlan{s: s}
+	p := &stepPlanner{s: s, m: memPlan{s: s}, seqLeft: s.cfg.MaxBatchSeqs, at: map[*unit]int{}, step: s.stepCount()}
 	// Blocks that admitted work will still take (the rest of its prompts): KV admission
 	// leaves them free.
-	running := 0
 	for _, t := range s.ring {
 		for _, u := range t.running {
-			m.promised += u.cache.BlocksToAppend(len(u.feed))
+			p.m.promised += u.cache.BlocksToAppend(len(u.feed))
 		}
-		running += len(t.running)
+		p.running += len(t.running)
 	}
-	step := s.stepCount()
-	var plan []planned
-	at := map[*unit]int{}
-	cands := make([][]*unit, n)
+	p.cands = make([][]*unit, n)
+	counts := make([]int, n)
+	deficit := make([]int, n)
 	for i, t := range s.ring {
 		k := len(t.running)
 		off := 0
 		if k > 0 {
-			off = int(step % int64(k))
+			off = int(p.step % int64(k))
 		}
 		c := make([]*unit, 0, k+len(t.pending))
 		c = append(c, t.running[off:]...)
 		c = append(c, t.running[:off]...)
-		cands[i] = append(c, t.pending...)
+		p.cands[i] = append(c, t.pending...)
+		counts[i] = len(p.cands[i])
+		deficit[i] = t.deficit
 	}
-	cur := make([]int, n)
-	exhausted := make([]bool, n)
 	start := s.rr % n
 	s.rr++
-	// One token per tenant per round: rows go round the tenants one at a time, so a full
-	// step is shared equally (max-min fair) however many sequences each tenant has.
-	const quantum = 1
-	for tokLeft > 0 {
-		progress := false
-		for k := 0; k < n && tokLeft > 0; k++ {
-			ti := (start + k) % n
-			if exhausted[ti] {
-				continue
-			}
-			t := s.ring[ti]
-			t.deficit += quantum
-			for t.deficit > 0 && tokLeft > 0 {
-				if cur[ti] >= len(cands[ti]) {
-					exhausted[ti], t.deficit = true, 0
-					break
-				}
-				u := cands[ti][cur[ti]]
-				if u.gone {
-					cur[ti]++
-					continue
-				}
-				pi, inPlan := at[u]
-				have, prior := 0, 0
-				if inPlan {
-					have, prior = plan[pi].n, plan[pi].need
-				} else {
-					if seqLeft == 0 {
-						exhausted[ti] = true
-						break
-					}
-					if u.cache == nil {
-						if u.admitted != 0 && u.preemptedAt == step {
-							cur[ti]++ // preempted for this step's memory
-							continue
-						}
-						if !s.admitKV(u, &m, running) {
-							exhausted[ti] = true // its line waits for memory, in order
-							break
-						}
-						running++
-					}
-				}
-				room := min(len(u.feed), cfg.PrefillChunk) - have
-				if room <= 0 {
-					cur[ti]++
-					continue
-				}
-				take := min(room, t.deficit, tokLeft)
-				need := u.cache.BlocksToAppend(have+take) - prior
-				if need > m.free() {
-					s.reclaim(need-m.free(), at, u)
-					if need > m.free() {
-						if !inPlan && running > 1 {
-							s.preempt(u) // it cannot grow now; the others can
-							running--
-						}
-						cur[ti]++
-						continue
-					}
-				}
-				m.reserved += need
-				m.promised = max(0, m.promised-need)
-				if inPlan {
-					plan[pi].n += take
-					plan[pi].need += need
-				} else {
-					at[u] = len(plan)
-					plan = append(plan, planned{u: u, n: take, need: need})
-					seqLeft--
-				}
-				t.deficit -= take
-				tokLeft -= take
-				progress = true
-				if take == room {
-					cur[ti]++
-				}
-			}
+	fillStep(deficit, counts, start, s.cfg.StepTokens, p)
+	for i, t := range s.ring {
+		t.deficit = deficit[i]
+	}
+	return p.plan
+}
+
+// stepPlanner is the KV manager's side of planning a decode step: the policy's oracle.
+// It admits waiting units, reserves the blocks of each chunk it grants, and reclaims or
+// preempts when a chunk does not fit.
+type stepPlanner struct {
+	s       *Scheduler
+	m       memPlan
+	cands   [][]*unit
+	plan    []planned
+	at      map[*unit]int // unit → its index in plan
+	seqLeft int
+	running int // units holding a cache
+	step    int64
+}
+
+func (p *stepPlanner) offer(ti, ci, most int) offer {
+	s, u := p.s, p.cands[ti][ci]
+	if u.gone {
+		return offer{}
+	}
+	pi, inPlan := p.at[u]
+	have, prior := 0, 0
+	if inPlan {
+		have, prior = p.plan[pi].n, p.plan[pi].need
+	} else {
+		if p.seqLeft == 0 {
+			return offer{block: true}
 		}
-		if !progress {
-			break
+		if u.cache == nil {
+			if u.admitted != 0 && u.preemptedAt == p.step {
+				return offer{} // preempted for this step's memory
+			}
+			if !s.admitKV(u, &p.m, p.running) {
+				return offer{block: true} // its line waits for memory, in order
+			}
+			p.running++
 		}
 	}
-	return plan
+	room := min(len(u.feed), s.cfg.PrefillChunk) - have
+	if room <= 0 {
+		return offer{}
+	}
+	take := min(room, most)
+	need := u.cache.BlocksToAppend(have+take) - prior
+	if need > p.m.free() {
+		s.reclaim(need-p.m.free(), p.at, u)
+		if need > p.m.free() {
+			if !inPlan && p.running > 1 {
+				s.preempt(u) // it cannot grow now; the others can
+				p.running--
+			}
+			return offer{}
+		}
+	}
+	p.m.reserved += need
+	p.m.promised = max(0, p.m.promised-need)
+	if inPlan {
+		p.plan[pi].n += take
+		p.plan[pi].need += need
+	} else {
+		p.at[u] = len(p.plan)
+		p.plan = append(p.plan, planned{u: u, n: take, need: need})
+		p.seqLeft--
+	}
+	return offer{took: take, stay: take < room}
+}
+
+// ensurePool creates the model's KV pool (once) and its prefix cache.
+func (s *Scheduler) ensurePool() error {
+	if s.pool != nil {
+		return nil
+	}
+	p, err := s.m.NewKVPool(s.blocks)
+	if err != nil {
+		return fmt.Errorf("KV cache of %d blocks (engine.scheduler.kv_cache_bytes %d): %w", s.blocks, s.cfg.KVCacheBytes, err)
+	}
+	s.mu.Lock()
+	s.pool = p
+	if s.cfg.PrefixCacheEntries > 0 {
+		s.prefix = newPrefixCache(engine.KVBlockLen, s.cfg.PrefixCacheEntries)
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // memPlan is the pool's memory as a step is planned: blocks the planned chunks will
@@ -250,4 +251,25 @@ func PrefixKey(lora string, gen uint64) string { return fmt.Sprintf("%s\x00%d", 
 func adapterOfKey(key string) string {
 	a, _, _ := strings.Cut(key, "\x00")
 	return a
+}
+
+// preempt gives a running unit's memory back to the pool; it waits (first in its
+// tenant's line) to be recomputed from its tokens when memory frees up. Its generator
+// and pending draw are kept, so its output is the same as if it had never left.
+func (s *Scheduler) preempt(u *unit) {
+	t, r := u.t, u.r
+	u.cache.Release()
+	u.cache = nil
+	if u.idx < 0 {
+		u.feed = r.req.Prompt
+	} else {
+		u.feed = append(append([]int32(nil), r.req.Prompt...), r.gen.Tokens(u.idx)...)
+	}
+	u.preemptedAt = s.stepCount()
+	if i := slices.Index(t.running, u); i >= 0 {
+		t.running = slices.Delete(t.running, i, i+1)
+	}
+	t.pending = slices.Insert(t.pending, 0, u)
+	r.preempts++
+	s.stats.preemptions.Add(1)
 }

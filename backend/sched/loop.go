@@ -18,11 +18,11 @@ import (
 // for local models, in `tuft worker` for remote ones): one goroutine that owns the model
 // and runs, one at a time, two kinds of bounded units of work:
 //
-//   - a decode step (sched_sample.go): one engine.DecodeStep over every active sequence of
+//   - a decode step (sample.go; its memory in kv.go): one engine.DecodeStep over every active sequence of
 //     every sample request, sampling session, adapter and tenant (sorted by adapter), plus
 //     chunks of new prompts, within a token budget, filled fairly across tenants (deficit
 //     round robin); requests join at the next step and leave when done;
-//   - a training pack (sched_train.go): one engine.TrainStep over datums of queued
+//   - a training pack (train.go): one engine.TrainStep over datums of queued
 //     forward(_backward) requests of many adapters and tenants, within a token budget,
 //     filled by deficit round robin across tenants.
 //

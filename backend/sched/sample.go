@@ -145,24 +145,6 @@ func (s *Scheduler) addRequest(r *Sample) {
 	s.reqs[r] = struct{}{}
 }
 
-// ensurePool creates the model's KV pool (once) and its prefix cache.
-func (s *Scheduler) ensurePool() error {
-	if s.pool != nil {
-		return nil
-	}
-	p, err := s.m.NewKVPool(s.blocks)
-	if err != nil {
-		return fmt.Errorf("KV cache of %d blocks (engine.scheduler.kv_cache_bytes %d): %w", s.blocks, s.cfg.KVCacheBytes, err)
-	}
-	s.mu.Lock()
-	s.pool = p
-	if s.cfg.PrefixCacheEntries > 0 {
-		s.prefix = newPrefixCache(engine.KVBlockLen, s.cfg.PrefixCacheEntries)
-	}
-	s.mu.Unlock()
-	return nil
-}
-
 // planned is a unit's part of a decode step: its next n feed tokens, taking need free
 // blocks.
 type planned struct {
@@ -363,25 +345,4 @@ func (s *Scheduler) retire(u *unit) {
 	} else if i := slices.Index(t.pending, u); i >= 0 {
 		t.pending = slices.Delete(t.pending, i, i+1)
 	}
-}
-
-// preempt gives a running unit's memory back to the pool; it waits (first in its
-// tenant's line) to be recomputed from its tokens when memory frees up. Its generator
-// and pending draw are kept, so its output is the same as if it had never left.
-func (s *Scheduler) preempt(u *unit) {
-	t, r := u.t, u.r
-	u.cache.Release()
-	u.cache = nil
-	if u.idx < 0 {
-		u.feed = r.req.Prompt
-	} else {
-		u.feed = append(append([]int32(nil), r.req.Prompt...), r.gen.Tokens(u.idx)...)
-	}
-	u.preemptedAt = s.stepCount()
-	if i := slices.Index(t.running, u); i >= 0 {
-		t.running = slices.Delete(t.running, i, i+1)
-	}
-	t.pending = slices.Insert(t.pending, 0, u)
-	r.preempts++
-	s.stats.preemptions.Add(1)
 }

@@ -90,11 +90,10 @@ func (s *Scheduler) removeCall(c *fbCall) {
 	}
 }
 
-// trainPack builds and runs one training pack; false when nothing could run. Tenants
-// take turns by deficit round robin over datum tokens (a quantum of the pack budget
-// divided among the tenants with work per round); each tenant's calls go in order, whole
-// datums at a time, until the pack's token budget is spent. A datum longer than the
-// budget runs alone once its tenant's deficit covers it.
+// trainPack builds and runs one training pack; false when nothing could run. The tenant
+// policy (fillPack, policy.go) shares the pack's token budget between the tenants with
+// training work, a quantum of the budget divided among them per round; each tenant's
+// calls go in order, whole datums at a time (packQueue answers for them).
 func (s *Scheduler) trainPack() bool {
 	budget := s.cfg.TrainPackTokens
 	var active []*tenantState
@@ -109,58 +108,16 @@ func (s *Scheduler) trainPack() bool {
 		return false
 	}
 	quantum := max(engine.KVBlockLen, budget/len(active))
-	var calls []*fbCall // in the pack, in order
-	tokens := 0
-	cur := make([]int, len(active))
-	exhausted := make([]bool, len(active))
-	for {
-		progress, open := false, false
-		for i, t := range active {
-			if exhausted[i] {
-				continue
-			}
-			open = true
-			t.tdef += quantum
-			for {
-				if cur[i] >= len(t.calls) {
-					exhausted[i], t.tdef = true, 0
-					break
-				}
-				c := t.calls[cur[i]]
-				if c.job == nil {
-					j, err := s.m.NewTrainJob(c.a, c.req)
-					if err != nil {
-						s.failCall(c, err) // removes it from t.calls
-						continue
-					}
-					c.job = j
-				}
-				d := c.job.Next() + c.planned
-				if d == c.job.Datums() {
-					cur[i]++
-					continue
-				}
-				L := c.job.DatumTokens(d)
-				if L > t.tdef {
-					break // more deficit next round
-				}
-				if tokens > 0 && tokens+L > budget {
-					exhausted[i] = true // the pack is full for it; its deficit waits for the next
-					break
-				}
-				if c.planned == 0 {
-					calls = append(calls, c)
-				}
-				c.planned++
-				tokens += L
-				t.tdef -= L
-				progress = true
-			}
-		}
-		if !open || (!progress && tokens > 0) {
-			break
-		}
+	q := &packQueue{s: s, active: active}
+	deficit := make([]int, len(active))
+	for i, t := range active {
+		deficit[i] = t.tdef
 	}
+	tokens := fillPack(deficit, quantum, budget, q)
+	for i, t := range active {
+		t.tdef = deficit[i]
+	}
+	calls := q.packed // in the pack, in order
 	if tokens == 0 {
 		s.prune()
 		return false
@@ -196,4 +153,39 @@ func (s *Scheduler) trainPack() bool {
 	}
 	s.prune()
 	return true
+}
+
+// packQueue is the training queue's side of building a pack: the policy's oracle over
+// the queued calls of the tenants with work.
+type packQueue struct {
+	s      *Scheduler
+	active []*tenantState
+	packed []*fbCall // in the pack, in order
+}
+
+func (q *packQueue) calls(t int) int { return len(q.active[t].calls) }
+
+func (q *packQueue) next(t, i int) datum {
+	c := q.active[t].calls[i]
+	if c.job == nil {
+		j, err := q.s.m.NewTrainJob(c.a, c.req)
+		if err != nil {
+			q.s.failCall(c, err) // removes it from the tenant's calls
+			return datumGone
+		}
+		c.job = j
+	}
+	d := c.job.Next() + c.planned
+	if d == c.job.Datums() {
+		return datumNone
+	}
+	return datum(c.job.DatumTokens(d))
+}
+
+func (q *packQueue) take(t, i int) {
+	c := q.active[t].calls[i]
+	if c.planned == 0 {
+		q.packed = append(q.packed, c)
+	}
+	c.planned++
 }
