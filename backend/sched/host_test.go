@@ -112,12 +112,21 @@ func (l *testHost) OptimStep(ctx context.Context, model, lora string, p engine.S
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m, err := l.m.Step(ctx, s.a, p)
-	if err == nil {
-		s.gen++
-		l.s.DropPrefixes(lora)
+	var m map[string]float64
+	ch := make(chan error, 1)
+	l.s.SubmitJob(ctx, func() error {
+		var err error
+		m, err = l.m.Step(ctx, s.a, p)
+		if err == nil {
+			s.gen++
+			l.s.DropPrefixes(lora)
+		}
+		return err
+	}, func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		return nil, err
 	}
-	return m, err
+	return m, nil
 }
 
 func (l *testHost) Sample(ctx context.Context, model, lora string, req engine.SampleRequest) (engine.SampleResult, error) {

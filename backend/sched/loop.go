@@ -97,6 +97,7 @@ var ErrClosed = errors.New("the model executor is closed")
 const (
 	kindSample = iota
 	kindTrain
+	kindJob
 )
 
 // Scheduler is one model's token scheduler: it batches the decode steps of every running
@@ -113,6 +114,7 @@ type Scheduler struct {
 	mu      sync.Mutex
 	inbox   []*Sample // arrived, not yet taken by the loop
 	trainIn []*fbCall
+	jobIn   []*job
 	running bool // the loop goroutine is running
 	closed  bool
 	idle    chan struct{} // closed when a loop exits (for Close)
@@ -126,9 +128,16 @@ type Scheduler struct {
 	rr      int            // where the next decode step's round robin starts
 	trr     int            // likewise for training packs
 	reqs    map[*Sample]struct{}
-	calls   int     // training calls in tenant queues
-	credit  float64 // seconds sampling may still run before the next training pack
-	admits  uint64  // KV admission counter (preemption takes the latest first)
+	calls   int          // training calls in tenant queues
+	credit  float64      // seconds sampling may still run before the next training pack
+	admits  uint64       // KV admission counter (preemption takes the latest first)
+	jobs    []*job       // exclusive jobs, oldest first
+	lastJob bool         // the last unit was a job
+	out     *unitOutcome // the unit being run (nil between units)
+
+	// devErr reads and clears the device's error (the model's device; a test may
+	// replace it before the first submission).
+	devErr func() error
 
 	stats schedStats
 	hooks testHooks
@@ -149,6 +158,7 @@ type testHooks struct {
 	step func([]planned)           // after a decode step ran
 	pack func([]*fbCall)           // after a training pack ran
 	kind func(kind int, both bool) // the kind of work about to run; both: both kinds had work
+	job  func()                    // a job is about to run (on the loop goroutine)
 }
 
 // schedStats are counters for tests and benchmarks.
@@ -177,14 +187,14 @@ func New(m *engine.Model, cfg Config) *Scheduler {
 	bb := int64(2*c.Layers*engine.KVBlockLen*c.KVHeads*c.HeadDim) * 4
 	blocks := int(cfg.KVCacheBytes / bb)
 	return &Scheduler{m: m, cfg: cfg, blockBytes: bb, blocks: max(blocks, 1), tenants: map[string]*tenantState{},
-		reqs: map[*Sample]struct{}{}, kick: make(chan struct{}, 1)}
+		reqs: map[*Sample]struct{}{}, kick: make(chan struct{}, 1), devErr: m.Device().Err}
 }
 
-// Queued is the number of requests and calls submitted but not yet taken by the loop.
+// Queued is the number of requests, calls and jobs submitted but not yet taken by the loop.
 func (s *Scheduler) Queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.inbox) + len(s.trainIn)
+	return len(s.inbox) + len(s.trainIn) + len(s.jobIn)
 }
 
 // KVTokens is the KV pool's capacity in positions.
@@ -219,14 +229,15 @@ func (s *Scheduler) loop() {
 		for _, c := range s.trainIn {
 			s.addCall(c)
 		}
-		s.inbox, s.trainIn = nil, nil
+		s.jobs = append(s.jobs, s.jobIn...)
+		s.inbox, s.trainIn, s.jobIn = nil, nil, nil
 		if closed {
 			// Answered outside s.mu: a done callback may submit more work (refused now).
 			s.mu.Unlock()
 			s.shutdown()
 			s.mu.Lock()
 		}
-		if closed || (len(s.reqs) == 0 && s.calls == 0) {
+		if closed || (len(s.reqs) == 0 && s.calls == 0 && len(s.jobs) == 0) {
 			s.running = false
 			close(s.idle)
 			s.mu.Unlock()
@@ -235,13 +246,25 @@ func (s *Scheduler) loop() {
 		s.mu.Unlock()
 		s.dropEnded()
 		work := [2]bool{len(s.reqs) > 0, s.calls > 0}
-		kind := s.choose(work)
+		// A queued job runs next, but never two in a row while other work waits: a unit
+		// of other work waits for at most one job, a job for one unit per job before it.
+		kind := kindJob
+		if len(s.jobs) == 0 || (s.lastJob && (work[kindSample] || work[kindTrain])) {
+			if !work[kindSample] && !work[kindTrain] {
+				continue // every job ended while it waited
+			}
+			kind = s.choose(work)
+		}
+		s.lastJob = kind == kindJob
 		if s.hooks.kind != nil {
 			s.hooks.kind(kind, work[kindSample] && work[kindTrain])
 		}
 		t0 := time.Now()
 		ran := s.run(kind)
 		el := time.Since(t0)
+		if kind == kindJob {
+			continue // a job's time counts against neither share
+		}
 		if ran {
 			longest := &s.stats.maxStep
 			if kind == kindTrain {
@@ -272,6 +295,8 @@ func (s *Scheduler) loop() {
 // used to turn such a panic into one failed operation, and the loop keeps that promise
 // for everything it runs.
 func (s *Scheduler) run(kind int) (ran bool) {
+	s.out = &unitOutcome{touched: map[*Sample]bool{}}
+	defer s.endUnit() // after the recovery below: the answers go out after the device check
 	defer func() {
 		if v := recover(); v != nil {
 			err := fmt.Errorf("internal error in the model scheduler: %v", v)
@@ -284,11 +309,17 @@ func (s *Scheduler) run(kind int) (ran bool) {
 					s.failCall(c, err)
 				}
 			}
+			if s.out.job != nil {
+				s.out.jobErr = err
+			}
 			s.prune()
 			ran = true
 		}
 	}()
-	if kind == kindTrain {
+	switch kind {
+	case kindJob:
+		return s.runJob()
+	case kindTrain:
 		return s.trainPack()
 	}
 	return s.decodeStep()
@@ -331,6 +362,7 @@ func (s *Scheduler) dropEnded() {
 			s.failRequest(r, fmt.Errorf("sample request ended after %s: %w", time.Since(r.arrived).Round(time.Millisecond), err))
 		}
 	}
+	s.dropEndedJobs()
 	for _, t := range s.ring {
 		// failCall removes the call from t.calls: walk a copy.
 		for _, c := range slices.Clone(t.calls) {
@@ -376,6 +408,10 @@ func (s *Scheduler) shutdown() {
 			s.failCall(c, ErrClosed)
 		}
 	}
+	for _, j := range s.jobs {
+		j.finish(ErrClosed)
+	}
+	s.jobs = nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.prefix != nil {
@@ -392,14 +428,17 @@ func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
 	running, idle := s.running, s.idle
-	inbox, trainIn := s.inbox, s.trainIn
-	s.inbox, s.trainIn = nil, nil
+	inbox, trainIn, jobIn := s.inbox, s.trainIn, s.jobIn
+	s.inbox, s.trainIn, s.jobIn = nil, nil, nil
 	s.mu.Unlock()
 	for _, r := range inbox {
 		r.finish(ErrClosed)
 	}
 	for _, c := range trainIn {
 		c.finish(engine.ForwardResult{}, ErrClosed)
+	}
+	for _, j := range jobIn {
+		j.finish(ErrClosed)
 	}
 	if running {
 		<-idle

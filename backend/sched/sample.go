@@ -51,8 +51,10 @@ type Sample struct {
 	maxRows  int
 	preempts int
 
-	done   func(engine.SampleResult, error)
-	closed bool
+	done    func(engine.SampleResult, error)
+	settled bool  // its outcome (err) is decided, to be given at the unit's end
+	err     error // the outcome, once settled
+	closed  bool  // done ran
 }
 
 // Batch is what a finished request saw of the batches it ran in, for its span.
@@ -174,6 +176,9 @@ func (s *Scheduler) decodeStep() bool {
 	seqs := make([]engine.StepSeq, len(plan))
 	for i, p := range plan {
 		seqs[i] = s.stepSeq(p)
+	}
+	for _, p := range plan {
+		s.out.touched[p.u.r] = true
 	}
 	s.stats.steps.Add(1)
 	s.stats.stepRows.Add(int64(len(plan)))
@@ -312,7 +317,7 @@ func (s *Scheduler) complete(r *Sample) {
 		r.hooks.Phase("postprocess")
 	}
 	delete(s.reqs, r)
-	r.finish(nil)
+	s.settleSample(r, nil)
 }
 
 // failRequest ends a request with err, giving back its memory.
@@ -326,7 +331,21 @@ func (s *Scheduler) failRequest(r *Sample, err error) {
 		}
 	}
 	delete(s.reqs, r)
-	r.finish(err)
+	s.settleSample(r, err)
+}
+
+// settleSample decides r's outcome: given at once outside a unit, at the unit's end
+// (after its device check, endUnit) inside one.
+func (s *Scheduler) settleSample(r *Sample, err error) {
+	if r.closed || r.settled {
+		return
+	}
+	if s.out == nil {
+		r.finish(err)
+		return
+	}
+	r.settled, r.err = true, err
+	s.out.samples = append(s.out.samples, r)
 }
 
 // retire releases a unit's cache and removes it from its tenant's lists.

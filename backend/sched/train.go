@@ -28,8 +28,11 @@ type fbCall struct {
 	parts   int           // the most requests a pack it ran in held
 	waited  time.Duration // from arrival to its first pack
 
-	done   func(engine.ForwardResult, PackStats, error)
-	closed bool
+	done    func(engine.ForwardResult, PackStats, error)
+	settled bool // its outcome (res, err) is decided, to be given at the unit's end
+	res     engine.ForwardResult
+	err     error
+	closed  bool // done ran
 }
 
 // PackStats are what a forward(_backward) request saw of the training packs, for its
@@ -80,7 +83,21 @@ func (s *Scheduler) failCall(c *fbCall, err error) {
 		c.job.Abort(err)
 	}
 	s.removeCall(c)
-	c.finish(engine.ForwardResult{}, err)
+	s.settleCall(c, engine.ForwardResult{}, err)
+}
+
+// settleCall decides c's outcome: given at once outside a unit, at the unit's end
+// (after its device check, endUnit) inside one.
+func (s *Scheduler) settleCall(c *fbCall, res engine.ForwardResult, err error) {
+	if c.closed || c.settled {
+		return
+	}
+	if s.out == nil {
+		c.finish(res, err)
+		return
+	}
+	c.settled, c.res, c.err = true, res, err
+	s.out.calls = append(s.out.calls, c)
 }
 
 func (s *Scheduler) removeCall(c *fbCall) {
@@ -132,6 +149,7 @@ func (s *Scheduler) trainPack() bool {
 		c.packs++
 		c.parts = max(c.parts, len(calls))
 	}
+	s.out.pack = calls
 	s.stats.packs.Add(1)
 	s.stats.packTokens.Add(int64(tokens))
 	if s.hooks.pack != nil {
@@ -148,7 +166,7 @@ func (s *Scheduler) trainPack() bool {
 		if c.job.Done() {
 			res, err := c.job.Finish()
 			s.removeCall(c)
-			c.finish(res, err)
+			s.settleCall(c, res, err)
 		}
 	}
 	s.prune()
