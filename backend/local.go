@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -14,15 +15,22 @@ import (
 	"github.com/tuft-go/tuft/telemetry"
 )
 
-// Local hosts base models in this process and runs operations on them directly. It is the
-// default executor; `tuft worker` serves the same type over gRPC. Each model has a
-// scheduler (sched.go) that runs its decode steps and training packs.
+// Local hosts base models in this process. It is the default executor; `tuft worker`
+// serves the same type over gRPC. Each model has a scheduler (package sched) whose loop
+// owns the model: it runs the decode steps, the training packs and every other device
+// operation (optimizer steps, creating, loading, saving and removing adapters), so a
+// device error belongs to the operation that caused it. Every method is a wrapper over a
+// submission to that loop; the Async forms return at once and answer on the loop's
+// goroutine, without a goroutine per call.
 type Local struct {
 	mu       sync.Mutex
 	models   map[string]*hosted
 	infos    []ModelInfo
 	adapters map[adapterKey]*slot
 	tracer   trace.Tracer
+	// gens numbers adapter weights: a slot that replaces another (create or load over an
+	// existing name) never reuses a generation whose prompts may still be cached.
+	gens atomic.Uint64
 }
 
 type hosted struct {
@@ -32,11 +40,11 @@ type hosted struct {
 
 type adapterKey struct{ model, lora string }
 
-// slot guards one adapter: training operations hold it exclusively, samples share it.
+// slot is one adapter. a and gen are read and written only while holding lock.
 type slot struct {
-	mu  sync.RWMutex
-	a   *engine.Adapter
-	gen uint64 // bumped when the weights change (the prefix cache keys on it)
+	lock slotLock
+	a    *engine.Adapter
+	gen  uint64 // changes with the weights (the prefix cache keys on it): from Local.gens
 }
 
 // NewLocal hosts the given models with the default scheduler configuration; info
@@ -108,7 +116,8 @@ func (l *Local) span(ctx context.Context, name, lora string, attrs ...attribute.
 	return telemetry.StartSpan(ctx, l.tracer, name, attrs...)
 }
 
-// CreateAdapter creates a fresh LoRA adapter.
+// CreateAdapter creates a fresh LoRA adapter (on the model's loop: it allocates device
+// memory).
 func (l *Local) CreateAdapter(ctx context.Context, model, lora string, cfg engine.LoraConfig) (err error) {
 	_, sp := l.span(ctx, telemetry.SpanHFCreateAdapter, lora, attribute.Int(telemetry.AttrLoraRank, cfg.Rank))
 	defer func() { telemetry.End(sp, err) }()
@@ -116,112 +125,146 @@ func (l *Local) CreateAdapter(ctx context.Context, model, lora string, cfg engin
 	if err != nil {
 		return err
 	}
-	a, err := h.model.NewAdapter(cfg)
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.adapters[adapterKey{model, lora}] = &slot{a: a}
-	return nil
+	return wait1(func(done func(error)) {
+		h.sched.SubmitJob(ctx, func() error {
+			a, err := h.model.NewAdapter(cfg)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.adapters[adapterKey{model, lora}] = &slot{a: a, gen: l.gens.Add(1)}
+			h.sched.DropPrefixes(lora)
+			return nil
+		}, done)
+	})
 }
 
-// RemoveAdapter drops an adapter; removing a missing one is not an error.
+// RemoveAdapter drops an adapter; removing a missing one is not an error. Its cached
+// prompts are released on the model's loop.
 func (l *Local) RemoveAdapter(ctx context.Context, model, lora string) error {
 	l.mu.Lock()
 	delete(l.adapters, adapterKey{model, lora})
 	h := l.models[model]
 	l.mu.Unlock()
-	if h != nil {
-		h.sched.DropPrefixes(lora)
+	if h == nil {
+		return nil
 	}
-	return nil
+	return wait1(func(done func(error)) {
+		h.sched.SubmitJob(context.WithoutCancel(ctx), func() error { h.sched.DropPrefixes(lora); return nil }, done)
+	})
 }
 
 // ForwardBackward runs a forward (and backward, when req.Backward) pass.
-func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req engine.ForwardRequest) (res engine.ForwardResult, err error) {
+func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req engine.ForwardRequest) (engine.ForwardResult, error) {
+	return wait(func(done func(engine.ForwardResult, error)) { l.ForwardBackwardAsync(ctx, model, lora, req, done) })
+}
+
+// ForwardBackwardAsync queues a forward (and backward) pass in the model's training
+// packs and returns at once; done runs on the loop goroutine (or on this one for an
+// immediate refusal). The adapter is held exclusively until done.
+func (l *Local) ForwardBackwardAsync(ctx context.Context, model, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
 	name := telemetry.SpanHFForward
 	if req.Backward {
 		name = telemetry.SpanHFForwardBackward
 	}
 	ctx, sp := l.span(ctx, name, lora, attribute.Bool(telemetry.AttrBackward, req.Backward),
 		attribute.Int(telemetry.AttrDataCount, len(req.Data)))
-	defer func() {
+	end := func(res engine.ForwardResult, ps sched.PackStats, err error) {
 		if sp.IsRecording() {
-			sp.SetAttributes(attribute.Int(telemetry.AttrTokens, res.Tokens))
+			sp.SetAttributes(attribute.Int(telemetry.AttrTokens, res.Tokens), attribute.Int(telemetry.AttrBatchAdapters, ps.Parts),
+				attribute.Int(telemetry.AttrNumMicroBatches, max(1, ps.Packs)),
+				attribute.Float64(telemetry.AttrQueueWaitMs, float64(ps.Waited.Microseconds())/1000))
 		}
 		telemetry.End(sp, err)
-	}()
+		done(res, err)
+	}
 	h, err := l.model(model)
 	if err != nil {
-		return res, err
+		end(engine.ForwardResult{}, sched.PackStats{}, err)
+		return
 	}
-	var a *engine.Adapter
-	if lora != "" {
-		s, err := l.slot(model, lora)
-		if err != nil {
-			return res, err
-		}
-		s.mu.Lock() // held until the scheduler has run every datum of the request
-		defer s.mu.Unlock()
-		a = s.a
+	if lora == "" {
+		h.sched.SubmitForward(ctx, nil, req, end)
+		return
 	}
-	type outcome struct {
-		res engine.ForwardResult
-		ps  sched.PackStats
-		err error
+	s, err := l.slot(model, lora)
+	if err != nil {
+		end(engine.ForwardResult{}, sched.PackStats{}, err)
+		return
 	}
-	ch := make(chan outcome, 1)
-	h.sched.SubmitForward(ctx, a, req, func(res engine.ForwardResult, ps sched.PackStats, err error) { ch <- outcome{res, ps, err} })
-	o := <-ch
-	if sp.IsRecording() {
-		sp.SetAttributes(attribute.Int(telemetry.AttrBatchAdapters, o.ps.Parts), attribute.Int(telemetry.AttrNumMicroBatches, max(1, o.ps.Packs)),
-			attribute.Float64(telemetry.AttrQueueWaitMs, float64(o.ps.Waited.Microseconds())/1000))
-	}
-	return o.res, o.err
+	// Held until the scheduler has run every datum of the request.
+	s.lock.acquire(true, func() {
+		h.sched.SubmitForward(ctx, s.a, req, func(res engine.ForwardResult, ps sched.PackStats, err error) {
+			s.lock.release(true)
+			end(res, ps, err)
+		})
+	})
 }
 
 // OptimStep applies one step of the adapter's optimizer (AdamW or Dimuon).
-func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.StepParams) (m map[string]float64, err error) {
+func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.StepParams) (map[string]float64, error) {
+	return wait(func(done func(map[string]float64, error)) { l.OptimStepAsync(ctx, model, lora, p, done) })
+}
+
+// OptimStepAsync queues the optimizer step as a job of the model's loop and returns at
+// once; done runs on the loop goroutine (or on this one for an immediate refusal).
+func (l *Local) OptimStepAsync(ctx context.Context, model, lora string, p engine.StepParams, done func(map[string]float64, error)) {
 	ctx, sp := l.span(ctx, telemetry.SpanHFOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()),
 		attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
-	defer func() { telemetry.End(sp, err) }()
+	end := func(m map[string]float64, err error) {
+		telemetry.End(sp, err)
+		done(m, err)
+	}
+	var m map[string]float64
+	l.adapterJob(ctx, model, lora, func(h *hosted, s *slot) error {
+		var err error
+		m, err = h.model.Step(ctx, s.a, p)
+		if err == nil {
+			s.gen = l.gens.Add(1) // new weights: prompts cached under the old ones no longer apply
+			h.sched.DropPrefixes(lora)
+		}
+		return err
+	}, func(err error) {
+		if err != nil {
+			m = nil
+		}
+		end(m, err)
+	})
+}
+
+// adapterJob runs job on the model's loop holding the adapter's slot exclusively, and
+// then done (on the loop goroutine, or on this one for an immediate refusal).
+func (l *Local) adapterJob(ctx context.Context, model, lora string, job func(*hosted, *slot) error, done func(error)) {
 	h, err := l.model(model)
 	if err != nil {
-		return nil, err
+		done(err)
+		return
 	}
 	s, err := l.slot(model, lora)
 	if err != nil {
-		return nil, err
+		done(err)
+		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err = h.model.Step(ctx, s.a, p)
-	if err == nil {
-		s.gen++ // new weights: prompts cached under the old ones no longer apply
-		h.sched.DropPrefixes(lora)
-	}
-	return m, err
+	s.lock.acquire(true, func() {
+		h.sched.SubmitJob(ctx, func() error { return job(h, s) }, func(err error) {
+			s.lock.release(true)
+			done(err)
+		})
+	})
 }
 
-// SaveState writes the adapter into dir.
+// SaveState writes the adapter into dir (on the model's loop: it reads the device).
 func (l *Local) SaveState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
 	_, sp := l.span(ctx, telemetry.SpanHFSaveState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
 	defer func() { telemetry.End(sp, err) }()
-	h, err := l.model(model)
-	if err != nil {
-		return err
-	}
-	s, err := l.slot(model, lora)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return h.model.SaveAdapter(s.a, dir, optimizer)
+	return wait1(func(done func(error)) {
+		l.adapterJob(ctx, model, lora, func(h *hosted, s *slot) error { return h.model.SaveAdapter(s.a, dir, optimizer) }, done)
+	})
 }
 
-// LoadState creates or replaces the adapter from dir, training with want.
+// LoadState creates or replaces the adapter from dir, training with want (on the
+// model's loop: it writes the device). Replacing holds the adapter while it loads.
 func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimizer bool, want engine.OptimizerConfig) (err error) {
 	_, sp := l.span(ctx, telemetry.SpanHFLoadState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
 	defer func() { telemetry.End(sp, err) }()
@@ -229,26 +272,34 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 	if err != nil {
 		return err
 	}
-	a, err := h.model.LoadAdapterAs(dir, optimizer, want)
-	if err != nil {
-		return err
+	if _, err := l.slot(model, lora); err == nil {
+		return wait1(func(done func(error)) {
+			l.adapterJob(ctx, model, lora, func(h *hosted, s *slot) error {
+				a, err := h.model.LoadAdapterAs(dir, optimizer, want)
+				if err != nil {
+					return err
+				}
+				s.a, s.gen = a, l.gens.Add(1)
+				h.sched.DropPrefixes(lora)
+				return nil
+			}, done)
+		})
 	}
-	l.mu.Lock()
-	s, ok := l.adapters[adapterKey{model, lora}]
-	if !ok {
-		l.adapters[adapterKey{model, lora}] = &slot{a: a}
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.Unlock()
-	// Not under l.mu: samples may hold the slot for a while, and other adapters' calls
-	// must not wait for them.
-	s.mu.Lock()
-	s.a = a
-	s.gen++
-	s.mu.Unlock()
-	h.sched.DropPrefixes(lora)
-	return nil
+	return wait1(func(done func(error)) {
+		h.sched.SubmitJob(ctx, func() error {
+			a, err := h.model.LoadAdapterAs(dir, optimizer, want)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			// A slot created meanwhile is replaced, as CreateAdapter replaces one; its
+			// generation is new, so no cached prompt of the old weights applies.
+			l.adapters[adapterKey{model, lora}] = &slot{a: a, gen: l.gens.Add(1)}
+			h.sched.DropPrefixes(lora)
+			return nil
+		}, done)
+	})
 }
 
 // Sample generates continuations through the model's scheduler, which decodes this
@@ -260,19 +311,30 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 	return l.SampleStream(ctx, model, lora, req, Stream{})
 }
 
+// SampleAsync queues a sample request in the model's decode steps and returns at once;
+// done runs on the loop goroutine (or on this one for an immediate refusal).
+func (l *Local) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	l.sampleAsync(ctx, model, lora, req, Stream{}, done)
+}
+
 // SampleStream is Sample reporting each token to st as the decode step that drew it
 // ends.
-func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {
+func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {
+	return wait(func(done func(engine.SampleResult, error)) { l.sampleAsync(ctx, model, lora, req, st, done) })
+}
+
+func (l *Local) sampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error)) {
 	start := time.Now()
 	tr := telemetry.StartRequest(ctx, l.tracer, telemetry.SpanHFSample, attribute.String(telemetry.AttrLoraID, lora),
 		attribute.Bool(telemetry.AttrHasLora, lora != ""), attribute.Int(telemetry.AttrNumSamples, req.NumSamples),
 		attribute.String(telemetry.AttrGenAIRequestModel, model))
 	ctx = tr.Context()
 	var r *sched.Sample
-	defer func() {
+	end := func(res engine.SampleResult, err error) {
 		tr.EndSlice()
 		if !tr.Recording() {
 			tr.End(err)
+			done(res, err)
 			return
 		}
 		reasons := make([]string, 0, len(res.Sequences))
@@ -296,27 +358,16 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 			}
 		}
 		tr.End(err, attrs...)
-	}()
+		done(res, err)
+	}
 	h, err := l.model(model)
 	if err != nil {
-		return res, err
+		end(engine.SampleResult{}, err)
+		return
 	}
 	tr.StartSlice(telemetry.SpanSamplePreprocess)
-	var lw *engine.LoraWeights[float32]
-	key := sched.PrefixKey("", 0)
-	if lora != "" {
-		s, err := l.slot(model, lora)
-		if err != nil {
-			return res, err
-		}
-		// Sampling reads the weights; hold the slot so a concurrent LoadState or optim_step
-		// cannot change them halfway through a generation.
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		lw, key = &s.a.W, sched.PrefixKey(lora, s.gen)
-	}
 	slice := func(name string) { tr.StartSlice(telemetry.SampleSpan(name)) }
-	r, err = h.sched.NewSample(ctx, key, lw, req, sched.SampleHooks{
+	hooks := sched.SampleHooks{
 		Phase: func(name string) {
 			if name == "prefill" {
 				tr.EndSlice(attribute.Float64(telemetry.AttrQueueWaitMs, float64(time.Since(start).Microseconds())/1000))
@@ -329,19 +380,35 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 		},
 		Token: st.OnToken,
 		Top:   st.TopLogprobs,
-	})
+	}
+	submit := func(key string, lw *engine.LoraWeights[float32], release func()) {
+		var err error
+		r, err = h.sched.NewSample(ctx, key, lw, req, hooks)
+		if err != nil {
+			release()
+			end(engine.SampleResult{}, err)
+			return
+		}
+		tr.StartSlice(telemetry.SpanSampleSchedule)
+		h.sched.SubmitSample(r, func(res engine.SampleResult, err error) {
+			release()
+			end(res, err)
+		})
+	}
+	if lora == "" {
+		submit(sched.PrefixKey("", 0), nil, func() {})
+		return
+	}
+	s, err := l.slot(model, lora)
 	if err != nil {
-		return res, err
+		end(engine.SampleResult{}, err)
+		return
 	}
-	tr.StartSlice(telemetry.SpanSampleSchedule)
-	type outcome struct {
-		res engine.SampleResult
-		err error
-	}
-	ch := make(chan outcome, 1)
-	h.sched.SubmitSample(r, func(res engine.SampleResult, err error) { ch <- outcome{res, err} })
-	o := <-ch
-	return o.res, o.err
+	// Sampling reads the weights; hold the slot (shared) so a concurrent LoadState or
+	// optim_step cannot change them halfway through a generation.
+	s.lock.acquire(false, func() {
+		submit(sched.PrefixKey(lora, s.gen), &s.a.W, func() { s.lock.release(false) })
+	})
 }
 
 // SchedulerStats reads a hosted model's scheduler counters (for benchmarks and tests).

@@ -148,13 +148,15 @@ type Scheduler struct {
 func (s *Scheduler) Hold() (release func()) {
 	gate := make(chan struct{})
 	var once sync.Once
+	s.mu.Lock() // the loop reads the hook under s.mu: it may be running another unit
 	s.hooks.iter = func() { <-gate }
+	s.mu.Unlock()
 	return func() { once.Do(func() { close(gate) }) }
 }
 
 // testHooks let tests hold the loop and watch what it runs; nil in production.
 type testHooks struct {
-	iter func()                    // before each unit of work (it may block, holding the loop)
+	iter func()                    // before each unit of work (it may block, holding the loop); under mu
 	step func([]planned)           // after a decode step ran
 	pack func([]*fbCall)           // after a training pack ran
 	kind func(kind int, both bool) // the kind of work about to run; both: both kinds had work
@@ -218,10 +220,12 @@ func (s *Scheduler) start() {
 // again).
 func (s *Scheduler) loop() {
 	for {
-		if s.hooks.iter != nil {
-			s.hooks.iter()
-		}
 		s.mu.Lock()
+		if iter := s.hooks.iter; iter != nil {
+			s.mu.Unlock()
+			iter()
+			s.mu.Lock()
+		}
 		closed := s.closed
 		for _, r := range s.inbox {
 			s.addRequest(r)
