@@ -126,9 +126,10 @@ func (b backendExec) LoadState(context.Context, string, string, string, bool, en
 }
 func (b backendExec) Close() error { return nil }
 
-// Local's Async forms queue 200 operations (100 samples and 100 forward_backwards on one
-// adapter, which wait for each other) without a goroutine per call: the goroutine count
-// stays flat while they wait, and each done runs once when the loop runs them.
+// Local's Async forms queue 300 operations (100 samples, and 100 forward_backwards and
+// 100 optimizer steps on one adapter, which wait for each other) without a goroutine per
+// call: the goroutine count stays flat while they wait, and each done runs once when the
+// loop runs them.
 func TestLocalAsyncStartsNoGoroutinePerCall(t *testing.T) {
 	l := tinyLocal(t)
 	t.Cleanup(func() { l.Close() })
@@ -143,9 +144,10 @@ func TestLocalAsyncStartsNoGoroutinePerCall(t *testing.T) {
 	runtime.GC()
 	before := runtime.NumGoroutine()
 	const n = 100
-	counts := make([]atomic.Int64, 2*n)
+	counts := make([]atomic.Int64, 3*n)
 	var wg sync.WaitGroup
-	wg.Add(2 * n)
+	wg.Add(3 * n)
+	adam := engine.StepParams{Adam: engine.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}}
 	for i := 0; i < n; i++ {
 		l.SampleAsync(ctx, "tiny", "", smallSample, func(_ engine.SampleResult, err error) {
 			if err != nil {
@@ -161,10 +163,17 @@ func TestLocalAsyncStartsNoGoroutinePerCall(t *testing.T) {
 			counts[n+i].Add(1)
 			wg.Done()
 		})
+		l.OptimStepAsync(ctx, "tiny", "x", adam, func(_ map[string]float64, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			counts[2*n+i].Add(1)
+			wg.Done()
+		})
 	}
 	during := runtime.NumGoroutine()
 	if during-before > 4 {
-		t.Fatalf("%d goroutines before 200 queued calls, %d with them queued", before, during)
+		t.Fatalf("%d goroutines before 300 queued calls, %d with them queued", before, during)
 	}
 	release()
 	wg.Wait()

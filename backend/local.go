@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -150,9 +151,13 @@ func (l *Local) RemoveAdapter(ctx context.Context, model, lora string) error {
 	if h == nil {
 		return nil
 	}
-	return wait1(func(done func(error)) {
+	err := wait1(func(done func(error)) {
 		h.sched.SubmitJob(context.WithoutCancel(ctx), func() error { h.sched.DropPrefixes(lora); return nil }, done)
 	})
+	if errors.Is(err, ErrClosed) {
+		return nil // a closed scheduler holds no cached prompts
+	}
+	return err
 }
 
 // ForwardBackward runs a forward (and backward, when req.Backward) pass.
