@@ -166,8 +166,9 @@ func (l *Local) ForwardBackward(ctx context.Context, model, lora string, req eng
 }
 
 // ForwardBackwardAsync queues a forward (and backward) pass in the model's training
-// packs and returns at once; done runs on the loop goroutine (or on this one for an
-// immediate refusal). The adapter is held exclusively until done.
+// packs and returns at once; done runs on the loop goroutine (on this one for an
+// immediate refusal; on ctx's for a call whose ctx ends while it waits for the adapter's
+// earlier operations). The adapter is held exclusively until done.
 func (l *Local) ForwardBackwardAsync(ctx context.Context, model, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
 	name := telemetry.SpanHFForward
 	if req.Backward {
@@ -199,12 +200,12 @@ func (l *Local) ForwardBackwardAsync(ctx context.Context, model, lora string, re
 		return
 	}
 	// Held until the scheduler has run every datum of the request.
-	s.lock.acquire(true, func() {
+	s.lock.acquire(ctx, true, func() {
 		h.sched.SubmitForward(ctx, s.a, req, func(res engine.ForwardResult, ps sched.PackStats, err error) {
 			s.lock.release(true)
 			end(res, ps, err)
 		})
-	})
+	}, func(err error) { end(engine.ForwardResult{}, sched.PackStats{}, err) })
 }
 
 // OptimStep applies one step of the adapter's optimizer (AdamW or Dimuon).
@@ -213,7 +214,7 @@ func (l *Local) OptimStep(ctx context.Context, model, lora string, p engine.Step
 }
 
 // OptimStepAsync queues the optimizer step as a job of the model's loop and returns at
-// once; done runs on the loop goroutine (or on this one for an immediate refusal).
+// once; done runs where ForwardBackwardAsync's does.
 func (l *Local) OptimStepAsync(ctx context.Context, model, lora string, p engine.StepParams, done func(map[string]float64, error)) {
 	ctx, sp := l.span(ctx, telemetry.SpanHFOptimStep, lora, attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()),
 		attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
@@ -239,7 +240,7 @@ func (l *Local) OptimStepAsync(ctx context.Context, model, lora string, p engine
 }
 
 // adapterJob runs job on the model's loop holding the adapter's slot exclusively, and
-// then done (on the loop goroutine, or on this one for an immediate refusal).
+// then done (where ForwardBackwardAsync's runs).
 func (l *Local) adapterJob(ctx context.Context, model, lora string, job func(*hosted, *slot) error, done func(error)) {
 	h, err := l.model(model)
 	if err != nil {
@@ -251,12 +252,12 @@ func (l *Local) adapterJob(ctx context.Context, model, lora string, job func(*ho
 		done(err)
 		return
 	}
-	s.lock.acquire(true, func() {
+	s.lock.acquire(ctx, true, func() {
 		h.sched.SubmitJob(ctx, func() error { return job(h, s) }, func(err error) {
 			s.lock.release(true)
 			done(err)
 		})
-	})
+	}, done)
 }
 
 // SaveState writes the adapter into dir (on the model's loop: it reads the device).
@@ -317,7 +318,7 @@ func (l *Local) Sample(ctx context.Context, model, lora string, req engine.Sampl
 }
 
 // SampleAsync queues a sample request in the model's decode steps and returns at once;
-// done runs on the loop goroutine (or on this one for an immediate refusal).
+// done runs where ForwardBackwardAsync's does (the adapter is held shared).
 func (l *Local) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
 	l.sampleAsync(ctx, model, lora, req, Stream{}, done)
 }
@@ -411,9 +412,9 @@ func (l *Local) sampleAsync(ctx context.Context, model, lora string, req engine.
 	}
 	// Sampling reads the weights; hold the slot (shared) so a concurrent LoadState or
 	// optim_step cannot change them halfway through a generation.
-	s.lock.acquire(false, func() {
+	s.lock.acquire(ctx, false, func() {
 		submit(sched.PrefixKey(lora, s.gen), &s.a.W, func() { s.lock.release(false) })
-	})
+	}, func(err error) { end(engine.SampleResult{}, err) })
 }
 
 // SchedulerStats reads a hosted model's scheduler counters (for benchmarks and tests).

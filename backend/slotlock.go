@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -12,23 +14,25 @@ import (
 // to the model's loop in that function, and releases it in its done callback, so a
 // thousand queued operations on one adapter cost a thousand closures, not goroutines.
 //
-// A waiter does not watch its context: it waits for the operations on the same adapter
-// queued before it (the callers' own), then the loop drops it if its context ended.
+// A waiter whose context ends leaves the line and is refused with the context's error
+// (context.AfterFunc: a goroutine only once the context has ended).
 type slotLock struct {
 	mu      sync.Mutex
 	readers int
 	writer  bool
-	waiting []slotWaiter
+	waiting []*slotWaiter
 }
 
 type slotWaiter struct {
 	write bool
 	run   func()
+	stop  func() bool // stops the context watch
 }
 
 // acquire runs run holding the lock (shared unless write): at once on this goroutine
-// when it is free, else on the goroutine of the release that frees it.
-func (s *slotLock) acquire(write bool, run func()) {
+// when it is free, else on the goroutine of the release that frees it; if ctx ends
+// first, refuse gets its error instead (on the context's goroutine).
+func (s *slotLock) acquire(ctx context.Context, write bool, run func(), refuse func(error)) {
 	s.mu.Lock()
 	if len(s.waiting) == 0 && !s.writer && (!write || s.readers == 0) {
 		s.take(write)
@@ -36,8 +40,24 @@ func (s *slotLock) acquire(write bool, run func()) {
 		run()
 		return
 	}
-	s.waiting = append(s.waiting, slotWaiter{write, run})
-	s.mu.Unlock()
+	w := &slotWaiter{write: write, run: run}
+	s.waiting = append(s.waiting, w)
+	defer s.mu.Unlock() // after w.stop is set: admit reads it (the watch waits for s.mu)
+	w.stop = context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		i := slices.Index(s.waiting, w)
+		if i < 0 {
+			s.mu.Unlock()
+			return // it got the lock first
+		}
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		next := s.admit() // a waiting writer may have kept readers behind it
+		s.mu.Unlock()
+		refuse(fmt.Errorf("waiting for the adapter's earlier operations: %w", context.Cause(ctx)))
+		for _, run := range next {
+			run()
+		}
+	})
 }
 
 func (s *slotLock) take(write bool) {
@@ -56,6 +76,16 @@ func (s *slotLock) release(write bool) {
 	} else {
 		s.readers--
 	}
+	next := s.admit()
+	s.mu.Unlock()
+	for _, run := range next {
+		run()
+	}
+}
+
+// admit takes the lock for the waiters at the head of the line that may hold it now and
+// returns their functions, to run without s.mu. Callers hold s.mu.
+func (s *slotLock) admit() []func() {
 	var next []func()
 	for len(s.waiting) > 0 {
 		w := s.waiting[0]
@@ -64,12 +94,10 @@ func (s *slotLock) release(write bool) {
 		}
 		s.waiting = s.waiting[1:]
 		s.take(w.write)
+		w.stop()
 		next = append(next, w.run)
 	}
-	s.mu.Unlock()
-	for _, run := range next {
-		run()
-	}
+	return next
 }
 
 // wait is a blocking call over an asynchronous one: start gets the done callback.
