@@ -56,6 +56,7 @@ func (s *Scheduler) runJob() bool {
 	j := s.jobs[0]
 	s.jobs = s.jobs[1:]
 	s.out.job = j
+	s.stats.jobs.Add(1)
 	if s.hooks.job != nil {
 		s.hooks.job()
 	}

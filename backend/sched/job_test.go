@@ -188,6 +188,9 @@ func TestJobsWaitBoundedAndHonourTheirContext(t *testing.T) {
 	if cancelled != 1 || ok != 3 || ran.Load() != 3 {
 		t.Fatalf("%d cancelled, %d ran (%d runs), want 1 and 3", cancelled, ok, ran.Load())
 	}
+	if st := l.s.Stats(); st.Jobs != 3 || st.MaxJob <= 0 {
+		t.Fatalf("stats count %d jobs (longest %s), want the 3 that ran", st.Jobs, st.MaxJob)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 1; i < len(kinds); i++ {

@@ -169,7 +169,8 @@ type schedStats struct {
 	packs, packTokens        atomic.Int64
 	preemptions              atomic.Int64
 	prefixHitTokens          atomic.Int64
-	maxStep, maxPack         atomic.Int64 // the longest decode step and training pack, ns
+	maxStep, maxPack, maxJob atomic.Int64 // the longest decode step, training pack and job, ns
+	jobs                     atomic.Int64
 }
 
 // tenantState is one tenant's work on the model.
@@ -266,17 +267,20 @@ func (s *Scheduler) loop() {
 		t0 := time.Now()
 		ran := s.run(kind)
 		el := time.Since(t0)
-		if kind == kindJob {
-			continue // a job's time counts against neither share
-		}
 		if ran {
 			longest := &s.stats.maxStep
-			if kind == kindTrain {
+			switch kind {
+			case kindTrain:
 				longest = &s.stats.maxPack
+			case kindJob:
+				longest = &s.stats.maxJob
 			}
 			if int64(el) > longest.Load() {
 				longest.Store(int64(el))
 			}
+		}
+		if kind == kindJob {
+			continue // a job's time counts against neither share
 		}
 		d := el.Seconds()
 		if kind == kindTrain {
@@ -478,9 +482,10 @@ type Stats struct {
 	PackTokens      int64 // tokens over all packs
 	Preemptions     int64 // sequences whose memory was taken back (and later recomputed)
 	PrefixHitTokens int64 // prompt positions served from the prefix cache
-	// MaxStep and MaxPack are the longest decode step and training pack: the units of
-	// the scheduler's waiting bounds (docs/scheduling.md) measured.
-	MaxStep, MaxPack time.Duration
+	Jobs            int64 // exclusive jobs run (device operations: optimizer steps, adapters)
+	// MaxStep, MaxPack and MaxJob are the longest decode step, training pack and job: the
+	// units of the scheduler's waiting bounds (docs/scheduling.md) measured.
+	MaxStep, MaxPack, MaxJob time.Duration
 }
 
 // Stats reads the counters.
@@ -488,5 +493,6 @@ func (s *Scheduler) Stats() Stats {
 	st := &s.stats
 	return Stats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
 		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load(),
-		MaxStep: time.Duration(st.maxStep.Load()), MaxPack: time.Duration(st.maxPack.Load())}
+		Jobs: st.jobs.Load(), MaxStep: time.Duration(st.maxStep.Load()), MaxPack: time.Duration(st.maxPack.Load()),
+		MaxJob: time.Duration(st.maxJob.Load())}
 }
