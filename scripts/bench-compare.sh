@@ -125,8 +125,11 @@ for side in runs:
 
 names = sorted({k for m in runs["old"] + runs["new"] for k in m})
 commit = {s: open(os.path.join(out, s + ".commit")).read().strip()[:12] for s in runs}
-print(f"OLD {commit['old']}  NEW {commit['new']}  ({rounds} interleaved rounds; medians; ratio = median of the rounds' NEW/OLD)")
-print(f"{'figure':58} {'OLD':>11} {'NEW':>11} {'NEW/OLD':>8}  better")
+print(f"OLD {commit['old']}  NEW {commit['new']}  ({rounds} interleaved rounds)")
+print("OLD, NEW: each side's median over the rounds; NEW/OLD: their ratio; paired: the median of the")
+print("rounds' own NEW/OLD (each round ran both back to back); spread: the larger side's max/min over")
+print("its rounds: a NEW/OLD inside the spread cannot be told from noise.")
+print(f"{'figure':44} {'OLD':>10} {'NEW':>10} {'NEW/OLD':>8} {'paired':>7} {'spread':>7}  better")
 for n in names:
     o = [m[n] for m in runs["old"] if n in m]
     w = [m[n] for m in runs["new"] if n in m]
@@ -134,7 +137,10 @@ for n in names:
         continue
     paired = [b / a for a, b in zip([m.get(n) for m in runs["old"]], [m.get(n) for m in runs["new"]]) if a and b]
     better = "lower" if n.endswith("-ms") or n.endswith("_ms") or n.endswith("max_min_ratio") else "higher"
-    ratio = statistics.median(paired) if paired else float("nan")
-    print(f"{n:58} {statistics.median(o):11.3f} {statistics.median(w):11.3f} {ratio:8.3f}  {better}")
+    pr = statistics.median(paired) if paired else float("nan")
+    spread = max(max(v) / min(v) if min(v) > 0 else float("nan") for v in (o, w))
+    mo, mw = statistics.median(o), statistics.median(w)
+    ratio = mw / mo if mo else float("nan")
+    print(f"{n:44} {mo:10.3f} {mw:10.3f} {ratio:8.3f} {pr:7.3f} {spread:7.2f}  {better}")
 EOF
 cat "$out/table.txt"
