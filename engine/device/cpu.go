@@ -278,12 +278,23 @@ func seqKeys(l *Layout, s AttnSeq) keyRows {
 }
 
 // Attention implements Device, in parallel over (sequence, head).
-// Over contiguous keys without kept probabilities it runs blocked (attn_cpu.go).
+// Over contiguous keys without kept probabilities it runs blocked (attn_cpu.go), over
+// paged ones in a prompt blocked on gathered keys (cpu_attn.go).
 func (*CPU[T]) Attention(a *Attn[T]) {
 	if blockedAttn(a) {
 		attnForward(a)
 		return
 	}
+	if pagedBlocked(a) {
+		attnPaged(a)
+		return
+	}
+	attnRows(a)
+}
+
+// attnRows is Attention one query row and one key at a time: paged keys in a decode
+// step, or the probabilities kept.
+func attnRows[T Float](a *Attn[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd

@@ -37,13 +37,13 @@ var kernelLevels = []string{"native", "avx2", "portable"}
 
 // atLevel runs f with the kernels limited to level (a no-op where the machine has less).
 func atLevel(level string, f func()) {
-	old2, old512 := useAVX2, useAVX512
-	defer func() { useAVX2, useAVX512 = old2, old512 }()
+	old2, old512, oldDP := useAVX2, useAVX512, useDPBF16
+	defer func() { useAVX2, useAVX512, useDPBF16 = old2, old512, oldDP }()
 	switch level {
 	case "avx2":
-		useAVX512 = false
+		useAVX512, useDPBF16 = false, false
 	case "portable":
-		useAVX2, useAVX512 = false, false
+		useAVX2, useAVX512, useDPBF16 = false, false, false
 	}
 	f()
 }
@@ -77,7 +77,7 @@ func TestFrozenProducts(t *testing.T) {
 						FrozenMatMulNN(nn, g, w, m, acc)
 					}
 					atLevel(level, run)
-					wantNT, wantNN := ref64NT(a, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
+					wantNT, wantNN := ref64NT(forwardActs(w, a), wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
 					if acc {
 						addTo(wantNT, initNT)
 						addTo(wantNN, initNN)
@@ -88,6 +88,19 @@ func TestFrozenProducts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forwardActs is A as a forward product with W multiplies it: rounded to bfloat16 when
+// W is bfloat16 (frozenbf16.go), else as given.
+func forwardActs(w *Frozen, a []float32) []float32 {
+	if w.Format != BF16 {
+		return a
+	}
+	out := make([]float32, len(a))
+	for i, v := range a {
+		out[i] = FromBF16(ToBF16(v))
+	}
+	return out
 }
 
 func ref64NT(a, w []float32, m, rows, cols int) []float32 {
@@ -335,5 +348,29 @@ func BenchmarkFrozenDotCompute(b *testing.B) {
 			b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
 			_ = s
 		})
+	}
+}
+
+// BenchmarkFrozenPrompt is a 128-row product (prompt processing) with the MLP's up
+// projection, on each path the machine has: GFLOP/s per wall second.
+func BenchmarkFrozenPrompt(b *testing.B) {
+	for _, f := range allFormats {
+		for _, level := range []string{"native", "avx2"} {
+			for _, m := range []int{16, 128} {
+				b.Run(fmt.Sprintf("%s/%s/m%d", f, level, m), func(b *testing.B) {
+					rng := rand.New(rand.NewPCG(1, 2))
+					n, k := 1536, 576
+					w := NewFrozen(randSlice(rng, n*k), n, k, f)
+					a, c := randSlice(rng, m*k), make([]float32, m*n)
+					atLevel(level, func() {
+						b.ResetTimer()
+						for i := 0; i < b.N; i++ {
+							FrozenMatMulNT(c, a, w, m, false)
+						}
+					})
+					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
 	}
 }

@@ -7,7 +7,8 @@ import "encoding/binary"
 // streams past: the memory-bound path, where W's bytes are the cost. More rows take the
 // packed GEMM, W widened to float32 as its panels are packed, once per call.
 
-// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass.
+// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass. With
+// bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go).
 func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	n, k := w.Rows, w.Cols
 	if w.Format == F32 {
@@ -19,6 +20,17 @@ func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	}
 	_ = c[m*n-1]
 	_ = a[m*k-1]
+	if w.Format == BF16 {
+		if w.dpTileable(m) {
+			w.dpProduct(c, a, m, acc)
+			return
+		}
+		// The same rounded activations as the BF16 tiles multiply (frozenbf16.go).
+		buf := getScratch(m * k)
+		defer putScratch(buf)
+		roundBF16(nil, *buf, a[:m*k])
+		a = *buf
+	}
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
 		gemmPacked(c, a, w.packNT, m, n, k, false, acc)

@@ -1,0 +1,16 @@
+//go:build amd64 && !purego
+
+package kern
+
+import "golang.org/x/sys/cpu"
+
+// useDPBF16 routes products of two or more rows with bfloat16 weights to tileDPBF16
+// (frozen512_amd64.s): AVX-512 with its BF16 extension, and VL for the reduction's
+// 256-bit forms of the upper registers. A variable so tests can force the AVX2 path.
+var useDPBF16 = useAVX512 && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512VL
+
+// tileDPBF16 computes the 4×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over 32·k32 elements
+// of four bfloat16 rows of A (lda bytes apart) and four of W (ldw bytes apart).
+//
+//go:noescape
+func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
