@@ -14,3 +14,8 @@ var useDPBF16 = useAVX512 && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512VL
 //
 //go:noescape
 func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
+
+// tileF32x512 is tileDPBF16 for float32 rows (16·k16 elements) with 16-wide FMAs.
+//
+//go:noescape
+func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32)

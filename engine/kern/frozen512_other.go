@@ -24,3 +24,20 @@ func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32) {
 		}
 	}
 }
+
+// tileF32x512 is the portable twin of the assembly tile; never dispatched to here.
+func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32) {
+	k := 16 * k16
+	o := unsafe.Slice(out, 16)
+	for r := 0; r < 4; r++ {
+		ar := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(a), r*lda)), k)
+		for j := 0; j < 4; j++ {
+			wr := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(w), j*ldw)), k)
+			var s float32
+			for p := range ar {
+				s += ar[p] * wr[p]
+			}
+			o[4*r+j] = s
+		}
+	}
+}

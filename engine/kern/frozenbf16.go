@@ -69,16 +69,7 @@ func (w *Frozen) dpProduct(c, a []float32, m int, acc bool) {
 			}
 			for i := 0; i < m; i += 4 {
 				tileDPBF16(&ab[i*k], 2*k, wp, 2*k, k/32, &out[0])
-				for r := 0; r < min(4, m-i); r++ {
-					cr := c[(i+r)*n+j:][:rows]
-					if acc {
-						for x := range cr {
-							cr[x] += out[4*r+x]
-						}
-					} else {
-						copy(cr, out[4*r:4*r+rows])
-					}
-				}
+				storeTile(c, out[:], i, j, min(4, m-i), rows, n, acc)
 			}
 		}
 	})
