@@ -380,3 +380,34 @@ func BenchmarkFrozenPrompt(b *testing.B) {
 		}
 	}
 }
+
+// TestRoundBF16 checks the activation rounding of bf16 products, assembly and portable,
+// bit for bit against ToBF16: ties both ways, carries into the exponent, the largest
+// floats (rounding to infinity), subnormals, zeros of both signs, infinities and NaNs
+// with payloads in either half; lengths that leave a scalar tail.
+func TestRoundBF16(t *testing.T) {
+	special := []uint32{0, 0x80000000, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x3fffffff, 0x7f7fffff, 0xff7fffff,
+		0x00000001, 0x807fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff810000, 0x7fffffff, 0x7f80ffff}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 7, 8, 17, 300, 1031} {
+		src := make([]float32, n)
+		for i := range src {
+			if i < len(special) && n > 8 {
+				src[i] = math.Float32frombits(special[i])
+			} else {
+				src[i] = math.Float32frombits(rng.Uint32())
+			}
+		}
+		for _, level := range kernelLevels {
+			bits, wide := make([]uint16, n), make([]float32, n)
+			atLevel(level, func() { roundBF16(bits, wide, src) })
+			for i, v := range src {
+				want := ToBF16(v)
+				if bits[i] != want || math.Float32bits(wide[i]) != uint32(want)<<16 {
+					t.Fatalf("%s n=%d: %#08x rounds to %#04x (wide %#08x), want %#04x", level, n, math.Float32bits(v), bits[i],
+						math.Float32bits(wide[i]), want)
+				}
+			}
+		}
+	}
+}

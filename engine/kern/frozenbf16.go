@@ -26,6 +26,16 @@ func getBF16(n int) *[]uint16 {
 // float32 values again into wide.
 func roundBF16(dst []uint16, wide, a []float32) {
 	split(len(a), len(a)*8, 256, func(lo, hi int) {
+		if useAVX2 {
+			n8 := (hi - lo) &^ 7
+			if n8 > 0 && dst != nil {
+				roundBF16AVX(&dst[lo], &a[lo], n8)
+			}
+			if n8 > 0 && wide != nil {
+				roundWideBF16AVX(&wide[lo], &a[lo], n8)
+			}
+			lo += n8
+		}
 		for i, v := range a[lo:hi] {
 			h := ToBF16(v)
 			if dst != nil {
