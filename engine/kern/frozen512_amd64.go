@@ -19,3 +19,13 @@ func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
 //
 //go:noescape
 func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32)
+
+// widenQ8AVX512 is widenQ8AVX with 16-wide vectors.
+//
+//go:noescape
+func widenQ8AVX512(dst *float32, blk *byte, nb int)
+
+// widenQ4AVX512 is widenQ4AVX with 16-wide vectors.
+//
+//go:noescape
+func widenQ4AVX512(dst *float32, blk *byte, nb int)

@@ -177,3 +177,70 @@ f5done:
 	DPROW4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, 48)
 	VZEROUPPER
 	RET
+
+// func widenQ8AVX512(dst *float32, blk *byte, nb int)
+//
+// widenQ8AVX with 16-wide vectors: a Q8_0 block is two.
+TEXT ·widenQ8AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	TESTQ CX, CX
+	JEQ   z8done
+
+z8loop:
+	VPBROADCASTW (DI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    2(DI), Z4
+	VPMOVSXBD    18(DI), Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	ADDQ         $128, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNE          z8loop
+
+z8done:
+	VZEROUPPER
+	RET
+
+// func widenQ4AVX512(dst *float32, blk *byte, nb int)
+//
+// widenQ4AVX with 16-wide vectors: the low nibbles of a Q4_1 block's 16 bytes are its
+// first 16 weights, the high ones the last 16.
+TEXT ·widenQ4AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $15, AX
+	VPBROADCASTD AX, Z15
+	TESTQ CX, CX
+	JEQ   z4done
+
+z4loop:
+	VPBROADCASTW (DI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPBROADCASTW 2(DI), Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBD    4(DI), Z10
+	VPANDD       Z15, Z10, Z4
+	VPSRLD       $4, Z10, Z5
+	VPANDD       Z15, Z5, Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VFMADD213PS  Z9, Z8, Z4
+	VFMADD213PS  Z9, Z8, Z5
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	ADDQ         $128, SI
+	ADDQ         $20, DI
+	DECQ         CX
+	JNE          z4loop
+
+z4done:
+	VZEROUPPER
+	RET

@@ -41,3 +41,9 @@ func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32) {
 		}
 	}
 }
+
+// widenQ8AVX512 is never dispatched to without the assembly.
+func widenQ8AVX512(dst *float32, blk *byte, nb int) { widenQ8AVX(dst, blk, nb) }
+
+// widenQ4AVX512 is never dispatched to without the assembly.
+func widenQ4AVX512(dst *float32, blk *byte, nb int) { widenQ4AVX(dst, blk, nb) }

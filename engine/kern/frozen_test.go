@@ -137,20 +137,23 @@ func addTo(dst, src []float32) {
 	}
 }
 
-// TestFrozenWiden checks the assembly's widening (used to pack GEMM panels) against the
-// portable code, bit for bit, over whole and partial rows.
+// TestFrozenWiden checks the assembly's widening (used to pack GEMM panels and by the
+// 16-wide tiles), AVX-512 and AVX2, against the portable code, bit for bit, over whole
+// and partial rows.
 func TestFrozenWiden(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, f := range allFormats {
 		w := NewFrozen(randSlice(rng, 7*96), 7, 96, f)
 		for _, seg := range [][2]int{{0, 96}, {32, 64}, {16, 48}, {0, 17}, {5, 3}} {
 			got, want := make([]float32, seg[1]), make([]float32, seg[1])
-			for r := 0; r < w.Rows; r++ {
-				w.widen(got, r, seg[0])
-				w.rowSeg(want, r, seg[0])
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s row %d seg %v: element %d = %v, want %v", f, r, seg, i, got[i], want[i])
+			for _, level := range kernelLevels {
+				for r := 0; r < w.Rows; r++ {
+					atLevel(level, func() { w.widen(got, r, seg[0]) })
+					w.rowSeg(want, r, seg[0])
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %s row %d seg %v: element %d = %v, want %v", f, level, r, seg, i, got[i], want[i])
+						}
 					}
 				}
 			}

@@ -236,9 +236,14 @@ func (w *Frozen) widen(dst []float32, r, c0 int) {
 		}
 		bb := w.Format.blockBytes()
 		off := (r*w.Cols + c0) / QBlock * bb
-		if w.Format == Q8_0 {
+		switch {
+		case w.Format == Q8_0 && useAVX512:
+			widenQ8AVX512(&dst[0], &w.blk[off], n/QBlock)
+		case w.Format == Q8_0:
 			widenQ8AVX(&dst[0], &w.blk[off], n/QBlock)
-		} else {
+		case useAVX512:
+			widenQ4AVX512(&dst[0], &w.blk[off], n/QBlock)
+		default:
 			widenQ4AVX(&dst[0], &w.blk[off], n/QBlock)
 		}
 	default:
