@@ -5,6 +5,8 @@ package device
 import (
 	"math"
 	"sort"
+
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 // Sample implements Device.
@@ -58,10 +60,15 @@ func prepare[T Float](logits []T, d Draw) *candidates {
 		lp[i] = float64(v) / temp
 		mx = math.Max(mx, lp[i])
 	}
-	var s float64
-	for _, v := range lp {
-		s += math.Exp(v - mx)
+	// Σ exp(lp − max) with the vectorised exponential (float32 on a float32 device; the
+	// argument is formed in float64 first, so a low temperature loses nothing to it, and
+	// each term's error is a few parts in 10⁸), summed in float64.
+	e := make([]T, V)
+	for i, v := range lp {
+		e[i] = T(v - mx)
 	}
+	kern.Exp(e, e, 1, 0)
+	s := sum64(e)
 	lse := mx + math.Log(s)
 	for i := range lp {
 		lp[i] -= lse
