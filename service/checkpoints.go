@@ -59,7 +59,7 @@ func (s *Service) view(r *Run) RunView {
 func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 	s.lock(lkRuns)
 	var all []*Run
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant == tenant {
 			c := *r
 			all = append(all, &c)
@@ -117,13 +117,9 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 	s.lock(lkCkpts)
 	var all []Checkpoint
 	seen := map[string]bool{}
-	for _, m := range s.ckpts.m {
-		for _, c := range m {
-			if c.Tenant == tenant {
-				all = append(all, *c)
-				seen[c.TinkerPath()] = true
-			}
-		}
+	for c := range s.ckpts.ofTenant(tenant) {
+		all = append(all, *c)
+		seen[c.TinkerPath()] = true
 	}
 	s.unlock(lkCkpts)
 	if s.self != "" {
@@ -190,8 +186,8 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 		return fmt.Errorf("delete checkpoint record: %w", err)
 	}
 	s.lock(lkRuns | lkCkpts)
-	delete(s.ckpts.m[c.RunID], c.ID())
-	if r, ok := s.runs.m[c.RunID]; ok {
+	s.ckpts.del(c.RunID, c.ID())
+	if r, ok := s.runs.get(c.RunID); ok {
 		if r.LastCheckpoint == c.ID() {
 			r.LastCheckpoint = ""
 		}

@@ -138,7 +138,7 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 		return ExternalResult{}, err
 	}
 	defer release()
-	parent := s.ckpts.files.kindDir(r.ID, CkptExternal)
+	parent := s.ckpts.layout().kindDir(r.ID, CkptExternal)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return ExternalResult{}, fmt.Errorf("export: %w", err)
 	}

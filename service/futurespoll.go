@@ -177,7 +177,7 @@ func (s *Service) RetrieveFutures(ctx context.Context, tenant, samplerID string,
 		return nil, 0, err
 	}
 	s.lock(lkSessions)
-	err = finishedErr(s.sessions.m[sm.SessionID])
+	err = finishedErr(s.sessions.at(sm.SessionID))
 	s.unlock(lkSessions)
 	if err != nil {
 		return nil, 0, err

@@ -47,7 +47,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		s.unlock(lkSessions | lkRuns | lkCkpts)
 		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs.m[runID]; ok {
+	if r, ok := s.runs.get(runID); ok {
 		payload, reqID := r.CreatePayload, r.RequestID
 		s.unlock(lkSessions | lkRuns | lkCkpts)
 		if payload == in.PayloadHash && reqID != "" {
@@ -107,7 +107,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		return "", "", err
 	}
 	s.lock(quotaLocks)
-	if _, ok := s.runs.m[runID]; ok { // created meanwhile
+	if _, ok := s.runs.get(runID); ok { // created meanwhile
 		s.unlock(quotaLocks)
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
@@ -119,7 +119,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
 		Lora: src.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
-	s.runs.m[runID] = r
+	s.runs.put(r)
 	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)

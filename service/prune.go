@@ -39,7 +39,7 @@ func (s *Service) pruneSessions(ctx context.Context, now time.Time) int {
 	retention := s.cfg.FinishedRetention()
 	var recs []Session
 	s.lock(lkSessions)
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.all() {
 		if ended, ok := s.endedAt(se); ok && !se.Pruned && now.Sub(ended) > retention {
 			compact(se)
 			recs = append(recs, *se)

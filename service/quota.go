@@ -89,7 +89,7 @@ func overQuota(limit string, now time.Time, items []held, excess int64, msg stri
 // releaseAt is when the reaper will release what session id holds if its client seems
 // gone; zero while it heartbeats. Callers hold the sessions lock.
 func (s *Service) releaseAt(id string, now time.Time) time.Time {
-	se := s.sessions.m[id]
+	se := s.sessions.at(id)
 	if se == nil || se.Finished != nil || se.Expired || now.Sub(se.LastHeartbeat) < staleHeartbeat {
 		return time.Time{}
 	}
@@ -103,7 +103,7 @@ func holdsAdapter(r *Run) bool { return r.State == RunCreating || r.State == Run
 // holdsCopy reports whether a run made by copy_weights still holds its copy (or is
 // writing it). Callers hold the runs and checkpoints locks.
 func (s *Service) holdsCopy(r *Run) bool {
-	return r.Copy && (r.copying || len(s.ckpts.m[r.ID]) > 0)
+	return r.Copy && (r.copying || s.ckpts.count(r.ID) > 0)
 }
 
 // countRuns counts what limits.max_runs_per_tenant bounds for tenant: its live runs and
@@ -111,7 +111,7 @@ func (s *Service) holdsCopy(r *Run) bool {
 // copy is released by deleting its checkpoint; only a live run's session can make the
 // reaper free it. Callers hold quotaLocks.
 func (s *Service) countRuns(tenant string, now time.Time) (n int64, items []held) {
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant != tenant {
 			continue
 		}
@@ -163,7 +163,7 @@ func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) err
 	add := s.adapterBytes(base, lora)
 	var bytes int64
 	var mem []held
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant != tenant || !holdsAdapter(r) {
 			continue
 		}
@@ -190,7 +190,7 @@ func (s *Service) checkSessionQuota(tenant string) error {
 	now := s.now()
 	var n int64
 	var items []held
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
 			n++
 			items = append(items, held{1, s.releaseAt(se.ID, now)})
@@ -212,7 +212,7 @@ func (s *Service) checkSamplerQuota(tenant, replacing string) error {
 	now := s.now()
 	var n int64
 	var items []held
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(tenant) {
 		if sm.Tenant == tenant && !sm.Closed && sm.ID != replacing {
 			n++
 			items = append(items, held{1, s.releaseAt(sm.SessionID, now)})
@@ -252,23 +252,19 @@ func stringMapBytes(m map[string]string) int64 {
 // session's share with when the reaper will prune it (metadataRelease). Callers hold
 // quotaLocks.
 func (s *Service) tenantMetadata(tenant string, now time.Time) (n int64, items []held) {
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if b := sessionMetadataBytes(se); se.Tenant == tenant && b > 0 {
 			n += b
 			items = append(items, held{b, s.metadataRelease(se, now)})
 		}
 	}
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant == tenant && holdsAdapter(r) {
 			n += int64(len(r.UserMetadata))
 		}
 	}
-	for _, m := range s.ckpts.m {
-		for _, c := range m {
-			if c.Tenant == tenant {
-				n += stringMapBytes(c.UserMetadata)
-			}
-		}
+	for c := range s.ckpts.ofTenant(tenant) {
+		n += stringMapBytes(c.UserMetadata)
 	}
 	return n, items
 }
@@ -330,7 +326,7 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 	if !sm.Ephemeral || sm.Inflight || sm.AdapterDir == "" || sm.RunID == "" {
 		return
 	}
-	if filepath.Dir(sm.AdapterDir) != s.ckpts.files.ephemeralParent(sm.RunID) {
+	if filepath.Dir(sm.AdapterDir) != s.ckpts.layout().ephemeralParent(sm.RunID) {
 		return // never delete outside the run's own sampler weights
 	}
 	defer s.diskChanged(sm.RunID)
@@ -344,14 +340,15 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 // removed, or by a version that never removed them.
 func (s *Service) sweepEphemeral() {
 	keep := map[string]bool{}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if !sm.Closed && sm.Ephemeral && sm.AdapterDir != "" {
 			keep[sm.AdapterDir] = true
 		}
 	}
 	removed := 0
-	for id := range s.runs.m {
-		parent := s.ckpts.files.ephemeralParent(id)
+	for r := range s.runs.all() {
+		id := r.ID
+		parent := s.ckpts.layout().ephemeralParent(id)
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			continue
@@ -405,7 +402,7 @@ func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral boo
 // first. Callers hold the samplers lock.
 func (s *Service) ephemeralSamplers(r *Run, replacing string) []*Sampler {
 	var out []*Sampler
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(r.Tenant) {
 		if sm.Ephemeral && !sm.Closed && sm.RunID == r.ID && sm.Tenant == r.Tenant && sm.ID != replacing {
 			out = append(out, sm)
 		}
@@ -432,7 +429,7 @@ func (s *Service) makeRoomForEphemeral(ctx context.Context, r *Run, replacing st
 	s.lock(lkSamplers)
 	mine := s.ephemeralSamplers(r, replacing)
 	open := 0
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(r.Tenant) {
 		if sm.Tenant == r.Tenant && !sm.Closed && sm.ID != replacing {
 			open++
 		}

@@ -60,7 +60,7 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	s.lock(quotaLocks | lkSamplers)
 	r, err := s.usableRun(tenant, in.ModelID)
 	if err == nil && !ephemeral && !in.Overwrite {
-		if _, exists := s.ckpts.m[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
+		if _, exists := s.ckpts.get(r.ID, ckptKindDir(typ)+"/"+in.Name); exists {
 			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
 		}
 	}
@@ -117,7 +117,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		r.EphemeralCount++
 		n := r.EphemeralCount
 		s.unlock(lkRuns)
-		dir := s.ckpts.files.ephemeralDir(r.ID, n)
+		dir := s.ckpts.layout().ephemeralDir(r.ID, n)
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			_ = os.RemoveAll(dir)
 			return futures.Result{}, err
@@ -129,7 +129,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		}
 		return enc.SaveWeightsForSampler("", sm.ID)
 	}
-	dir := s.ckpts.files.ckptDir(r.ID, typ, in.Name)
+	dir := s.ckpts.layout().ckptDir(r.ID, typ, in.Name)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining) }); err != nil {
 		return futures.Result{}, err
 	}
@@ -230,30 +230,6 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 	})
 }
 
-// resolve finds the checkpoint a tinker:// path names, visible to tenant (its own or a
-// published one): this replica's record, else fetched (fetchCheckpoint's answer, read
-// before the lock). Callers hold the checkpoints lock.
-func (cc *ckptCtl) resolve(tenant, path string, fetched *Checkpoint) (*Checkpoint, error) {
-	runID, kind, name, err := ParseTinkerPath(path)
-	if err != nil {
-		return nil, err
-	}
-	c, ok := cc.m[runID][kind+"/"+name]
-	if !ok && fetched != nil && fetched.RunID == runID && fetched.ID() == kind+"/"+name {
-		c, ok = fetched, true
-	}
-	if !ok || (c.Tenant != tenant && !c.Public) {
-		return nil, notFoundf("checkpoint %s not found", path)
-	}
-	if err := cc.inherited(c); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(c.Dir); err != nil {
-		return nil, notFoundf("checkpoint %s: its files are missing on the server", path)
-	}
-	return c, nil
-}
-
 // fetchCheckpoint reads the record of the checkpoint path names from the store when this
 // replica does not hold it (saved through another replica after this one started), for
 // ckptCtl.resolve; nil for a single server, a held record or none. Callers hold no
@@ -267,7 +243,7 @@ func (s *Service) fetchCheckpoint(path string) *Checkpoint {
 		return nil
 	}
 	s.lock(lkCkpts)
-	_, held := s.ckpts.m[runID][kind+"/"+name]
+	_, held := s.ckpts.get(runID, kind+"/"+name)
 	s.unlock(lkCkpts)
 	if held {
 		return nil

@@ -104,7 +104,7 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)
 	projects := map[string]bool{tenant: true}
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant {
 			all = append(all, se)
 		}
@@ -181,11 +181,11 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	out := make([]SessionSummary, 0, len(hits))
 	for _, se := range hits {
 		sum := SessionSummary{Session: *se}
-		for _, r := range s.runs.m {
+		for r := range s.runs.all() {
 			if r.SessionID != se.ID {
 				continue
 			}
-			for _, c := range s.ckpts.m[r.ID] {
+			for c := range s.ckpts.inRun(r.ID) {
 				sum.CheckpointsCount++
 				sum.CheckpointBytes += c.SizeBytes
 			}

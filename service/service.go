@@ -87,15 +87,14 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
 		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
-		sessions: sessionCtl{m: map[string]*Session{}}, runs: runCtl{m: map[string]*Run{}}, samplers: samplerCtl{m: map[string]*Sampler{}},
-		ckpts: ckptCtl{m: map[string]map[string]*Checkpoint{}, files: ckptLayout{root: o.Config.CheckpointDir}}, stop: make(chan struct{}),
+		sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(),
+		ckpts: newCkptCtl(o.Config.CheckpointDir), stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 		polls:   newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
-		metrics: metricCtl{m: map[string]*metricHist{}, max: o.Config.Limits.MaxMetricPointsPerRun},
+		metrics: newMetricCtl(o.Config.Limits.MaxMetricPointsPerRun),
 		usage:   usageCtl{m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)},
 	}
-	config.MustPositive("limits.max_metric_points_per_run", s.metrics.max)
 	config.MustPositive("billing.usage_retention_days", o.Config.Billing.UsageRetentionDays)
 	if s.log == nil {
 		s.log = slog.Default()

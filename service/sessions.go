@@ -35,7 +35,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 		err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se), 0)
 	}
 	if err == nil {
-		s.sessions.m[se.ID] = se // counted by the next check at once
+		s.sessions.put(se) // counted by the next check at once
 	}
 	s.unlock(quotaLocks)
 	if err != nil {
@@ -43,23 +43,13 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	}
 	if err := putJSON(ctx, s.st, keySession+rec.ID, &rec); err != nil {
 		s.lock(lkSessions)
-		delete(s.sessions.m, se.ID)
+		s.sessions.del(se.ID)
 		s.unlock(lkSessions)
 		return nil, classify(err)
 	}
 	s.log.InfoContext(telemetry.WithKeys(ctx, telemetry.Keys{SessionID: se.ID}), "session created",
 		"tenant", tenant, "sdk_version", in.SDKVersion)
 	return &rec, nil
-}
-
-// owned returns the tenant's session (callers hold the sessions lock, and settle the
-// error after unlocking).
-func (c *sessionCtl) owned(tenant, id string) (*Session, error) {
-	se, ok := c.m[id]
-	if !ok || se.Tenant != tenant {
-		return nil, miss(keySession+id, tenant, notFoundf("session %q not found", id))
-	}
-	return se, nil
 }
 
 // liveSession is sessions.owned that also refuses finished (410) and expired sessions.
@@ -96,7 +86,7 @@ func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 func (s *Service) ListSessions(tenant string, limit, offset int) []string {
 	s.lock(lkSessions)
 	var all []*Session
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant {
 			c := *se
 			all = append(all, &c)
@@ -140,12 +130,12 @@ func (s *Service) sessionInfo(tenant, id string) (SessionView, error) {
 		return SessionView{}, err
 	}
 	v := SessionView{Session: *se}
-	for _, r := range s.runs.m {
+	for r := range s.runs.all() {
 		if r.SessionID == id {
 			v.Runs = append(v.Runs, r.ID)
 		}
 	}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if sm.SessionID == id {
 			v.Samplers = append(v.Samplers, sm.ID)
 		}
@@ -186,12 +176,12 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	c := *se
 	var runs []*Run
 	var samplers []*Sampler
-	for _, r := range s.runs.m {
+	for r := range s.runs.all() {
 		if r.SessionID == id && r.State != RunUnloaded {
 			runs = append(runs, r)
 		}
 	}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if sm.SessionID == id && !sm.Closed {
 			samplers = append(samplers, sm)
 		}

@@ -215,16 +215,16 @@ func (s *Service) spanOwners(batch []telemetry.SessionSpan) []string {
 	for i, sp := range batch {
 		sess := sp.SessionID
 		if sess == "" && sp.TrainingRunID != "" {
-			if r := s.runs.m[sp.TrainingRunID]; r != nil && r.Tenant == sp.Tenant {
+			if r := s.runs.at(sp.TrainingRunID); r != nil && r.Tenant == sp.Tenant {
 				sess = r.SessionID
 			}
 		}
 		if sess == "" && sp.SamplingSessionID != "" {
-			if sm := s.samplers.m[sp.SamplingSessionID]; sm != nil && sm.Tenant == sp.Tenant {
+			if sm := s.samplers.at(sp.SamplingSessionID); sm != nil && sm.Tenant == sp.Tenant {
 				sess = sm.SessionID
 			}
 		}
-		if se := s.sessions.m[sess]; se != nil && se.Tenant == sp.Tenant {
+		if se := s.sessions.at(sess); se != nil && se.Tenant == sp.Tenant {
 			out[i] = sess
 		}
 	}

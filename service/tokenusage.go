@@ -123,7 +123,7 @@ func (s *Service) sampleStorage(now time.Time) {
 	}
 	tenants := map[string]bool{}
 	s.lock(lkRuns)
-	for _, r := range s.runs.m {
+	for r := range s.runs.all() {
 		tenants[r.Tenant] = true
 	}
 	s.unlock(lkRuns)

@@ -86,7 +86,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		s.unlock(quotaLocks)
 		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs.m[runID]; ok {
+	if r, ok := s.runs.get(runID); ok {
 		payload, reqID := r.CreatePayload, r.RequestID
 		s.unlock(quotaLocks)
 		if payload == in.PayloadHash && reqID != "" {
@@ -102,7 +102,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: loraRecord(in.Lora), UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
-	s.runs.m[runID] = r
+	s.runs.put(r)
 	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
@@ -140,7 +140,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 func (s *Service) settleCreation(ctx context.Context, r *Run, id string, err error) (requestID, runID string, _ error) {
 	if err != nil {
 		s.lock(lkRuns)
-		delete(s.runs.m, r.ID)
+		s.runs.del(r.ID)
 		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
@@ -180,16 +180,6 @@ func (s *Service) submitError(err error) error {
 	return classify(err)
 }
 
-// owned returns the tenant's run (callers hold the runs lock, and settle the error after
-// unlocking).
-func (c *runCtl) owned(tenant, id string) (*Run, error) {
-	r, ok := c.m[id]
-	if !ok || r.Tenant != tenant {
-		return nil, miss(keyRun+id, tenant, notFoundf("training run %q not found", id))
-	}
-	return r, nil
-}
-
 // usableRun is runs.owned that also refuses runs of finished sessions (410), unloaded and
 // corrupted runs (callers hold the sessions and runs locks).
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
@@ -197,7 +187,7 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := finishedErr(s.sessions.m[r.SessionID]); err != nil {
+	if err := finishedErr(s.sessions.at(r.SessionID)); err != nil {
 		return nil, err
 	}
 	switch {
@@ -391,7 +381,7 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 }
 
 func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
-	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true)
+	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.layout().autosaveDir(r.ID), true)
 	s.diskChanged(r.ID) // an optim_step running when the run was unloaded still writes it
 	if err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
