@@ -56,7 +56,7 @@ func (s *Service) view(r *Run) RunView {
 }
 
 // ListRuns lists the tenant's training runs, most recently used first.
-func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
+func (s *Service) ListRuns(ctx context.Context, tenant string, limit, offset int) ([]RunView, int) {
 	s.lock(lkRuns)
 	var all []*Run
 	for r := range s.runs.ofTenant(tenant) {
@@ -66,7 +66,7 @@ func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
 		}
 	}
 	s.unlock(lkRuns)
-	foreignRecords(s, keyRun, tenant, func(r *Run) { all = append(all, r) })
+	foreignRecords(ctx, s, keyRun, tenant, func(r *Run) { all = append(all, r) })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
 			return all[i].LastRequestTime.After(all[j].LastRequestTime)
@@ -113,7 +113,7 @@ func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 }
 
 // ListAllCheckpoints lists every checkpoint of the tenant, newest first.
-func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
+func (s *Service) ListAllCheckpoints(ctx context.Context, tenant string, limit, offset int) ([]Checkpoint, int) {
 	s.lock(lkCkpts)
 	var all []Checkpoint
 	seen := map[string]bool{}
@@ -124,7 +124,7 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 	s.unlock(lkCkpts)
 	if s.self != "" {
 		// Other replicas' runs write checkpoints this one has not loaded.
-		err := s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
+		err := s.st.Scan(ctx, keyCkpt, func(_ string, v []byte) error {
 			var c Checkpoint
 			if json.Unmarshal(v, &c) == nil && c.Tenant == tenant && !seen[c.TinkerPath()] {
 				all = append(all, c)

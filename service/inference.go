@@ -49,12 +49,12 @@ type InferenceModel struct {
 
 // InferenceModels lists what a tenant may name: the served base models, then the
 // tenant's sampler checkpoints, newest first.
-func (s *Service) InferenceModels(tenant string) []InferenceModel {
+func (s *Service) InferenceModels(ctx context.Context, tenant string) []InferenceModel {
 	var out []InferenceModel
 	for _, m := range s.Models() {
 		out = append(out, InferenceModel{ID: m.Name, OwnedBy: "tuft", BaseModel: m.Name})
 	}
-	ckpts, _ := s.ListAllCheckpoints(tenant, 0, 0)
+	ckpts, _ := s.ListAllCheckpoints(ctx, tenant, 0, 0)
 	for _, c := range ckpts {
 		if c.Type == CkptSampler {
 			out = append(out, InferenceModel{ID: c.TinkerPath(), Created: c.CreatedAt, OwnedBy: c.Tenant, BaseModel: c.BaseModel})

@@ -91,11 +91,11 @@ type owned interface {
 
 // foreignRecords calls fn for the tenant's records under prefix that other replicas own
 // (listings must show every replica's records). A no-op for a single server.
-func foreignRecords[T owned](s *Service, prefix, tenant string, fn func(T)) {
+func foreignRecords[T owned](ctx context.Context, s *Service, prefix, tenant string, fn func(T)) {
 	if s.self == "" {
 		return
 	}
-	err := s.st.Scan(context.Background(), prefix, func(_ string, v []byte) error {
+	err := s.st.Scan(ctx, prefix, func(_ string, v []byte) error {
 		var head struct {
 			Tenant string `json:"tenant"`
 			Owner  string `json:"owner"`

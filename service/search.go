@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -68,7 +69,7 @@ func StatusOf(se *Session) string {
 
 // SearchSessions returns one page of the tenant's sessions matching q, newest first, and
 // the cursor of the next page (nil on the last).
-func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary, *SearchCursor, error) {
+func (s *Service) SearchSessions(ctx context.Context, tenant string, q SearchQuery) ([]SessionSummary, *SearchCursor, error) {
 	if q.Limit < 1 || q.Limit > 200 {
 		return nil, nil, invalidf("limit %d must be in [1, 200]", q.Limit)
 	}
@@ -99,7 +100,7 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	}
 	words := strings.Fields(strings.ToLower(q.DisplayName))
 	var foreign []*Session
-	foreignRecords(s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
+	foreignRecords(ctx, s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
 	s.lock(lkSessions | lkRuns | lkCkpts)
 	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)

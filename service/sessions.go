@@ -83,7 +83,7 @@ func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 }
 
 // ListSessions returns the tenant's session ids, newest first.
-func (s *Service) ListSessions(tenant string, limit, offset int) []string {
+func (s *Service) ListSessions(ctx context.Context, tenant string, limit, offset int) []string {
 	s.lock(lkSessions)
 	var all []*Session
 	for se := range s.sessions.ofTenant(tenant) {
@@ -93,7 +93,7 @@ func (s *Service) ListSessions(tenant string, limit, offset int) []string {
 		}
 	}
 	s.unlock(lkSessions)
-	foreignRecords(s, keySession, tenant, func(se *Session) { all = append(all, se) })
+	foreignRecords(ctx, s, keySession, tenant, func(se *Session) { all = append(all, se) })
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))
 	for _, se := range page(all, limit, offset) {
