@@ -60,11 +60,6 @@ type ExternalResult struct {
 	SizeBytes int64
 }
 
-// ExternalEncoder encodes the export's result (the HTTP layer implements it).
-type ExternalEncoder interface {
-	SaveWeightsExternal(ExternalResult) (futures.Result, error)
-}
-
 // ParseRecipients parses age recipients: x25519 (age1…) or SSH public keys.
 func ParseRecipients(list []string) ([]age.Recipient, error) {
 	if len(list) > MaxAgeRecipients {
@@ -99,7 +94,7 @@ func clip(s string, n int) string {
 }
 
 // SaveExternal queues a weight export on the run (in its seq_id order).
-func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalInput, enc ExternalEncoder) (string, error) {
+func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalInput) (string, error) {
 	if err := validCheckpointName(in.Name); err != nil {
 		return "", err
 	}
@@ -128,7 +123,7 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 		if err != nil {
 			return futures.Result{}, err
 		}
-		return enc.SaveWeightsExternal(res)
+		return s.enc.SaveWeightsExternal(res)
 	})
 }
 

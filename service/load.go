@@ -32,7 +32,7 @@ type CreateFromCheckpointInput struct {
 // checkpoint: LoRA rank and targets, base model and (with Optimizer) optimizer state come
 // from it. The load is the run's seq_id 0, so its next operation is seq_id 1, as the SDK
 // expects. A retry with the same payload returns the same request id.
-func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in CreateFromCheckpointInput, enc ResultEncoder) (requestID, runID string, err error) {
+func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in CreateFromCheckpointInput) (requestID, runID string, err error) {
 	if in.ModelSeqID < 0 {
 		return "", "", invalidf("model_seq_id %d must not be negative", in.ModelSeqID)
 	}
@@ -152,7 +152,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
-			return enc.LoadWeights(in.Path, r.ID)
+			return s.enc.LoadWeights(in.Path, r.ID)
 		},
 	})
 	return s.settleCreation(ctx, r, id, err)

@@ -192,12 +192,12 @@ type SampleInput struct {
 }
 
 // Sample queues a sample request.
-func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc ResultEncoder) (string, error) {
+func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput) (string, error) {
 	if err := s.CheckOutput(SampleOutputSize(in.Req), sampleWhat(in.Req)); err != nil {
 		return "", err // before anything is queued (output.go)
 	}
 	job := sampleJob{tenant: tenant, base: in.BaseModel, queue: "base/" + in.BaseModel + "/" + tenant, seq: in.SeqID,
-		hash: in.PayloadHash, req: in.Req, encode: enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
+		hash: in.PayloadHash, req: in.Req, encode: s.enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
 	if in.SamplingSessionID != "" {
 		sm, err := s.GetSampler(tenant, in.SamplingSessionID)
 		if err != nil {

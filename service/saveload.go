@@ -31,7 +31,7 @@ type SaveInput struct {
 }
 
 // Save queues a checkpoint save.
-func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc ResultEncoder) (string, error) {
+func (s *Service) Save(ctx context.Context, tenant string, in SaveInput) (string, error) {
 	typ, op := CkptTraining, telemetry.OpSaveWeights
 	if in.Sampler {
 		typ, op = CkptSampler, telemetry.OpSaveWeightsForSampler
@@ -84,13 +84,13 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 			attrs = append(attrs, attribute.String(telemetry.AttrSamplerKind, kind))
 		}
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint, attrs...)
-		res, err := s.doSave(ctx, r, in, typ, ephemeral, enc)
+		res, err := s.doSave(ctx, r, in, typ, ephemeral)
 		telemetry.End(sp, err)
 		return res, err
 	})
 }
 
-func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
+func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool) (futures.Result, error) {
 	if ephemeral {
 		if err := s.makeRoomForEphemeral(ctx, r, SamplerID(r.SessionID, *in.SamplerSeq)); err != nil {
 			return futures.Result{}, err
@@ -105,7 +105,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		if err != nil {
 			return futures.Result{}, err
 		}
-		return enc.SaveWeightsForSampler("", sm.ID)
+		return s.enc.SaveWeightsForSampler("", sm.ID)
 	}
 	release, err := s.reserveDisk(r.Tenant, r.ID, s.saveBytes(r, typ == CkptTraining), "this save")
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 			_ = os.RemoveAll(dir) // no sampler uses them
 			return futures.Result{}, err
 		}
-		return enc.SaveWeightsForSampler("", sm.ID)
+		return s.enc.SaveWeightsForSampler("", sm.ID)
 	}
 	dir := s.ckpts.layout().ckptDir(r.ID, typ, in.Name)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining) }); err != nil {
@@ -163,9 +163,9 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	}
 	s.auditCheckpoint(ctx, r.Tenant, event, c, map[string]any{"seq_id": in.SeqID, "size_bytes": c.SizeBytes})
 	if typ == CkptSampler {
-		return enc.SaveWeightsForSampler(c.TinkerPath(), "")
+		return s.enc.SaveWeightsForSampler(c.TinkerPath(), "")
 	}
-	return enc.SaveWeights(c.TinkerPath())
+	return s.enc.SaveWeights(c.TinkerPath())
 }
 
 // LoadInput is load_weights on an existing run (the legacy form: model_id and seq_id).
@@ -177,7 +177,7 @@ type LoadInput struct {
 
 // Load queues load_weights: the run's adapter (and optionally optimizer) become the
 // checkpoint's.
-func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc ResultEncoder) (string, error) {
+func (s *Service) Load(ctx context.Context, tenant string, in LoadInput) (string, error) {
 	fetched := s.fetchCheckpoint(in.Path)
 	s.lock(lkSessions | lkRuns | lkCkpts)
 	r, err := s.usableRun(tenant, in.ModelID)
@@ -226,7 +226,7 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		if c.Tenant != tenant {
 			s.auditCheckpoint(ctx, tenant, AuditCheckpointRead, c, map[string]any{"purpose": "load_weights", "into_model_id": r.ID})
 		}
-		return enc.LoadWeights(in.Path, r.ID)
+		return s.enc.LoadWeights(in.Path, r.ID)
 	})
 }
 

@@ -36,6 +36,7 @@ type Service struct {
 	// operator is auth.operator_key_sha256's digest (nil: no operator).
 	operator *config.KeyDigest
 	secret   []byte // signs archive URLs
+	enc      ResultEncoder
 
 	// The controllers, one per kind of record (controllers.go).
 	sessions sessionCtl
@@ -79,12 +80,18 @@ type Options struct {
 	// (default: the OTel global provider and telemetry.Metrics()).
 	TracerProvider trace.TracerProvider
 	Instruments    *telemetry.Instruments
+	// Encoder turns the operations' results into the futures' bytes (the HTTP layer's
+	// wire types); required.
+	Encoder ResultEncoder
 }
 
 // New builds the service, checks the store's model signature, restores every record and
 // every run's adapter, and resolves futures left in flight by a previous process.
 func New(ctx context.Context, o Options) (*Service, error) {
-	s := &Service{
+	if o.Encoder == nil {
+		return nil, errors.New("service: Options.Encoder is required (the HTTP layer's result encoder)")
+	}
+	s := &Service{enc: o.Encoder,
 		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
 		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
 		sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(),

@@ -17,7 +17,8 @@ import (
 )
 
 // ResultEncoder turns operation results into the bytes a future stores. The HTTP layer
-// implements it with the wire types, so they are defined in one place.
+// implements it with the wire types, so they are defined in one place; it is wired once,
+// in Options.Encoder.
 type ResultEncoder interface {
 	CreateModel(modelID string) (futures.Result, error)
 	UnloadModel(modelID string) (futures.Result, error)
@@ -27,6 +28,7 @@ type ResultEncoder interface {
 	SaveWeightsForSampler(path, samplingSessionID string) (futures.Result, error)
 	LoadWeights(path, modelID string) (futures.Result, error)
 	Sample(res engine.SampleResult) (futures.Result, error)
+	SaveWeightsExternal(res ExternalResult) (futures.Result, error)
 }
 
 // OpMeta identifies an operation on a training run.
@@ -56,7 +58,7 @@ func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 }
 
 // CreateModel starts a training run; the adapter is created by the returned future.
-func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput, enc ResultEncoder) (requestID, runID string, err error) {
+func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput) (requestID, runID string, err error) {
 	_, ok := s.models[in.BaseModel]
 	if !ok {
 		return "", "", invalidf("base_model %q is not served here; available: %v", in.BaseModel, s.modelNames())
@@ -128,7 +130,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
-			return enc.CreateModel(r.ID)
+			return s.enc.CreateModel(r.ID)
 		},
 	})
 	return s.settleCreation(ctx, r, id, err)
@@ -242,7 +244,7 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 }
 
 // ForwardBackward queues forward or forward_backward (req.Backward) on a run.
-func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, req engine.ForwardRequest, enc ResultEncoder) (string, error) {
+func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, req engine.ForwardRequest) (string, error) {
 	op, span := telemetry.OpForward, telemetry.SpanTCRunForward
 	if req.Backward {
 		op, span = telemetry.OpForwardBackward, telemetry.SpanTCRunForwardBackward
@@ -281,7 +283,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
 				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
 		}
-		return enc.ForwardBackward(res, req.LossFn)
+		return s.enc.ForwardBackward(res, req.LossFn)
 	})
 }
 
@@ -323,7 +325,7 @@ type OptimParams struct {
 
 // OptimStep queues one step of the run's optimizer (AdamW or Dimuon); afterwards the
 // adapter and optimizer state are autosaved so a crash loses no completed step.
-func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams, enc ResultEncoder) (string, error) {
+func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams) (string, error) {
 	op.Optimizer = familyOr(op.Optimizer)
 	var p engine.StepParams
 	switch op.Optimizer {
@@ -376,7 +378,7 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 			return futures.Result{}, err
 		}
 		s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
-		return enc.OptimStep(metrics)
+		return s.enc.OptimStep(metrics)
 	})
 }
 
@@ -393,7 +395,7 @@ func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
 }
 
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
-func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
+func (s *Service) UnloadModel(ctx context.Context, tenant, runID string) (string, error) {
 	s.lock(lkRuns)
 	r, err := s.runs.owned(tenant, runID)
 	s.unlock(lkRuns)
@@ -407,7 +409,7 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCUnloadModel)
 			s.unload(ctx, r, "unload_model was called")
 			telemetry.End(sp, nil)
-			return enc.UnloadModel(runID)
+			return s.enc.UnloadModel(runID)
 		},
 	})
 	if err != nil {
