@@ -122,6 +122,19 @@ func loadAll[T any](ctx context.Context, st store.Store, prefix string, log *slo
 	return nil
 }
 
+// family is the four controllers, and the one way to take their locks (lock): an
+// operation that needs several names them in a lockSet. Service embeds it.
+type family struct {
+	sessions sessionCtl
+	runs     runCtl
+	samplers samplerCtl
+	ckpts    ckptCtl
+}
+
+func newFamily(checkpointDir string) family {
+	return family{sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(), ckpts: newCkptCtl(checkpointDir)}
+}
+
 // lockSet names the controllers an operation locks.
 type lockSet uint8
 
@@ -132,8 +145,9 @@ const (
 	lkCkpts
 )
 
-// lock takes the controllers' locks in ls, in the one order.
-func (s *Service) lock(ls lockSet) {
+// lock takes the controllers' locks in ls, in the one order: sessions, runs, samplers,
+// checkpoints.
+func (s *family) lock(ls lockSet) {
 	if ls&lkSessions != 0 {
 		s.sessions.mu.Lock()
 	}
@@ -149,7 +163,7 @@ func (s *Service) lock(ls lockSet) {
 }
 
 // unlock releases the locks lock(ls) took.
-func (s *Service) unlock(ls lockSet) {
+func (s *family) unlock(ls lockSet) {
 	if ls&lkCkpts != 0 {
 		s.ckpts.mu.Unlock()
 	}

@@ -76,7 +76,7 @@ func TestCheckpointOwnerIndex(t *testing.T) {
 // "a" and others records of 10 other tenants. With poison, every other tenant's record is
 // replaced by nil after indexing, so a listing that so much as reads one of them panics.
 func listingService(t testing.TB, own, others int, poison bool) *Service {
-	s := &Service{sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(), ckpts: newCkptCtl(t.TempDir()), now: time.Now}
+	s := &Service{family: newFamily(t.TempDir()), now: time.Now}
 	at := time.Unix(1_800_000_000, 0)
 	add := func(tenant string, i int) {
 		id := fmt.Sprintf("%s-%d", tenant, i)

@@ -47,7 +47,7 @@ func (s *Service) Reap(ctx context.Context) {
 		}
 	}
 	s.unlock(lkSessions | lkCkpts)
-	s.expireCompletions(now)
+	s.polls.expire(now)
 	for i, se := range expired {
 		s.expireSession(ctx, se, &expiredRecs[i])
 	}

@@ -225,7 +225,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput) (st
 	}
 	id, err := s.submitSample(ctx, job)
 	if err == nil && job.sampler != "" {
-		s.watchCompletion(tenant, job.sampler, in.SeqID, id)
+		s.polls.watch(tenant, job.sampler, in.SeqID, id)
 	}
 	return id, err
 }

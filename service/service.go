@@ -38,20 +38,17 @@ type Service struct {
 	secret   []byte // signs archive URLs
 	enc      ResultEncoder
 
-	// The controllers, one per kind of record (controllers.go).
-	sessions sessionCtl
-	runs     runCtl
-	samplers samplerCtl
-	ckpts    ckptCtl
-	metrics  metricCtl // the runs' metric histories (metrics.go)
-	usage    usageCtl  // token usage in hourly buckets (tokenusage.go)
-	self     string    // this API replica ("" for a single server)
+	// The controllers, one per kind of record, and their lock order (controllers.go).
+	family
+	metrics metricCtl // the runs' metric histories (metrics.go)
+	usage   usageCtl  // token usage in hourly buckets (tokenusage.go)
+	self    string    // this API replica ("" for a single server)
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
 
 	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
-	adapters adapterCache
+	adapters *adapterCache
 	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
 	polls *completionLogs
 
@@ -94,11 +91,9 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{enc: o.Encoder,
 		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
 		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
-		sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(),
-		ckpts: newCkptCtl(o.Config.CheckpointDir), stop: make(chan struct{}),
+		family: newFamily(o.Config.CheckpointDir), stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
-		polls:   newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
 		metrics: newMetricCtl(o.Config.Limits.MaxMetricPointsPerRun),
 		usage:   usageCtl{m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)},
 	}
@@ -109,6 +104,8 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.adapters = newAdapterCache(o.Backend, s.log, o.Config.Inference.MaxAdapters)
+	s.polls = newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler, o.Config.FutureTTL(), o.Futures, s.log, s.now)
 	for _, m := range s.be.Models() {
 		s.models[m.Name] = m
 	}
