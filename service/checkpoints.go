@@ -66,7 +66,7 @@ func (s *Service) ListRuns(ctx context.Context, tenant string, limit, offset int
 		}
 	}
 	s.unlock(lkRuns)
-	foreignRecords(ctx, s, keyRun, tenant, func(r *Run) { all = append(all, r) })
+	foreignRecords(ctx, &s.replicas, keyRun, tenant, func(r *Run) { all = append(all, r) })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
 			return all[i].LastRequestTime.After(all[j].LastRequestTime)
@@ -303,7 +303,7 @@ func (s *Service) ArchiveToken(ctx context.Context, tenant, runID, ckptID, forma
 		d["format"] = format
 	}
 	s.auditCheckpoint(ctx, tenant, AuditCheckpointDownloadLink, &cc, d)
-	return s.sign(exp, cc.TinkerPath()), exp, nil
+	return s.tokens.sign(exp, cc.TinkerPath()), exp, nil
 }
 
 // ErrBadToken is returned for an archive token that is malformed, forged or expired.
@@ -320,7 +320,7 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 
 // archiveCheckpoint is the checkpoint a valid archive token grants.
 func (s *Service) archiveCheckpoint(tok string) (Checkpoint, error) {
-	payload, err := s.verify(tok)
+	payload, err := s.tokens.verify(tok)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -201,7 +201,7 @@ func (s *Service) settle(err error) error {
 	if !errors.As(err, &me) {
 		return err
 	}
-	if ee := s.elsewhere(me.key, me.tenant); ee != nil {
+	if ee := s.replicas.elsewhere(me.key, me.tenant); ee != nil {
 		return ee
 	}
 	return me.err

@@ -100,7 +100,7 @@ func (s *Service) SearchSessions(ctx context.Context, tenant string, q SearchQue
 	}
 	words := strings.Fields(strings.ToLower(q.DisplayName))
 	var foreign []*Session
-	foreignRecords(ctx, s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
+	foreignRecords(ctx, &s.replicas, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
 	s.lock(lkSessions | lkRuns | lkCkpts)
 	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +34,7 @@ type Service struct {
 	keys   map[config.KeyDigest]string // the API keys' digests → tenant
 	// operator is auth.operator_key_sha256's digest (nil: no operator).
 	operator *config.KeyDigest
-	secret   []byte // signs archive URLs
+	tokens   signer // signs archive URLs, file tokens and trace links (tokens.go)
 	enc      ResultEncoder
 
 	// The controllers, one per kind of record, and their lock order (controllers.go).
@@ -43,6 +42,8 @@ type Service struct {
 	metrics metricCtl // the runs' metric histories (metrics.go)
 	usage   usageCtl  // token usage in hourly buckets (tokenusage.go)
 	self    string    // this API replica ("" for a single server)
+	// replicas is the other replicas: ownership, addresses, their records (replicas.go).
+	replicas replicaSet
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -129,7 +130,9 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.checkSignature(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.loadSecret(ctx); err != nil {
+	s.tokens.now = s.now
+	s.replicas = replicaSet{st: s.st, self: s.self, now: s.now, log: s.log}
+	if err := s.tokens.load(ctx, s.st); err != nil {
 		return nil, err
 	}
 	if err := s.restore(ctx); err != nil {
@@ -238,31 +241,4 @@ func (s *Service) checkSignature(ctx context.Context) error {
 		}
 	}
 	return putJSON(ctx, s.st, keySignature, cur)
-}
-
-func (s *Service) loadSecret(ctx context.Context) error {
-	b, err := s.st.Get(ctx, keySecret)
-	if err == nil && len(b) >= 32 {
-		s.secret = b
-		return nil
-	}
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("read archive secret: %w", err)
-	}
-	s.secret = make([]byte, 32)
-	if _, err := rand.Read(s.secret); err != nil {
-		return err
-	}
-	ok, err := s.st.SetNX(ctx, keySecret, s.secret, 0)
-	if err != nil {
-		return fmt.Errorf("persist archive secret: %w", err)
-	}
-	if !ok { // another replica won the race
-		b, err := s.st.Get(ctx, keySecret)
-		if err != nil {
-			return fmt.Errorf("read archive secret: %w", err)
-		}
-		s.secret = b
-	}
-	return nil
 }

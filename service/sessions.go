@@ -93,7 +93,7 @@ func (s *Service) ListSessions(ctx context.Context, tenant string, limit, offset
 		}
 	}
 	s.unlock(lkSessions)
-	foreignRecords(ctx, s, keySession, tenant, func(se *Session) { all = append(all, se) })
+	foreignRecords(ctx, &s.replicas, keySession, tenant, func(se *Session) { all = append(all, se) })
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))
 	for _, se := range page(all, limit, offset) {

@@ -311,12 +311,12 @@ func (s *Service) TraceToken(tenant, id string, ttl time.Duration) (string, time
 		return "", time.Time{}, err
 	}
 	exp := s.now().Add(ttl).Truncate(time.Second)
-	return s.sign(exp, traceTokenTag+tenant+"\x00"+id), exp, nil
+	return s.tokens.sign(exp, traceTokenTag+tenant+"\x00"+id), exp, nil
 }
 
 // OpenTraceToken verifies a trace-export token and reads the span record it grants.
 func (s *Service) OpenTraceToken(ctx context.Context, tok string) (session string, spans SessionSpans, err error) {
-	payload, err := s.verify(tok)
+	payload, err := s.tokens.verify(tok)
 	if err != nil {
 		return "", SessionSpans{}, err
 	}
