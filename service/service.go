@@ -96,9 +96,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 		metrics: newMetricCtl(o.Config.Limits.MaxMetricPointsPerRun),
-		usage:   usageCtl{m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)},
 	}
-	config.MustPositive("billing.usage_retention_days", o.Config.Billing.UsageRetentionDays)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -106,7 +104,11 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		s.now = time.Now
 	}
 	s.adapters = newAdapterCache(o.Backend, s.log, o.Config.Inference.MaxAdapters)
+	// The feature areas, each a type with its state (Service's fields).
 	s.polls = newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler, o.Config.FutureTTL(), o.Futures, s.log, s.now)
+	s.tokens.now = s.now
+	s.usage = newUsageCtl(s.st, s.self, s.now, o.Config.Billing.UsageRetentionDays, s.tel.Instruments.UsageTokens, s.writeFailed)
+	s.replicas = replicaSet{st: s.st, self: s.self, now: s.now, log: s.log}
 	for _, m := range s.be.Models() {
 		s.models[m.Name] = m
 	}
@@ -130,8 +132,6 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.checkSignature(ctx); err != nil {
 		return nil, err
 	}
-	s.tokens.now = s.now
-	s.replicas = replicaSet{st: s.st, self: s.self, now: s.now, log: s.log}
 	if err := s.tokens.load(ctx, s.st); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.restoreSpans(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.loadUsage(ctx); err != nil {
+	if err := s.usage.load(ctx, s.log); err != nil {
 		return nil, err
 	}
 	s.spans.kick = make(chan struct{}, 1)
@@ -149,7 +149,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	go s.reaper()
 	go s.flusher()
 	go s.spanRecorder()
-	go s.usageFlusher()
+	go s.usage.flusher(s.stop, s.stopped.Done)
 	return s, nil
 }
 
