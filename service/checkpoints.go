@@ -40,21 +40,6 @@ type RunView struct {
 	LastSamplerRec    *Checkpoint
 }
 
-// view is r with its last checkpoints (callers hold the checkpoints lock, and the runs
-// lock when r is this replica's).
-func (s *Service) view(r *Run) RunView {
-	v := RunView{Run: *r}
-	if c, ok := s.ckpts.get(r.ID, r.LastCheckpoint); ok {
-		cc := *c
-		v.LastCheckpointRec = &cc
-	}
-	if c, ok := s.ckpts.get(r.ID, r.LastSamplerCkpt); ok {
-		cc := *c
-		v.LastSamplerRec = &cc
-	}
-	return v
-}
-
 // ListRuns lists the tenant's training runs, most recently used first.
 func (s *Service) ListRuns(ctx context.Context, tenant string, limit, offset int) ([]RunView, int) {
 	s.lock(lkRuns)
@@ -142,25 +127,6 @@ func (s *Service) ListAllCheckpoints(ctx context.Context, tenant string, limit, 
 		return all[i].TinkerPath() < all[j].TinkerPath()
 	})
 	return page(all, limit, offset), len(all)
-}
-
-// ownedCheckpoint finds a tenant's checkpoint by run and checkpoint id ("weights/<name>",
-// "sampler_weights/<name>", or a bare name, tried as weights then sampler_weights).
-// Callers hold the runs and checkpoints locks, and settle the error after unlocking.
-func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, error) {
-	if _, err := s.runs.owned(tenant, runID); err != nil {
-		return nil, err
-	}
-	ids := []string{ckptID}
-	if !strings.Contains(ckptID, "/") {
-		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID, "external_weights/" + ckptID}
-	}
-	for _, id := range ids {
-		if c, ok := s.ckpts.get(runID, id); ok {
-			return c, nil
-		}
-	}
-	return nil, notFoundf("checkpoint %q not found in training run %s", ckptID, runID)
 }
 
 // DeleteCheckpoint removes a checkpoint's files and record.

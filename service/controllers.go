@@ -15,12 +15,10 @@ import (
 // training runs (ctl_runs.go), sampling sessions (ctl_samplers.go) and checkpoints
 // (ctl_ckpts.go). Each owns its records, an index of them by tenant, the lock that guards
 // both and its records' fields, its store keys and its loader; its fields are read in its
-// own file alone (tests/layers TestControllersKeepTheirState). This file is the family
-// that takes their locks: an operation that needs several names them in a lockSet and
-// Service.lock takes them in one documented order (sessions, runs, samplers,
-// checkpoints), so two operations never wait on each other in a cycle. No store call is
-// made under these locks: an ownership miss found under a lock is settled by the caller
-// after unlocking (missError, settle).
+// own file alone (tests/layers TestControllersKeepTheirState). Their locks are taken
+// through the family (family.go) alone, in one documented order. No store call is made
+// under these locks: an ownership miss found under a lock is settled by the caller after
+// unlocking (missError, settle).
 
 // keyed is a record a table holds: its id and its tenant (the owner index's key).
 type keyed interface {
@@ -120,62 +118,6 @@ func loadAll[T any](ctx context.Context, st store.Store, prefix string, log *slo
 		return fmt.Errorf("load %s records: %w", prefix, err)
 	}
 	return nil
-}
-
-// family is the four controllers, and the one way to take their locks (lock): an
-// operation that needs several names them in a lockSet. Service embeds it.
-type family struct {
-	sessions sessionCtl
-	runs     runCtl
-	samplers samplerCtl
-	ckpts    ckptCtl
-}
-
-func newFamily(checkpointDir string) family {
-	return family{sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(), ckpts: newCkptCtl(checkpointDir)}
-}
-
-// lockSet names the controllers an operation locks.
-type lockSet uint8
-
-const (
-	lkSessions lockSet = 1 << iota
-	lkRuns
-	lkSamplers
-	lkCkpts
-)
-
-// lock takes the controllers' locks in ls, in the one order: sessions, runs, samplers,
-// checkpoints.
-func (s *family) lock(ls lockSet) {
-	if ls&lkSessions != 0 {
-		s.sessions.mu.Lock()
-	}
-	if ls&lkRuns != 0 {
-		s.runs.mu.Lock()
-	}
-	if ls&lkSamplers != 0 {
-		s.samplers.mu.Lock()
-	}
-	if ls&lkCkpts != 0 {
-		s.ckpts.mu.Lock()
-	}
-}
-
-// unlock releases the locks lock(ls) took.
-func (s *family) unlock(ls lockSet) {
-	if ls&lkCkpts != 0 {
-		s.ckpts.mu.Unlock()
-	}
-	if ls&lkSamplers != 0 {
-		s.samplers.mu.Unlock()
-	}
-	if ls&lkRuns != 0 {
-		s.runs.mu.Unlock()
-	}
-	if ls&lkSessions != 0 {
-		s.sessions.mu.Unlock()
-	}
 }
 
 // missError is an id a request named that this replica does not hold, found under a

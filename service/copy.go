@@ -212,20 +212,6 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	return path, nil
 }
 
-// ownsProject reports whether a project id is the tenant's: its name (the default
-// project) or the project of one of its sessions. Callers hold the sessions lock.
-func (s *Service) ownsProject(tenant, project string) bool {
-	if project == tenant {
-		return true
-	}
-	for se := range s.sessions.ofTenant(tenant) {
-		if se.Tenant == tenant && ProjectOf(se) == project {
-			return true
-		}
-	}
-	return false
-}
-
 // copyDir copies the regular files of src into a new directory dst (through a temporary
 // directory, renamed into place, so dst appears whole or not at all). A copy shares
 // the source's storage: deleting either leaves the other whole. weightsOnly leaves the

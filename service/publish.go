@@ -34,22 +34,6 @@ func weightsOnly(tenant string, c *Checkpoint) bool {
 	return c.CopyOf != "" || c.Tenant != tenant
 }
 
-// ownOptimizer reports whether tenant may load the optimizer state of the checkpoint at
-// path, for a restore that repeats a load recorded before the load was checked (a record
-// written by an older version that let another tenant's optimizer state through): such a
-// load, or one from a checkpoint deleted since, is repeated with the weights only.
-// Callers hold no controller lock.
-func (s *Service) ownOptimizer(tenant, path string) bool {
-	runID, kind, name, err := ParseTinkerPath(path)
-	if err != nil {
-		return false
-	}
-	s.lock(lkCkpts)
-	defer s.unlock(lkCkpts)
-	c, ok := s.ckpts.get(runID, kind+"/"+name)
-	return ok && !weightsOnly(tenant, c)
-}
-
 // optimizerNotShared is the 400 for loading the optimizer state of a checkpoint that
 // shares its weights only (weightsOnly).
 func optimizerNotShared(path string, c *Checkpoint) error {

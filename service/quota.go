@@ -100,12 +100,6 @@ func (s *Service) releaseAt(id string, now time.Time) time.Time {
 // created.
 func holdsAdapter(r *Run) bool { return r.State == RunCreating || r.State == RunReady }
 
-// holdsCopy reports whether a run made by copy_weights still holds its copy (or is
-// writing it). Callers hold the runs and checkpoints locks.
-func (s *Service) holdsCopy(r *Run) bool {
-	return r.Copy && (r.copying || s.ckpts.count(r.ID) > 0)
-}
-
 // countRuns counts what limits.max_runs_per_tenant bounds for tenant: its live runs and
 // the copies it holds (issue 22, finding 7: copies were made outside the quota). A
 // copy is released by deleting its checkpoint; only a live run's session can make the
@@ -395,25 +389,6 @@ func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral boo
 		replaced = stringMapBytes(old.UserMetadata)
 	}
 	return s.checkMetadata(r.Tenant, "the checkpoint's user_metadata", stringMapBytes(in.UserMetadata), replaced)
-}
-
-// ephemeralSamplers are run r's open sampling sessions made by
-// save_weights_and_get_sampling_client (snapshot or inflight), except replacing, oldest
-// first. Callers hold the samplers lock.
-func (s *Service) ephemeralSamplers(r *Run, replacing string) []*Sampler {
-	var out []*Sampler
-	for sm := range s.samplers.ofTenant(r.Tenant) {
-		if sm.Ephemeral && !sm.Closed && sm.RunID == r.ID && sm.Tenant == r.Tenant && sm.ID != replacing {
-			out = append(out, sm)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].SeqID < out[j].SeqID
-	})
-	return out
 }
 
 // makeRoomForEphemeral releases run r's oldest sampling sessions made by

@@ -122,29 +122,6 @@ func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
 	return v, s.settle(err)
 }
 
-func (s *Service) sessionInfo(tenant, id string) (SessionView, error) {
-	s.lock(lkSessions | lkRuns | lkSamplers)
-	defer s.unlock(lkSessions | lkRuns | lkSamplers)
-	se, err := s.sessions.owned(tenant, id)
-	if err != nil {
-		return SessionView{}, err
-	}
-	v := SessionView{Session: *se}
-	for r := range s.runs.all() {
-		if r.SessionID == id {
-			v.Runs = append(v.Runs, r.ID)
-		}
-	}
-	for sm := range s.samplers.all() {
-		if sm.SessionID == id {
-			v.Samplers = append(v.Samplers, sm.ID)
-		}
-	}
-	sort.Strings(v.Runs)
-	sort.Strings(v.Samplers)
-	return v, nil
-}
-
 // FinishSession records the client's finish reason (first wins: a later call changes
 // nothing and reports the recorded one) and releases the session's resources: operations
 // queued on its training runs and sampling sessions fail with a message naming the

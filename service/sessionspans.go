@@ -205,32 +205,6 @@ func (s *Service) evictTracedSession(ctx context.Context, tenant string, touched
 	return ops
 }
 
-// spanOwners resolves the session each span belongs to ("" when none, or when the
-// span's tenant does not own it: a request naming another tenant's session is not part
-// of that session's record).
-func (s *Service) spanOwners(batch []telemetry.SessionSpan) []string {
-	out := make([]string, len(batch))
-	s.lock(lkSessions | lkRuns | lkSamplers)
-	defer s.unlock(lkSessions | lkRuns | lkSamplers)
-	for i, sp := range batch {
-		sess := sp.SessionID
-		if sess == "" && sp.TrainingRunID != "" {
-			if r := s.runs.at(sp.TrainingRunID); r != nil && r.Tenant == sp.Tenant {
-				sess = r.SessionID
-			}
-		}
-		if sess == "" && sp.SamplingSessionID != "" {
-			if sm := s.samplers.at(sp.SamplingSessionID); sm != nil && sm.Tenant == sp.Tenant {
-				sess = sm.SessionID
-			}
-		}
-		if se := s.sessions.at(sess); se != nil && se.Tenant == sp.Tenant {
-			out[i] = sess
-		}
-	}
-	return out
-}
-
 func spanRecordOf(seq int64, sp telemetry.SessionSpan) SpanRecord {
 	r := SpanRecord{Seq: seq, TraceID: sp.TraceID, SpanID: sp.SpanID, ParentSpanID: sp.ParentSpanID, Name: sp.Name,
 		Start: sp.Start.UTC(), End: sp.End.UTC(), DurationMs: float64(sp.End.Sub(sp.Start).Microseconds()) / 1000,
