@@ -108,6 +108,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	s.polls = newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler, o.Config.FutureTTL(), o.Futures, s.log, s.now)
 	s.tokens.now = s.now
 	s.usage = newUsageCtl(s.st, s.self, s.now, o.Config.Billing.UsageRetentionDays, s.tel.Instruments.UsageTokens, s.writeFailed)
+	s.spans = newSpanLog(s.st, s.log, s.now, s.tel.Instruments.SessionSpansDropped, o.Config.Limits, s.spanOwners, s.writeFailed)
 	s.replicas = replicaSet{st: s.st, self: s.self, now: s.now, log: s.log}
 	for _, m := range s.be.Models() {
 		s.models[m.Name] = m
@@ -138,17 +139,16 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.restore(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.restoreSpans(ctx); err != nil {
+	if err := s.spans.restore(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.usage.load(ctx, s.log); err != nil {
 		return nil, err
 	}
-	s.spans.kick = make(chan struct{}, 1)
 	s.stopped.Add(4)
 	go s.reaper()
 	go s.flusher()
-	go s.spanRecorder()
+	go s.spans.recorder(s.stop, s.stopped.Done)
 	go s.usage.flusher(s.stop, s.stopped.Done)
 	return s, nil
 }
