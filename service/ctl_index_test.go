@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/tuft-go/tuft/config"
 )
 
 // The owner index follows every put, replace and delete: a tenant's records from the
@@ -76,7 +78,7 @@ func TestCheckpointOwnerIndex(t *testing.T) {
 // "a" and others records of 10 other tenants. With poison, every other tenant's record is
 // replaced by nil after indexing, so a listing that so much as reads one of them panics.
 func listingService(t testing.TB, own, others int, poison bool) *Service {
-	s := &Service{family: newFamily(t.TempDir()), now: time.Now}
+	s := &Service{family: newFamily(config.Config{CheckpointDir: t.TempDir()}, nil)}
 	at := time.Unix(1_800_000_000, 0)
 	add := func(tenant string, i int) {
 		id := fmt.Sprintf("%s-%d", tenant, i)

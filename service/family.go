@@ -3,7 +3,10 @@ package service
 import (
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
@@ -22,10 +25,20 @@ type family struct {
 	runs     runCtl
 	samplers samplerCtl
 	ckpts    ckptCtl
+
+	// What the operations across controllers (the quota checks, quota.go) read beside
+	// them: the configuration (limits), the clock and the models' shapes.
+	cfg    config.Config
+	now    func() time.Time
+	models map[string]backend.ModelInfo
 }
 
-func newFamily(checkpointDir string) family {
-	return family{sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(), ckpts: newCkptCtl(checkpointDir)}
+func newFamily(cfg config.Config, now func() time.Time) family {
+	if now == nil {
+		now = time.Now
+	}
+	return family{sessions: newSessionCtl(), runs: newRunCtl(), samplers: newSamplerCtl(), ckpts: newCkptCtl(cfg.CheckpointDir),
+		cfg: cfg, now: now, models: map[string]backend.ModelInfo{}}
 }
 
 // lockSet names the controllers an operation locks.

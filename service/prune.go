@@ -23,7 +23,7 @@ import (
 const reasonSessionPruned = "session_pruned"
 
 // endedAt is when a session finished or expired (ok false: it is open).
-func (s *Service) endedAt(se *Session) (time.Time, bool) {
+func (s *family) endedAt(se *Session) (time.Time, bool) {
 	switch {
 	case se.Finished != nil:
 		return se.Finished.At, true

@@ -23,22 +23,21 @@ import (
 
 // Service is the control plane's state and operations.
 type Service struct {
-	cfg    config.Config
-	st     store.Store
-	fut    *futures.Manager
-	be     *backend.Backend
-	log    *slog.Logger
-	now    func() time.Time
-	tel    telemetry.Settings
-	models map[string]backend.ModelInfo
-	keys   map[config.KeyDigest]string // the API keys' digests → tenant
+	// The controllers, one per kind of record, their lock order, the configuration, the
+	// clock and the models (family.go): cfg, now and models are read as s.cfg, s.now,
+	// s.models.
+	family
+	st   store.Store
+	fut  *futures.Manager
+	be   *backend.Backend
+	log  *slog.Logger
+	tel  telemetry.Settings
+	keys map[config.KeyDigest]string // the API keys' digests → tenant
 	// operator is auth.operator_key_sha256's digest (nil: no operator).
 	operator *config.KeyDigest
 	tokens   signer // signs archive URLs, file tokens and trace links (tokens.go)
 	enc      ResultEncoder
 
-	// The controllers, one per kind of record, and their lock order (controllers.go).
-	family
 	metrics metricCtl // the runs' metric histories (metrics.go)
 	usage   usageCtl  // token usage in hourly buckets (tokenusage.go)
 	self    string    // this API replica ("" for a single server)
@@ -90,18 +89,14 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		return nil, errors.New("service: Options.Encoder is required (the HTTP layer's result encoder)")
 	}
 	s := &Service{enc: o.Encoder,
-		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
-		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
-		family: newFamily(o.Config.CheckpointDir), stop: make(chan struct{}),
+		family: newFamily(o.Config, o.Now), st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger,
+		keys: map[config.KeyDigest]string{}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
 		metrics: newMetricCtl(o.Config.Limits.MaxMetricPointsPerRun),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	s.adapters = newAdapterCache(o.Backend, s.log, o.Config.Inference.MaxAdapters)
 	// The feature areas, each a type with its state (Service's fields).

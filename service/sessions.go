@@ -53,7 +53,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 }
 
 // liveSession is sessions.owned that also refuses finished (410) and expired sessions.
-func (s *Service) liveSession(tenant, id string) (*Session, error) {
+func (s *family) liveSession(tenant, id string) (*Session, error) {
 	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		return nil, err
