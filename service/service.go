@@ -58,7 +58,7 @@ type Service struct {
 	exports exportSlots
 
 	spans     spanLog   // the per-session span record (sessionspans.go)
-	auditDays auditDays // entries per tenant and day (audit.go)
+	audits    auditLog  // the tenants' audit entries (audit.go)
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
@@ -104,6 +104,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	s.tokens.now = s.now
 	s.usage = newUsageCtl(s.st, s.self, s.now, o.Config.Billing.UsageRetentionDays, s.tel.Instruments.UsageTokens, s.writeFailed)
 	s.spans = newSpanLog(s.st, s.log, s.now, s.tel.Instruments.SessionSpansDropped, o.Config.Limits, s.spanOwners, s.writeFailed)
+	s.audits = newAuditLog(s.st, s.log, s.now, o.Config.Limits, s.tel.Instruments.AuditEvents, s.writeFailed)
 	s.replicas = replicaSet{st: s.st, self: s.self, now: s.now, log: s.log}
 	for _, m := range s.be.Models() {
 		s.models[m.Name] = m
