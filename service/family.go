@@ -181,12 +181,12 @@ func (s *family) sessionInfo(tenant, id string) (SessionView, error) {
 		return SessionView{}, err
 	}
 	v := SessionView{Session: *se}
-	for r := range s.runs.all() {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.SessionID == id {
 			v.Runs = append(v.Runs, r.ID)
 		}
 	}
-	for sm := range s.samplers.all() {
+	for sm := range s.samplers.ofTenant(tenant) {
 		if sm.SessionID == id {
 			v.Samplers = append(v.Samplers, sm.ID)
 		}

@@ -72,12 +72,12 @@ func (s *Service) expireSession(ctx context.Context, se *Session, rec *Session) 
 	s.lock(lkRuns | lkSamplers)
 	var runs []*Run
 	var samplers []*Sampler
-	for r := range s.runs.all() {
+	for r := range s.runs.ofTenant(se.Tenant) {
 		if r.SessionID == se.ID && r.State == RunReady {
 			runs = append(runs, r)
 		}
 	}
-	for sm := range s.samplers.all() {
+	for sm := range s.samplers.ofTenant(se.Tenant) {
 		if sm.SessionID == se.ID && !sm.Closed {
 			samplers = append(samplers, sm)
 		}

@@ -182,7 +182,7 @@ func (s *Service) SearchSessions(ctx context.Context, tenant string, q SearchQue
 	out := make([]SessionSummary, 0, len(hits))
 	for _, se := range hits {
 		sum := SessionSummary{Session: *se}
-		for r := range s.runs.all() {
+		for r := range s.runs.ofTenant(se.Tenant) {
 			if r.SessionID != se.ID {
 				continue
 			}

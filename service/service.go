@@ -57,8 +57,8 @@ type Service struct {
 	// exports counts each tenant's exports running (export.go).
 	exports exportSlots
 
-	spans     spanLog   // the per-session span record (sessionspans.go)
-	audits    auditLog  // the tenants' audit entries (audit.go)
+	spans  spanLog  // the per-session span record (sessionspans.go)
+	audits auditLog // the tenants' audit entries (audit.go)
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher

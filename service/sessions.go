@@ -153,12 +153,12 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	c := *se
 	var runs []*Run
 	var samplers []*Sampler
-	for r := range s.runs.all() {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.SessionID == id && r.State != RunUnloaded {
 			runs = append(runs, r)
 		}
 	}
-	for sm := range s.samplers.all() {
+	for sm := range s.samplers.ofTenant(tenant) {
 		if sm.SessionID == id && !sm.Closed {
 			samplers = append(samplers, sm)
 		}
