@@ -21,7 +21,9 @@ import (
 	"github.com/tuft-go/tuft/telemetry"
 )
 
-// Service is the control plane's state and operations.
+// Service is the control plane's state and operations: the controllers (their family)
+// and one field per feature area, each a type with its state and behaviour; its own
+// methods are the API the HTTP layer calls and the operations that need the whole service.
 type Service struct {
 	// The controllers, one per kind of record, their lock order, the configuration, the
 	// clock and the models (family.go): cfg, now and models are read as s.cfg, s.now,
@@ -32,33 +34,26 @@ type Service struct {
 	be   *backend.Backend
 	log  *slog.Logger
 	tel  telemetry.Settings
+	enc  ResultEncoder               // the operations' results → futures' bytes (Options.Encoder)
 	keys map[config.KeyDigest]string // the API keys' digests → tenant
 	// operator is auth.operator_key_sha256's digest (nil: no operator).
 	operator *config.KeyDigest
-	tokens   signer // signs archive URLs, file tokens and trace links (tokens.go)
-	enc      ResultEncoder
-
-	metrics metricCtl // the runs' metric histories (metrics.go)
-	usage   usageCtl  // token usage in hourly buckets (tokenusage.go)
-	self    string    // this API replica ("" for a single server)
-	// replicas is the other replicas: ownership, addresses, their records (replicas.go).
-	replicas replicaSet
+	self     string // this API replica ("" for a single server)
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
 
-	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
-	adapters *adapterCache
-	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
-	polls *completionLogs
-
-	// quota holds disk space reserved by saves being written (quota.go).
-	quota quotaState
-	// exports counts each tenant's exports running (export.go).
-	exports exportSlots
-
-	spans  spanLog  // the per-session span record (sessionspans.go)
-	audits auditLog // the tenants' audit entries (audit.go)
+	// The feature areas.
+	tokens   signer          // signs archive URLs, file tokens and trace links (tokens.go)
+	replicas replicaSet      // the other replicas: ownership, addresses, their records (replicas.go)
+	metrics  metricCtl       // the runs' metric histories (metrics.go)
+	usage    usageCtl        // token usage in hourly buckets (tokenusage.go)
+	adapters *adapterCache   // the inference LRU: checkpoints the compatible routes sample from (adapterlru.go)
+	polls    *completionLogs // the sampling sessions' completion logs (retrieve_futures, futurespoll.go)
+	quota    quotaState      // disk space reserved by saves being written (quota.go, disk.go)
+	exports  exportSlots     // each tenant's exports running (ckptexport.go)
+	spans    spanLog         // the per-session span record (sessionspans.go)
+	audits   auditLog        // the tenants' audit entries (audit.go)
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
