@@ -51,14 +51,14 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := &heldExecutor{NoopExecutor: testenv.NewNoopExecutor(), gate: make(chan struct{}), tenants: make(chan string, 64)}
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()
 	sample := func(tenant string, seq int64, prompt, maxTokens int) (string, error) {
 		return svc.Sample(ctx, tenant, service.SampleInput{BaseModel: testenv.Model, SeqID: seq, Req: engine.SampleRequest{
-			Prompt: make([]int32, prompt), NumSamples: 1, Params: engine.SampleParams{MaxTokens: maxTokens, TopK: -1, TopP: 1}}}, enc{})
+			Prompt: make([]int32, prompt), NumSamples: 1, Params: engine.SampleParams{MaxTokens: maxTokens, TopK: -1, TopP: 1}}})
 	}
 	if _, err := sample("flood", 1, 600, 500); service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "kv_cache_bytes") {
 		t.Fatalf("a request larger than the KV cache: %v", err)

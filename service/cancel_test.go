@@ -43,7 +43,7 @@ func TestCancelSample(t *testing.T) {
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := &blockingSampler{NoopExecutor: testenv.NewNoopExecutor(), started: make(chan struct{}, 4)}
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestCancelSample(t *testing.T) {
 	}
 	sample := func(seq int64) string {
 		id, err := svc.Sample(ctx, "alice", service.SampleInput{SamplingSessionID: sm.ID, SeqID: seq,
-			Req: engine.SampleRequest{Prompt: []int32{1, 2}, NumSamples: 1, Params: engine.SampleParams{MaxTokens: 4, TopP: 1, Temperature: 1}}}, enc{})
+			Req: engine.SampleRequest{Prompt: []int32{1, 2}, NumSamples: 1, Params: engine.SampleParams{MaxTokens: 4, TopP: 1, Temperature: 1}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestCancelSample(t *testing.T) {
 		t.Fatalf("again: %q %v", out, err)
 	}
 	id, _, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
-		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

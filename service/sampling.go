@@ -78,7 +78,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := SamplerID(sessionID, seq)
 	s.lock(lkSessions | lkSamplers)
-	if old, ok := s.samplers.m[id]; ok && !old.Closed {
+	if old, ok := s.samplers.get(id); ok && !old.Closed {
 		c := *old
 		s.unlock(lkSessions | lkSamplers)
 		if c.Tenant == tenant && c.ModelPath == modelPath && c.BaseModel == baseModel && !ephemeral {
@@ -100,13 +100,13 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 	if inflight {
 		sm.AdapterID = inflightAdapterID(runID)
 	}
-	s.samplers.m[id] = sm
+	s.samplers.put(sm)
 	c := *sm
 	s.unlock(lkSessions | lkSamplers)
 	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
 			s.lock(lkSamplers)
-			delete(s.samplers.m, id)
+			s.samplers.del(id)
 			s.unlock(lkSamplers)
 			return nil, classify(err)
 		}
@@ -140,7 +140,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 // GetSampler describes a sampling session.
 func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
 	s.lock(lkSamplers)
-	sm, ok := s.samplers.m[id]
+	sm, ok := s.samplers.get(id)
 	var c Sampler
 	if ok && sm.Tenant == tenant {
 		c = *sm
@@ -175,7 +175,7 @@ func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
 func (s *Service) samplerClosed(id string) bool {
 	s.lock(lkSamplers)
 	defer s.unlock(lkSamplers)
-	sm, ok := s.samplers.m[id]
+	sm, ok := s.samplers.get(id)
 	return !ok || sm.Closed
 }
 
@@ -192,19 +192,19 @@ type SampleInput struct {
 }
 
 // Sample queues a sample request.
-func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc ResultEncoder) (string, error) {
+func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput) (string, error) {
 	if err := s.CheckOutput(SampleOutputSize(in.Req), sampleWhat(in.Req)); err != nil {
 		return "", err // before anything is queued (output.go)
 	}
 	job := sampleJob{tenant: tenant, base: in.BaseModel, queue: "base/" + in.BaseModel + "/" + tenant, seq: in.SeqID,
-		hash: in.PayloadHash, req: in.Req, encode: enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
+		hash: in.PayloadHash, req: in.Req, encode: s.enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
 	if in.SamplingSessionID != "" {
 		sm, err := s.GetSampler(tenant, in.SamplingSessionID)
 		if err != nil {
 			return "", err
 		}
 		s.lock(lkSessions)
-		err = finishedErr(s.sessions.m[sm.SessionID])
+		err = finishedErr(s.sessions.at(sm.SessionID))
 		s.unlock(lkSessions)
 		if err != nil {
 			return "", err
@@ -225,7 +225,7 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	}
 	id, err := s.submitSample(ctx, job)
 	if err == nil && job.sampler != "" {
-		s.watchCompletion(tenant, job.sampler, in.SeqID, id)
+		s.polls.watch(tenant, job.sampler, in.SeqID, id)
 	}
 	return id, err
 }

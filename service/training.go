@@ -17,7 +17,8 @@ import (
 )
 
 // ResultEncoder turns operation results into the bytes a future stores. The HTTP layer
-// implements it with the wire types, so they are defined in one place.
+// implements it with the wire types, so they are defined in one place; it is wired once,
+// in Options.Encoder.
 type ResultEncoder interface {
 	CreateModel(modelID string) (futures.Result, error)
 	UnloadModel(modelID string) (futures.Result, error)
@@ -27,6 +28,7 @@ type ResultEncoder interface {
 	SaveWeightsForSampler(path, samplingSessionID string) (futures.Result, error)
 	LoadWeights(path, modelID string) (futures.Result, error)
 	Sample(res engine.SampleResult) (futures.Result, error)
+	SaveWeightsExternal(res ExternalResult) (futures.Result, error)
 }
 
 // OpMeta identifies an operation on a training run.
@@ -56,7 +58,7 @@ func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 }
 
 // CreateModel starts a training run; the adapter is created by the returned future.
-func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput, enc ResultEncoder) (requestID, runID string, err error) {
+func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput) (requestID, runID string, err error) {
 	_, ok := s.models[in.BaseModel]
 	if !ok {
 		return "", "", invalidf("base_model %q is not served here; available: %v", in.BaseModel, s.modelNames())
@@ -86,7 +88,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		s.unlock(quotaLocks)
 		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs.m[runID]; ok {
+	if r, ok := s.runs.get(runID); ok {
 		payload, reqID := r.CreatePayload, r.RequestID
 		s.unlock(quotaLocks)
 		if payload == in.PayloadHash && reqID != "" {
@@ -102,7 +104,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: loraRecord(in.Lora), UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
-	s.runs.m[runID] = r
+	s.runs.put(r)
 	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
@@ -128,7 +130,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
-			return enc.CreateModel(r.ID)
+			return s.enc.CreateModel(r.ID)
 		},
 	})
 	return s.settleCreation(ctx, r, id, err)
@@ -140,7 +142,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 func (s *Service) settleCreation(ctx context.Context, r *Run, id string, err error) (requestID, runID string, _ error) {
 	if err != nil {
 		s.lock(lkRuns)
-		delete(s.runs.m, r.ID)
+		s.runs.del(r.ID)
 		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
@@ -180,16 +182,6 @@ func (s *Service) submitError(err error) error {
 	return classify(err)
 }
 
-// owned returns the tenant's run (callers hold the runs lock, and settle the error after
-// unlocking).
-func (c *runCtl) owned(tenant, id string) (*Run, error) {
-	r, ok := c.m[id]
-	if !ok || r.Tenant != tenant {
-		return nil, miss(keyRun+id, tenant, notFoundf("training run %q not found", id))
-	}
-	return r, nil
-}
-
 // usableRun is runs.owned that also refuses runs of finished sessions (410), unloaded and
 // corrupted runs (callers hold the sessions and runs locks).
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
@@ -197,7 +189,7 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := finishedErr(s.sessions.m[r.SessionID]); err != nil {
+	if err := finishedErr(s.sessions.at(r.SessionID)); err != nil {
 		return nil, err
 	}
 	switch {
@@ -252,7 +244,7 @@ func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op s
 }
 
 // ForwardBackward queues forward or forward_backward (req.Backward) on a run.
-func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, req engine.ForwardRequest, enc ResultEncoder) (string, error) {
+func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, req engine.ForwardRequest) (string, error) {
 	op, span := telemetry.OpForward, telemetry.SpanTCRunForward
 	if req.Backward {
 		op, span = telemetry.OpForwardBackward, telemetry.SpanTCRunForwardBackward
@@ -291,7 +283,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
 				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
 		}
-		return enc.ForwardBackward(res, req.LossFn)
+		return s.enc.ForwardBackward(res, req.LossFn)
 	})
 }
 
@@ -333,7 +325,7 @@ type OptimParams struct {
 
 // OptimStep queues one step of the run's optimizer (AdamW or Dimuon); afterwards the
 // adapter and optimizer state are autosaved so a crash loses no completed step.
-func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams, enc ResultEncoder) (string, error) {
+func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams) (string, error) {
 	op.Optimizer = familyOr(op.Optimizer)
 	var p engine.StepParams
 	switch op.Optimizer {
@@ -386,12 +378,12 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 			return futures.Result{}, err
 		}
 		s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
-		return enc.OptimStep(metrics)
+		return s.enc.OptimStep(metrics)
 	})
 }
 
 func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
-	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true)
+	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.layout().autosaveDir(r.ID), true)
 	s.diskChanged(r.ID) // an optim_step running when the run was unloaded still writes it
 	if err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
@@ -403,7 +395,7 @@ func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
 }
 
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
-func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
+func (s *Service) UnloadModel(ctx context.Context, tenant, runID string) (string, error) {
 	s.lock(lkRuns)
 	r, err := s.runs.owned(tenant, runID)
 	s.unlock(lkRuns)
@@ -417,7 +409,7 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCUnloadModel)
 			s.unload(ctx, r, "unload_model was called")
 			telemetry.End(sp, nil)
-			return enc.UnloadModel(runID)
+			return s.enc.UnloadModel(runID)
 		},
 	})
 	if err != nil {
