@@ -412,3 +412,46 @@ func TestRunningBoundAndExpiry(t *testing.T) {
 		t.Fatal("an expired entry stayed in its pool")
 	}
 }
+
+// A model's pool hands every runnable entry out at once, whatever the number of blocking
+// workers, but for a tenant at its running bound, which goes on once one of its entries ran.
+func TestOpSchedulerStartsModelWorkAtOnce(t *testing.T) {
+	f := newSchedFixture(t, 100, 1)
+	f.s.maxRunning = 3
+	var flood []*entry
+	for range 5 {
+		e := modelEntry("flood", "", 0)
+		flood = append(flood, e)
+		f.submit(e)
+	}
+	f.submit(modelEntry("a", "r", 1))
+	f.submit(modelEntry("a", "r", 2)) // waits for seq_id 1
+	f.submit(modelEntry("b", "", 0))
+	if !f.s.wakeModel || f.s.wakeBlocking {
+		t.Fatal("model work did not note the model pools (and only them) runnable")
+	}
+	got := f.s.takeModelWork(nil)
+	if len(got) != 5 { // the flood's 3, r/1 and b's
+		t.Fatalf("took %d entries, want 5", len(got))
+	}
+	if st := f.s.state(flood[3]); st != QueuePausedCapacity {
+		t.Fatalf("an entry over the running bound reports %q", st)
+	}
+	for _, e := range got {
+		e.rec.Status = StatusRunning
+		if st := f.s.state(e); st != QueueActive {
+			t.Fatalf("a taken entry reports %q", st)
+		}
+	}
+	f.s.wakeModel = false
+	f.s.ran(flood[0])
+	if !f.s.wakeModel {
+		t.Fatal("a tenant leaving its running bound did not wake the dispatcher")
+	}
+	if more := f.s.takeModelWork(nil); len(more) != 1 || more[0] != flood[3] {
+		t.Fatalf("after one of the flood's entries ran: %v", more)
+	}
+	if f.take() != nil {
+		t.Fatal("the blocking pool's workers see model work")
+	}
+}
