@@ -11,7 +11,7 @@ import (
 // their work to the backend through these methods, which queue it and return at once;
 // done receives the outcome exactly once and must not block (on the in-process executor
 // it runs on the model's loop goroutine). See the async contract between backend and
-// futures (docs/architecture.md, "Two schedulers").
+// futures (docs/architecture.md, the glossary: "two things schedule").
 
 // MERGE: replaced by backend.Backend's Async methods (sched-pkg)
 // forwardBackwardAsync is backend.Backend.ForwardBackwardAsync until that exists: a

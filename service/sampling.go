@@ -230,9 +230,10 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	return id, err
 }
 
-// sampleJob is a sample request on its way to the futures pool of its base model: the
-// Tinker asample route and the OpenAI/Anthropic-compatible routes both submit one, so
-// they share the validation, the per-tenant limits, the fair queue and the telemetry.
+// sampleJob is a sample request on its way to the token scheduler of its base model
+// (through futures): the Tinker asample route and the OpenAI/Anthropic-compatible routes
+// both submit one, so they share the validation, the per-tenant limits, the fair
+// scheduling and the telemetry.
 type sampleJob struct {
 	tenant, base string
 	lora         string // "" for the base model
