@@ -584,25 +584,3 @@ func panicOf(f func()) (msg string) {
 	f()
 	return ""
 }
-
-// BenchmarkSubmitWaitModel is BenchmarkSubmitWait for model operations (Task.Start): the
-// executor answers at once, so this is the futures side's own cost per operation.
-func BenchmarkSubmitWaitModel(b *testing.B) {
-	m, _ := New(testOptions(Options{Store: memory.New(), MaxQueuedPerTenant: 1 << 20}))
-	defer m.Shutdown(context.Background())
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			id, err := m.Submit(context.Background(), Task{Tenant: fmt.Sprint(i % 4), Pool: "p", Start: func(_ context.Context, c *Completion) {
-				c.Done(ok(`1`)(context.Background()))
-			}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := m.Wait(context.Background(), fmt.Sprint(i%4), id, time.Second); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
