@@ -364,7 +364,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 					s.sampleStreamAsync(ctx, base, lora, req, *job.stream, done)
 					return
 				}
-				s.sampleAsync(ctx, base, lora, req, done)
+				s.be.SampleAsync(ctx, base, lora, req, done)
 			}
 			sample(func(out engine.SampleResult, err error) {
 				c.Step(func() {

@@ -331,7 +331,7 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 		}
 		var res engine.ForwardResult
 		s.onAdapterAsync(ctx, r, c, func(cb func(error)) {
-			s.forwardBackwardAsync(ctx, r.BaseModel, r.ID, req, func(out engine.ForwardResult, err error) { res = out; cb(err) })
+			s.be.ForwardBackwardAsync(ctx, r.BaseModel, r.ID, req, func(out engine.ForwardResult, err error) { res = out; cb(err) })
 		}, func(err error) { finish(res, err) })
 	})
 }
@@ -430,7 +430,7 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 		}
 		var metrics map[string]float64
 		s.onAdapterAsync(ctx, r, c, func(cb func(error)) {
-			s.optimStepAsync(ctx, r.BaseModel, r.ID, p, func(out map[string]float64, err error) { metrics = out; cb(err) })
+			s.be.OptimStepAsync(ctx, r.BaseModel, r.ID, p, func(out map[string]float64, err error) { metrics = out; cb(err) })
 		}, func(err error) { finish(metrics, err) })
 	})
 }

@@ -36,8 +36,8 @@ var fixedGoroutines = map[string]bool{"startGoroutines": true, "Shutdown": true}
 // blockingModelCalls are the backend's blocking model methods.
 var blockingModelCalls = map[string]bool{"ForwardBackward": true, "OptimStep": true, "Sample": true, "SampleStream": true}
 
-// asyncShims is the service file that stands in for backend.Backend's Async methods
-// until they exist (the lead deletes it at the merge with the backend's side).
+// asyncShims is the service file that stands in for the backend's Async form of a
+// streamed sample until backend.Backend has one (SampleStreamAsync).
 const asyncShims = "service/backendasync.go"
 
 func TestNoParkedGoroutinePerOperation(t *testing.T) {
