@@ -93,6 +93,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"disk quota", "limits:\n  max_disk_bytes_per_tenant: 0", "limits.max_disk_bytes_per_tenant"},
 		{"future timeout overflows a duration", "limits:\n  future_timeout_seconds: 1e300", "limits.future_timeout_seconds"},
 		{"running per tenant", "limits:\n  max_running_per_tenant: 0", "limits.max_running_per_tenant"},
+		{"operation workers", "server:\n  operation_workers: 0", "server.operation_workers"},
 		{"spans per session", "limits:\n  max_spans_per_session: 0", "limits.max_spans_per_session"},
 		{"traced sessions per tenant", "limits:\n  max_traced_sessions_per_tenant: -1", "limits.max_traced_sessions_per_tenant"},
 		{"audit retention under a day", "limits:\n  audit_retention_seconds: 3600", "limits.audit_retention_seconds"},

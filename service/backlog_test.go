@@ -36,6 +36,12 @@ func (e *heldExecutor) Sample(ctx context.Context, model, lora string, req engin
 	return e.NoopExecutor.Sample(ctx, model, lora, req)
 }
 
+// SampleAsync is Sample as the backend's asynchronous form calls it (the fake's own
+// goroutine stands in for the model's loop).
+func (e *heldExecutor) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	go func() { done(e.Sample(ctx, model, lora, req)) }()
+}
+
 // A sample request that can never fit the KV cache is a 400 naming the key; a tenant
 // flooding the sampling backlog past limits.sample_backlog_factor × the KV cache gets
 // 429 with Retry-After, while another tenant still gets in; every sample runs for its
@@ -47,6 +53,9 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	cfg.Limits.SampleTimeoutSeconds = 90
+	// A model operation reaches the executor as soon as it is runnable: one running
+	// operation per tenant keeps the flood's later samples queued (and cancellable as such).
+	cfg.Limits.MaxRunningPerTenant = 1
 	st := memory.New()
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)

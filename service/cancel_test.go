@@ -31,6 +31,13 @@ func (b *blockingSampler) Sample(ctx context.Context, _, _ string, _ engine.Samp
 	return engine.SampleResult{}, ctx.Err()
 }
 
+// SampleAsync is Sample as the backend's asynchronous form calls it (the fake's own
+// goroutine stands in for the model's loop): without it the embedded executor's would
+// answer without blocking.
+func (b *blockingSampler) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	go func() { done(b.Sample(ctx, model, lora, req)) }()
+}
+
 // cancel_future: the running sample's context ends (the executor stops) and its future
 // fails saying it was cancelled; a queued one fails at once and never reaches the
 // executor; a training operation cannot be cancelled.
@@ -39,6 +46,9 @@ func TestCancelSample(t *testing.T) {
 	cfg := config.Default(t.TempDir())
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	// A model operation reaches the executor as soon as it is runnable: one running
+	// operation per tenant makes the second sample wait in its queue.
+	cfg.Limits.MaxRunningPerTenant = 1
 	st := memory.New()
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)

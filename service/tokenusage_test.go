@@ -25,6 +25,11 @@ func (e nanExecutor) ForwardBackward(ctx context.Context, base, lora string, req
 	return res, err
 }
 
+// ForwardBackwardAsync is ForwardBackward as the backend's asynchronous form calls it.
+func (e nanExecutor) ForwardBackwardAsync(ctx context.Context, base, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
+	done(e.ForwardBackward(ctx, base, lora, req))
+}
+
 func usageService(t *testing.T, st *memory.Store, ck *clock, ex backend.Executor) *service.Service {
 	t.Helper()
 	ctx := context.Background()

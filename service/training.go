@@ -201,46 +201,84 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	return r, nil
 }
 
-// submitRunOp queues an ordered operation of a training run.
+// submitRunOp queues an ordered operation of a training run with a blocking body.
 func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op string,
 	run func(ctx context.Context, r *Run) (futures.Result, error)) (string, error) {
+	return s.submitRunTask(ctx, tenant, m, op, func(t *futures.Task, r *Run) {
+		t.Run = func(ctx context.Context) (futures.Result, error) {
+			ctx, err := s.runOpBegins(ctx, r, op)
+			var res futures.Result
+			if err == nil {
+				res, err = run(ctx, r)
+			}
+			return s.runOpEnds(r, m, res, err)
+		}
+	})
+}
+
+// submitRunModelOp queues an ordered model operation of a training run: start hands its
+// work to the backend and returns at once; the operation ends when done is called, from
+// a completion step (futures.Completion.Step), never from the backend's callback itself.
+func (s *Service) submitRunModelOp(ctx context.Context, tenant string, m OpMeta, op string,
+	start func(ctx context.Context, r *Run, c *futures.Completion, done func(futures.Result, error))) (string, error) {
+	return s.submitRunTask(ctx, tenant, m, op, func(t *futures.Task, r *Run) {
+		t.Start = func(ctx context.Context, c *futures.Completion) {
+			done := func(res futures.Result, err error) { c.Done(s.runOpEnds(r, m, res, err)) }
+			ctx, err := s.runOpBegins(ctx, r, op)
+			if err != nil {
+				c.Step(func() { done(futures.Result{}, err) })
+				return
+			}
+			start(ctx, r, c, done)
+		}
+	})
+}
+
+// submitRunTask queues an ordered operation of a training run whose body body sets.
+func (s *Service) submitRunTask(ctx context.Context, tenant string, m OpMeta, op string, body func(t *futures.Task, r *Run)) (string, error) {
 	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, m.ModelID)
 	s.unlock(lkSessions | lkRuns)
 	if err != nil {
 		return "", s.settle(err)
 	}
-	id, err := s.submit(ctx, futures.Task{
+	t := futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
 		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
-		Run: func(ctx context.Context) (futures.Result, error) {
-			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
-			s.lock(lkRuns)
-			ok := r.State == RunReady
-			note := r.Note
-			s.unlock(lkRuns)
-			var res futures.Result
-			var err error
-			if ok {
-				res, err = run(ctx, r)
-			} else {
-				err = &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
-			}
-			// The operation consumed its seq_id whether it succeeded or not.
-			s.lock(lkRuns)
-			r.LastRequestTime = s.now()
-			if m.SeqID+1 > r.NextSeq {
-				r.NextSeq = m.SeqID + 1
-			}
-			s.unlock(lkRuns)
-			s.markDirty(r)
-			return res, classify(err)
-		},
-	})
+	}
+	body(&t, r)
+	id, err := s.submit(ctx, t)
 	if err != nil {
 		return "", s.submitError(err)
 	}
 	return id, nil
+}
+
+// runOpBegins starts an operation of run r: its correlation keys, and a refusal when r is
+// no longer loaded.
+func (s *Service) runOpBegins(ctx context.Context, r *Run, op string) (context.Context, error) {
+	ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
+	s.lock(lkRuns)
+	ok := r.State == RunReady
+	note := r.Note
+	s.unlock(lkRuns)
+	if !ok {
+		return ctx, &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
+	}
+	return ctx, nil
+}
+
+// runOpEnds records that an operation of run r consumed its seq_id, whether it
+// succeeded or not, and classifies its error.
+func (s *Service) runOpEnds(r *Run, m OpMeta, res futures.Result, err error) (futures.Result, error) {
+	s.lock(lkRuns)
+	r.LastRequestTime = s.now()
+	if m.SeqID+1 > r.NextSeq {
+		r.NextSeq = m.SeqID + 1
+	}
+	s.unlock(lkRuns)
+	s.markDirty(r)
+	return res, classify(err)
 }
 
 // ForwardBackward queues forward or forward_backward (req.Backward) on a run.
@@ -252,38 +290,41 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 	if err := s.checkBatch(tenant, m.ModelID, req); err != nil {
 		return "", err
 	}
-	return s.submitRunOp(ctx, tenant, m, op, func(ctx context.Context, r *Run) (futures.Result, error) {
+	return s.submitRunModelOp(ctx, tenant, m, op, func(ctx context.Context, r *Run, c *futures.Completion, done func(futures.Result, error)) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), span,
 			attribute.Bool(telemetry.AttrBackward, req.Backward), attribute.Int(telemetry.AttrDataCount, len(req.Data)),
 			attribute.String(telemetry.AttrLossFn, req.LossFn), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		start := time.Now()
+		// finish is the operation's continuation, on a completion step.
+		finish := func(res engine.ForwardResult, err error) {
+			if err == nil && req.Backward {
+				err = s.setPendingGrads(ctx, r, true)
+			}
+			telemetry.End(sp, err)
+			if err != nil {
+				done(futures.Result{}, err)
+				return
+			}
+			if req.Backward {
+				s.recordMetrics(ctx, r, op, m.SeqID, res.Metrics)
+			}
+			s.addUsage(r.Tenant, r.BaseModel, r.SessionID, UsageTraining, res.Tokens)
+			if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
+				s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
+					telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
+			}
+			done(s.enc.ForwardBackward(res, req.LossFn))
+		}
+		if req.Backward {
+			if err := s.lostGrads(ctx, r); err != nil {
+				c.Step(func() { finish(engine.ForwardResult{}, err) })
+				return
+			}
+		}
 		var res engine.ForwardResult
-		var err error
-		if req.Backward {
-			err = s.lostGrads(ctx, r)
-		}
-		if err == nil {
-			err = s.onAdapter(ctx, r, func() (err error) {
-				res, err = s.be.ForwardBackward(ctx, r.BaseModel, r.ID, req)
-				return err
-			})
-		}
-		if err == nil && req.Backward {
-			err = s.setPendingGrads(ctx, r, true)
-		}
-		telemetry.End(sp, err)
-		if err != nil {
-			return futures.Result{}, err
-		}
-		if req.Backward {
-			s.recordMetrics(ctx, r, op, m.SeqID, res.Metrics)
-		}
-		s.addUsage(r.Tenant, r.BaseModel, r.SessionID, UsageTraining, res.Tokens)
-		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
-			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
-				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
-		}
-		return s.enc.ForwardBackward(res, req.LossFn)
+		s.onAdapterAsync(ctx, r, c, func(cb func(error)) {
+			s.be.ForwardBackwardAsync(ctx, r.BaseModel, r.ID, req, func(out engine.ForwardResult, err error) { res = out; cb(err) })
+		}, func(err error) { finish(res, err) })
 	})
 }
 
@@ -352,33 +393,37 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
 	}
-	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
+	return s.submitRunModelOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run, c *futures.Completion, done func(futures.Result, error)) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
 			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()), attribute.Int64(telemetry.AttrSeqID, m.SeqID),
 			attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
-		var metrics map[string]float64
-		err := s.lostGrads(ctx, r)
-		if err == nil {
-			err = s.onAdapter(ctx, r, func() (err error) {
-				metrics, err = s.be.OptimStep(ctx, r.BaseModel, r.ID, p)
-				return err
-			})
-		}
-		if err == nil {
-			// The reply and the state agree: a step whose result cannot be saved is
-			// undone, so "failed" means "not applied".
-			if aerr := s.autosave(ctx, r, m.SeqID); aerr != nil {
-				err = s.undoStep(ctx, r, aerr)
-			} else {
-				err = s.setPendingGrads(ctx, r, false)
+		// finish is the operation's continuation, on a completion step.
+		finish := func(metrics map[string]float64, err error) {
+			if err == nil {
+				// The reply and the state agree: a step whose result cannot be saved is
+				// undone, so "failed" means "not applied".
+				if aerr := s.autosave(ctx, r, m.SeqID); aerr != nil {
+					err = s.undoStep(ctx, r, aerr)
+				} else {
+					err = s.setPendingGrads(ctx, r, false)
+				}
 			}
+			telemetry.End(sp, err)
+			if err != nil {
+				done(futures.Result{}, err)
+				return
+			}
+			s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
+			done(s.enc.OptimStep(metrics))
 		}
-		telemetry.End(sp, err)
-		if err != nil {
-			return futures.Result{}, err
+		if err := s.lostGrads(ctx, r); err != nil {
+			c.Step(func() { finish(nil, err) })
+			return
 		}
-		s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
-		return s.enc.OptimStep(metrics)
+		var metrics map[string]float64
+		s.onAdapterAsync(ctx, r, c, func(cb func(error)) {
+			s.be.OptimStepAsync(ctx, r.BaseModel, r.ID, p, func(out map[string]float64, err error) { metrics = out; cb(err) })
+		}, func(err error) { finish(metrics, err) })
 	})
 }
 
@@ -475,6 +520,35 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
 		return err
 	}
+	if err := s.restoreAdapter(ctx, r, err); err != nil {
+		return err
+	}
+	return op()
+}
+
+// onAdapterAsync is onAdapter for a model operation that hands its work to the backend:
+// op queues it and calls back with its error (possibly on the model's loop). then
+// receives the final error on a completion step of c; restoring a lost adapter (which
+// waits on the model) happens on one too, never on the loop.
+func (s *Service) onAdapterAsync(ctx context.Context, r *Run, c *futures.Completion, op func(cb func(error)), then func(error)) {
+	op(func(err error) {
+		c.Step(func() {
+			if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
+				then(err)
+				return
+			}
+			if err := s.restoreAdapter(ctx, r, err); err != nil {
+				then(err)
+				return
+			}
+			op(func(err error) { c.Step(func() { then(err) }) })
+		})
+	})
+}
+
+// restoreAdapter restores run r's adapter after the executor answered err (it does not
+// know the adapter): nil when op may run once more, else the operation's error.
+func (s *Service) restoreAdapter(ctx context.Context, r *Run, err error) error {
 	s.lock(lkRuns)
 	loaded := r.State == RunReady
 	lost := r.PendingGrads
@@ -500,5 +574,5 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s restarted or left; the adapter was restored from %s, "+
 			"but the gradients accumulated by forward_backward since the last optim_step were lost: run those forward_backward calls again", r.ID, from)}
 	}
-	return op()
+	return nil
 }
