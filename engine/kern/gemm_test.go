@@ -99,6 +99,15 @@ func (tc *mmCase) packed(c, a, b []float32) {
 	}
 }
 
+// withInPlace runs f with the packed GEMM reading its operands in place wherever it can
+// (force 1) or packing them all (force -1), whatever the shape would choose.
+func withInPlace(force int, f func()) {
+	old := inPlaceForce
+	inPlaceForce = force
+	defer func() { inPlaceForce = old }()
+	f()
+}
+
 // withGeneric runs f with the assembly disabled, so the pure-Go fallback is exercised.
 func withGeneric(f func()) {
 	old := useAVX2
@@ -112,6 +121,8 @@ var testShapes = [][3]int{
 	{7, 13, 33}, {7, 65, 129}, {12, 32, 256}, {13, 17, 257}, {16, 33, 64}, {1, 300, 96},
 	{300, 1, 96}, {300, 2, 5}, {130, 70, 40}, {2, 1000, 50}, {16, 1536, 576},
 	{97, 150, 600}, {120, 4100, 3}, {512, 576, 576},
+	// LoRA's thin products and attention's blocks (operands read in place).
+	{512, 16, 576}, {512, 576, 16}, {16, 576, 512}, {48, 480, 64}, {100, 33, 70},
 }
 
 func TestMatMulShapes(t *testing.T) {
@@ -124,6 +135,8 @@ func TestMatMulShapes(t *testing.T) {
 			for _, tc := range mmCases(rng, s[0], s[1], s[2], acc) {
 				tc.check(t, tc.fast, "dispatch")
 				tc.check(t, tc.packed, "packed")
+				withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
+				withInPlace(-1, func() { tc.check(t, tc.packed, "packed-copies") })
 				withGeneric(func() { tc.check(t, tc.fast, "generic") })
 			}
 		}
@@ -188,6 +201,7 @@ func FuzzGemm(f *testing.F) {
 		for _, tc := range mmCases(rng, mm, nn, kk, acc) {
 			tc.check(t, tc.packed, "packed")
 			tc.check(t, tc.fast, "dispatch")
+			withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
 		}
 	})
 }
@@ -252,7 +266,7 @@ func BenchmarkAxpy64(b *testing.B) {
 // against the contiguous reference, with the assembly and without.
 func TestGemmStrided(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, s := range [][3]int{{1, 1, 1}, {5, 9, 63}, {6, 16, 64}, {48, 96, 64}, {48, 64, 200}, {130, 64, 48}, {7, 33, 17}} {
+	for _, s := range [][3]int{{1, 1, 1}, {5, 9, 63}, {6, 16, 64}, {48, 96, 64}, {48, 64, 200}, {130, 64, 48}, {7, 33, 17}, {32, 512, 64}, {64, 512, 32}, {200, 40, 300}} {
 		m, n, k := s[0], s[1], s[2]
 		for _, aT := range []bool{false, true} {
 			for _, bT := range []bool{false, true} {
@@ -290,21 +304,26 @@ func TestGemmStrided(t *testing.T) {
 						clear(mag)
 					}
 					refNN(mag, abs32(a), abs32(b), m, n, k, true)
-					for _, generic := range []bool{false, true} {
+					for _, path := range []string{"asm", "in-place", "copies", "generic"} {
 						for i := 0; i < m; i++ {
 							copy(cs[i*ldc:i*ldc+n], c0[i*n:i*n+n])
 						}
 						run := func() { Gemm(cs, as, bs, m, n, k, ldc, lda, ldb, aT, bT, acc) }
-						if generic {
+						switch path {
+						case "generic":
 							withGeneric(run)
-						} else {
+						case "in-place":
+							withInPlace(1, run)
+						case "copies":
+							withInPlace(-1, run)
+						default:
 							run()
 						}
 						got := make([]float32, m*n)
 						for i := 0; i < m; i++ {
 							copy(got[i*n:i*n+n], cs[i*ldc:i*ldc+n])
 						}
-						closeRel(t, fmt.Sprintf("Gemm %dx%dx%d aT=%v bT=%v acc=%v generic=%v", m, n, k, aT, bT, acc, generic), got, want, mag, 1e-4)
+						closeRel(t, fmt.Sprintf("Gemm %dx%dx%d aT=%v bT=%v acc=%v %s", m, n, k, aT, bT, acc, path), got, want, mag, 1e-4)
 					}
 				}
 			}
