@@ -79,20 +79,24 @@ func workers(n int, f func(w, j int)) int {
 		return 1
 	}
 	var next atomic.Int64
+	work := func(w int) {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= n {
+				return
+			}
+			f(w, j)
+		}
+	}
 	var wg sync.WaitGroup
-	for w := 0; w < nw; w++ {
+	for w := 1; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n {
-					return
-				}
-				f(w, j)
-			}
+			work(w)
 		}()
 	}
+	work(0) // the calling goroutine is worker 0 rather than only waiting
 	wg.Wait()
 	return nw
 }
