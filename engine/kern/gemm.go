@@ -15,6 +15,8 @@ const (
 	kc = 256  // k per packed block: a 16-column B panel (16 KiB) stays in L1
 	mc = 144  // rows of A packed at a time: 144×256 floats (144 KiB) stay in L2
 	nc = 4096 // columns of B packed at a time, bounding the scratch to ~4 MiB per 1k of k
+	// kSlab is the deepest product packed in one piece; deeper ones run in slabs.
+	kSlab = 4096
 )
 
 // gemm32 computes C[m×n] (+)= A·B for float32 through the packed micro-kernel.
@@ -105,6 +107,27 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 			for i := 0; i < m; i++ {
 				clear(c[i*ldc : i*ldc+n])
 			}
+		}
+		return
+	}
+	if k > kSlab {
+		// A deep product (the LM head's input gradient: k is the vocabulary) runs as
+		// slabs of k accumulated into C, so the packed B is a few MB that stay in cache
+		// rather than all of B (113 MB for SmolLM2's head) written out and read back.
+		ns := (k + kSlab - 1) / kSlab
+		ks := roundUp((k+ns-1)/ns, 32) // a multiple of 32: quantised blocks stay whole
+		for p0 := 0; p0 < k; p0 += ks {
+			kk := min(ks, k-p0)
+			as := a[p0:]
+			if aT {
+				as = a[p0*lda:]
+			}
+			var ds []float32
+			if direct != nil {
+				ds = direct[p0*ldb:]
+			}
+			ps := func(d []float32, j, cols, pc, kb int) { pack(d, j, cols, p0+pc, kb) }
+			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par)
 		}
 		return
 	}

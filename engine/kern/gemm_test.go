@@ -330,3 +330,50 @@ func TestGemmStrided(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmDeepK checks products deeper than kSlab, which run as slabs of k accumulated
+// into C (the LM head's input gradient), in every layout, with operands packed and read
+// in place, and through a Frozen B in every weight format (its packers are handed the
+// slab's offset in k; q8_0 and q4_1 blocks of 32 must stay whole).
+func TestGemmDeepK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range [][3]int{{7, 20, kSlab + 1}, {50, 33, 2*kSlab + 40}, {100, 17, 3*kSlab - 32}} {
+		for _, acc := range []bool{false, true} {
+			for _, tc := range mmCases(rng, s[0], s[1], s[2], acc) {
+				tc.check(t, tc.fast, "dispatch")
+				tc.check(t, tc.packed, "packed")
+				withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
+				withInPlace(-1, func() { tc.check(t, tc.packed, "packed-copies") })
+			}
+		}
+	}
+	// Frozen B: C = A·Wᵀ (W n×k) and C = A·W (W k×n), k deep, against the widened W.
+	m, n, k := 40, 40, 2*kSlab+64 // 40 rows: the packed path (tileMaxRows)
+	for _, f := range []WeightFormat{F32, BF16, Q8_0, Q4_1} {
+		src := randSlice(rng, n*k)
+		w := NewFrozen(src, n, k, f)
+		wide := make([]float32, n*k)
+		for r := 0; r < n; r++ {
+			w.Row(wide[r*k:(r+1)*k], r)
+		}
+		a := randSlice(rng, m*k)
+		got, want := make([]float32, m*n), make([]float32, m*n)
+		FrozenMatMulNT(got, a, w, m, false)
+		refNT(want, a, wide, m, n, k, false)
+		mag := make([]float32, m*n)
+		refNT(mag, abs32(a), abs32(wide), m, n, k, true)
+		closeRel(t, fmt.Sprintf("frozen %v NT %dx%dx%d", f, m, n, k), got, want, mag, 1e-4)
+
+		wt := NewFrozen(src, k, n, f) // k×n: the input gradient's layout
+		wideT := make([]float32, k*n)
+		for r := 0; r < k; r++ {
+			wt.Row(wideT[r*n:(r+1)*n], r)
+		}
+		got, want = make([]float32, m*n), make([]float32, m*n)
+		FrozenMatMulNN(got, a, wt, m, false)
+		refNN(want, a, wideT, m, n, k, false)
+		clear(mag)
+		refNN(mag, abs32(a), abs32(wideT), m, n, k, true)
+		closeRel(t, fmt.Sprintf("frozen %v NN %dx%dx%d", f, m, n, k), got, want, mag, 1e-4)
+	}
+}
