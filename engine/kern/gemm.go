@@ -142,7 +142,12 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 	if !par {
 		run = serial
 	}
-	bbuf := getScratch(k * min(roundUp(n, nr), nc))
+	// With B in place only a ragged last panel is packed: k×16 floats.
+	bn := k * min(roundUp(n, nr), nc)
+	if direct != nil {
+		bn = k * nr
+	}
+	bbuf := getScratch(bn)
 	defer putScratch(bbuf)
 	bp := *bbuf
 	ai := inPlaceA(m, n)
@@ -159,7 +164,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 			for jp := plo + lo; jp < plo+hi; jp++ {
 				for pc := 0; pc < k; pc += kcb {
 					kb := min(kcb, k-pc)
-					pack(bp[pc*npan*nr+jp*kb*nr:][:kb*nr], jc+jp*nr, min(nr, nb-jp*nr), pc, kb)
+					pack(bp[panelOffset(direct != nil, pc, jp, kb, npan):][:kb*nr], jc+jp*nr, min(nr, nb-jp*nr), pc, kb)
 				}
 			}
 		})
@@ -182,6 +187,16 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 func kBlock(k int) int {
 	nb := (k + kc - 1) / kc
 	return min(kc, roundUp((k+nb-1)/nb, 32))
+}
+
+// panelOffset is where the packed panel of column panel jp and the k block starting at pc
+// (kb deep) lies in the B scratch: blocks of npan panels; with B in place (ragged) only
+// the one packed panel, k×16 floats.
+func panelOffset(ragged bool, pc, jp, kb, npan int) int {
+	if ragged {
+		return pc * nr
+	}
+	return pc*npan*nr + jp*kb*nr
 }
 
 // serial is split on the calling goroutine.
@@ -224,13 +239,15 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 				packA(ap, a, ic, ib, pc, kb, lda, o.aT)
 			}
 			for jp := jp0; jp < jp1; jp++ {
-				bpan := &bp[pc*npan*nr+jp*kb*nr:][:kb*nr][0]
+				var bpan *float32
 				bps := 4 * nr
 				j := o.jc + jp*nr
 				cols := min(nr, o.nb-jp*nr)
 				if o.direct != nil && cols == nr {
 					_ = o.direct[(pc+kb-1)*o.ldb+j+nr-1]
 					bpan, bps = &o.direct[pc*o.ldb+j], 4*o.ldb
+				} else {
+					bpan = &bp[panelOffset(o.direct != nil, pc, jp, kb, npan):][:kb*nr][0]
 				}
 				for ir := 0; ir < ib; ir += mr {
 					i := ic + ir
