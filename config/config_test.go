@@ -6,6 +6,7 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	c, err := Parse(nil, "/tmp/tufthome")
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +175,7 @@ telemetry:
 }
 
 func TestRedactHidesPassword(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte("persistence:\n  mode: redis\n  redis_url: http://user:hunter2@host"), "/h")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("password leaked or no error: %v", err)
@@ -209,6 +211,7 @@ func TestApplyEnv(t *testing.T) {
 
 // The operator key is nobody's tenant key: the same digest in both places is refused.
 func TestOperatorKeyIsNotATenantKey(t *testing.T) {
+	t.Parallel()
 	c := Default(t.TempDir())
 	d := HashAPIKey("tml-k").String()
 	c.Auth.APIKeys = []APIKey{{Tenant: "alice", KeySHA256: d}}

@@ -7,7 +7,8 @@
 #   bash scripts/gpu-check.sh --dry OUT    # anywhere: the CPU-possible parts, small models
 #
 # Steps (each under its own time limit; a failed step is recorded and the next runs):
-#   1. the GPU tests (engine and engine/cuda test binaries, TUFT_REQUIRE_GPU=1);
+#   1. the GPU tests (engine and engine/cuda test binaries, TUFT_REQUIRE_GPU=1), then
+#      attention alone: engine/cuda's BenchmarkAttention against torch SDPA (same shapes);
 #   2. qwen2.5-0.5b-shape: tuft-bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64;
 #   3. llama2-7b-shape: model init (timed), tuft-bench load (load time, host peak RSS),
 #      tuft-bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16;
@@ -71,6 +72,16 @@ req=1 run=GPU # the engine's CPU tests run in CI
 if [ "$dry" = 1 ]; then req= run='TestGPUStreamedLoad|TestGPULoadPeakRSS'; fi
 (cd engine && TUFT_REQUIRE_GPU=$req step gpu-tests-engine 150 "$bin/engine-cuda.test" -test.run "$run" -test.count=1 -test.v)
 (cd engine/cuda && TUFT_REQUIRE_GPU=$req step gpu-tests-cuda 60 "$bin/cuda.test" -test.count=1)
+
+# 1b. Attention alone: the tiled kernels (engine/cuda BenchmarkAttention) and torch's
+# scaled_dot_product_attention (tools/torchref/bench_attention.py, which also checks
+# bfloat16 SDPA against float64 within the tolerance the kernels are held to), same shapes.
+if [ "$dry" = 1 ]; then
+  note "attn-bench             skipped (dry run: T=2048 takes minutes on the emulation)"
+else
+  (cd engine/cuda && step attn-bench 60 "$bin/cuda.test" -test.run '^$' -test.bench BenchmarkAttention -test.benchtime 10x)
+  if [ "$torch" != off ]; then step attn-torch 60 "$python" tools/torchref/bench_attention.py --iters 10; fi
+fi
 
 # 2. The small model against PyTorch+PEFT.
 step bench-small 90 "$bin/tuft-bench" engine --device "$device" --preset "$small" --tokens 512 --steps 3 \

@@ -107,7 +107,11 @@ func Open(o Options) (*Device, error) {
 	if err := drv.check("cuCtxSetCurrent", call(drv.cuCtxSetCurrent, d.ctx)); err != nil {
 		return nil, err
 	}
-	image := cbytes(PTX)
+	src := PTX
+	if d.cc >= 80 {
+		src = PTX80
+	}
+	image := cbytes(src)
 	r = call(drv.cuModuleLoadData, out.reset().at(0), ptr(&image[0]))
 	runtime.KeepAlive(image)
 	out.keep()

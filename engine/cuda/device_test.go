@@ -4,11 +4,14 @@ package cuda
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tuft-go/tuft/engine/device"
 	"github.com/tuft-go/tuft/engine/device/devicetest"
 )
 
@@ -66,3 +69,53 @@ func TestConformance(t *testing.T) {
 // testLibDirs are the directories in TUFT_CUDA_LIB_DIRS (for example the CPU emulation
 // that emu/build.sh makes).
 func testLibDirs() []string { return filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")) }
+
+// The tiled attention's gradients are the same bits on every run: each element is
+// written by one thread from sums in a fixed order (no atomics across blocks). On the
+// emulation this holds by construction; on a GPU it checks the kernels.
+func TestFlashAttentionIsDeterministic(t *testing.T) {
+	d := openOrSkip(t, Options{})
+	if !d.KeepsAttnStats() {
+		t.Skip("the device keeps probabilities (no bfloat16): the tiled kernels do not run")
+	}
+	heads, kvh, hd := 4, 2, 64
+	qd, kvd := heads*hd, kvh*hd
+	l := &device.Layout{Seqs: []device.AttnSeq{{Row: 0, N: 70, KRow: 0}, {Row: 70, N: 40, KRow: 70}}}
+	rows := 110
+	l.Desc = d.Ints(l.Pack())
+	rng := rand.New(rand.NewPCG(3, 4))
+	up := func(n int) device.Tensor[float32] {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		x := d.Alloc(n)
+		d.Upload(x, v)
+		return x
+	}
+	q, k, v, dout := up(rows*qd), up(rows*kvd), up(rows*kvd), up(rows*qd)
+	down := func(x device.Tensor[float32]) []float32 {
+		out := make([]float32, x.Len())
+		d.Download(out, x)
+		return out
+	}
+	run := func() [][]float32 {
+		a := &device.Attn[float32]{Q: q, Out: d.Alloc(rows * qd), K: k, V: v, Heads: heads, KVHeads: kvh, HeadDim: hd,
+			Scale: 0.125, Layout: l, P: d.Alloc(l.StatsLen(heads)), Stats: true}
+		d.Attention(a)
+		dq, dk, dv := d.Alloc(rows*qd), d.Alloc(rows*kvd), d.Alloc(rows*kvd)
+		d.AttentionBack(a, dq, dk, dv, dout)
+		return [][]float32{down(a.Out), down(a.P), down(dq), down(dk), down(dv)}
+	}
+	first, second := run(), run()
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"output", "log-sum-exps", "dq", "dk", "dv"} {
+		for j := range first[i] {
+			if math.Float32bits(first[i][j]) != math.Float32bits(second[i][j]) {
+				t.Fatalf("%s element %d: %v, then %v", name, j, first[i][j], second[i][j])
+			}
+		}
+	}
+}

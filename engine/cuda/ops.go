@@ -192,17 +192,63 @@ func (d *Device) checkAttn(a *device.Attn[float32]) bool {
 	return true
 }
 
+// KeepsAttnStats implements device.StatsKeeper: a device with bfloat16 runs attention as
+// the tiled kernels (flash_*), which keep each row's log-sum-exp instead of the
+// probabilities (asked for probabilities, it runs the float32 kernels). With float32 weights (or before compute capability 8.0) attention stays
+// float32, one block per (row, head), and keeps the probabilities.
+func (d *Device) KeepsAttnStats() bool { return d.bf16 }
+
+// flashVariant is the suffix of the tiled kernels compiled for a's head_dim (rounded up
+// to 64, 128 or 256).
+func flashVariant(hd int) string {
+	switch {
+	case hd <= 64:
+		return "64"
+	case hd <= 128:
+		return "128"
+	}
+	return "256"
+}
+
+// flashTiles is the number of FA_BM-row tiles (kernels.cu) the tiled kernels' grid has:
+// each sequence's rows, in tiles of their own.
+func flashTiles(l *device.Layout) int {
+	const bm = 64 // FA_BM
+	n := 0
+	for _, s := range l.Seqs {
+		n += (s.N + bm - 1) / bm
+	}
+	return n
+}
+
 // Attention implements device.Device.
 func (d *Device) Attention(a *device.Attn[float32]) {
 	defer d.exit()
 	if !d.enter() || !d.checkAttn(a) {
 		return
 	}
-	rows := a.Q.Len() / (a.Heads * a.HeadDim)
 	shift := 0
 	if a.Layout.BlockLen > 0 {
 		shift = bits.TrailingZeros(uint(a.Layout.BlockLen))
 	}
+	// Every pass without probabilities runs tiled, decoding steps too, so that sampling
+	// and training see attention of the same precision (a sampled token's logprob is the
+	// teacher-forced one, up to summation order).
+	if d.bf16 && (a.Stats || a.P.Empty()) {
+		var lse uint64
+		if a.Stats {
+			lse = pArg(a.P)
+		}
+		d.launch("flash_fwd_"+flashVariant(a.HeadDim), flashTiles(a.Layout), a.Heads, 128, pArg(a.Q), pArg(a.Out), lse,
+			pArg(a.K), pArg(a.V), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), pArg(a.Layout.Tab), iArg(shift),
+			iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+		return
+	}
+	if a.Stats {
+		d.fail(errors.New("cuda: attention statistics asked of a device that keeps probabilities"))
+		return
+	}
+	rows := a.Q.Len() / (a.Heads * a.HeadDim)
 	d.launch("attention", rows, a.Heads, 128, pArg(a.Q), pArg(a.Out), pArg(a.K), pArg(a.V), pArg(a.P),
 		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), pArg(a.Layout.Tab), iArg(shift),
 		iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
@@ -220,6 +266,25 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 			d.fail(errors.New("cuda: attention backward needs each sequence's own keys from position 0"))
 			return
 		}
+	}
+	if a.Stats {
+		if !d.bf16 {
+			d.fail(errors.New("cuda: attention statistics asked of a device that keeps probabilities"))
+			return
+		}
+		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the rest.
+		for _, t := range []device.Tensor[float32]{dq, dk, dv} {
+			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, t.Ptr(), 0, uintptr(t.Len())*4, 0)))
+		}
+		// D holds each row's Σ P∘dP per head, from flash_bwd_dq for flash_bwd_kv.
+		dsum := d.get(uintptr(a.P.Len())*4, false)
+		defer d.put(dsum)
+		v, tiles := flashVariant(a.HeadDim), flashTiles(a.Layout)
+		d.launch("flash_bwd_dq_"+v, tiles, a.Heads, 128, pArg(dq), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
+			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+		d.launch("flash_bwd_kv_"+v, tiles, a.KVHeads, 128, pArg(dk), pArg(dv), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
+			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+		return
 	}
 	ds := device.OnDevice[float32](d.get(uintptr(a.P.Len())*4, false), a.P.Len(), false)
 	defer d.put(ds.Ptr())

@@ -11,10 +11,19 @@ import (
 //go:embed kernels/kernels.ptx
 var PTX string
 
+// PTX80 is the same source compiled for compute_80, which GPUs of compute capability
+// 8.0 and later load instead: there the attention kernels' tile products are tensor-core
+// instructions (mma.sync with bfloat16), which compute_70 PTX cannot hold.
+//
+//go:embed kernels/kernels_sm80.ptx
+var PTX80 string
+
 // Kernels are the entry points the device launches; each must be in PTX.
 var Kernels = []string{
 	"cast_bf16", "add", "scale", "add_rows", "embed_f32", "embed_bf16", "swiglu", "swiglu_back",
 	"rmsnorm", "rmsnorm_back", "log_softmax", "rope", "attention", "attn_back_q", "attn_back_kv",
+	"flash_fwd_64", "flash_bwd_dq_64", "flash_bwd_kv_64", "flash_fwd_128", "flash_bwd_dq_128", "flash_bwd_kv_128",
+	"flash_fwd_256", "flash_bwd_dq_256", "flash_bwd_kv_256",
 	"kv_write", "gather", "xent_fill", "scatter_add", "sumsq", "adamw", "sample", "topk",
 }
 

@@ -1,8 +1,9 @@
 // A CPU stand-in for the parts of libcuda and cuBLAS that engine/cuda uses, for testing the
 // CUDA device where there is no GPU. Device memory is host memory; kernels.cu is compiled
 // as C++ against the emulation below and each kernel launch runs block by block, the
-// threads of a block as coroutines on one OS thread that switch at __syncthreads and at
-// warp shuffles (so barriers and shuffles behave as on a GPU, deterministically);
+// threads of a block as coroutines on one OS thread that switch at __syncthreads, at
+// warp shuffles and at the warp-wide tensor-core product (emu_mma_bf16, the fragment
+// layout of mma.sync m16n8k16), so they behave as on a GPU, deterministically;
 // cublasGemmEx is a plain loop in double. It checks the Go side (library loading, argument
 // marshalling, memory handling, product layouts) and the kernels' logic; it cannot check
 // what only hardware shows (the PTX compiler, memory-model races, speed).
@@ -101,6 +102,34 @@ static T __shfl_xor_sync(unsigned, T v, int offset) {
     return r;
 }
 
+// emu_mma_bf16 is mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 as a warp
+// collective: every lane posts its fragments, then computes its four outputs from the
+// whole warp's (fragment layouts in kernels.cu), summing in float in k order.
+static unsigned mma_a[32][32][4], mma_b[32][32][2];
+
+static float bf16_half(unsigned reg, int k) { return __uint_as_float(((reg >> (16 * (k & 1))) & 0xffffu) << 16); }
+
+static void emu_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    memcpy(mma_a[w][lane], a, sizeof(mma_a[w][lane]));
+    memcpy(mma_b[w][lane], b, sizeof(mma_b[w][lane]));
+    arrive(warp_barriers[w]);
+    int g = lane >> 2, t = lane & 3;
+    float r[4];
+    for (int x = 0; x < 4; x++) {
+        int row = g + (x >> 1) * 8, col = 2 * t + (x & 1);
+        float s = 0.f;
+        for (int k = 0; k < 16; k++) {
+            float av = bf16_half(mma_a[w][(row & 7) * 4 + ((k & 7) >> 1)][(row >> 3) + (k >> 3) * 2], k);
+            float bv = bf16_half(mma_b[w][col * 4 + ((k & 7) >> 1)][k >> 3], k);
+            s += av * bv;
+        }
+        r[x] = s;
+    }
+    arrive(warp_barriers[w]);
+    for (int x = 0; x < 4; x++) d[x] += r[x];
+}
+
 static void thread_entry() {
     threadIdx = threads[current].idx;
     kernel_body(kernel_params);
@@ -158,7 +187,8 @@ static void invoke(void (*f)(A...), void** p) {
 
 #define KERNELS(X) X(cast_bf16) X(add) X(scale) X(add_rows) X(embed_f32) X(embed_bf16) X(swiglu) X(swiglu_back) \
     X(rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
-    X(gather) X(xent_fill) X(scatter_add) X(sumsq) X(adamw) X(sample) X(topk)
+    X(flash_fwd_64) X(flash_bwd_dq_64) X(flash_bwd_kv_64) X(flash_fwd_128) X(flash_bwd_dq_128) X(flash_bwd_kv_128) \
+    X(flash_fwd_256) X(flash_bwd_dq_256) X(flash_bwd_kv_256) X(gather) X(xent_fill) X(scatter_add) X(sumsq) X(adamw) X(sample) X(topk)
 
 struct Kernel {
     const char* name;

@@ -359,6 +359,442 @@ extern "C" __global__ void attn_back_kv(float* dk, float* dv, const float* DS, c
     }
 }
 
+// ---- tiled attention on tensor cores (FlashAttention-2) ----
+//
+// Used where the device keeps bfloat16 (compute capability 8.0 and later): Q, K, V and dO
+// are rounded to bfloat16 as they are loaded, every tile product runs on the tensor
+// cores (mma.sync m16n8k16, bfloat16 in, float32 accumulate) and the softmax is float32.
+// No T×T buffer exists: the forward pass keeps each row's log-sum-exp, and the backward
+// pass recomputes the probabilities tile by tile from it. A block is 4 warps; in the
+// forward pass and in flash_bwd_dq each warp owns 16 query rows of a 64-row tile and
+// walks the keys in tiles of FA_BN staged in shared memory; in flash_bwd_kv each warp owns
+// 16 keys and walks the queries. Every output element is written by one thread from sums
+// in a fixed order, so results do not depend on scheduling (no atomics).
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16; g = lane/4, t = lane%4; a 32-bit
+// register holds two bfloat16, the lower index in the low half):
+//   A 16×16 row-major: a0 (g, 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..)
+//   B 16×8:            b0 (2t..2t+1, g) b1 (2t+8..2t+9, g)      [k, n]
+//   C 16×8 float32:    c0 (g, 2t) c1 (g, 2t+1) c2 (g+8, 2t) c3 (g+8, 2t+1)
+// so the C fragments of two adjacent 8-column tiles are, packed, the A fragment of the
+// 16-column tile they make (the probabilities never leave registers).
+
+#define FA_BM 64  // rows of a block's tile: 16 per warp
+#define FA_BN 32  // keys (queries in flash_bwd_kv) per staged tile
+#define FA_PAD 8  // bfloat16 elements of padding per shared row
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    return (unsigned)f32_to_bf16(lo) | ((unsigned)f32_to_bf16(hi) << 16);
+}
+
+__device__ __forceinline__ unsigned pack2(bf16_t lo, bf16_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+
+// mma_bf16: d += a·b for one warp's 16×8 tile (see the layouts above). The compute_70
+// PTX has no such instruction and the device never launches these kernels from it (see
+// FA_BODY).
+__device__ __forceinline__ void mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif !defined(__CUDA_ARCH__)
+    emu_mma_bf16(d, a, b); // the CPU emulation's warp-collective product (emu/emu.cpp)
+#endif
+}
+
+// fa_tile finds tile t of the layout (tiles of FA_BM rows, a sequence's first)
+// and returns its sequence, with the tile's first row within it in *i0.
+__device__ __forceinline__ const int* fa_tile(const int* desc, int nseq, int t, int* i0) {
+    for (int s = 0; s < nseq; s++) {
+        int nt = (desc[s * 7 + 1] + FA_BM - 1) / FA_BM;
+        if (t < nt) {
+            *i0 = t * FA_BM;
+            return desc + s * 7;
+        }
+        t -= nt;
+    }
+    return 0;
+}
+
+// ld2 packs elements c and c+1 of a head's row (zero past hd) as bfloat16.
+__device__ __forceinline__ unsigned ld2(const float* p, int c, int hd) {
+    return pack_bf16(c < hd ? p[c] : 0.f, c + 1 < hd ? p[c + 1] : 0.f);
+}
+
+// load_afrag loads the A fragments of the 16 rows (pa: row g, pb: row g+8) of a warp.
+template <int HDP>
+__device__ __forceinline__ void load_afrag(unsigned (*f)[4], const float* pa, const float* pb, int hd) {
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int ks = 0; ks < HDP / 16; ks++) {
+        int c = ks * 16 + 2 * t;
+        f[ks][0] = ld2(pa, c, hd);
+        f[ks][1] = ld2(pb, c, hd);
+        f[ks][2] = ld2(pa, c + 8, hd);
+        f[ks][3] = ld2(pb, c + 8, hd);
+    }
+}
+
+// stage_rows writes FA_BN rows of one head (row j of the tile from rowp(j), or zeros
+// where rowp gives null) to shared memory as bfloat16.
+template <int HDP, typename F>
+__device__ __forceinline__ void stage_rows(bf16_t (*dst)[HDP + FA_PAD], int hd, F rowp) {
+    for (int x = threadIdx.x; x < FA_BN * (HDP / 2); x += blockDim.x) {
+        int jj = x / (HDP / 2), e = (x % (HDP / 2)) * 2;
+        const float* p = rowp(jj);
+        unsigned v = p ? ld2(p, e, hd) : 0u;
+        dst[jj][e] = (bf16_t)v;
+        dst[jj][e + 1] = (bf16_t)(v >> 16);
+    }
+}
+
+// mma_rows: c[nb] += A·B where B[k][n] = rows[n][k] (B is a staged tile transposed: the
+// products with Kᵀ, Vᵀ, Qᵀ, dOᵀ), over HDP/16 k-steps, FA_BN/8 column tiles.
+template <int HDP>
+__device__ __forceinline__ void mma_rows(float (*c)[4], const unsigned (*a)[4], const bf16_t (*rows)[HDP + FA_PAD]) {
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int ks = 0; ks < HDP / 16; ks++)
+#pragma unroll
+        for (int nb = 0; nb < FA_BN / 8; nb++) {
+            const bf16_t* r = rows[nb * 8 + g] + ks * 16 + 2 * t;
+            unsigned b[2] = {pack2(r[0], r[1]), pack2(r[8], r[9])};
+            mma_bf16(c[nb], a[ks], b);
+        }
+}
+
+// mma_cols: o[nb] += A·B where B[k][n] = rows[k][n] (a staged tile as is: the products
+// with V, K, dO, Q), over FA_BN/16 k-steps, HDP/8 column tiles.
+template <int HDP>
+__device__ __forceinline__ void mma_cols(float (*o)[4], const unsigned (*a)[4], const bf16_t (*rows)[HDP + FA_PAD]) {
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int kk = 0; kk < FA_BN / 16; kk++)
+#pragma unroll
+        for (int nb = 0; nb < HDP / 8; nb++) {
+            int k = kk * 16 + 2 * t, n = nb * 8 + g;
+            unsigned b[2] = {pack2(rows[k][n], rows[k + 1][n]), pack2(rows[k + 8][n], rows[k + 9][n])};
+            mma_bf16(o[nb], a[kk], b);
+        }
+}
+
+// to_afrag packs C fragments c[FA_BN/8] (16 × FA_BN) into A fragments a[FA_BN/16].
+__device__ __forceinline__ void to_afrag(unsigned (*a)[4], const float (*c)[4]) {
+#pragma unroll
+    for (int nb = 0; nb < FA_BN / 8; nb++) {
+        int kk = nb >> 1, hi = (nb & 1) * 2;
+        a[kk][hi] = pack_bf16(c[nb][0], c[nb][1]);
+        a[kk][hi + 1] = pack_bf16(c[nb][2], c[nb][3]);
+    }
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 1));
+    return fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(FULL_MASK, v, 1);
+    return v + __shfl_xor_sync(FULL_MASK, v, 2);
+}
+
+// flash_fwd: grid (tiles, heads), 128 threads. Out = softmax(Q·Kᵀ·scale)·V with the
+// layout's causal, paged or contiguous keys; with lse, each row's log-sum-exp of its
+// scaled scores at lse[row·heads + h].
+template <int HDP>
+__device__ void flash_fwd_t(const float* q, float* out, float* lse, const float* K, const float* V, const int* desc, int nseq,
+                            const int* tables, int shift, int heads, int kvheads, int hd, float scale) {
+    __shared__ bf16_t Ks[FA_BN][HDP + FA_PAD];
+    __shared__ bf16_t Vs[FA_BN][HDP + FA_PAD];
+    int i0;
+    const int* sd = fa_tile(desc, nseq, blockIdx.x, &i0);
+    if (!sd) return;
+    int N = sd[1], pos = sd[2], h = blockIdx.y, kh = h / (heads / kvheads);
+    i64 qd = (i64)heads * hd, kvd = (i64)kvheads * hd;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    // Rows past the sequence compute a copy of its last row and are not written.
+    int ra = min(i0 + w * 16 + g, N - 1), rb = min(i0 + w * 16 + g + 8, N - 1);
+    unsigned qa[HDP / 16][4];
+    load_afrag<HDP>(qa, q + ((i64)sd[0] + ra) * qd + h * hd, q + ((i64)sd[0] + rb) * qd + h * hd, hd);
+    int lima = pos + ra, limb = pos + rb; // the last key each row sees
+    float o[HDP / 8][4];
+#pragma unroll
+    for (int nb = 0; nb < HDP / 8; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+    float ma = -f_inf(), mb = -f_inf(), la = 0.f, lb = 0.f;
+    int kend = pos + min(i0 + FA_BM, N);
+    for (int j0 = 0; j0 < kend; j0 += FA_BN) {
+        __syncthreads();
+        stage_rows<HDP>(Ks, hd, [&](int jj) -> const float* {
+            int j = j0 + jj;
+            return j < kend ? K + key_row(sd, tables, shift, j) * kvd + kh * hd : (const float*)0;
+        });
+        stage_rows<HDP>(Vs, hd, [&](int jj) -> const float* {
+            int j = j0 + jj;
+            return j < kend ? V + key_row(sd, tables, shift, j) * kvd + kh * hd : (const float*)0;
+        });
+        __syncthreads();
+        float s[FA_BN / 8][4];
+#pragma unroll
+        for (int nb = 0; nb < FA_BN / 8; nb++) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+        mma_rows<HDP>(s, qa, Ks);
+        float mxa = ma, mxb = mb;
+#pragma unroll
+        for (int nb = 0; nb < FA_BN / 8; nb++)
+            for (int c = 0; c < 2; c++) {
+                int j = j0 + nb * 8 + 2 * t + c;
+                s[nb][c] = j <= lima ? s[nb][c] * scale : -f_inf();
+                s[nb][2 + c] = j <= limb ? s[nb][2 + c] * scale : -f_inf();
+                mxa = fmaxf(mxa, s[nb][c]);
+                mxb = fmaxf(mxb, s[nb][2 + c]);
+            }
+        // Key 0 is in the first tile and every row sees it, so the maxima are finite.
+        mxa = quad_max(mxa);
+        mxb = quad_max(mxb);
+        float ca = expf(ma - mxa), cb = expf(mb - mxb);
+        ma = mxa;
+        mb = mxb;
+        float suma = 0.f, sumb = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < FA_BN / 8; nb++) {
+            s[nb][0] = expf(s[nb][0] - ma);
+            s[nb][1] = expf(s[nb][1] - ma);
+            s[nb][2] = expf(s[nb][2] - mb);
+            s[nb][3] = expf(s[nb][3] - mb);
+            suma += s[nb][0] + s[nb][1];
+            sumb += s[nb][2] + s[nb][3];
+        }
+        la = la * ca + suma;
+        lb = lb * cb + sumb;
+#pragma unroll
+        for (int nb = 0; nb < HDP / 8; nb++) {
+            o[nb][0] *= ca;
+            o[nb][1] *= ca;
+            o[nb][2] *= cb;
+            o[nb][3] *= cb;
+        }
+        unsigned pa[FA_BN / 16][4];
+        to_afrag(pa, s);
+        mma_cols<HDP>(o, pa, Vs);
+    }
+    la = quad_sum(la);
+    lb = quad_sum(lb);
+    int rows[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
+    float inv[2] = {1.f / la, 1.f / lb}, lses[2] = {ma + logf(la), mb + logf(lb)};
+    for (int x = 0; x < 2; x++) {
+        if (rows[x] >= N) continue;
+        i64 r = (i64)sd[0] + rows[x];
+        float* op = out + r * qd + h * hd;
+#pragma unroll
+        for (int nb = 0; nb < HDP / 8; nb++) {
+            int c = nb * 8 + 2 * t;
+            if (c < hd) op[c] = o[nb][2 * x] * inv[x];
+            if (c + 1 < hd) op[c + 1] = o[nb][2 * x + 1] * inv[x];
+        }
+        if (lse && t == 0) lse[r * heads + h] = lses[x];
+    }
+}
+
+// flash_bwd_dq: grid (tiles, heads), 128 threads; training layouts (each sequence's own
+// keys from position 0). Recomputes P = exp(S·scale − lse) and dP = dO·Vᵀ per key tile:
+// a first sweep sums Drow = Σ P∘dP (written to D for flash_bwd_kv), a second forms
+// dS = P∘(dP − Drow)·scale and dQ = dS·K, which overwrites dq.
+template <int HDP>
+__device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const float* q, const float* K, const float* V, const float* lse,
+                               const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
+    __shared__ bf16_t Ks[FA_BN][HDP + FA_PAD];
+    __shared__ bf16_t Vs[FA_BN][HDP + FA_PAD];
+    int i0;
+    const int* sd = fa_tile(desc, nseq, blockIdx.x, &i0);
+    if (!sd) return;
+    int N = sd[1], h = blockIdx.y, kh = h / (heads / kvheads);
+    i64 qd = (i64)heads * hd, kvd = (i64)kvheads * hd;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int ra = min(i0 + w * 16 + g, N - 1), rb = min(i0 + w * 16 + g + 8, N - 1);
+    i64 qra = ((i64)sd[0] + ra) * qd + h * hd, qrb = ((i64)sd[0] + rb) * qd + h * hd;
+    unsigned qa[HDP / 16][4], da[HDP / 16][4];
+    load_afrag<HDP>(qa, q + qra, q + qrb, hd);
+    load_afrag<HDP>(da, dout + qra, dout + qrb, hd);
+    float lsa = lse[((i64)sd[0] + ra) * heads + h], lsb = lse[((i64)sd[0] + rb) * heads + h];
+    float Da = 0.f, Db = 0.f;
+    float dqa[HDP / 8][4];
+#pragma unroll
+    for (int nb = 0; nb < HDP / 8; nb++) dqa[nb][0] = dqa[nb][1] = dqa[nb][2] = dqa[nb][3] = 0.f;
+    int kend = min(i0 + FA_BM, N);
+    for (int sweep = 0; sweep < 2; sweep++) {
+        for (int j0 = 0; j0 < kend; j0 += FA_BN) {
+            __syncthreads();
+            stage_rows<HDP>(Ks, hd, [&](int jj) -> const float* {
+                int j = j0 + jj;
+                return j < kend ? K + ((i64)sd[3] + j) * kvd + kh * hd : (const float*)0;
+            });
+            stage_rows<HDP>(Vs, hd, [&](int jj) -> const float* {
+                int j = j0 + jj;
+                return j < kend ? V + ((i64)sd[3] + j) * kvd + kh * hd : (const float*)0;
+            });
+            __syncthreads();
+            float s[FA_BN / 8][4], dp[FA_BN / 8][4];
+#pragma unroll
+            for (int nb = 0; nb < FA_BN / 8; nb++)
+                for (int c = 0; c < 4; c++) s[nb][c] = dp[nb][c] = 0.f;
+            mma_rows<HDP>(s, qa, Ks);
+            mma_rows<HDP>(dp, da, Vs);
+#pragma unroll
+            for (int nb = 0; nb < FA_BN / 8; nb++)
+                for (int c = 0; c < 2; c++) {
+                    int j = j0 + nb * 8 + 2 * t + c;
+                    float pa = j <= ra ? expf(s[nb][c] * scale - lsa) : 0.f;
+                    float pb = j <= rb ? expf(s[nb][2 + c] * scale - lsb) : 0.f;
+                    if (sweep == 0) {
+                        Da += pa * dp[nb][c];
+                        Db += pb * dp[nb][2 + c];
+                    } else {
+                        s[nb][c] = pa * (dp[nb][c] - Da) * scale;
+                        s[nb][2 + c] = pb * (dp[nb][2 + c] - Db) * scale;
+                    }
+                }
+            if (sweep == 1) {
+                unsigned dsa[FA_BN / 16][4];
+                to_afrag(dsa, s);
+                mma_cols<HDP>(dqa, dsa, Ks);
+            }
+        }
+        if (sweep == 0) {
+            Da = quad_sum(Da);
+            Db = quad_sum(Db);
+        }
+    }
+    int rows[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
+    float Ds[2] = {Da, Db};
+    for (int x = 0; x < 2; x++) {
+        if (rows[x] >= N) continue;
+        i64 r = (i64)sd[0] + rows[x];
+        float* op = dq + r * qd + h * hd;
+#pragma unroll
+        for (int nb = 0; nb < HDP / 8; nb++) {
+            int c = nb * 8 + 2 * t;
+            if (c < hd) op[c] = dqa[nb][2 * x];
+            if (c + 1 < hd) op[c + 1] = dqa[nb][2 * x + 1];
+        }
+        if (t == 0) D[r * heads + h] = Ds[x];
+    }
+}
+
+// flash_bwd_kv: grid (tiles of keys, kvheads), 128 threads, after flash_bwd_dq (which
+// wrote D). Each warp owns 16 keys and, for every head of the KV head's group, walks
+// the queries that see them in tiles: Sᵀ = K·Qᵀ, Pᵀ, dPᵀ = V·dOᵀ, dSᵀ; dV = Σ Pᵀ·dO and
+// dK = Σ dSᵀ·Q overwrite dv and dk.
+template <int HDP>
+__device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float* dout, const float* q, const float* K, const float* V,
+                               const float* lse, const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
+    __shared__ bf16_t Qs[FA_BN][HDP + FA_PAD];
+    __shared__ bf16_t Os[FA_BN][HDP + FA_PAD];
+    __shared__ float Ls[FA_BN], Dsh[FA_BN];
+    int i0;
+    const int* sd = fa_tile(desc, nseq, blockIdx.x, &i0);
+    if (!sd) return;
+    int N = sd[1], kh = blockIdx.y, group = heads / kvheads;
+    i64 qd = (i64)heads * hd, kvd = (i64)kvheads * hd;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int ja = min(i0 + w * 16 + g, N - 1), jb = min(i0 + w * 16 + g + 8, N - 1);
+    i64 kra = ((i64)sd[3] + ja) * kvd + kh * hd, krb = ((i64)sd[3] + jb) * kvd + kh * hd;
+    unsigned ka[HDP / 16][4], va[HDP / 16][4];
+    load_afrag<HDP>(ka, K + kra, K + krb, hd);
+    load_afrag<HDP>(va, V + kra, V + krb, hd);
+    float dka[HDP / 8][4], dva[HDP / 8][4];
+#pragma unroll
+    for (int nb = 0; nb < HDP / 8; nb++)
+        for (int c = 0; c < 4; c++) dka[nb][c] = dva[nb][c] = 0.f;
+    for (int h = kh * group; h < (kh + 1) * group; h++) {
+        for (int q0 = i0; q0 < N; q0 += FA_BN) {
+            __syncthreads();
+            stage_rows<HDP>(Qs, hd, [&](int ii) -> const float* {
+                int i = q0 + ii;
+                return i < N ? q + ((i64)sd[0] + i) * qd + h * hd : (const float*)0;
+            });
+            stage_rows<HDP>(Os, hd, [&](int ii) -> const float* {
+                int i = q0 + ii;
+                return i < N ? dout + ((i64)sd[0] + i) * qd + h * hd : (const float*)0;
+            });
+            for (int ii = threadIdx.x; ii < FA_BN; ii += blockDim.x) {
+                int i = q0 + ii;
+                Ls[ii] = i < N ? lse[((i64)sd[0] + i) * heads + h] : 0.f;
+                Dsh[ii] = i < N ? D[((i64)sd[0] + i) * heads + h] : 0.f;
+            }
+            __syncthreads();
+            float s[FA_BN / 8][4], dp[FA_BN / 8][4];
+#pragma unroll
+            for (int nb = 0; nb < FA_BN / 8; nb++)
+                for (int c = 0; c < 4; c++) s[nb][c] = dp[nb][c] = 0.f;
+            mma_rows<HDP>(s, ka, Qs);
+            mma_rows<HDP>(dp, va, Os);
+#pragma unroll
+            for (int nb = 0; nb < FA_BN / 8; nb++)
+                for (int c = 0; c < 2; c++) {
+                    int ii = nb * 8 + 2 * t + c, i = q0 + ii;
+                    bool in = i < N;
+                    float pa = in && i >= ja ? expf(s[nb][c] * scale - Ls[ii]) : 0.f;
+                    float pb = in && i >= jb ? expf(s[nb][2 + c] * scale - Ls[ii]) : 0.f;
+                    s[nb][c] = pa;
+                    s[nb][2 + c] = pb;
+                    dp[nb][c] = pa * (dp[nb][c] - Dsh[ii]) * scale;
+                    dp[nb][2 + c] = pb * (dp[nb][2 + c] - Dsh[ii]) * scale;
+                }
+            unsigned pa[FA_BN / 16][4], dsa[FA_BN / 16][4];
+            to_afrag(pa, s);
+            to_afrag(dsa, dp);
+            mma_cols<HDP>(dva, pa, Os);
+            mma_cols<HDP>(dka, dsa, Qs);
+        }
+    }
+    int keys[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
+    for (int x = 0; x < 2; x++) {
+        if (keys[x] >= N) continue;
+        i64 r = ((i64)sd[3] + keys[x]) * kvd + kh * hd;
+#pragma unroll
+        for (int nb = 0; nb < HDP / 8; nb++) {
+            int c = nb * 8 + 2 * t;
+            if (c < hd) {
+                dk[r + c] = dka[nb][2 * x];
+                dv[r + c] = dva[nb][2 * x];
+            }
+            if (c + 1 < hd) {
+                dk[r + c + 1] = dka[nb][2 * x + 1];
+                dv[r + c + 1] = dva[nb][2 * x + 1];
+            }
+        }
+    }
+}
+
+// FA_BODY is a tiled kernel's body: in the compute_70 PTX a trap, since the device runs
+// them only from the compute_80 PTX (compute capability 8.0 and later, bfloat16), and
+// without tensor cores they would only be slow and large.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define FA_BODY(call) __trap()
+#else
+#define FA_BODY(call) call
+#endif
+
+#define FLASH_KERNELS(HDP)                                                                                                      \
+    extern "C" __global__ void flash_fwd_##HDP(const float* q, float* out, float* lse, const float* K, const float* V,          \
+                                               const int* desc, int nseq, const int* tables, int shift, int heads,              \
+                                               int kvheads, int hd, float scale) {                                             \
+        FA_BODY(flash_fwd_t<HDP>(q, out, lse, K, V, desc, nseq, tables, shift, heads, kvheads, hd, scale));                            \
+    }                                                                                                                           \
+    extern "C" __global__ void flash_bwd_dq_##HDP(float* dq, float* D, const float* dout, const float* q, const float* K,       \
+                                                  const float* V, const float* lse, const int* desc, int nseq, int heads,       \
+                                                  int kvheads, int hd, float scale) {                                          \
+        FA_BODY(flash_bwd_dq_t<HDP>(dq, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                                \
+    }                                                                                                                           \
+    extern "C" __global__ void flash_bwd_kv_##HDP(float* dk, float* dv, const float* D, const float* dout, const float* q,     \
+                                                  const float* K, const float* V, const float* lse, const int* desc, int nseq,  \
+                                                  int heads, int kvheads, int hd, float scale) {                               \
+        FA_BODY(flash_bwd_kv_t<HDP>(dk, dv, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                            \
+    }
+
+FLASH_KERNELS(64)
+FLASH_KERNELS(128)
+FLASH_KERNELS(256)
+
 // kv_write copies row i of rows[·×width] to slot slots[i] of cache.
 extern "C" __global__ void kv_write(float* cache, const float* rows, const int* slots, i64 n, int width) {
     for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n * width; k += (i64)gridDim.x * blockDim.x) {

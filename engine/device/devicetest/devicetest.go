@@ -18,14 +18,21 @@ type Tolerance struct {
 	Elementwise float64 // float32 element and row operations
 	Product     float64 // matrix products and attention
 	Weight      float64 // products with a frozen weight (which a device may narrow)
+	// Attention bounds attention that keeps statistics (device.StatsKeeper) or nothing,
+	// whose tile products a device may run in bfloat16; with probabilities kept it is
+	// Product's.
+	Attention float64
 }
 
 // Float32 is the tolerance of a device that computes in float32 throughout.
-var Float32 = Tolerance{Elementwise: 1e-6, Product: 1e-5, Weight: 1e-5}
+var Float32 = Tolerance{Elementwise: 1e-6, Product: 1e-5, Weight: 1e-5, Attention: 1e-5}
 
 // BF16Weights is the tolerance of a device that narrows weights (and the activations
-// multiplied with them) to bfloat16.
-var BF16Weights = Tolerance{Elementwise: 1e-6, Product: 1e-5, Weight: 1e-2}
+// multiplied with them) to bfloat16, and runs attention's products in bfloat16 with
+// float32 accumulation: inputs rounded to 8 significant bits (relative error 2⁻⁹ each)
+// gave errors of 2e-3 to 4e-3 in outputs and gradients on the CUDA emulation; the bound
+// allows 5×.
+var BF16Weights = Tolerance{Elementwise: 1e-6, Product: 1e-5, Weight: 1e-2, Attention: 2e-2}
 
 // Run checks every operation of d against the float64 CPU device.
 func Run(t *testing.T, d device.Device[float32], tol Tolerance) {
@@ -355,8 +362,77 @@ func (c *checker) attention(t *testing.T) {
 	dec.Desc, dec.Tab = c.d.Ints(dec.Pack()), c.d.Ints(dec.Tables)
 	do2 := c.d.Alloc(nrows * qd)
 	c.d.Attention(&device.Attn[float32]{Q: c.up(qq), Out: do2, K: dK, V: dV, Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: float32(scale), Layout: dec})
-	c.near("attention (paged) output", c.down(do2), wo2, c.tol.Product)
+	c.near("attention (paged) output", c.down(do2), wo2, c.tol.Attention)
 	c.err("attention")
+	c.attentionChunk(heads, kvh, hd)
+	if device.KeepsStats(c.d) {
+		// Sequences longer than the tiles a device may use (64 rows, 32 keys), head_dims
+		// that are not a multiple of 16 or are, 3 and 2 query heads per KV head.
+		for _, sh := range [][2]int{{6, 24}, {4, 64}} {
+			c.attentionStats(sh[0], 2, sh[1], []int{70, 5, 131})
+		}
+	}
+}
+
+// attentionChunk checks a prefill chunk over paged keys: 20 rows continuing a sequence at
+// position 9 (from 8 blocks of 4 positions, out of order in the pool) beside one
+// decoding row, nothing kept.
+func (c *checker) attentionChunk(heads, kvh, hd int) {
+	qd, kvd := heads*hd, kvh*hd
+	scale := 1 / math.Sqrt(float64(hd))
+	const bl, blocks = 4, 12
+	tables := []int32{7, 2, 11, 0, 5, 9, 3, 10, 6}
+	l := &device.Layout{BlockLen: bl, Tables: tables,
+		Seqs: []device.AttnSeq{{Row: 0, N: 20, Pos: 9, Table: 0, Blocks: 8}, {Row: 20, N: 1, Pos: 3, Table: 8, Blocks: 1}}}
+	rows := 21
+	q, K, V := f32(c.rand(rows*qd, 1)), f32(c.rand(blocks*bl*kvd, 1)), f32(c.rand(blocks*bl*kvd, 1))
+	wo := make([]float64, rows*qd)
+	c.ref.Attention(&device.Attn[float64]{Q: h64(q), Out: h64(wo), K: h64(K), V: h64(V), Heads: heads, KVHeads: kvh, HeadDim: hd,
+		Scale: scale, Layout: l})
+	l.Desc, l.Tab = c.d.Ints(l.Pack()), c.d.Ints(l.Tables)
+	do := c.d.Alloc(rows * qd)
+	c.d.Attention(&device.Attn[float32]{Q: c.up(q), Out: do, K: c.up(K), V: c.up(V), Heads: heads, KVHeads: kvh, HeadDim: hd,
+		Scale: float32(scale), Layout: l})
+	c.err("attention (paged chunk)")
+	c.near("attention (paged chunk) output", c.down(do), wo, c.tol.Attention)
+}
+
+// attentionStats checks Attention and AttentionBack with Stats on a training layout of
+// sequences of the given lengths.
+func (c *checker) attentionStats(heads, kvh, hd int, lens []int) {
+	qd, kvd := heads*hd, kvh*hd
+	scale := 1 / math.Sqrt(float64(hd))
+	l := &device.Layout{}
+	rows := 0
+	for _, n := range lens {
+		l.Seqs = append(l.Seqs, device.AttnSeq{Row: rows, N: n, KRow: rows})
+		rows += n
+	}
+	name := fmt.Sprintf("attention with stats (%d heads, %d KV heads of %d)", heads, kvh, hd)
+	q, k, v := f32(c.rand(rows*qd, 1)), f32(c.rand(rows*kvd, 1)), f32(c.rand(rows*kvd, 1))
+	wo, wl := make([]float64, rows*qd), make([]float64, l.StatsLen(heads))
+	ra := &device.Attn[float64]{Q: h64(q), Out: h64(wo), K: h64(k), V: h64(v), Heads: heads, KVHeads: kvh, HeadDim: hd,
+		Scale: scale, Layout: l, P: h64(wl), Stats: true}
+	c.ref.Attention(ra)
+	do, dl := c.d.Alloc(rows*qd), c.d.Alloc(l.StatsLen(heads))
+	l.Desc = c.d.Ints(l.Pack())
+	da := &device.Attn[float32]{Q: c.up(q), Out: do, K: c.up(k), V: c.up(v), Heads: heads, KVHeads: kvh, HeadDim: hd,
+		Scale: float32(scale), Layout: l, P: dl, Stats: true}
+	c.d.Attention(da)
+	c.err(name)
+	c.near(name+": output", c.down(do), wo, c.tol.Attention)
+	c.near(name+": log-sum-exps", c.down(dl), wl, c.tol.Attention)
+	dout := f32(c.rand(rows*qd, 1))
+	wdq, wdk, wdv := make([]float64, rows*qd), make([]float64, rows*kvd), make([]float64, rows*kvd)
+	ra.P = h64(f32(wl))
+	c.ref.AttentionBack(ra, h64(wdq), h64(wdk), h64(wdv), h64(dout))
+	// The gradients overwrite what the buffers held.
+	gdq, gdk, gdv := c.up(c.rand(rows*qd, 1)), c.up(c.rand(rows*kvd, 1)), c.up(c.rand(rows*kvd, 1))
+	c.d.AttentionBack(da, gdq, gdk, gdv, c.up(dout))
+	c.err(name + " backward")
+	c.near(name+": dq", c.down(gdq), wdq, c.tol.Attention)
+	c.near(name+": dk", c.down(gdk), wdk, c.tol.Attention)
+	c.near(name+": dv", c.down(gdv), wdv, c.tol.Attention)
 }
 
 // kvBefore is the pool as it was before rows were written to slots (the written slots
