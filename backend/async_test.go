@@ -70,14 +70,17 @@ func TestAsyncDoneExactlyOnce(t *testing.T) {
 			refused      bool
 			wantErr      error
 			fb, opt, smp bool
+			stream       bool // the sample through Streamer.SampleStreamAsync
 		}{
-			{"fb, unknown model", "nope", "x", true, ErrUnknownModel, true, false, false},
-			{"fb, unknown adapter", "tiny", "y", true, ErrUnknownAdapter, true, false, false},
-			{"fb", "tiny", "x", false, nil, true, false, false},
-			{"optim, unknown adapter", "tiny", "y", true, ErrUnknownAdapter, false, true, false},
-			{"optim", "tiny", "x", false, nil, false, true, false},
-			{"sample, unknown model", "nope", "", true, ErrUnknownModel, false, false, true},
-			{"sample", "tiny", "", false, nil, false, false, true},
+			{"fb, unknown model", "nope", "x", true, ErrUnknownModel, true, false, false, false},
+			{"fb, unknown adapter", "tiny", "y", true, ErrUnknownAdapter, true, false, false, false},
+			{"fb", "tiny", "x", false, nil, true, false, false, false},
+			{"optim, unknown adapter", "tiny", "y", true, ErrUnknownAdapter, false, true, false, false},
+			{"optim", "tiny", "x", false, nil, false, true, false, false},
+			{"sample, unknown model", "nope", "", true, ErrUnknownModel, false, false, true, false},
+			{"sample", "tiny", "", false, nil, false, false, true, false},
+			{"streamed sample, unknown model", "nope", "", true, ErrUnknownModel, false, false, true, true},
+			{"streamed sample", "tiny", "", false, nil, false, false, true, true},
 		} {
 			o := newOnce()
 			var err error
@@ -86,6 +89,8 @@ func TestAsyncDoneExactlyOnce(t *testing.T) {
 				ex.ForwardBackwardAsync(ctx, c.model, c.lora, ce([]int32{1, 2, 3, 4}), func(_ engine.ForwardResult, e error) { err = e; o.hit() })
 			case c.opt:
 				ex.OptimStepAsync(ctx, c.model, c.lora, adam, func(_ map[string]float64, e error) { err = e; o.hit() })
+			case c.stream:
+				ex.(Streamer).SampleStreamAsync(ctx, c.model, c.lora, smallSample, Stream{}, func(_ engine.SampleResult, e error) { err = e; o.hit() })
 			default:
 				ex.SampleAsync(ctx, c.model, c.lora, smallSample, func(_ engine.SampleResult, e error) { err = e; o.hit() })
 			}
@@ -107,9 +112,9 @@ func TestAsyncDoneExactlyOnce(t *testing.T) {
 	for _, s := range rec.Ended() {
 		ended[s.Name()]++
 	}
-	// The backend ran each operation kind three times (two refusals for forward_backward
-	// and one each for the others, and the successes): every span ended.
-	if ended[telemetry.SpanTBForwardBackward] != 3 || ended[telemetry.SpanTBOptimStep] != 2 || ended[telemetry.SpanSBSample] != 2 {
+	// The backend ran forward_backward three times (two refusals and a success), the
+	// others twice each (a refusal and a success; samples plain and streamed): every span ended.
+	if ended[telemetry.SpanTBForwardBackward] != 3 || ended[telemetry.SpanTBOptimStep] != 2 || ended[telemetry.SpanSBSample] != 4 {
 		t.Fatalf("ended backend spans %v", ended)
 	}
 }

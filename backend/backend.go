@@ -153,6 +153,20 @@ func (b *Backend) SampleAsync(ctx context.Context, model, lora string, req engin
 	b.Exec.SampleAsync(ctx, model, lora, req, ending(sp, done))
 }
 
+// SampleStreamAsync is SampleStream returning at once (Streamer.SampleStreamAsync): its
+// span opens now and ends when done is called; ErrNoStreaming through done where the
+// executor cannot stream.
+func (b *Backend) SampleStreamAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error)) {
+	ctx, sp := b.sampleSpan(ctx, lora, req)
+	done = ending(sp, done)
+	sx, ok := b.Exec.(Streamer)
+	if !ok {
+		done(engine.SampleResult{}, fmt.Errorf("%w for %q: its executor returns whole results", ErrNoStreaming, model))
+		return
+	}
+	sx.SampleStreamAsync(ctx, model, lora, req, st, done)
+}
+
 // SampleStream is Sample reporting each token to st as it is drawn; ErrNoStreaming where
 // the executor cannot.
 func (b *Backend) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (res engine.SampleResult, err error) {

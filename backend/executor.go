@@ -78,6 +78,9 @@ type Stream struct {
 // executor is one; a remote worker is not (its RPC returns whole results).
 type Streamer interface {
 	SampleStream(ctx context.Context, model, loraID string, req engine.SampleRequest, st Stream) (engine.SampleResult, error)
+	// SampleStreamAsync is SampleStream returning at once, as Executor's Async forms: done
+	// receives the outcome exactly once and must not block.
+	SampleStreamAsync(ctx context.Context, model, loraID string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error))
 }
 
 // ErrNoStreaming is returned by SampleStream where the model's executor cannot report

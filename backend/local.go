@@ -329,6 +329,11 @@ func (l *Local) SampleStream(ctx context.Context, model, lora string, req engine
 	return wait(func(done func(engine.SampleResult, error)) { l.sampleAsync(ctx, model, lora, req, st, done) })
 }
 
+// SampleStreamAsync implements Streamer: a callback of the model's loop, as SampleAsync.
+func (l *Local) SampleStreamAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error)) {
+	l.sampleAsync(ctx, model, lora, req, st, done)
+}
+
 func (l *Local) sampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error)) {
 	start := time.Now()
 	tr := telemetry.StartRequest(ctx, l.tracer, telemetry.SpanHFSample, attribute.String(telemetry.AttrLoraID, lora),

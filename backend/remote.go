@@ -304,6 +304,13 @@ func (r *Remote) SampleAsync(ctx context.Context, model, lora string, req engine
 	goAsync(ctx, func(ctx context.Context) (engine.SampleResult, error) { return r.Sample(ctx, model, lora, req) }, done)
 }
 
+// SampleStreamAsync implements Streamer: a goroutine per call, as ForwardBackwardAsync.
+func (r *Remote) SampleStreamAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error)) {
+	goAsync(ctx, func(ctx context.Context) (engine.SampleResult, error) {
+		return r.SampleStream(ctx, model, lora, req, st)
+	}, done)
+}
+
 // SampleStream implements Streamer over the worker's SampleStream RPC: tokens arrive as
 // the worker draws them.
 func (r *Remote) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {

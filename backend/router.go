@@ -239,6 +239,22 @@ func (r *Router) SampleAsync(ctx context.Context, model, lora string, req engine
 	ex.SampleAsync(ctx, model, lora, req, done)
 }
 
+// SampleStreamAsync implements Streamer for the members that do; others answer
+// ErrNoStreaming (through done).
+func (r *Router) SampleStreamAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream, done func(engine.SampleResult, error)) {
+	ex, err := r.pick(model, lora)
+	if err != nil {
+		done(engine.SampleResult{}, err)
+		return
+	}
+	sx, ok := ex.(Streamer)
+	if !ok {
+		done(engine.SampleResult{}, fmt.Errorf("%w for %q: it is hosted by a remote worker, which returns whole results", ErrNoStreaming, model))
+		return
+	}
+	sx.SampleStreamAsync(ctx, model, lora, req, st, done)
+}
+
 // SampleStream implements Streamer for the members that do; others answer ErrNoStreaming.
 func (r *Router) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {
 	ex, err := r.pick(model, lora)

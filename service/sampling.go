@@ -361,7 +361,7 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 			}
 			sample := func(done func(engine.SampleResult, error)) {
 				if job.stream != nil {
-					s.sampleStreamAsync(ctx, base, lora, req, *job.stream, done)
+					s.be.SampleStreamAsync(ctx, base, lora, req, *job.stream, done)
 					return
 				}
 				s.be.SampleAsync(ctx, base, lora, req, done)
