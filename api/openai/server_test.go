@@ -57,6 +57,21 @@ func printable(s *tokenizer.Stream, id int32) bool {
 }
 
 func (g *gated) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st backend.Stream) (engine.SampleResult, error) {
+	res, err := g.Local.SampleStream(ctx, model, lora, req, g.wrap(ctx, req, st))
+	g.done <- err
+	return res, err
+}
+
+// SampleStreamAsync is what the service calls: the same gate on the loop's callback.
+func (g *gated) SampleStreamAsync(ctx context.Context, model, lora string, req engine.SampleRequest, st backend.Stream, done func(engine.SampleResult, error)) {
+	g.Local.SampleStreamAsync(ctx, model, lora, req, g.wrap(ctx, req, st), func(res engine.SampleResult, err error) {
+		g.done <- err
+		done(res, err)
+	})
+}
+
+// wrap gates st's first printable token.
+func (g *gated) wrap(ctx context.Context, req engine.SampleRequest, st backend.Stream) backend.Stream {
 	inner := st.OnToken
 	var once sync.Once
 	var mu sync.Mutex
@@ -82,9 +97,7 @@ func (g *gated) SampleStream(ctx context.Context, model, lora string, req engine
 			}
 		})
 	}
-	res, err := g.Local.SampleStream(ctx, model, lora, req, st)
-	g.done <- err
-	return res, err
+	return st
 }
 
 func start(t *testing.T, mutate func(*config.Config), ex backend.Executor) (*server.Server, config.Config) {
