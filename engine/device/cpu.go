@@ -279,7 +279,8 @@ func seqKeys(l *Layout, s AttnSeq) keyRows {
 
 // Attention implements Device, in parallel over (sequence, head).
 // Over contiguous keys without kept probabilities it runs blocked (attn_cpu.go), over
-// paged ones in a prompt blocked on gathered keys (cpu_attn.go).
+// paged ones blocked on gathered keys (cpu_attn.go), the same for a prompt's rows and a
+// decode step's.
 func (*CPU[T]) Attention(a *Attn[T]) {
 	if blockedAttn(a) {
 		attnForward(a)
@@ -292,53 +293,25 @@ func (*CPU[T]) Attention(a *Attn[T]) {
 	attnRows(a)
 }
 
-// attnRows is Attention one query row and one key at a time: paged keys in a decode
-// step, or the probabilities kept (then in float64 exponentials, as the reference the
-// blocked paths are tested against).
+// attnRows is Attention one query row and one key at a time with the probabilities kept
+// (in float64 exponentials, as the reference the blocked paths are tested against).
 func attnRows[T Float](a *Attn[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd
 	group := hq / hkv
 	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
-	keep := !a.P.Empty()
 	parallel(len(l.Seqs)*hq, func(job int) {
 		s, h := l.Seqs[job/hq], job%hq
 		kh := h / group
 		kr := seqKeys(l, s)
 		span := s.Pos + s.N
-		var scratch []T
-		if !keep {
-			scratch = make([]T, span)
-		}
 		for i := 0; i < s.N; i++ {
 			qi := q[(s.Row+i)*qd+h*hd : (s.Row+i)*qd+h*hd+hd]
-			pr := scratch
-			if keep {
-				off := s.POff + (h*s.N+i)*span
-				pr = a.P.h[off : off+span]
-			}
+			off := s.POff + (h*s.N+i)*span
+			pr := a.P.h[off : off+span]
 			n := s.Pos + i + 1
 			oi := o[(s.Row+i)*qd+h*hd : (s.Row+i)*qd+h*hd+hd]
-			if !keep {
-				// A decode step: the exponentials vectorised as the blocked paths' (expRow),
-				// the output scaled once by 1/sum instead of every probability.
-				for j := 0; j < n; j++ {
-					r := kr.row(j)
-					pr[j] = kern.Dot(qi, k[r*kvd+kh*hd:r*kvd+kh*hd+hd])
-				}
-				sum, _ := expRow(pr[:n], a.Scale)
-				clear(oi)
-				for j := 0; j < n; j++ {
-					r := kr.row(j)
-					kern.Axpy(pr[j], v[r*kvd+kh*hd:r*kvd+kh*hd+hd], oi)
-				}
-				inv := T(1 / sum)
-				for x := range oi {
-					oi[x] *= inv
-				}
-				continue
-			}
 			m := math.Inf(-1)
 			for j := 0; j < n; j++ {
 				r := kr.row(j)

@@ -12,8 +12,8 @@ import (
 // the KV cache's blocks, after a cached prefix, beside a second sequence whose blocks
 // are interleaved with the first's) against the per-row path keeping the probabilities
 // on the same cache, in float32 and float64, on one goroutine and on several, with
-// grouped KV heads; that a layout with a decode row keeps the per-row path; and that
-// path's decode step without probabilities against the one keeping them.
+// grouped KV heads; that a layout with a decode row takes the same path; and a decode
+// step without probabilities against the per-row path keeping them.
 func TestPagedAttention(t *testing.T) {
 	heads, kvh, hd, bl := 6, 2, 16, 16
 	qd, kvd := heads*hd, kvh*hd
@@ -88,12 +88,11 @@ func TestPagedAttention(t *testing.T) {
 	dec := l
 	dec.Seqs = append([]AttnSeq(nil), l.Seqs...)
 	dec.Seqs[1].N = 1
-	if pagedBlocked(&Attn[float64]{Layout: &dec}) {
-		t.Error(fmt.Sprint("a layout with a decode row takes the gathered path: ", dec.Seqs))
+	if !pagedBlocked(&Attn[float64]{Layout: &dec}) {
+		t.Error(fmt.Sprint("a layout with a decode row does not take the gathered path: ", dec.Seqs))
 	}
 	// A decode step (one row per sequence, the last positions of both sequences' blocks):
-	// the per-row path without probabilities kept (float32 vectorised exponentials)
-	// against the one keeping them.
+	// the gathered path against the per-row one keeping the probabilities.
 	dec.Seqs = []AttnSeq{{Row: 0, N: 1, Pos: 124, Table: 0, Blocks: l.Seqs[0].Blocks},
 		{Row: 1, N: 1, Pos: 8, Table: l.Seqs[1].Table, Blocks: l.Seqs[1].Blocks, POff: heads * 125}}
 	wantDec := make([]float64, 2*qd)

@@ -164,3 +164,57 @@ func refGemm[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, aT, bT, acc bool)
 		}
 	}
 }
+
+// GemmRowwise computes C[m×n] = A·op(B) (A not transposed, C overwritten) like Gemm,
+// but each element of C is the same function of its own row of A and column of op(B)
+// whatever m and n are (and, with B not transposed, whatever k is beyond the row's last
+// nonzero term): a row of attention computed
+// within a prompt's block of rows equals, bit for bit, the same row computed alone in a
+// decode step over the same keys, so a request's outputs do not depend on whether its
+// prompt was cached. Gemm does not promise this: it picks a kernel by shape, splits k
+// by its length, and adds a ragged tile to C differently from a full one. Here k runs
+// in fixed blocks of kc from p = 0, each block's products summed from zero by the
+// packed micro-kernel (one accumulator per element, p in order) and the blocks' sums
+// added to C in order; without the assembly (or for float64) refGemm, one dot product or
+// one ordered chain of axpys per element (zero terms skipped), which is rowwise already.
+// Zero terms past a row's last nonzero A entry add exact zeros, so attention's
+// probability row padded with zeros past its keys gives what the row alone gives. (With
+// B transposed the fallback's dot products split k by its length: there k must match.)
+func GemmRowwise[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool) {
+	c32, ok := any(c).([]float32)
+	if !ok || !useAVX2 {
+		refGemm(c, a, b, m, n, k, ldc, lda, ldb, false, bT, false)
+		return
+	}
+	a32, b32 := any(a).([]float32), any(b).([]float32)
+	if m <= 0 || n <= 0 {
+		return
+	}
+	if k <= kc {
+		gemmStrided(c32, a32, b32, m, n, k, ldc, lda, ldb, false, bT, false, false)
+		return
+	}
+	tb := getScratch(m * n)
+	defer putScratch(tb)
+	t := (*tb)[:m*n]
+	for p0 := 0; p0 < k; p0 += kc {
+		kb := min(kc, k-p0)
+		var bs []float32
+		if bT {
+			bs = b32[p0:]
+		} else {
+			bs = b32[p0*ldb:]
+		}
+		if p0 == 0 {
+			gemmStrided(c32, a32, bs, m, n, kb, ldc, lda, ldb, false, bT, false, false)
+			continue
+		}
+		gemmStrided(t, a32[p0:], bs, m, n, kb, n, lda, ldb, false, bT, false, false)
+		for i := 0; i < m; i++ {
+			cr, tr := c32[i*ldc:i*ldc+n], t[i*n:i*n+n]
+			for j, x := range tr {
+				cr[j] += x
+			}
+		}
+	}
+}
