@@ -1,0 +1,138 @@
+//go:build arm64 && !purego
+
+package kern
+
+import "unsafe"
+
+// useAVX2 is the switch the shared dispatch (fast.go, gemm.go, frozenmm.go, exp.go)
+// reads for "the vector assembly is on"; on arm64 it routes to the NEON assembly in
+// kern_arm64.s. Advanced SIMD is part of every ARMv8-A processor, so it is on unless a
+// test forces the portable path (withGeneric, atLevel("portable")). The name is shared
+// with amd64 so that one dispatch serves both; Path reports "neon" here.
+var useAVX2 = true
+
+// sgemm6x16 computes the 6×16 tile C (+)= Apanel·Bpanel over k packed steps: a holds six
+// floats per step, b sixteen, c is the tile's top-left element with row stride ldc. load
+// adds the tile into C instead of overwriting it.
+//
+//go:noescape
+func sgemm6x16(k int, a, b, c *float32, ldc int, load bool)
+
+// dot32AVX returns Σ a[i]·b[i] over len(a); the caller guarantees len(b) >= len(a).
+//
+//go:noescape
+func dot32AVX(a, b []float32) float32
+
+// axpy32AVX computes y += alpha·x over len(x); the caller guarantees len(y) >= len(x).
+//
+//go:noescape
+func axpy32AVX(alpha float32, x, y []float32)
+
+// dotBF16AVX returns Σ x[i]·w[i] for bfloat16 w over n, a multiple of 8.
+//
+//go:noescape
+func dotBF16AVX(x *float32, w *uint16, n int) float32
+
+// widenBF16AVX widens n bfloat16 (a multiple of 8) to dst.
+//
+//go:noescape
+func widenBF16AVX(dst *float32, src *uint16, n int)
+
+// The panel packs stay in Go on arm64: they move data once per panel, and the driver
+// spends its time in sgemm6x16.
+
+func packNT16(d, b *float32, ldb, kb8 int) {
+	ds := unsafe.Slice(d, kb8*8*nr)
+	bs := unsafe.Slice(b, (nr-1)*ldb+kb8*8)
+	for x := 0; x < nr; x++ {
+		for p, v := range bs[x*ldb : x*ldb+kb8*8] {
+			ds[p*nr+x] = v
+		}
+	}
+}
+
+func packNN16(d, b *float32, ldb, kb int) {
+	ds := unsafe.Slice(d, kb*nr)
+	bs := unsafe.Slice(b, (kb-1)*ldb+nr)
+	for p := 0; p < kb; p++ {
+		copy(ds[p*nr:p*nr+nr], bs[p*ldb:])
+	}
+}
+
+func packA6(d, a *float32, lda, kb8 int) {
+	ds := unsafe.Slice(d, kb8*8*mr)
+	as := unsafe.Slice(a, (mr-1)*lda+kb8*8)
+	for r := 0; r < mr; r++ {
+		for p, v := range as[r*lda : r*lda+kb8*8] {
+			ds[p*mr+r] = v
+		}
+	}
+}
+
+// tileBF16AVX computes the 3×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over n (a multiple of
+// 8) for three rows of A and four bfloat16 rows of W, ldw bytes apart, with the NEON dot.
+func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32) {
+	o := unsafe.Slice(out, 12)
+	for r, a := range [3]*float32{a0, a1, a2} {
+		for j := 0; j < 4; j++ {
+			o[4*r+j] = dotBF16AVX(a, (*uint16)(unsafe.Add(unsafe.Pointer(w), j*ldw)), n)
+		}
+	}
+}
+
+// useF16C is false on arm64: the Q8_0 and Q4_1 kernels (half-precision scales) have no
+// NEON assembly yet, so frozenmm.go takes their portable path. The functions below exist
+// for the shared dispatch to compile; it never calls them while useF16C is false.
+var useF16C = false
+
+func dotQ8AVX(x *float32, blk *byte, nb int) float32 {
+	return dotQ8Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*(2+QBlock)))
+}
+
+func dotQ4AVX(x *float32, blk *byte, nb int) float32 {
+	return dotQ4Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*(4+QBlock/2)))
+}
+
+func widenQ8AVX(dst *float32, blk *byte, nb int) {
+	w := &Frozen{Format: Q8_0, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(2+QBlock))}
+	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
+}
+
+func widenQ4AVX(dst *float32, blk *byte, nb int) {
+	w := &Frozen{Format: Q4_1, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(4+QBlock/2))}
+	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
+}
+
+func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
+	o := unsafe.Slice(out, 12)
+	for r, a := range [3]*float32{a0, a1, a2} {
+		for j := 0; j < 4; j++ {
+			o[4*r+j] = dotQ8AVX(a, (*byte)(unsafe.Add(unsafe.Pointer(w), j*ldw)), n)
+		}
+	}
+}
+
+func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
+	o := unsafe.Slice(out, 12)
+	for r, a := range [3]*float32{a0, a1, a2} {
+		for j := 0; j < 4; j++ {
+			o[4*r+j] = dotQ4AVX(a, (*byte)(unsafe.Add(unsafe.Pointer(w), j*ldw)), n)
+		}
+	}
+}
+
+// useAVX512 is false on arm64 (an amd64 width).
+var useAVX512 = false
+
+func dotQ8AVX512(x *float32, blk *byte, nb int) float32 { return dotQ8AVX(x, blk, nb) }
+
+func dotQ4AVX512(x *float32, blk *byte, nb int) float32 { return dotQ4AVX(x, blk, nb) }
+
+// exp32AVX sets dst[i] = exp(src[i]·scale + bias) for n elements with exp32Go: Exp
+// calls it whenever useAVX2 is on, and there is no NEON expf yet.
+func exp32AVX(dst, src *float32, n int, scale, bias float32) {
+	d, s := unsafe.Slice(dst, n), unsafe.Slice(src, n)
+	for i, x := range s {
+		d[i] = exp32Go(x*scale + bias)
+	}
+}

@@ -1,0 +1,278 @@
+//go:build arm64 && !purego
+
+#include "textflag.h"
+
+// Go's arm64 assembler has no mnemonic for these Advanced SIMD forms, so they are
+// written as WORDs (encodings from the Arm ARM, checked with go tool objdump -gnu):
+//
+// FMLAE(d, n, m, i): FMLA Vd.4S, Vn.4S, Vm.S[i] (d += n·m[i], by element)
+#define FMLAE(d, n, m, i) WORD $(0x4F801000 | (((i)&1)<<21) | ((m)<<16) | (((i)>>1)<<11) | ((n)<<5) | (d))
+// FADD4(d, n, m): FADD Vd.4S, Vn.4S, Vm.4S
+#define FADD4(d, n, m) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
+// FADDP4(d, n, m): FADDP Vd.4S, Vn.4S, Vm.4S (pairwise)
+#define FADDP4(d, n, m) WORD $(0x6E20D400 | ((m)<<16) | ((n)<<5) | (d))
+// FADDPS(d, n): FADDP Sd, Vn.2S (lane 0 + lane 1)
+#define FADDPS(d, n) WORD $(0x7E30D800 | ((n)<<5) | (d))
+
+// ROW4(d, m, i) adds B's 16 floats (V0-V3) times A's element m[i] into the row
+// accumulators Vd..Vd+3.
+#define ROW4(d, m, i) \
+	FMLAE(d, 0, m, i) \
+	FMLAE((d)+1, 1, m, i) \
+	FMLAE((d)+2, 2, m, i) \
+	FMLAE((d)+3, 3, m, i)
+
+// REDUCE leaves V16+V17+V18+V19, summed across lanes, in F16.
+#define REDUCE \
+	FADD4(16, 16, 17) \
+	FADD4(18, 18, 19) \
+	FADD4(16, 16, 18) \
+	FADDP4(16, 16, 16) \
+	FADDPS(16, 16)
+
+// func sgemm6x16(k int, a, b, c *float32, ldc int, load bool)
+//
+// C[6×16] (+)= Apanel[k×6]·Bpanel[k×16], the panels packed as for the AVX2 kernel: each
+// step of k reads six consecutive floats of A and sixteen of B. The tile lives in 24
+// accumulators V8-V31 (row r in V8+4r..V11+4r); each step loads B into V0-V3 and A into
+// V4 (rows 0-3) and V5 (rows 4-5) and multiplies by element, so A needs no broadcasts.
+// With load set the accumulators start from C, which adds the product into it.
+TEXT ·sgemm6x16(SB), NOSPLIT, $0-41
+	MOVD  k+0(FP), R0
+	MOVD  a+8(FP), R1
+	MOVD  b+16(FP), R2
+	MOVD  c+24(FP), R3
+	MOVD  ldc+32(FP), R4
+	LSL   $2, R4
+	MOVBU load+40(FP), R5
+	CBZ   R5, zero
+	MOVD  R3, R6
+	VLD1  (R6), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD   R4, R6
+	VLD1  (R6), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD   R4, R6
+	VLD1  (R6), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD   R4, R6
+	VLD1  (R6), [V20.S4, V21.S4, V22.S4, V23.S4]
+	ADD   R4, R6
+	VLD1  (R6), [V24.S4, V25.S4, V26.S4, V27.S4]
+	ADD   R4, R6
+	VLD1  (R6), [V28.S4, V29.S4, V30.S4, V31.S4]
+	B     steps
+
+zero:
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	VEOR V23.B16, V23.B16, V23.B16
+	VEOR V24.B16, V24.B16, V24.B16
+	VEOR V25.B16, V25.B16, V25.B16
+	VEOR V26.B16, V26.B16, V26.B16
+	VEOR V27.B16, V27.B16, V27.B16
+	VEOR V28.B16, V28.B16, V28.B16
+	VEOR V29.B16, V29.B16, V29.B16
+	VEOR V30.B16, V30.B16, V30.B16
+	VEOR V31.B16, V31.B16, V31.B16
+
+steps:
+	CBZ R0, store
+
+loop:
+	VLD1.P 64(R2), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1.P 16(R1), [V4.S4]
+	VLD1.P 8(R1), [V5.S2]
+	ROW4(8, 4, 0)
+	ROW4(12, 4, 1)
+	ROW4(16, 4, 2)
+	ROW4(20, 4, 3)
+	ROW4(24, 5, 0)
+	ROW4(28, 5, 1)
+	SUBS   $1, R0
+	BNE    loop
+
+store:
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R3)
+	ADD  R4, R3
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R3)
+	ADD  R4, R3
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R3)
+	ADD  R4, R3
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R3)
+	ADD  R4, R3
+	VST1 [V24.S4, V25.S4, V26.S4, V27.S4], (R3)
+	ADD  R4, R3
+	VST1 [V28.S4, V29.S4, V30.S4, V31.S4], (R3)
+	RET
+
+// func dot32AVX(a, b []float32) float32
+//
+// Four accumulators over 16 floats a step, then 4 a step into the first, then the lanes
+// summed and the last len%4 products added one at a time.
+TEXT ·dot32AVX(SB), NOSPLIT, $0-52
+	MOVD a_base+0(FP), R0
+	MOVD a_len+8(FP), R2
+	MOVD b_base+24(FP), R1
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+
+dot16:
+	CMP    $16, R2
+	BLT    dot4
+	VLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VFMLA  V0.S4, V4.S4, V16.S4
+	VFMLA  V1.S4, V5.S4, V17.S4
+	VFMLA  V2.S4, V6.S4, V18.S4
+	VFMLA  V3.S4, V7.S4, V19.S4
+	SUB    $16, R2
+	B      dot16
+
+dot4:
+	CMP    $4, R2
+	BLT    dotsum
+	VLD1.P 16(R0), [V0.S4]
+	VLD1.P 16(R1), [V4.S4]
+	VFMLA  V0.S4, V4.S4, V16.S4
+	SUB    $4, R2
+	B      dot4
+
+dotsum:
+	REDUCE
+
+dot1:
+	CBZ     R2, dotdone
+	FMOVS.P 4(R0), F0
+	FMOVS.P 4(R1), F1
+	FMADDS  F0, F16, F1, F16
+	SUB     $1, R2
+	B       dot1
+
+dotdone:
+	FMOVS F16, ret+48(FP)
+	RET
+
+// func axpy32AVX(alpha float32, x, y []float32)
+TEXT ·axpy32AVX(SB), NOSPLIT, $0-56
+	FMOVS alpha+0(FP), F0
+	VDUP  V0.S[0], V0.S4
+	MOVD  x_base+8(FP), R0
+	MOVD  x_len+16(FP), R2
+	MOVD  y_base+32(FP), R1
+
+axpy16:
+	CMP    $16, R2
+	BLT    axpy4
+	VLD1.P 64(R0), [V1.S4, V2.S4, V3.S4, V4.S4]
+	VLD1   (R1), [V5.S4, V6.S4, V7.S4, V8.S4]
+	VFMLA  V0.S4, V1.S4, V5.S4
+	VFMLA  V0.S4, V2.S4, V6.S4
+	VFMLA  V0.S4, V3.S4, V7.S4
+	VFMLA  V0.S4, V4.S4, V8.S4
+	VST1.P [V5.S4, V6.S4, V7.S4, V8.S4], 64(R1)
+	SUB    $16, R2
+	B      axpy16
+
+axpy4:
+	CMP    $4, R2
+	BLT    axpy1
+	VLD1.P 16(R0), [V1.S4]
+	VLD1   (R1), [V5.S4]
+	VFMLA  V0.S4, V1.S4, V5.S4
+	VST1.P [V5.S4], 16(R1)
+	SUB    $4, R2
+	B      axpy4
+
+axpy1:
+	CBZ     R2, axpydone
+	FMOVS.P 4(R0), F1
+	FMOVS   (R1), F2
+	FMADDS  F0, F2, F1, F2
+	FMOVS.P F2, 4(R1)
+	SUB     $1, R2
+	B       axpy1
+
+axpydone:
+	RET
+
+// func dotBF16AVX(x *float32, w *uint16, n int) float32
+//
+// n a multiple of 8. A bfloat16 is the top half of its float32, so ZIP1/ZIP2 of the
+// weights with a zero vector (zero in the low halfword of each lane) widens them.
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
+	MOVD x+0(FP), R0
+	MOVD w+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR V31.B16, V31.B16, V31.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+
+bf16:
+	CMP    $16, R2
+	BLT    bf8
+	VLD1.P 32(R1), [V0.H8, V1.H8]
+	VLD1.P 64(R0), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VZIP1  V0.H8, V31.H8, V2.H8
+	VZIP2  V0.H8, V31.H8, V3.H8
+	VFMLA  V2.S4, V4.S4, V16.S4
+	VFMLA  V3.S4, V5.S4, V17.S4
+	VZIP1  V1.H8, V31.H8, V2.H8
+	VZIP2  V1.H8, V31.H8, V3.H8
+	VFMLA  V2.S4, V6.S4, V18.S4
+	VFMLA  V3.S4, V7.S4, V19.S4
+	SUB    $16, R2
+	B      bf16
+
+bf8:
+	CMP    $8, R2
+	BLT    bfsum
+	VLD1.P 16(R1), [V0.H8]
+	VLD1.P 32(R0), [V4.S4, V5.S4]
+	VZIP1  V0.H8, V31.H8, V2.H8
+	VZIP2  V0.H8, V31.H8, V3.H8
+	VFMLA  V2.S4, V4.S4, V16.S4
+	VFMLA  V3.S4, V5.S4, V17.S4
+	SUB    $8, R2
+	B      bf8
+
+bfsum:
+	REDUCE
+	FMOVS F16, ret+24(FP)
+	RET
+
+// func widenBF16AVX(dst *float32, src *uint16, n int)
+//
+// n a multiple of 8 (the caller passes multiples of 16).
+TEXT ·widenBF16AVX(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR V31.B16, V31.B16, V31.B16
+
+widen8:
+	CMP    $8, R2
+	BLT    widendone
+	VLD1.P 16(R1), [V0.H8]
+	VZIP1  V0.H8, V31.H8, V2.H8
+	VZIP2  V0.H8, V31.H8, V3.H8
+	VST1.P [V2.S4, V3.S4], 32(R0)
+	SUB    $8, R2
+	B      widen8
+
+widendone:
+	RET
