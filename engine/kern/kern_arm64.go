@@ -80,18 +80,24 @@ func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32) {
 	}
 }
 
-// useF16C is false on arm64: the Q8_0 and Q4_1 kernels (half-precision scales) have no
-// NEON assembly yet, so frozenmm.go takes their portable path. The functions below exist
-// for the shared dispatch to compile; it never calls them while useF16C is false.
-var useF16C = false
+// useF16C gates the block formats' kernels (their scales are half precision). FCVT
+// between half and single precision is part of every ARMv8-A FPU, so it is on: the Q8_0
+// and Q4_1 dots are NEON (kern_arm64.s), their 3×4 tiles call those dots, and their
+// widen stays Go.
+var useF16C = true
 
-func dotQ8AVX(x *float32, blk *byte, nb int) float32 {
-	return dotQ8Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*(2+QBlock)))
-}
+// dotQ8AVX returns the dot of x[:32·nb] with nb Q8_0 blocks.
+//
+//go:noescape
+func dotQ8AVX(x *float32, blk *byte, nb int) float32
 
-func dotQ4AVX(x *float32, blk *byte, nb int) float32 {
-	return dotQ4Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*(4+QBlock/2)))
-}
+// dotQ4AVX returns the dot of x[:32·nb] with nb Q4_1 blocks.
+//
+//go:noescape
+func dotQ4AVX(x *float32, blk *byte, nb int) float32
+
+// widenQ8AVX and widenQ4AVX write the 32·nb weights of nb blocks to dst in Go (Frozen.Row):
+// widening feeds the packed GEMM's panels once per call, which the products amortise.
 
 func widenQ8AVX(dst *float32, blk *byte, nb int) {
 	w := &Frozen{Format: Q8_0, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(2+QBlock))}
@@ -102,6 +108,9 @@ func widenQ4AVX(dst *float32, blk *byte, nb int) {
 	w := &Frozen{Format: Q4_1, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(4+QBlock/2))}
 	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
 }
+
+// tileQ8AVX and tileQ4AVX compute the 3×4 tile of tileBF16AVX for rows of n blocks with
+// the NEON block dots.
 
 func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
 	o := unsafe.Slice(out, 12)

@@ -276,3 +276,146 @@ widen8:
 
 widendone:
 	RET
+
+// More encodings for the block formats:
+// SXTL(d, n) / SXTL2(d, n): SSHLL{2} Vd.8H, Vn.8B/16B, #0 (sign-extend bytes, low/high)
+#define SXTL8(d, n) WORD $(0x0F08A400 | ((n)<<5) | (d))
+#define SXTL8H(d, n) WORD $(0x4F08A400 | ((n)<<5) | (d))
+// SXTL16(d, n) / SXTL16H(d, n): SSHLL{2} Vd.4S, Vn.4H/8H, #0
+#define SXTL16(d, n) WORD $(0x0F10A400 | ((n)<<5) | (d))
+#define SXTL16H(d, n) WORD $(0x4F10A400 | ((n)<<5) | (d))
+// SCVTF4(d, n): SCVTF Vd.4S, Vn.4S; UCVTF4(d, n): UCVTF Vd.4S, Vn.4S
+#define SCVTF4(d, n) WORD $(0x4E21D800 | ((n)<<5) | (d))
+#define UCVTF4(d, n) WORD $(0x6E21D800 | ((n)<<5) | (d))
+// FCVTSH(d, n): FCVT Sd, Hn (half to single precision)
+#define FCVTSH(d, n) WORD $(0x1EE24000 | ((n)<<5) | (d))
+
+// Q8I2F(v, d) turns the eight int16 in Vv into floats in Vd and Vd+1.
+#define Q8I2F(v, d) \
+	SXTL16(d, v) \
+	SXTL16H((d)+1, v) \
+	SCVTF4(d, d) \
+	SCVTF4((d)+1, (d)+1)
+
+// func dotQ8AVX(x *float32, blk *byte, nb int) float32
+//
+// Per Q8_0 block (a half-precision scale, then 32 int8): the int8 are sign-extended to
+// int32 and converted (V6-V13), multiplied into two accumulators with x (V16-V23), and the
+// block's sum, times its scale widened by FCVT, is added into V30.
+TEXT ·dotQ8AVX(SB), NOSPLIT, $0-28
+	MOVD x+0(FP), R0
+	MOVD blk+8(FP), R1
+	MOVD nb+16(FP), R2
+	VEOR V30.B16, V30.B16, V30.B16
+	CBZ  R2, q8done
+
+q8block:
+	MOVHU.P 2(R1), R3
+	VLD1.P  32(R1), [V0.B16, V1.B16]
+	VLD1.P  64(R0), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VLD1.P  64(R0), [V20.S4, V21.S4, V22.S4, V23.S4]
+	SXTL8(2, 0)
+	SXTL8H(3, 0)
+	SXTL8(4, 1)
+	SXTL8H(5, 1)
+	Q8I2F(2, 6)
+	Q8I2F(3, 8)
+	Q8I2F(4, 10)
+	Q8I2F(5, 12)
+	VEOR    V24.B16, V24.B16, V24.B16
+	VEOR    V25.B16, V25.B16, V25.B16
+	VFMLA   V6.S4, V16.S4, V24.S4
+	VFMLA   V7.S4, V17.S4, V25.S4
+	VFMLA   V8.S4, V18.S4, V24.S4
+	VFMLA   V9.S4, V19.S4, V25.S4
+	VFMLA   V10.S4, V20.S4, V24.S4
+	VFMLA   V11.S4, V21.S4, V25.S4
+	VFMLA   V12.S4, V22.S4, V24.S4
+	VFMLA   V13.S4, V23.S4, V25.S4
+	FADD4(24, 24, 25)
+	FMOVS   R3, F26
+	FCVTSH(26, 26)
+	FMLAE(30, 24, 26, 0)
+	SUBS    $1, R2
+	BNE     q8block
+
+q8done:
+	FADDP4(30, 30, 30)
+	FADDPS(30, 30)
+	FMOVS F30, ret+24(FP)
+	RET
+
+
+// func dotQ4AVX(x *float32, blk *byte, nb int) float32
+//
+// Per Q4_1 block (half-precision d and m, then 16 bytes: weight j in the low nibble of
+// byte j, weight j+16 in the high one): Σ d·q·x + m·x, with Σ q·x in V24/V25 and Σ x in
+// V28/V29, each scaled into V30 by element.
+TEXT ·dotQ4AVX(SB), NOSPLIT, $0-28
+	MOVD  x+0(FP), R0
+	MOVD  blk+8(FP), R1
+	MOVD  nb+16(FP), R2
+	VEOR  V30.B16, V30.B16, V30.B16
+	VMOVI $15, V31.B16
+	CBZ   R2, q4done
+
+q4block:
+	MOVHU.P 2(R1), R3
+	MOVHU.P 2(R1), R4
+	VLD1.P  16(R1), [V0.B16]
+	VLD1.P  64(R0), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VLD1.P  64(R0), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VAND    V31.B16, V0.B16, V1.B16
+	VUSHR   $4, V0.B16, V2.B16
+	VUXTL   V1.B8, V3.H8
+	VUXTL2  V1.B16, V4.H8
+	VUXTL   V2.B8, V5.H8
+	VUXTL2  V2.B16, V6.H8
+	VUXTL   V3.H4, V8.S4
+	VUXTL2  V3.H8, V9.S4
+	VUXTL   V4.H4, V10.S4
+	VUXTL2  V4.H8, V11.S4
+	VUXTL   V5.H4, V12.S4
+	VUXTL2  V5.H8, V13.S4
+	VUXTL   V6.H4, V14.S4
+	VUXTL2  V6.H8, V15.S4
+	UCVTF4(8, 8)
+	UCVTF4(9, 9)
+	UCVTF4(10, 10)
+	UCVTF4(11, 11)
+	UCVTF4(12, 12)
+	UCVTF4(13, 13)
+	UCVTF4(14, 14)
+	UCVTF4(15, 15)
+	VEOR    V24.B16, V24.B16, V24.B16
+	VEOR    V25.B16, V25.B16, V25.B16
+	VFMLA   V8.S4, V16.S4, V24.S4
+	VFMLA   V9.S4, V17.S4, V25.S4
+	VFMLA   V10.S4, V18.S4, V24.S4
+	VFMLA   V11.S4, V19.S4, V25.S4
+	VFMLA   V12.S4, V20.S4, V24.S4
+	VFMLA   V13.S4, V21.S4, V25.S4
+	VFMLA   V14.S4, V22.S4, V24.S4
+	VFMLA   V15.S4, V23.S4, V25.S4
+	FADD4(24, 24, 25)
+	FADD4(16, 16, 17)
+	FADD4(18, 18, 19)
+	FADD4(20, 20, 21)
+	FADD4(22, 22, 23)
+	FADD4(16, 16, 18)
+	FADD4(20, 20, 22)
+	FADD4(16, 16, 20)
+	FMOVS   R3, F26
+	FCVTSH(26, 26)
+	FMOVS   R4, F27
+	FCVTSH(27, 27)
+	FMLAE(30, 24, 26, 0)
+	FMLAE(30, 16, 27, 0)
+	SUBS    $1, R2
+	BNE     q4block
+
+q4done:
+	FADDP4(30, 30, 30)
+	FADDPS(30, 30)
+	FMOVS F30, ret+24(FP)
+	RET

@@ -3,6 +3,7 @@
 package kern
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -87,6 +88,53 @@ func TestNEONKernels(t *testing.T) {
 				if math.Float32bits(wide[i]) != uint32(v)<<16 {
 					t.Fatalf("widenBF16 n=%d: element %d = %v, want bits %#x", n, i, wide[i], uint32(v)<<16)
 				}
+			}
+		}
+	})
+	t.Run("q8_0 q4_1", func(t *testing.T) {
+		for _, nb := range []int{1, 2, 7} {
+			x := randSlice(rng, nb*QBlock)
+			q8 := make([]byte, nb*(2+QBlock))
+			q4 := make([]byte, nb*(4+QBlock/2))
+			for i := range q8 {
+				q8[i] = byte(rng.Uint32())
+			}
+			for i := range q4 {
+				q4[i] = byte(rng.Uint32())
+			}
+			// Scales: half-precision values of either sign between about 2^-8 and 1.
+			scale := func() (uint16, float64) {
+				h := uint16(0x1C00+rng.IntN(0x3C00-0x1C00)) | uint16(rng.IntN(2))<<15
+				return h, float64(FromF16(h))
+			}
+			var want8, want4, mag8, mag4 float64
+			for b := 0; b < nb; b++ {
+				h, d := scale()
+				binary.LittleEndian.PutUint16(q8[b*(2+QBlock):], h)
+				hd, d4 := scale()
+				hm, m4 := scale()
+				blk4 := q4[b*(4+QBlock/2):]
+				binary.LittleEndian.PutUint16(blk4, hd)
+				binary.LittleEndian.PutUint16(blk4[2:], hm)
+				for j := 0; j < QBlock; j++ {
+					xv := float64(x[b*QBlock+j])
+					w8 := d * float64(int8(q8[b*(2+QBlock)+2+j]))
+					nib := blk4[4+j%(QBlock/2)] & 0xF
+					if j >= QBlock/2 {
+						nib = blk4[4+j-QBlock/2] >> 4
+					}
+					w4 := d4*float64(nib) + m4
+					want8 += xv * w8
+					want4 += xv * w4
+					mag8 += math.Abs(xv * w8)
+					mag4 += math.Abs(xv * w4)
+				}
+			}
+			if got := dotQ8AVX(&x[0], &q8[0], nb); math.Abs(float64(got)-want8) > 1e-5*mag8 {
+				t.Fatalf("dotQ8 nb=%d: %v, want %v", nb, got, want8)
+			}
+			if got := dotQ4AVX(&x[0], &q4[0], nb); math.Abs(float64(got)-want4) > 1e-5*mag4 {
+				t.Fatalf("dotQ4 nb=%d: %v, want %v", nb, got, want4)
 			}
 		}
 	})
