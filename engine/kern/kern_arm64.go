@@ -137,11 +137,8 @@ func dotQ8AVX512(x *float32, blk *byte, nb int) float32 { return dotQ8AVX(x, blk
 
 func dotQ4AVX512(x *float32, blk *byte, nb int) float32 { return dotQ4AVX(x, blk, nb) }
 
-// exp32AVX sets dst[i] = exp(src[i]·scale + bias) for n elements with exp32Go: Exp
-// calls it whenever useAVX2 is on, and there is no NEON expf yet.
-func exp32AVX(dst, src *float32, n int, scale, bias float32) {
-	d, s := unsafe.Slice(dst, n), unsafe.Slice(src, n)
-	for i, x := range s {
-		d[i] = exp32Go(x*scale + bias)
-	}
-}
+// exp32AVX sets dst[i] = exp(src[i]·scale + bias) for n elements, n a multiple of 4
+// (Cephes' expf, as exp32Go).
+//
+//go:noescape
+func exp32AVX(dst, src *float32, n int, scale, bias float32)

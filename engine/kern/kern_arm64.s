@@ -419,3 +419,98 @@ q4done:
 	FADDPS(30, 30)
 	FMOVS F30, ret+24(FP)
 	RET
+
+// For the exponential:
+// FMIN4(d, n, m) / FMAX4(d, n, m): FMIN/FMAX Vd.4S, Vn.4S, Vm.4S
+#define FMIN4(d, n, m) WORD $(0x4EA0F400 | ((m)<<16) | ((n)<<5) | (d))
+#define FMAX4(d, n, m) WORD $(0x4E20F400 | ((m)<<16) | ((n)<<5) | (d))
+// FMUL4(d, n, m): FMUL Vd.4S, Vn.4S, Vm.4S
+#define FMUL4(d, n, m) WORD $(0x6E20DC00 | ((m)<<16) | ((n)<<5) | (d))
+// FRINTM4(d, n): FRINTM Vd.4S, Vn.4S (round toward minus infinity: floor)
+#define FRINTM4(d, n) WORD $(0x4E219800 | ((n)<<5) | (d))
+// FCVTZS4(d, n): FCVTZS Vd.4S, Vn.4S (to int32, toward zero; exact on integers)
+#define FCVTZS4(d, n) WORD $(0x4EA1B800 | ((n)<<5) | (d))
+
+// func exp32AVX(dst, src *float32, n int, scale, bias float32)
+//
+// dst[i] = exp(src[i]·scale + bias) for n (a multiple of 4) elements, Cephes' expf as
+// exp32Go: x = n·ln2 + r with |r| ≤ ln2/2, e^r by a degree-7 polynomial, 2^n through the
+// exponent bits. Constants live in V19-V31 for the whole loop.
+TEXT ·exp32AVX(SB), NOSPLIT, $0-32
+	MOVD  dst+0(FP), R0
+	MOVD  src+8(FP), R1
+	MOVD  n+16(FP), R2
+	FMOVS scale+24(FP), F17
+	VDUP  V17.S[0], V17.S4
+	FMOVS bias+28(FP), F18
+	VDUP  V18.S[0], V18.S4
+	MOVW  $0x0000007f, R4
+	VDUP  R4, V19.S4
+	MOVW  $0x42b0c0a5, R4
+	VDUP  R4, V20.S4
+	MOVW  $0xc2b0c0a5, R4
+	VDUP  R4, V21.S4
+	MOVW  $0x3fb8aa3b, R4
+	VDUP  R4, V22.S4
+	MOVW  $0x3f000000, R4
+	VDUP  R4, V23.S4
+	MOVW  $0x3f318000, R4
+	VDUP  R4, V24.S4
+	MOVW  $0xb95e8083, R4
+	VDUP  R4, V25.S4
+	MOVW  $0x39506967, R4
+	VDUP  R4, V26.S4
+	MOVW  $0x3ab743ce, R4
+	VDUP  R4, V27.S4
+	MOVW  $0x3c088908, R4
+	VDUP  R4, V28.S4
+	MOVW  $0x3d2aa9c1, R4
+	VDUP  R4, V29.S4
+	MOVW  $0x3e2aaaaa, R4
+	VDUP  R4, V30.S4
+	MOVW  $0x3f800000, R4
+	VDUP  R4, V31.S4
+
+exp4:
+	CMP    $4, R2
+	BLT    expdone
+	VLD1.P 16(R1), [V0.S4]
+	VMOV   V18.B16, V1.B16
+	VFMLA  V0.S4, V17.S4, V1.S4  // x = src·scale + bias
+	FMIN4(1, 1, 20)
+	FMAX4(1, 1, 21)
+	VMOV   V23.B16, V2.B16
+	VFMLA  V1.S4, V22.S4, V2.S4  // x·log2(e) + 0.5
+	FRINTM4(2, 2)                // fx
+	VFMLS  V2.S4, V24.S4, V1.S4  // x -= fx·C1
+	VFMLS  V2.S4, V25.S4, V1.S4  // x -= fx·C2
+	FMUL4(3, 1, 1)               // z = x²
+	VMOV   V26.B16, V4.B16
+	VMOV   V27.B16, V5.B16       // y = y·x + c
+	VFMLA  V4.S4, V1.S4, V5.S4
+	VMOV   V5.B16, V4.B16
+	VMOV   V28.B16, V5.B16       // y = y·x + c
+	VFMLA  V4.S4, V1.S4, V5.S4
+	VMOV   V5.B16, V4.B16
+	VMOV   V29.B16, V5.B16       // y = y·x + c
+	VFMLA  V4.S4, V1.S4, V5.S4
+	VMOV   V5.B16, V4.B16
+	VMOV   V30.B16, V5.B16       // y = y·x + c
+	VFMLA  V4.S4, V1.S4, V5.S4
+	VMOV   V5.B16, V4.B16
+	VMOV   V23.B16, V5.B16       // y = y·x + c
+	VFMLA  V4.S4, V1.S4, V5.S4
+	VMOV   V5.B16, V4.B16
+	VMOV   V1.B16, V5.B16
+	VFMLA  V4.S4, V3.S4, V5.S4   // y·z + x
+	FADD4(5, 5, 31)              // + 1
+	FCVTZS4(6, 2)
+	VADD   V19.S4, V6.S4, V6.S4
+	VSHL   $23, V6.S4, V6.S4     // 2^fx
+	FMUL4(7, 5, 6)
+	VST1.P [V7.S4], 16(R0)
+	SUB    $4, R2
+	B      exp4
+
+expdone:
+	RET
