@@ -82,8 +82,7 @@ func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32) {
 
 // useF16C gates the block formats' kernels (their scales are half precision). FCVT
 // between half and single precision is part of every ARMv8-A FPU, so it is on: the Q8_0
-// and Q4_1 dots are NEON (kern_arm64.s), their 3×4 tiles call those dots, and their
-// widen stays Go.
+// and Q4_1 dots and widen are NEON (kern_arm64.s), and their 3×4 tiles call the dots.
 var useF16C = true
 
 // dotQ8AVX returns the dot of x[:32·nb] with nb Q8_0 blocks.
@@ -96,18 +95,15 @@ func dotQ8AVX(x *float32, blk *byte, nb int) float32
 //go:noescape
 func dotQ4AVX(x *float32, blk *byte, nb int) float32
 
-// widenQ8AVX and widenQ4AVX write the 32·nb weights of nb blocks to dst in Go (Frozen.Row):
-// widening feeds the packed GEMM's panels once per call, which the products amortise.
+// widenQ8AVX writes the 32·nb weights of nb Q8_0 blocks to dst (the packed GEMM's panels).
+//
+//go:noescape
+func widenQ8AVX(dst *float32, blk *byte, nb int)
 
-func widenQ8AVX(dst *float32, blk *byte, nb int) {
-	w := &Frozen{Format: Q8_0, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(2+QBlock))}
-	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
-}
-
-func widenQ4AVX(dst *float32, blk *byte, nb int) {
-	w := &Frozen{Format: Q4_1, Rows: 1, Cols: nb * QBlock, blk: unsafe.Slice(blk, nb*(4+QBlock/2))}
-	w.Row(unsafe.Slice(dst, nb*QBlock), 0)
-}
+// widenQ4AVX writes the 32·nb weights of nb Q4_1 blocks to dst.
+//
+//go:noescape
+func widenQ4AVX(dst *float32, blk *byte, nb int)
 
 // tileQ8AVX and tileQ4AVX compute the 3×4 tile of tileBF16AVX for rows of n blocks with
 // the NEON block dots.

@@ -514,3 +514,109 @@ exp4:
 
 expdone:
 	RET
+
+// FMULE(d, n, m, i): FMUL Vd.4S, Vn.4S, Vm.S[i] (by element)
+#define FMULE(d, n, m, i) WORD $(0x4F809000 | (((i)&1)<<21) | ((m)<<16) | (((i)>>1)<<11) | ((n)<<5) | (d))
+
+// func widenQ8AVX(dst *float32, blk *byte, nb int)
+//
+// The 32 weights of each Q8_0 block, d·q, exactly as Frozen.Row computes them.
+TEXT ·widenQ8AVX(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD blk+8(FP), R1
+	MOVD nb+16(FP), R2
+	CBZ  R2, w8done
+
+w8block:
+	MOVHU.P 2(R1), R3
+	VLD1.P  32(R1), [V0.B16, V1.B16]
+	SXTL8(2, 0)
+	SXTL8H(3, 0)
+	SXTL8(4, 1)
+	SXTL8H(5, 1)
+	Q8I2F(2, 6)
+	Q8I2F(3, 8)
+	Q8I2F(4, 10)
+	Q8I2F(5, 12)
+	FMOVS   R3, F26
+	FCVTSH(26, 26)
+	FMULE(6, 6, 26, 0)
+	FMULE(7, 7, 26, 0)
+	FMULE(8, 8, 26, 0)
+	FMULE(9, 9, 26, 0)
+	FMULE(10, 10, 26, 0)
+	FMULE(11, 11, 26, 0)
+	FMULE(12, 12, 26, 0)
+	FMULE(13, 13, 26, 0)
+	VST1.P  [V6.S4, V7.S4, V8.S4, V9.S4], 64(R0)
+	VST1.P  [V10.S4, V11.S4, V12.S4, V13.S4], 64(R0)
+	SUBS    $1, R2
+	BNE     w8block
+
+w8done:
+	RET
+
+// func widenQ4AVX(dst *float32, blk *byte, nb int)
+//
+// The 32 weights of each Q4_1 block, d·q + m with one rounding (FMLA; the Go compiler
+// fuses Frozen.Row's d*q + m on arm64 too, and the widen must match it bit for bit).
+TEXT ·widenQ4AVX(SB), NOSPLIT, $0-24
+	MOVD  dst+0(FP), R0
+	MOVD  blk+8(FP), R1
+	MOVD  nb+16(FP), R2
+	VMOVI $15, V31.B16
+	CBZ   R2, w4done
+
+w4block:
+	MOVHU.P 2(R1), R3
+	MOVHU.P 2(R1), R4
+	VLD1.P  16(R1), [V0.B16]
+	VAND    V31.B16, V0.B16, V1.B16
+	VUSHR   $4, V0.B16, V2.B16
+	VUXTL   V1.B8, V3.H8
+	VUXTL2  V1.B16, V4.H8
+	VUXTL   V2.B8, V5.H8
+	VUXTL2  V2.B16, V6.H8
+	VUXTL   V3.H4, V8.S4
+	VUXTL2  V3.H8, V9.S4
+	VUXTL   V4.H4, V10.S4
+	VUXTL2  V4.H8, V11.S4
+	VUXTL   V5.H4, V12.S4
+	VUXTL2  V5.H8, V13.S4
+	VUXTL   V6.H4, V14.S4
+	VUXTL2  V6.H8, V15.S4
+	UCVTF4(8, 8)
+	UCVTF4(9, 9)
+	UCVTF4(10, 10)
+	UCVTF4(11, 11)
+	UCVTF4(12, 12)
+	UCVTF4(13, 13)
+	UCVTF4(14, 14)
+	UCVTF4(15, 15)
+	FMOVS   R3, F26
+	FCVTSH(26, 26)
+	FMOVS   R4, F27
+	FCVTSH(27, 27)
+	VDUP    V27.S[0], V16.S4
+	VDUP    V27.S[0], V17.S4
+	VDUP    V27.S[0], V18.S4
+	VDUP    V27.S[0], V19.S4
+	VDUP    V27.S[0], V20.S4
+	VDUP    V27.S[0], V21.S4
+	VDUP    V27.S[0], V22.S4
+	VDUP    V27.S[0], V23.S4
+	FMLAE(16, 8, 26, 0)
+	FMLAE(17, 9, 26, 0)
+	FMLAE(18, 10, 26, 0)
+	FMLAE(19, 11, 26, 0)
+	FMLAE(20, 12, 26, 0)
+	FMLAE(21, 13, 26, 0)
+	FMLAE(22, 14, 26, 0)
+	FMLAE(23, 15, 26, 0)
+	VST1.P  [V16.S4, V17.S4, V18.S4, V19.S4], 64(R0)
+	VST1.P  [V20.S4, V21.S4, V22.S4, V23.S4], 64(R0)
+	SUBS    $1, R2
+	BNE     w4block
+
+w4done:
+	RET
