@@ -70,15 +70,10 @@ func packA6(d, a *float32, lda, kb8 int) {
 }
 
 // tileBF16AVX computes the 3×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over n (a multiple of
-// 8) for three rows of A and four bfloat16 rows of W, ldw bytes apart, with the NEON dot.
-func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32) {
-	o := unsafe.Slice(out, 12)
-	for r, a := range [3]*float32{a0, a1, a2} {
-		for j := 0; j < 4; j++ {
-			o[4*r+j] = dotBF16AVX(a, (*uint16)(unsafe.Add(unsafe.Pointer(w), j*ldw)), n)
-		}
-	}
-}
+// 4) for three rows of A and four bfloat16 rows of W, ldw bytes apart.
+//
+//go:noescape
+func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
 
 // useF16C gates the block formats' kernels (their scales are half precision). FCVT
 // between half and single precision is part of every ARMv8-A FPU, so it is on: the Q8_0

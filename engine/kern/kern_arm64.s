@@ -620,3 +620,80 @@ w4block:
 
 w4done:
 	RET
+
+// func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
+//
+// The 3×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over n (a multiple of 4): each step loads
+// four floats of each row of A (V0-V2) and four bfloat16 of each row of W, widened by ZIP1
+// with zero (V3-V6), into twelve accumulators V8-V19 (row r, column j in V8+4r+j). Three
+// pairwise adds per row then leave its four sums in order in one vector.
+TEXT ·tileBF16AVX(SB), NOSPLIT, $0-56
+	MOVD a0+0(FP), R0
+	MOVD a1+8(FP), R1
+	MOVD a2+16(FP), R2
+	MOVD w+24(FP), R3
+	MOVD ldw+32(FP), R9
+	MOVD n+40(FP), R7
+	MOVD out+48(FP), R8
+	ADD  R9, R3, R4
+	ADD  R9, R4, R5
+	ADD  R9, R5, R6
+	VEOR V31.B16, V31.B16, V31.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+
+tb4:
+	CMP     $4, R7
+	BLT     tbsum
+	VLD1.P  16(R0), [V0.S4]
+	VLD1.P  16(R1), [V1.S4]
+	VLD1.P  16(R2), [V2.S4]
+	FMOVD.P 8(R3), F3
+	FMOVD.P 8(R4), F4
+	FMOVD.P 8(R5), F5
+	FMOVD.P 8(R6), F6
+	VZIP1   V3.H8, V31.H8, V3.H8
+	VZIP1   V4.H8, V31.H8, V4.H8
+	VZIP1   V5.H8, V31.H8, V5.H8
+	VZIP1   V6.H8, V31.H8, V6.H8
+	VFMLA   V0.S4, V3.S4, V8.S4
+	VFMLA   V0.S4, V4.S4, V9.S4
+	VFMLA   V0.S4, V5.S4, V10.S4
+	VFMLA   V0.S4, V6.S4, V11.S4
+	VFMLA   V1.S4, V3.S4, V12.S4
+	VFMLA   V1.S4, V4.S4, V13.S4
+	VFMLA   V1.S4, V5.S4, V14.S4
+	VFMLA   V1.S4, V6.S4, V15.S4
+	VFMLA   V2.S4, V3.S4, V16.S4
+	VFMLA   V2.S4, V4.S4, V17.S4
+	VFMLA   V2.S4, V5.S4, V18.S4
+	VFMLA   V2.S4, V6.S4, V19.S4
+	SUB     $4, R7
+	B       tb4
+
+tbsum:
+	FADDP4(20, 8, 9)
+	FADDP4(21, 10, 11)
+	FADDP4(20, 20, 21)
+	FADDP4(22, 12, 13)
+	FADDP4(23, 14, 15)
+	FADDP4(22, 22, 23)
+	FADDP4(24, 16, 17)
+	FADDP4(25, 18, 19)
+	FADDP4(24, 24, 25)
+	VST1    [V20.S4], (R8)
+	ADD     $16, R8
+	VST1    [V22.S4], (R8)
+	ADD     $16, R8
+	VST1    [V24.S4], (R8)
+	RET
