@@ -2,6 +2,10 @@
 
 #include "textflag.h"
 
+// NEON (Advanced SIMD) versions of kern_amd64.s's kernels, with the same Go signatures
+// (declared in kern_arm64.go) and the same data layouts. All are leaf functions that use
+// only R0-R9 and the vector registers, which Go's ABI0 leaves to the callee.
+//
 // Go's arm64 assembler has no mnemonic for these Advanced SIMD forms, so they are
 // written as WORDs (encodings from the Arm ARM, checked with go tool objdump -gnu):
 //
