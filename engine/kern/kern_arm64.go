@@ -100,18 +100,13 @@ func widenQ8AVX(dst *float32, blk *byte, nb int)
 //go:noescape
 func widenQ4AVX(dst *float32, blk *byte, nb int)
 
-// tileQ8AVX and tileQ4AVX compute the 3×4 tile of tileBF16AVX for rows of n blocks with
-// the NEON block dots.
+// tileQ8AVX is tileBF16AVX for rows of n Q8_0 blocks.
+//
+//go:noescape
+func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
 
-func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
-	o := unsafe.Slice(out, 12)
-	for r, a := range [3]*float32{a0, a1, a2} {
-		for j := 0; j < 4; j++ {
-			o[4*r+j] = dotQ8AVX(a, (*byte)(unsafe.Add(unsafe.Pointer(w), j*ldw)), n)
-		}
-	}
-}
-
+// tileQ4AVX computes the 3×4 tile of tileBF16AVX for rows of n Q4_1 blocks with the NEON
+// block dot.
 func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
 	o := unsafe.Slice(out, 12)
 	for r, a := range [3]*float32{a0, a1, a2} {
