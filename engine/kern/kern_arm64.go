@@ -77,7 +77,7 @@ func tileBF16AVX(a0, a1, a2 *float32, w *uint16, ldw, n int, out *float32)
 
 // useF16C gates the block formats' kernels (their scales are half precision). FCVT
 // between half and single precision is part of every ARMv8-A FPU, so it is on: the Q8_0
-// and Q4_1 dots and widen are NEON (kern_arm64.s), and their 3×4 tiles call the dots.
+// and Q4_1 dots, widen and 3×4 tiles are NEON (kern_arm64.s).
 var useF16C = true
 
 // dotQ8AVX returns the dot of x[:32·nb] with nb Q8_0 blocks.
@@ -105,16 +105,10 @@ func widenQ4AVX(dst *float32, blk *byte, nb int)
 //go:noescape
 func tileQ8AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
 
-// tileQ4AVX computes the 3×4 tile of tileBF16AVX for rows of n Q4_1 blocks with the NEON
-// block dot.
-func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32) {
-	o := unsafe.Slice(out, 12)
-	for r, a := range [3]*float32{a0, a1, a2} {
-		for j := 0; j < 4; j++ {
-			o[4*r+j] = dotQ4AVX(a, (*byte)(unsafe.Add(unsafe.Pointer(w), j*ldw)), n)
-		}
-	}
-}
+// tileQ4AVX is tileBF16AVX for rows of n Q4_1 blocks.
+//
+//go:noescape
+func tileQ4AVX(a0, a1, a2 *float32, w *byte, ldw, n int, out *float32)
 
 // useAVX512 is false on arm64 (an amd64 width).
 var useAVX512 = false
