@@ -70,7 +70,7 @@ func (h *Handler) searchSessions(w http.ResponseWriter, r *http.Request, tenant 
 	if c := req.Cursor; c != nil {
 		q.After = &service.SearchCursor{CreatedAt: c.LastCreatedAt, SessionID: c.LastSessionID}
 	}
-	found, next, err := h.svc.SearchSessions(tenant, q)
+	found, next, err := h.svc.SearchSessions(r.Context(), tenant, q)
 	if err != nil {
 		h.fail(w, r, err)
 		return

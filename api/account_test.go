@@ -11,6 +11,7 @@ import (
 // into another tenant's; X-Idempotency-Key makes a retry return the first copy; the copy
 // trains like its source.
 func TestCopyWeights(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)
@@ -92,6 +93,7 @@ func TestCopyWeights(t *testing.T) {
 // the storage report measures the caller's checkpoints on disk per project; the CLI's
 // auth/apikey/me describes the key and refuses to delete a configured one.
 func TestSessionSearchStorageAndAPIKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	mk := func(name string, project string, meta map[string]any) string {
 		var out struct {

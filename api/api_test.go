@@ -98,6 +98,7 @@ func lossOf(t *testing.T, r *testenv.Response) float64 {
 }
 
 func TestHealthzNeedsNoKeyAndEverythingElseDoes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	anon := testenv.NewClient(t, h.url, "")
 	if r := anon.Do("GET", "/api/v1/healthz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"ok"`) {
@@ -118,6 +119,7 @@ func TestHealthzNeedsNoKeyAndEverythingElseDoes(t *testing.T) {
 }
 
 func TestSFTFlowOverJSON(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	var cc map[string]any
 	h.a.Post("/api/v1/client/config", map[string]any{"sdk_version": "0.25.0"}, &cc)
@@ -219,6 +221,7 @@ func TestSFTFlowOverJSON(t *testing.T) {
 }
 
 func TestOutOfOrderSubmissionRunsInSeqOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
 	// Submit seq 6..1 in reverse order, each answered (queued) before the next is sent, so
@@ -248,6 +251,7 @@ func TestOutOfOrderSubmissionRunsInSeqOrder(t *testing.T) {
 }
 
 func TestResubmissionDedupeAndConflict(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
 	body, _ := json.Marshal(fwdbwdJSON(model, 1, datum(1, 8)))
@@ -291,6 +295,7 @@ func TestLongPollAnswers408WithQueueState(t *testing.T) {
 }
 
 func TestBadInputGetsA4xxThatNamesTheProblem(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)
@@ -344,6 +349,7 @@ func TestBadInputGetsA4xxThatNamesTheProblem(t *testing.T) {
 // TestTenantIsolation sends every id-taking route tenant A's ids from tenant B and
 // requires the exact answer a missing id gets.
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)
@@ -428,6 +434,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestArchiveDownloadIsSignedAndExpires(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
 	var f future

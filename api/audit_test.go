@@ -160,6 +160,7 @@ func TestAuditLogRecordsTheTenantsOwnOperations(t *testing.T) {
 // limits.max_audit_events_per_tenant_per_day: past it an operation still runs and its
 // entry is not kept; the other tenant's entries are not affected.
 func TestAuditLogDayLimit(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Limits.MaxAuditEventsPerTenantPerDay = 2
 	s, reader := startWithReader(t, cfg)

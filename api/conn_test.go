@@ -57,6 +57,7 @@ func roundTrip(t *testing.T, url, path, key string) (*http.Response, bool) {
 // closeAfter): the client/config reply closes its connection, whatever its outcome, and
 // other routes keep theirs alive.
 func TestClientConfigClosesConnection(t *testing.T) {
+	t.Parallel()
 	s := testenv.Start(t, testenv.Config(t, t.TempDir(), "embedded"))
 	for _, tc := range []struct {
 		path, key string
@@ -93,6 +94,7 @@ func dialFrom(t *testing.T, base string, ip net.IP) *rawConn {
 // server.unauthenticated_idle_timeout_seconds idle (one that sent nothing too); an
 // authenticated one keeps server.idle_timeout_seconds (finding 4 of issue 22).
 func TestUnauthenticatedConnectionsIdleOutSooner(t *testing.T) {
+	t.Parallel()
 	base := limitsServer(t, func(c *config.Config) { c.Server.UnauthenticatedIdleTimeoutSeconds = 0.3 })
 	keyless := dialRaw(t, base)
 	keyless.send("GET", "/api/v1/healthz", "", 0, "")

@@ -94,6 +94,7 @@ func TestConnectionSlotsRecordWhatTheyClose(t *testing.T) {
 
 // NewConns keeps no defaults: a zero limit is a wiring bug named by its config key.
 func TestNewConnsTakesItsLimitsFromTheConfig(t *testing.T) {
+	t.Parallel()
 	api.NewConns(api.ConnLimitsFrom(config.Default("").Server))
 	msg := func() (msg string) {
 		defer func() { msg = fmt.Sprint(recover()) }()

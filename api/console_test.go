@@ -61,6 +61,7 @@ func getMetrics(t *testing.T, c *testenv.Client, model, query string) metricsRep
 // optim_step leaves a point, optim_step's with its hyper-parameters; the run's JSON
 // counts the steps and shows the last loss; another tenant sees none of it.
 func TestRunMetricsHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 8)
@@ -140,6 +141,7 @@ func TestRunMetricsHistory(t *testing.T) {
 
 // limits.max_metric_points_per_run keeps the newest points and counts the dropped ones.
 func TestRunMetricsBounded(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Limits.MaxMetricPointsPerRun = 3
 	s := testenv.Start(t, cfg)
@@ -155,6 +157,7 @@ func TestRunMetricsBounded(t *testing.T) {
 // The history survives a restart on the embedded store, with its bound changed between
 // the two starts, and goes on numbering where it was.
 func TestRunMetricsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "embedded")
 	start := func(maxPoints int) (*server.Server, *testenv.Client) {
 		c := cfg
@@ -315,6 +318,7 @@ func (s *sseReader) nextEvent(t *testing.T) sseEvent {
 // tenant with two open streams and two request slots still gets its requests served,
 // and a stream past limits.max_metric_streams_per_tenant is a 429 naming the key.
 func TestRunMetricsStream(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Limits.MaxConcurrentRequestsPerTenant = 2
 	cfg.Limits.MaxMetricStreamsPerTenant = 2

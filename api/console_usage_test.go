@@ -198,6 +198,7 @@ func TestUsageAndBillingEvents(t *testing.T) {
 
 // Usage buckets survive a restart on the embedded store.
 func TestUsageSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "embedded")
 	s, err := server.Start(context.Background(), cfg, server.Options{})
 	if err != nil {
@@ -223,6 +224,7 @@ func TestUsageSurvivesRestart(t *testing.T) {
 // else; a tenant key is refused there (403), and without an operator key configured no
 // key opens it.
 func TestAdminOverviewNeedsTheOperatorKey(t *testing.T) {
+	t.Parallel()
 	const opKey = "tml-operator-0123456789abcdef"
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Auth.OperatorKeySHA256 = testenv.HashKey(opKey)

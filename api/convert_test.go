@@ -87,6 +87,7 @@ func zeros(v reflect.Value, path string) []string {
 // (a new sampling option, a new output) fails here until convert.go carries it. The
 // exceptions are the engine's own bookkeeping, which the wire does not carry.
 func TestConversionsCarryEveryField(t *testing.T) {
+	t.Parallel()
 	check := func(name string, got any, except ...string) {
 		t.Helper()
 		for _, z := range zeros(reflect.ValueOf(got), name) {
@@ -163,6 +164,7 @@ func TestConversionsCarryEveryField(t *testing.T) {
 
 // The wire's Dimuon defaults (what a request may omit) are the engine's.
 func TestDimuonDefaultsAreTheEngines(t *testing.T) {
+	t.Parallel()
 	w, e := wire.DefaultDimuonParams(), engine.NewDimuonParams(0)
 	if got := dimuonParams(w); got != e {
 		t.Fatalf("wire defaults %+v, engine defaults %+v", got, e)
@@ -171,6 +173,7 @@ func TestDimuonDefaultsAreTheEngines(t *testing.T) {
 
 // Conversions share the arrays: a decoded body is held once, not twice.
 func TestConversionsShareArrays(t *testing.T) {
+	t.Parallel()
 	toks, tgt, w := []int32{1, 2, 3}, []int64{2, 3, 4}, []float32{0, 1, 1}
 	call := &wire.ForwardBackwardCall{ForwardOnly: true, Req: wire.ForwardBackwardInput{LossFn: "cross_entropy", Data: []wire.Datum{{Tokens: toks,
 		LossInputs: map[string]wire.Tensor{"target_tokens": {DType: wire.Int64, Shape: []int{3}, I64: tgt},
@@ -279,6 +282,7 @@ func BenchmarkDecodeAndConvertForwardBackwardProto(b *testing.B) { benchDecodeAn
 // engine's checks at the edge once converted: rows against the prompt, ids against the
 // vocabulary, forged CSR ranges.
 func TestSampleOutputsRefusedByTheEngine(t *testing.T) {
+	t.Parallel()
 	c := engine.Config{VocabSize: 512, MaxPositions: 1024}
 	for _, tc := range []struct{ targets, want string }{
 		{`{"data":[1,2,3],"dtype":"int64","shape":[3,1]}`, "len(prompt)-1 = 2"},

@@ -12,6 +12,7 @@ import (
 // and runs Dimuon (the other family's parameters are a 400 naming both); its momentum
 // travels with training checkpoints, so a resumed run continues exactly.
 func TestDimuonThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	dimuon := map[string]any{"type": "dimuon", "version": 1}

@@ -23,6 +23,10 @@ const (
 // encoder implements service.ResultEncoder with the wire types.
 type encoder struct{}
 
+// ResultEncoder is the wire types' service.ResultEncoder, wired once into the service
+// (service.Options.Encoder) by whoever builds both.
+func ResultEncoder() service.ResultEncoder { return encoder{} }
+
 func jsonResult(v any) (futures.Result, error) {
 	b, err := json.Marshal(v)
 	if err != nil {

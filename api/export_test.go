@@ -36,6 +36,7 @@ func tarNames(t *testing.T, b []byte) []string {
 // unknown format or quant is a 400 naming it before a link is signed, a module the
 // format cannot carry is a 400 saying why, and the Go client downloads an export.
 func TestCheckpointExportRoute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4) // trains lm_head too
 	path := h.trainAndSave(model, "exp")
@@ -108,6 +109,7 @@ func (g *gatedExec) Export(ctx context.Context, model, ckptDir, format, quant, o
 // limits.max_exports_per_tenant: an export beyond it is a 429 with Retry-After naming the
 // key, and the slot is free again once the running export is written.
 func TestExportsPerTenantLimit(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	models, infos, err := backend.LoadModels(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -31,8 +31,8 @@ func (h *Handler) saveWeightsExternal(r *http.Request, tenant string, body []byt
 		return o, invalid(fmt.Errorf("path (the export's name) is required"))
 	}
 	in := service.ExternalInput{OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Recipients: req.AgeEncryptionRecipients}
-	o.submit = func(ctx context.Context, enc encoder) (string, error) {
-		return h.svc.SaveExternal(ctx, tenant, in, enc)
+	o.submit = func(ctx context.Context) (string, error) {
+		return h.svc.SaveExternal(ctx, tenant, in)
 	}
 	return o, nil
 }

@@ -38,6 +38,7 @@ func fetch(t *testing.T, url string) (int, []byte) {
 // its files behind one signed link each (no API key), optionally age-encrypted to x25519
 // or SSH recipients (stored only encrypted); listed, TTL'd and deleted like the others.
 func TestSaveWeightsExternal(t *testing.T) {
+	t.Parallel()
 	h, cfg := newHarnessCfg(t, nil)
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)

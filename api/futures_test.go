@@ -154,6 +154,7 @@ func TestRetrieveFuturesAndJoin(t *testing.T) {
 // cancel_future: a sample stops at once (queued or running) and its future fails saying
 // so; a training operation cannot be cancelled; an unknown id is 404.
 func TestCancelFuture(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	sampler := h.sampler(h.a, sess, 0)

@@ -32,6 +32,7 @@ func failureOf(t *testing.T, r *testenv.Response) (msg, category string) {
 // applied), instead of an optim_step that "succeeds" with grad_norm 0 while Adam moves
 // the weights. The operation after that works.
 func TestRestartWithPendingGradientsFailsTheNextGradientOperation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testenv.Config(t, dir, "embedded")
 	s := testenv.Start(t, cfg)
@@ -79,6 +80,7 @@ func TestRestartWithPendingGradientsFailsTheNextGradientOperation(t *testing.T) 
 
 // A restart with no pending gradient changes nothing: the next optim_step is normal.
 func TestRestartWithoutPendingGradientsIsSilent(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testenv.Config(t, dir, "embedded")
 	s := testenv.Start(t, cfg)
@@ -128,6 +130,7 @@ func (d *fullDisk) SaveState(ctx context.Context, model, lora, dir string, optim
 // An optim_step whose autosave fails (a full disk) replies failed, and is not applied:
 // the adapter is back where it was before the step.
 func TestOptimStepWhoseAutosaveFailsIsNotApplied(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	models, infos, err := backend.LoadModels(cfg, slog.Default())
 	if err != nil {

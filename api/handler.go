@@ -49,7 +49,6 @@ type Handler struct {
 	log       *slog.Logger
 	table     *routeTable
 	root      http.Handler
-	enc       encoder
 	publicURL atomic.Pointer[string]
 	closing   chan struct{}
 	closeOnce sync.Once

@@ -94,6 +94,7 @@ func lossProbe(t *testing.T, h *harness, model string, seq int) float64 {
 // Finite but extreme inputs are refused at the edge with a 400 that names the field and
 // its allowed range; nothing is queued, so the run stays as it was.
 func TestExtremeInputsAre400NamingTheRange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
 	before := lossProbe(t, h, model, 1)
@@ -136,6 +137,7 @@ func TestExtremeInputsAre400NamingTheRange(t *testing.T) {
 // Inputs within range can still overflow in the loss (an importance ratio of e^10000):
 // the operation fails as the user's, no gradient is accumulated, and the run trains on.
 func TestNonFiniteLossAccumulatesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	model := h.model(h.a, h.session(h.a), 0, 4)
 	var f future
@@ -166,6 +168,7 @@ func TestNonFiniteLossAccumulatesNothing(t *testing.T) {
 // An optim_step whose update would make a weight non-finite is refused and not applied:
 // the saved weights before and after the refused step are the same bytes.
 func TestOptimStepNeverMakesWeightsNonFinite(t *testing.T) {
+	t.Parallel()
 	h, cfg := newHarnessCfg(t, nil)
 	model := h.model(h.a, h.session(h.a), 0, 4)
 	// With no gradient, each step only multiplies the weights by 1 - lr·weight_decay =

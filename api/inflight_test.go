@@ -70,6 +70,7 @@ func (c *adapterCounter) ids() []string {
 // then those; every client is its own sampling session; and the run keeps one target
 // (one directory, one executor adapter) however many saves it makes.
 func TestInflightSamplersFollowTheRun(t *testing.T) {
+	t.Parallel()
 	m, err := engine.Load(testenv.TinyDir(t), testenv.Model)
 	if err != nil {
 		t.Fatal(err)

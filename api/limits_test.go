@@ -101,6 +101,7 @@ func limitsServer(t *testing.T, edit func(*config.Config)) string {
 // A request that declares a body and never sends it must not hold up the answer of a
 // route that reads no body, nor its connection.
 func TestStalledBodyDoesNotBlockBodylessRoutes(t *testing.T) {
+	t.Parallel()
 	base := limitsServer(t, nil)
 	rc := dialRaw(t, base)
 	rc.send("GET", "/api/v1/healthz", "", 100, "")
@@ -116,6 +117,7 @@ func TestStalledBodyDoesNotBlockBodylessRoutes(t *testing.T) {
 // Without a key, a stalled body is answered 401 at once and its connection closed: an
 // anonymous client cannot hold the server's connections with bodies it never sends.
 func TestUnauthenticatedStallIsAnsweredAndClosedAtOnce(t *testing.T) {
+	t.Parallel()
 	base := limitsServer(t, nil)
 	for _, key := range []string{"", "tml-not-a-key"} {
 		for _, cl := range []int64{100, 63 << 20, -1} {
@@ -286,6 +288,7 @@ func zstdBytes(t *testing.T, b []byte) []byte {
 // that inflates past limits.max_decompression_ratio is refused once it has inflated that
 // much.
 func TestContentEncodingOnJSONRoutes(t *testing.T) {
+	t.Parallel()
 	base := limitsServer(t, nil)
 	a := testenv.NewClient(t, base, testenv.KeyA)
 	body := []byte(`{"tags": ["zipped"], "user_metadata": {}, "sdk_version": "0.25.0"}`)

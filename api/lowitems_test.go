@@ -106,6 +106,7 @@ func TestClientTelemetryIsCappedAndSanitised(t *testing.T) {
 
 // A redirect to a path with a trailing slash keeps the path's escaping.
 func TestTrailingSlashRedirectKeepsEscaping(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	for _, p := range []string{"/api/v1/training_runs/a%2Fb/checkpoints", "/api/v1/training_runs/a%25b/checkpoints", "/api/v1/training_runs/a%20b/checkpoints"} {
 		r := h.a.Do("DELETE", p, nil, nil)

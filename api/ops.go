@@ -15,9 +15,9 @@ import (
 // load_weights, unload_model, asample) answer a future: each route only turns its body
 // into an operation (decode, address, validate), and opRoute does the rest the same way
 // for all of them: the refusal that settles the operation's seq_id, the correlation
-// keys, the service call with the result encoder, the future reply. A test in
-// tests/layers keeps the service's future-making calls (those given the encoder) in
-// operation.submit and the future reply here.
+// keys, the service call (operation.submit), the future reply. A test in tests/layers
+// keeps the service's future-making calls (those an operation.submit makes) in
+// operation.submit, and the submit call and the future reply here.
 
 // operation is one asynchronous operation, decoded.
 type operation struct {
@@ -28,8 +28,9 @@ type operation struct {
 	settle service.OpMeta
 	// keys annotate the request's span and the futures it enqueues.
 	keys telemetry.Keys
-	// submit enqueues the operation, whose result enc encodes, and returns its future's id.
-	submit func(ctx context.Context, enc encoder) (string, error)
+	// submit enqueues the operation and returns its future's id (the service encodes its
+	// result with the encoder wired into it once: ResultEncoder).
+	submit func(ctx context.Context) (string, error)
 	// model is the run the reply names (model_id; "" for none).
 	model string
 	// samples is the number of sequences an asample reply names (sample_sequence_ids).
@@ -56,7 +57,7 @@ func (h *Handler) opRoute(parse func(r *http.Request, tenant string, body []byte
 			return
 		}
 		r = annotate(r, op.keys)
-		id, err := op.submit(r.Context(), h.enc)
+		id, err := op.submit(r.Context())
 		if err != nil {
 			h.refuse(w, r, tenant, op.settle, op.name, err)
 			return

@@ -15,6 +15,7 @@ import (
 // issue 22). The Anthropic route is reached here with lowered limits: with one choice
 // and no logprobs its output stays under the defaults.
 func TestOutputBudgetOnEverySamplingRoute(t *testing.T) {
+	t.Parallel()
 	base := limitsServer(t, func(c *config.Config) {
 		c.Limits.MaxSampleOutputCells = 1000
 		c.Limits.MaxSampleOutputBytes = 20000

@@ -129,6 +129,7 @@ func itoa(n uint64) string {
 
 // assignLanes puts a child under its parent, overlapping trees on different lanes, and reuses a free lane.
 func TestAssignLanesKeepsEachLaneNested(t *testing.T) {
+	t.Parallel()
 	spans := overlappingSpans()
 	lanes := assignLanes(spans)
 	if lanes[1] != lanes[2] || lanes[4] != lanes[3] {

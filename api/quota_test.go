@@ -84,6 +84,7 @@ func bigMetadata(n int) map[string]any { return map[string]any{"blob": strings.R
 // changed; the other tenant unaffected; freeing what the tenant holds brings the capacity
 // back. Each case failed before the quotas existed (every request was accepted).
 func TestPerTenantQuotas(t *testing.T) {
+	t.Parallel()
 	const rank = 4
 	adapter := 16 * tinyLoraParams(t, rank)
 	sampler := 4*tinyLoraParams(t, rank) + 64<<10
@@ -275,6 +276,7 @@ func TestPerTenantQuotas(t *testing.T) {
 // session finished, and at start for sessions that no longer exist. Before, nothing ever
 // deleted them. Open sessions keep theirs across a restart.
 func TestEphemeralSamplerWeightsAreDeleted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testenv.Config(t, dir, "embedded")
 	s := testenv.Start(t, cfg)
@@ -335,6 +337,7 @@ func TestEphemeralSamplerWeightsAreDeleted(t *testing.T) {
 // limits.max_samplers_per_tenant, and a released client's sample says why. With no
 // session of the run to release, the tenant's quota refuses (403).
 func TestEphemeralSamplersOfARunAreBounded(t *testing.T) {
+	t.Parallel()
 	h, cfg := newHarnessCfg(t, func(c *config.Config) {
 		c.Limits.MaxSamplersPerTenant, c.Limits.MaxEphemeralSamplersPerRun = 4, 2
 	})

@@ -15,6 +15,7 @@ import (
 // directory): the restart restores the run from it, not from a fresh adapter, and
 // cleans up.
 func TestRestartRecoversASaveCrashedBetweenItsRenames(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testenv.Config(t, dir, "embedded")
 	s := testenv.Start(t, cfg)

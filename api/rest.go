@@ -44,7 +44,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, tenant string
 	if !ok {
 		return
 	}
-	runs, total := h.svc.ListRuns(tenant, limit, offset)
+	runs, total := h.svc.ListRuns(r.Context(), tenant, limit, offset)
 	resp := wire.TrainingRunsResponse{TrainingRuns: []wire.TrainingRun{}, Cursor: wire.Cursor{Offset: offset, Limit: limit, TotalCount: total}}
 	for _, v := range runs {
 		resp.TrainingRuns = append(resp.TrainingRuns, runWire(v))
@@ -79,7 +79,7 @@ func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request, tenant
 	if !ok {
 		return
 	}
-	cs, total := h.svc.ListAllCheckpoints(tenant, limit, offset)
+	cs, total := h.svc.ListAllCheckpoints(r.Context(), tenant, limit, offset)
 	resp := wire.CheckpointsListResponse{Checkpoints: []wire.Checkpoint{}, Cursor: &wire.Cursor{Offset: offset, Limit: limit, TotalCount: total}}
 	for _, c := range cs {
 		resp.Checkpoints = append(resp.Checkpoints, checkpointWire(c))
@@ -213,7 +213,7 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 	if !ok {
 		return
 	}
-	ids := h.svc.ListSessions(tenant, limit, offset)
+	ids := h.svc.ListSessions(r.Context(), tenant, limit, offset)
 	if ids == nil {
 		ids = []string{}
 	}

@@ -15,6 +15,7 @@ import (
 // clone counters keep counting, an export's links sign and serve, and a copy_weights
 // retry with its idempotency key still returns the first copy.
 func TestIssue15StateSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "embedded")
 	start := func() (*server.Server, *harness) {
 		s, err := server.Start(context.Background(), cfg, server.Options{})

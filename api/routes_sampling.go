@@ -59,7 +59,7 @@ func (h *Handler) asample(r *http.Request, tenant string, body []byte) (*operati
 		PayloadHash: payloadHash(body), Req: sampleRequest(call.Req), PromptLogprobsLastN: call.PromptLogprobsLastN}
 	return &operation{name: telemetry.OpSample, samples: call.Req.NumSamples,
 		keys: telemetry.Keys{SamplingSessionID: call.SamplingSessionID, OperationType: telemetry.OpSample, BaseModel: call.BaseModel},
-		submit: func(ctx context.Context, enc encoder) (string, error) {
-			return h.svc.Sample(ctx, tenant, in, enc)
+		submit: func(ctx context.Context) (string, error) {
+			return h.svc.Sample(ctx, tenant, in)
 		}}, nil
 }

@@ -35,8 +35,8 @@ func (h *Handler) createModel(r *http.Request, tenant string, body []byte) (*ope
 	return &operation{name: telemetry.OpCreateModel, model: runID,
 		keys: telemetry.Keys{SessionID: req.SessionID, BaseModel: req.BaseModel, LoraRank: req.LoraConfig.Rank,
 			OperationType: telemetry.OpCreateModel, TrainingRunID: runID},
-		submit: func(ctx context.Context, enc encoder) (string, error) {
-			id, _, err := h.svc.CreateModel(ctx, tenant, in, enc)
+		submit: func(ctx context.Context) (string, error) {
+			id, _, err := h.svc.CreateModel(ctx, tenant, in)
 			return id, err
 		}}, nil
 }
@@ -65,8 +65,8 @@ func (h *Handler) unloadModel(r *http.Request, tenant string, body []byte) (*ope
 	}
 	return &operation{name: telemetry.OpUnloadModel, model: req.ModelID,
 		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpUnloadModel},
-		submit: func(ctx context.Context, enc encoder) (string, error) {
-			return h.svc.UnloadModel(ctx, tenant, req.ModelID, enc)
+		submit: func(ctx context.Context) (string, error) {
+			return h.svc.UnloadModel(ctx, tenant, req.ModelID)
 		}}, nil
 }
 
@@ -135,8 +135,8 @@ func (h *Handler) fwd(r *http.Request, tenant string, body []byte, forwardRoute 
 	}
 	return &operation{name: op, settle: m, model: call.ModelID,
 		keys: telemetry.Keys{TrainingRunID: call.ModelID, OperationType: op, Backward: &req.Backward},
-		submit: func(ctx context.Context, enc encoder) (string, error) {
-			return h.svc.ForwardBackward(ctx, tenant, meta, req, enc)
+		submit: func(ctx context.Context) (string, error) {
+			return h.svc.ForwardBackward(ctx, tenant, meta, req)
 		}}, nil
 }
 
@@ -157,8 +157,8 @@ func (h *Handler) optimStep(r *http.Request, tenant string, body []byte) (*opera
 		d := dimuonParams(*sp.Dimuon)
 		op.Dimuon = &d
 	}
-	o.submit = func(ctx context.Context, enc encoder) (string, error) {
-		return h.svc.OptimStep(ctx, tenant, m, op, enc)
+	o.submit = func(ctx context.Context) (string, error) {
+		return h.svc.OptimStep(ctx, tenant, m, op)
 	}
 	return o, nil
 }
@@ -176,8 +176,8 @@ func (h *Handler) saveWeights(r *http.Request, tenant string, body []byte) (*ope
 	in := service.SaveInput{OpMeta: m, Name: name, TTLSeconds: req.TTLSeconds, Overwrite: req.Overwrite, UserMetadata: req.UserMetadata}
 	return &operation{name: telemetry.OpSaveWeights, settle: m, model: req.ModelID,
 		keys: telemetry.Keys{TrainingRunID: req.ModelID, OperationType: telemetry.OpSaveWeights},
-		submit: func(ctx context.Context, enc encoder) (string, error) {
-			return h.svc.Save(ctx, tenant, in, enc)
+		submit: func(ctx context.Context) (string, error) {
+			return h.svc.Save(ctx, tenant, in)
 		}}, nil
 }
 
@@ -197,8 +197,8 @@ func (h *Handler) saveWeightsForSampler(r *http.Request, tenant string, body []b
 	}
 	in := service.SaveInput{OpMeta: m, Name: deref(req.Path), TTLSeconds: req.TTLSeconds, Sampler: true, SamplerSeq: req.SamplingSessionSeqID,
 		UserMetadata: req.UserMetadata, Inflight: deref(req.Kind) == service.SamplerInflight}
-	o.submit = func(ctx context.Context, enc encoder) (string, error) {
-		return h.svc.Save(ctx, tenant, in, enc)
+	o.submit = func(ctx context.Context) (string, error) {
+		return h.svc.Save(ctx, tenant, in)
 	}
 	return o, nil
 }
@@ -240,8 +240,8 @@ func (h *Handler) loadWeights(r *http.Request, tenant string, body []byte) (*ope
 		return o, invalid(err)
 	}
 	in := service.LoadInput{OpMeta: m, Path: req.Path, Optimizer: req.Optimizer}
-	o.submit = func(ctx context.Context, enc encoder) (string, error) {
-		return h.svc.Load(ctx, tenant, in, enc)
+	o.submit = func(ctx context.Context) (string, error) {
+		return h.svc.Load(ctx, tenant, in)
 	}
 	return o, nil
 }
@@ -262,8 +262,8 @@ func (h *Handler) createViaLoad(tenant string, req *wire.LoadWeightsRequest, bod
 		BaseModel: deref(req.BaseModel), OptimizerConfig: family, UserMetadata: req.UserMetadata, PayloadHash: payloadHash(body)}
 	return &operation{name: telemetry.OpLoadWeights, model: runID,
 		keys: telemetry.Keys{SessionID: *req.SessionID, TrainingRunID: runID, OperationType: telemetry.OpLoadWeights},
-		submit: func(ctx context.Context, enc encoder) (string, error) {
-			id, _, err := h.svc.CreateFromCheckpoint(ctx, tenant, in, enc)
+		submit: func(ctx context.Context) (string, error) {
+			id, _, err := h.svc.CreateFromCheckpoint(ctx, tenant, in)
 			return id, err
 		}}, nil
 }

@@ -16,6 +16,7 @@ func sampleBody(sampler string, prompt []int, params map[string]any) map[string]
 // Sampling parameters are checked at the edge: a 400 naming the field and its range,
 // before anything is queued (not a future that fails later).
 func TestSamplingParametersAreCheckedAtTheEdge(t *testing.T) {
+	t.Parallel()
 	h, _ := newHarnessCfg(t, func(c *config.Config) { c.Limits.MaxStopStrings = 4; c.Limits.MaxStopStringBytes = 64 })
 	sess := h.session(h.a)
 	var ss struct {

@@ -18,6 +18,7 @@ import (
 // field or the limit. (engine.TestSampleOutputsMatchFullSoftmax checks the numbers
 // against the full softmax; backend.TestPromptOutputsInTheScheduler the batching.)
 func TestSampleOutputsOverTheAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sm := h.sampler(h.a, h.session(h.a), 0)
 	toks := []int{11, 12, 13, 14, 15, 16}
@@ -200,6 +201,7 @@ func TestSampleOutputsOverTheAPI(t *testing.T) {
 // limits.max_prompt_output_cells bounds target_prompt_logprobs' cells and the
 // alternative draws over the prompt, with a 400 naming it.
 func TestPromptOutputCellsLimit(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Limits.MaxPromptOutputCells = 8
 	a := testenv.NewClient(t, testenv.Start(t, cfg).URL(), testenv.KeyA)

@@ -12,6 +12,7 @@ import (
 // tinker-cookbook sends them for a teacher); a disagreement or neither is a 400 naming
 // the problem.
 func TestCreateSamplingSessionBaseModelAndPath(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)

@@ -15,6 +15,7 @@ import (
 // The /asample reply names each sequence (SDK >= 0.26 asserts it): one id per sample,
 // unique, and the same ids for a deduplicated replay.
 func TestSampleSequenceIDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sm := h.sampler(h.a, h.session(h.a), 0)
 	body := func(seq, n int) []byte {
@@ -48,6 +49,7 @@ func TestSampleSequenceIDs(t *testing.T) {
 
 // stop=[] disables every stop token, EOS included; null keeps the stop at EOS.
 func TestEmptyStopListRunsToMaxTokens(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sm := h.sampler(h.a, h.session(h.a), 0)
 	sample := func(seq int, seed int, stop any) sampleJSON {
@@ -88,6 +90,7 @@ func TestEmptyStopListRunsToMaxTokens(t *testing.T) {
 
 // prompt_logprobs_last_n scores only the last N prompt tokens.
 func TestPromptLogprobsLastN(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sm := h.sampler(h.a, h.session(h.a), 0)
 	req := func(seq int, extra map[string]any) *testenv.Response {

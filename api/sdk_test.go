@@ -53,6 +53,7 @@ type infoJSON struct {
 // wins, queued operations fail naming it, and the session's operations and heartbeats
 // get 410 while records and results stay readable.
 func TestFinishSession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	model := h.model(h.a, sess, 0, 4)
@@ -155,6 +156,7 @@ func mustJSON(v any) string {
 // user_metadata on checkpoints (stored, listed, replaced whole on overwrite), the save's
 // kind, and the session's display_name and user_metadata.
 func TestUserMetadataKindAndDisplayName(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	var cs struct {
 		SessionID string `json:"session_id"`
@@ -246,6 +248,7 @@ func TestUserMetadataKindAndDisplayName(t *testing.T) {
 
 // The SDK's telemetry events become log records correlated with the client's session.
 func TestClientTelemetryBecomesLogRecords(t *testing.T) {
+	t.Parallel()
 	var buf syncBuffer
 	s := testenv.StartWith(t, testenv.Config(t, t.TempDir(), "memory"), server.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)

@@ -54,6 +54,7 @@ func (h *harness) twoSteps(model string, seq int) []float64 {
 // session_id and model_seq_id creates the run from the checkpoint; the load is its seq 0,
 // and with the optimizer state it continues exactly like the original.
 func TestCreateViaLoad(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	// The same weights under a second name (a compatible base_model override), and a
 	// different model (an incompatible one).
@@ -177,6 +178,7 @@ func variantOf(t *testing.T, dir string) string {
 // optimizer_config and optimizer_params: adamw is honoured and echoed; every other
 // family is refused by name.
 func TestOptimizerConfigAndParams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	create := func(seq int, opt any) *testenv.Response {
@@ -285,6 +287,7 @@ func fwdProto(model string, seq int, mut func(*tinkerpb.ForwardBackwardRequest))
 // the next operation's first long-poll already returns its result (a seq gap would hold
 // it until sessions.seq_gap_timeout_seconds, set to an hour here).
 func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Sessions.SeqGapTimeoutSeconds = 3600
 	s := testenv.Start(t, cfg)
@@ -347,6 +350,7 @@ func TestRefusalDoesNotHoldTheNextOperation(t *testing.T) {
 // for string values): numbers are honoured, the same as in loss_fn_config; a value that
 // contradicts loss_fn_config is refused.
 func TestLossConfigV2NumbersAndStrings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "memory")
 	sess := h.session(h.a)
 	pb := map[string]string{"Content-Type": "application/x-protobuf"}
@@ -418,6 +422,7 @@ func TestLossConfigV2NumbersAndStrings(t *testing.T) {
 // is final: it runs at once. A client that is not the SDK may send out of order, and its
 // gaps are waited for (TestOutOfOrderSubmissionRunsInSeqOrder).
 func TestSDKSenderNeverWaitsForAnUnsentSeqID(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	cfg.Sessions.SeqGapTimeoutSeconds = 3600
 	s := testenv.Start(t, cfg)

@@ -228,6 +228,7 @@ type sdkFields struct {
 }
 
 func TestEverySDK038RequestFieldIsHonouredOrRefused(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/sdk-0.38.0-requests.json")
 	if err != nil {
 		t.Fatal(err)

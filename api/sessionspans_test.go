@@ -559,6 +559,7 @@ func readPerfetto(t *testing.T, b []byte) perfettoFile {
 // Without sessions.record_spans nothing is recorded, and trace_export answers "failed"
 // naming the key rather than a link to an empty trace.
 func TestTraceExportWithoutRecordSpansFailsNamingTheKey(t *testing.T) {
+	t.Parallel()
 	h, _ := newHarnessCfg(t, func(c *config.Config) { c.Sessions.RecordSpans = false })
 	sess := h.a.NewSession()
 	trainOnce(h.a, sess)

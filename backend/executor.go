@@ -45,6 +45,14 @@ type Executor interface {
 	// want (an InputError names both otherwise); without, want starts afresh.
 	LoadState(ctx context.Context, model, loraID, dir string, optimizer bool, want engine.OptimizerConfig) error
 	Sample(ctx context.Context, model, loraID string, req engine.SampleRequest) (engine.SampleResult, error)
+
+	// ForwardBackwardAsync, OptimStepAsync and SampleAsync queue the operation and return at once. done
+	// receives the outcome exactly once, possibly before the call returns (an immediate refusal); it
+	// must not block: on Local it runs on the model's loop goroutine, on Remote on the call's goroutine.
+	ForwardBackwardAsync(ctx context.Context, model, loraID string, req engine.ForwardRequest, done func(engine.ForwardResult, error))
+	OptimStepAsync(ctx context.Context, model, loraID string, p engine.StepParams, done func(map[string]float64, error))
+	SampleAsync(ctx context.Context, model, loraID string, req engine.SampleRequest, done func(engine.SampleResult, error))
+
 	Close() error
 }
 

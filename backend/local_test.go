@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tuft-go/tuft/backend/sched"
 	"github.com/tuft-go/tuft/engine"
 )
 
@@ -35,17 +36,14 @@ func ce(toks []int32) engine.ForwardRequest {
 
 // holdLoop makes the model's scheduler wait before its next unit of work until the
 // returned function is called, so that tests can queue requests deterministically.
-func holdLoop(t *testing.T, s *tokenScheduler) (release func()) {
+func holdLoop(t *testing.T, s *sched.Scheduler) (release func()) {
 	t.Helper()
-	gate := make(chan struct{})
-	var once sync.Once
-	s.hooks.iter = func() { <-gate }
-	return func() { once.Do(func() { close(gate) }) }
+	return s.Hold()
 }
 
-// waitQueued waits until n submissions reached the (held) tokenScheduler.
-func waitQueued(s *tokenScheduler, n int) {
-	for s.queued() < n {
+// waitQueued waits until n submissions reached the (held) scheduler.
+func waitQueued(s *sched.Scheduler, n int) {
+	for s.Queued() < n {
 		runtime.Gosched()
 	}
 }
@@ -87,7 +85,7 @@ func TestConcurrentForwardBackwardsAreBatched(t *testing.T) {
 	waitQueued(h.sched, n)
 	release()
 	wg.Wait()
-	if b := h.sched.stats.packs.Load(); b != 1 {
+	if b := h.sched.Stats().Packs; b != 1 {
 		t.Fatalf("%d queued requests ran in %d packs, want 1", n, b)
 	}
 	for i := 0; i < n; i++ {
@@ -133,7 +131,7 @@ func TestCancelledWaitingRequestIsWithdrawn(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled request: %v", err)
 	}
-	if p := h.sched.stats.packs.Load(); p != 0 {
+	if p := h.sched.Stats().Packs; p != 0 {
 		t.Fatalf("the withdrawn request ran (%d packs)", p)
 	}
 	s, _ := l.slot("tiny", "x")

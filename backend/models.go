@@ -128,10 +128,3 @@ func fileSignature(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
-
-// SchedConfigFrom is the scheduler configuration of engine.scheduler.
-func SchedConfigFrom(c config.Scheduler) SchedConfig {
-	return SchedConfig{MaxBatchSeqs: c.MaxBatchSize, StepTokens: c.StepTokenBudget, PrefillChunk: c.PrefillChunkTokens,
-		KVCacheBytes: c.KVCacheBytes, PrefixCacheEntries: c.PrefixCacheEntries, TrainPackTokens: c.TrainPackTokens,
-		TrainShare: c.TrainShare}
-}

@@ -285,6 +285,25 @@ func (r *Remote) Sample(ctx context.Context, model, lora string, req engine.Samp
 	return workerpb.ToSampleResult(rep), nil
 }
 
+// ForwardBackwardAsync implements Executor. A gRPC call holds a goroutine for as long as
+// it runs (the client's stub blocks), so each call gets one here; Local's Async forms
+// need none.
+func (r *Remote) ForwardBackwardAsync(ctx context.Context, model, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
+	goAsync(ctx, func(ctx context.Context) (engine.ForwardResult, error) {
+		return r.ForwardBackward(ctx, model, lora, req)
+	}, done)
+}
+
+// OptimStepAsync implements Executor: a goroutine per call, as ForwardBackwardAsync.
+func (r *Remote) OptimStepAsync(ctx context.Context, model, lora string, p engine.StepParams, done func(map[string]float64, error)) {
+	goAsync(ctx, func(ctx context.Context) (map[string]float64, error) { return r.OptimStep(ctx, model, lora, p) }, done)
+}
+
+// SampleAsync implements Executor: a goroutine per call, as ForwardBackwardAsync.
+func (r *Remote) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	goAsync(ctx, func(ctx context.Context) (engine.SampleResult, error) { return r.Sample(ctx, model, lora, req) }, done)
+}
+
 // SampleStream implements Streamer over the worker's SampleStream RPC: tokens arrive as
 // the worker draws them.
 func (r *Remote) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {

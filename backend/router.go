@@ -209,6 +209,36 @@ func (r *Router) Sample(ctx context.Context, model, lora string, req engine.Samp
 	return ex.Sample(ctx, model, lora, req)
 }
 
+// ForwardBackwardAsync implements Executor through the member that holds the adapter.
+func (r *Router) ForwardBackwardAsync(ctx context.Context, model, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
+	ex, err := r.pick(model, lora)
+	if err != nil {
+		done(engine.ForwardResult{}, err)
+		return
+	}
+	ex.ForwardBackwardAsync(ctx, model, lora, req, done)
+}
+
+// OptimStepAsync implements Executor through the member that holds the adapter.
+func (r *Router) OptimStepAsync(ctx context.Context, model, lora string, p engine.StepParams, done func(map[string]float64, error)) {
+	ex, err := r.pick(model, lora)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	ex.OptimStepAsync(ctx, model, lora, p, done)
+}
+
+// SampleAsync implements Executor through a member hosting the model.
+func (r *Router) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	ex, err := r.pick(model, lora)
+	if err != nil {
+		done(engine.SampleResult{}, err)
+		return
+	}
+	ex.SampleAsync(ctx, model, lora, req, done)
+}
+
 // SampleStream implements Streamer for the members that do; others answer ErrNoStreaming.
 func (r *Router) SampleStream(ctx context.Context, model, lora string, req engine.SampleRequest, st Stream) (engine.SampleResult, error) {
 	ex, err := r.pick(model, lora)

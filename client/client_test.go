@@ -30,6 +30,7 @@ func datum(start, n int) wire.Datum {
 }
 
 func TestAgainstARealServer(t *testing.T) {
+	t.Parallel()
 	s := testenv.Start(t, testenv.Config(t, t.TempDir(), "memory"))
 	ctx := context.Background()
 	sc, err := client.NewServiceClient(ctx, s.URL(), testenv.KeyA, client.WithHeartbeat(50*time.Millisecond))
@@ -212,6 +213,7 @@ func TestRetriesHonourRetryAfter(t *testing.T) {
 }
 
 func TestTracingSendsTraceparent(t *testing.T) {
+	t.Parallel()
 	var got atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Get("Traceparent"))
@@ -233,6 +235,7 @@ func TestTracingSendsTraceparent(t *testing.T) {
 }
 
 func TestKeyMustBeTinkerShaped(t *testing.T) {
+	t.Parallel()
 	if _, err := client.NewRestClient("http://x", "secret"); err == nil {
 		t.Fatal("accepted a key without tml-")
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestKeyDigest(t *testing.T) {
+	t.Parallel()
 	// sha256("abc"), the FIPS 180-2 test vector.
 	const abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 	d := HashAPIKey("abc")

@@ -74,6 +74,12 @@ type Server struct {
 	// UnauthenticatedIdleTimeoutSeconds closes an idle connection none of whose requests
 	// carried a valid API key yet (IdleTimeoutSeconds applies once one has).
 	UnauthenticatedIdleTimeoutSeconds Seconds `yaml:"unauthenticated_idle_timeout_seconds"`
+	// OperationWorkers is how many goroutines run the blocking bodies of queued
+	// operations (create_model, save/load weights, unload: CPU and IO work), and as many
+	// again finish asynchronous ones (forward, forward_backward, optim_step, sample:
+	// their continuation, the result's persistence). Model work itself never holds one:
+	// it waits in the model's token scheduler.
+	OperationWorkers int `yaml:"operation_workers"`
 }
 
 // Model is one base model that clients may name as base_model.
@@ -425,7 +431,7 @@ func Default(home string) Config {
 	return Config{
 		Server: Server{Host: "127.0.0.1", Port: 10610, LogLevel: "info", LongPollSeconds: 30, ShutdownTimeoutSeconds: 30,
 			ReadHeaderTimeoutSeconds: 10, ReadBodyTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 8192,
-			MaxConnectionsPerAddress: 1024, UnauthenticatedIdleTimeoutSeconds: 5},
+			MaxConnectionsPerAddress: 1024, UnauthenticatedIdleTimeoutSeconds: 5, OperationWorkers: 16},
 		Models: []Model{{Name: DefaultModelName, Preset: "tiny"}},
 		Persistence: Persistence{
 			Mode: "embedded", Namespace: "tuft", FutureTTLSeconds: 86400,

@@ -6,6 +6,7 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	c, err := Parse(nil, "/tmp/tufthome")
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +93,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"disk quota", "limits:\n  max_disk_bytes_per_tenant: 0", "limits.max_disk_bytes_per_tenant"},
 		{"future timeout overflows a duration", "limits:\n  future_timeout_seconds: 1e300", "limits.future_timeout_seconds"},
 		{"running per tenant", "limits:\n  max_running_per_tenant: 0", "limits.max_running_per_tenant"},
+		{"operation workers", "server:\n  operation_workers: 0", "server.operation_workers"},
 		{"spans per session", "limits:\n  max_spans_per_session: 0", "limits.max_spans_per_session"},
 		{"traced sessions per tenant", "limits:\n  max_traced_sessions_per_tenant: -1", "limits.max_traced_sessions_per_tenant"},
 		{"audit retention under a day", "limits:\n  audit_retention_seconds: 3600", "limits.audit_retention_seconds"},
@@ -174,6 +176,7 @@ telemetry:
 }
 
 func TestRedactHidesPassword(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte("persistence:\n  mode: redis\n  redis_url: http://user:hunter2@host"), "/h")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("password leaked or no error: %v", err)
@@ -209,6 +212,7 @@ func TestApplyEnv(t *testing.T) {
 
 // The operator key is nobody's tenant key: the same digest in both places is refused.
 func TestOperatorKeyIsNotATenantKey(t *testing.T) {
+	t.Parallel()
 	c := Default(t.TempDir())
 	d := HashAPIKey("tml-k").String()
 	c.Auth.APIKeys = []APIKey{{Tenant: "alice", KeySHA256: d}}

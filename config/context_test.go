@@ -3,6 +3,7 @@ package config
 import "testing"
 
 func TestContextArithmetic(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ cfg, native, want int }{
 		{0, 4096, 4096}, {1024, 4096, 1024}, {8192, 4096, 4096}, {1024, 0, 1024}, {0, 0, 0},
 	} {

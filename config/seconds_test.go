@@ -9,6 +9,7 @@ import (
 // The *_seconds keys keep their plain-number spelling: a fraction, an integer, and the
 // default when the key is absent.
 func TestSecondsDecodesThePlainNumber(t *testing.T) {
+	t.Parallel()
 	c, err := Parse([]byte("models: [{name: a, preset: tiny}]\nserver:\n  read_header_timeout_seconds: 0.25\n  idle_timeout_seconds: 90\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +30,7 @@ func TestSecondsDecodesThePlainNumber(t *testing.T) {
 
 // A zero worker interval in the file means the default, read from config.Default().
 func TestZeroWorkerIntervalsTakeTheDefault(t *testing.T) {
+	t.Parallel()
 	c, err := Parse([]byte("models: [{name: a, preset: tiny}]\nworkers:\n  call_timeout_seconds: 0\n  check_seconds: 0\nworker:\n  heartbeat_seconds: 0\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +43,7 @@ func TestZeroWorkerIntervalsTakeTheDefault(t *testing.T) {
 }
 
 func TestMustPositiveNamesTheKey(t *testing.T) {
+	t.Parallel()
 	MustPositive("limits.x", 1)
 	MustPositive("limits.y", time.Second)
 	for _, f := range []func(){func() { MustPositive("limits.max_x", 0) }, func() { MustPositive("server.y_seconds", -time.Second) }} {
@@ -58,6 +61,7 @@ func TestMustPositiveNamesTheKey(t *testing.T) {
 
 // Each section reports under its own path, every problem at once.
 func TestValidateWalksTheSectionsWithTheirPaths(t *testing.T) {
+	t.Parallel()
 	c := Default(t.TempDir())
 	c.Persistence.Path = "/x"
 	c.Limits.MaxChatMessages = 0

@@ -141,6 +141,9 @@ func (s Server) validate(v *validator) {
 		v.bad("max_connections", "%d must be at least 16", s.MaxConnections)
 	}
 	v.atLeast("max_connections_per_address", int64(s.MaxConnectionsPerAddress), 1)
+	if s.OperationWorkers < 1 || s.OperationWorkers > 1024 {
+		v.bad("operation_workers", "%d must be in [1, 1024]", s.OperationWorkers)
+	}
 	if u := s.UnauthenticatedIdleTimeoutSeconds; !(u >= 0.1 && u <= s.IdleTimeoutSeconds) {
 		v.bad("unauthenticated_idle_timeout_seconds", "%g must be in [0.1, server.idle_timeout_seconds = %g] seconds", float64(u), float64(s.IdleTimeoutSeconds))
 	}

@@ -33,8 +33,7 @@ type adminData struct {
 // API's 403 as a page.
 func (c *Console) adminPage(w http.ResponseWriter, r *http.Request, se *session) {
 	var ov wire.AdminOverviewResponse
-	if p, err := c.getJSON(r, se, "/api/v1/admin/overview", &ov); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, "/api/v1/admin/overview", &ov) {
 		return
 	}
 	d := adminData{Server: ov.Server}

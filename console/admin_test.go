@@ -14,6 +14,7 @@ const operatorKey = "tml-test-operator-key-0123456789"
 // The operator key signs in like any key, lands on the overview of every tenant, and
 // opens nothing else; a tenant's key gets a 403 page there and no Operator link.
 func TestOperatorOverview(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(c *config.Config) { c.Auth.OperatorKeySHA256 = testenv.HashKey(operatorKey) })
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	bc := testenv.NewClient(t, s.URL(), testenv.KeyB)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestSignInCookie(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	b := newBrowser(t, s.URL())
 	r := b.signIn(testenv.KeyA)
@@ -45,6 +46,7 @@ func TestSignInCookie(t *testing.T) {
 
 // Behind a TLS proxy (public_url https) the cookies are Secure.
 func TestCookieSecureWithHTTPSPublicURL(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(c *config.Config) { c.Server.PublicURL = "https://tuft.example" })
 	b := newBrowser(t, s.URL())
 	login := b.get("/console/login")
@@ -61,6 +63,7 @@ func TestCookieSecureWithHTTPSPublicURL(t *testing.T) {
 }
 
 func TestSignOutEndsTheSession(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	b := newBrowser(t, s.URL())
 	r := b.signIn(testenv.KeyA)
@@ -163,6 +166,7 @@ func TestSessionBounds(t *testing.T) {
 }
 
 func TestCSRFRefusals(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	b := newBrowser(t, s.URL())
 	b.signIn(testenv.KeyA)
@@ -206,6 +210,7 @@ func TestCSRFRefusals(t *testing.T) {
 }
 
 func TestConsoleOff(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(c *config.Config) { c.Console.Enabled = false })
 	if s.Console != nil {
 		t.Fatal("console built while console.enabled is off")
@@ -218,6 +223,7 @@ func TestConsoleOff(t *testing.T) {
 
 // Signing in again in the same browser ends the browser's previous session.
 func TestSignInAgainReplacesTheSession(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	b := newBrowser(t, s.URL())
 	first := cookie(b.signIn(testenv.KeyA), "tuft_console").Value

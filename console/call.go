@@ -116,3 +116,19 @@ func (c *Console) getJSON(r *http.Request, se *session, target string, v any) (r
 	}
 	return p, nil
 }
+
+// load GETs target into v for a page; on a transport error or a non-200 reply it writes
+// the error page (failed) and reports false, and the page handler returns.
+func (c *Console) load(w http.ResponseWriter, r *http.Request, se *session, target string, v any) bool {
+	p, err := c.getJSON(r, se, target, v)
+	if err != nil || p.Status != http.StatusOK {
+		c.failed(w, r, se, p, err)
+		return false
+	}
+	return true
+}
+
+// cursor is a listing reply's cursor (the part the pages show).
+type cursor struct {
+	Total int `json:"total_count"`
+}

@@ -51,12 +51,9 @@ type checkpointsData struct {
 func (c *Console) checkpointsPage(w http.ResponseWriter, r *http.Request, se *session) {
 	var out struct {
 		Checkpoints []ckptView `json:"checkpoints"`
-		Cursor      struct {
-			Total int `json:"total_count"`
-		} `json:"cursor"`
+		Cursor      cursor     `json:"cursor"`
 	}
-	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/checkpoints?limit=%d", maxListed), &out); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, fmt.Sprintf("/api/v1/checkpoints?limit=%d", maxListed), &out) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "checkpoints", c.pageOf(se, "Checkpoints", "checkpoints", "checkpoints.js",

@@ -10,6 +10,7 @@ import (
 // The DOM hooks the browser suite drives (/work/console-contract.md) are on their pages:
 // a renamed id or class fails here before it fails there.
 func TestContractHooks(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, _ := trainRun(t, a, "hooks")

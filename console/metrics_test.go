@@ -15,6 +15,7 @@ import (
 // The runs page shows the run's steps and last loss; the run's metric history and its
 // live event stream reach the page's script through the forwarder.
 func TestRunMetricsThroughTheConsole(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, _ := trainRun(t, a, "m")

@@ -206,12 +206,9 @@ type runsData struct {
 func (c *Console) runsPage(w http.ResponseWriter, r *http.Request, se *session) {
 	var out struct {
 		Runs   []runView `json:"training_runs"`
-		Cursor struct {
-			Total int `json:"total_count"`
-		} `json:"cursor"`
+		Cursor cursor    `json:"cursor"`
 	}
-	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/training_runs?limit=%d", maxListed), &out); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, fmt.Sprintf("/api/v1/training_runs?limit=%d", maxListed), &out) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "runs", c.pageOf(se, "Runs", "runs", "runs.js", runsData{Runs: out.Runs, Total: out.Cursor.Total, Query: r.URL.Query().Get("q")}))
@@ -238,15 +235,13 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, se *session) {
 	id := r.PathValue("run_id")
 	var d runData
 	base := "/api/v1/training_runs/" + url.PathEscape(id)
-	if p, err := c.getJSON(r, se, base, &d.Run); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, base, &d.Run) {
 		return
 	}
 	var cks struct {
 		Checkpoints []ckptView `json:"checkpoints"`
 	}
-	if p, err := c.getJSON(r, se, base+"/checkpoints", &cks); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, base+"/checkpoints", &cks) {
 		return
 	}
 	d.Checkpoints = cks.Checkpoints
@@ -288,8 +283,7 @@ func (c *Console) playgroundPage(w http.ResponseWriter, r *http.Request, se *ses
 	var out struct {
 		Data []modelView `json:"data"`
 	}
-	if p, err := c.getJSON(r, se, "/oai/api/v1/models", &out); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, "/oai/api/v1/models", &out) {
 		return
 	}
 	// Base models first, then checkpoints.
@@ -345,8 +339,7 @@ const usageDays = 30
 
 func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, se *session) {
 	var d usageData
-	if p, err := c.getJSON(r, se, fmt.Sprintf("/api/v1/usage?days=%d", usageDays), &d); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, fmt.Sprintf("/api/v1/usage?days=%d", usageDays), &d) {
 		return
 	}
 	slices.Reverse(d.Days) // the latest day first

@@ -49,6 +49,7 @@ func trainRun(t *testing.T, c *testenv.Client, name string) (runID, path string)
 }
 
 func TestSecurityHeadersOnEveryResponse(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, _ := trainRun(t, a, "r")
@@ -91,6 +92,7 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 }
 
 func TestUserStringsRenderedEscaped(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, _ := trainRun(t, a, xss)
@@ -119,6 +121,7 @@ func TestUserStringsRenderedEscaped(t *testing.T) {
 }
 
 func TestRunPageCheckpointsAndSamplers(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, path := trainRun(t, a, "named")
@@ -163,6 +166,7 @@ func TestRunPageCheckpointsAndSamplers(t *testing.T) {
 
 // The checkpoint forms publish, set a TTL, unpublish and delete through the API.
 func TestCheckpointActions(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	run, path := trainRun(t, a, "r")
@@ -239,6 +243,7 @@ func TestCheckpointActions(t *testing.T) {
 }
 
 func TestForwarderAllowlistAndTenants(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	bc := testenv.NewClient(t, s.URL(), testenv.KeyB)
@@ -290,6 +295,7 @@ func TestForwarderAllowlistAndTenants(t *testing.T) {
 }
 
 func TestPlaygroundChatStreamsThroughTheConsole(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nil)
 	a := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	bc := testenv.NewClient(t, s.URL(), testenv.KeyB)

@@ -22,8 +22,7 @@ type sessionData struct {
 
 func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, se *session) {
 	d := sessionData{ID: r.PathValue("session_id")}
-	if p, err := c.getJSON(r, se, "/api/v1/sessions/"+url.PathEscape(d.ID), &d.Session); err != nil || p.Status != http.StatusOK {
-		c.failed(w, r, se, p, err)
+	if !c.load(w, r, se, "/api/v1/sessions/"+url.PathEscape(d.ID), &d.Session) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "session", c.pageOf(se, "Session "+d.ID, "", "session.js", d))

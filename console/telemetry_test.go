@@ -16,6 +16,7 @@ import (
 // A page has its HTTP server span named after its route; a forwarded call has the API's
 // span of the API route it reaches.
 func TestPagesAndForwardedCallsHaveServerSpans(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	cfg := testenv.Config(t, t.TempDir(), "memory")

@@ -36,6 +36,7 @@ func inlineScript(html string) string {
 }
 
 func TestNoInlineScriptInTemplates(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("templates/*.html")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("templates: %v %v", files, err)
@@ -53,6 +54,7 @@ func TestNoInlineScriptInTemplates(t *testing.T) {
 
 // The check sees what it forbids.
 func TestInlineScriptCheckFindsInlineCode(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{`<script>alert(1)</script>`, `<script src="/x.js">alert(1)</script>`, `<a href="#" onclick="x()">`,
 		`<div style="color:red">`, `<style>p{}</style>`, `<a href="javascript:alert(1)">`, `<script src="/x.js">`} {
 		if inlineScript(bad) == "" {
@@ -66,6 +68,7 @@ func TestInlineScriptCheckFindsInlineCode(t *testing.T) {
 
 // The scripts put text into the page only as text: no HTML parsing sinks, no eval.
 func TestScriptsUseNoHTMLSinks(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("static/*.js")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("scripts: %v %v", files, err)

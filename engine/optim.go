@@ -51,28 +51,49 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 		StepSize: float32(p.LearningRate / bc1), BC2Sqrt: float32(math.Sqrt(bc2)), Eps: float32(p.Eps)}
 	// The device updates in place, so the state is kept aside first and put back if the
 	// step made anything non-finite (the adapter is small next to the base model).
+	// On the host the copies come from the recycled buffers (fresh memory for four copies
+	// of the adapter cost page faults and zeroing every step).
 	state := append(append(w.tensors(), mm.tensors()...), vv.tensors()...)
+	grads := g.tensors()
 	saved := make([]device.Tensor[float32], len(state))
+	keptGrads := make([]device.Tensor[float32], len(grads))
+	if d.HostMemory() {
+		n := 0
+		for _, t := range append(state, grads...) {
+			n += t.Len()
+		}
+		buf := arenaGet[float32](n)
+		defer arenaPut(buf)
+		take := func(n int) device.Tensor[float32] {
+			t := device.Host(buf[:n:n])
+			buf = buf[n:]
+			return t
+		}
+		for i, t := range state {
+			saved[i] = take(t.Len())
+		}
+		for i, t := range grads {
+			keptGrads[i] = take(t.Len())
+		}
+	} else {
+		for i, t := range state {
+			saved[i] = d.Alloc(t.Len())
+		}
+		for i, t := range grads {
+			keptGrads[i] = d.Alloc(t.Len())
+		}
+		defer func() {
+			for _, t := range append(saved, keptGrads...) {
+				d.Free(t)
+			}
+		}()
+	}
 	for i, t := range state {
-		saved[i] = d.Alloc(t.Len())
 		d.Copy(saved[i], t)
 	}
-	defer func() {
-		for _, t := range saved {
-			d.Free(t)
-		}
-	}()
-	grads := g.tensors()
-	keptGrads := make([]device.Tensor[float32], len(grads))
 	for i, t := range grads {
-		keptGrads[i] = d.Alloc(t.Len())
 		d.Copy(keptGrads[i], t)
 	}
-	defer func() {
-		for _, t := range keptGrads {
-			d.Free(t)
-		}
-	}()
 	for i := range w.list {
 		d.AdamW(w.list[i].a, g.list[i].a, mm.list[i].a, vv.list[i].a, s)
 		d.AdamW(w.list[i].b, g.list[i].b, mm.list[i].b, vv.list[i].b, s)

@@ -99,15 +99,50 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 	if err := m.checkStep(seqs); err != nil {
 		return nil, err
 	}
-	c, d, V := m.Cfg, m.dev, m.Cfg.VocabSize
-	var tokens, slots []int32
+	b, err := m.gatherStep(seqs)
+	if err != nil {
+		return nil, err
+	}
+	p := newPass(m.Cfg, m.dev, m.dw, m.rope, b.segs, b.slots)
+	defer p.release()
+	b.logits = p.forward(b.tokens, false, b.lmRows).logits
+	// Draw from the raw logits first; log-softmax (for targets and top-k) is in place.
+	b.draw()
+	if b.normalise && len(b.lmRows) > 0 {
+		m.dev.LogSoftmax(b.logits, len(b.lmRows), m.Cfg.VocabSize)
+		b.targets()
+		b.topK()
+	}
+	return b.commit()
+}
+
+// stepBatch is a decode step being run, in the named steps of DecodeStep: gatherStep
+// (inputs, KV slots, which rows get logits), the forward pass, draw (with draws' top
+// logprobs), log-softmax, targets (and target sets), topK, commit.
+type stepBatch struct {
+	seqs []StepSeq
+	d    Device
+	V    int
+	// The batch's inputs: every sequence's new tokens, their KV slots and segments.
+	tokens, slots []int32
+	segs          []segment[float32]
 	// Logits are computed only for the rows something is asked of: the last row of a
 	// sequence with draws, rows with a target, every row with top-k.
-	lmRows := []int32{}
-	logitRow := make([][]int, len(seqs)) // per sequence and token: its row of the logits, or -1
-	segs := make([]segment[float32], len(seqs))
+	lmRows    []int32
+	logitRow  [][]int // per sequence and token: its row of the logits, or -1
+	normalise bool    // something needs log-probabilities (targets, target sets, top-k)
+	logits    device.Tensor[float32]
+	outs      []StepOut
+}
+
+// gatherStep lays the sequences out as one batch: their tokens, the KV slots reserved
+// for them, their segments (with each adapter's device copy, made once) and the rows of
+// the logits each needs.
+func (m *Model) gatherStep(seqs []StepSeq) (*stepBatch, error) {
+	d := m.dev
+	b := &stepBatch{seqs: seqs, d: d, V: m.Cfg.VocabSize, lmRows: []int32{}, logitRow: make([][]int, len(seqs)),
+		segs: make([]segment[float32], len(seqs)), outs: make([]StepOut, len(seqs))}
 	onDev := map[*LoraWeights[float32]]*devLora[float32]{}
-	normalise := false
 	for i, s := range seqs {
 		sl, err := s.Cache.reserve(len(s.Tokens))
 		if err != nil {
@@ -118,164 +153,185 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 			lw = loraOn(d, s.Adapter)
 			onDev[s.Adapter] = lw
 		}
-		start := len(tokens)
-		segs[i] = segment[float32]{start: start, n: len(s.Tokens), pos: s.Cache.Len(), lw: lw, kv: s.Cache}
-		tokens = append(tokens, s.Tokens...)
-		slots = append(slots, sl...)
-		logitRow[i] = make([]int, len(s.Tokens))
+		start := len(b.tokens)
+		b.segs[i] = segment[float32]{start: start, n: len(s.Tokens), pos: s.Cache.Len(), lw: lw, kv: s.Cache}
+		b.tokens = append(b.tokens, s.Tokens...)
+		b.slots = append(b.slots, sl...)
+		b.logitRow[i] = make([]int, len(s.Tokens))
 		for j := range s.Tokens {
-			logitRow[i][j] = -1
+			b.logitRow[i][j] = -1
 			if s.TopK > 0 || (s.Targets != nil && s.Targets[j] >= 0) || (j == len(s.Tokens)-1 && len(s.Draws) > 0) ||
 				(s.TargetSets != nil && len(s.TargetSets[j]) > 0) || (s.PositionDraws != nil && len(s.PositionDraws[j]) > 0) {
-				logitRow[i][j] = len(lmRows)
-				lmRows = append(lmRows, int32(start+j))
+				b.logitRow[i][j] = len(b.lmRows)
+				b.lmRows = append(b.lmRows, int32(start+j))
 			}
 		}
-		normalise = normalise || s.TopK > 0 || s.Targets != nil || s.TargetSets != nil
+		b.normalise = b.normalise || s.TopK > 0 || s.Targets != nil || s.TargetSets != nil
 	}
-	p := newPass(c, d, m.dw, m.rope, segs, slots)
-	defer p.release()
-	act := p.forward(tokens, false, lmRows)
-	outs := make([]StepOut, len(seqs))
-	// Draw from the raw logits first; log-softmax (for targets and top-k) is in place.
+	return b, nil
+}
+
+// draw draws every sequence's tokens from the raw logits: its Draws after its last
+// token, then its PositionDraws, with the top logprobs of the draws that ask for them.
+func (b *stepBatch) draw() {
+	seqs, outs, d, V := b.seqs, b.outs, b.d, b.V
 	var draws []device.Draw
 	for i, s := range seqs {
 		for _, dr := range s.Draws {
-			draws = append(draws, device.Draw{Row: logitRow[i][len(s.Tokens)-1], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
+			draws = append(draws, device.Draw{Row: b.logitRow[i][len(s.Tokens)-1], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
 		}
 	}
 	nLast := len(draws) // the draws after each sequence's last token; then the positions'
 	for i, s := range seqs {
 		for j, pd := range s.PositionDraws {
 			for _, dr := range pd {
-				draws = append(draws, device.Draw{Row: logitRow[i][j], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
+				draws = append(draws, device.Draw{Row: b.logitRow[i][j], Temperature: dr.Temperature, TopK: dr.TopK, TopP: dr.TopP, U: dr.U})
 			}
 		}
 	}
-	if len(draws) > 0 {
-		// Top logprobs of a draw come from the raw row, read before anything else touches
-		// the logits (a row of a few thousand floats, only when a client asks for them).
-		for i, s := range seqs {
-			for j, dr := range s.Draws {
-				if dr.Top <= 0 {
-					continue
-				}
-				if outs[i].DrawTop == nil {
-					outs[i].DrawTop = make([][]TokenLogprob, len(s.Draws))
-				}
-				r := logitRow[i][len(s.Tokens)-1]
-				row := make([]float32, V)
-				d.Download(row, act.logits.Slice(r*V, (r+1)*V))
-				outs[i].DrawTop[j] = topLogprobs(row, dr.Temperature, dr.Top)
-			}
-		}
-		toks, lps := d.Sample(act.logits, V, draws)
-		k := 0
-		for i, s := range seqs {
-			outs[i].Tokens, outs[i].Logprobs = toks[k:k+len(s.Draws)], lps[k:k+len(s.Draws)]
-			k += len(s.Draws)
-		}
-		k = nLast
-		for i, s := range seqs {
-			if s.PositionDraws == nil {
+	if len(draws) == 0 {
+		return
+	}
+	// Top logprobs of a draw come from the raw row, read before anything else touches
+	// the logits (a row of a few thousand floats, only when a client asks for them).
+	for i, s := range seqs {
+		for j, dr := range s.Draws {
+			if dr.Top <= 0 {
 				continue
 			}
-			outs[i].PositionTokens = make([][]int32, len(s.Tokens))
-			outs[i].PositionLogprobs = make([][]float32, len(s.Tokens))
-			for j, pd := range s.PositionDraws {
-				if len(pd) > 0 {
-					outs[i].PositionTokens[j], outs[i].PositionLogprobs[j] = toks[k:k+len(pd)], lps[k:k+len(pd)]
-					k += len(pd)
-				}
+			if outs[i].DrawTop == nil {
+				outs[i].DrawTop = make([][]TokenLogprob, len(s.Draws))
+			}
+			r := b.logitRow[i][len(s.Tokens)-1]
+			row := make([]float32, V)
+			d.Download(row, b.logits.Slice(r*V, (r+1)*V))
+			outs[i].DrawTop[j] = topLogprobs(row, dr.Temperature, dr.Top)
+		}
+	}
+	toks, lps := d.Sample(b.logits, V, draws)
+	k := 0
+	for i, s := range seqs {
+		outs[i].Tokens, outs[i].Logprobs = toks[k:k+len(s.Draws)], lps[k:k+len(s.Draws)]
+		k += len(s.Draws)
+	}
+	k = nLast
+	for i, s := range seqs {
+		if s.PositionDraws == nil {
+			continue
+		}
+		outs[i].PositionTokens = make([][]int32, len(s.Tokens))
+		outs[i].PositionLogprobs = make([][]float32, len(s.Tokens))
+		for j, pd := range s.PositionDraws {
+			if len(pd) > 0 {
+				outs[i].PositionTokens[j], outs[i].PositionLogprobs[j] = toks[k:k+len(pd)], lps[k:k+len(pd)]
+				k += len(pd)
 			}
 		}
 	}
-	if normalise && len(lmRows) > 0 {
-		d.LogSoftmax(act.logits, len(lmRows), V)
-		var idx []int64
-		for i, s := range seqs {
-			for j, t := range s.Targets {
+}
+
+// targets gathers, from the log-softmaxed logits, the log-probabilities of every
+// sequence's Targets and TargetSets (NaN for an id of -1) in one device gather.
+func (b *stepBatch) targets() {
+	seqs, outs, V := b.seqs, b.outs, b.V
+	var idx []int64
+	for i, s := range seqs {
+		for j, t := range s.Targets {
+			if t >= 0 {
+				idx = append(idx, int64(b.logitRow[i][j])*int64(V)+int64(t))
+			}
+		}
+	}
+	// The target sets' entries follow the targets' (an id of -1 gathers nothing).
+	nTargets := len(idx)
+	for i, s := range seqs {
+		for j, set := range s.TargetSets {
+			for _, t := range set {
 				if t >= 0 {
-					idx = append(idx, int64(logitRow[i][j])*int64(V)+int64(t))
+					idx = append(idx, int64(b.logitRow[i][j])*int64(V)+int64(t))
 				}
 			}
 		}
-		// The target sets' entries follow the targets' (an id of -1 gathers nothing).
-		nTargets := len(idx)
-		for i, s := range seqs {
-			for j, set := range s.TargetSets {
-				for _, t := range set {
-					if t >= 0 {
-						idx = append(idx, int64(logitRow[i][j])*int64(V)+int64(t))
-					}
-				}
-			}
+	}
+	vals := make([]float32, len(idx))
+	if len(idx) > 0 {
+		b.d.Gather(vals, b.logits, idx)
+	}
+	ks := nTargets
+	for i, s := range seqs {
+		if s.TargetSets == nil {
+			continue
 		}
-		vals := make([]float32, len(idx))
-		if len(idx) > 0 {
-			d.Gather(vals, act.logits, idx)
-		}
-		ks := nTargets
-		for i, s := range seqs {
-			if s.TargetSets == nil {
+		outs[i].TargetSetLogprobs = make([][]float32, len(s.Tokens))
+		for j, set := range s.TargetSets {
+			if len(set) == 0 {
 				continue
 			}
-			outs[i].TargetSetLogprobs = make([][]float32, len(s.Tokens))
-			for j, set := range s.TargetSets {
-				if len(set) == 0 {
+			row := make([]float32, len(set))
+			for x, t := range set {
+				if t < 0 {
+					row[x] = float32(math.NaN())
 					continue
 				}
-				row := make([]float32, len(set))
-				for x, t := range set {
-					if t < 0 {
-						row[x] = float32(math.NaN())
-						continue
-					}
-					row[x] = vals[ks]
-					ks++
-				}
-				outs[i].TargetSetLogprobs[j] = row
+				row[x] = vals[ks]
+				ks++
 			}
-		}
-		k := 0
-		for i, s := range seqs {
-			if s.Targets != nil {
-				outs[i].TargetLogprobs = make([]float32, len(s.Tokens))
-				for j, t := range s.Targets {
-					if t < 0 {
-						outs[i].TargetLogprobs[j] = float32(math.NaN())
-						continue
-					}
-					outs[i].TargetLogprobs[j] = vals[k]
-					k++
-				}
-			}
-			if s.TopK > 0 {
-				rows := make([]int32, len(s.Tokens))
-				for j := range rows {
-					rows[j] = int32(logitRow[i][j])
-				}
-				toks, lps := d.TopK(act.logits, V, rows, s.TopK)
-				kk := min(s.TopK, V)
-				outs[i].TopK = make([][]TokenLogprob, len(s.Tokens))
-				for j := range outs[i].TopK {
-					tl := make([]TokenLogprob, kk)
-					for x := range tl {
-						tl[x] = TokenLogprob{Token: toks[j*kk+x], Logprob: lps[j*kk+x]}
-					}
-					outs[i].TopK[j] = tl
-				}
-			}
+			outs[i].TargetSetLogprobs[j] = row
 		}
 	}
-	if err := d.Err(); err != nil {
-		return nil, fmt.Errorf("decode step on %s: %w", d.Name(), err)
+	k := 0
+	for i, s := range seqs {
+		if s.Targets == nil {
+			continue
+		}
+		outs[i].TargetLogprobs = make([]float32, len(s.Tokens))
+		for j, t := range s.Targets {
+			if t < 0 {
+				outs[i].TargetLogprobs[j] = float32(math.NaN())
+				continue
+			}
+			outs[i].TargetLogprobs[j] = vals[k]
+			k++
+		}
 	}
-	for _, s := range seqs {
+}
+
+// topK finds the TopK most likely next tokens after each token of the sequences that
+// ask, from the log-softmaxed logits.
+func (b *stepBatch) topK() {
+	V := b.V
+	for i, s := range b.seqs {
+		if s.TopK <= 0 {
+			continue
+		}
+		rows := make([]int32, len(s.Tokens))
+		for j := range rows {
+			rows[j] = int32(b.logitRow[i][j])
+		}
+		toks, lps := b.d.TopK(b.logits, V, rows, s.TopK)
+		kk := min(s.TopK, V)
+		b.outs[i].TopK = make([][]TokenLogprob, len(s.Tokens))
+		for j := range b.outs[i].TopK {
+			tl := make([]TokenLogprob, kk)
+			for x := range tl {
+				tl[x] = TokenLogprob{Token: toks[j*kk+x], Logprob: lps[j*kk+x]}
+			}
+			b.outs[i].TopK[j] = tl
+		}
+	}
+}
+
+// commit checks the device and, only then, makes the new positions part of every
+// sequence's cache: on error no cache changes length.
+func (b *stepBatch) commit() ([]StepOut, error) {
+	if err := b.d.Err(); err != nil {
+		return nil, fmt.Errorf("decode step on %s: %w", b.d.Name(), err)
+	}
+	for _, s := range b.seqs {
 		s.Cache.commit(len(s.Tokens))
 	}
-	runtime.KeepAlive(seqs) // the adapters' device copies are in use until here
-	return outs, nil
+	runtime.KeepAlive(b.seqs) // the adapters' device copies are in use until here
+	return b.outs, nil
 }
 
 // checkStep validates a decode step's sequences.

@@ -64,7 +64,7 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Record, error)
 // unqueue takes a queued entry out of its pool; false when it is not there (an ordered
 // entry waiting for an earlier seq_id: it fails at its turn).
 func (s *opScheduler) unqueue(e *entry) bool {
-	p := s.pools[e.task.Pool]
+	p := s.pools[e.poolName()]
 	if p == nil {
 		return false
 	}

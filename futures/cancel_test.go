@@ -147,7 +147,7 @@ func TestCancelOrderedFutureKeepsTheOrder(t *testing.T) {
 // With a running bound per tenant, one tenant's flood leaves workers for another
 // tenant, whose task runs at once; the flood's waiting tasks report paused_capacity.
 func TestRunningBoundPerTenant(t *testing.T) {
-	m := newManager(t, Options{WorkersPerPool: 4, MaxRunningPerTenant: 2})
+	m := newManager(t, Options{Workers: 4, MaxRunningPerTenant: 2})
 	gate := make(chan struct{})
 	var running atomic.Int32
 	var ids []string

@@ -13,7 +13,7 @@ import (
 // must be computed under the lock the workers write the pools under. Run with -race; the
 // bug it guards against crashed the process ("concurrent map iteration and map write").
 func TestOverLimitFloodIsRaceFree(t *testing.T) {
-	m := newManager(t, Options{MaxQueuedPerTenant: 4, WorkersPerPool: 4})
+	m := newManager(t, Options{MaxQueuedPerTenant: 4, Workers: 4})
 	var over, okCount atomic.Int64
 	var wg sync.WaitGroup
 	for _, tenant := range []string{"a", "b"} {

@@ -31,7 +31,14 @@ type Task struct {
 	// one does will then never arrive (the SDK reserved it and failed before sending), so
 	// the queue does not wait for it.
 	InOrder bool
-	Run     func(ctx context.Context) (Result, error)
+	// A task has exactly one body. Run is a blocking one (CPU or IO work: create, save,
+	// load, unload), run on one of Options.Workers workers. Start is an asynchronous one
+	// (model work the backend's token scheduler runs: forward, forward_backward,
+	// optim_step, sample): it hands the work to the executor and returns at once, and the
+	// operation ends when c's Done, or a continuation queued with c.Finish, reports its
+	// outcome. Start is called the moment the task is runnable; no goroutine waits for it.
+	Run   func(ctx context.Context) (Result, error)
+	Start func(ctx context.Context, c *Completion)
 	// Weight is the task's share of its pool's backlog while it is unfinished (the KV
 	// positions a sample may take), which Backlog reports per tenant.
 	Weight int
@@ -46,7 +53,9 @@ type Options struct {
 	Store              store.Store
 	TTL                time.Duration // result retention after completion (persistence.future_ttl_seconds)
 	MaxQueuedPerTenant int           // unfinished futures per tenant (limits.max_queued_per_tenant)
-	WorkersPerPool     int           // concurrent operations per pool (see OptionsFrom)
+	// Workers is how many goroutines run blocking tasks (Task.Run), and as many again
+	// finish operations (continuations, persistence, resolution): server.operation_workers.
+	Workers int
 	// SeqGapTimeout is how long an ordered task that arrived ahead of its predecessor waits
 	// for it (sessions.seq_gap_timeout_seconds). Refused and abandoned
 	// seq_ids never make anything wait: see Refuse and Recover.
@@ -66,8 +75,10 @@ type Options struct {
 	Instruments    *telemetry.Instruments
 	// DefaultTimeout is the deadline of a task without its own (limits.future_timeout_seconds).
 	DefaultTimeout time.Duration
-	// MaxRunningPerTenant bounds one tenant's running tasks in a pool (0: no bound), so
-	// that another tenant's task finds a worker while one tenant's flood runs.
+	// MaxRunningPerTenant bounds one tenant's running tasks in a pool (0: no bound): how
+	// many of its operations a model's token scheduler holds at once, and how many
+	// blocking workers it may occupy. It is a limit, not fairness: the token scheduler
+	// shares each model between the tenants whose operations it holds.
 	MaxRunningPerTenant int
 }
 
@@ -76,12 +87,12 @@ type Options struct {
 func OptionsFrom(c config.Config) Options {
 	return Options{TTL: c.FutureTTL(), MaxQueuedPerTenant: c.Limits.MaxQueuedPerTenant, Owner: c.Server.ReplicaID,
 		SeqGapTimeout: c.SeqGapTimeout(), DefaultTimeout: c.Limits.FutureTimeoutSeconds.Duration(),
-		// Many operations per base model are in flight at once: the model's token scheduler (backend) runs
-		// their decode steps and training packs together (continuous batching), so the
-		// pool's workers only bound how many it sees; each tenant gets at most
-		// limits.max_running_per_tenant of them, so another tenant's operation always
-		// reaches the token scheduler at once. Each run's operations stay in seq_id order.
-		WorkersPerPool:      max(64, c.Engine.Scheduler.MaxBatchSize+c.Limits.MaxRunningPerTenant),
+		// A model operation reaches the model's token scheduler (backend) as soon as it
+		// is runnable, which runs the decode steps and training packs of every tenant
+		// together (continuous batching, deficit round robin in tokens); each tenant has
+		// at most limits.max_running_per_tenant of them there. Each run's operations stay
+		// in seq_id order.
+		Workers:             c.Server.OperationWorkers,
 		MaxRunningPerTenant: c.Limits.MaxRunningPerTenant}
 }
 
@@ -93,6 +104,8 @@ type entry struct {
 	keys   telemetry.Keys
 	done   chan struct{}
 	queued time.Time
+	// blocking: the task has a blocking body (Task.Run), so it runs from the blocking pool.
+	blocking bool
 	// With a queued store: the acceptance is written only if the result is not queued
 	// within acceptDelay (accept), and never after the result (resultQueued). Both are
 	// guarded by Manager.mu.
@@ -121,21 +134,27 @@ type Manager struct {
 	tracer trace.Tracer
 	ins    *telemetry.Instruments
 
-	mu          sync.Mutex
-	cond        *sync.Cond // signalled when the scheduler has a runnable entry, and at shutdown
-	entries     map[string]*entry
-	index       dedupeIndex
-	sched       *opScheduler
-	withWorkers map[string]bool // pools whose workers are started
-	closing     bool
-	recovered   map[string]int64          // per ordered queue: one past the highest seq_id resolved before a restart
-	doneList    []*entry                  // resolved entries in completion order, for expiry
-	started     time.Time                 // when this Manager (process) started
-	queued      bool                      // the store queues writes (store.Queuer)
-	backlog     map[string]map[string]int // pool → tenant → Task.Weight of unfinished tasks
-	running     sync.WaitGroup
-	workers     sync.WaitGroup
-	stop        chan struct{}
+	mu        sync.Mutex
+	cond      *sync.Cond // the blocking workers': the blocking pool may have an entry, or shutdown
+	models    *sync.Cond // the dispatcher's: a model's pool may have an entry, or shutdown
+	entries   map[string]*entry
+	index     dedupeIndex
+	sched     *opScheduler
+	closing   bool
+	recovered map[string]int64          // per ordered queue: one past the highest seq_id resolved before a restart
+	doneList  []*entry                  // resolved entries in completion order, for expiry
+	started   time.Time                 // when this Manager (process) started
+	queued    bool                      // the store queues writes (store.Queuer)
+	backlog   map[string]map[string]int // pool → tenant → Task.Weight of unfinished tasks
+	running   sync.WaitGroup
+	workers   sync.WaitGroup
+	stop      chan struct{}
+
+	// The completion queue (exec.go): what the completion workers run, in order.
+	wmu      sync.Mutex
+	wcond    *sync.Cond
+	work     []func()
+	workStop bool // set once nothing runs any more (Shutdown): the completion workers end
 }
 
 // New creates a Manager.
@@ -146,7 +165,7 @@ func New(o Options) (*Manager, error) {
 	// The numbers come from the configuration (OptionsFrom); no second default here.
 	config.MustPositive("persistence.future_ttl_seconds", o.TTL)
 	config.MustPositive("limits.max_queued_per_tenant", o.MaxQueuedPerTenant)
-	config.MustPositive("futures.Options.WorkersPerPool (engine.scheduler.max_batch_size + limits.max_running_per_tenant)", o.WorkersPerPool)
+	config.MustPositive("server.operation_workers", o.Workers)
 	config.MustPositive("sessions.seq_gap_timeout_seconds", o.SeqGapTimeout)
 	config.MustPositive("limits.future_timeout_seconds", o.DefaultTimeout)
 	if o.Logger == nil {
@@ -160,13 +179,13 @@ func New(o Options) (*Manager, error) {
 	}
 	_, queued := o.Store.(store.Queuer)
 	m := &Manager{o: o, log: o.Logger, now: o.Now, started: time.Now(), queued: queued,
-		entries: map[string]*entry{}, index: newDedupeIndex(), withWorkers: map[string]bool{},
-		sched: newOpScheduler(o.Now, o.MaxQueuedPerTenant, o.WorkersPerPool, o.MaxRunningPerTenant), stop: make(chan struct{})}
+		entries: map[string]*entry{}, index: newDedupeIndex(),
+		sched: newOpScheduler(o.Now, o.MaxQueuedPerTenant, o.Workers, o.MaxRunningPerTenant), stop: make(chan struct{})}
 	tel := telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments))
 	m.tracer, m.ins = tel.Tracer(telemetry.ScopeFutures), tel.Instruments
-	m.cond = sync.NewCond(&m.mu)
-	m.workers.Add(1)
-	go m.janitor()
+	m.cond, m.models = sync.NewCond(&m.mu), sync.NewCond(&m.mu)
+	m.wcond = sync.NewCond(&m.wmu)
+	m.startGoroutines()
 	return m, nil
 }
 
@@ -227,9 +246,8 @@ func (m *Manager) Wait(ctx context.Context, tenant, id string, maxWait time.Dura
 func (m *Manager) SetNextSeq(queueKey string, next int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.sched.setNext(queueKey, next) {
-		m.cond.Broadcast()
-	}
+	m.sched.setNext(queueKey, next)
+	m.wake()
 }
 
 // NextSeq is the next expected seq_id of an ordered queue.
@@ -260,13 +278,16 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.closing = true
 	victims := m.sched.drain()
 	m.cond.Broadcast()
+	m.models.Broadcast()
 	m.mu.Unlock()
 	close(m.stop)
 	for _, e := range victims {
 		m.fail(e, shutdownMessage)
 	}
 	done := make(chan struct{})
-	go func() { m.running.Wait(); m.workers.Wait(); close(done) }()
+	// Running operations still finish on the completion workers, which end only once
+	// none is left.
+	go func() { m.running.Wait(); m.stopCompletions(); m.workers.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil

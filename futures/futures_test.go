@@ -35,8 +35,8 @@ func testOptions(o Options) Options {
 	if o.DefaultTimeout == 0 {
 		o.DefaultTimeout = d.DefaultTimeout
 	}
-	if o.WorkersPerPool == 0 {
-		o.WorkersPerPool = 1
+	if o.Workers == 0 {
+		o.Workers = 1
 	}
 	return o
 }

@@ -74,9 +74,10 @@ func (m *Manager) persistAccepted(e *entry) {
 	})
 }
 
-// persistThen writes rec and calls then with the outcome once it is durable, without
-// blocking the caller: through the store's write queue where it has one (then runs on
-// the commit goroutine), else on a goroutine of its own.
+// persistThen writes rec and calls then with the outcome once it is durable: without
+// blocking the caller through the store's write queue where it has one (then runs on
+// the commit goroutine), else at once on the caller's goroutine (a blocking or
+// completion worker, never a model's loop).
 func (m *Manager) persistThen(ctx context.Context, rec *Record, then func(error)) {
 	m.running.Add(1)
 	b, ttl, err := m.encode(rec)
@@ -92,10 +93,8 @@ func (m *Manager) persistThen(ctx context.Context, rec *Record, then func(error)
 		})
 		return
 	}
-	go func() {
-		defer m.running.Done()
-		then(m.o.Store.Set(ctx, keyFuture+rec.ID, b, ttl))
-	}()
+	defer m.running.Done()
+	then(m.o.Store.Set(ctx, keyFuture+rec.ID, b, ttl))
 }
 
 // Recover resolves every future a previous process left pending or running: it fails

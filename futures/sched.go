@@ -2,21 +2,26 @@ package futures
 
 import "time"
 
-// opScheduler is the futures operation scheduler: it decides which queued Tinker
-// operation (a future) a worker runs next. It is not the backend's token scheduler,
-// which batches one model's decode steps inside a sampling operation. It holds the ordered queues (one per
-// training run: operations run in seq_id order) and the pools (one per base model: its
-// runnable operations, taken round-robin across tenants), and counts each tenant's open
-// operations against Options.MaxQueuedPerTenant.
+// opScheduler is the futures operation scheduler: it decides when a queued Tinker
+// operation (a future) may run. It does not decide tenant fairness for model work: that
+// is the backend's token scheduler's alone (deficit round robin in tokens, one per
+// model), which every runnable model operation reaches at once. It holds the ordered
+// queues (one per training run: operations run in seq_id order), one pool per base
+// model (its runnable asynchronous operations, all handed to the executor at once but
+// for a tenant at Options.MaxRunningPerTenant) and the blocking pool (the runnable
+// blocking operations of every model, taken by its Options.Workers workers round-robin
+// across tenants), and counts each tenant's open operations against
+// Options.MaxQueuedPerTenant.
 //
 // It is plain data: no goroutines, no store, no lock of its own (Manager.mu guards it)
 // and no clock but the one it is given, so each decision can be tested step by step
-// (sched_test.go). Methods that may make an entry runnable report it, so the Manager
-// wakes its workers only then.
+// (sched_test.go). Methods that may make an entry runnable report it, and note which
+// kind of pool it is in (wakeBlocking, wakeModel), so the Manager wakes the dispatcher
+// or the blocking workers only then.
 type opScheduler struct {
 	now       func() time.Time
 	maxQueued int // open operations per tenant
-	workers   int // workers per pool, for queue states
+	workers   int // the blocking pool's workers, for queue states
 	// maxRunning bounds one tenant's running entries per pool (0: no bound).
 	maxRunning int
 	queues     map[string]*orderedQueue
@@ -24,6 +29,21 @@ type opScheduler struct {
 	// open counts each tenant's unfinished operations, plus its refusals ahead of their
 	// turn (see refuse): what the tenant's queue limit bounds.
 	open map[string]int
+	// wakeBlocking and wakeModel note that the blocking pool, or a model's pool, may have
+	// an entry to take since the Manager last looked (Manager.wake clears them).
+	wakeBlocking, wakeModel bool
+}
+
+// blockingPool names the pool of every blocking task (Task.Run), whatever its model.
+const blockingPool = "\x00blocking"
+
+// poolName is the pool e runs from: its model's for an asynchronous task, the blocking
+// pool for a blocking one.
+func (e *entry) poolName() string {
+	if e.blocking {
+		return blockingPool
+	}
+	return e.task.Pool
 }
 
 func newOpScheduler(now func() time.Time, maxQueuedPerTenant, workersPerPool, maxRunningPerTenant int) *opScheduler {
@@ -58,13 +78,15 @@ func (q *orderedQueue) sent(t Task) {
 	}
 }
 
-// pool runs the runnable tasks of one pool, round-robin across tenants.
+// pool holds the runnable tasks of one pool, per tenant: the blocking pool's workers take
+// them round-robin across tenants; a model's pool hands them all out at once, in the same
+// order, but for a tenant at its running bound.
 type pool struct {
 	name     string
 	tenants  map[string][]*entry // runnable FIFO per tenant
 	order    []string            // round-robin ring of tenants with runnable work
 	rr       int
-	running  int            // entries taken by a worker and not yet ran
+	running  int            // entries taken and not yet ran
 	byTenant map[string]int // the same, per tenant
 }
 
@@ -217,12 +239,22 @@ func (s *opScheduler) promote(q *orderedQueue) (runnable bool) {
 
 // enqueue makes e runnable in its pool.
 func (s *opScheduler) enqueue(e *entry) {
-	p := s.pool(e.task.Pool)
+	s.noteRunnable(e)
+	p := s.pool(e.poolName())
 	t := e.rec.Tenant
 	if len(p.tenants[t]) == 0 {
 		p.order = append(p.order, t)
 	}
 	p.tenants[t] = append(p.tenants[t], e)
+}
+
+// noteRunnable notes that e's pool may have an entry to take.
+func (s *opScheduler) noteRunnable(e *entry) {
+	if e.blocking {
+		s.wakeBlocking = true
+	} else {
+		s.wakeModel = true
+	}
 }
 
 // take hands p's next runnable entry to a worker, counting it as running until ran.
@@ -235,8 +267,28 @@ func (s *opScheduler) take(p *pool) *entry {
 	return e
 }
 
-// ran notes that one of p's workers finished the entry e it took.
-func (s *opScheduler) ran(p *pool, e *entry) {
+// takeModelWork appends to out every entry the models' pools may start now (all their
+// runnable entries but those of a tenant at its running bound), each counted as running
+// until ran.
+func (s *opScheduler) takeModelWork(out []*entry) []*entry {
+	for name, p := range s.pools {
+		if name == blockingPool {
+			continue
+		}
+		for e := s.take(p); e != nil; e = s.take(p) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ran notes that the entry e, taken from its pool, has finished running: its tenant may
+// have another entry taken.
+func (s *opScheduler) ran(e *entry) {
+	p := s.pool(e.poolName())
+	if s.maxRunning > 0 && p.byTenant[e.rec.Tenant] >= s.maxRunning && len(p.tenants[e.rec.Tenant]) > 0 {
+		s.noteRunnable(e) // the tenant was at its running bound with more queued
+	}
 	p.running--
 	if p.byTenant[e.rec.Tenant]--; p.byTenant[e.rec.Tenant] <= 0 {
 		delete(p.byTenant, e.rec.Tenant)
@@ -351,32 +403,45 @@ func (s *opScheduler) state(e *entry) string {
 			return QueuePausedCapacity // waiting for an earlier seq_id
 		}
 	}
-	if p := s.pools[e.task.Pool]; p != nil {
+	if p := s.pools[e.poolName()]; p != nil {
 		if s.maxRunning > 0 && p.byTenant[e.rec.Tenant] >= s.maxRunning {
 			return QueuePausedCapacity // the tenant's running bound
+		}
+		if !e.blocking {
+			return QueueActive // a model's pool starts everything else at once
 		}
 		if q := p.tenants[e.rec.Tenant]; len(q) > 0 && q[0] == e && p.running < s.workers {
 			return QueueActive
 		}
 		if p.running >= s.workers {
-			return QueuePausedCapacity
+			return QueuePausedCapacity // every blocking worker is busy
 		}
 	}
 	return QueueActive
 }
 
-// retryAfter estimates when a tenant over its limit may try again.
+// retryAfter estimates when a tenant over its limit may try again, from the operations
+// of the model poolName queued ahead (in its pool and in the blocking pool).
 func (s *opScheduler) retryAfter(poolName string) time.Duration {
 	d := time.Second
+	n := 0
 	if p, ok := s.pools[poolName]; ok {
-		n := 0
 		for _, q := range p.tenants {
 			n += len(q)
 		}
-		// A rough estimate: a tenth of a second per queued operation ahead, capped.
-		if est := time.Duration(n) * 100 * time.Millisecond; est > d {
-			d = est
+	}
+	if p, ok := s.pools[blockingPool]; ok {
+		for _, q := range p.tenants {
+			for _, e := range q {
+				if e.task.Pool == poolName {
+					n++
+				}
+			}
 		}
+	}
+	// A rough estimate: a tenth of a second per queued operation ahead, capped.
+	if est := time.Duration(n) * 100 * time.Millisecond; est > d {
+		d = est
 	}
 	return min(d, 30*time.Second)
 }

@@ -21,12 +21,22 @@ func newSchedFixture(t *testing.T, maxQueued, workers int) *schedFixture {
 	return f
 }
 
-// newEntry makes an entry as Submit admits it: ordered when queue is not "".
+// newEntry makes an entry of a blocking task of model "p" as Submit admits it: ordered
+// when queue is not "". Blocking tasks share the blocking pool's workers, so these tests
+// see the pool's order.
 func newEntry(tenant, queue string, seq int64) *entry {
 	return &entry{
-		rec:  Record{ID: newID(), Tenant: tenant, QueueKey: queue, SeqID: seq, Ordered: queue != "", Status: StatusPending, Pool: "p"},
-		task: Task{Tenant: tenant, QueueKey: queue, SeqID: seq, Ordered: queue != "", Pool: "p"},
+		rec:      Record{ID: newID(), Tenant: tenant, QueueKey: queue, SeqID: seq, Ordered: queue != "", Status: StatusPending, Pool: "p"},
+		task:     Task{Tenant: tenant, QueueKey: queue, SeqID: seq, Ordered: queue != "", Pool: "p"},
+		blocking: true,
 	}
+}
+
+// modelEntry is newEntry for an asynchronous task (model work), run from model p's pool.
+func modelEntry(tenant, queue string, seq int64) *entry {
+	e := newEntry(tenant, queue, seq)
+	e.blocking = false
+	return e
 }
 
 func inOrder(e *entry) *entry { e.task.InOrder = true; return e }
@@ -37,9 +47,9 @@ func (f *schedFixture) submit(e *entry) bool {
 	return f.s.add(e)
 }
 
-// take takes the pool's next entry and marks it running.
+// take takes the blocking pool's next entry and marks it running.
 func (f *schedFixture) take() *entry {
-	e := f.s.take(f.s.pool("p"))
+	e := f.s.take(f.s.pool(blockingPool))
 	if e != nil {
 		e.rec.Status = StatusRunning
 	}
@@ -48,7 +58,7 @@ func (f *schedFixture) take() *entry {
 
 // finish resolves a taken entry as a worker and finish do.
 func (f *schedFixture) finish(e *entry) bool {
-	f.s.ran(f.s.pool("p"), e)
+	f.s.ran(e)
 	e.rec.Status = StatusReady
 	return f.s.done(e)
 }
@@ -291,7 +301,7 @@ func TestOpSchedulerDropTakesOnlyTheQueuesQueuedEntries(t *testing.T) {
 	if v := f.s.drop("q"); len(v) != 1 {
 		t.Fatalf("pooled victims %d", len(v))
 	}
-	if got := f.s.pool("p").order; !slices.Equal(got, []string{"d"}) {
+	if got := f.s.pool(blockingPool).order; !slices.Equal(got, []string{"d"}) {
 		t.Fatalf("ring after drop: %v", got)
 	}
 }
@@ -400,5 +410,48 @@ func TestRunningBoundAndExpiry(t *testing.T) {
 	}
 	if e := f.take(); e != nil {
 		t.Fatal("an expired entry stayed in its pool")
+	}
+}
+
+// A model's pool hands every runnable entry out at once, whatever the number of blocking
+// workers, but for a tenant at its running bound, which goes on once one of its entries ran.
+func TestOpSchedulerStartsModelWorkAtOnce(t *testing.T) {
+	f := newSchedFixture(t, 100, 1)
+	f.s.maxRunning = 3
+	var flood []*entry
+	for range 5 {
+		e := modelEntry("flood", "", 0)
+		flood = append(flood, e)
+		f.submit(e)
+	}
+	f.submit(modelEntry("a", "r", 1))
+	f.submit(modelEntry("a", "r", 2)) // waits for seq_id 1
+	f.submit(modelEntry("b", "", 0))
+	if !f.s.wakeModel || f.s.wakeBlocking {
+		t.Fatal("model work did not note the model pools (and only them) runnable")
+	}
+	got := f.s.takeModelWork(nil)
+	if len(got) != 5 { // the flood's 3, r/1 and b's
+		t.Fatalf("took %d entries, want 5", len(got))
+	}
+	if st := f.s.state(flood[3]); st != QueuePausedCapacity {
+		t.Fatalf("an entry over the running bound reports %q", st)
+	}
+	for _, e := range got {
+		e.rec.Status = StatusRunning
+		if st := f.s.state(e); st != QueueActive {
+			t.Fatalf("a taken entry reports %q", st)
+		}
+	}
+	f.s.wakeModel = false
+	f.s.ran(flood[0])
+	if !f.s.wakeModel {
+		t.Fatal("a tenant leaving its running bound did not wake the dispatcher")
+	}
+	if more := f.s.takeModelWork(nil); len(more) != 1 || more[0] != flood[3] {
+		t.Fatalf("after one of the flood's entries ran: %v", more)
+	}
+	if f.take() != nil {
+		t.Fatal("the blocking pool's workers see model work")
 	}
 }

@@ -35,8 +35,8 @@ type queueAdmission struct {
 
 // Submit queues a task and returns its request id.
 func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
-	if t.Run == nil {
-		return "", errors.New("futures: task has no Run function")
+	if (t.Run == nil) == (t.Start == nil) {
+		return "", errors.New("futures: a task needs exactly one body, Run or Start")
 	}
 	m.mu.Lock()
 	a := m.admitToQueue(ctx, t, true)
@@ -78,10 +78,8 @@ func (m *Manager) Submit(ctx context.Context, t Task) (string, error) {
 		m.fail(e, shutdownMessage)
 		return id, nil
 	}
-	m.startWorkers(t.Pool)
-	if m.sched.add(e) {
-		m.cond.Broadcast()
-	}
+	m.sched.add(e)
+	m.wake()
 	m.mu.Unlock()
 	return id, nil
 }
@@ -130,6 +128,7 @@ func (m *Manager) admitToQueue(ctx context.Context, t Task, lookStored bool) que
 			SeqID: t.SeqID, Ordered: t.Ordered, Status: StatusPending, QueueState: QueueActive, PayloadHash: t.PayloadHash, CreatedAt: now,
 			Deadline: now.Add(timeout)},
 		task: t, link: trace.SpanContextFromContext(ctx), keys: telemetry.KeysFrom(ctx), done: make(chan struct{}), queued: now,
+		blocking: t.Run != nil,
 	}
 	m.entries[e.rec.ID] = e
 	if ik != "" {
@@ -202,14 +201,13 @@ func (m *Manager) refuse(t Task, reason Failure) (Record, error) {
 			Failure: &reason, Refused: true},
 		task: t, done: make(chan struct{}), queued: now, resultQueued: true,
 	}
-	e.task.Run = nil
+	e.task.Run, e.task.Start = nil, nil
 	close(e.done)
 	m.entries[e.rec.ID] = e
 	m.index.hold(ik, e.rec.ID)
 	m.doneList = append(m.doneList, e)
 	m.sched.reserve(t.Tenant)
-	if m.sched.refuse(e) {
-		m.cond.Broadcast()
-	}
+	m.sched.refuse(e)
+	m.wake()
 	return e.rec, nil
 }

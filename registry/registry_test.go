@@ -28,6 +28,7 @@ func (n notifying) Set(ctx context.Context, key string, v []byte, ttl time.Durat
 // A published registration is listed while its publisher runs, and withdrawn when it
 // stops; records that do not decode are skipped.
 func TestPublishListWithdraw(t *testing.T) {
+	t.Parallel()
 	st := notifying{memory.New(), make(chan struct{}, 1)}
 	w := registry.NewWorkers(st)
 	ctx := context.Background()

@@ -148,7 +148,7 @@ func Start(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 	s.Futures = fut
 	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec, tel.Options()...), Logger: log,
-		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments})
+		TracerProvider: tel.TracerProvider, Instruments: tel.Instruments, Encoder: api.ResultEncoder()})
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func (s *Service) CheckSampler(tenant, id string) error {
 		return err
 	}
 	s.lock(lkSessions)
-	err = finishedErr(s.sessions.m[sm.SessionID])
+	err = finishedErr(s.sessions.at(sm.SessionID))
 	s.unlock(lkSessions)
 	if err != nil {
 		return err

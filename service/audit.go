@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tuft-go/tuft/config"
+	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/telemetry"
 )
 
@@ -52,25 +57,40 @@ type AuditEntry struct {
 	Purpose    *string `json:"purpose,omitempty"`
 }
 
-// auditDays counts each tenant's entries of a UTC day (limits.max_audit_events_per_tenant_per_day).
-// A (tenant, day) not yet counted since the start is counted from the store first.
-type auditDays struct {
+// auditLog writes the tenants' audit entries (keyAudit, each kept for
+// limits.audit_retention_seconds) and counts each tenant's entries of a UTC day
+// (limits.max_audit_events_per_tenant_per_day). A (tenant, day) not yet counted since the
+// start is counted from the store first.
+type auditLog struct {
+	st          store.Store
+	log         *slog.Logger
+	now         func() time.Time
+	limits      config.Limits
+	events      metric.Int64Counter // tuft.audit.events
+	writeFailed func(ctx context.Context, reason string, err error, args ...any)
+
 	mu sync.Mutex
 	n  map[string]int // tenant + "/" + day → entries
 	// warned: the (tenant, day)s whose over-limit entries were logged (once each).
 	warned map[string]bool
 }
 
+func newAuditLog(st store.Store, log *slog.Logger, now func() time.Time, limits config.Limits, events metric.Int64Counter,
+	writeFailed func(ctx context.Context, reason string, err error, args ...any)) auditLog {
+	return auditLog{st: st, log: log, now: now, limits: limits, events: events, writeFailed: writeFailed,
+		n: map[string]int{}, warned: map[string]bool{}}
+}
+
 func auditPrefix(tenant, day string) string {
 	return keyAudit + url.PathEscape(tenant) + "/" + day + "/"
 }
 
-// audit records one entry of tenant's. The operation it describes has happened: a
+// add records one entry of tenant's. The operation it describes has happened: a
 // failure to record is logged and counted (tuft.audit.events status write_failed), never
 // returned.
-func (s *Service) audit(ctx context.Context, tenant, event string, details map[string]any) {
+func (a *auditLog) add(ctx context.Context, tenant, event string, details map[string]any) {
 	ctx = context.WithoutCancel(ctx)
-	now := s.now().UTC()
+	now := a.now().UTC()
 	day := now.Format(time.DateOnly)
 	e := AuditEntry{Timestamp: now, Event: event, EventDetails: details}
 	if e.EventDetails == nil {
@@ -88,56 +108,52 @@ func (s *Service) audit(ctx context.Context, tenant, event string, details map[s
 	}
 	status := telemetry.AuditKept
 	defer func() {
-		s.tel.Instruments.AuditEvents.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrEvent, event, telemetry.MAttrStatus, status)...)
+		a.events.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrEvent, event, telemetry.MAttrStatus, status)...)
 	}()
-	if !s.auditSlot(ctx, tenant, day) {
+	if !a.slot(ctx, tenant, day) {
 		status = telemetry.AuditOverDayLimit
 		return
 	}
 	b, err := json.Marshal(e)
 	if err == nil {
 		key := fmt.Sprintf("%s%020d-%s", auditPrefix(tenant, day), now.UnixNano(), newID(""))
-		err = s.st.Set(ctx, key, b, s.cfg.Limits.AuditRetentionSeconds.Duration())
+		err = a.st.Set(ctx, key, b, a.limits.AuditRetentionSeconds.Duration())
 	}
 	if err != nil {
 		status = telemetry.AuditWriteFailed
-		s.writeFailed(ctx, reasonAudit, err, "tenant", tenant, "event", event)
+		a.writeFailed(ctx, reasonAudit, err, "tenant", tenant, "event", event)
 	}
 }
 
-// auditSlot takes one of tenant's entries of day, reporting false at the limit (logged once
+// slot takes one of tenant's entries of day, reporting false at the limit (logged once
 // per tenant and day).
-func (s *Service) auditSlot(ctx context.Context, tenant, day string) bool {
+func (a *auditLog) slot(ctx context.Context, tenant, day string) bool {
 	k := tenant + "/" + day
-	a := &s.auditDays
 	a.mu.Lock()
 	n, counted := a.n[k]
 	a.mu.Unlock()
 	if !counted {
 		// Entries of this day written before a restart count too.
-		_ = s.st.Scan(ctx, auditPrefix(tenant, day), func(string, []byte) error { n++; return nil })
+		_ = a.st.Scan(ctx, auditPrefix(tenant, day), func(string, []byte) error { n++; return nil })
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.n == nil {
-		a.n, a.warned = map[string]int{}, map[string]bool{}
-	}
 	if cur, ok := a.n[k]; ok {
 		n = cur // counted meanwhile by another entry
 	}
 	for old := range a.n { // only today's (and a late yesterday's) counts are needed
 		if _, d, _ := strings.Cut(old, "/"); d < day && old != k {
-			if t, err := time.Parse(time.DateOnly, d); err == nil && s.now().UTC().Sub(t) > 48*time.Hour {
+			if t, err := time.Parse(time.DateOnly, d); err == nil && a.now().UTC().Sub(t) > 48*time.Hour {
 				delete(a.n, old)
 				delete(a.warned, old)
 			}
 		}
 	}
-	if n >= s.cfg.Limits.MaxAuditEventsPerTenantPerDay {
+	if n >= a.limits.MaxAuditEventsPerTenantPerDay {
 		a.n[k] = n
 		if !a.warned[k] {
 			a.warned[k] = true
-			s.log.WarnContext(ctx, "audit log full for the day: further entries are not kept", "tenant", tenant, "day", day,
+			a.log.WarnContext(ctx, "audit log full for the day: further entries are not kept", "tenant", tenant, "day", day,
 				"limit", "limits.max_audit_events_per_tenant_per_day")
 		}
 		return false
@@ -155,13 +171,13 @@ func (s *Service) auditCheckpoint(ctx context.Context, tenant, event string, c *
 	for k, v := range extra {
 		d[k] = v
 	}
-	s.audit(ctx, tenant, event, d)
+	s.audits.add(ctx, tenant, event, d)
 }
 
 // AuditAPIKey records an operation on the API key a request authenticated with, by the
 // key's id (never the key or its hash).
 func (s *Service) AuditAPIKey(ctx context.Context, tenant, event string, keyID int64, outcome string) {
-	s.audit(ctx, tenant, event, map[string]any{"api_key_id": keyID, "outcome": outcome})
+	s.audits.add(ctx, tenant, event, map[string]any{"api_key_id": keyID, "outcome": outcome})
 }
 
 // Audit log filters (the SDK's event_type).

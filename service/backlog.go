@@ -40,7 +40,12 @@ func (s *Service) checkBacklog(base, tenant string, weight, capacity int) error 
 // submit queues a task whose operation runs for its tenant: the model's scheduler
 // shares compute and memory by it (backend.WithTenant).
 func (s *Service) submit(ctx context.Context, t futures.Task) (string, error) {
-	run, tenant := t.Run, t.Tenant
-	t.Run = func(ctx context.Context) (futures.Result, error) { return run(backend.WithTenant(ctx, tenant)) }
+	tenant := t.Tenant
+	if run := t.Run; run != nil {
+		t.Run = func(ctx context.Context) (futures.Result, error) { return run(backend.WithTenant(ctx, tenant)) }
+	}
+	if start := t.Start; start != nil {
+		t.Start = func(ctx context.Context, c *futures.Completion) { start(backend.WithTenant(ctx, tenant), c) }
+	}
 	return s.fut.Submit(ctx, t)
 }

@@ -36,6 +36,12 @@ func (e *heldExecutor) Sample(ctx context.Context, model, lora string, req engin
 	return e.NoopExecutor.Sample(ctx, model, lora, req)
 }
 
+// SampleAsync is Sample as the backend's asynchronous form calls it (the fake's own
+// goroutine stands in for the model's loop).
+func (e *heldExecutor) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	go func() { done(e.Sample(ctx, model, lora, req)) }()
+}
+
 // A sample request that can never fit the KV cache is a 400 naming the key; a tenant
 // flooding the sampling backlog past limits.sample_backlog_factor × the KV cache gets
 // 429 with Retry-After, while another tenant still gets in; every sample runs for its
@@ -47,18 +53,21 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
 	cfg.Limits.SampleTimeoutSeconds = 90
+	// A model operation reaches the executor as soon as it is runnable: one running
+	// operation per tenant keeps the flood's later samples queued (and cancellable as such).
+	cfg.Limits.MaxRunningPerTenant = 1
 	st := memory.New()
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := &heldExecutor{NoopExecutor: testenv.NewNoopExecutor(), gate: make(chan struct{}), tenants: make(chan string, 64)}
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()
 	sample := func(tenant string, seq int64, prompt, maxTokens int) (string, error) {
 		return svc.Sample(ctx, tenant, service.SampleInput{BaseModel: testenv.Model, SeqID: seq, Req: engine.SampleRequest{
-			Prompt: make([]int32, prompt), NumSamples: 1, Params: engine.SampleParams{MaxTokens: maxTokens, TopK: -1, TopP: 1}}}, enc{})
+			Prompt: make([]int32, prompt), NumSamples: 1, Params: engine.SampleParams{MaxTokens: maxTokens, TopK: -1, TopP: 1}}})
 	}
 	if _, err := sample("flood", 1, 600, 500); service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "kv_cache_bytes") {
 		t.Fatalf("a request larger than the KV cache: %v", err)

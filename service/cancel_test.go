@@ -31,6 +31,13 @@ func (b *blockingSampler) Sample(ctx context.Context, _, _ string, _ engine.Samp
 	return engine.SampleResult{}, ctx.Err()
 }
 
+// SampleAsync is Sample as the backend's asynchronous form calls it (the fake's own
+// goroutine stands in for the model's loop): without it the embedded executor's would
+// answer without blocking.
+func (b *blockingSampler) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	go func() { done(b.Sample(ctx, model, lora, req)) }()
+}
+
 // cancel_future: the running sample's context ends (the executor stops) and its future
 // fails saying it was cancelled; a queued one fails at once and never reaches the
 // executor; a training operation cannot be cancelled.
@@ -39,11 +46,14 @@ func TestCancelSample(t *testing.T) {
 	cfg := config.Default(t.TempDir())
 	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
 	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	// A model operation reaches the executor as soon as it is runnable: one running
+	// operation per tenant makes the second sample wait in its queue.
+	cfg.Limits.MaxRunningPerTenant = 1
 	st := memory.New()
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := &blockingSampler{NoopExecutor: testenv.NewNoopExecutor(), started: make(chan struct{}, 4)}
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +65,7 @@ func TestCancelSample(t *testing.T) {
 	}
 	sample := func(seq int64) string {
 		id, err := svc.Sample(ctx, "alice", service.SampleInput{SamplingSessionID: sm.ID, SeqID: seq,
-			Req: engine.SampleRequest{Prompt: []int32{1, 2}, NumSamples: 1, Params: engine.SampleParams{MaxTokens: 4, TopP: 1, Temperature: 1}}}, enc{})
+			Req: engine.SampleRequest{Prompt: []int32{1, 2}, NumSamples: 1, Params: engine.SampleParams{MaxTokens: 4, TopP: 1, Temperature: 1}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +98,7 @@ func TestCancelSample(t *testing.T) {
 		t.Fatalf("again: %q %v", out, err)
 	}
 	id, _, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
-		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,33 +40,18 @@ type RunView struct {
 	LastSamplerRec    *Checkpoint
 }
 
-// view is r with its last checkpoints (callers hold the checkpoints lock, and the runs
-// lock when r is this replica's).
-func (s *Service) view(r *Run) RunView {
-	v := RunView{Run: *r}
-	if c, ok := s.ckpts.get(r.ID, r.LastCheckpoint); ok {
-		cc := *c
-		v.LastCheckpointRec = &cc
-	}
-	if c, ok := s.ckpts.get(r.ID, r.LastSamplerCkpt); ok {
-		cc := *c
-		v.LastSamplerRec = &cc
-	}
-	return v
-}
-
 // ListRuns lists the tenant's training runs, most recently used first.
-func (s *Service) ListRuns(tenant string, limit, offset int) ([]RunView, int) {
+func (s *Service) ListRuns(ctx context.Context, tenant string, limit, offset int) ([]RunView, int) {
 	s.lock(lkRuns)
 	var all []*Run
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant == tenant {
 			c := *r
 			all = append(all, &c)
 		}
 	}
 	s.unlock(lkRuns)
-	foreignRecords(s, keyRun, tenant, func(r *Run) { all = append(all, r) })
+	foreignRecords(ctx, &s.replicas, keyRun, tenant, func(r *Run) { all = append(all, r) })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].LastRequestTime.Equal(all[j].LastRequestTime) {
 			return all[i].LastRequestTime.After(all[j].LastRequestTime)
@@ -113,22 +98,18 @@ func (s *Service) ListCheckpoints(tenant, runID string) ([]Checkpoint, error) {
 }
 
 // ListAllCheckpoints lists every checkpoint of the tenant, newest first.
-func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkpoint, int) {
+func (s *Service) ListAllCheckpoints(ctx context.Context, tenant string, limit, offset int) ([]Checkpoint, int) {
 	s.lock(lkCkpts)
 	var all []Checkpoint
 	seen := map[string]bool{}
-	for _, m := range s.ckpts.m {
-		for _, c := range m {
-			if c.Tenant == tenant {
-				all = append(all, *c)
-				seen[c.TinkerPath()] = true
-			}
-		}
+	for c := range s.ckpts.ofTenant(tenant) {
+		all = append(all, *c)
+		seen[c.TinkerPath()] = true
 	}
 	s.unlock(lkCkpts)
 	if s.self != "" {
 		// Other replicas' runs write checkpoints this one has not loaded.
-		err := s.st.Scan(context.Background(), keyCkpt, func(_ string, v []byte) error {
+		err := s.st.Scan(ctx, keyCkpt, func(_ string, v []byte) error {
 			var c Checkpoint
 			if json.Unmarshal(v, &c) == nil && c.Tenant == tenant && !seen[c.TinkerPath()] {
 				all = append(all, c)
@@ -146,25 +127,6 @@ func (s *Service) ListAllCheckpoints(tenant string, limit, offset int) ([]Checkp
 		return all[i].TinkerPath() < all[j].TinkerPath()
 	})
 	return page(all, limit, offset), len(all)
-}
-
-// ownedCheckpoint finds a tenant's checkpoint by run and checkpoint id ("weights/<name>",
-// "sampler_weights/<name>", or a bare name, tried as weights then sampler_weights).
-// Callers hold the runs and checkpoints locks, and settle the error after unlocking.
-func (s *Service) ownedCheckpoint(tenant, runID, ckptID string) (*Checkpoint, error) {
-	if _, err := s.runs.owned(tenant, runID); err != nil {
-		return nil, err
-	}
-	ids := []string{ckptID}
-	if !strings.Contains(ckptID, "/") {
-		ids = []string{"weights/" + ckptID, "sampler_weights/" + ckptID, "external_weights/" + ckptID}
-	}
-	for _, id := range ids {
-		if c, ok := s.ckpts.get(runID, id); ok {
-			return c, nil
-		}
-	}
-	return nil, notFoundf("checkpoint %q not found in training run %s", ckptID, runID)
 }
 
 // DeleteCheckpoint removes a checkpoint's files and record.
@@ -190,8 +152,8 @@ func (s *Service) removeCheckpoint(ctx context.Context, c *Checkpoint) error {
 		return fmt.Errorf("delete checkpoint record: %w", err)
 	}
 	s.lock(lkRuns | lkCkpts)
-	delete(s.ckpts.m[c.RunID], c.ID())
-	if r, ok := s.runs.m[c.RunID]; ok {
+	s.ckpts.del(c.RunID, c.ID())
+	if r, ok := s.runs.get(c.RunID); ok {
 		if r.LastCheckpoint == c.ID() {
 			r.LastCheckpoint = ""
 		}
@@ -307,7 +269,7 @@ func (s *Service) ArchiveToken(ctx context.Context, tenant, runID, ckptID, forma
 		d["format"] = format
 	}
 	s.auditCheckpoint(ctx, tenant, AuditCheckpointDownloadLink, &cc, d)
-	return s.sign(exp, cc.TinkerPath()), exp, nil
+	return s.tokens.sign(exp, cc.TinkerPath()), exp, nil
 }
 
 // ErrBadToken is returned for an archive token that is malformed, forged or expired.
@@ -324,7 +286,7 @@ func (s *Service) OpenArchive(tok string) (*Archive, error) {
 
 // archiveCheckpoint is the checkpoint a valid archive token grants.
 func (s *Service) archiveCheckpoint(tok string) (Checkpoint, error) {
-	payload, err := s.verify(tok)
+	payload, err := s.tokens.verify(tok)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -5,82 +5,102 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/tuft-go/tuft/store"
 )
 
-// The service keeps one controller per kind of record: sessions, training runs, sampling
-// sessions and checkpoints. Each owns its map, the lock that guards the map and its
-// records' fields, its store keys and its loader. An operation that needs several takes
-// their locks through Service.lock, which always takes them in one order (sessions, runs,
-// samplers, checkpoints), so two operations never wait on each other in a cycle. No store
-// call is made under these locks: an ownership miss found under a lock is settled by the
-// caller after unlocking (missError, settle).
+// The service keeps one controller per kind of record: sessions (ctl_sessions.go),
+// training runs (ctl_runs.go), sampling sessions (ctl_samplers.go) and checkpoints
+// (ctl_ckpts.go). Each owns its records, an index of them by tenant, the lock that guards
+// both and its records' fields, its store keys and its loader; its fields are read in its
+// own file alone (tests/layers TestControllersKeepTheirState). Their locks are taken
+// through the family (family.go) alone, in one documented order. No store call is made
+// under these locks: an ownership miss found under a lock is settled by the caller after
+// unlocking (missError, settle).
 
-// sessionCtl holds this replica's client sessions (store keys keySession+id, and
-// keyHeartbeat+id for the heartbeat time alone).
-type sessionCtl struct {
-	mu sync.Mutex
-	m  map[string]*Session
+// keyed is a record a table holds: its id and its tenant (the owner index's key).
+type keyed interface {
+	comparable
+	ident() (id, tenant string)
 }
 
-// runCtl holds this replica's training runs (keyRun+id; keyGrads+id for pending gradients).
-type runCtl struct {
-	mu sync.Mutex
-	m  map[string]*Run
+func (x *Session) ident() (string, string) { return x.ID, x.Tenant }
+func (x *Run) ident() (string, string)     { return x.ID, x.Tenant }
+func (x *Sampler) ident() (string, string) { return x.ID, x.Tenant }
+
+// table is a controller's records by id, with the owner index (tenant → id → record) that
+// a listing of one tenant reads instead of every tenant's records. Callers hold the
+// controller's lock.
+type table[T keyed] struct {
+	recs     map[string]T
+	byTenant map[string]map[string]T
 }
 
-// samplerCtl holds this replica's sampling sessions (keySampler+id).
-type samplerCtl struct {
-	mu sync.Mutex
-	m  map[string]*Sampler
+func newTable[T keyed]() table[T] {
+	return table[T]{recs: map[string]T{}, byTenant: map[string]map[string]T{}}
 }
 
-// ckptCtl holds the checkpoints of this replica's runs (ckptKey(run, type, name)), by run
-// and checkpoint id, and owns their layout on disk.
-type ckptCtl struct {
-	mu    sync.Mutex
-	m     map[string]map[string]*Checkpoint // run → checkpoint id → record
-	files ckptLayout
+// get finds a record by id.
+func (t *table[T]) get(id string) (T, bool) {
+	x, ok := t.recs[id]
+	return x, ok
 }
 
-func (c *sessionCtl) load(ctx context.Context, st store.Store, self string, log *slog.Logger) error {
-	return loadAll(ctx, st, keySession, log, func(x *Session) {
-		if x.Owner == self { // else another replica's
-			c.m[x.ID] = x
+// at is the record with id, or the zero value (nil) when there is none.
+func (t *table[T]) at(id string) T { return t.recs[id] }
+
+// put adds or replaces a record under its id and indexes it by its tenant.
+func (t *table[T]) put(x T) {
+	id, tenant := x.ident()
+	t.del(id) // a replaced record may have had another tenant
+	t.recs[id] = x
+	if t.byTenant[tenant] == nil {
+		t.byTenant[tenant] = map[string]T{}
+	}
+	t.byTenant[tenant][id] = x
+}
+
+// del removes the record with id (nothing when there is none).
+func (t *table[T]) del(id string) {
+	old, ok := t.recs[id]
+	if !ok {
+		return
+	}
+	_, tenant := old.ident()
+	delete(t.recs, id)
+	delete(t.byTenant[tenant], id)
+	if len(t.byTenant[tenant]) == 0 {
+		delete(t.byTenant, tenant)
+	}
+}
+
+// all is every record, in no order (the reaper's, the restore's and the quota's scans).
+func (t *table[T]) all() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, x := range t.recs {
+			if !yield(x) {
+				return
+			}
 		}
-	})
+	}
 }
 
-func (c *runCtl) load(ctx context.Context, st store.Store, self string, log *slog.Logger) error {
-	return loadAll(ctx, st, keyRun, log, func(x *Run) {
-		if x.Owner == self {
-			c.m[x.ID] = x
+// ofTenant is the tenant's records alone, in no order, from the owner index: a listing
+// touches no other tenant's records.
+func (t *table[T]) ofTenant(tenant string) iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, x := range t.byTenant[tenant] {
+			if !yield(x) {
+				return
+			}
 		}
-	})
+	}
 }
 
-func (c *samplerCtl) load(ctx context.Context, st store.Store, self string, log *slog.Logger) error {
-	return loadAll(ctx, st, keySampler, log, func(x *Sampler) {
-		if x.Owner == self {
-			c.m[x.ID] = x
-		}
-	})
-}
-
-// load reads every checkpoint record: checkpoints have no owner, and those of other
-// replicas' runs serve path resolution and listings.
-func (c *ckptCtl) load(ctx context.Context, st store.Store, log *slog.Logger) error {
-	return loadAll(ctx, st, keyCkpt, log, func(x *Checkpoint) {
-		if c.m[x.RunID] == nil {
-			c.m[x.RunID] = map[string]*Checkpoint{}
-		}
-		c.m[x.RunID][x.ID()] = x
-	})
-}
+// len is how many records the table holds.
+func (t *table[T]) len() int { return len(t.recs) }
 
 // loadAll decodes every record under prefix and hands it to keep; an unreadable record is
 // logged and skipped, so one bad record does not stop the server.
@@ -98,48 +118,6 @@ func loadAll[T any](ctx context.Context, st store.Store, prefix string, log *slo
 		return fmt.Errorf("load %s records: %w", prefix, err)
 	}
 	return nil
-}
-
-// lockSet names the controllers an operation locks.
-type lockSet uint8
-
-const (
-	lkSessions lockSet = 1 << iota
-	lkRuns
-	lkSamplers
-	lkCkpts
-)
-
-// lock takes the controllers' locks in ls, in the one order.
-func (s *Service) lock(ls lockSet) {
-	if ls&lkSessions != 0 {
-		s.sessions.mu.Lock()
-	}
-	if ls&lkRuns != 0 {
-		s.runs.mu.Lock()
-	}
-	if ls&lkSamplers != 0 {
-		s.samplers.mu.Lock()
-	}
-	if ls&lkCkpts != 0 {
-		s.ckpts.mu.Lock()
-	}
-}
-
-// unlock releases the locks lock(ls) took.
-func (s *Service) unlock(ls lockSet) {
-	if ls&lkCkpts != 0 {
-		s.ckpts.mu.Unlock()
-	}
-	if ls&lkSamplers != 0 {
-		s.samplers.mu.Unlock()
-	}
-	if ls&lkRuns != 0 {
-		s.runs.mu.Unlock()
-	}
-	if ls&lkSessions != 0 {
-		s.sessions.mu.Unlock()
-	}
 }
 
 // missError is an id a request named that this replica does not hold, found under a
@@ -165,58 +143,8 @@ func (s *Service) settle(err error) error {
 	if !errors.As(err, &me) {
 		return err
 	}
-	if ee := s.elsewhere(me.key, me.tenant); ee != nil {
+	if ee := s.replicas.elsewhere(me.key, me.tenant); ee != nil {
 		return ee
 	}
 	return me.err
-}
-
-// put adds or replaces a checkpoint record (callers hold the checkpoints lock).
-func (c *ckptCtl) put(ck *Checkpoint) {
-	if c.m[ck.RunID] == nil {
-		c.m[ck.RunID] = map[string]*Checkpoint{}
-	}
-	c.m[ck.RunID][ck.ID()] = ck
-}
-
-// get finds a run's checkpoint by its id ("weights/<name>"…; callers hold the lock).
-func (c *ckptCtl) get(runID, id string) (*Checkpoint, bool) {
-	ck, ok := c.m[runID][id]
-	return ck, ok
-}
-
-// ofRun copies a run's checkpoint records (callers hold the lock).
-func (c *ckptCtl) ofRun(runID string) []Checkpoint {
-	out := make([]Checkpoint, 0, len(c.m[runID]))
-	for _, ck := range c.m[runID] {
-		out = append(out, *ck)
-	}
-	return out
-}
-
-// latestState picks the most recent saved state of a run: the autosave written after
-// every optim_step and load, or a checkpoint if one was written later. Time decides, from
-// the files themselves, so a run record written lazily cannot point at stale state.
-// Callers do not hold the checkpoints lock.
-func (cc *ckptCtl) latestState(runID string) (dir string, optimizer bool, from string) {
-	var best time.Time
-	if mt, ok := adapterModTime(cc.files.autosaveDir(runID)); ok {
-		dir, optimizer, from, best = cc.files.autosaveDir(runID), true, "the autosave of its last optim_step", mt
-	}
-	cc.mu.Lock()
-	ckpts := cc.ofRun(runID)
-	cc.mu.Unlock()
-	for _, c := range ckpts {
-		if c.Type == CkptExternal {
-			continue // an export (maybe encrypted), not a state to train from
-		}
-		t := c.CreatedAt
-		if mt, ok := adapterModTime(c.Dir); ok && mt.After(t) {
-			t = mt
-		}
-		if dir == "" || t.After(best) {
-			dir, optimizer, from, best = c.Dir, c.Type == CkptTraining, c.TinkerPath(), t
-		}
-	}
-	return dir, optimizer, from
 }

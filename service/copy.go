@@ -109,7 +109,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		if session {
 			_, err = s.liveSession(tenant, in.SessionID)
 			runID = RunID(in.SessionID, *in.ModelSeqID)
-			if _, taken := s.runs.m[runID]; err == nil && taken {
+			if _, taken := s.runs.get(runID); err == nil && taken {
 				err = conflictf("training run %s already exists (model_seq_id %d is taken)", runID, *in.ModelSeqID)
 			}
 		} else {
@@ -128,11 +128,11 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		c = *src
 		// Reserve the slot while the files are copied (counted by the run quota at once).
 		now := s.now()
-		s.runs.m[runID] = &Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
+		s.runs.put(&Run{ID: runID, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, BaseModel: c.BaseModel, Lora: c.Lora,
 			Optimizer: c.OptimizerOf(), CreatedAt: now, LastRequestTime: now, State: RunUnloaded, ProjectID: project, Copy: true, copying: true,
-			Note: fmt.Sprintf("%s%s (copy_weights); train from its checkpoint with create_training_client_from_state", copyNote, in.SourcePath)}
+			Note: fmt.Sprintf("%s%s (copy_weights); train from its checkpoint with create_training_client_from_state", copyNote, in.SourcePath)})
 		if in.ModelSeqID != nil {
-			s.runs.m[runID].ModelSeqID = *in.ModelSeqID
+			s.runs.at(runID).ModelSeqID = *in.ModelSeqID
 		}
 	}
 	s.unlock(lkSessions | lkRuns | lkCkpts)
@@ -152,18 +152,18 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	release, err := s.reserveDisk(tenant, runID, size, "copy_weights")
 	if err != nil {
 		s.lock(lkRuns)
-		delete(s.runs.m, runID)
+		s.runs.del(runID)
 		s.unlock(lkRuns)
 		return "", err
 	}
 	defer release()
 	undo := func() {
 		s.lock(lkRuns)
-		delete(s.runs.m, runID)
+		s.runs.del(runID)
 		s.unlock(lkRuns)
-		_ = os.RemoveAll(s.ckpts.files.runDir(runID))
+		_ = os.RemoveAll(s.ckpts.layout().runDir(runID))
 	}
-	dst := s.ckpts.files.ckptDir(runID, c.Type, c.Name)
+	dst := s.ckpts.layout().ckptDir(runID, c.Type, c.Name)
 	if err := copyDir(c.Dir, dst, copyOf != ""); err != nil {
 		undo()
 		return "", classify(fmt.Errorf("copy checkpoint files: %w", err))
@@ -176,7 +176,7 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		cp.ExpiresAt = &t
 	}
 	s.lock(lkRuns)
-	r := *s.runs.m[runID]
+	r := *s.runs.at(runID)
 	s.unlock(lkRuns)
 	if err := putJSON(ctx, s.st, keyRun+runID, &r); err != nil {
 		undo()
@@ -191,8 +191,8 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 		return "", classify(err)
 	}
 	s.lock(lkRuns | lkCkpts)
-	s.ckpts.m[runID] = map[string]*Checkpoint{cp.ID(): cp}
-	if r := s.runs.m[runID]; r != nil {
+	s.ckpts.replaceRun(runID, cp)
+	if r := s.runs.at(runID); r != nil {
 		r.copying = false // counted by its checkpoint from now on
 	}
 	s.unlock(lkRuns | lkCkpts)
@@ -210,20 +210,6 @@ func (s *Service) CopyWeights(ctx context.Context, tenant string, in CopyInput) 
 	}
 	s.auditCheckpoint(ctx, tenant, AuditCheckpointCopy, cp, d)
 	return path, nil
-}
-
-// ownsProject reports whether a project id is the tenant's: its name (the default
-// project) or the project of one of its sessions. Callers hold the sessions lock.
-func (s *Service) ownsProject(tenant, project string) bool {
-	if project == tenant {
-		return true
-	}
-	for _, se := range s.sessions.m {
-		if se.Tenant == tenant && ProjectOf(se) == project {
-			return true
-		}
-	}
-	return false
 }
 
 // copyDir copies the regular files of src into a new directory dst (through a temporary

@@ -23,7 +23,7 @@ func (s *Service) DiskUsage(tenant string) int64 {
 	}
 	var dirs []dir
 	s.lock(lkRuns)
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant == tenant {
 			dirs = append(dirs, dir{r.ID, holdsAdapter(r)})
 		}
@@ -40,12 +40,12 @@ func (s *Service) DiskUsage(tenant string) int64 {
 				n += size
 				continue
 			}
-			size = dirSize(s.ckpts.files.runDir(d.run)) // outside the locks
+			size = dirSize(s.ckpts.layout().runDir(d.run)) // outside the locks
 			s.knownSize(d.run, gen, size)
 			n += size
 			continue
 		}
-		n += dirSize(s.ckpts.files.runDir(d.run))
+		n += dirSize(s.ckpts.layout().runDir(d.run))
 	}
 	return n
 }

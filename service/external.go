@@ -2,10 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -60,11 +56,6 @@ type ExternalResult struct {
 	SizeBytes int64
 }
 
-// ExternalEncoder encodes the export's result (the HTTP layer implements it).
-type ExternalEncoder interface {
-	SaveWeightsExternal(ExternalResult) (futures.Result, error)
-}
-
 // ParseRecipients parses age recipients: x25519 (age1…) or SSH public keys.
 func ParseRecipients(list []string) ([]age.Recipient, error) {
 	if len(list) > MaxAgeRecipients {
@@ -99,7 +90,7 @@ func clip(s string, n int) string {
 }
 
 // SaveExternal queues a weight export on the run (in its seq_id order).
-func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalInput, enc ExternalEncoder) (string, error) {
+func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalInput) (string, error) {
 	if err := validCheckpointName(in.Name); err != nil {
 		return "", err
 	}
@@ -128,7 +119,7 @@ func (s *Service) SaveExternal(ctx context.Context, tenant string, in ExternalIn
 		if err != nil {
 			return futures.Result{}, err
 		}
-		return enc.SaveWeightsExternal(res)
+		return s.enc.SaveWeightsExternal(res)
 	})
 }
 
@@ -138,7 +129,7 @@ func (s *Service) doExport(ctx context.Context, r *Run, in ExternalInput, recipi
 		return ExternalResult{}, err
 	}
 	defer release()
-	parent := s.ckpts.files.kindDir(r.ID, CkptExternal)
+	parent := s.ckpts.layout().kindDir(r.ID, CkptExternal)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return ExternalResult{}, fmt.Errorf("export: %w", err)
 	}
@@ -280,45 +271,13 @@ const fileTokenTag = "file\x00"
 // FileToken signs a link to one file of a tenant's checkpoint, valid for ttl.
 func (s *Service) FileToken(c Checkpoint, file string, ttl time.Duration) (string, time.Time) {
 	exp := s.now().Add(ttl).Truncate(time.Second)
-	return s.sign(exp, fileTokenTag+c.TinkerPath()+"\x00"+file), exp
-}
-
-// sign makes a token of an expiry and a payload: both, then their HMAC.
-func (s *Service) sign(exp time.Time, payload string) string {
-	buf := make([]byte, 8, 8+len(payload))
-	binary.BigEndian.PutUint64(buf, uint64(exp.Unix()))
-	buf = append(buf, payload...)
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(buf)
-	return base64.RawURLEncoding.EncodeToString(buf) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// verify returns a valid, unexpired token's payload.
-func (s *Service) verify(tok string) (string, error) {
-	a, b, ok := strings.Cut(tok, ".")
-	if !ok {
-		return "", ErrBadToken
-	}
-	buf, err1 := base64.RawURLEncoding.DecodeString(a)
-	sig, err2 := base64.RawURLEncoding.DecodeString(b)
-	if err1 != nil || err2 != nil || len(buf) < 9 {
-		return "", ErrBadToken
-	}
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(buf)
-	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return "", ErrBadToken
-	}
-	if s.now().Unix() > int64(binary.BigEndian.Uint64(buf[:8])) {
-		return "", ErrBadToken
-	}
-	return string(buf[8:]), nil
+	return s.tokens.sign(exp, fileTokenTag+c.TinkerPath()+"\x00"+file), exp
 }
 
 // OpenFile verifies a file token for file and opens that file of the checkpoint; the
 // caller closes it.
 func (s *Service) OpenFile(tok, file string) (*CheckpointFile, error) {
-	payload, err := s.verify(tok)
+	payload, err := s.tokens.verify(tok)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func (s *Service) flush(ctx context.Context) {
 	recs := make(map[string]Run, len(batch))
 	s.lock(lkRuns)
 	for id, r := range batch {
-		if s.runs.m[id] == r { // not taken out meanwhile (a creation undone)
+		if s.runs.at(id) == r { // not taken out meanwhile (a creation undone)
 			recs[id] = *r
 		}
 	}

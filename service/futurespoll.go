@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -53,14 +54,19 @@ type completionLogs struct {
 	mu     sync.Mutex
 	logs   map[pollKey]*completionLog
 	cursor int64
-	max    int
+	max    int           // limits.max_completion_events_per_sampler
+	ttl    time.Duration // persistence.future_ttl_seconds
+	fut    *futures.Manager
+	log    *slog.Logger
+	now    func() time.Time
 
 	stop     chan struct{}
 	watchers sync.WaitGroup
 }
 
-func newCompletionLogs(max int) *completionLogs {
-	return &completionLogs{logs: map[pollKey]*completionLog{}, cursor: time.Now().UnixMicro(), max: max, stop: make(chan struct{})}
+func newCompletionLogs(max int, ttl time.Duration, fut *futures.Manager, log *slog.Logger, now func() time.Time) *completionLogs {
+	return &completionLogs{logs: map[pollKey]*completionLog{}, cursor: time.Now().UnixMicro(), max: max, ttl: ttl,
+		fut: fut, log: log, now: now, stop: make(chan struct{})}
 }
 
 // close stops the watchers and waits for them.
@@ -75,8 +81,8 @@ func (c *completionLogs) close() {
 	c.watchers.Wait()
 }
 
-// log returns k's log, creating it. Callers hold c.mu.
-func (c *completionLogs) log(k pollKey, now time.Time) *completionLog {
+// logOf returns k's log, creating it. Callers hold c.mu.
+func (c *completionLogs) logOf(k pollKey, now time.Time) *completionLog {
 	l, ok := c.logs[k]
 	if !ok {
 		l = &completionLog{known: map[string]bool{}, wake: make(chan struct{})}
@@ -86,11 +92,10 @@ func (c *completionLogs) log(k pollKey, now time.Time) *completionLog {
 	return l
 }
 
-// watchCompletion records a sampling request's resolution in its session's log when it
+// watch records a sampling request's resolution in its session's log when it
 // comes. It waits in a goroutine of its own, so every way a future resolves (it ran,
 // failed, was cancelled or dropped while queued) is reported alike.
-func (s *Service) watchCompletion(tenant, samplerID string, seq int64, requestID string) {
-	c := s.polls
+func (c *completionLogs) watch(tenant, samplerID string, seq int64, requestID string) {
 	k := pollKey{samplerID, seq / CloneStride}
 	c.mu.Lock()
 	select {
@@ -99,7 +104,7 @@ func (s *Service) watchCompletion(tenant, samplerID string, seq int64, requestID
 		return
 	default:
 	}
-	l := c.log(k, s.now())
+	l := c.logOf(k, c.now())
 	if l.known[requestID] {
 		c.mu.Unlock()
 		return // a deduplicated resubmission: the first one watches
@@ -119,15 +124,15 @@ func (s *Service) watchCompletion(tenant, samplerID string, seq int64, requestID
 			}
 		}()
 		for {
-			rec, err := s.fut.Wait(ctx, tenant, requestID, time.Minute)
+			rec, err := c.fut.Wait(ctx, tenant, requestID, time.Minute)
 			switch {
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, futures.ErrNotFound):
-				s.addCompletion(k, Completion{RequestID: requestID, Failed: true})
+				c.add(k, Completion{RequestID: requestID, Failed: true})
 				return
 			case err != nil:
-				s.log.Warn("retrieve_futures: waiting for a sampling request failed", "request_id", requestID, "error", err)
+				c.log.Warn("retrieve_futures: waiting for a sampling request failed", "request_id", requestID, "error", err)
 				select {
 				case <-ctx.Done():
 					return
@@ -139,23 +144,24 @@ func (s *Service) watchCompletion(tenant, samplerID string, seq int64, requestID
 				if rec.Result != nil {
 					ev.PayloadSize = int64(len(rec.Result.Body))
 				}
-				s.addCompletion(k, ev)
+				c.add(k, ev)
 				return
 			}
 		}
 	}()
 }
 
-func (s *Service) addCompletion(k pollKey, ev Completion) {
-	c := s.polls
+// add appends a resolved request to k's log, dropping the oldest beyond the bound, and
+// wakes k's pollers.
+func (c *completionLogs) add(k pollKey, ev Completion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.log(k, s.now())
+	l := c.logOf(k, c.now())
 	c.cursor++
-	ev.Cursor, ev.at = c.cursor, s.now()
+	ev.Cursor, ev.at = c.cursor, c.now()
 	l.events = append(l.events, ev)
 	if n := len(l.events) - c.max; n > 0 {
-		s.log.Warn("retrieve_futures: a sampling session's unacknowledged completions exceed limits.max_completion_events_per_sampler; the oldest are dropped",
+		c.log.Warn("retrieve_futures: a sampling session's unacknowledged completions exceed limits.max_completion_events_per_sampler; the oldest are dropped",
 			"sampling_session_id", k.sampler, "clone", k.clone, "dropped", n)
 		for _, old := range l.events[:n] {
 			delete(l.known, old.RequestID)
@@ -177,7 +183,7 @@ func (s *Service) RetrieveFutures(ctx context.Context, tenant, samplerID string,
 		return nil, 0, err
 	}
 	s.lock(lkSessions)
-	err = finishedErr(s.sessions.m[sm.SessionID])
+	err = finishedErr(s.sessions.at(sm.SessionID))
 	s.unlock(lkSessions)
 	if err != nil {
 		return nil, 0, err
@@ -188,12 +194,16 @@ func (s *Service) RetrieveFutures(ctx context.Context, tenant, samplerID string,
 	if prevCursor < 0 {
 		return nil, 0, invalidf("prev_cursor %d must not be negative", prevCursor)
 	}
-	c := s.polls
-	k := pollKey{samplerID, clone}
+	return s.polls.poll(ctx, pollKey{samplerID, clone}, prevCursor, wait)
+}
+
+// poll returns k's completions after prevCursor, waiting up to wait for one, and drops
+// those at or before it (RetrieveFutures).
+func (c *completionLogs) poll(ctx context.Context, k pollKey, prevCursor int64, wait time.Duration) ([]Completion, int64, error) {
 	var timer <-chan time.Time
 	for {
 		c.mu.Lock()
-		l := c.log(k, s.now())
+		l := c.logOf(k, c.now())
 		n := 0
 		for n < len(l.events) && l.events[n].Cursor <= prevCursor {
 			delete(l.known, l.events[n].RequestID)
@@ -228,11 +238,10 @@ func (s *Service) RetrieveFutures(ctx context.Context, tenant, samplerID string,
 	}
 }
 
-// expireCompletions drops events older than the futures' TTL and logs of sampling
+// expire drops events older than the futures' TTL and logs of sampling
 // sessions nobody polled or watched for as long (the reaper calls it).
-func (s *Service) expireCompletions(now time.Time) {
-	c := s.polls
-	ttl := s.cfg.FutureTTL()
+func (c *completionLogs) expire(now time.Time) {
+	ttl := c.ttl
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, l := range c.logs {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tuft-go/tuft/backend"
@@ -49,12 +47,12 @@ type InferenceModel struct {
 
 // InferenceModels lists what a tenant may name: the served base models, then the
 // tenant's sampler checkpoints, newest first.
-func (s *Service) InferenceModels(tenant string) []InferenceModel {
+func (s *Service) InferenceModels(ctx context.Context, tenant string) []InferenceModel {
 	var out []InferenceModel
 	for _, m := range s.Models() {
 		out = append(out, InferenceModel{ID: m.Name, OwnedBy: "tuft", BaseModel: m.Name})
 	}
-	ckpts, _ := s.ListAllCheckpoints(tenant, 0, 0)
+	ckpts, _ := s.ListAllCheckpoints(ctx, tenant, 0, 0)
 	for _, c := range ckpts {
 		if c.Type == CkptSampler {
 			out = append(out, InferenceModel{ID: c.TinkerPath(), Created: c.CreatedAt, OwnedBy: c.Tenant, BaseModel: c.BaseModel})
@@ -284,7 +282,7 @@ func (s *Service) Infer(ctx context.Context, tenant string, in InferInput) (out 
 	}
 	job.failed = func(err error) { runErr = err }
 	if t.Checkpoint != "" {
-		lora, release, err := s.acquireAdapter(ctx, t)
+		lora, release, err := s.adapters.acquire(ctx, t)
 		if err != nil {
 			return out, err
 		}
@@ -324,141 +322,9 @@ func (s *Service) Infer(ctx context.Context, tenant string, in InferInput) (out 
 	}
 }
 
-// adapterCache keeps the checkpoints named by compatible requests loaded on the
-// executor, keyed by tinker path, up to inference.max_adapters (least recently used
-// first out; adapters in use never).
-type adapterCache struct {
-	mu    sync.Mutex
-	byKey map[string]*cachedAdapter
-	clock int64
-}
-
-type cachedAdapter struct {
-	key, id, base string
-	mod           time.Time
-	refs          int
-	used          int64
-	stale         bool          // a newer version of the checkpoint replaced it
-	ready         chan struct{} // closed once loaded (err says how)
-	err           error
-}
-
-// acquireAdapter returns the executor's adapter id for t's checkpoint, loading it on
-// first use, and a release function to call when the generation is over.
-func (s *Service) acquireAdapter(ctx context.Context, t *InferenceTarget) (string, func(), error) {
-	c := &s.adapters
-	c.mu.Lock()
-	if c.byKey == nil {
-		c.byKey = map[string]*cachedAdapter{}
-	}
-	e := c.byKey[t.Checkpoint]
-	var drop []*cachedAdapter
-	if e != nil && !e.mod.Equal(t.mod) {
-		// The checkpoint was written again: serve the new weights under a new id.
-		e.stale = true
-		delete(c.byKey, e.key)
-		if e.refs == 0 {
-			drop = append(drop, e)
-		}
-		e = nil
-	}
-	load := e == nil
-	if load {
-		e = &cachedAdapter{key: t.Checkpoint, base: t.BaseModel, mod: t.mod, ready: make(chan struct{}),
-			id: fmt.Sprintf("oai:%s@%d", t.Checkpoint, t.mod.UnixNano())}
-		c.byKey[e.key] = e
-	}
-	e.refs++
-	c.clock++
-	e.used = c.clock
-	c.mu.Unlock()
-	s.dropAdapters(ctx, drop)
-
-	var once sync.Once
-	release := func() { once.Do(func() { s.releaseAdapter(e) }) }
-	if load {
-		// Loaded for whoever waits: one caller going away must not fail the others.
-		e.err = s.be.AddSamplerAdapter(context.WithoutCancel(ctx), e.base, e.id, t.dir)
-		if e.err != nil {
-			c.mu.Lock()
-			if c.byKey[e.key] == e {
-				delete(c.byKey, e.key)
-			}
-			c.mu.Unlock()
-		}
-		close(e.ready)
-	} else {
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			release()
-			return "", nil, ctx.Err()
-		}
-	}
-	if e.err != nil {
-		release()
-		return "", nil, &Error{Kind: KindInternal, Msg: fmt.Sprintf("could not load checkpoint %s: %v", t.Checkpoint, e.err), Err: e.err}
-	}
-	s.evictAdapters(ctx)
-	return e.id, release, nil
-}
-
-func (s *Service) releaseAdapter(e *cachedAdapter) {
-	c := &s.adapters
-	c.mu.Lock()
-	e.refs--
-	stale := e.stale && e.refs == 0 && e.err == nil
-	c.mu.Unlock()
-	ctx := context.Background()
-	if stale {
-		s.dropAdapters(ctx, []*cachedAdapter{e})
-	}
-	s.evictAdapters(ctx)
-}
-
-// evictAdapters drops the least recently used idle adapters beyond inference.max_adapters.
-func (s *Service) evictAdapters(ctx context.Context) {
-	c := &s.adapters
-	c.mu.Lock()
-	var idle []*cachedAdapter
-	for _, e := range c.byKey {
-		select {
-		case <-e.ready:
-			if e.refs == 0 && e.err == nil {
-				idle = append(idle, e)
-			}
-		default:
-		}
-	}
-	over := len(c.byKey) - s.cfg.Inference.MaxAdapters
-	var drop []*cachedAdapter
-	if over > 0 {
-		sort.Slice(idle, func(i, j int) bool { return idle[i].used < idle[j].used })
-		if over > len(idle) {
-			over = len(idle)
-		}
-		drop = idle[:over]
-		for _, e := range drop {
-			delete(c.byKey, e.key)
-		}
-	}
-	c.mu.Unlock()
-	s.dropAdapters(ctx, drop)
-}
-
-func (s *Service) dropAdapters(ctx context.Context, drop []*cachedAdapter) {
-	for _, e := range drop {
-		if err := s.be.RemoveSamplerAdapter(context.WithoutCancel(ctx), e.base, e.id); err != nil {
-			s.log.Warn("could not drop an inference adapter", "adapter", e.id, "error", err)
-		}
-	}
-}
-
 // LoadedInferenceAdapters is how many checkpoints the compatible routes hold loaded.
 func (s *Service) LoadedInferenceAdapters() int {
-	s.adapters.mu.Lock()
-	defer s.adapters.mu.Unlock()
-	return len(s.adapters.byKey)
+	return s.adapters.loaded()
 }
 
 // Limits are the configured per-request limits, for the routes that check requests

@@ -35,7 +35,7 @@ func inflightAdapterID(runID string) string { return runID + "/inflight" }
 // run's inflight directory and loaded into its shared sampling adapter. It runs as the
 // run's operation (in seq_id order), so two publications never interleave.
 func (s *Service) publishInflight(ctx context.Context, r *Run) (string, error) {
-	dir := s.ckpts.files.inflightDir(r.ID)
+	dir := s.ckpts.layout().inflightDir(r.ID)
 	err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) })
 	s.diskChanged(r.ID)
 	if err != nil {

@@ -23,12 +23,12 @@ func (s *Service) JoinSamplingSession(ctx context.Context, tenant, samplerID str
 		telemetry.End(sp, err)
 	}()
 	s.lock(lkSessions | lkSamplers)
-	sm, ok := s.samplers.m[samplerID]
+	sm, ok := s.samplers.get(samplerID)
 	if !ok || sm.Tenant != tenant {
 		s.unlock(lkSessions | lkSamplers)
 		return 0, s.settle(miss(keySampler+samplerID, tenant, notFoundf("sampler %q not found", samplerID)))
 	}
-	if err := finishedErr(s.sessions.m[sm.SessionID]); err != nil {
+	if err := finishedErr(s.sessions.at(sm.SessionID)); err != nil {
 		s.unlock(lkSessions | lkSamplers)
 		return 0, err
 	}

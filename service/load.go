@@ -32,7 +32,7 @@ type CreateFromCheckpointInput struct {
 // checkpoint: LoRA rank and targets, base model and (with Optimizer) optimizer state come
 // from it. The load is the run's seq_id 0, so its next operation is seq_id 1, as the SDK
 // expects. A retry with the same payload returns the same request id.
-func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in CreateFromCheckpointInput, enc ResultEncoder) (requestID, runID string, err error) {
+func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in CreateFromCheckpointInput) (requestID, runID string, err error) {
 	if in.ModelSeqID < 0 {
 		return "", "", invalidf("model_seq_id %d must not be negative", in.ModelSeqID)
 	}
@@ -47,7 +47,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		s.unlock(lkSessions | lkRuns | lkCkpts)
 		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs.m[runID]; ok {
+	if r, ok := s.runs.get(runID); ok {
 		payload, reqID := r.CreatePayload, r.RequestID
 		s.unlock(lkSessions | lkRuns | lkCkpts)
 		if payload == in.PayloadHash && reqID != "" {
@@ -107,7 +107,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 		return "", "", err
 	}
 	s.lock(quotaLocks)
-	if _, ok := s.runs.m[runID]; ok { // created meanwhile
+	if _, ok := s.runs.get(runID); ok { // created meanwhile
 		s.unlock(quotaLocks)
 		return "", "", conflictf("training run %s already exists (model_seq_id %d is taken)", runID, in.ModelSeqID)
 	}
@@ -119,7 +119,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: base,
 		Lora: src.Lora, UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: optimizer, LoadedFrom: &LoadSource{Path: in.Path, Dir: src.Dir, Optimizer: in.Optimizer}}
-	s.runs.m[runID] = r
+	s.runs.put(r)
 	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
@@ -152,7 +152,7 @@ func (s *Service) CreateFromCheckpoint(ctx context.Context, tenant string, in Cr
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
-			return enc.LoadWeights(in.Path, r.ID)
+			return s.enc.LoadWeights(in.Path, r.ID)
 		},
 	})
 	return s.settleCreation(ctx, r, id, err)

@@ -86,7 +86,7 @@ func (s *Service) persistHeartbeat(ctx context.Context, id string, t time.Time) 
 // restoreHeartbeats applies the stored heartbeat times to the restored sessions.
 func (s *Service) restoreHeartbeats(ctx context.Context) error {
 	return s.st.Scan(ctx, keyHeartbeat, func(key string, v []byte) error {
-		se := s.sessions.m[key[len(keyHeartbeat):]]
+		se := s.sessions.at(key[len(keyHeartbeat):])
 		var t time.Time
 		if se != nil && t.UnmarshalText(v) == nil && t.After(se.LastHeartbeat) {
 			se.LastHeartbeat = t

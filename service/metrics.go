@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/telemetry"
@@ -95,6 +97,13 @@ type metricCtl struct {
 	mu  sync.Mutex
 	m   map[string]*metricHist
 	max int // limits.max_metric_points_per_run
+}
+
+// newMetricCtl holds at most max points per run (limits.max_metric_points_per_run,
+// validated by config; a zero here is a wiring bug).
+func newMetricCtl(max int) metricCtl {
+	config.MustPositive("limits.max_metric_points_per_run", max)
+	return metricCtl{m: map[string]*metricHist{}, max: max}
 }
 
 func metricKey(runID string, seq int64, max int) string {
@@ -284,8 +293,9 @@ func (s *Service) dropMetrics(ctx context.Context, runID string) {
 // before); those of ended runs stay in the store (cold). A history stored under another
 // bound (the key changed between starts) is rewritten under the current one, keeping
 // its newest points.
-func (c *metricCtl) load(ctx context.Context, st store.Store, runs map[string]*Run, log *slog.Logger) error {
-	for runID, r := range runs {
+func (c *metricCtl) load(ctx context.Context, st store.Store, runs iter.Seq[*Run], log *slog.Logger) error {
+	for r := range runs {
+		runID := r.ID
 		if r.State == RunUnloaded || r.State == RunCorrupted {
 			h := newMetricHist()
 			h.ended, h.cold = true, true

@@ -23,7 +23,7 @@ import (
 const reasonSessionPruned = "session_pruned"
 
 // endedAt is when a session finished or expired (ok false: it is open).
-func (s *Service) endedAt(se *Session) (time.Time, bool) {
+func (s *family) endedAt(se *Session) (time.Time, bool) {
 	switch {
 	case se.Finished != nil:
 		return se.Finished.At, true
@@ -39,7 +39,7 @@ func (s *Service) pruneSessions(ctx context.Context, now time.Time) int {
 	retention := s.cfg.FinishedRetention()
 	var recs []Session
 	s.lock(lkSessions)
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.all() {
 		if ended, ok := s.endedAt(se); ok && !se.Pruned && now.Sub(ended) > retention {
 			compact(se)
 			recs = append(recs, *se)

@@ -22,20 +22,6 @@ import (
 // 404 that says the checkpoint is no longer published, the copier's samplers opened from
 // the copy stop, and the copier can never publish the copy itself.
 
-// inherited is the 404 for a copy whose original is no longer published (nil for any
-// other checkpoint). Callers hold the checkpoints lock.
-func (cc *ckptCtl) inherited(c *Checkpoint) error {
-	if c.CopyOf == "" {
-		return nil
-	}
-	if runID, kind, name, err := ParseTinkerPath(c.CopyOf); err == nil {
-		if src, ok := cc.m[runID][kind+"/"+name]; ok && src.Public {
-			return nil
-		}
-	}
-	return notFoundf("checkpoint %s is a copy of %s, which is %s", c.TinkerPath(), c.CopyOf, withdrawnWhat)
-}
-
 // weightsOnly reports whether tenant may load c's weights only: c is another tenant's
 // published checkpoint, or a copy of one. A published checkpoint shares its weights; its
 // optimizer moments are its owner's training state (they follow the owner's gradients),
@@ -46,22 +32,6 @@ func (cc *ckptCtl) inherited(c *Checkpoint) error {
 // resumes another tenant's optimizer).
 func weightsOnly(tenant string, c *Checkpoint) bool {
 	return c.CopyOf != "" || c.Tenant != tenant
-}
-
-// ownOptimizer reports whether tenant may load the optimizer state of the checkpoint at
-// path, for a restore that repeats a load recorded before the load was checked (a record
-// written by an older version that let another tenant's optimizer state through): such a
-// load, or one from a checkpoint deleted since, is repeated with the weights only.
-// Callers hold no controller lock.
-func (s *Service) ownOptimizer(tenant, path string) bool {
-	runID, kind, name, err := ParseTinkerPath(path)
-	if err != nil {
-		return false
-	}
-	s.lock(lkCkpts)
-	defer s.unlock(lkCkpts)
-	c, ok := s.ckpts.get(runID, kind+"/"+name)
-	return ok && !weightsOnly(tenant, c)
 }
 
 // optimizerNotShared is the 400 for loading the optimizer state of a checkpoint that
@@ -94,7 +64,7 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 		return nil
 	}
 	s.lock(lkSamplers)
-	live := s.samplers.m[sm.ID]
+	live := s.samplers.at(sm.ID)
 	if live != nil && !live.Closed {
 		live.ClosedWhy = withdrawn(sm.ModelPath)
 	}
@@ -110,17 +80,15 @@ func (s *Service) checkSamplerSource(ctx context.Context, sm *Sampler) error {
 func (s *Service) stopForeignSamplers(ctx context.Context, owner, path string) {
 	paths := map[string]bool{path: true} // and the copies that inherit its publication
 	s.lock(lkCkpts)
-	for _, m := range s.ckpts.m {
-		for _, c := range m {
-			if c.CopyOf == path {
-				paths[c.TinkerPath()] = true
-			}
+	for c := range s.ckpts.all() {
+		if c.CopyOf == path {
+			paths[c.TinkerPath()] = true
 		}
 	}
 	s.unlock(lkCkpts)
 	var victims []*Sampler
 	s.lock(lkSamplers)
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if !sm.Closed && paths[sm.ModelPath] && sm.Tenant != owner {
 			sm.ClosedWhy = withdrawn(path)
 			victims = append(victims, sm)

@@ -88,8 +88,8 @@ func overQuota(limit string, now time.Time, items []held, excess int64, msg stri
 
 // releaseAt is when the reaper will release what session id holds if its client seems
 // gone; zero while it heartbeats. Callers hold the sessions lock.
-func (s *Service) releaseAt(id string, now time.Time) time.Time {
-	se := s.sessions.m[id]
+func (s *family) releaseAt(id string, now time.Time) time.Time {
+	se := s.sessions.at(id)
 	if se == nil || se.Finished != nil || se.Expired || now.Sub(se.LastHeartbeat) < staleHeartbeat {
 		return time.Time{}
 	}
@@ -100,18 +100,12 @@ func (s *Service) releaseAt(id string, now time.Time) time.Time {
 // created.
 func holdsAdapter(r *Run) bool { return r.State == RunCreating || r.State == RunReady }
 
-// holdsCopy reports whether a run made by copy_weights still holds its copy (or is
-// writing it). Callers hold the runs and checkpoints locks.
-func (s *Service) holdsCopy(r *Run) bool {
-	return r.Copy && (r.copying || len(s.ckpts.m[r.ID]) > 0)
-}
-
 // countRuns counts what limits.max_runs_per_tenant bounds for tenant: its live runs and
 // the copies it holds (issue 22, finding 7: copies were made outside the quota). A
 // copy is released by deleting its checkpoint; only a live run's session can make the
 // reaper free it. Callers hold quotaLocks.
-func (s *Service) countRuns(tenant string, now time.Time) (n int64, items []held) {
-	for _, r := range s.runs.m {
+func (s *family) countRuns(tenant string, now time.Time) (n int64, items []held) {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant != tenant {
 			continue
 		}
@@ -133,7 +127,7 @@ const freeRuns = "unload a run you no longer train (unload_model), delete copies
 
 // runsOver is the refusal of one more run or copy over limits.max_runs_per_tenant (nil
 // within it). Callers hold quotaLocks.
-func (s *Service) runsOver(tenant string) error {
+func (s *family) runsOver(tenant string) error {
 	now := s.now()
 	n, items := s.countRuns(tenant, now)
 	if max := int64(s.cfg.Limits.MaxRunsPerTenant); n+1 > max {
@@ -145,11 +139,11 @@ func (s *Service) runsOver(tenant string) error {
 
 // checkCopyQuota refuses one more copy (copy_weights) over limits.max_runs_per_tenant.
 // Callers hold quotaLocks and insert the copy's run before releasing them.
-func (s *Service) checkCopyQuota(tenant string) error { return s.runsOver(tenant) }
+func (s *family) checkCopyQuota(tenant string) error { return s.runsOver(tenant) }
 
 // adapterBytes is the executor memory of an adapter of lora on base: weights, gradients
 // and two optimizer moments, float32.
-func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
+func (s *family) adapterBytes(base string, lora engine.LoraConfig) int64 {
 	return 16 * engine.LoraParamCount(s.models[base].Config, lora)
 }
 
@@ -157,13 +151,13 @@ func (s *Service) adapterBytes(base string, lora engine.LoraConfig) int64 {
 // limits.max_runs_per_tenant (live runs and copies) or limits.max_adapter_bytes_per_tenant.
 // Callers hold quotaLocks and insert the run before releasing them, so two creations
 // cannot both pass.
-func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) error {
+func (s *family) checkRunQuota(tenant, base string, lora engine.LoraConfig) error {
 	lim := s.cfg.Limits
 	now := s.now()
 	add := s.adapterBytes(base, lora)
 	var bytes int64
 	var mem []held
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant != tenant || !holdsAdapter(r) {
 			continue
 		}
@@ -185,12 +179,12 @@ func (s *Service) checkRunQuota(tenant, base string, lora engine.LoraConfig) err
 // checkSessionQuota refuses one more open client session for tenant over
 // limits.max_sessions_per_tenant. Callers hold the sessions lock and insert the session
 // before releasing it.
-func (s *Service) checkSessionQuota(tenant string) error {
+func (s *family) checkSessionQuota(tenant string) error {
 	max := int64(s.cfg.Limits.MaxSessionsPerTenant)
 	now := s.now()
 	var n int64
 	var items []held
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
 			n++
 			items = append(items, held{1, s.releaseAt(se.ID, now)})
@@ -207,12 +201,12 @@ func (s *Service) checkSessionQuota(tenant string) error {
 // limits.max_samplers_per_tenant; replacing is the id of a session the new one replaces
 // (not counted). Callers hold the sessions and samplers locks and insert the sampler
 // before releasing them.
-func (s *Service) checkSamplerQuota(tenant, replacing string) error {
+func (s *family) checkSamplerQuota(tenant, replacing string) error {
 	max := int64(s.cfg.Limits.MaxSamplersPerTenant)
 	now := s.now()
 	var n int64
 	var items []held
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(tenant) {
 		if sm.Tenant == tenant && !sm.Closed && sm.ID != replacing {
 			n++
 			items = append(items, held{1, s.releaseAt(sm.SessionID, now)})
@@ -251,24 +245,20 @@ func stringMapBytes(m map[string]string) int64 {
 // ones too, until pruned: prune.go), its live runs' and its checkpoints', and each
 // session's share with when the reaper will prune it (metadataRelease). Callers hold
 // quotaLocks.
-func (s *Service) tenantMetadata(tenant string, now time.Time) (n int64, items []held) {
-	for _, se := range s.sessions.m {
+func (s *family) tenantMetadata(tenant string, now time.Time) (n int64, items []held) {
+	for se := range s.sessions.ofTenant(tenant) {
 		if b := sessionMetadataBytes(se); se.Tenant == tenant && b > 0 {
 			n += b
 			items = append(items, held{b, s.metadataRelease(se, now)})
 		}
 	}
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant == tenant && holdsAdapter(r) {
 			n += int64(len(r.UserMetadata))
 		}
 	}
-	for _, m := range s.ckpts.m {
-		for _, c := range m {
-			if c.Tenant == tenant {
-				n += stringMapBytes(c.UserMetadata)
-			}
-		}
+	for c := range s.ckpts.ofTenant(tenant) {
+		n += stringMapBytes(c.UserMetadata)
 	}
 	return n, items
 }
@@ -276,7 +266,7 @@ func (s *Service) tenantMetadata(tenant string, now time.Time) (n int64, items [
 // metadataRelease is when the reaper will prune session se's metadata: its end plus
 // sessions.finished_retention_seconds, for an ended session or one whose client stopped
 // heartbeating; zero while its client is alive.
-func (s *Service) metadataRelease(se *Session, now time.Time) time.Time {
+func (s *family) metadataRelease(se *Session, now time.Time) time.Time {
 	ended, ok := s.endedAt(se)
 	if !ok {
 		if now.Sub(se.LastHeartbeat) < staleHeartbeat {
@@ -291,7 +281,7 @@ func (s *Service) metadataRelease(se *Session, now time.Time) time.Time {
 // limits.max_metadata_bytes (413), or over what limits.max_metadata_bytes_per_tenant
 // leaves to tenant (403); replaced is what an overwritten record held. Callers hold
 // quotaLocks.
-func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error {
+func (s *family) checkMetadata(tenant, what string, size, replaced int64) error {
 	lim := s.cfg.Limits
 	if size > int64(lim.MaxMetadataBytes) {
 		return &Error{Kind: KindTooLarge, Limit: "limits.max_metadata_bytes", Msg: fmt.Sprintf("%s carries %d bytes of metadata (tags and user_metadata as JSON), more than limits.max_metadata_bytes (%d)",
@@ -314,7 +304,7 @@ func (s *Service) checkMetadata(tenant, what string, size, replaced int64) error
 // saveBytes is an upper bound of what a save of run r writes: the adapter in float32,
 // with two optimizer moments for a training checkpoint, room for each tensor's entry in
 // the safetensors headers, and for the small files (config, optimizer state).
-func (s *Service) saveBytes(r *Run, optimizer bool) int64 {
+func (s *family) saveBytes(r *Run, optimizer bool) int64 {
 	c := s.models[r.BaseModel].Config
 	copies := int64(1)
 	if optimizer {
@@ -330,7 +320,7 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 	if !sm.Ephemeral || sm.Inflight || sm.AdapterDir == "" || sm.RunID == "" {
 		return
 	}
-	if filepath.Dir(sm.AdapterDir) != s.ckpts.files.ephemeralParent(sm.RunID) {
+	if filepath.Dir(sm.AdapterDir) != s.ckpts.layout().ephemeralParent(sm.RunID) {
 		return // never delete outside the run's own sampler weights
 	}
 	defer s.diskChanged(sm.RunID)
@@ -344,14 +334,15 @@ func (s *Service) removeEphemeral(sm *Sampler) {
 // removed, or by a version that never removed them.
 func (s *Service) sweepEphemeral() {
 	keep := map[string]bool{}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if !sm.Closed && sm.Ephemeral && sm.AdapterDir != "" {
 			keep[sm.AdapterDir] = true
 		}
 	}
 	removed := 0
-	for id := range s.runs.m {
-		parent := s.ckpts.files.ephemeralParent(id)
+	for r := range s.runs.all() {
+		id := r.ID
+		parent := s.ckpts.layout().ephemeralParent(id)
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			continue
@@ -375,7 +366,7 @@ func (s *Service) sweepEphemeral() {
 const quotaLocks = lkSessions | lkRuns | lkCkpts
 
 // checkNewRun is checkRunQuota with the new run's metadata. Callers hold quotaLocks.
-func (s *Service) checkNewRun(tenant, base string, lora engine.LoraConfig, md Metadata) error {
+func (s *family) checkNewRun(tenant, base string, lora engine.LoraConfig, md Metadata) error {
 	if err := s.checkMetadata(tenant, "the training run's user_metadata", int64(len(md)), 0); err != nil {
 		return err
 	}
@@ -385,7 +376,7 @@ func (s *Service) checkNewRun(tenant, base string, lora engine.LoraConfig, md Me
 // checkSaveQuota refuses, when it is submitted, a save over the sampler quota (the
 // ephemeral form opens a sampling session) or the metadata quotas. Callers hold
 // quotaLocks and the samplers lock.
-func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral bool) error {
+func (s *family) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral bool) error {
 	if ephemeral {
 		replacing := SamplerID(r.SessionID, *in.SamplerSeq)
 		if len(s.ephemeralSamplers(r, replacing)) > 0 {
@@ -398,25 +389,6 @@ func (s *Service) checkSaveQuota(r *Run, in SaveInput, typ string, ephemeral boo
 		replaced = stringMapBytes(old.UserMetadata)
 	}
 	return s.checkMetadata(r.Tenant, "the checkpoint's user_metadata", stringMapBytes(in.UserMetadata), replaced)
-}
-
-// ephemeralSamplers are run r's open sampling sessions made by
-// save_weights_and_get_sampling_client (snapshot or inflight), except replacing, oldest
-// first. Callers hold the samplers lock.
-func (s *Service) ephemeralSamplers(r *Run, replacing string) []*Sampler {
-	var out []*Sampler
-	for _, sm := range s.samplers.m {
-		if sm.Ephemeral && !sm.Closed && sm.RunID == r.ID && sm.Tenant == r.Tenant && sm.ID != replacing {
-			out = append(out, sm)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].SeqID < out[j].SeqID
-	})
-	return out
 }
 
 // makeRoomForEphemeral releases run r's oldest sampling sessions made by
@@ -432,7 +404,7 @@ func (s *Service) makeRoomForEphemeral(ctx context.Context, r *Run, replacing st
 	s.lock(lkSamplers)
 	mine := s.ephemeralSamplers(r, replacing)
 	open := 0
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(r.Tenant) {
 		if sm.Tenant == r.Tenant && !sm.Closed && sm.ID != replacing {
 			open++
 		}

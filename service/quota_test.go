@@ -42,7 +42,7 @@ func newQuotaService(t *testing.T, st *countingStore, ck *clock, edit func(*conf
 	}
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestQuotaHeldBySilentSessionIs429UntilItExpires(t *testing.T) {
 	})
 	create := func(sess string, seq int64) error {
 		id, _, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: sess, ModelSeqID: seq, BaseModel: testenv.Model,
-			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 		if err == nil {
 			_, err = svc.Retrieve(ctx, "alice", id, 5*time.Second)
 		}
@@ -92,7 +92,7 @@ func TestQuotaHeldBySilentSessionIs429UntilItExpires(t *testing.T) {
 	// Bob is not affected at any time.
 	bs, _ := svc.CreateSession(ctx, "bob", service.CreateSessionInput{})
 	if _, _, err := svc.CreateModel(ctx, "bob", service.CreateModelInput{SessionID: bs.ID, BaseModel: testenv.Model,
-		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{}); err != nil {
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}); err != nil {
 		t.Fatalf("bob: %v", err)
 	}
 	ck.add(se.RetryAfter)

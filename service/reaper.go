@@ -34,22 +34,20 @@ func (s *Service) Reap(ctx context.Context) {
 	var expiredRecs []Session
 	var ckpts []*Checkpoint
 	s.lock(lkSessions | lkCkpts)
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.all() {
 		if !se.Expired && now.Sub(se.LastHeartbeat) > timeout {
 			se.Expired = true
 			expired = append(expired, se)
 			expiredRecs = append(expiredRecs, *se)
 		}
 	}
-	for _, m := range s.ckpts.m {
-		for _, c := range m {
-			if c.ExpiresAt != nil && now.After(*c.ExpiresAt) {
-				ckpts = append(ckpts, c)
-			}
+	for c := range s.ckpts.all() {
+		if c.ExpiresAt != nil && now.After(*c.ExpiresAt) {
+			ckpts = append(ckpts, c)
 		}
 	}
 	s.unlock(lkSessions | lkCkpts)
-	s.expireCompletions(now)
+	s.polls.expire(now)
 	for i, se := range expired {
 		s.expireSession(ctx, se, &expiredRecs[i])
 	}
@@ -74,12 +72,12 @@ func (s *Service) expireSession(ctx context.Context, se *Session, rec *Session) 
 	s.lock(lkRuns | lkSamplers)
 	var runs []*Run
 	var samplers []*Sampler
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(se.Tenant) {
 		if r.SessionID == se.ID && r.State == RunReady {
 			runs = append(runs, r)
 		}
 	}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(se.Tenant) {
 		if sm.SessionID == se.ID && !sm.Closed {
 			samplers = append(samplers, sm)
 		}

@@ -15,13 +15,14 @@ import (
 // directories are theirs to recover.
 func (s *Service) recoverSaves() {
 	var dirs []string
-	for id := range s.runs.m {
-		dirs = append(dirs, s.ckpts.files.autosaveDir(id), s.ckpts.files.inflightDir(id))
-		for _, c := range s.ckpts.m[id] {
+	for r := range s.runs.all() {
+		id := r.ID
+		dirs = append(dirs, s.ckpts.layout().autosaveDir(id), s.ckpts.layout().inflightDir(id))
+		for c := range s.ckpts.inRun(id) {
 			dirs = append(dirs, c.Dir)
 		}
 	}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if sm.Ephemeral && sm.AdapterDir != "" {
 			dirs = append(dirs, sm.AdapterDir)
 		}
@@ -32,8 +33,9 @@ func (s *Service) recoverSaves() {
 	for _, d := range dirs {
 		seen[d] = true
 	}
-	for id := range s.runs.m {
-		for _, parent := range s.ckpts.files.saveParents(id) {
+	for r := range s.runs.all() {
+		id := r.ID
+		for _, parent := range s.ckpts.layout().saveParents(id) {
 			ents, _ := os.ReadDir(parent)
 			for _, e := range ents {
 				name := leftoverOf(e.Name())

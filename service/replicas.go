@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tuft-go/tuft/store"
@@ -32,13 +33,22 @@ type replicaRecord struct {
 	Started time.Time `json:"started"`
 }
 
+// replicaSet is this replica's view of the others: who owns a record, where a replica
+// answers, and the other replicas' records a listing shows.
+type replicaSet struct {
+	st   store.Store
+	self string // this API replica ("" for a single server)
+	now  func() time.Time
+	log  *slog.Logger
+}
+
 // replicaTTL is how long a registration outlives its last renewal.
 const replicaTTL = 15 * time.Second
 
 // elsewhere reports an ElsewhereError when key's record exists in the store, belongs to
 // tenant and is owned by another replica; nil otherwise (also for a single server).
 // It reads the store: callers hold no controller lock (see settle).
-func (s *Service) elsewhere(key, tenant string) error {
+func (s *replicaSet) elsewhere(key, tenant string) error {
 	if s.self == "" {
 		return nil
 	}
@@ -61,6 +71,15 @@ func (s *Service) ReplicaID() string { return s.self }
 
 // ReplicaURL returns the base URL of a live replica.
 func (s *Service) ReplicaURL(ctx context.Context, id string) (string, bool) {
+	return s.replicas.url(ctx, id)
+}
+
+// RegisterReplica publishes this replica's URL until ctx ends (a no-op for a single
+// server), renewing it well within replicaTTL.
+func (s *Service) RegisterReplica(ctx context.Context, url string) { s.replicas.register(ctx, url) }
+
+// url returns the base URL of a live replica.
+func (s *replicaSet) url(ctx context.Context, id string) (string, bool) {
 	b, err := s.st.Get(ctx, keyReplica+id)
 	if err != nil {
 		return "", false
@@ -72,9 +91,8 @@ func (s *Service) ReplicaURL(ctx context.Context, id string) (string, bool) {
 	return r.URL, true
 }
 
-// RegisterReplica publishes this replica's URL until ctx ends (a no-op for a single
-// server), renewing it well within replicaTTL.
-func (s *Service) RegisterReplica(ctx context.Context, url string) {
+// register publishes this replica's URL until ctx ends (a no-op for a single server).
+func (s *replicaSet) register(ctx context.Context, url string) {
 	if s.self == "" {
 		return
 	}
@@ -91,11 +109,11 @@ type owned interface {
 
 // foreignRecords calls fn for the tenant's records under prefix that other replicas own
 // (listings must show every replica's records). A no-op for a single server.
-func foreignRecords[T owned](s *Service, prefix, tenant string, fn func(T)) {
+func foreignRecords[T owned](ctx context.Context, s *replicaSet, prefix, tenant string, fn func(T)) {
 	if s.self == "" {
 		return
 	}
-	err := s.st.Scan(context.Background(), prefix, func(_ string, v []byte) error {
+	err := s.st.Scan(ctx, prefix, func(_ string, v []byte) error {
 		var head struct {
 			Tenant string `json:"tenant"`
 			Owner  string `json:"owner"`

@@ -55,7 +55,7 @@ func newReplica(t *testing.T, st store.Store, id string) *service.Service {
 	cfg.Server.ReplicaID = id
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestOtherReplicasRecordsAreSettledOutsideTheLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, run, err := b.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
-		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestOtherReplicasRecordsAreSettledOutsideTheLocks(t *testing.T) {
 		"GetRun":      func(tn string) error { _, err := a.GetRun(tn, run); return err },
 		"GetInfo":     func(tn string) error { _, err := a.GetInfo(tn, run); return err },
 		"CheckRun":    func(tn string) error { return a.CheckRun(tn, run) },
-		"UnloadModel": func(tn string) error { _, err := a.UnloadModel(ctx, tn, run, enc{}); return err },
+		"UnloadModel": func(tn string) error { _, err := a.UnloadModel(ctx, tn, run); return err },
 		"ListCkpts":   func(tn string) error { _, err := a.ListCheckpoints(tn, run); return err },
 		"GetSampler":  func(tn string) error { _, err := a.GetSampler(tn, sm.ID); return err },
 		"Join":        func(tn string) error { _, err := a.JoinSamplingSession(ctx, tn, sm.ID); return err },
@@ -128,7 +128,7 @@ func TestModelsListTheEnforcedContextLength(t *testing.T) {
 	st := memory.New()
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestModelsListTheEnforcedContextLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = svc.Sample(ctx, "alice", service.SampleInput{SamplingSessionID: sm.ID, Req: engine.SampleRequest{Prompt: make([]int32, 60), NumSamples: 1,
-		Params: engine.SampleParams{MaxTokens: 5, Temperature: 1}}}, enc{})
+		Params: engine.SampleParams{MaxTokens: 5, Temperature: 1}}})
 	if service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "max_context_length 64") {
 		t.Fatalf("60 + 5 tokens on a 64-token model: %v", err)
 	}

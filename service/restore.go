@@ -18,7 +18,7 @@ func (s *Service) restore(ctx context.Context) error {
 	if err := s.runs.load(ctx, s.st, s.self, s.log); err != nil {
 		return err
 	}
-	if err := s.metrics.load(ctx, s.st, s.runs.m, s.log); err != nil {
+	if err := s.metrics.load(ctx, s.st, s.runs.all(), s.log); err != nil {
 		return err
 	}
 	if err := s.ckpts.load(ctx, s.st, s.log); err != nil {
@@ -35,13 +35,13 @@ func (s *Service) restore(ctx context.Context) error {
 		s.log.Warn("failed futures left in flight by the previous process", "count", n)
 	}
 	s.recoverSaves()
-	for _, r := range s.runs.m {
+	for r := range s.runs.all() {
 		if err := s.restoreRun(ctx, r); err != nil {
 			s.log.Error("could not restore training run", "run", r.ID, "error", err)
 		}
 	}
 	restored := map[string]bool{} // inflight samplers of a run share one adapter
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.all() {
 		if sm.Closed || !sm.Lora || restored[sm.adapterID()] {
 			continue
 		}
@@ -65,7 +65,7 @@ func (s *Service) restore(ctx context.Context) error {
 		}
 	}
 	s.sweepEphemeral()
-	s.log.Info("state restored", "sessions", len(s.sessions.m), "runs", len(s.runs.m), "samplers", len(s.samplers.m))
+	s.log.Info("state restored", "sessions", s.sessions.len(), "runs", s.runs.len(), "samplers", s.samplers.len())
 	return nil
 }
 

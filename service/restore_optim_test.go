@@ -61,7 +61,7 @@ func TestRestoreRepeatsNoLoadOfAnotherTenantsOptimizer(t *testing.T) {
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	exec := &loadRecorder{NoopExecutor: testenv.NewNoopExecutor(), optimizer: map[string]bool{}}
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func (s *Service) CreateSamplingSession(ctx context.Context, tenant, sessionID s
 func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq int64, baseModel, modelPath, dir, runID string, ephemeral, inflight bool) (*Sampler, error) {
 	id := SamplerID(sessionID, seq)
 	s.lock(lkSessions | lkSamplers)
-	if old, ok := s.samplers.m[id]; ok && !old.Closed {
+	if old, ok := s.samplers.get(id); ok && !old.Closed {
 		c := *old
 		s.unlock(lkSessions | lkSamplers)
 		if c.Tenant == tenant && c.ModelPath == modelPath && c.BaseModel == baseModel && !ephemeral {
@@ -100,13 +100,13 @@ func (s *Service) newSampler(ctx context.Context, tenant, sessionID string, seq 
 	if inflight {
 		sm.AdapterID = inflightAdapterID(runID)
 	}
-	s.samplers.m[id] = sm
+	s.samplers.put(sm)
 	c := *sm
 	s.unlock(lkSessions | lkSamplers)
 	if sm.Lora && !inflight {
 		if err := s.be.AddSamplerAdapter(ctx, baseModel, id, dir); err != nil {
 			s.lock(lkSamplers)
-			delete(s.samplers.m, id)
+			s.samplers.del(id)
 			s.unlock(lkSamplers)
 			return nil, classify(err)
 		}
@@ -140,7 +140,7 @@ func (s *Service) closeSampler(ctx context.Context, sm *Sampler) {
 // GetSampler describes a sampling session.
 func (s *Service) GetSampler(tenant, id string) (*Sampler, error) {
 	s.lock(lkSamplers)
-	sm, ok := s.samplers.m[id]
+	sm, ok := s.samplers.get(id)
 	var c Sampler
 	if ok && sm.Tenant == tenant {
 		c = *sm
@@ -175,7 +175,7 @@ func keepLastPromptLogprobs(res *engine.SampleResult, n int) {
 func (s *Service) samplerClosed(id string) bool {
 	s.lock(lkSamplers)
 	defer s.unlock(lkSamplers)
-	sm, ok := s.samplers.m[id]
+	sm, ok := s.samplers.get(id)
 	return !ok || sm.Closed
 }
 
@@ -192,19 +192,19 @@ type SampleInput struct {
 }
 
 // Sample queues a sample request.
-func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc ResultEncoder) (string, error) {
+func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput) (string, error) {
 	if err := s.CheckOutput(SampleOutputSize(in.Req), sampleWhat(in.Req)); err != nil {
 		return "", err // before anything is queued (output.go)
 	}
 	job := sampleJob{tenant: tenant, base: in.BaseModel, queue: "base/" + in.BaseModel + "/" + tenant, seq: in.SeqID,
-		hash: in.PayloadHash, req: in.Req, encode: enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
+		hash: in.PayloadHash, req: in.Req, encode: s.enc.Sample, promptLogprobsLastN: in.PromptLogprobsLastN}
 	if in.SamplingSessionID != "" {
 		sm, err := s.GetSampler(tenant, in.SamplingSessionID)
 		if err != nil {
 			return "", err
 		}
 		s.lock(lkSessions)
-		err = finishedErr(s.sessions.m[sm.SessionID])
+		err = finishedErr(s.sessions.at(sm.SessionID))
 		s.unlock(lkSessions)
 		if err != nil {
 			return "", err
@@ -225,14 +225,15 @@ func (s *Service) Sample(ctx context.Context, tenant string, in SampleInput, enc
 	}
 	id, err := s.submitSample(ctx, job)
 	if err == nil && job.sampler != "" {
-		s.watchCompletion(tenant, job.sampler, in.SeqID, id)
+		s.polls.watch(tenant, job.sampler, in.SeqID, id)
 	}
 	return id, err
 }
 
-// sampleJob is a sample request on its way to the futures pool of its base model: the
-// Tinker asample route and the OpenAI/Anthropic-compatible routes both submit one, so
-// they share the validation, the per-tenant limits, the fair queue and the telemetry.
+// sampleJob is a sample request on its way to the token scheduler of its base model
+// (through futures): the Tinker asample route and the OpenAI/Anthropic-compatible routes
+// both submit one, so they share the validation, the per-tenant limits, the fair
+// scheduling and the telemetry.
 type sampleJob struct {
 	tenant, base string
 	lora         string // "" for the base model
@@ -299,69 +300,85 @@ func (s *Service) submitSample(ctx context.Context, job sampleJob) (string, erro
 	id, err := s.submit(ctx, futures.Task{
 		Tenant: job.tenant, QueueKey: job.queue, SeqID: job.seq, OpType: telemetry.OpSample, ModelID: base, Pool: base,
 		PayloadHash: job.hash, Weight: weight, Timeout: lim.SampleTimeoutSeconds.Duration(),
-		Run: func(ctx context.Context) (res futures.Result, err error) {
-			if job.finally != nil {
-				defer job.finally()
-			}
-			if job.failed != nil {
-				defer func() {
-					if err != nil {
-						job.failed(err)
-					}
-				}()
+		Start: func(ctx context.Context, c *futures.Completion) {
+			// end is the operation's last step, on a completion step: what a blocking body
+			// did when it returned.
+			var stop func()
+			end := func(res futures.Result, err error) {
+				if stop != nil {
+					stop()
+				}
+				if err != nil && job.failed != nil {
+					job.failed(err)
+				}
+				if job.finally != nil {
+					job.finally()
+				}
+				c.Done(res, err)
 			}
 			if job.live != nil {
 				if err := job.live.Err(); err != nil {
-					return futures.Result{}, fmt.Errorf("the client went away before sampling started: %w", err)
+					c.Step(func() { end(futures.Result{}, fmt.Errorf("the client went away before sampling started: %w", err)) })
+					return
 				}
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithCancel(ctx)
-				defer cancel()
-				defer context.AfterFunc(job.live, cancel)()
+				unwatch := context.AfterFunc(job.live, cancel)
+				stop = func() { unwatch(); cancel() }
 			}
 			ctx = telemetry.WithKeys(ctx, keys)
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeSamplingController), telemetry.SpanSCRunSample,
 				attribute.Int(telemetry.AttrNumSamples, req.NumSamples))
 			start := time.Now()
-			sample := func() (engine.SampleResult, error) {
+			// finish is the operation's continuation, on a completion step.
+			finish := func(out engine.SampleResult, err error) {
+				if err != nil {
+					err = cancelledError(ctx, err)
+				}
+				telemetry.End(sp, err)
+				if err != nil {
+					end(futures.Result{}, classify(err))
+					return
+				}
+				keepLastPromptLogprobs(&out, job.promptLogprobsLastN)
+				d := time.Since(start).Seconds()
+				m := s.tel.Instruments
+				attrs := telemetry.Attrs(telemetry.MAttrBaseModel, base)
+				m.SamplingRequests.Add(ctx, 1, attrs)
+				m.SamplingDuration.Record(ctx, d, attrs)
+				if d > 0 {
+					m.SamplingTokensPerSecond.Record(ctx, float64(out.OutputTokens)/d, attrs)
+				}
+				sampled := 0
+				for _, sq := range out.Sequences {
+					m.SamplingOutputTokens.Record(ctx, int64(len(sq.Tokens)), attrs)
+					sampled += len(sq.Tokens)
+				}
+				s.addUsage(job.tenant, base, keys.SessionID, UsageSample, sampled)
+				s.addUsage(job.tenant, base, keys.SessionID, UsagePrefill, out.PromptTokens-out.PromptCacheHitTokens)
+				s.addUsage(job.tenant, base, keys.SessionID, UsagePrefillCached, out.PromptCacheHitTokens)
+				end(job.encode(out))
+			}
+			sample := func(done func(engine.SampleResult, error)) {
 				if job.stream != nil {
-					return s.be.SampleStream(ctx, base, lora, req, *job.stream)
+					s.sampleStreamAsync(ctx, base, lora, req, *job.stream, done)
+					return
 				}
-				return s.be.Sample(ctx, base, lora, req)
+				s.be.SampleAsync(ctx, base, lora, req, done)
 			}
-			out, err := sample()
-			if errors.Is(err, backend.ErrUnknownAdapter) && job.adapterDir != "" && (job.sampler == "" || !s.samplerClosed(job.sampler)) {
-				// The worker holding the sampler's weights restarted or left: load them
-				// again (from the checkpoint directory) and sample once more.
-				if lerr := s.be.AddSamplerAdapter(ctx, base, lora, job.adapterDir); lerr == nil {
-					out, err = sample()
-				}
-			}
-			if err != nil {
-				err = cancelledError(ctx, err)
-			}
-			telemetry.End(sp, err)
-			if err != nil {
-				return futures.Result{}, classify(err)
-			}
-			keepLastPromptLogprobs(&out, job.promptLogprobsLastN)
-			d := time.Since(start).Seconds()
-			m := s.tel.Instruments
-			attrs := telemetry.Attrs(telemetry.MAttrBaseModel, base)
-			m.SamplingRequests.Add(ctx, 1, attrs)
-			m.SamplingDuration.Record(ctx, d, attrs)
-			if d > 0 {
-				m.SamplingTokensPerSecond.Record(ctx, float64(out.OutputTokens)/d, attrs)
-			}
-			sampled := 0
-			for _, sq := range out.Sequences {
-				m.SamplingOutputTokens.Record(ctx, int64(len(sq.Tokens)), attrs)
-				sampled += len(sq.Tokens)
-			}
-			s.addUsage(job.tenant, base, keys.SessionID, UsageSample, sampled)
-			s.addUsage(job.tenant, base, keys.SessionID, UsagePrefill, out.PromptTokens-out.PromptCacheHitTokens)
-			s.addUsage(job.tenant, base, keys.SessionID, UsagePrefillCached, out.PromptCacheHitTokens)
-			return job.encode(out)
+			sample(func(out engine.SampleResult, err error) {
+				c.Step(func() {
+					if errors.Is(err, backend.ErrUnknownAdapter) && job.adapterDir != "" && (job.sampler == "" || !s.samplerClosed(job.sampler)) {
+						// The worker holding the sampler's weights restarted or left: load them
+						// again (from the checkpoint directory) and sample once more.
+						if lerr := s.be.AddSamplerAdapter(ctx, base, lora, job.adapterDir); lerr == nil {
+							sample(func(out engine.SampleResult, err error) { c.Step(func() { finish(out, err) }) })
+							return
+						}
+					}
+					finish(out, err)
+				})
+			})
 		},
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ type SaveInput struct {
 }
 
 // Save queues a checkpoint save.
-func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc ResultEncoder) (string, error) {
+func (s *Service) Save(ctx context.Context, tenant string, in SaveInput) (string, error) {
 	typ, op := CkptTraining, telemetry.OpSaveWeights
 	if in.Sampler {
 		typ, op = CkptSampler, telemetry.OpSaveWeightsForSampler
@@ -60,7 +60,7 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 	s.lock(quotaLocks | lkSamplers)
 	r, err := s.usableRun(tenant, in.ModelID)
 	if err == nil && !ephemeral && !in.Overwrite {
-		if _, exists := s.ckpts.m[r.ID][ckptKindDir(typ)+"/"+in.Name]; exists {
+		if _, exists := s.ckpts.get(r.ID, ckptKindDir(typ)+"/"+in.Name); exists {
 			err = conflictf("checkpoint %s/%s already exists in run %s; choose another name", ckptKindDir(typ), in.Name, r.ID)
 		}
 	}
@@ -84,13 +84,13 @@ func (s *Service) Save(ctx context.Context, tenant string, in SaveInput, enc Res
 			attrs = append(attrs, attribute.String(telemetry.AttrSamplerKind, kind))
 		}
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCSaveCheckpoint, attrs...)
-		res, err := s.doSave(ctx, r, in, typ, ephemeral, enc)
+		res, err := s.doSave(ctx, r, in, typ, ephemeral)
 		telemetry.End(sp, err)
 		return res, err
 	})
 }
 
-func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool, enc ResultEncoder) (futures.Result, error) {
+func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, ephemeral bool) (futures.Result, error) {
 	if ephemeral {
 		if err := s.makeRoomForEphemeral(ctx, r, SamplerID(r.SessionID, *in.SamplerSeq)); err != nil {
 			return futures.Result{}, err
@@ -105,7 +105,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		if err != nil {
 			return futures.Result{}, err
 		}
-		return enc.SaveWeightsForSampler("", sm.ID)
+		return s.enc.SaveWeightsForSampler("", sm.ID)
 	}
 	release, err := s.reserveDisk(r.Tenant, r.ID, s.saveBytes(r, typ == CkptTraining), "this save")
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 		r.EphemeralCount++
 		n := r.EphemeralCount
 		s.unlock(lkRuns)
-		dir := s.ckpts.files.ephemeralDir(r.ID, n)
+		dir := s.ckpts.layout().ephemeralDir(r.ID, n)
 		if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, false) }); err != nil {
 			_ = os.RemoveAll(dir)
 			return futures.Result{}, err
@@ -127,9 +127,9 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 			_ = os.RemoveAll(dir) // no sampler uses them
 			return futures.Result{}, err
 		}
-		return enc.SaveWeightsForSampler("", sm.ID)
+		return s.enc.SaveWeightsForSampler("", sm.ID)
 	}
-	dir := s.ckpts.files.ckptDir(r.ID, typ, in.Name)
+	dir := s.ckpts.layout().ckptDir(r.ID, typ, in.Name)
 	if err := s.onAdapter(ctx, r, func() error { return s.be.SaveState(ctx, r.BaseModel, r.ID, dir, typ == CkptTraining) }); err != nil {
 		return futures.Result{}, err
 	}
@@ -163,9 +163,9 @@ func (s *Service) doSave(ctx context.Context, r *Run, in SaveInput, typ string, 
 	}
 	s.auditCheckpoint(ctx, r.Tenant, event, c, map[string]any{"seq_id": in.SeqID, "size_bytes": c.SizeBytes})
 	if typ == CkptSampler {
-		return enc.SaveWeightsForSampler(c.TinkerPath(), "")
+		return s.enc.SaveWeightsForSampler(c.TinkerPath(), "")
 	}
-	return enc.SaveWeights(c.TinkerPath())
+	return s.enc.SaveWeights(c.TinkerPath())
 }
 
 // LoadInput is load_weights on an existing run (the legacy form: model_id and seq_id).
@@ -177,7 +177,7 @@ type LoadInput struct {
 
 // Load queues load_weights: the run's adapter (and optionally optimizer) become the
 // checkpoint's.
-func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc ResultEncoder) (string, error) {
+func (s *Service) Load(ctx context.Context, tenant string, in LoadInput) (string, error) {
 	fetched := s.fetchCheckpoint(in.Path)
 	s.lock(lkSessions | lkRuns | lkCkpts)
 	r, err := s.usableRun(tenant, in.ModelID)
@@ -226,32 +226,8 @@ func (s *Service) Load(ctx context.Context, tenant string, in LoadInput, enc Res
 		if c.Tenant != tenant {
 			s.auditCheckpoint(ctx, tenant, AuditCheckpointRead, c, map[string]any{"purpose": "load_weights", "into_model_id": r.ID})
 		}
-		return enc.LoadWeights(in.Path, r.ID)
+		return s.enc.LoadWeights(in.Path, r.ID)
 	})
-}
-
-// resolve finds the checkpoint a tinker:// path names, visible to tenant (its own or a
-// published one): this replica's record, else fetched (fetchCheckpoint's answer, read
-// before the lock). Callers hold the checkpoints lock.
-func (cc *ckptCtl) resolve(tenant, path string, fetched *Checkpoint) (*Checkpoint, error) {
-	runID, kind, name, err := ParseTinkerPath(path)
-	if err != nil {
-		return nil, err
-	}
-	c, ok := cc.m[runID][kind+"/"+name]
-	if !ok && fetched != nil && fetched.RunID == runID && fetched.ID() == kind+"/"+name {
-		c, ok = fetched, true
-	}
-	if !ok || (c.Tenant != tenant && !c.Public) {
-		return nil, notFoundf("checkpoint %s not found", path)
-	}
-	if err := cc.inherited(c); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(c.Dir); err != nil {
-		return nil, notFoundf("checkpoint %s: its files are missing on the server", path)
-	}
-	return c, nil
 }
 
 // fetchCheckpoint reads the record of the checkpoint path names from the store when this
@@ -267,7 +243,7 @@ func (s *Service) fetchCheckpoint(path string) *Checkpoint {
 		return nil
 	}
 	s.lock(lkCkpts)
-	_, held := s.ckpts.m[runID][kind+"/"+name]
+	_, held := s.ckpts.get(runID, kind+"/"+name)
 	s.unlock(lkCkpts)
 	if held {
 		return nil

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -68,7 +69,7 @@ func StatusOf(se *Session) string {
 
 // SearchSessions returns one page of the tenant's sessions matching q, newest first, and
 // the cursor of the next page (nil on the last).
-func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary, *SearchCursor, error) {
+func (s *Service) SearchSessions(ctx context.Context, tenant string, q SearchQuery) ([]SessionSummary, *SearchCursor, error) {
 	if q.Limit < 1 || q.Limit > 200 {
 		return nil, nil, invalidf("limit %d must be in [1, 200]", q.Limit)
 	}
@@ -99,12 +100,12 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	}
 	words := strings.Fields(strings.ToLower(q.DisplayName))
 	var foreign []*Session
-	foreignRecords(s, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
+	foreignRecords(ctx, &s.replicas, keySession, tenant, func(se *Session) { foreign = append(foreign, se) }) // store reads: before the controllers' locks (s.lock)
 	s.lock(lkSessions | lkRuns | lkCkpts)
 	defer s.unlock(lkSessions | lkRuns | lkCkpts)
 	all := append([]*Session(nil), foreign...)
 	projects := map[string]bool{tenant: true}
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant {
 			all = append(all, se)
 		}
@@ -181,11 +182,11 @@ func (s *Service) SearchSessions(tenant string, q SearchQuery) ([]SessionSummary
 	out := make([]SessionSummary, 0, len(hits))
 	for _, se := range hits {
 		sum := SessionSummary{Session: *se}
-		for _, r := range s.runs.m {
+		for r := range s.runs.ofTenant(se.Tenant) {
 			if r.SessionID != se.ID {
 				continue
 			}
-			for _, c := range s.ckpts.m[r.ID] {
+			for c := range s.ckpts.inRun(r.ID) {
 				sum.CheckpointsCount++
 				sum.CheckpointBytes += c.SizeBytes
 			}

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,45 +21,39 @@ import (
 	"github.com/tuft-go/tuft/telemetry"
 )
 
-// Service is the control plane's state and operations.
+// Service is the control plane's state and operations: the controllers (their family)
+// and one field per feature area, each a type with its state and behaviour; its own
+// methods are the API the HTTP layer calls and the operations that need the whole service.
 type Service struct {
-	cfg    config.Config
-	st     store.Store
-	fut    *futures.Manager
-	be     *backend.Backend
-	log    *slog.Logger
-	now    func() time.Time
-	tel    telemetry.Settings
-	models map[string]backend.ModelInfo
-	keys   map[config.KeyDigest]string // the API keys' digests → tenant
+	// The controllers, one per kind of record, their lock order, the configuration, the
+	// clock and the models (family.go): cfg, now and models are read as s.cfg, s.now,
+	// s.models.
+	family
+	st   store.Store
+	fut  *futures.Manager
+	be   *backend.Backend
+	log  *slog.Logger
+	tel  telemetry.Settings
+	enc  ResultEncoder               // the operations' results → futures' bytes (Options.Encoder)
+	keys map[config.KeyDigest]string // the API keys' digests → tenant
 	// operator is auth.operator_key_sha256's digest (nil: no operator).
 	operator *config.KeyDigest
-	secret   []byte // signs archive URLs
-
-	// The controllers, one per kind of record (controllers.go).
-	sessions sessionCtl
-	runs     runCtl
-	samplers samplerCtl
-	ckpts    ckptCtl
-	metrics  metricCtl // the runs' metric histories (metrics.go)
-	usage    usageCtl  // token usage in hourly buckets (tokenusage.go)
-	self     string    // this API replica ("" for a single server)
+	self     string // this API replica ("" for a single server)
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
 
-	// adapters holds the checkpoints the OpenAI/Anthropic-compatible routes sample from.
-	adapters adapterCache
-	// polls are the sampling sessions' completion logs (retrieve_futures, futurespoll.go).
-	polls *completionLogs
-
-	// quota holds disk space reserved by saves being written (quota.go).
-	quota quotaState
-	// exports counts each tenant's exports running (export.go).
-	exports exportSlots
-
-	spans     spanLog   // the per-session span record (sessionspans.go)
-	auditDays auditDays // entries per tenant and day (audit.go)
+	// The feature areas.
+	tokens   signer          // signs archive URLs, file tokens and trace links (tokens.go)
+	replicas replicaSet      // the other replicas: ownership, addresses, their records (replicas.go)
+	metrics  metricCtl       // the runs' metric histories (metrics.go)
+	usage    usageCtl        // token usage in hourly buckets (tokenusage.go)
+	adapters *adapterCache   // the inference LRU: checkpoints the compatible routes sample from (adapterlru.go)
+	polls    *completionLogs // the sampling sessions' completion logs (retrieve_futures, futurespoll.go)
+	quota    quotaState      // disk space reserved by saves being written (quota.go, disk.go)
+	exports  exportSlots     // each tenant's exports running (ckptexport.go)
+	spans    spanLog         // the per-session span record (sessionspans.go)
+	audits   auditLog        // the tenants' audit entries (audit.go)
 
 	dirtyMu sync.Mutex
 	dirty   map[string]*Run // run records to write, coalesced by the flusher
@@ -79,30 +72,35 @@ type Options struct {
 	// (default: the OTel global provider and telemetry.Metrics()).
 	TracerProvider trace.TracerProvider
 	Instruments    *telemetry.Instruments
+	// Encoder turns the operations' results into the futures' bytes (the HTTP layer's
+	// wire types); required.
+	Encoder ResultEncoder
 }
 
 // New builds the service, checks the store's model signature, restores every record and
 // every run's adapter, and resolves futures left in flight by a previous process.
 func New(ctx context.Context, o Options) (*Service, error) {
-	s := &Service{
-		cfg: o.Config, st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger, now: o.Now,
-		models: map[string]backend.ModelInfo{}, keys: map[config.KeyDigest]string{},
-		sessions: sessionCtl{m: map[string]*Session{}}, runs: runCtl{m: map[string]*Run{}}, samplers: samplerCtl{m: map[string]*Sampler{}},
-		ckpts: ckptCtl{m: map[string]map[string]*Checkpoint{}, files: ckptLayout{root: o.Config.CheckpointDir}}, stop: make(chan struct{}),
+	if o.Encoder == nil {
+		return nil, errors.New("service: Options.Encoder is required (the HTTP layer's result encoder)")
+	}
+	s := &Service{enc: o.Encoder,
+		family: newFamily(o.Config, o.Now), st: o.Store, fut: o.Futures, be: o.Backend, log: o.Logger,
+		keys: map[config.KeyDigest]string{}, stop: make(chan struct{}),
 		dirty: map[string]*Run{}, kick: make(chan struct{}, 1), self: o.Config.Server.ReplicaID,
 		tel:     telemetry.NewSettings(telemetry.WithTracerProvider(o.TracerProvider), telemetry.WithInstruments(o.Instruments)),
-		polls:   newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler),
-		metrics: metricCtl{m: map[string]*metricHist{}, max: o.Config.Limits.MaxMetricPointsPerRun},
-		usage:   usageCtl{m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)},
+		metrics: newMetricCtl(o.Config.Limits.MaxMetricPointsPerRun),
 	}
-	config.MustPositive("limits.max_metric_points_per_run", s.metrics.max)
-	config.MustPositive("billing.usage_retention_days", o.Config.Billing.UsageRetentionDays)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s.adapters = newAdapterCache(o.Backend, s.log, o.Config.Inference.MaxAdapters)
+	// The feature areas, each a type with its state (Service's fields).
+	s.polls = newCompletionLogs(o.Config.Limits.MaxCompletionEventsPerSampler, o.Config.FutureTTL(), o.Futures, s.log, s.now)
+	s.tokens.now = s.now
+	s.usage = newUsageCtl(s.st, s.self, s.now, o.Config.Billing.UsageRetentionDays, s.tel.Instruments.UsageTokens, s.writeFailed)
+	s.spans = newSpanLog(s.st, s.log, s.now, s.tel.Instruments.SessionSpansDropped, o.Config.Limits, s.spanOwners, s.writeFailed)
+	s.audits = newAuditLog(s.st, s.log, s.now, o.Config.Limits, s.tel.Instruments.AuditEvents, s.writeFailed)
+	s.replicas = replicaSet{st: s.st, self: s.self, now: s.now, log: s.log}
 	for _, m := range s.be.Models() {
 		s.models[m.Name] = m
 	}
@@ -126,24 +124,23 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	if err := s.checkSignature(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.loadSecret(ctx); err != nil {
+	if err := s.tokens.load(ctx, s.st); err != nil {
 		return nil, err
 	}
 	if err := s.restore(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.restoreSpans(ctx); err != nil {
+	if err := s.spans.restore(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.loadUsage(ctx); err != nil {
+	if err := s.usage.load(ctx, s.log); err != nil {
 		return nil, err
 	}
-	s.spans.kick = make(chan struct{}, 1)
 	s.stopped.Add(4)
 	go s.reaper()
 	go s.flusher()
-	go s.spanRecorder()
-	go s.usageFlusher()
+	go s.spans.recorder(s.stop, s.stopped.Done)
+	go s.usage.flusher(s.stop, s.stopped.Done)
 	return s, nil
 }
 
@@ -235,31 +232,4 @@ func (s *Service) checkSignature(ctx context.Context) error {
 		}
 	}
 	return putJSON(ctx, s.st, keySignature, cur)
-}
-
-func (s *Service) loadSecret(ctx context.Context) error {
-	b, err := s.st.Get(ctx, keySecret)
-	if err == nil && len(b) >= 32 {
-		s.secret = b
-		return nil
-	}
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("read archive secret: %w", err)
-	}
-	s.secret = make([]byte, 32)
-	if _, err := rand.Read(s.secret); err != nil {
-		return err
-	}
-	ok, err := s.st.SetNX(ctx, keySecret, s.secret, 0)
-	if err != nil {
-		return fmt.Errorf("persist archive secret: %w", err)
-	}
-	if !ok { // another replica won the race
-		b, err := s.st.Get(ctx, keySecret)
-		if err != nil {
-			return fmt.Errorf("read archive secret: %w", err)
-		}
-		s.secret = b
-	}
-	return nil
 }

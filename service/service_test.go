@@ -42,6 +42,9 @@ func (enc) SaveWeightsForSampler(string, string) (futures.Result, error) {
 }
 func (enc) LoadWeights(string, string) (futures.Result, error) { return futures.Result{}, nil }
 func (enc) Sample(engine.SampleResult) (futures.Result, error) { return futures.Result{}, nil }
+func (enc) SaveWeightsExternal(service.ExternalResult) (futures.Result, error) {
+	return futures.Result{}, nil
+}
 
 func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	ctx := context.Background()
@@ -54,7 +57,7 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	defer fut.Shutdown(ctx)
 	exec := testenv.NewNoopExecutor()
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	var runs []string
 	for _, se := range []*service.Session{live, dead} {
 		id, run, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
-			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +88,7 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	if err := svc.Heartbeat(ctx, "alice", live.ID); err != nil {
 		t.Fatalf("live session expired: %v", err)
 	}
-	if _, err := svc.ForwardBackward(ctx, "alice", service.OpMeta{ModelID: runs[1], SeqID: 1}, engine.ForwardRequest{}, enc{}); err == nil {
+	if _, err := svc.ForwardBackward(ctx, "alice", service.OpMeta{ModelID: runs[1], SeqID: 1}, engine.ForwardRequest{}); err == nil {
 		t.Fatal("the expired session's run still accepts work")
 	}
 	// The adapter is gone from the executor; the record stays for the REST API.
@@ -110,7 +113,7 @@ func newTestService(t *testing.T, st *memory.Store, ck *clock) (*service.Service
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	exec := testenv.NewNoopExecutor()
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +131,7 @@ func TestFinishSessionReleasesResources(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		se, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
 		id, run, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: se.ID, BaseModel: testenv.Model,
-			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+			Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +156,7 @@ func TestFinishSessionReleasesResources(t *testing.T) {
 	if err := svc.Heartbeat(ctx, "alice", sessions[0].ID); service.KindOf(err) != service.KindGone {
 		t.Fatalf("heartbeat after finish: %v", err)
 	}
-	if _, err := svc.ForwardBackward(ctx, "alice", service.OpMeta{ModelID: runs[0], SeqID: 1}, engine.ForwardRequest{}, enc{}); service.KindOf(err) != service.KindGone {
+	if _, err := svc.ForwardBackward(ctx, "alice", service.OpMeta{ModelID: runs[0], SeqID: 1}, engine.ForwardRequest{}); service.KindOf(err) != service.KindGone {
 		t.Fatalf("operation after finish: %v", err)
 	}
 	if err := svc.Heartbeat(ctx, "alice", sessions[1].ID); err != nil {
@@ -177,7 +180,7 @@ func TestOptimStepMustMatchTheRunsOptimizer(t *testing.T) {
 	put("run/s1:train:0", service.Run{ID: "s1:train:0", Tenant: "alice", SessionID: "s1", BaseModel: testenv.Model,
 		Lora: service.LoraRecord{Rank: 2, TrainAttn: true}, State: service.RunReady, NextSeq: 1, Optimizer: "dimuon"})
 	svc, _ := newTestService(t, st, &clock{t: now})
-	_, err := svc.OptimStep(ctx, "alice", service.OpMeta{ModelID: "s1:train:0", SeqID: 1}, service.OptimParams{Optimizer: "adamw"}, enc{})
+	_, err := svc.OptimStep(ctx, "alice", service.OpMeta{ModelID: "s1:train:0", SeqID: 1}, service.OptimParams{Optimizer: "adamw"})
 	if service.KindOf(err) != service.KindInvalid || !strings.Contains(err.Error(), "dimuon") {
 		t.Fatalf("adamw step on a dimuon run: %v", err)
 	}

@@ -35,7 +35,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 		err = s.checkMetadata(tenant, "create_session", sessionMetadataBytes(se), 0)
 	}
 	if err == nil {
-		s.sessions.m[se.ID] = se // counted by the next check at once
+		s.sessions.put(se) // counted by the next check at once
 	}
 	s.unlock(quotaLocks)
 	if err != nil {
@@ -43,7 +43,7 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	}
 	if err := putJSON(ctx, s.st, keySession+rec.ID, &rec); err != nil {
 		s.lock(lkSessions)
-		delete(s.sessions.m, se.ID)
+		s.sessions.del(se.ID)
 		s.unlock(lkSessions)
 		return nil, classify(err)
 	}
@@ -52,18 +52,8 @@ func (s *Service) CreateSession(ctx context.Context, tenant string, in CreateSes
 	return &rec, nil
 }
 
-// owned returns the tenant's session (callers hold the sessions lock, and settle the
-// error after unlocking).
-func (c *sessionCtl) owned(tenant, id string) (*Session, error) {
-	se, ok := c.m[id]
-	if !ok || se.Tenant != tenant {
-		return nil, miss(keySession+id, tenant, notFoundf("session %q not found", id))
-	}
-	return se, nil
-}
-
 // liveSession is sessions.owned that also refuses finished (410) and expired sessions.
-func (s *Service) liveSession(tenant, id string) (*Session, error) {
+func (s *family) liveSession(tenant, id string) (*Session, error) {
 	se, err := s.sessions.owned(tenant, id)
 	if err != nil {
 		return nil, err
@@ -93,17 +83,17 @@ func (s *Service) Heartbeat(ctx context.Context, tenant, id string) error {
 }
 
 // ListSessions returns the tenant's session ids, newest first.
-func (s *Service) ListSessions(tenant string, limit, offset int) []string {
+func (s *Service) ListSessions(ctx context.Context, tenant string, limit, offset int) []string {
 	s.lock(lkSessions)
 	var all []*Session
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant {
 			c := *se
 			all = append(all, &c)
 		}
 	}
 	s.unlock(lkSessions)
-	foreignRecords(s, keySession, tenant, func(se *Session) { all = append(all, se) })
+	foreignRecords(ctx, &s.replicas, keySession, tenant, func(se *Session) { all = append(all, se) })
 	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
 	ids := make([]string, 0, len(all))
 	for _, se := range page(all, limit, offset) {
@@ -130,29 +120,6 @@ type SessionView struct {
 func (s *Service) SessionInfo(tenant, id string) (SessionView, error) {
 	v, err := s.sessionInfo(tenant, id)
 	return v, s.settle(err)
-}
-
-func (s *Service) sessionInfo(tenant, id string) (SessionView, error) {
-	s.lock(lkSessions | lkRuns | lkSamplers)
-	defer s.unlock(lkSessions | lkRuns | lkSamplers)
-	se, err := s.sessions.owned(tenant, id)
-	if err != nil {
-		return SessionView{}, err
-	}
-	v := SessionView{Session: *se}
-	for _, r := range s.runs.m {
-		if r.SessionID == id {
-			v.Runs = append(v.Runs, r.ID)
-		}
-	}
-	for _, sm := range s.samplers.m {
-		if sm.SessionID == id {
-			v.Samplers = append(v.Samplers, sm.ID)
-		}
-	}
-	sort.Strings(v.Runs)
-	sort.Strings(v.Samplers)
-	return v, nil
 }
 
 // FinishSession records the client's finish reason (first wins: a later call changes
@@ -186,12 +153,12 @@ func (s *Service) FinishSession(ctx context.Context, tenant, id, reason string, 
 	c := *se
 	var runs []*Run
 	var samplers []*Sampler
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.SessionID == id && r.State != RunUnloaded {
 			runs = append(runs, r)
 		}
 	}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(tenant) {
 		if sm.SessionID == id && !sm.Closed {
 			samplers = append(samplers, sm)
 		}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -56,6 +60,15 @@ type spanMeta struct {
 // spanLog is the recorder's state: the queue of ended spans, and the bookkeeping of every
 // traced session (restored from the store at start).
 type spanLog struct {
+	st          store.Store
+	log         *slog.Logger
+	now         func() time.Time
+	dropped     metric.Int64Counter // tuft.session_spans.dropped
+	perSession  int                 // limits.max_spans_per_session
+	perTenant   int                 // limits.max_traced_sessions_per_tenant
+	owners      func([]telemetry.SessionSpan) []string
+	writeFailed func(ctx context.Context, reason string, err error, args ...any)
+
 	mu     sync.Mutex
 	queue  []telemetry.SessionSpan
 	queued map[string]int // spans in the queue by tenant (each at most limits.max_spans_per_session)
@@ -66,6 +79,15 @@ type spanLog struct {
 	meta map[string]*spanMeta // session id → bookkeeping
 }
 
+// newSpanLog records spans to st; owners names each span's session on this replica ("":
+// none, the span is not recorded).
+func newSpanLog(st store.Store, log *slog.Logger, now func() time.Time, dropped metric.Int64Counter, limits config.Limits,
+	owners func([]telemetry.SessionSpan) []string, writeFailed func(ctx context.Context, reason string, err error, args ...any)) spanLog {
+	return spanLog{st: st, log: log, now: now, dropped: dropped, perSession: limits.MaxSpansPerSession,
+		perTenant: limits.MaxTracedSessionsPerTenant, owners: owners, writeFailed: writeFailed,
+		queued: map[string]int{}, kick: make(chan struct{}, 1), meta: map[string]*spanMeta{}}
+}
+
 func spanKey(session string, seq int64) string {
 	return fmt.Sprintf("%s%s/%016x", keySpan, session, seq)
 }
@@ -73,10 +95,12 @@ func spanKey(session string, seq int64) string {
 // RecordSessionSpan queues one ended span for the session record. It never blocks and
 // takes no service lock. At most limits.max_spans_per_session spans of one tenant wait;
 // more are dropped (logged and counted), so one tenant's burst never costs another's spans.
-func (s *Service) RecordSessionSpan(sp telemetry.SessionSpan) {
-	l := &s.spans
+func (s *Service) RecordSessionSpan(sp telemetry.SessionSpan) { s.spans.record(sp) }
+
+// record queues sp (RecordSessionSpan).
+func (l *spanLog) record(sp telemetry.SessionSpan) {
 	l.mu.Lock()
-	if l.queued[sp.Tenant] >= s.cfg.Limits.MaxSpansPerSession {
+	if l.queued[sp.Tenant] >= l.perSession {
 		l.lost++
 		l.mu.Unlock()
 		return
@@ -93,31 +117,29 @@ func (s *Service) RecordSessionSpan(sp telemetry.SessionSpan) {
 	}
 }
 
-// spanRecorder writes queued spans until the service stops.
-func (s *Service) spanRecorder() {
-	defer s.stopped.Done()
+// recorder writes queued spans until stop closes.
+func (l *spanLog) recorder(stop <-chan struct{}, done func()) {
+	defer done()
 	for {
 		select {
-		case <-s.stop:
-			s.drainSpans(context.Background())
+		case <-stop:
+			l.drain(context.Background())
 			return
-		case <-s.spans.kick:
+		case <-l.kick:
 		}
 		time.Sleep(flushDelay) // let the spans of one request join one commit
-		s.drainSpans(context.Background())
+		l.drain(context.Background())
 	}
 }
 
-// restoreSpans reads the bookkeeping of every traced session.
-func (s *Service) restoreSpans(ctx context.Context) error {
-	s.spans.meta = map[string]*spanMeta{}
-	return loadAll(ctx, s.st, keySpanMeta, s.log, func(m *spanMeta) { s.spans.meta[m.Session] = m })
+// restore reads the bookkeeping of every traced session.
+func (l *spanLog) restore(ctx context.Context) error {
+	return loadAll(ctx, l.st, keySpanMeta, l.log, func(m *spanMeta) { l.meta[m.Session] = m })
 }
 
-// drainSpans records the queued spans in one store commit. The context is not a request's:
+// drain records the queued spans in one store commit. The context is not a request's:
 // the store's own spans of this write belong to no session.
-func (s *Service) drainSpans(ctx context.Context) {
-	l := &s.spans
+func (l *spanLog) drain(ctx context.Context) {
 	l.work.Lock()
 	defer l.work.Unlock()
 	l.mu.Lock()
@@ -126,16 +148,16 @@ func (s *Service) drainSpans(ctx context.Context) {
 	clear(l.queued)
 	l.mu.Unlock()
 	if lost > 0 {
-		s.log.Warn("session spans dropped: a tenant's share of the recorder's queue was full", "spans", lost, "limit", "limits.max_spans_per_session")
-		s.tel.Instruments.SessionSpansDropped.Add(ctx, lost, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropQueueFull)...)
+		l.log.Warn("session spans dropped: a tenant's share of the recorder's queue was full", "spans", lost, "limit", "limits.max_spans_per_session")
+		l.dropped.Add(ctx, lost, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropQueueFull)...)
 	}
 	if len(batch) == 0 {
 		return
 	}
-	owners := s.spanOwners(batch)
+	owners := l.owners(batch)
 	var ops []store.Op
 	touched := map[string]*spanMeta{}
-	now := s.now()
+	now := l.now()
 	for i, sp := range batch {
 		sess := owners[i]
 		if sess == "" {
@@ -143,22 +165,22 @@ func (s *Service) drainSpans(ctx context.Context) {
 		}
 		m := l.meta[sess]
 		if m == nil {
-			ops = append(ops, s.evictTracedSession(ctx, sp.Tenant, touched)...)
+			ops = append(ops, l.evict(ctx, sp.Tenant, touched)...)
 			m = &spanMeta{Session: sess, Tenant: sp.Tenant}
 			l.meta[sess] = m
 		}
 		b, err := json.Marshal(spanRecordOf(m.Next, sp))
 		if err != nil {
-			s.log.Error("encode session span", "session", sess, "span", sp.Name, "error", err)
+			l.log.Error("encode session span", "session", sess, "span", sp.Name, "error", err)
 			continue
 		}
 		ops = append(ops, store.Op{Key: spanKey(sess, m.Next), Value: b})
 		m.Next++
-		for m.Next-m.First > int64(s.cfg.Limits.MaxSpansPerSession) {
+		for m.Next-m.First > int64(l.perSession) {
 			ops = append(ops, store.Op{Key: spanKey(sess, m.First)})
 			m.First++
 			m.Dropped++
-			s.tel.Instruments.SessionSpansDropped.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropSessionBound)...)
+			l.dropped.Add(ctx, 1, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropSessionBound)...)
 		}
 		m.Touched = now
 		touched[sess] = m
@@ -173,17 +195,17 @@ func (s *Service) drainSpans(ctx context.Context) {
 	if len(ops) == 0 {
 		return
 	}
-	if err := s.st.Apply(ctx, ops); err != nil {
-		s.writeFailed(ctx, reasonSessionSpans, err, "spans", len(batch))
+	if err := l.st.Apply(ctx, ops); err != nil {
+		l.writeFailed(ctx, reasonSessionSpans, err, "spans", len(batch))
 	}
 }
 
-// evictTracedSession makes room for one more traced session of tenant: at
+// evict makes room for one more traced session of tenant: at
 // limits.max_traced_sessions_per_tenant, the least recently traced one's spans go.
-func (s *Service) evictTracedSession(ctx context.Context, tenant string, touched map[string]*spanMeta) []store.Op {
+func (l *spanLog) evict(ctx context.Context, tenant string, touched map[string]*spanMeta) []store.Op {
 	var oldest *spanMeta
 	n := 0
-	for _, m := range s.spans.meta {
+	for _, m := range l.meta {
 		if m.Tenant != tenant {
 			continue
 		}
@@ -192,43 +214,17 @@ func (s *Service) evictTracedSession(ctx context.Context, tenant string, touched
 			oldest = m
 		}
 	}
-	if n < s.cfg.Limits.MaxTracedSessionsPerTenant || oldest == nil {
+	if n < l.perTenant || oldest == nil {
 		return nil
 	}
-	s.tel.Instruments.SessionSpansDropped.Add(ctx, oldest.Next-oldest.First, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropSessionEvicted)...)
-	delete(s.spans.meta, oldest.Session)
+	l.dropped.Add(ctx, oldest.Next-oldest.First, telemetry.AddAttrs(telemetry.MAttrReason, telemetry.SpanDropSessionEvicted)...)
+	delete(l.meta, oldest.Session)
 	delete(touched, oldest.Session)
 	ops := []store.Op{{Key: keySpanMeta + oldest.Session}}
 	for q := oldest.First; q < oldest.Next; q++ {
 		ops = append(ops, store.Op{Key: spanKey(oldest.Session, q)})
 	}
 	return ops
-}
-
-// spanOwners resolves the session each span belongs to ("" when none, or when the
-// span's tenant does not own it: a request naming another tenant's session is not part
-// of that session's record).
-func (s *Service) spanOwners(batch []telemetry.SessionSpan) []string {
-	out := make([]string, len(batch))
-	s.lock(lkSessions | lkRuns | lkSamplers)
-	defer s.unlock(lkSessions | lkRuns | lkSamplers)
-	for i, sp := range batch {
-		sess := sp.SessionID
-		if sess == "" && sp.TrainingRunID != "" {
-			if r := s.runs.m[sp.TrainingRunID]; r != nil && r.Tenant == sp.Tenant {
-				sess = r.SessionID
-			}
-		}
-		if sess == "" && sp.SamplingSessionID != "" {
-			if sm := s.samplers.m[sp.SamplingSessionID]; sm != nil && sm.Tenant == sp.Tenant {
-				sess = sm.SessionID
-			}
-		}
-		if se := s.sessions.m[sess]; se != nil && se.Tenant == sp.Tenant {
-			out[i] = sess
-		}
-	}
-	return out
 }
 
 func spanRecordOf(seq int64, sp telemetry.SessionSpan) SpanRecord {
@@ -261,7 +257,7 @@ func (s *Service) SessionSpans(ctx context.Context, tenant, id string) (SessionS
 	if err := s.ownSession(tenant, id); err != nil {
 		return SessionSpans{}, err
 	}
-	s.drainSpans(context.WithoutCancel(ctx))
+	s.spans.drain(context.WithoutCancel(ctx))
 	out := SessionSpans{Spans: []SpanRecord{}}
 	s.spans.work.Lock()
 	if m := s.spans.meta[id]; m != nil {
@@ -311,12 +307,12 @@ func (s *Service) TraceToken(tenant, id string, ttl time.Duration) (string, time
 		return "", time.Time{}, err
 	}
 	exp := s.now().Add(ttl).Truncate(time.Second)
-	return s.sign(exp, traceTokenTag+tenant+"\x00"+id), exp, nil
+	return s.tokens.sign(exp, traceTokenTag+tenant+"\x00"+id), exp, nil
 }
 
 // OpenTraceToken verifies a trace-export token and reads the span record it grants.
 func (s *Service) OpenTraceToken(ctx context.Context, tok string) (session string, spans SessionSpans, err error) {
-	payload, err := s.verify(tok)
+	payload, err := s.tokens.verify(tok)
 	if err != nil {
 		return "", SessionSpans{}, err
 	}

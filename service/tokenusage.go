@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -64,14 +68,29 @@ func (k usageKey) bucket(tokens int64) UsageBucket {
 	return UsageBucket{Hour: time.Unix(k.hour*3600, 0).UTC(), Tenant: k.tenant, BaseModel: k.model, SessionID: k.session, Kind: k.kind, Tokens: tokens}
 }
 
-// usageCtl holds this replica's buckets.
+// usageCtl holds this replica's buckets, and writes them to the store (keyUsage, this
+// replica's keys) off the operations' path.
 type usageCtl struct {
+	st          store.Store
+	self        string
+	now         func() time.Time
+	retention   time.Duration // billing.usage_retention_days
+	tokens      metric.Int64Counter
+	writeFailed func(ctx context.Context, reason string, err error, args ...any)
+
 	mu    sync.Mutex
 	m     map[usageKey]int64
 	dirty map[usageKey]bool
 	kick  chan struct{}
 	// storageHour is the last hour whose storage was sampled (sampleStorage).
 	storageHour int64
+}
+
+func newUsageCtl(st store.Store, self string, now func() time.Time, retentionDays int, tokens metric.Int64Counter,
+	writeFailed func(ctx context.Context, reason string, err error, args ...any)) usageCtl {
+	config.MustPositive("billing.usage_retention_days", retentionDays)
+	return usageCtl{st: st, self: self, now: now, retention: time.Duration(retentionDays) * 24 * time.Hour, tokens: tokens,
+		writeFailed: writeFailed, m: map[usageKey]int64{}, dirty: map[usageKey]bool{}, kick: make(chan struct{}, 1)}
 }
 
 func usageReplica(self string) string {
@@ -88,11 +107,15 @@ func usageStoreKey(self string, k usageKey) string {
 
 // addUsage counts n tokens of kind for tenant on base in session now.
 func (s *Service) addUsage(tenant, base, session, kind string, n int) {
+	s.usage.add(tenant, base, session, kind, n)
+}
+
+// add counts n tokens of kind for tenant on base in session now.
+func (u *usageCtl) add(tenant, base, session, kind string, n int) {
 	if n <= 0 || tenant == "" {
 		return
 	}
-	k := usageKey{hour: s.now().Unix() / 3600, tenant: tenant, model: base, session: session, kind: kind}
-	u := &s.usage
+	k := usageKey{hour: u.now().Unix() / 3600, tenant: tenant, model: base, session: session, kind: kind}
 	u.mu.Lock()
 	u.m[k] += int64(n)
 	u.dirty[k] = true
@@ -101,7 +124,7 @@ func (s *Service) addUsage(tenant, base, session, kind string, n int) {
 	case u.kick <- struct{}{}:
 	default:
 	}
-	s.tel.Instruments.UsageTokens.Add(context.Background(), int64(n), telemetry.Attrs(telemetry.MAttrBaseModel, base, telemetry.MAttrKind, kind))
+	u.tokens.Add(context.Background(), int64(n), telemetry.Attrs(telemetry.MAttrBaseModel, base, telemetry.MAttrKind, kind))
 }
 
 // SampleStorageAt runs the reaper's storage sample as if the time were now: for tests
@@ -123,7 +146,7 @@ func (s *Service) sampleStorage(now time.Time) {
 	}
 	tenants := map[string]bool{}
 	s.lock(lkRuns)
-	for _, r := range s.runs.m {
+	for r := range s.runs.all() {
 		tenants[r.Tenant] = true
 	}
 	s.unlock(lkRuns)
@@ -147,30 +170,25 @@ func (s *Service) sampleStorage(now time.Time) {
 	}
 }
 
-// usageRetention is billing.usage_retention_days as a duration.
-func (s *Service) usageRetention() time.Duration {
-	return time.Duration(s.cfg.Billing.UsageRetentionDays) * 24 * time.Hour
-}
-
-func (s *Service) usageFlusher() {
-	defer s.stopped.Done()
+// flusher writes the buckets when counts come, and a last time when stop closes.
+func (u *usageCtl) flusher(stop <-chan struct{}, done func()) {
+	defer done()
 	for {
 		select {
-		case <-s.stop:
-			s.flushUsage(context.Background())
+		case <-stop:
+			u.flush(context.Background())
 			return
-		case <-s.usage.kick:
+		case <-u.kick:
 		}
 		time.Sleep(flushDelay) // let more counts join this commit
-		s.flushUsage(context.Background())
+		u.flush(context.Background())
 	}
 }
 
-// flushUsage writes the changed buckets and deletes those past the retention, in one
+// flush writes the changed buckets and deletes those past the retention, in one
 // commit; a failed write leaves them to the next flush.
-func (s *Service) flushUsage(ctx context.Context) {
-	cutoff := s.now().Add(-s.usageRetention()).Unix() / 3600
-	u := &s.usage
+func (u *usageCtl) flush(ctx context.Context) {
+	cutoff := u.now().Add(-u.retention).Unix() / 3600
 	var ops []store.Op
 	u.mu.Lock()
 	written := u.dirty
@@ -179,7 +197,7 @@ func (s *Service) flushUsage(ctx context.Context) {
 		if k.hour < cutoff {
 			delete(u.m, k)
 			delete(written, k)
-			ops = append(ops, store.Op{Key: usageStoreKey(s.self, k)})
+			ops = append(ops, store.Op{Key: usageStoreKey(u.self, k)})
 			continue
 		}
 		if written[k] {
@@ -187,15 +205,15 @@ func (s *Service) flushUsage(ctx context.Context) {
 			if err != nil {
 				continue // strings, ints and a time: cannot fail
 			}
-			ops = append(ops, store.Op{Key: usageStoreKey(s.self, k), Value: b})
+			ops = append(ops, store.Op{Key: usageStoreKey(u.self, k), Value: b})
 		}
 	}
 	u.mu.Unlock()
 	if len(ops) == 0 {
 		return
 	}
-	if err := s.st.Apply(ctx, ops); err != nil {
-		s.writeFailed(ctx, reasonUsageFlush, err, "count", len(ops))
+	if err := u.st.Apply(ctx, ops); err != nil {
+		u.writeFailed(ctx, reasonUsageFlush, err, "count", len(ops))
 		u.mu.Lock()
 		for k := range written {
 			if _, ok := u.m[k]; ok {
@@ -206,14 +224,14 @@ func (s *Service) flushUsage(ctx context.Context) {
 	}
 }
 
-// loadUsage reads this replica's buckets and deletes those past the retention.
-func (s *Service) loadUsage(ctx context.Context) error {
-	cutoff := s.now().Add(-s.usageRetention()).Unix() / 3600
+// load reads this replica's buckets and deletes those past the retention.
+func (u *usageCtl) load(ctx context.Context, log *slog.Logger) error {
+	cutoff := u.now().Add(-u.retention).Unix() / 3600
 	var old []string
-	err := s.st.Scan(ctx, keyUsage+usageReplica(s.self)+"/", func(key string, v []byte) error {
+	err := u.st.Scan(ctx, keyUsage+usageReplica(u.self)+"/", func(key string, v []byte) error {
 		var b UsageBucket
 		if err := json.Unmarshal(v, &b); err != nil {
-			s.log.Warn("skipping unreadable usage bucket", "key", key, "error", err)
+			log.Warn("skipping unreadable usage bucket", "key", key, "error", err)
 			return nil
 		}
 		k := usageKey{hour: b.Hour.Unix() / 3600, tenant: b.Tenant, model: b.BaseModel, session: b.SessionID, kind: b.Kind}
@@ -221,15 +239,15 @@ func (s *Service) loadUsage(ctx context.Context) error {
 			old = append(old, key)
 			return nil
 		}
-		s.usage.m[k] += b.Tokens
+		u.m[k] += b.Tokens
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("load %s records: %w", keyUsage, err)
 	}
 	if len(old) > 0 {
-		if err := s.st.Del(ctx, old...); err != nil {
-			s.writeFailed(ctx, reasonUsageFlush, err, "count", len(old))
+		if err := u.st.Del(ctx, old...); err != nil {
+			u.writeFailed(ctx, reasonUsageFlush, err, "count", len(old))
 		}
 	}
 	return nil

@@ -25,6 +25,11 @@ func (e nanExecutor) ForwardBackward(ctx context.Context, base, lora string, req
 	return res, err
 }
 
+// ForwardBackwardAsync is ForwardBackward as the backend's asynchronous form calls it.
+func (e nanExecutor) ForwardBackwardAsync(ctx context.Context, base, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
+	done(e.ForwardBackward(ctx, base, lora, req))
+}
+
 func usageService(t *testing.T, st *memory.Store, ck *clock, ex backend.Executor) *service.Service {
 	t.Helper()
 	ctx := context.Background()
@@ -34,7 +39,7 @@ func usageService(t *testing.T, st *memory.Store, ck *clock, ex backend.Executor
 	cfg.Billing.UsageRetentionDays = 2
 	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
 	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(ex), Now: ck.now})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(ex), Now: ck.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +52,7 @@ func trainOnce(t *testing.T, svc *service.Service, tenant, run string, seq int64
 	d := engine.Datum{Tokens: make([]int32, tokens), LossInputs: map[string]engine.Tensor{
 		"target_tokens": {DType: engine.Int64, Shape: []int{tokens}, I64: make([]int64, tokens)}}}
 	id, err := svc.ForwardBackward(ctx, tenant, service.OpMeta{ModelID: run, SeqID: seq},
-		engine.ForwardRequest{Data: []engine.Datum{d}, LossFn: "cross_entropy", Backward: true}, enc{})
+		engine.ForwardRequest{Data: []engine.Datum{d}, LossFn: "cross_entropy", Backward: true})
 	if err == nil {
 		_, err = svc.Retrieve(ctx, tenant, id, 5*time.Second)
 	}
@@ -66,7 +71,7 @@ func TestUsageBucketsRetentionAndNonFiniteMetrics(t *testing.T) {
 	svc := usageService(t, st, ck, nanExecutor{testenv.NewNoopExecutor()})
 	sess, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
 	id, run, err := svc.CreateModel(ctx, "alice", service.CreateModelInput{SessionID: sess.ID, BaseModel: testenv.Model,
-		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}}, enc{})
+		Lora: engine.LoraConfig{Rank: 2, TrainAttn: true}})
 	if err == nil {
 		_, err = svc.Retrieve(ctx, "alice", id, 5*time.Second)
 	}

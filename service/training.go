@@ -17,7 +17,8 @@ import (
 )
 
 // ResultEncoder turns operation results into the bytes a future stores. The HTTP layer
-// implements it with the wire types, so they are defined in one place.
+// implements it with the wire types, so they are defined in one place; it is wired once,
+// in Options.Encoder.
 type ResultEncoder interface {
 	CreateModel(modelID string) (futures.Result, error)
 	UnloadModel(modelID string) (futures.Result, error)
@@ -27,6 +28,7 @@ type ResultEncoder interface {
 	SaveWeightsForSampler(path, samplingSessionID string) (futures.Result, error)
 	LoadWeights(path, modelID string) (futures.Result, error)
 	Sample(res engine.SampleResult) (futures.Result, error)
+	SaveWeightsExternal(res ExternalResult) (futures.Result, error)
 }
 
 // OpMeta identifies an operation on a training run.
@@ -56,7 +58,7 @@ func (s *Service) corrKeys(r *Run, op string) telemetry.Keys {
 }
 
 // CreateModel starts a training run; the adapter is created by the returned future.
-func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput, enc ResultEncoder) (requestID, runID string, err error) {
+func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModelInput) (requestID, runID string, err error) {
 	_, ok := s.models[in.BaseModel]
 	if !ok {
 		return "", "", invalidf("base_model %q is not served here; available: %v", in.BaseModel, s.modelNames())
@@ -86,7 +88,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 		s.unlock(quotaLocks)
 		return "", "", s.settle(err)
 	}
-	if r, ok := s.runs.m[runID]; ok {
+	if r, ok := s.runs.get(runID); ok {
 		payload, reqID := r.CreatePayload, r.RequestID
 		s.unlock(quotaLocks)
 		if payload == in.PayloadHash && reqID != "" {
@@ -102,7 +104,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 	r := &Run{ID: runID, State: RunCreating, Owner: s.self, Tenant: tenant, SessionID: in.SessionID, ModelSeqID: in.ModelSeqID, BaseModel: in.BaseModel,
 		Lora: loraRecord(in.Lora), UserMetadata: md, CreatedAt: now, LastRequestTime: now, NextSeq: 1, CreatePayload: in.PayloadHash,
 		Optimizer: familyOr(in.Optimizer)}
-	s.runs.m[runID] = r
+	s.runs.put(r)
 	s.unlock(quotaLocks)
 
 	s.fut.SetNextSeq(runID, 0)
@@ -128,7 +130,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 			if err != nil {
 				return futures.Result{}, classify(err)
 			}
-			return enc.CreateModel(r.ID)
+			return s.enc.CreateModel(r.ID)
 		},
 	})
 	return s.settleCreation(ctx, r, id, err)
@@ -140,7 +142,7 @@ func (s *Service) CreateModel(ctx context.Context, tenant string, in CreateModel
 func (s *Service) settleCreation(ctx context.Context, r *Run, id string, err error) (requestID, runID string, _ error) {
 	if err != nil {
 		s.lock(lkRuns)
-		delete(s.runs.m, r.ID)
+		s.runs.del(r.ID)
 		s.unlock(lkRuns)
 		return "", "", s.submitError(err)
 	}
@@ -180,16 +182,6 @@ func (s *Service) submitError(err error) error {
 	return classify(err)
 }
 
-// owned returns the tenant's run (callers hold the runs lock, and settle the error after
-// unlocking).
-func (c *runCtl) owned(tenant, id string) (*Run, error) {
-	r, ok := c.m[id]
-	if !ok || r.Tenant != tenant {
-		return nil, miss(keyRun+id, tenant, notFoundf("training run %q not found", id))
-	}
-	return r, nil
-}
-
 // usableRun is runs.owned that also refuses runs of finished sessions (410), unloaded and
 // corrupted runs (callers hold the sessions and runs locks).
 func (s *Service) usableRun(tenant, id string) (*Run, error) {
@@ -197,7 +189,7 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := finishedErr(s.sessions.m[r.SessionID]); err != nil {
+	if err := finishedErr(s.sessions.at(r.SessionID)); err != nil {
 		return nil, err
 	}
 	switch {
@@ -209,50 +201,88 @@ func (s *Service) usableRun(tenant, id string) (*Run, error) {
 	return r, nil
 }
 
-// submitRunOp queues an ordered operation of a training run.
+// submitRunOp queues an ordered operation of a training run with a blocking body.
 func (s *Service) submitRunOp(ctx context.Context, tenant string, m OpMeta, op string,
 	run func(ctx context.Context, r *Run) (futures.Result, error)) (string, error) {
+	return s.submitRunTask(ctx, tenant, m, op, func(t *futures.Task, r *Run) {
+		t.Run = func(ctx context.Context) (futures.Result, error) {
+			ctx, err := s.runOpBegins(ctx, r, op)
+			var res futures.Result
+			if err == nil {
+				res, err = run(ctx, r)
+			}
+			return s.runOpEnds(r, m, res, err)
+		}
+	})
+}
+
+// submitRunModelOp queues an ordered model operation of a training run: start hands its
+// work to the backend and returns at once; the operation ends when done is called, from
+// a completion step (futures.Completion.Step), never from the backend's callback itself.
+func (s *Service) submitRunModelOp(ctx context.Context, tenant string, m OpMeta, op string,
+	start func(ctx context.Context, r *Run, c *futures.Completion, done func(futures.Result, error))) (string, error) {
+	return s.submitRunTask(ctx, tenant, m, op, func(t *futures.Task, r *Run) {
+		t.Start = func(ctx context.Context, c *futures.Completion) {
+			done := func(res futures.Result, err error) { c.Done(s.runOpEnds(r, m, res, err)) }
+			ctx, err := s.runOpBegins(ctx, r, op)
+			if err != nil {
+				c.Step(func() { done(futures.Result{}, err) })
+				return
+			}
+			start(ctx, r, c, done)
+		}
+	})
+}
+
+// submitRunTask queues an ordered operation of a training run whose body body sets.
+func (s *Service) submitRunTask(ctx context.Context, tenant string, m OpMeta, op string, body func(t *futures.Task, r *Run)) (string, error) {
 	s.lock(lkSessions | lkRuns)
 	r, err := s.usableRun(tenant, m.ModelID)
 	s.unlock(lkSessions | lkRuns)
 	if err != nil {
 		return "", s.settle(err)
 	}
-	id, err := s.submit(ctx, futures.Task{
+	t := futures.Task{
 		Tenant: tenant, QueueKey: r.ID, Ordered: true, SeqID: m.SeqID, OpType: op,
 		ModelID: r.ID, Pool: r.BaseModel, PayloadHash: m.PayloadHash, InOrder: m.InOrder,
-		Run: func(ctx context.Context) (futures.Result, error) {
-			ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
-			s.lock(lkRuns)
-			ok := r.State == RunReady
-			note := r.Note
-			s.unlock(lkRuns)
-			var res futures.Result
-			var err error
-			if ok {
-				res, err = run(ctx, r)
-			} else {
-				err = &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
-			}
-			// The operation consumed its seq_id whether it succeeded or not.
-			s.lock(lkRuns)
-			r.LastRequestTime = s.now()
-			if m.SeqID+1 > r.NextSeq {
-				r.NextSeq = m.SeqID + 1
-			}
-			s.unlock(lkRuns)
-			s.markDirty(r)
-			return res, classify(err)
-		},
-	})
+	}
+	body(&t, r)
+	id, err := s.submit(ctx, t)
 	if err != nil {
 		return "", s.submitError(err)
 	}
 	return id, nil
 }
 
+// runOpBegins starts an operation of run r: its correlation keys, and a refusal when r is
+// no longer loaded.
+func (s *Service) runOpBegins(ctx context.Context, r *Run, op string) (context.Context, error) {
+	ctx = telemetry.WithKeys(ctx, s.corrKeys(r, op))
+	s.lock(lkRuns)
+	ok := r.State == RunReady
+	note := r.Note
+	s.unlock(lkRuns)
+	if !ok {
+		return ctx, &Error{Kind: KindConflict, Msg: fmt.Sprintf("training run %s is not loaded: %s", r.ID, note)}
+	}
+	return ctx, nil
+}
+
+// runOpEnds records that an operation of run r consumed its seq_id, whether it
+// succeeded or not, and classifies its error.
+func (s *Service) runOpEnds(r *Run, m OpMeta, res futures.Result, err error) (futures.Result, error) {
+	s.lock(lkRuns)
+	r.LastRequestTime = s.now()
+	if m.SeqID+1 > r.NextSeq {
+		r.NextSeq = m.SeqID + 1
+	}
+	s.unlock(lkRuns)
+	s.markDirty(r)
+	return res, classify(err)
+}
+
 // ForwardBackward queues forward or forward_backward (req.Backward) on a run.
-func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, req engine.ForwardRequest, enc ResultEncoder) (string, error) {
+func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, req engine.ForwardRequest) (string, error) {
 	op, span := telemetry.OpForward, telemetry.SpanTCRunForward
 	if req.Backward {
 		op, span = telemetry.OpForwardBackward, telemetry.SpanTCRunForwardBackward
@@ -260,38 +290,41 @@ func (s *Service) ForwardBackward(ctx context.Context, tenant string, m OpMeta, 
 	if err := s.checkBatch(tenant, m.ModelID, req); err != nil {
 		return "", err
 	}
-	return s.submitRunOp(ctx, tenant, m, op, func(ctx context.Context, r *Run) (futures.Result, error) {
+	return s.submitRunModelOp(ctx, tenant, m, op, func(ctx context.Context, r *Run, c *futures.Completion, done func(futures.Result, error)) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), span,
 			attribute.Bool(telemetry.AttrBackward, req.Backward), attribute.Int(telemetry.AttrDataCount, len(req.Data)),
 			attribute.String(telemetry.AttrLossFn, req.LossFn), attribute.Int64(telemetry.AttrSeqID, m.SeqID))
 		start := time.Now()
+		// finish is the operation's continuation, on a completion step.
+		finish := func(res engine.ForwardResult, err error) {
+			if err == nil && req.Backward {
+				err = s.setPendingGrads(ctx, r, true)
+			}
+			telemetry.End(sp, err)
+			if err != nil {
+				done(futures.Result{}, err)
+				return
+			}
+			if req.Backward {
+				s.recordMetrics(ctx, r, op, m.SeqID, res.Metrics)
+			}
+			s.addUsage(r.Tenant, r.BaseModel, r.SessionID, UsageTraining, res.Tokens)
+			if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
+				s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
+					telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
+			}
+			done(s.enc.ForwardBackward(res, req.LossFn))
+		}
+		if req.Backward {
+			if err := s.lostGrads(ctx, r); err != nil {
+				c.Step(func() { finish(engine.ForwardResult{}, err) })
+				return
+			}
+		}
 		var res engine.ForwardResult
-		var err error
-		if req.Backward {
-			err = s.lostGrads(ctx, r)
-		}
-		if err == nil {
-			err = s.onAdapter(ctx, r, func() (err error) {
-				res, err = s.be.ForwardBackward(ctx, r.BaseModel, r.ID, req)
-				return err
-			})
-		}
-		if err == nil && req.Backward {
-			err = s.setPendingGrads(ctx, r, true)
-		}
-		telemetry.End(sp, err)
-		if err != nil {
-			return futures.Result{}, err
-		}
-		if req.Backward {
-			s.recordMetrics(ctx, r, op, m.SeqID, res.Metrics)
-		}
-		s.addUsage(r.Tenant, r.BaseModel, r.SessionID, UsageTraining, res.Tokens)
-		if d := time.Since(start).Seconds(); d > 0 && res.Tokens > 0 {
-			s.tel.Instruments.TrainingTokensPerSecond.Record(ctx, float64(res.Tokens)/d,
-				telemetry.Attrs(telemetry.MAttrBaseModel, r.BaseModel))
-		}
-		return enc.ForwardBackward(res, req.LossFn)
+		s.onAdapterAsync(ctx, r, c, func(cb func(error)) {
+			s.be.ForwardBackwardAsync(ctx, r.BaseModel, r.ID, req, func(out engine.ForwardResult, err error) { res = out; cb(err) })
+		}, func(err error) { finish(res, err) })
 	})
 }
 
@@ -333,7 +366,7 @@ type OptimParams struct {
 
 // OptimStep queues one step of the run's optimizer (AdamW or Dimuon); afterwards the
 // adapter and optimizer state are autosaved so a crash loses no completed step.
-func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams, enc ResultEncoder) (string, error) {
+func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op OptimParams) (string, error) {
 	op.Optimizer = familyOr(op.Optimizer)
 	var p engine.StepParams
 	switch op.Optimizer {
@@ -360,38 +393,42 @@ func (s *Service) OptimStep(ctx context.Context, tenant string, m OpMeta, op Opt
 	if err := p.Validate(); err != nil {
 		return "", classify(err)
 	}
-	return s.submitRunOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run) (futures.Result, error) {
+	return s.submitRunModelOp(ctx, tenant, m, telemetry.OpOptimStep, func(ctx context.Context, r *Run, c *futures.Completion, done func(futures.Result, error)) {
 		ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCRunOptimStep,
 			attribute.Float64(telemetry.AttrLearningRate, p.LearningRate()), attribute.Int64(telemetry.AttrSeqID, m.SeqID),
 			attribute.String(telemetry.AttrOptimizerFamily, p.Family()))
-		var metrics map[string]float64
-		err := s.lostGrads(ctx, r)
-		if err == nil {
-			err = s.onAdapter(ctx, r, func() (err error) {
-				metrics, err = s.be.OptimStep(ctx, r.BaseModel, r.ID, p)
-				return err
-			})
-		}
-		if err == nil {
-			// The reply and the state agree: a step whose result cannot be saved is
-			// undone, so "failed" means "not applied".
-			if aerr := s.autosave(ctx, r, m.SeqID); aerr != nil {
-				err = s.undoStep(ctx, r, aerr)
-			} else {
-				err = s.setPendingGrads(ctx, r, false)
+		// finish is the operation's continuation, on a completion step.
+		finish := func(metrics map[string]float64, err error) {
+			if err == nil {
+				// The reply and the state agree: a step whose result cannot be saved is
+				// undone, so "failed" means "not applied".
+				if aerr := s.autosave(ctx, r, m.SeqID); aerr != nil {
+					err = s.undoStep(ctx, r, aerr)
+				} else {
+					err = s.setPendingGrads(ctx, r, false)
+				}
 			}
+			telemetry.End(sp, err)
+			if err != nil {
+				done(futures.Result{}, err)
+				return
+			}
+			s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
+			done(s.enc.OptimStep(metrics))
 		}
-		telemetry.End(sp, err)
-		if err != nil {
-			return futures.Result{}, err
+		if err := s.lostGrads(ctx, r); err != nil {
+			c.Step(func() { finish(nil, err) })
+			return
 		}
-		s.recordMetrics(ctx, r, telemetry.OpOptimStep, m.SeqID, optimPoint(metrics, p))
-		return enc.OptimStep(metrics)
+		var metrics map[string]float64
+		s.onAdapterAsync(ctx, r, c, func(cb func(error)) {
+			s.be.OptimStepAsync(ctx, r.BaseModel, r.ID, p, func(out map[string]float64, err error) { metrics = out; cb(err) })
+		}, func(err error) { finish(metrics, err) })
 	})
 }
 
 func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
-	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.files.autosaveDir(r.ID), true)
+	err := s.be.SaveState(ctx, r.BaseModel, r.ID, s.ckpts.layout().autosaveDir(r.ID), true)
 	s.diskChanged(r.ID) // an optim_step running when the run was unloaded still writes it
 	if err != nil {
 		return fmt.Errorf("autosave after optim_step: %w", err)
@@ -403,7 +440,7 @@ func (s *Service) autosave(ctx context.Context, r *Run, seq int64) error {
 }
 
 // UnloadModel queues the removal of a run's adapter. Records and checkpoints stay.
-func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc ResultEncoder) (string, error) {
+func (s *Service) UnloadModel(ctx context.Context, tenant, runID string) (string, error) {
 	s.lock(lkRuns)
 	r, err := s.runs.owned(tenant, runID)
 	s.unlock(lkRuns)
@@ -417,7 +454,7 @@ func (s *Service) UnloadModel(ctx context.Context, tenant, runID string, enc Res
 			ctx, sp := telemetry.StartSpan(ctx, s.tel.Tracer(telemetry.ScopeTrainingController), telemetry.SpanTCUnloadModel)
 			s.unload(ctx, r, "unload_model was called")
 			telemetry.End(sp, nil)
-			return enc.UnloadModel(runID)
+			return s.enc.UnloadModel(runID)
 		},
 	})
 	if err != nil {
@@ -483,6 +520,35 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 	if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
 		return err
 	}
+	if err := s.restoreAdapter(ctx, r, err); err != nil {
+		return err
+	}
+	return op()
+}
+
+// onAdapterAsync is onAdapter for a model operation that hands its work to the backend:
+// op queues it and calls back with its error (possibly on the model's loop). then
+// receives the final error on a completion step of c; restoring a lost adapter (which
+// waits on the model) happens on one too, never on the loop.
+func (s *Service) onAdapterAsync(ctx context.Context, r *Run, c *futures.Completion, op func(cb func(error)), then func(error)) {
+	op(func(err error) {
+		c.Step(func() {
+			if err == nil || !errors.Is(err, backend.ErrUnknownAdapter) {
+				then(err)
+				return
+			}
+			if err := s.restoreAdapter(ctx, r, err); err != nil {
+				then(err)
+				return
+			}
+			op(func(err error) { c.Step(func() { then(err) }) })
+		})
+	})
+}
+
+// restoreAdapter restores run r's adapter after the executor answered err (it does not
+// know the adapter): nil when op may run once more, else the operation's error.
+func (s *Service) restoreAdapter(ctx context.Context, r *Run, err error) error {
 	s.lock(lkRuns)
 	loaded := r.State == RunReady
 	lost := r.PendingGrads
@@ -508,5 +574,5 @@ func (s *Service) onAdapter(ctx context.Context, r *Run, op func() error) error 
 		return &Error{Kind: KindInternal, Msg: fmt.Sprintf("the worker that held training run %s restarted or left; the adapter was restored from %s, "+
 			"but the gradients accumulated by forward_backward since the last optim_step were lost: run those forward_backward calls again", r.ID, from)}
 	}
-	return op()
+	return nil
 }

@@ -27,19 +27,17 @@ func (s *Service) CheckpointUsage(tenant, project string) []UsageGroup {
 	}
 	var items []item
 	s.lock(lkSessions | lkRuns | lkCkpts)
-	for runID, m := range s.ckpts.m {
+	for c := range s.ckpts.ofTenant(tenant) {
 		p := tenant
-		if r, ok := s.runs.m[runID]; ok {
+		if r, ok := s.runs.get(c.RunID); ok {
 			if r.ProjectID != "" {
 				p = r.ProjectID
-			} else if se, ok := s.sessions.m[r.SessionID]; ok {
+			} else if se, ok := s.sessions.get(r.SessionID); ok {
 				p = ProjectOf(se)
 			}
 		}
-		for _, c := range m {
-			if c.Tenant == tenant && (project == "" || p == project) {
-				items = append(items, item{p, c.Dir})
-			}
+		if project == "" || p == project {
+			items = append(items, item{p, c.Dir})
 		}
 	}
 	s.unlock(lkSessions | lkRuns | lkCkpts)

@@ -84,18 +84,18 @@ func (s *Service) quotaUse(tenant string) (adapterBytes int64, qs []Quota) {
 	now := s.now()
 	s.lock(quotaLocks | lkSamplers)
 	runs, _ := s.countRuns(tenant, now)
-	for _, r := range s.runs.m {
+	for r := range s.runs.ofTenant(tenant) {
 		if r.Tenant == tenant && holdsAdapter(r) {
 			adapterBytes += s.adapterBytes(r.BaseModel, r.Lora.engine())
 		}
 	}
 	var sessions, samplers int64
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.ofTenant(tenant) {
 		if se.Tenant == tenant && se.Finished == nil && !se.Expired {
 			sessions++
 		}
 	}
-	for _, sm := range s.samplers.m {
+	for sm := range s.samplers.ofTenant(tenant) {
 		if sm.Tenant == tenant && !sm.Closed {
 			samplers++
 		}
@@ -131,7 +131,7 @@ func (s *Service) BillingEvents(ctx context.Context, tenant string, from, to tim
 			continue
 		}
 		bs := BillingSession{}
-		if se, ok := s.sessions.m[b.SessionID]; ok && se.Tenant == tenant {
+		if se, ok := s.sessions.get(b.SessionID); ok && se.Tenant == tenant {
 			bs = BillingSession{ProjectID: ProjectOf(se), UserMetadata: se.UserMetadata}
 		}
 		sessions[b.SessionID] = bs
@@ -173,13 +173,13 @@ func (s *Service) Overview() Overview {
 		tenant(t)
 	}
 	s.lock(lkSessions | lkRuns)
-	for _, se := range s.sessions.m {
+	for se := range s.sessions.all() {
 		o := tenant(se.Tenant)
 		if se.Finished == nil && !se.Expired {
 			o.SessionsOpen++
 		}
 	}
-	for _, r := range s.runs.m {
+	for r := range s.runs.all() {
 		o := tenant(r.Tenant)
 		switch r.State {
 		case RunReady:

@@ -50,7 +50,7 @@ func TestBackgroundWriteFailureIsCounted(t *testing.T) {
 	defer fut.Shutdown(ctx)
 	reader := sdkmetric.NewManualReader()
 	in := telemetry.NewInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), false)
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now, Instruments: in})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now, Instruments: in})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 // contract (store.<OP>) and the semantic conventions (db.client.operation.duration), and
 // never under Redis's metric.
 func TestInstrumentRecordsOnItsProviders(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reader := sdkmetric.NewManualReader()

@@ -13,6 +13,7 @@ import (
 // Cached attribute sets carry exactly the attributes asked for, and the same option is
 // reused for the same combination.
 func TestAttrsCachesBoundedSets(t *testing.T) {
+	t.Parallel()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	c, _ := mp.Meter("t").Int64Counter("c")
@@ -39,6 +40,7 @@ func TestAttrsCachesBoundedSets(t *testing.T) {
 
 // The correlation keys survive a process boundary in W3C baggage.
 func TestKeysCrossABoundaryInBaggage(t *testing.T) {
+	t.Parallel()
 	ctx := WithKeys(context.Background(), Keys{SessionID: "sess_1", TrainingRunID: "run/with spaces;and=odd", OperationType: "forward_backward"})
 	carrier := propagation.MapCarrier{}
 	propagation.Baggage{}.Inject(KeysToBaggage(ctx), carrier)

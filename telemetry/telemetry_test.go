@@ -16,6 +16,7 @@ import (
 )
 
 func TestValidateNamesTheKey(t *testing.T) {
+	t.Parallel()
 	cases := map[string]func(*Config){
 		"telemetry.protocol":        func(c *Config) { c.Protocol = "smoke-signals" },
 		"telemetry.sampling_ratio":  func(c *Config) { c.SamplingRatio = 1.5 },
@@ -59,6 +60,7 @@ func TestEndpointResolutionOrder(t *testing.T) {
 }
 
 func TestCorrelationKeysAndErrors(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	back := true
@@ -82,6 +84,7 @@ func TestCorrelationKeysAndErrors(t *testing.T) {
 }
 
 func TestRequestSlices(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	r := StartRequest(context.Background(), tp.Tracer("t"), "req")
@@ -110,6 +113,7 @@ func TestRequestSlices(t *testing.T) {
 }
 
 func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
+	t.Parallel()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	in := NewInstruments(mp, true)
@@ -154,6 +158,7 @@ func TestEveryInstrumentHasItsNameAndUnit(t *testing.T) {
 }
 
 func TestSpanNameHelpers(t *testing.T) {
+	t.Parallel()
 	for op, want := range map[string]string{"SET": SpanRedisSET, "GET": SpanRedisGET, "DEL": SpanRedisDEL, "SCAN": SpanRedisSCAN,
 		"EXPIRE": "redis.EXPIRE", "MULTI": "redis.MULTI"} {
 		if got := RedisSpan(op); got != want {
@@ -171,6 +176,7 @@ func TestSpanNameHelpers(t *testing.T) {
 // Options resolve to what they name; without them, to the globals; nil options are the
 // defaults, so a component can pass an unset Options field straight through.
 func TestSettings(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reader := sdkmetric.NewManualReader()

@@ -18,6 +18,7 @@ var pieces = []textgen.Piece{
 }
 
 func TestMessageStreamFraming(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	mw := &messageWriter{w: rec, sse: textgen.NewSSE(rec), id: "msg_test", model: "tuft/tiny", inputTokens: 9, collect: textgen.NewCollect(1)}
 	for _, p := range pieces {
@@ -32,6 +33,7 @@ func TestMessageStreamFraming(t *testing.T) {
 }
 
 func TestMessageWholeResponse(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	mw := &messageWriter{w: rec, id: "msg_test", model: "tuft/tiny", inputTokens: 9, collect: textgen.NewCollect(1)}
 	for _, p := range pieces {
@@ -42,6 +44,7 @@ func TestMessageWholeResponse(t *testing.T) {
 }
 
 func TestStopReason(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ finish, seq, want string }{
 		{"stop", "", "end_turn"}, {"stop", "END", "stop_sequence"}, {"length", "", "max_tokens"},
 	} {
@@ -53,6 +56,7 @@ func TestStopReason(t *testing.T) {
 
 // Requests that never reach a model: each gets a 400 naming the field.
 func TestMessagesRequestValidation(t *testing.T) {
+	t.Parallel()
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	cases := []struct {
 		body, field string

@@ -20,6 +20,7 @@ import (
 // completion's (echo) make Decode of all the tokens, and a stop string that begins with
 // that space ends the text at the first token.
 func TestCompletionContinuesThePromptText(t *testing.T) {
+	t.Parallel()
 	dir := spmModelDir(t)
 	m, err := engine.Load(dir, testenv.Model)
 	if err != nil {

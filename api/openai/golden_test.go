@@ -28,6 +28,7 @@ func pieces() []textgen.Piece {
 var summary = textgen.Summary{PromptTokens: 7, CompletionTokens: 5, RequestIDs: []string{"req_1"}}
 
 func TestChatStreamFraming(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name            string
 		logprobs, usage bool
@@ -51,6 +52,7 @@ func TestChatStreamFraming(t *testing.T) {
 }
 
 func TestChatWholeResponse(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	cw := &chatWriter{w: rec, respID: "chatcmpl-test", created: 1700000000, model: "tuft/tiny", logprobs: true, n: 2, collect: textgen.NewCollect(2)}
 	for _, p := range pieces() {
@@ -61,6 +63,7 @@ func TestChatWholeResponse(t *testing.T) {
 }
 
 func TestCompletionFraming(t *testing.T) {
+	t.Parallel()
 	req := textgen.Request{N: 2, Prompts: [][]int32{{5, 6}}, TopLogprobs: 2, Params: engine.SampleParams{MaxTokens: 3}}
 	rec := httptest.NewRecorder()
 	cw := &completionWriter{w: rec, sse: textgen.NewSSE(rec), usage: true, respID: "cmpl-test", created: 1700000000, model: "tuft/tiny",
@@ -87,6 +90,7 @@ func TestCompletionFraming(t *testing.T) {
 
 // An error after the stream began is an error event, then the stream ends.
 func TestStreamErrorEvent(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	cw := &chatWriter{w: rec, sse: textgen.NewSSE(rec), respID: "chatcmpl-test", created: 1700000000, model: "tuft/tiny", n: 1, collect: textgen.NewCollect(1)}
 	_ = cw.piece(textgen.Piece{Choice: 0, Text: "Hi"})

@@ -70,7 +70,7 @@ func toModelObject(m service.InferenceModel) modelObject {
 
 func (h *handler) models(w http.ResponseWriter, r *http.Request, tenant string) {
 	out := modelList{Object: "list", Data: []modelObject{}}
-	for _, m := range h.d.Service.InferenceModels(tenant) {
+	for _, m := range h.d.Service.InferenceModels(r.Context(), tenant) {
 		out.Data = append(out.Data, toModelObject(m))
 	}
 	textgen.WriteJSON(w, encodingFailed, http.StatusOK, out)
@@ -88,7 +88,7 @@ func (h *handler) model(w http.ResponseWriter, r *http.Request, tenant string) {
 		writeError(w, err)
 		return
 	}
-	for _, m := range h.d.Service.InferenceModels(tenant) {
+	for _, m := range h.d.Service.InferenceModels(r.Context(), tenant) {
 		if m.ID == t.Model || (t.Checkpoint == "" && m.ID == t.BaseModel) {
 			textgen.WriteJSON(w, encodingFailed, http.StatusOK, toModelObject(m))
 			return

@@ -11,6 +11,7 @@ import (
 // /chat/render shows the prompt /chat/completions generates from: the same text, the same
 // token count, and the same refusals, without generating.
 func TestChatRenderMatchesCompletionPrompt(t *testing.T) {
+	t.Parallel()
 	s, _ := start(t, nil, nil)
 	msgs := []map[string]any{{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello <b>there</b>"}}
 	resp, body := post(t, s, "/oai/api/v1/chat/render", testenv.KeyA, map[string]any{"model": testenv.Model, "messages": msgs, "temperature": 0.5})

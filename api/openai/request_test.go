@@ -11,6 +11,7 @@ var limits = config.Default("").Limits
 
 // Every request either parses or gets a 400 naming the offending field.
 func TestChatRequestValidation(t *testing.T) {
+	t.Parallel()
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	cases := []struct {
 		body  string
@@ -72,6 +73,7 @@ func TestChatRequestValidation(t *testing.T) {
 }
 
 func TestCompletionRequestValidation(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		body  string
 		param string
@@ -95,6 +97,7 @@ func TestCompletionRequestValidation(t *testing.T) {
 }
 
 func TestPromptForms(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		raw   string
 		n     int
@@ -129,6 +132,7 @@ func TestPromptForms(t *testing.T) {
 }
 
 func TestMaxTokens(t *testing.T) {
+	t.Parallel()
 	lim := limits
 	lim.MaxSampleTokens = 100
 	v := func(n int) *int { return &n }

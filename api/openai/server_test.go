@@ -251,6 +251,7 @@ func TestDisconnectCancelsGeneration(t *testing.T) {
 // OpenAI requests count against the tenant's queue limit together with Tinker sampling:
 // both go through the same futures pool.
 func TestSharedQueueLimit(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	g := newGated(t, cfg)
 	s, _ := start(t, func(c *config.Config) { c.Limits.MaxQueuedPerTenant = 1 }, g)
@@ -411,6 +412,7 @@ func equal(a, b []float64) bool {
 }
 
 func TestAnthropicMessages(t *testing.T) {
+	t.Parallel()
 	s, _ := start(t, nil, nil)
 	msgs := []any{map[string]any{"role": "user", "content": "Hello"}, map[string]any{"role": "assistant", "content": "Sure:"}}
 	var count struct {
@@ -459,6 +461,7 @@ func TestAnthropicMessages(t *testing.T) {
 // A model hosted by a `tuft worker` streams too: the worker hands over its tokenizer and
 // chat template, and its SampleStream RPC carries the tokens as they are drawn.
 func TestRemoteWorkerModel(t *testing.T) {
+	t.Parallel()
 	cfg := testenv.Config(t, t.TempDir(), "memory")
 	models, infos, err := backend.LoadModels(cfg, slog.Default())
 	if err != nil {

@@ -46,6 +46,7 @@ func spmModelDir(t *testing.T) string {
 // A streamed completion from a model with a SentencePiece tokenizer is what the sampled
 // tokens add to the prompt's text: each token keeps the space a lone decoding of it drops.
 func TestStreamedTextWithSentencePieceTokenizer(t *testing.T) {
+	t.Parallel()
 	dir := spmModelDir(t)
 	m, err := engine.Load(dir, testenv.Model)
 	if err != nil {

@@ -30,6 +30,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // The compatible routes emit the same spans, correlation keys and metrics as Tinker
 // sampling, plus the gen_ai semantic-convention attributes on their HTTP spans.
 func TestCompatTelemetry(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	reader := sdkmetric.NewManualReader()
 	tel, err := setup.New(context.Background(), telemetry.DefaultConfig(), "server",

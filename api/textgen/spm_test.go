@@ -17,6 +17,7 @@ func (c spmCodec) IsEOS(id int32) bool { id2, _ := c.TokenID("</s>"); return id 
 // (its space kept), so the text, the tokens' texts and offsets, the alternatives' texts
 // and stop strings that begin with a space all agree with Decode of the whole sequence.
 func TestChoiceWithSentencePieceTokenizer(t *testing.T) {
+	t.Parallel()
 	tok, err := tokenizer.Load("../../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,7 @@ func TestChoiceWithSentencePieceTokenizer(t *testing.T) {
 // " world" (decoded on its own it would be "world"), and a stop string " world" ends the
 // text at that first token.
 func TestChoiceContinuesThePrompt(t *testing.T) {
+	t.Parallel()
 	tok, err := tokenizer.Load("../../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ func (b byteCodec) IsEOS(id int32) bool { return id == 0 }
 
 // The text pieces of a choice: what is emitted after each token, and how it ends.
 func TestChoicePieces(t *testing.T) {
+	t.Parallel()
 	vocab := byteCodec{"<eos>", "Hello", " wor", "ld", "\n\n", "END", "\xc3", "\xa9", "!", "EN", "D more", "x"}
 	type step struct {
 		tok  int32
@@ -104,6 +105,7 @@ func TestChoicePieces(t *testing.T) {
 }
 
 func TestHeldBackAndCompleteUTF8(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		b     string
 		stops []string
@@ -132,6 +134,7 @@ func TestHeldBackAndCompleteUTF8(t *testing.T) {
 }
 
 func TestFieldRules(t *testing.T) {
+	t.Parallel()
 	rules := map[string]FieldRule{"a": Parsed, "b": Ignored, "c": DefaultOnly}
 	for _, tc := range []struct {
 		body    string

@@ -7,6 +7,7 @@ import (
 )
 
 func TestUndeclaredFieldsAreRefusedUnlessUnset(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		body string
 		want string // "" = accepted
@@ -36,6 +37,7 @@ func TestUndeclaredFieldsAreRefusedUnlessUnset(t *testing.T) {
 }
 
 func TestOptimParamsForms(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		body   string
 		family string
@@ -78,6 +80,7 @@ func TestOptimParamsForms(t *testing.T) {
 }
 
 func TestOptimizerConfigFamily(t *testing.T) {
+	t.Parallel()
 	var r CreateModelRequest
 	for body, want := range map[string]string{
 		`{"optimizer_config":{"type":"adamw"}}`: "adamw",
@@ -134,6 +137,7 @@ func FuzzDecodeRequest(f *testing.F) {
 
 // A request built from AdamParams (as the Go client does) carries them as adam_params.
 func TestOptimStepRequestMarshalsItsAdamParams(t *testing.T) {
+	t.Parallel()
 	seq := int64(3)
 	b, err := json.Marshal(OptimStepRequest{AdamParams: AdamParams{LearningRate: 0.5, Beta1: 0.8}, ModelID: "m", SeqID: &seq})
 	if err != nil {
@@ -152,6 +156,7 @@ func TestOptimStepRequestMarshalsItsAdamParams(t *testing.T) {
 // OpAddress reads the address of a body Go's JSON decoder refuses (finding 6 of issue 22),
 // and nothing from one whose address itself is unreadable.
 func TestOpAddressOfMalformedBodies(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		body  string
 		model string

@@ -10,6 +10,7 @@ import (
 
 // Non-finite numbers in results encode as null; finite ones exactly as encoding/json does.
 func TestJSONResultsEncodeNonFiniteAsNull(t *testing.T) {
+	t.Parallel()
 	res := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": math.NaN(), "x": math.Inf(1), "ok": 1.5},
 		LossFnOutputs: []map[string]Tensor{{"logprobs": {DType: Float32, Shape: []int{2}, F32: []float32{float32(math.Inf(-1)), -1}}}}}
 	pb, err := EncodeForwardBackwardOutputProto(res, "cross_entropy")
@@ -44,6 +45,7 @@ func TestJSONResultsEncodeNonFiniteAsNull(t *testing.T) {
 }
 
 func TestFiniteEncodingMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	vals := []float64{0, math.Copysign(0, -1), 1, -1, 1e-7, 1e-6, 1e20, 1e21, 1e300, 5e-324, 123.456, 1.0 / 3}
 	for i := 0; i < 2000; i++ {

@@ -89,6 +89,7 @@ func decodeRequest(route string, body []byte) (any, error) {
 }
 
 func TestGoldenRequestsDecode(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "golden", "requests", "sdk-*", "*"))
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +261,7 @@ func goldenResponses(t *testing.T) map[string][]byte {
 }
 
 func TestGoldenResponsesEncode(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("testdata", "golden", "responses")
 	got := goldenResponses(t)
 	for name, b := range got {

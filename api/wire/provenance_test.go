@@ -20,6 +20,7 @@ func sampled(seq string, off, n int64) *tinkerpb.ProvenanceSpan {
 // TestProvenanceSpans: spans that tile their fields are accepted and leave the datum as it
 // was (no implemented loss reads them); malformed ones are refused naming the span.
 func TestProvenanceSpans(t *testing.T) {
+	t.Parallel()
 	base, err := EncodeForwardBackwardProto(sampleCall()) // one datum: 3 tokens, 3 targets
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ func sampleBody(extra string) []byte {
 // The sampling outputs' request fields decode into the engine request: counts as they
 // are, target_prompt_logprobs dense or CSR; null or absent targets ask nothing.
 func TestDecodeSampleOutputsRequest(t *testing.T) {
+	t.Parallel()
 	c, err := DecodeSampleRequest(sampleBody(`,"topk_sample_logprobs":4,"prompt_alt_tokens_k":2,` +
 		`"target_prompt_logprobs":{"data":[5,-1,7,8],"dtype":"int64","shape":[2,2]}`))
 	if err != nil {
@@ -44,6 +45,7 @@ func TestDecodeSampleOutputsRequest(t *testing.T) {
 // checks, against the prompt and the vocabulary, are engine.ValidateSample's, after
 // api's conversion: api.TestSampleOutputsRefusedByTheEngine).
 func TestDecodeSampleOutputsRefusals(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ body, want string }{
 		{`,"topk_sample_logprobs":-1`, "topk_sample_logprobs"},
 		{`,"prompt_alt_tokens_k":-3`, "prompt_alt_tokens_k"},
@@ -69,6 +71,7 @@ func TestDecodeSampleOutputsRefusals(t *testing.T) {
 // A result with the outputs survives the protobuf round trip (the JSON conversion and
 // the Go client read it back that way).
 func TestSampleOutputsProtoRoundTrip(t *testing.T) {
+	t.Parallel()
 	res := SampleResponse{
 		Sequences: []Sequence{{Tokens: []int32{3}, Logprobs: []float32{-1}, StopReason: StopReasonStop,
 			TopK: [][]TokenLogprob{{{Token: 3, Logprob: -1}, {Token: 4, Logprob: -2}}}}},

@@ -38,6 +38,7 @@ var badCSR = []struct {
 }
 
 func TestSparseCSRIndicesAreChecked(t *testing.T) {
+	t.Parallel()
 	for _, c := range badCSR {
 		t.Run("json "+c.name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"forward_backward_input":{"data":[{"model_input":{"chunks":[{"type":"encoded_text","tokens":[1,2]}]},`+

@@ -14,6 +14,7 @@ func sampleCall() ForwardBackwardCall {
 }
 
 func TestForwardBackwardProtoRoundTrip(t *testing.T) {
+	t.Parallel()
 	b, err := EncodeForwardBackwardProto(sampleCall())
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +33,7 @@ func TestForwardBackwardProtoRoundTrip(t *testing.T) {
 }
 
 func TestForwardBackwardOutputRoundTripAndRecords(t *testing.T) {
+	t.Parallel()
 	res := ForwardBackwardOutput{Metrics: map[string]float64{"loss:sum": 3.5}, LossFnOutputs: []map[string]Tensor{
 		{"logprobs": {DType: Float32, Shape: []int{2}, F32: []float32{-1, -2}}},
 		{"logprobs": {DType: Float32, Shape: []int{3}, F32: []float32{-3, -4, -5}}},
@@ -58,6 +60,7 @@ func TestForwardBackwardOutputRoundTripAndRecords(t *testing.T) {
 }
 
 func TestSampleResponseRoundTrip(t *testing.T) {
+	t.Parallel()
 	res := SampleResponse{Sequences: []Sequence{{Tokens: []int32{5, 6}, Logprobs: []float32{-0.1, -0.2}, StopReason: StopReasonLength}},
 		PromptLogprobs:       []float32{float32(math.NaN()), -1.5},
 		TopKPrompt:           [][]TokenLogprob{nil, {{Token: 3, Logprob: -0.5}, {Token: 4, Logprob: -1}}},
@@ -87,6 +90,7 @@ func TestSampleResponseRoundTrip(t *testing.T) {
 }
 
 func TestDecodeErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ body, want string }{
 		{`{"forward_backward_input":{"data":[],"loss_fn":"cross_entropy"},"model_id":"m","seq_id":1}`, "data"},
 		{`{"forward_backward_input":{"data":[{"model_input":{"chunks":[{"type":"image","data":"x"}]},"loss_fn_inputs":{}}],"loss_fn":"x"},"model_id":"m"}`, "only encoded_text"},
@@ -109,6 +113,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 }
 
 func TestSparseCSRBecomesDense(t *testing.T) {
+	t.Parallel()
 	td := tensorJSON{Data: numbers{1, 2}, DType: "float32", Shape: []int64{2, 3}, SparseCrowIndices: []int64{0, 1, 2}, SparseColIndices: []int64{2, 0}}
 	et, err := td.tensor("weights")
 	if err != nil {
@@ -127,6 +132,7 @@ func TestSparseCSRBecomesDense(t *testing.T) {
 }
 
 func TestSampleRequestStopForms(t *testing.T) {
+	t.Parallel()
 	for body, want := range map[string]string{
 		`{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1]}]},"sampling_params":{"stop":"\n"}}`:            "s:\n",
 		`{"prompt":{"chunks":[{"type":"encoded_text","tokens":[1]}]},"sampling_params":{"stop":["a","b"]}}`:       "s:a,b",
@@ -157,6 +163,7 @@ func TestSampleRequestStopForms(t *testing.T) {
 }
 
 func TestDecompressRefusesBombs(t *testing.T) {
+	t.Parallel()
 	if _, err := Decompress("gzip", []byte("x"), 10); err == nil {
 		t.Fatal("unknown encoding accepted")
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,15 +31,15 @@ const benchPromptTokens = 32
 var benchPresetInChild = true
 
 type benchOptions struct {
-	preset, modelDir      string
-	tokens, rank, steps   int
-	sampleTokens          int
-	batches               []int
-	device                string
-	cudaLibDirs           string
-	torch, python, script string
-	jsonOut               bool
-	seed                  int64
+	modelFlags
+	tokens, rank, steps int
+	sampleTokens        int
+	batches             []int
+	device              string
+	cudaLibDirs         string
+	torchFlags
+	jsonOut bool
+	seed    int64
 }
 
 // benchTrain is the training figure of one implementation.
@@ -143,8 +142,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&lo.repeats, "repeats", 3, "--reference llama.cpp: prompt-processing runs (the best is reported)")
 	fs.StringVar(&lo.python, "llamacpp-python", "", "--reference llama.cpp: Python with llama_cpp, gguf, numpy (default: the venv scripts/llamacpp.sh builds)")
 	fs.StringVar(&lo.script, "llamacpp-script", "", "--reference llama.cpp: path of tools/llamacppref/bench.py (default: found from the working directory)")
-	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
-	fs.StringVar(&o.modelDir, "model", "", "use this model directory (HuggingFace layout) instead of a preset")
+	o.modelFlags.register(fs)
 	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
 	fs.IntVar(&o.steps, "steps", 3, "timed training steps (after one warm-up step); the median is reported")
@@ -152,9 +150,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	batches := fs.String("batches", "1,16", "sampling batch sizes (comma-separated)")
 	fs.StringVar(&o.cudaLibDirs, "cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS (as engine.cuda_lib_dirs; separated by "+string(filepath.ListSeparator)+")")
 	fs.StringVar(&o.device, "device", "cpu", "device of the Go engine: cpu, cuda, cuda:N or auto; with cuda the reference is PyTorch+PEFT on the GPU (tools/torchref/bench_peft.py)")
-	fs.StringVar(&o.torch, "torch", "auto", "PyTorch reference: auto (when python3 can import torch), on (required), off")
-	fs.StringVar(&o.python, "python", "", "Python interpreter for the reference (default: python3 on PATH, then /usr/bin/python3)")
-	fs.StringVar(&o.script, "torch-script", "", "path of the reference script (default: tools/torchref/bench.py, or bench_peft.py with --device cuda, found from the working directory)")
+	o.torchFlags.register(fs, "tools/torchref/bench.py, or bench_peft.py with --device cuda")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
 	if err := fs.ParseArgs(args); err != nil {
@@ -202,41 +198,31 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
 		return fmt.Errorf("--tokens must be ≥ 2 and --rank, --steps, --sample-tokens ≥ 1")
-	case o.torch != "auto" && o.torch != "on" && o.torch != "off":
-		return fmt.Errorf("--torch must be auto, on or off, not %q", o.torch)
+	case o.checkMode() != nil:
+		return o.checkMode()
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
+	logf := progressLog(stderr)
 
 	rep := benchReport{Tokens: o.tokens, Rank: o.rank, Steps: o.steps, Batches: o.batches, PromptTokens: benchPromptTokens,
 		SampleTokens: o.sampleTokens, CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
 		Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}
-	dir, cleanup, err := benchModel(o.modelDir, o.preset, logf)
+	dir, preset, cleanup, err := o.open(logf)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if o.modelDir == "" {
-		rep.Preset = o.preset
-	}
-	rep.ModelDir = dir
+	rep.Preset, rep.ModelDir = preset, dir
 
 	// Find the reference before the long Go run, so a misconfiguration fails fast.
-	var python, script string
-	if o.torch != "off" {
-		var why string
-		python, script, why = findTorchRef(o.python, o.script, gpuDevice(o.device))
-		if why != "" {
-			if o.torch == "on" {
-				return fmt.Errorf("PyTorch reference unavailable: %s", why)
-			}
-			rep.TorchSkipped = why
-			python = ""
-		}
-	} else {
-		rep.TorchSkipped = "--torch off"
+	python, script, skipped, err := o.reference(func(python, script string) (string, string, string) {
+		return findTorchRef(python, script, gpuDevice(o.device))
+	})
+	if err != nil {
+		return err
 	}
+	rep.TorchSkipped = skipped
 
 	if !gpuDevice(o.device) {
 		logf("measuring the machine (memory bandwidth, GEMM peak)")
@@ -292,13 +278,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			gemmFraction(rep.Torch, &rep)
 		}
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printBench(stdout, &rep)
-	return nil
+	return writeReport(stdout, o.jsonOut, &rep, printBench)
 }
 
 func benchWritePreset(name, dir string) error {

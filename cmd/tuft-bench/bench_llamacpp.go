@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -124,7 +123,7 @@ type llamaOptions struct {
 const llamaPromptTokens = 8
 
 func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
+	logf := progressLog(stderr)
 	if err := tuftHasWeights(o.weights); err != nil {
 		return err
 	}
@@ -185,13 +184,7 @@ func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
 	if rep.Refused == "" {
 		rep.Ratios = inferRatios(&rep.Go, rep.Llama)
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printLlama(stdout, &rep)
-	return nil
+	return writeReport(stdout, o.jsonOut, &rep, printLlama)
 }
 
 // tuftWeightOptions are the load options that make the engine hold its CPU weights in

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -30,16 +29,16 @@ import (
 // (tools/torchref/bench_sampling.py).
 
 type samplingOptions struct {
-	preset, modelDir            string
+	modelFlags
 	requests, adapters, tenants int
 	promptTokens, sampleTokens  int
 	rank                        int
 	seed                        int64
 	sched                       backend.SchedConfig
 	kvMiB                       int
-	torch, python, script       string
-	jsonOut                     bool
-	rounds                      int
+	torchFlags
+	jsonOut bool
+	rounds  int
 }
 
 // samplingPhase is one measured run.
@@ -112,8 +111,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlags("bench sampling", "tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]",
 		"Measure the continuous-batching scheduler: N concurrent one-sample requests over M adapters and T tenants, against one request of N samples and the PyTorch reference's batched multi-LoRA decode.")
 	var o samplingOptions
-	fs.StringVar(&o.preset, "preset", "smollm2-135m-shape", "model preset ("+strings.Join(engine.Presets(), ", ")+"), written to a temporary directory")
-	fs.StringVar(&o.modelDir, "model", "", "use this model directory (HuggingFace layout) instead of a preset")
+	o.modelFlags.register(fs)
 	fs.IntVar(&o.requests, "requests", 16, "concurrent one-sample requests (and the samples of the single request)")
 	fs.IntVar(&o.adapters, "adapters", 4, "LoRA adapters the requests use (request i uses adapter i mod M)")
 	fs.IntVar(&o.tenants, "tenants", 4, "tenants the requests come from (request i is tenant i mod T's)")
@@ -129,9 +127,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.sched.StepTokens, "step-tokens", d.StepTokens, "engine.scheduler.step_token_budget")
 	fs.IntVar(&o.sched.PrefillChunk, "prefill-chunk", d.PrefillChunk, "engine.scheduler.prefill_chunk_tokens")
 	fs.IntVar(&o.kvMiB, "kv-cache-mib", int(d.KVCacheBytes>>20), "engine.scheduler.kv_cache_bytes, in MiB")
-	fs.StringVar(&o.torch, "torch", "auto", "PyTorch reference: auto (when python3 can import torch), on (required), off")
-	fs.StringVar(&o.python, "python", "", "Python interpreter for the reference (default: python3 on PATH, then /usr/bin/python3)")
-	fs.StringVar(&o.script, "torch-script", "", "path of the reference script (default: tools/torchref/bench_sampling.py, found from the working directory)")
+	o.torchFlags.register(fs, "tools/torchref/bench_sampling.py")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
 	if err := fs.ParseArgs(args); err != nil {
 		return err
@@ -139,39 +135,30 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case o.requests < 1 || o.adapters < 1 || o.tenants < 1 || o.promptTokens < 1 || o.sampleTokens < 1 || o.rank < 1 || o.rounds < 1:
 		return fmt.Errorf("--requests, --adapters, --tenants, --prompt-tokens, --sample-tokens, --rank and --rounds must be ≥ 1")
-	case o.torch != "auto" && o.torch != "on" && o.torch != "off":
-		return fmt.Errorf("--torch must be auto, on or off, not %q", o.torch)
+	case o.checkMode() != nil:
+		return o.checkMode()
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	o.sched.KVCacheBytes = int64(o.kvMiB) << 20
 	o.sched.PrefixCacheEntries = d.PrefixCacheEntries
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
+	logf := progressLog(stderr)
 
 	rep := samplingReport{Adapters: o.adapters, Tenants: o.tenants, Rank: o.rank, PromptTokens: o.promptTokens,
 		SampleTokens: o.sampleTokens, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), TargetRatio: 0.8, TargetTenants: 1.2}
-	dir, cleanup, err := benchModel(o.modelDir, o.preset, logf)
+	dir, preset, cleanup, err := o.open(logf)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if o.modelDir == "" {
-		rep.Preset = o.preset
+	rep.Preset, rep.ModelDir = preset, dir
+	python, script, skipped, err := o.reference(func(python, script string) (string, string, string) {
+		return findTorchScript(python, script, "bench_sampling.py")
+	})
+	if err != nil {
+		return err
 	}
-	rep.ModelDir = dir
-	var python, script string
-	if o.torch != "off" {
-		var why string
-		python, script, why = findTorchScript(o.python, o.script, "bench_sampling.py")
-		if why != "" {
-			if o.torch == "on" {
-				return fmt.Errorf("PyTorch reference unavailable: %s", why)
-			}
-			rep.TorchSkipped, python = why, ""
-		}
-	} else {
-		rep.TorchSkipped = "--torch off"
-	}
+	rep.TorchSkipped = skipped
 	rep.GoGEMMGFlops = goGEMMGFlops()
 	logf("Go GEMM (1024×1024×1024 float32): %.1f GFLOP/s", rep.GoGEMMGFlops)
 	if err := benchSamplingGo(dir, o, &rep, logf); err != nil {
@@ -194,13 +181,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printSampling(stdout, &rep)
-	return nil
+	return writeReport(stdout, o.jsonOut, &rep, printSampling)
 }
 
 // ttftRecorder collects the first_token events' time to first token from the

@@ -38,9 +38,8 @@ window.tuft = (function () {
     return resp.status + " " + resp.statusText;
   }
 
-  // el makes an element with attributes and text content.
-  function el(tag, attrs, text) {
-    const e = document.createElement(tag);
+  // fill sets e's attributes and text content (as text, never HTML) and returns e.
+  function fill(e, attrs, text) {
     for (const k in attrs || {}) {
       e.setAttribute(k, attrs[k]);
     }
@@ -50,17 +49,16 @@ window.tuft = (function () {
     return e;
   }
 
+  // el makes an element with attributes and text content.
+  function el(tag, attrs, text) {
+    return fill(document.createElement(tag), attrs, text);
+  }
+
   const SVGNS = "http://www.w3.org/2000/svg";
 
+  // svg makes an SVG element with attributes and text content.
   function svg(tag, attrs, text) {
-    const e = document.createElementNS(SVGNS, tag);
-    for (const k in attrs || {}) {
-      e.setAttribute(k, attrs[k]);
-    }
-    if (text !== undefined && text !== null) {
-      e.textContent = String(text);
-    }
-    return e;
+    return fill(document.createElementNS(SVGNS, tag), attrs, text);
   }
 
   function num(x) {

@@ -83,6 +83,7 @@ func msgs(pairs ...string) []Message {
 // transformers configures it (ImmutableSandboxedEnvironment, trim_blocks and
 // lstrip_blocks on).
 func TestRenderModelTemplates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		src     string
@@ -211,6 +212,7 @@ func TestRenderModelTemplates(t *testing.T) {
 // TestRenderFeatures covers the Jinja constructs real chat templates use. Each
 // expectation matches Python jinja2 under the transformers settings.
 func TestRenderFeatures(t *testing.T) {
+	t.Parallel()
 	conv := msgs("system", "sys", "user", " hi ", "assistant", "yo")
 	tests := []struct {
 		name, src, want string
@@ -263,6 +265,7 @@ func TestRenderFeatures(t *testing.T) {
 // Jinja, so that a dependency upgrade that changes them is noticed. Templates
 // hitting these need parentheses (first two) or a different spelling.
 func TestGonjaDifferences(t *testing.T) {
+	t.Parallel()
 	conv := msgs("user", "hi")
 	tests := []struct {
 		name, src, gonja, jinja string
@@ -299,6 +302,7 @@ func TestGonjaDifferences(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{
 		`{% if x %}`,
 		`{% for m in messages %}`,
@@ -315,6 +319,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestRenderErrors(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{
 		`{{ strftime_now('%Y') }}`,          // transformers helper, not provided
 		`{{ undefined_thing.attribute }}`,   // attribute of undefined, as in Jinja
@@ -338,6 +343,7 @@ func TestRenderErrors(t *testing.T) {
 // TestRenderConcurrent checks that one Template serves parallel renders and
 // that a raise_exception in one render does not leak into another.
 func TestRenderConcurrent(t *testing.T) {
+	t.Parallel()
 	tpl, err := Parse(mistralTemplate)
 	if err != nil {
 		t.Fatal(err)

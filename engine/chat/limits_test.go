@@ -19,6 +19,7 @@ func twoByteMessages(n int) []Message {
 // A conversation over the message or byte bound is refused before rendering starts,
 // with a LimitError naming the bound.
 func TestRenderRefusesOverLimitsBeforeStarting(t *testing.T) {
+	t.Parallel()
 	tpl, err := Parse(chatMLTemplate)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +53,7 @@ func TestRenderRefusesOverLimitsBeforeStarting(t *testing.T) {
 
 // An ended context stops the render (the request's client hung up).
 func TestRenderStopsWhenTheContextEnds(t *testing.T) {
+	t.Parallel()
 	tpl, err := Parse(chatMLTemplate)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +101,7 @@ func timeRender(t *testing.T, tpl *Template, msgs []Message) time.Duration {
 // (a quadratic cost would take 25×; the bound is generous for a shared machine). The
 // tokenizer's half of the same pipeline is TestEncodeIsLinearInAddedTokens.
 func TestRenderIsLinearInMessages(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("times renders of 50,000 messages")
 	}

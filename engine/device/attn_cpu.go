@@ -18,6 +18,18 @@ import (
 // log-sum-exp per row and head instead of the probabilities, and the backward pass
 // recomputes them block by block: nothing of size rows × keys outlives a job.
 
+// attnMinUnits is the number of backward units (KV head × sequence) under which each is
+// split further, by query head and by the parity of its query blocks, each part adding
+// into a dK/dV buffer of its own (summed in a fixed order afterwards): one 512-token
+// sequence of SmolLM2 has three KV heads, three units for two cores, so one core idled
+// through a third of the attention backward. A constant, not the core count, so the
+// gradients stay the same on every machine. (A variable so tests run the unsplit path.)
+var attnMinUnits = 16
+
+// attnParts pools the split units' dK/dV buffers (a few MB per layer) across layers and
+// steps.
+var attnParts sync.Pool
+
 // attnBlock is the most query rows per job (see blockRows).
 const attnBlock = 96
 
@@ -67,20 +79,24 @@ func workers(n int, f func(w, j int)) int {
 		return 1
 	}
 	var next atomic.Int64
+	work := func(w int) {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= n {
+				return
+			}
+			f(w, j)
+		}
+	}
 	var wg sync.WaitGroup
-	for w := 0; w < nw; w++ {
+	for w := 1; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n {
-					return
-				}
-				f(w, j)
-			}
+			work(w)
 		}()
 	}
+	work(0) // the calling goroutine is worker 0 rather than only waiting
 	wg.Wait()
 	return nw
 }
@@ -194,12 +210,35 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 	}
 	R := len(dk.h) / kvd // key rows; dKᵀ of KV head kh, dimension x, key row r is at (kh·hd+x)·R+r
 	units := attnUnits(l, attnJobs(l, hq), group)
+	// Split units write to buffers of their own: one KV head's dKᵀ and dVᵀ (hd × R each).
+	var parts []T
+	var partKH []int // the KV head of each split unit
+	if len(units) < attnMinUnits {
+		units = splitUnits(units, l)
+		partKH = make([]int, len(units))
+		for u, jobs := range units {
+			partKH[u] = jobs[0].h / group
+		}
+		need := len(units) * 2 * hd * R
+		if p, ok := attnParts.Get().(*[]T); ok && cap(*p) >= need {
+			parts = (*p)[:need]
+			clear(parts)
+		} else {
+			parts = make([]T, need)
+		}
+		defer attnParts.Put(&parts)
+	}
 	nw := min(runtime.GOMAXPROCS(0), len(units))
 	type scratch struct{ s, dp []T }
 	ws := make([]scratch, nw)
 	dkt, dvt := make([]T, len(dk.h)), make([]T, len(dv.h))
 	workers(len(units), func(w, u int) {
 		sc := &ws[w]
+		kdst, vdst, base := dkt, dvt, 0
+		if parts != nil {
+			kdst, vdst = parts[2*u*hd*R:][:hd*R], parts[(2*u+1)*hd*R:][:hd*R]
+			base = partKH[u] * hd * R // this KV head's offset in dkt, absent from the part
+		}
 		for _, jb := range units[u] {
 			s := l.Seqs[jb.s]
 			rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
@@ -210,7 +249,7 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 			qoff := (s.Row+jb.i0)*qd + jb.h*hd
 			kh := jb.h / group
 			koff := s.KRow*kvd + kh*hd
-			toff := kh*hd*R + s.KRow
+			toff := kh*hd*R + s.KRow - base
 			kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
 			for r := 0; r < rows; r++ {
 				valid := s.Pos + jb.i0 + r + 1
@@ -219,7 +258,7 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 				kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
 				clear(row[valid:])
 			}
-			kern.Gemm(dvt[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
+			kern.Gemm(vdst[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
 			kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
 			for r := 0; r < rows; r++ {
 				valid := s.Pos + jb.i0 + r + 1
@@ -231,9 +270,28 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 				clear(dr[valid:])
 			}
 			kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
-			kern.Gemm(dkt[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
+			kern.Gemm(kdst[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
 		}
 	})
+	if parts != nil {
+		// Sum the parts of each KV head in unit order (fixed by the layout), one KV head's
+		// dimension per job.
+		workers(kvd, func(_, c int) { // c = kh·hd + x
+			kh, x := c/hd, c%hd
+			kt, vt := dkt[c*R:(c+1)*R], dvt[c*R:(c+1)*R]
+			for u, pk := range partKH {
+				if pk != kh {
+					continue
+				}
+				kp := parts[(2*u*hd+x)*R:][:R]
+				vp := parts[((2*u+1)*hd+x)*R:][:R]
+				for r := range kt {
+					kt[r] += kp[r]
+					vt[r] += vp[r]
+				}
+			}
+		})
+	}
 	for c := 0; c < kvd; c++ { // c = kh·hd + x
 		kt, vt := dkt[c*R:(c+1)*R], dvt[c*R:(c+1)*R]
 		for r := range kt {
@@ -241,6 +299,38 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 			dv.h[r*kvd+c] = vt[r]
 		}
 	}
+}
+
+// splitUnits splits every unit by query head and by the parity of the query block (the
+// jobs of a head come in block order within a unit, so alternate blocks balance the causal
+// triangle's growing rows), keeping the jobs' order within each part and the parts in
+// unit order, then sorted largest first (a stable sort: the order, which the sums of
+// the parts follow, depends on the layout alone).
+func splitUnits(units [][]attnJob, l *Layout) [][]attnJob {
+	var out [][]attnJob
+	for _, jobs := range units {
+		type key struct{ h, parity int }
+		index := map[key]int{}
+		for _, jb := range jobs {
+			kk := key{jb.h, jb.i0 / blockRows(l.Seqs[jb.s].N) % 2}
+			u, ok := index[kk]
+			if !ok {
+				u = len(out)
+				index[kk] = u
+				out = append(out, nil)
+			}
+			out[u] = append(out[u], jb)
+		}
+	}
+	work := func(jobs []attnJob) int {
+		w := 0
+		for _, jb := range jobs {
+			w += (jb.i1 - jb.i0) * (l.Seqs[jb.s].Pos + jb.i1)
+		}
+		return w
+	}
+	slices.SortStableFunc(out, func(a, b []attnJob) int { return work(b) - work(a) })
+	return out
 }
 
 // attnUnits groups jobs (in their order) by the dK/dV rows they add to: one unit per KV

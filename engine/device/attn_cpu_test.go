@@ -49,9 +49,11 @@ func TestBlockedAttention(t *testing.T) {
 			}
 		}
 	}
-	for _, procs := range []int{1, 2} {
-		old := runtime.GOMAXPROCS(procs)
-		name := fmt.Sprintf("GOMAXPROCS %d", procs)
+	for _, run := range []struct{ procs, minUnits int }{{1, attnMinUnits}, {2, attnMinUnits}, {1, 0}, {2, 0}} {
+		procs := run.procs
+		old, oldMin := runtime.GOMAXPROCS(procs), attnMinUnits
+		attnMinUnits = run.minUnits // 0: the backward's units are not split
+		name := fmt.Sprintf("GOMAXPROCS %d, units split below %d", procs, run.minUnits)
 		// float64, Stats.
 		a := &Attn[float64]{Q: Host(q), Out: Host(make([]float64, rows*qd)), K: Host(k), V: Host(v), Heads: heads, KVHeads: kvh,
 			HeadDim: hd, Scale: scale, Layout: &l, P: Host(make([]float64, l.StatsLen(heads))), Stats: true}
@@ -91,6 +93,7 @@ func TestBlockedAttention(t *testing.T) {
 		cpu32.Attention(a32)
 		near(name+" float32 output, nothing kept", g(a32.Out), ref.Out.h, 1e-5)
 		runtime.GOMAXPROCS(old)
+		attnMinUnits = oldMin
 	}
 }
 
@@ -125,14 +128,19 @@ func TestBlockedAttentionBackIsDeterministic(t *testing.T) {
 		cpu.AttentionBack(a, Host(dq), Host(dk), Host(dv), Host(dout))
 		return append(append(dq, dk...), dv...)
 	}
-	want := grads(1)
-	for _, procs := range []int{2, 3, 5, 2, 3} {
-		got := grads(procs)
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("GOMAXPROCS %d: gradient element %d = %v, with one worker %v", procs, i, got[i], want[i])
+	for _, minUnits := range []int{attnMinUnits, 0} { // the units split into parts, and not
+		old := attnMinUnits
+		attnMinUnits = minUnits
+		want := grads(1)
+		for _, procs := range []int{2, 3, 5, 2, 3} {
+			got := grads(procs)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("units split below %d, GOMAXPROCS %d: gradient element %d = %v, with one worker %v", minUnits, procs, i, got[i], want[i])
+				}
 			}
 		}
+		attnMinUnits = old
 	}
 }
 

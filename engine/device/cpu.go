@@ -278,12 +278,24 @@ func seqKeys(l *Layout, s AttnSeq) keyRows {
 }
 
 // Attention implements Device, in parallel over (sequence, head).
-// Over contiguous keys without kept probabilities it runs blocked (attn_cpu.go).
+// Over contiguous keys without kept probabilities it runs blocked (attn_cpu.go), over
+// paged ones in a prompt blocked on gathered keys (cpu_attn.go).
 func (*CPU[T]) Attention(a *Attn[T]) {
 	if blockedAttn(a) {
 		attnForward(a)
 		return
 	}
+	if pagedBlocked(a) {
+		attnPaged(a)
+		return
+	}
+	attnRows(a)
+}
+
+// attnRows is Attention one query row and one key at a time: paged keys in a decode
+// step, or the probabilities kept (then in float64 exponentials, as the reference the
+// blocked paths are tested against).
+func attnRows[T Float](a *Attn[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd
@@ -307,6 +319,26 @@ func (*CPU[T]) Attention(a *Attn[T]) {
 				pr = a.P.h[off : off+span]
 			}
 			n := s.Pos + i + 1
+			oi := o[(s.Row+i)*qd+h*hd : (s.Row+i)*qd+h*hd+hd]
+			if !keep {
+				// A decode step: the exponentials vectorised as the blocked paths' (expRow),
+				// the output scaled once by 1/sum instead of every probability.
+				for j := 0; j < n; j++ {
+					r := kr.row(j)
+					pr[j] = kern.Dot(qi, k[r*kvd+kh*hd:r*kvd+kh*hd+hd])
+				}
+				sum, _ := expRow(pr[:n], a.Scale)
+				clear(oi)
+				for j := 0; j < n; j++ {
+					r := kr.row(j)
+					kern.Axpy(pr[j], v[r*kvd+kh*hd:r*kvd+kh*hd+hd], oi)
+				}
+				inv := T(1 / sum)
+				for x := range oi {
+					oi[x] *= inv
+				}
+				continue
+			}
 			m := math.Inf(-1)
 			for j := 0; j < n; j++ {
 				r := kr.row(j)
@@ -322,7 +354,6 @@ func (*CPU[T]) Attention(a *Attn[T]) {
 				pr[j] = T(e)
 				sum += e
 			}
-			oi := o[(s.Row+i)*qd+h*hd : (s.Row+i)*qd+h*hd+hd]
 			clear(oi)
 			for j := 0; j < n; j++ {
 				r := kr.row(j)
@@ -442,13 +473,38 @@ func (*CPU[T]) XentBack(dl, logp Tensor[T], cols int, g *XentGrad) {
 	}
 }
 
-// SumSquares implements Device.
+// sumSquaresChunk is the elements per partial sum of SumSquares: a constant, so the sum
+// is the same whatever the number of cores.
+const sumSquaresChunk = 1 << 16
+
+// SumSquares implements Device: partial sums (float64) of fixed chunks on every core,
+// added in order. An optimizer step sums the adapter's gradients and state this way (20
+// million values for a rank-16 adapter on SmolLM2's seven projections).
 func (*CPU[T]) SumSquares(xs []Tensor[T]) float64 {
-	var sq float64
+	type chunk struct{ x []T }
+	var chunks []chunk
 	for _, x := range xs {
-		for _, v := range x.h {
-			sq += float64(v) * float64(v)
+		for lo := 0; lo < len(x.h); lo += sumSquaresChunk {
+			chunks = append(chunks, chunk{x.h[lo:min(lo+sumSquaresChunk, len(x.h))]})
 		}
+	}
+	part := make([]float64, len(chunks))
+	parallel(len(chunks), func(i int) {
+		var s0, s1 float64
+		x := chunks[i].x
+		j := 0
+		for ; j+2 <= len(x); j += 2 {
+			s0 += float64(x[j]) * float64(x[j])
+			s1 += float64(x[j+1]) * float64(x[j+1])
+		}
+		for ; j < len(x); j++ {
+			s0 += float64(x[j]) * float64(x[j])
+		}
+		part[i] = s0 + s1
+	})
+	var sq float64
+	for _, p := range part {
+		sq += p
 	}
 	return sq
 }

@@ -5,19 +5,34 @@ package device
 import (
 	"math"
 	"sort"
+
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 // Sample implements Device.
 func (*CPU[T]) Sample(logits Tensor[T], cols int, draws []Draw) ([]int32, []float32) {
 	toks, lps := make([]int32, len(draws)), make([]float32, len(draws))
-	var p *candidates
+	// Consecutive draws from one row under the same parameters (the samples of a prompt,
+	// alternative prompt tokens) share the distribution: computed once. The distinct
+	// ones (a batch's sequences: a log-softmax over the vocabulary each) are computed in
+	// parallel, then drawn from in order.
+	var starts []int
 	for i, d := range draws {
-		// Consecutive draws from one row under the same parameters (the samples of a
-		// prompt, alternative prompt tokens) share the distribution: computed once.
 		if i == 0 || d.Row != draws[i-1].Row || d.Temperature != draws[i-1].Temperature || d.TopK != draws[i-1].TopK || d.TopP != draws[i-1].TopP {
-			p = prepare(logits.h[d.Row*cols:(d.Row+1)*cols], d)
+			starts = append(starts, i)
 		}
-		toks[i], lps[i] = p.choose(d.U)
+	}
+	ps := make([]*candidates, len(starts))
+	parallel(len(starts), func(g int) {
+		d := draws[starts[g]]
+		ps[g] = prepare(logits.h[d.Row*cols:(d.Row+1)*cols], d)
+	})
+	g := -1
+	for i, d := range draws {
+		if g+1 < len(starts) && starts[g+1] == i {
+			g++
+		}
+		toks[i], lps[i] = ps[g].choose(d.U)
 	}
 	return toks, lps
 }
@@ -45,10 +60,15 @@ func prepare[T Float](logits []T, d Draw) *candidates {
 		lp[i] = float64(v) / temp
 		mx = math.Max(mx, lp[i])
 	}
-	var s float64
-	for _, v := range lp {
-		s += math.Exp(v - mx)
+	// Σ exp(lp − max) with the vectorised exponential (float32 on a float32 device; the
+	// argument is formed in float64 first, so a low temperature loses nothing to it, and
+	// each term's error is a few parts in 10⁸), summed in float64.
+	e := make([]T, V)
+	for i, v := range lp {
+		e[i] = T(v - mx)
 	}
+	kern.Exp(e, e, 1, 0)
+	s := sum64(e)
 	lse := mx + math.Log(s)
 	for i := range lp {
 		lp[i] -= lse

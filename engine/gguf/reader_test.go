@@ -25,6 +25,7 @@ type dequantFixture struct {
 // TestDequantizeMatchesGGUFPackage compares every block format with ggml's own Python
 // dequantisation on random blocks.
 func TestDequantizeMatchesGGUFPackage(t *testing.T) {
+	t.Parallel()
 	var fx dequantFixture
 	readJSON(t, "testdata/dequant.json", &fx)
 	seen := map[string]bool{}
@@ -64,6 +65,7 @@ func close32(a, b float32) bool {
 // TestReadReferenceFile reads a file written by gguf.GGUFWriter: every metadata type and
 // tensors of four types.
 func TestReadReferenceFile(t *testing.T) {
+	t.Parallel()
 	f, err := Open("testdata/ref.gguf")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +134,7 @@ func TestReadReferenceFile(t *testing.T) {
 // TestTruncatedFilesAreRefused: every proper prefix of a valid file is an error (the
 // header names what it was reading), never a panic.
 func TestTruncatedFilesAreRefused(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/ref.gguf")
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +153,7 @@ func TestTruncatedFilesAreRefused(t *testing.T) {
 // TestMalformedHeaders: hostile counts and types are refused before any allocation, each
 // error naming what is wrong.
 func TestMalformedHeaders(t *testing.T) {
+	t.Parallel()
 	hdr := func(nt, nkv uint64, rest ...[]byte) []byte {
 		var b bytes.Buffer
 		b.WriteString("GGUF")

@@ -12,6 +12,7 @@ import (
 // A file the writer makes reads back through the reader: every metadata type, and
 // tensors of each written type within that type's rounding.
 func TestWriterRoundTrip(t *testing.T) {
+	t.Parallel()
 	w := NewWriter()
 	meta := map[string]any{
 		"general.architecture": "llama", "u8": uint8(7), "i8": int8(-7), "u16": uint16(700), "i16": int16(-700),
@@ -82,6 +83,7 @@ func TestWriterRoundTrip(t *testing.T) {
 }
 
 func TestF32ToF16(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   float32
 		want uint16
@@ -104,6 +106,7 @@ func TestF32ToF16(t *testing.T) {
 }
 
 func TestWriterRefuses(t *testing.T) {
+	t.Parallel()
 	w := NewWriter()
 	data := func() ([]byte, error) { return nil, nil }
 	for _, c := range []struct {

@@ -18,8 +18,10 @@ func split(n, work, align int, f func(lo, hi int)) {
 	}
 	chunk := (n + w - 1) / w
 	chunk = (chunk + align - 1) / align * align
+	// The first chunk runs on the calling goroutine, which would otherwise only wait: a
+	// training step makes thousands of these calls, many of them short (LoRA's products).
 	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += chunk {
+	for lo := chunk; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
 		wg.Add(1)
 		go func() {
@@ -27,6 +29,7 @@ func split(n, work, align int, f func(lo, hi int)) {
 			f(lo, hi)
 		}()
 	}
+	f(0, min(chunk, n))
 	wg.Wait()
 }
 

@@ -37,13 +37,13 @@ var kernelLevels = []string{"native", "avx2", "portable"}
 
 // atLevel runs f with the kernels limited to level (a no-op where the machine has less).
 func atLevel(level string, f func()) {
-	old2, old512 := useAVX2, useAVX512
-	defer func() { useAVX2, useAVX512 = old2, old512 }()
+	old2, old512, oldDP := useAVX2, useAVX512, useDPBF16
+	defer func() { useAVX2, useAVX512, useDPBF16 = old2, old512, oldDP }()
 	switch level {
 	case "avx2":
-		useAVX512 = false
+		useAVX512, useDPBF16 = false, false
 	case "portable":
-		useAVX2, useAVX512 = false, false
+		useAVX2, useAVX512, useDPBF16 = false, false, false
 	}
 	f()
 }
@@ -77,7 +77,7 @@ func TestFrozenProducts(t *testing.T) {
 						FrozenMatMulNN(nn, g, w, m, acc)
 					}
 					atLevel(level, run)
-					wantNT, wantNN := ref64NT(a, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
+					wantNT, wantNN := ref64NT(forwardActs(w, a), wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
 					if acc {
 						addTo(wantNT, initNT)
 						addTo(wantNN, initNN)
@@ -88,6 +88,19 @@ func TestFrozenProducts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forwardActs is A as a forward product with W multiplies it: rounded to bfloat16 when
+// W is bfloat16 (frozenbf16.go), else as given.
+func forwardActs(w *Frozen, a []float32) []float32 {
+	if w.Format != BF16 {
+		return a
+	}
+	out := make([]float32, len(a))
+	for i, v := range a {
+		out[i] = FromBF16(ToBF16(v))
+	}
+	return out
 }
 
 func ref64NT(a, w []float32, m, rows, cols int) []float32 {
@@ -124,20 +137,23 @@ func addTo(dst, src []float32) {
 	}
 }
 
-// TestFrozenWiden checks the assembly's widening (used to pack GEMM panels) against the
-// portable code, bit for bit, over whole and partial rows.
+// TestFrozenWiden checks the assembly's widening (used to pack GEMM panels and by the
+// 16-wide tiles), AVX-512 and AVX2, against the portable code, bit for bit, over whole
+// and partial rows.
 func TestFrozenWiden(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, f := range allFormats {
 		w := NewFrozen(randSlice(rng, 7*96), 7, 96, f)
 		for _, seg := range [][2]int{{0, 96}, {32, 64}, {16, 48}, {0, 17}, {5, 3}} {
 			got, want := make([]float32, seg[1]), make([]float32, seg[1])
-			for r := 0; r < w.Rows; r++ {
-				w.widen(got, r, seg[0])
-				w.rowSeg(want, r, seg[0])
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s row %d seg %v: element %d = %v, want %v", f, r, seg, i, got[i], want[i])
+			for _, level := range kernelLevels {
+				for r := 0; r < w.Rows; r++ {
+					atLevel(level, func() { w.widen(got, r, seg[0]) })
+					w.rowSeg(want, r, seg[0])
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %s row %d seg %v: element %d = %v, want %v", f, level, r, seg, i, got[i], want[i])
+						}
 					}
 				}
 			}
@@ -335,5 +351,66 @@ func BenchmarkFrozenDotCompute(b *testing.B) {
 			b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
 			_ = s
 		})
+	}
+}
+
+// BenchmarkFrozenPrompt is a 128-row product (prompt processing) with the MLP's up
+// projection, on each path the machine has: GFLOP per wall second and per CPU second
+// (the steadier figure on a shared machine; run with -cpu 1 for the per-core rate).
+func BenchmarkFrozenPrompt(b *testing.B) {
+	for _, f := range allFormats {
+		for _, level := range []string{"native", "avx2"} {
+			for _, m := range []int{16, 32, 64, 128, 512} {
+				b.Run(fmt.Sprintf("%s/%s/m%d", f, level, m), func(b *testing.B) {
+					rng := rand.New(rand.NewPCG(1, 2))
+					n, k := 1536, 576
+					w := NewFrozen(randSlice(rng, n*k), n, k, f)
+					a, c := randSlice(rng, m*k), make([]float32, m*n)
+					var cpu time.Duration
+					atLevel(level, func() {
+						b.ResetTimer()
+						c0 := cpuTime()
+						for i := 0; i < b.N; i++ {
+							FrozenMatMulNT(c, a, w, m, false)
+						}
+						cpu = cpuTime() - c0
+					})
+					flop := 2 * float64(m*n*k) * float64(b.N)
+					b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					b.ReportMetric(flop/cpu.Seconds()/1e9, "GFLOP/cpu-s")
+				})
+			}
+		}
+	}
+}
+
+// TestRoundBF16 checks the activation rounding of bf16 products, assembly and portable,
+// bit for bit against ToBF16: ties both ways, carries into the exponent, the largest
+// floats (rounding to infinity), subnormals, zeros of both signs, infinities and NaNs
+// with payloads in either half; lengths that leave a scalar tail.
+func TestRoundBF16(t *testing.T) {
+	special := []uint32{0, 0x80000000, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x3fffffff, 0x7f7fffff, 0xff7fffff,
+		0x00000001, 0x807fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff810000, 0x7fffffff, 0x7f80ffff}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 7, 8, 17, 300, 1031} {
+		src := make([]float32, n)
+		for i := range src {
+			if i < len(special) && n > 8 {
+				src[i] = math.Float32frombits(special[i])
+			} else {
+				src[i] = math.Float32frombits(rng.Uint32())
+			}
+		}
+		for _, level := range kernelLevels {
+			bits, wide := make([]uint16, n), make([]float32, n)
+			atLevel(level, func() { roundBF16(bits, wide, src) })
+			for i, v := range src {
+				want := ToBF16(v)
+				if bits[i] != want || math.Float32bits(wide[i]) != uint32(want)<<16 {
+					t.Fatalf("%s n=%d: %#08x rounds to %#04x (wide %#08x), want %#04x", level, n, math.Float32bits(v), bits[i],
+						math.Float32bits(wide[i]), want)
+				}
+			}
+		}
 	}
 }

@@ -7,9 +7,16 @@ import "encoding/binary"
 // streams past: the memory-bound path, where W's bytes are the cost. More rows take the
 // packed GEMM, W widened to float32 as its panels are packed, once per call.
 
-// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass.
+// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass. With
+// bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go).
 func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	n, k := w.Rows, w.Cols
+	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		w.zProduct(c, a, m, acc)
+		return
+	}
 	if w.Format == F32 {
 		matMulNT32(c, a, w.f32, m, n, k, acc)
 		return
@@ -19,6 +26,17 @@ func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	}
 	_ = c[m*n-1]
 	_ = a[m*k-1]
+	if w.Format == BF16 {
+		if w.dpTileable(m) {
+			w.dpProduct(c, a, m, acc)
+			return
+		}
+		// The same rounded activations as the BF16 tiles multiply (frozenbf16.go).
+		buf := getScratch(m * k)
+		defer putScratch(buf)
+		roundBF16(nil, *buf, a[:m*k])
+		a = *buf
+	}
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
 		gemmPacked(c, a, w.packNT, m, n, k, false, acc)
@@ -218,9 +236,14 @@ func (w *Frozen) widen(dst []float32, r, c0 int) {
 		}
 		bb := w.Format.blockBytes()
 		off := (r*w.Cols + c0) / QBlock * bb
-		if w.Format == Q8_0 {
+		switch {
+		case w.Format == Q8_0 && useAVX512:
+			widenQ8AVX512(&dst[0], &w.blk[off], n/QBlock)
+		case w.Format == Q8_0:
 			widenQ8AVX(&dst[0], &w.blk[off], n/QBlock)
-		} else {
+		case useAVX512:
+			widenQ4AVX512(&dst[0], &w.blk[off], n/QBlock)
+		default:
 			widenQ4AVX(&dst[0], &w.blk[off], n/QBlock)
 		}
 	default:

@@ -15,6 +15,8 @@ const (
 	kc = 256  // k per packed block: a 16-column B panel (16 KiB) stays in L1
 	mc = 144  // rows of A packed at a time: 144×256 floats (144 KiB) stay in L2
 	nc = 4096 // columns of B packed at a time, bounding the scratch to ~4 MiB per 1k of k
+	// kSlab is the deepest product packed in one piece; deeper ones run in slabs.
+	kSlab = 4096
 )
 
 // gemm32 computes C[m×n] (+)= A·B for float32 through the packed micro-kernel.
@@ -41,7 +43,42 @@ func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par
 			_ = b[(k-1)*ldb+n-1]
 		}
 	}
-	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, m, n, k, ldc, lda, aT, acc, par)
+	var direct []float32
+	if !bT && inPlaceB(m) {
+		direct = b
+	}
+	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, direct, m, n, k, ldc, lda, ldb, aT, acc, par)
+}
+
+// inPlaceB says whether the micro-kernel reads a row-major B's full 16-column panels
+// where they are (sgemm6x16s) instead of packed copies: when few rows of A reuse each
+// panel (m ≤ 96), so packing would cost a sizeable part of the product (a LoRA weight
+// gradient, attention's blocks: 16×576×512 ran at 93 GFLOP/s in place against 75 packed
+// on one thread). With more rows the packed panel's unit stride wins, even for a small B
+// (512×1536×16 at 95 GFLOP/s packed, 76 in place).
+func inPlaceB(m int) bool {
+	if inPlaceForce != 0 {
+		return inPlaceForce > 0
+	}
+	return useAVX2 && m <= 16*mr
+}
+
+// inPlaceForce overrides inPlaceA and inPlaceB for tests and benchmarks: 1 reads every
+// operand it can in place (also without the assembly, so its portable twin is tested),
+// -1 packs everything, 0 leaves the choice to the shape.
+var inPlaceForce = 0
+
+// inPlaceA says whether the micro-kernel reads A's full 6-row panels where they are
+// instead of packing them: when few column panels reuse each (n ≤ 64, a LoRA A product
+// whose n is the rank: 512×16×576 ran at 107 GFLOP/s in place against 80 packed on one
+// thread, the weight gradient 1536×16×512 at 98 against 53) or there are few rows to pack
+// per product (m ≤ 96: attention's blocks). Packing pays for larger products: the panel
+// is then read with unit stride from L2 by every column panel.
+func inPlaceA(m, n int) bool {
+	if inPlaceForce != 0 {
+		return inPlaceForce > 0
+	}
+	return useAVX2 && (n <= 4*nr || m <= 16*mr)
 }
 
 // panelPacker writes columns [j, j+cols) × k-range [pc, pc+kb) of B into one panel as
@@ -55,11 +92,13 @@ func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
 	if aT {
 		lda = m
 	}
-	gemmPanels(c, a, pack, m, n, k, n, lda, aT, acc, true)
+	gemmPanels(c, a, pack, nil, m, n, k, n, lda, 0, aT, acc, true)
 }
 
-// gemmPanels is the packed GEMM driver: gemmStrided with B read through pack.
-func gemmPanels(c, a []float32, pack panelPacker, m, n, k, ldc, lda int, aT, acc, par bool) {
+// gemmPanels is the packed GEMM driver: gemmStrided with B read through pack, or, when
+// direct is not nil, a row-major B (row stride ldb) read in place where its panels are 16
+// columns wide (pack then only packs the ragged last panel).
+func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb int, aT, acc, par bool) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -68,6 +107,27 @@ func gemmPanels(c, a []float32, pack panelPacker, m, n, k, ldc, lda int, aT, acc
 			for i := 0; i < m; i++ {
 				clear(c[i*ldc : i*ldc+n])
 			}
+		}
+		return
+	}
+	if k > kSlab {
+		// A deep product (the LM head's input gradient: k is the vocabulary) runs as
+		// slabs of k accumulated into C, so the packed B is a few MB that stay in cache
+		// rather than all of B (113 MB for SmolLM2's head) written out and read back.
+		ns := (k + kSlab - 1) / kSlab
+		ks := roundUp((k+ns-1)/ns, 32) // a multiple of 32: quantised blocks stay whole
+		for p0 := 0; p0 < k; p0 += ks {
+			kk := min(ks, k-p0)
+			as := a[p0:]
+			if aT {
+				as = a[p0*lda:]
+			}
+			var ds []float32
+			if direct != nil {
+				ds = direct[p0*ldb:]
+			}
+			ps := func(d []float32, j, cols, pc, kb int) { pack(d, j, cols, p0+pc, kb) }
+			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par)
 		}
 		return
 	}
@@ -82,31 +142,39 @@ func gemmPanels(c, a []float32, pack panelPacker, m, n, k, ldc, lda int, aT, acc
 	if !par {
 		run = serial
 	}
-	bbuf := getScratch(k * min(roundUp(n, nr), nc))
+	// With B in place only a ragged last panel is packed: k×16 floats.
+	bn := k * min(roundUp(n, nr), nc)
+	if direct != nil {
+		bn = k * nr
+	}
+	bbuf := getScratch(bn)
 	defer putScratch(bbuf)
 	bp := *bbuf
+	ai := inPlaceA(m, n)
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		npan := (nb + nr - 1) / nr
-		// Pack this block of B once, shared by every goroutine below.
-		run(npan, nb*k*8, 1, func(lo, hi int) {
-			for jp := lo; jp < hi; jp++ {
+		// Pack this block of B once, shared by every goroutine below (in place, only its
+		// ragged last panel).
+		plo := 0
+		if direct != nil {
+			plo = nb / nr
+		}
+		run(npan-plo, (nb-plo*nr)*k*8, 1, func(lo, hi int) {
+			for jp := plo + lo; jp < plo+hi; jp++ {
 				for pc := 0; pc < k; pc += kcb {
 					kb := min(kcb, k-pc)
-					pack(bp[pc*npan*nr+jp*kb*nr:][:kb*nr], jc+jp*nr, min(nr, nb-jp*nr), pc, kb)
+					pack(bp[panelOffset(direct != nil, pc, jp, kb, npan):][:kb*nr], jc+jp*nr, min(nr, nb-jp*nr), pc, kb)
 				}
 			}
 		})
+		op := gemmOp{c: c, a: a, bp: bp, direct: direct, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai}
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
 		if m >= 8*mr*runtime.GOMAXPROCS(0) {
-			run(m, m*nb*k, mr, func(lo, hi int) {
-				gemmBlock(c, a, bp, lo, hi, 0, npan, jc, nb, ldc, lda, k, aT, acc)
-			})
+			run(m, m*nb*k, mr, func(lo, hi int) { op.block(lo, hi, 0, npan) })
 		} else {
-			run(npan, m*nb*k, 1, func(lo, hi int) {
-				gemmBlock(c, a, bp, 0, m, lo, hi, jc, nb, ldc, lda, k, aT, acc)
-			})
+			run(npan, m*nb*k, 1, func(lo, hi int) { op.block(0, m, lo, hi) })
 		}
 	}
 }
@@ -121,38 +189,93 @@ func kBlock(k int) int {
 	return min(kc, roundUp((k+nb-1)/nb, 32))
 }
 
+// panelOffset is where the packed panel of column panel jp and the k block starting at pc
+// (kb deep) lies in the B scratch: blocks of npan panels; with B in place (ragged) only
+// the one packed panel, k×16 floats.
+func panelOffset(ragged bool, pc, jp, kb, npan int) int {
+	if ragged {
+		return pc * nr
+	}
+	return pc*npan*nr + jp*kb*nr
+}
+
 // serial is split on the calling goroutine.
 func serial(n, _, _ int, f func(lo, hi int)) { f(0, n) }
 
-// gemmBlock computes rows [i0, i1) × column panels [jp0, jp1) of the packed B block that
-// starts at column jc and is nb wide.
-func gemmBlock(c, a, bp []float32, i0, i1, jp0, jp1, jc, nb, ldc, lda, k int, aT, acc bool) {
+// gemmOp is one block of columns [jc, jc+nb) of a product in gemmPanels: bp holds its
+// packed B panels (only the ragged last one when B is read in place from direct).
+type gemmOp struct {
+	c, a, bp, direct      []float32
+	jc, nb, ldc, lda, ldb int
+	k                     int
+	aT, acc, aInPlace     bool
+}
+
+// block computes rows [i0, i1) × column panels [jp0, jp1) of the block.
+func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
+	c, a, bp, k, lda, ldc := o.c, o.a, o.bp, o.k, o.lda, o.ldc
 	kcb := kBlock(k)
 	abuf := getScratch(roundUp(min(mc, i1-i0), mr) * kcb)
 	defer putScratch(abuf)
 	ap := *abuf
-	npan := (nb + nr - 1) / nr
+	npan := (o.nb + nr - 1) / nr
+	// Strides of A read in place (bytes): rows and steps of k.
+	ars, aps := 4*lda, 4
+	if o.aT {
+		ars, aps = 4, 4*lda
+	}
 	var tile [mr * nr]float32
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
-		load := acc || pc > 0
+		load := o.acc || pc > 0
 		for ic := i0; ic < i1; ic += mc {
 			ib := min(mc, i1-ic)
-			packA(ap, a, ic, ib, pc, kb, lda, aT)
+			if o.aInPlace {
+				// Only a ragged last panel is packed (the kernel reads six rows).
+				if full := ib / mr * mr; full < ib {
+					packA(ap[full*kb:], a, ic+full, ib-full, pc, kb, lda, o.aT)
+				}
+			} else {
+				packA(ap, a, ic, ib, pc, kb, lda, o.aT)
+			}
 			for jp := jp0; jp < jp1; jp++ {
-				bpan := bp[pc*npan*nr+jp*kb*nr:][:kb*nr]
-				j := jc + jp*nr
-				cols := min(nr, nb-jp*nr)
+				var bpan *float32
+				bps := 4 * nr
+				j := o.jc + jp*nr
+				cols := min(nr, o.nb-jp*nr)
+				if o.direct != nil && cols == nr {
+					_ = o.direct[(pc+kb-1)*o.ldb+j+nr-1]
+					bpan, bps = &o.direct[pc*o.ldb+j], 4*o.ldb
+				} else {
+					bpan = &bp[panelOffset(o.direct != nil, pc, jp, kb, npan):][:kb*nr][0]
+				}
 				for ir := 0; ir < ib; ir += mr {
-					apan := ap[ir*kb:][:kb*mr]
 					i := ic + ir
 					rows := min(mr, ib-ir)
+					apan, aR, aP := &ap[ir*kb:][:kb*mr][0], 4, 4*mr
+					if o.aInPlace && rows == mr {
+						if o.aT {
+							_ = a[(pc+kb-1)*lda+i+mr-1]
+							apan = &a[pc*lda+i]
+						} else {
+							_ = a[(i+mr-1)*lda+pc+kb-1]
+							apan = &a[i*lda+pc]
+						}
+						aR, aP = ars, aps
+					}
+					kernel := sgemm6x16s
+					if aR == 4 && aP == 4*mr && bps == 4*nr {
+						// Both packed: the kernel with fixed strides.
+						kernel = func(k int, a *float32, _, _ int, b *float32, _ int, c *float32, ldc int, load bool) {
+							sgemm6x16(k, a, b, c, ldc, load)
+						}
+					}
 					if rows == mr && cols == nr {
 						_ = c[(i+mr-1)*ldc+j+nr-1] // the kernel writes the whole tile
-						sgemm6x16(kb, &apan[0], &bpan[0], &c[i*ldc+j], ldc, load)
+						kernel(kb, apan, aR, aP, bpan, bps, &c[i*ldc+j], ldc, load)
 						continue
 					}
-					sgemm6x16(kb, &apan[0], &bpan[0], &tile[0], nr, false)
+					kernel(kb, apan, aR, aP, bpan, bps, &tile[0], nr, false)
 					for r := 0; r < rows; r++ {
 						cr := c[(i+r)*ldc+j:][:cols]
 						tr := tile[r*nr:][:cols]

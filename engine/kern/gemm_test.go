@@ -99,6 +99,15 @@ func (tc *mmCase) packed(c, a, b []float32) {
 	}
 }
 
+// withInPlace runs f with the packed GEMM reading its operands in place wherever it can
+// (force 1) or packing them all (force -1), whatever the shape would choose.
+func withInPlace(force int, f func()) {
+	old := inPlaceForce
+	inPlaceForce = force
+	defer func() { inPlaceForce = old }()
+	f()
+}
+
 // withGeneric runs f with the assembly disabled, so the pure-Go fallback is exercised.
 func withGeneric(f func()) {
 	old := useAVX2
@@ -112,6 +121,8 @@ var testShapes = [][3]int{
 	{7, 13, 33}, {7, 65, 129}, {12, 32, 256}, {13, 17, 257}, {16, 33, 64}, {1, 300, 96},
 	{300, 1, 96}, {300, 2, 5}, {130, 70, 40}, {2, 1000, 50}, {16, 1536, 576},
 	{97, 150, 600}, {120, 4100, 3}, {512, 576, 576},
+	// LoRA's thin products and attention's blocks (operands read in place).
+	{512, 16, 576}, {512, 576, 16}, {16, 576, 512}, {48, 480, 64}, {100, 33, 70},
 }
 
 func TestMatMulShapes(t *testing.T) {
@@ -124,6 +135,8 @@ func TestMatMulShapes(t *testing.T) {
 			for _, tc := range mmCases(rng, s[0], s[1], s[2], acc) {
 				tc.check(t, tc.fast, "dispatch")
 				tc.check(t, tc.packed, "packed")
+				withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
+				withInPlace(-1, func() { tc.check(t, tc.packed, "packed-copies") })
 				withGeneric(func() { tc.check(t, tc.fast, "generic") })
 			}
 		}
@@ -188,6 +201,7 @@ func FuzzGemm(f *testing.F) {
 		for _, tc := range mmCases(rng, mm, nn, kk, acc) {
 			tc.check(t, tc.packed, "packed")
 			tc.check(t, tc.fast, "dispatch")
+			withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
 		}
 	})
 }
@@ -252,7 +266,7 @@ func BenchmarkAxpy64(b *testing.B) {
 // against the contiguous reference, with the assembly and without.
 func TestGemmStrided(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, s := range [][3]int{{1, 1, 1}, {5, 9, 63}, {6, 16, 64}, {48, 96, 64}, {48, 64, 200}, {130, 64, 48}, {7, 33, 17}} {
+	for _, s := range [][3]int{{1, 1, 1}, {5, 9, 63}, {6, 16, 64}, {48, 96, 64}, {48, 64, 200}, {130, 64, 48}, {7, 33, 17}, {32, 512, 64}, {64, 512, 32}, {200, 40, 300}} {
 		m, n, k := s[0], s[1], s[2]
 		for _, aT := range []bool{false, true} {
 			for _, bT := range []bool{false, true} {
@@ -290,24 +304,76 @@ func TestGemmStrided(t *testing.T) {
 						clear(mag)
 					}
 					refNN(mag, abs32(a), abs32(b), m, n, k, true)
-					for _, generic := range []bool{false, true} {
+					for _, path := range []string{"asm", "in-place", "copies", "generic"} {
 						for i := 0; i < m; i++ {
 							copy(cs[i*ldc:i*ldc+n], c0[i*n:i*n+n])
 						}
 						run := func() { Gemm(cs, as, bs, m, n, k, ldc, lda, ldb, aT, bT, acc) }
-						if generic {
+						switch path {
+						case "generic":
 							withGeneric(run)
-						} else {
+						case "in-place":
+							withInPlace(1, run)
+						case "copies":
+							withInPlace(-1, run)
+						default:
 							run()
 						}
 						got := make([]float32, m*n)
 						for i := 0; i < m; i++ {
 							copy(got[i*n:i*n+n], cs[i*ldc:i*ldc+n])
 						}
-						closeRel(t, fmt.Sprintf("Gemm %dx%dx%d aT=%v bT=%v acc=%v generic=%v", m, n, k, aT, bT, acc, generic), got, want, mag, 1e-4)
+						closeRel(t, fmt.Sprintf("Gemm %dx%dx%d aT=%v bT=%v acc=%v %s", m, n, k, aT, bT, acc, path), got, want, mag, 1e-4)
 					}
 				}
 			}
 		}
+	}
+}
+
+// TestGemmDeepK checks products deeper than kSlab, which run as slabs of k accumulated
+// into C (the LM head's input gradient), in every layout, with operands packed and read
+// in place, and through a Frozen B in every weight format (its packers are handed the
+// slab's offset in k; q8_0 and q4_1 blocks of 32 must stay whole).
+func TestGemmDeepK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range [][3]int{{7, 20, kSlab + 1}, {50, 33, 2*kSlab + 40}, {100, 17, 3*kSlab - 32}} {
+		for _, acc := range []bool{false, true} {
+			for _, tc := range mmCases(rng, s[0], s[1], s[2], acc) {
+				tc.check(t, tc.fast, "dispatch")
+				tc.check(t, tc.packed, "packed")
+				withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
+				withInPlace(-1, func() { tc.check(t, tc.packed, "packed-copies") })
+			}
+		}
+	}
+	// Frozen B: C = A·Wᵀ (W n×k) and C = A·W (W k×n), k deep, against the widened W.
+	m, n, k := 40, 40, 2*kSlab+64 // 40 rows: the packed path (tileMaxRows)
+	for _, f := range []WeightFormat{F32, BF16, Q8_0, Q4_1} {
+		src := randSlice(rng, n*k)
+		w := NewFrozen(src, n, k, f)
+		wide := make([]float32, n*k)
+		for r := 0; r < n; r++ {
+			w.Row(wide[r*k:(r+1)*k], r)
+		}
+		a := randSlice(rng, m*k)
+		got, want := make([]float32, m*n), make([]float32, m*n)
+		FrozenMatMulNT(got, a, w, m, false)
+		refNT(want, a, wide, m, n, k, false)
+		mag := make([]float32, m*n)
+		refNT(mag, abs32(a), abs32(wide), m, n, k, true)
+		closeRel(t, fmt.Sprintf("frozen %v NT %dx%dx%d", f, m, n, k), got, want, mag, 1e-4)
+
+		wt := NewFrozen(src, k, n, f) // k×n: the input gradient's layout
+		wideT := make([]float32, k*n)
+		for r := 0; r < k; r++ {
+			wt.Row(wideT[r*n:(r+1)*n], r)
+		}
+		got, want = make([]float32, m*n), make([]float32, m*n)
+		FrozenMatMulNN(got, a, wt, m, false)
+		refNN(want, a, wideT, m, n, k, false)
+		clear(mag)
+		refNN(mag, abs32(a), abs32(wideT), m, n, k, true)
+		closeRel(t, fmt.Sprintf("frozen %v NN %dx%dx%d", f, m, n, k), got, want, mag, 1e-4)
 	}
 }

@@ -18,6 +18,12 @@ var useAVX2 = true
 //go:noescape
 func sgemm6x16(k int, a, b, c *float32, ldc int, load bool)
 
+// sgemm6x16s is sgemm6x16 reading A and B where they are: A[r, p] at a + r·ars + p·aps
+// bytes, B's step p (16 floats) at b + p·bps bytes (gemm.go's in-place products).
+//
+//go:noescape
+func sgemm6x16s(k int, a *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+
 // dot32AVX returns Σ a[i]·b[i] over len(a); the caller guarantees len(b) >= len(a).
 //
 //go:noescape

@@ -1433,3 +1433,106 @@ tq4sum:
 	ADD     $16, R8
 	VST1    [V0.S4], (R8)
 	RET
+
+// func sgemm6x16s(k int, a *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+//
+// sgemm6x16 reading its operands in place: A[r, p] at a + r·ars + p·aps bytes, B's step p
+// (16 floats) at b + p·bps bytes. Each step loads B into V0-V3 and A's six scalars into
+// lane 0 of V4-V7 (rows 0-3, then V4-V5 again for rows 4-5), one pointer per row of A.
+TEXT ·sgemm6x16s(SB), NOSPLIT, $0-65
+	MOVD  k+0(FP), R0
+	MOVD  a+8(FP), R1
+	MOVD  ars+16(FP), R2
+	MOVD  aps+24(FP), R3
+	MOVD  b+32(FP), R4
+	MOVD  bps+40(FP), R5
+	MOVD  c+48(FP), R6
+	MOVD  ldc+56(FP), R7
+	LSL   $2, R7
+	MOVBU load+64(FP), R8
+	ADD   R2, R1, R9
+	ADD   R2, R9, R10
+	ADD   R2, R10, R11
+	ADD   R2, R11, R12
+	ADD   R2, R12, R13
+	CBZ   R8, szero
+	MOVD  R6, R14
+	VLD1  (R14), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD   R7, R14
+	VLD1  (R14), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD   R7, R14
+	VLD1  (R14), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD   R7, R14
+	VLD1  (R14), [V20.S4, V21.S4, V22.S4, V23.S4]
+	ADD   R7, R14
+	VLD1  (R14), [V24.S4, V25.S4, V26.S4, V27.S4]
+	ADD   R7, R14
+	VLD1  (R14), [V28.S4, V29.S4, V30.S4, V31.S4]
+	B     ssteps
+
+szero:
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	VEOR V23.B16, V23.B16, V23.B16
+	VEOR V24.B16, V24.B16, V24.B16
+	VEOR V25.B16, V25.B16, V25.B16
+	VEOR V26.B16, V26.B16, V26.B16
+	VEOR V27.B16, V27.B16, V27.B16
+	VEOR V28.B16, V28.B16, V28.B16
+	VEOR V29.B16, V29.B16, V29.B16
+	VEOR V30.B16, V30.B16, V30.B16
+	VEOR V31.B16, V31.B16, V31.B16
+
+ssteps:
+	CBZ R0, sstore
+
+sloop:
+	VLD1  (R4), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD   R5, R4
+	FMOVS (R1), F4
+	FMOVS (R9), F5
+	FMOVS (R10), F6
+	FMOVS (R11), F7
+	ROW4(8, 4, 0)
+	ROW4(12, 5, 0)
+	ROW4(16, 6, 0)
+	ROW4(20, 7, 0)
+	FMOVS (R12), F4
+	FMOVS (R13), F5
+	ROW4(24, 4, 0)
+	ROW4(28, 5, 0)
+	ADD   R3, R1
+	ADD   R3, R9
+	ADD   R3, R10
+	ADD   R3, R11
+	ADD   R3, R12
+	ADD   R3, R13
+	SUBS  $1, R0
+	BNE   sloop
+
+sstore:
+	VST1  [V8.S4, V9.S4, V10.S4, V11.S4], (R6)
+	ADD   R7, R6
+	VST1  [V12.S4, V13.S4, V14.S4, V15.S4], (R6)
+	ADD   R7, R6
+	VST1  [V16.S4, V17.S4, V18.S4, V19.S4], (R6)
+	ADD   R7, R6
+	VST1  [V20.S4, V21.S4, V22.S4, V23.S4], (R6)
+	ADD   R7, R6
+	VST1  [V24.S4, V25.S4, V26.S4, V27.S4], (R6)
+	ADD   R7, R6
+	VST1  [V28.S4, V29.S4, V30.S4, V31.S4], (R6)
+	RET

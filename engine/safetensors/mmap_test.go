@@ -10,6 +10,7 @@ import (
 // TestOpenMatchesReadFile maps a file and checks that every tensor's bytes equal what
 // ReadFile reads, also after Release (the pages are read again from the file).
 func TestOpenMatchesReadFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "m.safetensors")
 	big := make([]float32, 300_000) // spans many pages
 	for i := range big {
@@ -46,6 +47,7 @@ func TestOpenMatchesReadFile(t *testing.T) {
 // TestWriteParallelMatchesWriteFile checks that a file written piece by piece is the file
 // WriteFile writes from the same tensors (the same header and layout).
 func TestWriteParallelMatchesWriteFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := make([]byte, 3*ChunkBytes+10) // several chunks, the last one short
 	for i := range data {

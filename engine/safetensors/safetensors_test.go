@@ -9,6 +9,7 @@ import (
 )
 
 func TestRoundTripAndConversions(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "m.safetensors")
 	f32 := FromFloat32("a.weight", []int{2, 3}, []float32{1, -2, 3.5, 0, 1e-3, -7})
 	bf := FromFloat32AsBF16("b", []int{3}, []float32{1, -2.5, 3})
@@ -35,6 +36,7 @@ func TestRoundTripAndConversions(t *testing.T) {
 }
 
 func TestF16(t *testing.T) {
+	t.Parallel()
 	for h, want := range map[uint16]float32{0x3c00: 1, 0xc000: -2, 0x0001: float32(math.Pow(2, -24)), 0x7c00: float32(math.Inf(1)), 0x0000: 0} {
 		if got := F16ToFloat32(h); got != want {
 			t.Errorf("%#04x: %v want %v", h, got, want)
@@ -46,6 +48,7 @@ func TestF16(t *testing.T) {
 }
 
 func TestMalformedFilesAreNamed(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	_ = Encode(&buf, []Tensor{FromFloat32("x", []int{4}, []float32{1, 2, 3, 4})}, nil)
 	good := buf.Bytes()

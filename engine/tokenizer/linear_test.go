@@ -29,6 +29,7 @@ func timeEncode(t *testing.T, tok *Tokenizer, text string) time.Duration {
 // messages take about 5× as long (quadratic took 25×; the bound is generous for a
 // shared machine).
 func TestEncodeIsLinearInAddedTokens(t *testing.T) {
+	t.Parallel()
 	tok, err := Load("testdata/tokenizer_qwen2.json")
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,7 @@ func TestEncodeIsLinearInAddedTokens(t *testing.T) {
 // The segmentation at added tokens is the same as searching the whole rest of the text
 // each time (the quadratic way this replaced), overlaps and adjacent tokens included.
 func TestEncodeAddedTokensMatchesNaiveSplit(t *testing.T) {
+	t.Parallel()
 	tok, err := Load("testdata/tokenizer_qwen2.json")
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +88,7 @@ func TestEncodeAddedTokensMatchesNaiveSplit(t *testing.T) {
 }
 
 func TestEncodeContextStopsAtTheLimitAndOnCancel(t *testing.T) {
+	t.Parallel()
 	tok, err := Load("testdata/tokenizer_qwen2.json")
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +119,7 @@ func TestEncodeContextStopsAtTheLimitAndOnCancel(t *testing.T) {
 // No token stands for more text than MaxTokenBytes: a text's length divided by it is at
 // most its token count.
 func TestMaxTokenBytesBoundsTokens(t *testing.T) {
+	t.Parallel()
 	for _, f := range []string{"testdata/tokenizer_tiny.json", "testdata/tokenizer_qwen2.json", "testdata/tokenizer_llama3.json"} {
 		tok, err := Load(f)
 		if err != nil {

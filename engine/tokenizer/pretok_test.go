@@ -10,6 +10,7 @@ import (
 // TestSplitBehaviors: every Split behavior, with and without invert, gives the pieces
 // HuggingFace tokenizers 0.20.3 gives (pre_tokenize_str on the same input).
 func TestSplitBehaviors(t *testing.T) {
+	t.Parallel()
 	const in = "-the-final--countdown-"
 	cases := []struct {
 		behavior string
@@ -70,6 +71,7 @@ func preTokenize(t *testing.T, js, in string) string {
 // TestUnsupportedPartsAreNamed: a component this package does not implement is refused
 // with its name, never silently skipped.
 func TestUnsupportedPartsAreNamed(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ field, json, want string }{
 		{"pre_tokenizer", `{"type":"BertPreTokenizer"}`, `pre_tokenizer "BertPreTokenizer" is not supported`},
 		{"pre_tokenizer", `{"type":"Sequence","pretokenizers":[{"type":"ByteLevel"},{"type":"UnicodeScripts"}]}`, `pretokenizers[1]: pre_tokenizer "UnicodeScripts"`},
@@ -97,6 +99,7 @@ func TestUnsupportedPartsAreNamed(t *testing.T) {
 // TestByteFallbackAndUnknown: a character outside the vocabulary becomes its byte
 // tokens with byte_fallback, otherwise unk_token (consecutive ones fused with fuse_unk).
 func TestByteFallbackAndUnknown(t *testing.T) {
+	t.Parallel()
 	vocab := `{"<unk>":0,"a":1,"<0xC3>":2,"<0xA9>":3}`
 	tok, err := Parse([]byte(`{"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","vocab":` + vocab + `,"merges":[]},
 		"decoder":{"type":"Sequence","decoders":[{"type":"ByteFallback"},{"type":"Fuse"}]}}`))
@@ -126,6 +129,7 @@ func TestByteFallbackAndUnknown(t *testing.T) {
 // reference tokenizer that has one, and is 0 (none) where the pipeline can drop text:
 // Whitespace/WhitespaceSplit or Removed splits, Strip or a Regex Replace, lstrip tokens.
 func TestMaxTokenBytesAcrossPipelines(t *testing.T) {
+	t.Parallel()
 	var corpus []string
 	readJSON(t, "testdata/corpus.json", &corpus)
 	// gpt2 has a "<mask>" that strips the whitespace before it: no bound either.

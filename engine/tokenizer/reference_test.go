@@ -24,6 +24,7 @@ type refFixture struct {
 // TestHuggingFaceReference compares Encode, EncodeOrdinary and Decode with HuggingFace
 // tokenizers on testdata/corpus.json for every testdata/ref_*.json fixture.
 func TestHuggingFaceReference(t *testing.T) {
+	t.Parallel()
 	paths, err := filepath.Glob("testdata/ref_*.json")
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +97,7 @@ func readJSON(t *testing.T, path string, v any) {
 // load. Expected ids from tokenizers 0.20.3 on this file: <x> 3 (the vocabulary's entry
 // count), b 1 (its vocabulary id), <y> 4.
 func TestAddedTokenIDsLikeHuggingFace(t *testing.T) {
+	t.Parallel()
 	const doc = `{"added_tokens":[
 	 {"id":9,"content":"<x>","special":true},
 	 {"id":7,"content":"b","special":true},

@@ -25,6 +25,7 @@ func continuation(tok *Tokenizer, ids []int32, at int) (shown, raw string) {
 // Stream primed with the first part gives the bytes by which Decode(all) extends
 // Decode(first part): the prompt's text and the continuation's make the whole.
 func TestStreamAfterIsTheContinuation(t *testing.T) {
+	t.Parallel()
 	var corpus []string
 	readJSON(t, "testdata/corpus.json", &corpus)
 	for name, tok := range fixtureTokenizers(t) {
@@ -70,6 +71,7 @@ func TestStreamAfterIsTheContinuation(t *testing.T) {
 // primed with the prompt (SmolLM2, Qwen, Llama 3 are unchanged); a SentencePiece one's
 // first token keeps its space.
 func TestStreamAfterPrompt(t *testing.T) {
+	t.Parallel()
 	var corpus []string
 	readJSON(t, "testdata/corpus.json", &corpus)
 	for name, tok := range fixtureTokenizers(t) {

@@ -56,6 +56,7 @@ func fixtureTokenizers(t *testing.T) map[string]*Tokenizer {
 // sequences (byte-fallback and special tokens included) through every fixture gives,
 // at every prefix, exactly Decode of that prefix.
 func TestStreamMatchesDecodeOfEveryPrefix(t *testing.T) {
+	t.Parallel()
 	var corpus []string
 	readJSON(t, "testdata/corpus.json", &corpus)
 	for name, tok := range fixtureTokenizers(t) {
@@ -85,6 +86,7 @@ func TestStreamMatchesDecodeOfEveryPrefix(t *testing.T) {
 // With a Llama-2-style tokenizer a lone "▁world" decodes to "world": the stream gives
 // it its space, and holds a character of byte-fallback tokens until it is whole.
 func TestStreamKeepsSentencePieceSpaces(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"spm_legacy", "spm_metaspace"} {
 		tok, err := Load(filepath.Join("testdata", "tokenizer_"+name+".json"))
 		if err != nil {
@@ -131,6 +133,7 @@ func TestStreamKeepsSentencePieceSpaces(t *testing.T) {
 
 // A Stream's window stays short however long the sequence: each token costs the same.
 func TestStreamWindowStaysShort(t *testing.T) {
+	t.Parallel()
 	tok, err := Load(filepath.Join("testdata", "tokenizer_spm_legacy.json"))
 	if err != nil {
 		t.Fatal(err)

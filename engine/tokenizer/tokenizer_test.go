@@ -27,6 +27,7 @@ func presetTokenizer(t testing.TB) *Tokenizer {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	tok := presetTokenizer(t)
 	for _, s := range tricky {
 		ids, err := tok.Encode(s)
@@ -40,6 +41,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestSpecialTokensAndMerges(t *testing.T) {
+	t.Parallel()
 	tok := presetTokenizer(t)
 	ids, _ := tok.Encode("<|im_start|>the<|im_end|>")
 	start, _ := tok.TokenID("<|im_start|>")
@@ -58,6 +60,7 @@ func TestSpecialTokensAndMerges(t *testing.T) {
 }
 
 func TestQwenStyleSplitPattern(t *testing.T) {
+	t.Parallel()
 	js := `{"model":{"type":"BPE","vocab":{},"merges":[]},"added_tokens":[],
 "pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]}}`
 	base, _, _ := Train(TrainSpec{Corpus: "x", Merges: 0})

@@ -75,6 +75,21 @@ func (e *NoopExecutor) Sample(_ context.Context, _, _ string, req engine.SampleR
 	return res, nil
 }
 
+// ForwardBackwardAsync implements backend.Executor: done runs before it returns.
+func (e *NoopExecutor) ForwardBackwardAsync(ctx context.Context, model, lora string, req engine.ForwardRequest, done func(engine.ForwardResult, error)) {
+	done(e.ForwardBackward(ctx, model, lora, req))
+}
+
+// OptimStepAsync implements backend.Executor: done runs before it returns.
+func (e *NoopExecutor) OptimStepAsync(ctx context.Context, model, lora string, p engine.StepParams, done func(map[string]float64, error)) {
+	done(e.OptimStep(ctx, model, lora, p))
+}
+
+// SampleAsync implements backend.Executor: done runs before it returns.
+func (e *NoopExecutor) SampleAsync(ctx context.Context, model, lora string, req engine.SampleRequest, done func(engine.SampleResult, error)) {
+	done(e.Sample(ctx, model, lora, req))
+}
+
 // Close implements backend.Executor.
 func (e *NoopExecutor) Close() error { return nil }
 

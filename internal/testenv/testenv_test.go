@@ -14,6 +14,7 @@ import (
 // The scenario builders leave what they say on the server: a session of the caller's
 // tenant, and a training run of Model in it.
 func TestScenarioBuilders(t *testing.T) {
+	t.Parallel()
 	s := testenv.Start(t, testenv.Config(t, t.TempDir(), "memory"))
 	c := testenv.NewClient(t, s.URL(), testenv.KeyA)
 	session := c.NewSession()
@@ -38,6 +39,7 @@ func TestScenarioBuilders(t *testing.T) {
 // ServeWorker serves the executor it is given: a remote executor dialled to it sees its
 // models.
 func TestServeWorker(t *testing.T) {
+	t.Parallel()
 	addr, _ := testenv.ServeWorker(t, testenv.NewNoopExecutor(), worker.ServerOptions{Token: "tok"})
 	rem, err := backend.DialRemote(context.Background(), addr, withToken(backend.RemoteOptionsFrom(config.Default("").Workers), "tok"))
 	if err != nil {

@@ -46,6 +46,7 @@ func want(i int) string { return fmt.Sprintf("value %d %s", i, strings.Repeat("x
 // One flipped bit in the middle of the store is not a torn tail: the store refuses to
 // open, says where and what to do, and changes nothing in the file.
 func TestBitFlipInTheMiddleStopsTheStart(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tuft.db")
 	good, offs := populate(t, path, 84)
 	bad := bytes.Clone(good)
@@ -73,6 +74,7 @@ func TestBitFlipInTheMiddleStopsTheStart(t *testing.T) {
 // the damage; Repair keeps every record whose frame is intact, moves the damaged bytes
 // aside, and the store opens again with exactly those records.
 func TestCorruptionAtRandomOffsets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tuft.db")
 	good, offs := populate(t, path, 60)
@@ -162,6 +164,7 @@ func TestCorruptionAtRandomOffsets(t *testing.T) {
 // disk (a crash may persist a write's pages out of order): nothing after it was
 // acknowledged.
 func TestTornLastWriteWithIntactPiecesIsCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tuft.db")
 	s, err := Open(path, "ns")
@@ -218,6 +221,7 @@ func TestTornLastWriteWithIntactPiecesIsCut(t *testing.T) {
 
 // Stray compaction files of a crashed process are removed at open.
 func TestStrayCompactionFileIsRemovedAtOpen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tuft.db")
 	populate(t, path, 3)
 	if err := os.WriteFile(path+".compact", []byte("half a compaction"), 0o600); err != nil {

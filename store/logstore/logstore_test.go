@@ -15,6 +15,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	files := map[string]string{}
 	clock := storetest.NewClock()
@@ -48,6 +49,7 @@ func open(t *testing.T, path, ns string) *logstore.Store {
 // (a crash in the middle of a group) is cut off, whatever byte it stopped at, and the
 // store opens with everything acknowledged before it.
 func TestTornTailIsCutAndAcknowledgedWritesSurvive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tuft.db")
@@ -98,6 +100,7 @@ func TestTornTailIsCutAndAcknowledgedWritesSurvive(t *testing.T) {
 }
 
 func TestCorruptionBeforeMuchDataIsAnErrorNotATruncation(t *testing.T) {
+	t.Parallel()
 	// Corruption in the middle of a file is not a torn tail: the store refuses to open
 	// rather than silently dropping what follows (here: the header).
 	path := filepath.Join(t.TempDir(), "bad.db")
@@ -127,6 +130,7 @@ func TestLockedFileGetsAClearError(t *testing.T) {
 
 // Writes from many goroutines share commits and all land.
 func TestConcurrentWritersAllLand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "c.db")
 	s := open(t, path, "ns")

@@ -46,6 +46,7 @@ func killedStore(t *testing.T, path string) ([]byte, int64) {
 // still opens on the intact prefix, the cut bytes are kept beside the file, and Check
 // reports them as written in full (suspect), naming the offset and the key.
 func TestBitFlipInTheLastGroupIsKeptAsideAndReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tuft.db")
 	b, off := killedStore(t, path)
@@ -91,6 +92,7 @@ func TestBitFlipInTheLastGroupIsKeptAsideAndReported(t *testing.T) {
 // An honest torn last write (the file ends inside a frame) is cut off too, kept aside,
 // and reported as an unfinished write, not as suspect.
 func TestTornLastWriteIsKeptAsideAsUnfinished(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tuft.db")
 	b, off := killedStore(t, path)
 	if err := os.WriteFile(path, b[:len(b)-30], 0o600); err != nil {
@@ -113,6 +115,7 @@ func TestTornLastWriteIsKeptAsideAsUnfinished(t *testing.T) {
 // A flipped bit in the closing mark of a cleanly closed store holds no write: cut and
 // kept like any tail, it is not reported as suspect.
 func TestBitFlipInTheClosingMarkIsNotSuspect(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tuft.db")
 	b, _ := populate(t, path, 5)
 	b[len(b)-3] ^= 1

@@ -10,6 +10,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	stores := map[string]store.Store{}
 	clock := storetest.NewClock()

@@ -11,6 +11,7 @@ import (
 )
 
 func TestOpenEachMode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for mode, kind := range map[string]string{"embedded": "tuft-embedded", "memory": "memory"} {
 		st, err := persistence.Open(ctx, config.Persistence{Mode: mode, Path: filepath.Join(t.TempDir(), "tuft.db"), Namespace: "t"})

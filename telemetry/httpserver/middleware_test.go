@@ -78,6 +78,7 @@ func TestHTTPMiddlewareSampledOutAllocations(t *testing.T) {
 
 // Telemetry disabled: the middleware steps aside.
 func TestHTTPMiddlewareDisabledIsTheHandler(t *testing.T) {
+	t.Parallel()
 	tel, err := setup.New(context.Background(), telemetry.DefaultConfig(), "server")
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +92,7 @@ func TestHTTPMiddlewareDisabledIsTheHandler(t *testing.T) {
 // The span is named by the route pattern, continues the caller's trace, and fails on a
 // 5xx; the duration carries the route and status.
 func TestHTTPMiddlewareSpanAndDuration(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reader := sdkmetric.NewManualReader()

@@ -140,6 +140,7 @@ func normalize(r *coltracepb.ExportTraceServiceRequest) {
 
 // Our encoding must say exactly what the OTLP exporter says for the same spans.
 func TestSpanEncodingMatchesTheOTLPExporter(t *testing.T) {
+	t.Parallel()
 	spans := richSpans(t)
 	col, addr := startTraceCollector(t)
 	exp, err := otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure())
@@ -193,6 +194,7 @@ func TestSpanEncodingMatchesTheOTLPExporter(t *testing.T) {
 }
 
 func TestGRPCSpanSenderDeliversWithHeaders(t *testing.T) {
+	t.Parallel()
 	col, addr := startTraceCollector(t)
 	send, err := newSpanSender(ProtocolGRPC, map[string]string{"x-tenant": "t1"}, "http://"+addr)
 	if err != nil {
@@ -215,6 +217,7 @@ func TestGRPCSpanSenderDeliversWithHeaders(t *testing.T) {
 // A collector that is not up yet (connection refused, then 503) is retried until the
 // export deadline; a permanent error is not.
 func TestHTTPSpanSenderRetriesTransientFailures(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	var got coltracepb.ExportTraceServiceRequest
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -259,6 +262,7 @@ func TestHTTPSpanSenderRetriesTransientFailures(t *testing.T) {
 }
 
 func TestEndMsgLengths(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 1 << 21} {
 		b, start := beginMsg([]byte{0xAA}, 3)
 		b = append(b, make([]byte, n)...)

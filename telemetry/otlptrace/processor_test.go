@@ -92,6 +92,7 @@ func startSpans(tp trace.TracerProvider, n int) {
 }
 
 func TestSpanBatcherExportsInBatches(t *testing.T) {
+	t.Parallel()
 	exp := &gatedSender{t: t}
 	b := newProcessor(exp, &dropCounter{}, 100, 8, time.Hour, time.Second)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
@@ -215,6 +216,7 @@ func (c *endCounter) ForceFlush(context.Context) error { return nil }
 // either exported or counted as dropped: none is lost silently, none sent twice. (Spans
 // that end after the provider shut down never reach a processor.)
 func TestSpanBatcherAccountsForEverySpan(t *testing.T) {
+	t.Parallel()
 	exp := &gatedSender{t: t}
 	drops := &dropCounter{}
 	b := newProcessor(exp, drops, 64, 16, time.Millisecond, time.Second)

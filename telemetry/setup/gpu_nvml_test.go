@@ -16,6 +16,7 @@ import (
 // On a machine with an NVIDIA driver and GPU the gauges carry real readings; elsewhere
 // NVML's clean refusal is checked instead.
 func TestNVMLGauges(t *testing.T) {
+	t.Parallel()
 	src, err := gpuFactory()
 	if err != nil {
 		t.Logf("no GPU here: %v", err)

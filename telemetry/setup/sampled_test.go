@@ -28,6 +28,7 @@ func remoteParent(sampled bool) context.Context {
 
 // The wrapper must take exactly the SDK sampler's decisions, only more cheaply.
 func TestSampledProviderFollowsTheSampler(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		ratio     float64
@@ -87,6 +88,7 @@ func TestSampledProviderCachesTracers(t *testing.T) {
 // A parent that records without being sampled (another provider's RecordOnly decision) is
 // not handed to the caller as its own span: ending the child must not end the parent.
 func TestSampledProviderKeepsRecordOnlyParentsAlive(t *testing.T) {
+	t.Parallel()
 	recordOnly := sdktrace.NewTracerProvider(sdktrace.WithSampler(recordOnlySampler{}))
 	ctx, parent := recordOnly.Tracer("other").Start(context.Background(), "parent")
 	if !parent.IsRecording() || parent.SpanContext().IsSampled() {

@@ -46,6 +46,7 @@ func TestDisabledStartsNothing(t *testing.T) {
 }
 
 func TestLocalLogLineCarriesTraceIDs(t *testing.T) {
+	t.Parallel()
 	var buf syncBuf
 	rec := tracetest.NewSpanRecorder()
 	tel, err := New(context.Background(), telemetry.DefaultConfig(), "server", WithSpanProcessor(rec), WithLogWriter(&buf))
@@ -78,6 +79,7 @@ func (fakeGPU) Sample() ([]GPUSample, error) {
 func (fakeGPU) Close() {}
 
 func TestResourceGauges(t *testing.T) {
+	t.Parallel()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	g, err := startResourceGauges(mp, time.Hour, fakeGPU{})
@@ -132,6 +134,7 @@ func TestShutdownExportsTheResourceGauges(t *testing.T) {
 // New installs nothing globally; InstallGlobal does, and only then do the OTel globals
 // and telemetry.Metrics lead to this process's providers.
 func TestNewInstallsNothingGlobally(t *testing.T) {
+	t.Parallel()
 	before := otel.GetTracerProvider()
 	rec := tracetest.NewSpanRecorder()
 	tel, err := New(context.Background(), telemetry.DefaultConfig(), "server", WithSpanProcessor(rec), WithLogWriter(&strings.Builder{}))

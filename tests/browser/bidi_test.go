@@ -34,19 +34,7 @@ const bidiOrigin = "http://127.0.0.1"
 // firefoxPath finds Debian's firefox-esr (TUFT_FIREFOX overrides).
 func firefoxPath(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("TUFT_FIREFOX"); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			require(t, "TUFT_FIREFOX=%s is not an executable", p)
-		}
-		return p
-	}
-	for _, name := range []string{"firefox-esr", "firefox"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	require(t, "no firefox-esr on PATH (Debian package firefox-esr)")
-	return ""
+	return browserPath(t, "TUFT_FIREFOX", "firefox-esr", "firefox-esr", "firefox")
 }
 
 // logEntry is a log.entryAdded event: a console message or a JavaScript error.
@@ -375,19 +363,12 @@ func ffEval[T any](t *testing.T, ff *firefox, js string) T {
 // wait polls a JavaScript condition until it holds; fails naming what after timeout.
 func (ff *firefox) wait(t *testing.T, what, cond string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	js := `(() => { try { return !!(` + cond + `); } catch (e) { return false; } })()`
-	for {
+	js := condJS(cond)
+	waitFor(t, "firefox", what, timeout, func() (bool, error) {
 		var ok bool
 		err := ff.evalErr(js, &ok) // fails while a navigation replaces the document
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("firefox: not after %v (%s; last error %v)", timeout, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ok, err
+	})
 }
 
 // click clicks the centre of the element sel with the mouse (input.performActions), as

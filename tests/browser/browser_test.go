@@ -182,17 +182,32 @@ func eval[T any](t *testing.T, tb *tab, js string) T {
 // wait polls a JavaScript condition until it holds; fails naming what after timeout.
 func (tb *tab) wait(t *testing.T, what, cond string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	js := `(() => { try { return !!(` + cond + `); } catch (e) { return false; } })()`
-	for {
+	js := condJS(cond)
+	waitFor(t, tb.name, what, timeout, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
-		cancel()
+		defer cancel()
+		return chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+	})
+}
+
+// condJS is a JavaScript condition as an expression that is false while it throws (an
+// element not there yet).
+func condJS(cond string) string {
+	return `(() => { try { return !!(` + cond + `); } catch (e) { return false; } })()`
+}
+
+// waitFor polls check every 100ms until it reports true, failing the test naming who
+// (the tab or browser) and what after timeout, with check's last error.
+func waitFor(t *testing.T, who, what string, timeout time.Duration, check func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := check()
 		if err == nil && ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v (%s; last error %v)", tb.name, timeout, what, err)
+			t.Fatalf("%s: not after %v (%s; last error %v)", who, timeout, what, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

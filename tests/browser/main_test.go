@@ -58,18 +58,25 @@ func require(t *testing.T, format string, args ...any) {
 // chromiumPath finds Debian's chromium (TUFT_CHROMIUM overrides).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("TUFT_CHROMIUM"); p != "" {
+	return browserPath(t, "TUFT_CHROMIUM", "chromium", "chromium", "chromium-browser")
+}
+
+// browserPath finds a browser: the executable the environment variable env names, else
+// the first of names on PATH; pkg is the Debian package that installs it.
+func browserPath(t *testing.T, env, pkg string, names ...string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
 		if _, err := exec.LookPath(p); err != nil {
-			require(t, "TUFT_CHROMIUM=%s is not an executable", p)
+			require(t, "%s=%s is not an executable", env, p)
 		}
 		return p
 	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	require(t, "no chromium on PATH (Debian package chromium)")
+	require(t, "no %s on PATH (Debian package %s)", names[0], pkg)
 	return ""
 }
 

@@ -19,10 +19,10 @@ var httpRules = []struct {
 	match func(n ast.Node) bool
 	only  string // "file.go:func", the file relative to the repository root
 }{
-	{"reading the result encoder (h.enc): the service's future-making calls go through opRoute's operation.submit",
+	{"calling an operation's submit (op.submit): the service's future-making calls go through opRoute",
 		func(n ast.Node) bool {
-			s, ok := n.(*ast.SelectorExpr)
-			return ok && s.Sel.Name == "enc" && isIdent(s.X, "h")
+			c, ok := n.(*ast.CallExpr)
+			return ok && isSel(c.Fun, "op", "submit")
 		},
 		"api/ops.go:opRoute"},
 	{"building the future reply (wire.UntypedAPIFuture)",
@@ -129,4 +129,85 @@ func basicLit(e ast.Expr) string {
 		return b.Value
 	}
 	return ""
+}
+
+// The service's future-making methods are those an operation's submit calls (h.svc.X
+// inside a function given as submit: the result encoder is wired into the service once,
+// so the call itself no longer shows it makes a future). They are called nowhere else in
+// api/..., so every future is answered by opRoute's reply.
+func TestFutureCallsOnlyInSubmit(t *testing.T) {
+	root := filepath.Join("..", "..")
+	type call struct {
+		where  string
+		method string
+	}
+	var inSubmit, outside []call
+	err := filepath.WalkDir(filepath.Join(root, "api"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		submits := map[*ast.FuncLit]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.KeyValueExpr: // operation{submit: func…}
+				if isIdent(n.Key, "submit") {
+					if fl, ok := n.Value.(*ast.FuncLit); ok {
+						submits[fl] = true
+					}
+				}
+			case *ast.AssignStmt: // o.submit = func…
+				for i, l := range n.Lhs {
+					if s, ok := l.(*ast.SelectorExpr); ok && s.Sel.Name == "submit" && i < len(n.Rhs) {
+						if fl, ok := n.Rhs[i].(*ast.FuncLit); ok {
+							submits[fl] = true
+						}
+					}
+				}
+			}
+			return true
+		})
+		var walk func(n ast.Node, in bool)
+		walk = func(n ast.Node, in bool) {
+			ast.Inspect(n, func(m ast.Node) bool {
+				if fl, ok := m.(*ast.FuncLit); ok && submits[fl] && !in {
+					walk(fl.Body, true)
+					return false
+				}
+				if c, ok := m.(*ast.CallExpr); ok {
+					if s, ok := c.Fun.(*ast.SelectorExpr); ok && isSel(s.X, "h", "svc") {
+						at := fset.Position(c.Pos())
+						cl := call{filepath.Base(at.Filename) + ":" + strconv.Itoa(at.Line), s.Sel.Name}
+						if in {
+							inSubmit = append(inSubmit, cl)
+						} else {
+							outside = append(outside, cl)
+						}
+					}
+				}
+				return true
+			})
+		}
+		walk(f, false)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := map[string]bool{}
+	for _, c := range inSubmit {
+		future[c.method] = true
+	}
+	if len(future) < 8 {
+		t.Fatalf("found %d future-making service methods in submit functions (%v): the rule has lost its targets", len(future), future)
+	}
+	for _, c := range outside {
+		if future[c.method] {
+			t.Errorf("%s: h.svc.%s makes a future: call it from an operation's submit (api/ops.go opRoute answers the future)", c.where, c.method)
+		}
+	}
 }

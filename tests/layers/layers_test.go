@@ -45,6 +45,7 @@ var layers = []struct {
 	{"futures", 60},
 	{"registry", 60},
 	{"backend", 50},
+	{"backend/sched", 47},    // each hosted model's scheduler: KV manager, tenant policy, the loop
 	{"backend/workerpb", 45}, // the gRPC schema: a leaf shared by backend (Remote) and worker
 	{"api/wire", 40},
 	{"api/wire/tinkerpb", 39},

@@ -4,8 +4,8 @@
 #   1. HF tokenizers (venv from requirements.txt, cached) rebuilds SmolLM2's tokenizer from
 #      the GGUF vocabulary and encodes the corpus: must equal testdata/smollm2_tokens.json.
 #   2. llama.cpp (llamacpp_ref.py) tokenizes the corpus and scores a ~50-token text, on the
-#      file as shipped, on a copy dequantised to F32 (dequant_gguf.py: the same values
-#      the engine computes with), and on copies with the matrices in bf16, q8_0 and q4_1
+#      file as shipped, on a copy dequantised to F32 (tools/llamacppref/dequant_gguf.py:
+#      the same values the engine computes with), and on copies with the matrices in bf16, q8_0 and q4_1
 #      (the engine's CPU weight formats, engine.cpu_weight_format).
 #   3. go test ./tests/realmodel: the engine's config, tokenizer (against 1 and 2),
 #      per-token logprobs (against 2, tolerances in engine_test.go), greedy "Paris", in
@@ -51,12 +51,12 @@ fi
 
 echo "== llama.cpp reference"
 OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$gguf" "$corpus" "$work/llamacpp.json" 2>/dev/null
-"$tokvenv/bin/python" "$here/dequant_gguf.py" "$gguf" "$work/f32.gguf"
+"$tokvenv/bin/python" "$root/tools/llamacppref/dequant_gguf.py" "$gguf" "$work/f32.gguf"
 OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/f32.gguf" "$corpus" "$work/llamacpp_f32.json" 2>/dev/null
 rm -f "$work/f32.gguf"
 # The engine's CPU weight formats: llama.cpp on copies whose matrices are in each format.
 for fmt in bf16 q8_0 q4_1; do
-  "$tokvenv/bin/python" "$here/dequant_gguf.py" "$gguf" "$work/$fmt.gguf" "$fmt"
+  "$tokvenv/bin/python" "$root/tools/llamacppref/dequant_gguf.py" "$gguf" "$work/$fmt.gguf" "$fmt"
   OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/$fmt.gguf" "$corpus" "$work/llamacpp_$fmt.json" 2>/dev/null
 done
 

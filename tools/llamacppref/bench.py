@@ -6,8 +6,8 @@
         writes OUT: IN's tensors dequantised to F32 (ggml's gguf package; metadata
         copied), and for bf16/q8_0/q4_1 every matrix then stored in that type by ggml's
         reference quantiser (gguf.quants.quantize; norms stay F32), as the engine's
-        engine.cpu_weight_format quantises at load (tests/realmodel/dequant_gguf.py does
-        the same): both sides compute with the same weights. Prints one JSON line
+        engine.cpu_weight_format quantises at load (dequant_gguf.py beside this script, which
+        tests/realmodel uses too): both sides compute with the same weights. Prints one JSON line
         {"path", "weights"}.
 
     bench.py run --model M.gguf --threads N --prompt P --new-tokens G --batch B
@@ -29,7 +29,6 @@ import resource
 import sys
 import time
 
-import numpy as np
 import llama_cpp
 
 WEIGHTS = ("f32", "bf16", "q8_0", "q4_1")
@@ -41,34 +40,11 @@ def bench_tokens(n, vocab, salt):
 
 
 def convert(a):
-    import gguf
-    from gguf.quants import dequantize, quantize
-    types = {"bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
-             "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
-             "q4_1": (gguf.GGMLQuantizationType.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1)}
-    qtype, ftype = types.get(a.weights, (None, gguf.LlamaFileType.ALL_F32))
+    # dequant_gguf.py beside this script (also tests/realmodel's converter): one
+    # dequantise/requantise for both, so they compute with the same weights.
+    from dequant_gguf import main as dequant
     tmp = a.out + ".tmp"
-    r = gguf.GGUFReader(a.src)
-    w = gguf.GGUFWriter(tmp, r.fields["general.architecture"].contents())
-    for key, f in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        if key == "general.file_type":
-            w.add_file_type(ftype)
-            continue
-        sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, f.contents(), f.types[0], sub_type=sub)
-    for t in r.tensors:
-        arr = dequantize(t.data, t.tensor_type).astype(np.float32)
-        arr = arr.reshape([int(d) for d in reversed(t.shape)])
-        if qtype is not None and arr.ndim == 2:
-            w.add_tensor(t.name, quantize(arr, qtype), raw_dtype=qtype)
-        else:
-            w.add_tensor(t.name, arr)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    dequant(a.src, tmp, None if a.weights == "f32" else a.weights)
     os.replace(tmp, a.out)
     print(json.dumps({"path": a.out, "weights": a.weights}))
 

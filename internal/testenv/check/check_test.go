@@ -32,6 +32,7 @@ func (r *recorder) run(f func()) {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "a.json")
 	r := &recorder{TB: t}
 	r.run(func() { Golden(r, path, []byte("x")) })
@@ -52,6 +53,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestNoStaleGoldens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, n := range []string{"a.pb", "b.pb"} {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {

@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 // testSched fills sc's zero numbers from config.Default() (the scheduler keeps no
 // defaults of its own); a zero or negative prefix_cache_entries turns the prefix cache off,
 // as these tests mean it.
-func testSched(c SchedConfig) SchedConfig {
-	d := DefaultSchedConfig()
+func testSched(c Config) Config {
+	d := DefaultConfig()
 	if c.MaxBatchSeqs <= 0 {
 		c.MaxBatchSeqs = d.MaxBatchSeqs
 	}
@@ -42,7 +42,7 @@ func testSched(c SchedConfig) SchedConfig {
 	return c
 }
 
-func schedLocal(t *testing.T, sc SchedConfig) (*Local, *engine.Model) {
+func schedLocal(t *testing.T, sc Config) (*testHost, *engine.Model) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := engine.WritePreset("tiny", dir); err != nil {
@@ -53,14 +53,12 @@ func schedLocal(t *testing.T, sc SchedConfig) (*Local, *engine.Model) {
 		t.Fatal(err)
 	}
 	m.Cfg.EOSTokenIDs = nil
-	l := NewLocalWith([]*engine.Model{m}, []ModelInfo{{Name: "tiny", Config: m.Cfg}}, testSched(sc))
-	t.Cleanup(func() { l.Close() })
-	return l, m
+	return newTestHost(t, m, testSched(sc)), m
 }
 
 // addAdapter creates adapter name with random (non-zero) weights, so it samples
 // differently from the base model and from other adapters.
-func addAdapter(t *testing.T, l *Local, name string, seed uint64) *engine.LoraWeights[float32] {
+func addAdapter(t *testing.T, l *testHost, name string, seed uint64) *engine.LoraWeights[float32] {
 	t.Helper()
 	if err := l.CreateAdapter(context.Background(), "tiny", name, engine.LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true}); err != nil {
 		t.Fatal(err)
@@ -103,10 +101,9 @@ func seeded(p []int32, samples, maxTokens int, temp float64, seed int64) engine.
 
 // runConcurrently submits every case while the scheduler is held, then lets it run them
 // together.
-func runConcurrently(t *testing.T, l *Local, cases []sampleCase, ctxs ...context.Context) ([]engine.SampleResult, []error) {
+func runConcurrently(t *testing.T, l *testHost, cases []sampleCase, ctxs ...context.Context) ([]engine.SampleResult, []error) {
 	t.Helper()
-	h := l.models["tiny"]
-	release := holdLoop(t, h.sched)
+	release := holdLoop(t, l.s)
 	res := make([]engine.SampleResult, len(cases))
 	errs := make([]error, len(cases))
 	var wg sync.WaitGroup
@@ -121,7 +118,7 @@ func runConcurrently(t *testing.T, l *Local, cases []sampleCase, ctxs ...context
 			res[i], errs[i] = l.Sample(WithTenant(ctx, c.tenant), "tiny", c.lora, c.req)
 		}()
 	}
-	waitQueued(h.sched, len(cases))
+	waitQueued(l.s, len(cases))
 	release()
 	wg.Wait()
 	return res, errs
@@ -177,7 +174,7 @@ func sameAsAlone(t *testing.T, what string, m *engine.Model, lw *engine.LoraWeig
 // run in shared decode steps and each samples what it samples alone: every sample has
 // its own generator, so the batch around it changes nothing.
 func TestBatchedRequestsSampleAsAlone(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{StepTokens: 40, PrefillChunk: 16, MaxBatchSeqs: 64})
+	l, m := schedLocal(t, Config{StepTokens: 40, PrefillChunk: 16, MaxBatchSeqs: 64})
 	lws := map[string]*engine.LoraWeights[float32]{"": nil, "a": addAdapter(t, l, "a", 1), "b": addAdapter(t, l, "b", 2)}
 	var cases []sampleCase
 	loras := []string{"", "a", "b"}
@@ -198,7 +195,7 @@ func TestBatchedRequestsSampleAsAlone(t *testing.T) {
 		}
 		sameAsAlone(t, fmt.Sprint("request ", i), m, lws[c.lora], c.req, res[i])
 	}
-	st := &l.models["tiny"].sched.stats
+	st := &l.s.stats
 	if st.maxRows.Load() < 8 {
 		t.Fatalf("at most %d sequences ran in one step: the requests were not batched", st.maxRows.Load())
 	}
@@ -213,7 +210,7 @@ func TestBatchedRequestsSampleAsAlone(t *testing.T) {
 // Sampled logprobs equal the teacher-forced logprobs of the same tokens, also for
 // sequences decoded inside a shared batch.
 func TestBatchedLogprobsEqualTeacherForced(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{StepTokens: 32, PrefillChunk: 8})
+	l, _ := schedLocal(t, Config{StepTokens: 32, PrefillChunk: 8})
 	addAdapter(t, l, "a", 3)
 	cases := []sampleCase{
 		{"t0", "a", seeded(prompt(11, 1), 2, 12, 1, 7)},
@@ -251,8 +248,8 @@ func forwardOnly(toks []int32) engine.ForwardRequest {
 // A cancelled request leaves the batch before the next step, the others go on
 // unchanged; an expired deadline never runs; memory comes back.
 func TestCancelAndDeadlineLeaveAtTheNextStep(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{PrefixCacheEntries: -1})
-	s := l.models["tiny"].sched
+	l, m := schedLocal(t, Config{PrefixCacheEntries: -1})
+	s := l.s
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	steps, after := 0, 0
@@ -301,8 +298,8 @@ func TestCancelAndDeadlineLeaveAtTheNextStep(t *testing.T) {
 // When the batch is full, tenants share its rows equally whatever their number of
 // sequences, and every sequence of a tenant advances.
 func TestTenantsShareAFullBatch(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{MaxBatchSeqs: 6, StepTokens: 6, PrefillChunk: 6})
-	s := l.models["tiny"].sched
+	l, _ := schedLocal(t, Config{MaxBatchSeqs: 6, StepTokens: 6, PrefillChunk: 6})
+	s := l.s
 	perTenant := map[string]int{}
 	perSeq := map[*unit]int{}
 	var mu sync.Mutex
@@ -356,8 +353,8 @@ func TestTenantsShareAFullBatch(t *testing.T) {
 // alternate (never two packs in a row while sampling waits), another tenant's small
 // forward_backward joins the first pack, and both tenants' results are right.
 func TestTrainingAndSamplingInterleave(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{TrainPackTokens: 64})
-	s := l.models["tiny"].sched
+	l, m := schedLocal(t, Config{TrainPackTokens: 64})
+	s := l.s
 	ctx := context.Background()
 	var mu sync.Mutex
 	var kinds []int
@@ -441,7 +438,7 @@ func TestTrainingAndSamplingInterleave(t *testing.T) {
 // A request with 20,000 stop strings (one of which the sample produces) stops where the
 // engine stops, without slowing anyone: stop strings are matched on new text only.
 func TestManyStopStringsInTheScheduler(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{})
+	l, m := schedLocal(t, Config{})
 	req := seeded(prompt(5, 1), 1, 16, 1, 2)
 	free, err := l.Sample(context.Background(), "tiny", "", req)
 	if err != nil {
@@ -465,8 +462,8 @@ func TestManyStopStringsInTheScheduler(t *testing.T) {
 
 // Close fails queued work with ErrClosed and refuses new work.
 func TestCloseFailsQueuedWork(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{})
-	s := l.models["tiny"].sched
+	l, _ := schedLocal(t, Config{})
+	s := l.s
 	release := holdLoop(t, s)
 	done := make(chan error, 1)
 	go func() {
@@ -487,8 +484,8 @@ func TestCloseFailsQueuedWork(t *testing.T) {
 // Streaming: every token reaches the hook as the step that drew it ends, before the
 // request completes, with its top logprobs, and the events add up to the result.
 func TestStreamedTokensArriveAsDrawn(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{})
-	s := l.models["tiny"].sched
+	l, _ := schedLocal(t, Config{})
+	s := l.s
 	var mu sync.Mutex
 	steps := 0
 	s.hooks.step = func([]planned) { mu.Lock(); steps++; mu.Unlock() }
@@ -527,8 +524,8 @@ func TestStreamedTokensArriveAsDrawn(t *testing.T) {
 // Several training calls of one tenant that end together (cancelled while they wait)
 // all fail with their context's error and leave their adapters untouched.
 func TestCancelledTrainingCallsOfOneTenant(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{})
-	s := l.models["tiny"].sched
+	l, _ := schedLocal(t, Config{})
+	s := l.s
 	ctx, cancel := context.WithCancel(context.Background())
 	release := holdLoop(t, s)
 	errs := make(chan error, 3)
@@ -558,7 +555,7 @@ func TestCancelledTrainingCallsOfOneTenant(t *testing.T) {
 // IgnoreEOS (the SDK's stop=[]): the model's EOS token does not end a sequence in the
 // scheduler either, as in engine.Sample.
 func TestIgnoreEOSInTheScheduler(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{})
+	l, m := schedLocal(t, Config{})
 	req := seeded(prompt(5, 4), 1, 12, 1, 9)
 	free, err := l.Sample(context.Background(), "tiny", "", req)
 	if err != nil {
@@ -583,8 +580,8 @@ func TestIgnoreEOSInTheScheduler(t *testing.T) {
 // A panic inside a unit of work fails the requests the loop held, not the process, and
 // the model keeps serving.
 func TestPanicInAStepFailsItsWorkOnly(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{})
-	s := l.models["tiny"].sched
+	l, _ := schedLocal(t, Config{})
+	s := l.s
 	var once sync.Once
 	s.hooks.step = func([]planned) { once.Do(func() { panic("boom") }) }
 	if _, err := l.Sample(context.Background(), "tiny", "", seeded(prompt(4, 1), 1, 4, 1, 1)); err == nil || !strings.Contains(err.Error(), "boom") {

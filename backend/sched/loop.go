@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"errors"
@@ -18,11 +18,11 @@ import (
 // for local models, in `tuft worker` for remote ones): one goroutine that owns the model
 // and runs, one at a time, two kinds of bounded units of work:
 //
-//   - a decode step (sched_sample.go): one engine.DecodeStep over every active sequence of
+//   - a decode step (sample.go; its memory in kv.go): one engine.DecodeStep over every active sequence of
 //     every sample request, sampling session, adapter and tenant (sorted by adapter), plus
 //     chunks of new prompts, within a token budget, filled fairly across tenants (deficit
 //     round robin); requests join at the next step and leave when done;
-//   - a training pack (sched_train.go): one engine.TrainStep over datums of queued
+//   - a training pack (train.go): one engine.TrainStep over datums of queued
 //     forward(_backward) requests of many adapters and tenants, within a token budget,
 //     filled by deficit round robin across tenants.
 //
@@ -42,8 +42,8 @@ import (
 //     ⌈datum tokens / quantum⌉ packs, the quantum being the pack budget divided among
 //     the tenants with training work.
 
-// SchedConfig configures the scheduler of each hosted model.
-type SchedConfig struct {
+// Config configures the scheduler of each hosted model.
+type Config struct {
 	// MaxBatchSeqs bounds the sequences in one decode step.
 	MaxBatchSeqs int
 	// StepTokens bounds the tokens of one decode step: one per decoding sequence plus the
@@ -66,12 +66,19 @@ type SchedConfig struct {
 	TrainShare float64
 }
 
-// DefaultSchedConfig is the configuration of config.Default() (engine.scheduler).
-func DefaultSchedConfig() SchedConfig { return SchedConfigFrom(config.Default("").Engine.Scheduler) }
+// DefaultConfig is the configuration of config.Default() (engine.scheduler).
+func DefaultConfig() Config { return ConfigFrom(config.Default("").Engine.Scheduler) }
+
+// ConfigFrom is the scheduler configuration of engine.scheduler.
+func ConfigFrom(c config.Scheduler) Config {
+	return Config{MaxBatchSeqs: c.MaxBatchSize, StepTokens: c.StepTokenBudget, PrefillChunk: c.PrefillChunkTokens,
+		KVCacheBytes: c.KVCacheBytes, PrefixCacheEntries: c.PrefixCacheEntries, TrainPackTokens: c.TrainPackTokens,
+		TrainShare: c.TrainShare}
+}
 
 // check panics, naming the key, on a value the configuration did not give
-// (config.MustPositive): the numbers come from engine.scheduler (SchedConfigFrom).
-func (c SchedConfig) check() {
+// (config.MustPositive): the numbers come from engine.scheduler (ConfigFrom).
+func (c Config) check() {
 	config.MustPositive("engine.scheduler.max_batch_size", c.MaxBatchSeqs)
 	config.MustPositive("engine.scheduler.step_token_budget", c.StepTokens)
 	config.MustPositive("engine.scheduler.prefill_chunk_tokens", c.PrefillChunk)
@@ -90,22 +97,24 @@ var ErrClosed = errors.New("the model executor is closed")
 const (
 	kindSample = iota
 	kindTrain
+	kindJob
 )
 
-// tokenScheduler is one model's token scheduler: it batches the decode steps of every running
+// Scheduler is one model's token scheduler: it batches the decode steps of every running
 // sample request (continuous batching, KV admission against the block pool) and the
 // training packs. It is not futures' operation scheduler (futures.opScheduler), which
 // decides which queued operation reaches this one.
-type tokenScheduler struct {
+type Scheduler struct {
 	m   *engine.Model
-	cfg SchedConfig
+	cfg Config
 	// blockBytes and blocks size the KV pool, created at the first sample request.
 	blockBytes int64
 	blocks     int
 
 	mu      sync.Mutex
-	inbox   []*sampleReq // arrived, not yet taken by the loop
+	inbox   []*Sample // arrived, not yet taken by the loop
 	trainIn []*fbCall
+	jobIn   []*job
 	running bool // the loop goroutine is running
 	closed  bool
 	idle    chan struct{} // closed when a loop exits (for Close)
@@ -118,21 +127,40 @@ type tokenScheduler struct {
 	ring    []*tenantState // tenants in arrival order: the round-robin order
 	rr      int            // where the next decode step's round robin starts
 	trr     int            // likewise for training packs
-	reqs    map[*sampleReq]struct{}
-	calls   int     // training calls in tenant queues
-	credit  float64 // seconds sampling may still run before the next training pack
-	admits  uint64  // KV admission counter (preemption takes the latest first)
+	reqs    map[*Sample]struct{}
+	calls   int          // training calls in tenant queues
+	credit  float64      // seconds sampling may still run before the next training pack
+	admits  uint64       // KV admission counter (preemption takes the latest first)
+	jobs    []*job       // exclusive jobs, oldest first
+	lastJob bool         // the last unit was a job
+	out     *unitOutcome // the unit being run (nil between units)
+
+	// devErr reads and clears the device's error (the model's device; a test may
+	// replace it before the first submission).
+	devErr func() error
 
 	stats schedStats
 	hooks testHooks
 }
 
+// Hold makes the loop wait before its next unit of work until release is called, so a
+// test can queue work deterministically (with Queued). For tests only.
+func (s *Scheduler) Hold() (release func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	s.mu.Lock() // the loop reads the hook under s.mu: it may be running another unit
+	s.hooks.iter = func() { <-gate }
+	s.mu.Unlock()
+	return func() { once.Do(func() { close(gate) }) }
+}
+
 // testHooks let tests hold the loop and watch what it runs; nil in production.
 type testHooks struct {
-	iter func()                    // before each unit of work (it may block, holding the loop)
+	iter func()                    // before each unit of work (it may block, holding the loop); under mu
 	step func([]planned)           // after a decode step ran
 	pack func([]*fbCall)           // after a training pack ran
 	kind func(kind int, both bool) // the kind of work about to run; both: both kinds had work
+	job  func()                    // a job is about to run (on the loop goroutine)
 }
 
 // schedStats are counters for tests and benchmarks.
@@ -141,7 +169,8 @@ type schedStats struct {
 	packs, packTokens        atomic.Int64
 	preemptions              atomic.Int64
 	prefixHitTokens          atomic.Int64
-	maxStep, maxPack         atomic.Int64 // the longest decode step and training pack, ns
+	maxStep, maxPack, maxJob atomic.Int64 // the longest decode step, training pack and job, ns
+	jobs                     atomic.Int64
 }
 
 // tenantState is one tenant's work on the model.
@@ -154,27 +183,28 @@ type tenantState struct {
 	tdef    int // training pack round robin
 }
 
-func newScheduler(m *engine.Model, cfg SchedConfig) *tokenScheduler {
+// New is the scheduler of model m. Its loop goroutine runs while there is work.
+func New(m *engine.Model, cfg Config) *Scheduler {
 	cfg.check()
 	c := m.Cfg
 	bb := int64(2*c.Layers*engine.KVBlockLen*c.KVHeads*c.HeadDim) * 4
 	blocks := int(cfg.KVCacheBytes / bb)
-	return &tokenScheduler{m: m, cfg: cfg, blockBytes: bb, blocks: max(blocks, 1), tenants: map[string]*tenantState{},
-		reqs: map[*sampleReq]struct{}{}, kick: make(chan struct{}, 1)}
+	return &Scheduler{m: m, cfg: cfg, blockBytes: bb, blocks: max(blocks, 1), tenants: map[string]*tenantState{},
+		reqs: map[*Sample]struct{}{}, kick: make(chan struct{}, 1), devErr: m.Device().Err}
 }
 
-// queued is the number of requests and calls submitted but not yet taken by the loop.
-func (s *tokenScheduler) queued() int {
+// Queued is the number of requests, calls and jobs submitted but not yet taken by the loop.
+func (s *Scheduler) Queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.inbox) + len(s.trainIn)
+	return len(s.inbox) + len(s.trainIn) + len(s.jobIn)
 }
 
-// kvTokens is the KV pool's capacity in positions.
-func (s *tokenScheduler) kvTokens() int { return s.blocks * engine.KVBlockLen }
+// KVTokens is the KV pool's capacity in positions.
+func (s *Scheduler) KVTokens() int { return s.blocks * engine.KVBlockLen }
 
 // start makes sure the loop runs and notices new work. Callers hold s.mu.
-func (s *tokenScheduler) start() {
+func (s *Scheduler) start() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -189,12 +219,14 @@ func (s *tokenScheduler) start() {
 
 // loop runs units of work until there is none, then exits (the next submission starts it
 // again).
-func (s *tokenScheduler) loop() {
+func (s *Scheduler) loop() {
 	for {
-		if s.hooks.iter != nil {
-			s.hooks.iter()
-		}
 		s.mu.Lock()
+		if iter := s.hooks.iter; iter != nil {
+			s.mu.Unlock()
+			iter()
+			s.mu.Lock()
+		}
 		closed := s.closed
 		for _, r := range s.inbox {
 			s.addRequest(r)
@@ -202,11 +234,15 @@ func (s *tokenScheduler) loop() {
 		for _, c := range s.trainIn {
 			s.addCall(c)
 		}
-		s.inbox, s.trainIn = nil, nil
+		s.jobs = append(s.jobs, s.jobIn...)
+		s.inbox, s.trainIn, s.jobIn = nil, nil, nil
 		if closed {
+			// Answered outside s.mu: a done callback may submit more work (refused now).
+			s.mu.Unlock()
 			s.shutdown()
+			s.mu.Lock()
 		}
-		if closed || (len(s.reqs) == 0 && s.calls == 0) {
+		if closed || (len(s.reqs) == 0 && s.calls == 0 && len(s.jobs) == 0) {
 			s.running = false
 			close(s.idle)
 			s.mu.Unlock()
@@ -215,7 +251,16 @@ func (s *tokenScheduler) loop() {
 		s.mu.Unlock()
 		s.dropEnded()
 		work := [2]bool{len(s.reqs) > 0, s.calls > 0}
-		kind := s.choose(work)
+		// A queued job runs next, but never two in a row while other work waits: a unit
+		// of other work waits for at most one job, a job for one unit per job before it.
+		kind := kindJob
+		if len(s.jobs) == 0 || (s.lastJob && (work[kindSample] || work[kindTrain])) {
+			if !work[kindSample] && !work[kindTrain] {
+				continue // every job ended while it waited
+			}
+			kind = s.choose(work)
+		}
+		s.lastJob = kind == kindJob
 		if s.hooks.kind != nil {
 			s.hooks.kind(kind, work[kindSample] && work[kindTrain])
 		}
@@ -224,12 +269,18 @@ func (s *tokenScheduler) loop() {
 		el := time.Since(t0)
 		if ran {
 			longest := &s.stats.maxStep
-			if kind == kindTrain {
+			switch kind {
+			case kindTrain:
 				longest = &s.stats.maxPack
+			case kindJob:
+				longest = &s.stats.maxJob
 			}
 			if int64(el) > longest.Load() {
 				longest.Store(int64(el))
 			}
+		}
+		if kind == kindJob {
+			continue // a job's time counts against neither share
 		}
 		d := el.Seconds()
 		if kind == kindTrain {
@@ -251,7 +302,9 @@ func (s *tokenScheduler) loop() {
 // holds, which may be half-updated, instead of the whole process: the futures layer
 // used to turn such a panic into one failed operation, and the loop keeps that promise
 // for everything it runs.
-func (s *tokenScheduler) run(kind int) (ran bool) {
+func (s *Scheduler) run(kind int) (ran bool) {
+	s.out = &unitOutcome{touched: map[*Sample]bool{}}
+	defer s.endUnit() // after the recovery below: the answers go out after the device check
 	defer func() {
 		if v := recover(); v != nil {
 			err := fmt.Errorf("internal error in the model scheduler: %v", v)
@@ -264,11 +317,17 @@ func (s *tokenScheduler) run(kind int) (ran bool) {
 					s.failCall(c, err)
 				}
 			}
+			if s.out.job != nil {
+				s.out.jobErr = err
+			}
 			s.prune()
 			ran = true
 		}
 	}()
-	if kind == kindTrain {
+	switch kind {
+	case kindJob:
+		return s.runJob()
+	case kindTrain:
 		return s.trainPack()
 	}
 	return s.decodeStep()
@@ -279,7 +338,7 @@ func (s *tokenScheduler) run(kind int) (ran bool) {
 // (scaled by the shares; at least one step), then the next pack. So a decode step waits
 // for at most one pack, and a pack for at most the previous pack's time in steps plus
 // one step. A kind without work banks nothing.
-func (s *tokenScheduler) choose(work [2]bool) int {
+func (s *Scheduler) choose(work [2]bool) int {
 	switch {
 	case !work[kindTrain]:
 		s.credit = 0
@@ -294,7 +353,7 @@ func (s *tokenScheduler) choose(work [2]bool) int {
 }
 
 // wait sleeps for d or until new work arrives.
-func (s *tokenScheduler) wait(d time.Duration) {
+func (s *Scheduler) wait(d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -305,12 +364,13 @@ func (s *tokenScheduler) wait(d time.Duration) {
 
 // dropEnded fails the requests and calls whose context ended (deadline, cancellation):
 // they leave the batch before the next unit of work.
-func (s *tokenScheduler) dropEnded() {
+func (s *Scheduler) dropEnded() {
 	for r := range s.reqs {
 		if err := r.ctx.Err(); err != nil {
 			s.failRequest(r, fmt.Errorf("sample request ended after %s: %w", time.Since(r.arrived).Round(time.Millisecond), err))
 		}
 	}
+	s.dropEndedJobs()
 	for _, t := range s.ring {
 		// failCall removes the call from t.calls: walk a copy.
 		for _, c := range slices.Clone(t.calls) {
@@ -322,7 +382,7 @@ func (s *tokenScheduler) dropEnded() {
 }
 
 // tenant returns the state of a tenant, creating it. Loop only.
-func (s *tokenScheduler) tenant(name string) *tenantState {
+func (s *Scheduler) tenant(name string) *tenantState {
 	t, ok := s.tenants[name]
 	if !ok {
 		t = &tenantState{name: name}
@@ -333,7 +393,7 @@ func (s *tokenScheduler) tenant(name string) *tenantState {
 }
 
 // prune forgets tenants with no work left. Loop only.
-func (s *tokenScheduler) prune() {
+func (s *Scheduler) prune() {
 	keep := s.ring[:0]
 	for _, t := range s.ring {
 		if len(t.running) > 0 || len(t.pending) > 0 || len(t.calls) > 0 {
@@ -346,8 +406,8 @@ func (s *tokenScheduler) prune() {
 	s.ring = keep
 }
 
-// shutdown fails everything. Loop only, with s.mu held.
-func (s *tokenScheduler) shutdown() {
+// shutdown fails everything. Loop only, after closed was set.
+func (s *Scheduler) shutdown() {
 	for r := range s.reqs {
 		s.failRequest(r, ErrClosed)
 	}
@@ -356,6 +416,12 @@ func (s *tokenScheduler) shutdown() {
 			s.failCall(c, ErrClosed)
 		}
 	}
+	for _, j := range s.jobs {
+		j.finish(ErrClosed)
+	}
+	s.jobs = nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.prefix != nil {
 		s.prefix.drop(func(string) bool { return true })
 	}
@@ -365,19 +431,22 @@ func (s *tokenScheduler) shutdown() {
 	}
 }
 
-// close fails queued and running work and waits for the loop to stop.
-func (s *tokenScheduler) close() {
+// Close fails queued and running work and waits for the loop to stop.
+func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
 	running, idle := s.running, s.idle
-	inbox, trainIn := s.inbox, s.trainIn
-	s.inbox, s.trainIn = nil, nil
+	inbox, trainIn, jobIn := s.inbox, s.trainIn, s.jobIn
+	s.inbox, s.trainIn, s.jobIn = nil, nil, nil
 	s.mu.Unlock()
 	for _, r := range inbox {
 		r.finish(ErrClosed)
 	}
 	for _, c := range trainIn {
-		c.finish(ErrClosed)
+		c.finish(engine.ForwardResult{}, ErrClosed)
+	}
+	for _, j := range jobIn {
+		j.finish(ErrClosed)
 	}
 	if running {
 		<-idle
@@ -394,8 +463,8 @@ func (s *tokenScheduler) close() {
 	}
 }
 
-// dropPrefixes forgets the cached prompts of an adapter (removed or replaced).
-func (s *tokenScheduler) dropPrefixes(lora string) {
+// DropPrefixes forgets the cached prompts of an adapter (removed or replaced).
+func (s *Scheduler) DropPrefixes(lora string) {
 	s.mu.Lock()
 	p := s.prefix
 	s.mu.Unlock()
@@ -404,12 +473,8 @@ func (s *tokenScheduler) dropPrefixes(lora string) {
 	}
 }
 
-// waitDone waits for work submitted to the loop. The loop notices a context that ends
-// at its next unit boundary and answers then, so the wait is bounded by one unit.
-func waitDone(done <-chan struct{}) { <-done }
-
-// SchedStats are a model scheduler's counters since it started.
-type SchedStats struct {
+// Stats are a model scheduler's counters since it started.
+type Stats struct {
 	Steps           int64 // decode steps run
 	StepRows        int64 // sequences over all decode steps
 	MaxRows         int64 // the largest decode step, in sequences
@@ -417,14 +482,17 @@ type SchedStats struct {
 	PackTokens      int64 // tokens over all packs
 	Preemptions     int64 // sequences whose memory was taken back (and later recomputed)
 	PrefixHitTokens int64 // prompt positions served from the prefix cache
-	// MaxStep and MaxPack are the longest decode step and training pack: the units of
-	// the scheduler's waiting bounds (docs/scheduling.md) measured.
-	MaxStep, MaxPack time.Duration
+	Jobs            int64 // exclusive jobs run (device operations: optimizer steps, adapters)
+	// MaxStep, MaxPack and MaxJob are the longest decode step, training pack and job: the
+	// units of the scheduler's waiting bounds (docs/scheduling.md) measured.
+	MaxStep, MaxPack, MaxJob time.Duration
 }
 
-func (s *tokenScheduler) snapshot() SchedStats {
+// Stats reads the counters.
+func (s *Scheduler) Stats() Stats {
 	st := &s.stats
-	return SchedStats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
+	return Stats{Steps: st.steps.Load(), StepRows: st.stepRows.Load(), MaxRows: st.maxRows.Load(), Packs: st.packs.Load(),
 		PackTokens: st.packTokens.Load(), Preemptions: st.preemptions.Load(), PrefixHitTokens: st.prefixHitTokens.Load(),
-		MaxStep: time.Duration(st.maxStep.Load()), MaxPack: time.Duration(st.maxPack.Load())}
+		Jobs: st.jobs.Load(), MaxStep: time.Duration(st.maxStep.Load()), MaxPack: time.Duration(st.maxPack.Load()),
+		MaxJob: time.Duration(st.maxJob.Load())}
 }

@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"context"
@@ -14,29 +14,31 @@ import (
 // This file is the sampling half of the scheduler: requests, their sequences (units),
 // and the decode step that advances them together.
 
-// sampleHooks observe a request; the loop goroutine calls them.
-type sampleHooks struct {
-	// phase starts a lifecycle slice: "prefill" (its prompt's first chunk is scheduled),
+// SampleHooks observe a request; the loop goroutine calls them, and they must return
+// quickly.
+type SampleHooks struct {
+	// Phase starts a lifecycle slice: "prefill" (its prompt's first chunk is scheduled),
 	// "decode" (its first tokens are drawn), "postprocess" (its last sequence ended).
-	phase func(name string)
-	// firstToken marks the first sampled tokens.
-	firstToken func()
-	// token receives every sampled token as the step that drew it ends (Stop set on a
+	Phase func(name string)
+	// FirstToken marks the first sampled tokens.
+	FirstToken func()
+	// Token receives every sampled token as the step that drew it ends (Stop set on a
 	// sequence's last token), for streaming.
-	token func(engine.TokenEvent)
-	// top > 0 fills each event's Top with that many most likely tokens.
-	top int
+	Token func(engine.TokenEvent)
+	// Top > 0 fills each event's Top with that many most likely tokens.
+	Top int
 }
 
-// sampleReq is one sample request in the scheduler.
-type sampleReq struct {
+// Sample is one sample request in the scheduler (NewSample prepares it, SubmitSample
+// runs it).
+type Sample struct {
 	ctx     context.Context
 	tenant  string
 	key     string // adapter and weights generation: the prefix cache's namespace
 	lw      *engine.LoraWeights[float32]
 	req     engine.SampleRequest
 	gen     *engine.Generation // the generation's rules and state: draws, stops, the result
-	hooks   sampleHooks
+	hooks   SampleHooks
 	arrived time.Time
 
 	// Loop state.
@@ -49,15 +51,29 @@ type sampleReq struct {
 	maxRows  int
 	preempts int
 
-	err    error
-	done   chan struct{}
-	closed bool
+	done    func(engine.SampleResult, error)
+	settled bool  // its outcome (err) is decided, to be given at the unit's end
+	err     error // the outcome, once settled
+	closed  bool  // done ran
+}
+
+// Batch is what a finished request saw of the batches it ran in, for its span.
+type Batch struct {
+	Steps    int // decode steps it ran in
+	Rows     int // their total sequences
+	MaxRows  int // the largest of them
+	Preempts int // times one of its sequences was preempted
+}
+
+// Batch reads r's batch figures; call it after r's done ran.
+func (r *Sample) Batch() Batch {
+	return Batch{Steps: r.steps, Rows: r.rows, MaxRows: r.maxRows, Preempts: r.preempts}
 }
 
 // unit is a sequence that advances through decode steps: a request's prompt (whose
 // last step draws the first token of every sample) or one sample.
 type unit struct {
-	r     *sampleReq
+	r     *Sample
 	t     *tenantState
 	idx   int // sample index; -1: the prompt
 	cache *engine.KVCache[float32]
@@ -73,19 +89,25 @@ type unit struct {
 	gone        bool
 }
 
-func (r *sampleReq) finish(err error) {
+// finish answers r, once: its result on success.
+func (r *Sample) finish(err error) {
 	if r.closed {
 		return
 	}
 	r.closed = true
-	r.err = err
-	close(r.done)
+	if err != nil {
+		r.done(engine.SampleResult{}, err)
+		return
+	}
+	r.done(r.gen.Result(), nil)
 }
 
-// newSampleReq checks a request against the model and the KV pool and prepares it; the
-// engine's Generation holds every rule of how it generates.
-func (s *tokenScheduler) newSampleReq(ctx context.Context, key string, lw *engine.LoraWeights[float32], req engine.SampleRequest, h sampleHooks) (*sampleReq, error) {
-	g, err := engine.NewGeneration(s.m, req, h.top)
+// NewSample checks a request against the model and the KV pool and prepares it for the
+// adapter weights lw (nil: the base model) under the prefix cache key key (PrefixKey);
+// the engine's Generation holds every rule of how it generates. The tenant is
+// TenantFrom(ctx).
+func (s *Scheduler) NewSample(ctx context.Context, key string, lw *engine.LoraWeights[float32], req engine.SampleRequest, h SampleHooks) (*Sample, error) {
+	g, err := engine.NewGeneration(s.m, req, h.Top)
 	if err != nil {
 		return nil, err
 	}
@@ -93,55 +115,36 @@ func (s *tokenScheduler) newSampleReq(ctx context.Context, key string, lw *engin
 	bl := engine.KVBlockLen
 	if need := (len(req.Prompt) + p.MaxTokens + bl - 1) / bl; need > s.blocks {
 		return nil, engine.Inputf("prompt of %d tokens plus max_tokens %d needs %d KV-cache positions; the model's KV cache holds %d (engine.scheduler.kv_cache_bytes)",
-			len(req.Prompt), p.MaxTokens, need*bl, s.kvTokens())
+			len(req.Prompt), p.MaxTokens, need*bl, s.KVTokens())
 	}
-	return &sampleReq{ctx: ctx, tenant: TenantFrom(ctx), key: key, lw: lw, req: req, gen: g, hooks: h, arrived: time.Now(),
-		done: make(chan struct{})}, nil
+	return &Sample{ctx: ctx, tenant: TenantFrom(ctx), key: key, lw: lw, req: req, gen: g, hooks: h, arrived: time.Now()}, nil
 }
 
-// sample runs r and waits for its result.
-func (s *tokenScheduler) sample(r *sampleReq) (engine.SampleResult, error) {
+// SubmitSample queues r and returns at once; done receives its result exactly once, on
+// the loop goroutine (or on this one, before SubmitSample returns, when the scheduler is
+// closed). done must not block: it holds the loop. A request whose ctx ends leaves the
+// batch at the next unit boundary with ctx's error.
+func (s *Scheduler) SubmitSample(r *Sample, done func(engine.SampleResult, error)) {
+	r.done = done
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return engine.SampleResult{}, ErrClosed
+		r.finish(ErrClosed)
+		return
 	}
 	s.inbox = append(s.inbox, r)
 	s.start()
 	s.mu.Unlock()
-	waitDone(r.done)
-	if r.err != nil {
-		return engine.SampleResult{}, r.err
-	}
-	return r.gen.Result(), nil
 }
 
 // addRequest takes an arrived request into the loop's state. Loop only.
-func (s *tokenScheduler) addRequest(r *sampleReq) {
+func (s *Scheduler) addRequest(r *Sample) {
 	t := s.tenant(r.tenant)
 	r.prompt = &unit{r: r, t: t, idx: -1, feed: r.req.Prompt}
 	r.samples = make([]*unit, r.req.NumSamples)
 	r.live = r.req.NumSamples
 	t.pending = append(t.pending, r.prompt)
 	s.reqs[r] = struct{}{}
-}
-
-// ensurePool creates the model's KV pool (once) and its prefix cache.
-func (s *tokenScheduler) ensurePool() error {
-	if s.pool != nil {
-		return nil
-	}
-	p, err := s.m.NewKVPool(s.blocks)
-	if err != nil {
-		return fmt.Errorf("KV cache of %d blocks (engine.scheduler.kv_cache_bytes %d): %w", s.blocks, s.cfg.KVCacheBytes, err)
-	}
-	s.mu.Lock()
-	s.pool = p
-	if s.cfg.PrefixCacheEntries > 0 {
-		s.prefix = newPrefixCache(engine.KVBlockLen, s.cfg.PrefixCacheEntries)
-	}
-	s.mu.Unlock()
-	return nil
 }
 
 // planned is a unit's part of a decode step: its next n feed tokens, taking need free
@@ -152,10 +155,10 @@ type planned struct {
 }
 
 // stepCount numbers decode steps (for preemption bookkeeping).
-func (s *tokenScheduler) stepCount() int64 { return s.stats.steps.Load() }
+func (s *Scheduler) stepCount() int64 { return s.stats.steps.Load() }
 
 // decodeStep plans and runs one decode step; false when nothing could run.
-func (s *tokenScheduler) decodeStep() bool {
+func (s *Scheduler) decodeStep() bool {
 	if err := s.ensurePool(); err != nil {
 		for r := range s.reqs {
 			s.failRequest(r, err)
@@ -173,6 +176,9 @@ func (s *tokenScheduler) decodeStep() bool {
 	seqs := make([]engine.StepSeq, len(plan))
 	for i, p := range plan {
 		seqs[i] = s.stepSeq(p)
+	}
+	for _, p := range plan {
+		s.out.touched[p.u.r] = true
 	}
 	s.stats.steps.Add(1)
 	s.stats.stepRows.Add(int64(len(plan)))
@@ -193,7 +199,7 @@ func (s *tokenScheduler) decodeStep() bool {
 			s.preempt(latest)
 			return true
 		}
-		failed := map[*sampleReq]bool{}
+		failed := map[*Sample]bool{}
 		for _, p := range plan {
 			if !failed[p.u.r] {
 				failed[p.u.r] = true
@@ -215,7 +221,7 @@ func (s *tokenScheduler) decodeStep() bool {
 }
 
 // stepSeq is a planned unit's StepSeq.
-func (s *tokenScheduler) stepSeq(p planned) engine.StepSeq {
+func (s *Scheduler) stepSeq(p planned) engine.StepSeq {
 	u, r := p.u, p.u.r
 	ss := engine.StepSeq{Adapter: r.lw, Cache: u.cache, Tokens: u.feed[:p.n]}
 	if p.n == len(u.feed) {
@@ -231,7 +237,7 @@ func (s *tokenScheduler) stepSeq(p planned) engine.StepSeq {
 }
 
 // apply takes a step's output for one unit.
-func (s *tokenScheduler) apply(p planned, out engine.StepOut, rows int) {
+func (s *Scheduler) apply(p planned, out engine.StepOut, rows int) {
 	u, r := p.u, p.u.r
 	pos0 := u.cache.Len() - p.n
 	u.feed = u.feed[p.n:]
@@ -261,17 +267,17 @@ func drawTop(out engine.StepOut, i int) []engine.TokenLogprob {
 
 // finishPrompt turns a request's prefilled prompt into its samples: each forks the
 // prompt's cache (one prefill for all of them) and takes its first token.
-func (s *tokenScheduler) finishPrompt(u *unit, out engine.StepOut) {
+func (s *Scheduler) finishPrompt(u *unit, out engine.StepOut) {
 	r := u.r
 	r.prompt = nil
 	if s.prefix != nil {
 		s.prefix.insert(r.tenant, r.key, r.req.Prompt, u.cache)
 	}
-	if r.hooks.phase != nil {
-		r.hooks.phase("decode")
+	if r.hooks.Phase != nil {
+		r.hooks.Phase("decode")
 	}
-	if r.hooks.firstToken != nil {
-		r.hooks.firstToken()
+	if r.hooks.FirstToken != nil {
+		r.hooks.FirstToken()
 	}
 	for i := range r.samples {
 		su := &unit{r: r, t: u.t, idx: i, cache: u.cache.Fork(), admitted: u.admitted}
@@ -289,11 +295,11 @@ func (s *tokenScheduler) finishPrompt(u *unit, out engine.StepOut) {
 
 // token hands a sampled token to its sequence's generation, which decides whether the
 // sequence stops, and either feeds the token to the next step or retires the sequence.
-func (s *tokenScheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
+func (s *Scheduler) token(u *unit, tok int32, lp float32, top []engine.TokenLogprob) {
 	r := u.r
 	ev := r.gen.Accept(u.idx, tok, lp, top)
-	if r.hooks.token != nil {
-		r.hooks.token(ev)
+	if r.hooks.Token != nil {
+		r.hooks.Token(ev)
 	}
 	if ev.Stop == "" {
 		u.feed = []int32{tok}
@@ -306,16 +312,16 @@ func (s *tokenScheduler) token(u *unit, tok int32, lp float32, top []engine.Toke
 }
 
 // complete answers a request whose samples have all stopped.
-func (s *tokenScheduler) complete(r *sampleReq) {
-	if r.hooks.phase != nil {
-		r.hooks.phase("postprocess")
+func (s *Scheduler) complete(r *Sample) {
+	if r.hooks.Phase != nil {
+		r.hooks.Phase("postprocess")
 	}
 	delete(s.reqs, r)
-	r.finish(nil)
+	s.settleSample(r, nil)
 }
 
 // failRequest ends a request with err, giving back its memory.
-func (s *tokenScheduler) failRequest(r *sampleReq, err error) {
+func (s *Scheduler) failRequest(r *Sample, err error) {
 	if r.prompt != nil {
 		s.retire(r.prompt)
 	}
@@ -325,11 +331,25 @@ func (s *tokenScheduler) failRequest(r *sampleReq, err error) {
 		}
 	}
 	delete(s.reqs, r)
-	r.finish(err)
+	s.settleSample(r, err)
+}
+
+// settleSample decides r's outcome: given at once outside a unit, at the unit's end
+// (after its device check, endUnit) inside one.
+func (s *Scheduler) settleSample(r *Sample, err error) {
+	if r.closed || r.settled {
+		return
+	}
+	if s.out == nil {
+		r.finish(err)
+		return
+	}
+	r.settled, r.err = true, err
+	s.out.samples = append(s.out.samples, r)
 }
 
 // retire releases a unit's cache and removes it from its tenant's lists.
-func (s *tokenScheduler) retire(u *unit) {
+func (s *Scheduler) retire(u *unit) {
 	if u.gone {
 		return
 	}
@@ -344,25 +364,4 @@ func (s *tokenScheduler) retire(u *unit) {
 	} else if i := slices.Index(t.pending, u); i >= 0 {
 		t.pending = slices.Delete(t.pending, i, i+1)
 	}
-}
-
-// preempt gives a running unit's memory back to the pool; it waits (first in its
-// tenant's line) to be recomputed from its tokens when memory frees up. Its generator
-// and pending draw are kept, so its output is the same as if it had never left.
-func (s *tokenScheduler) preempt(u *unit) {
-	t, r := u.t, u.r
-	u.cache.Release()
-	u.cache = nil
-	if u.idx < 0 {
-		u.feed = r.req.Prompt
-	} else {
-		u.feed = append(append([]int32(nil), r.req.Prompt...), r.gen.Tokens(u.idx)...)
-	}
-	u.preemptedAt = s.stepCount()
-	if i := slices.Index(t.running, u); i >= 0 {
-		t.running = slices.Delete(t.running, i, i+1)
-	}
-	t.pending = slices.Insert(t.pending, 0, u)
-	r.preempts++
-	s.stats.preemptions.Add(1)
 }

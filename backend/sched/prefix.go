@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"container/list"

@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"container/list"
@@ -11,7 +11,7 @@ import (
 // tenants sample) computes it again and sees no cache-hit tokens, while the first
 // tenant's own repeat still hits (issue 22).
 func TestPrefixCacheIsPerTenant(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{PrefixCacheEntries: 16})
+	l, m := schedLocal(t, Config{PrefixCacheEntries: 16})
 	lw := addAdapter(t, l, "published", 4)
 	alice, bob := WithTenant(context.Background(), "alice"), WithTenant(context.Background(), "bob")
 	for _, lora := range []string{"", "published"} {
@@ -41,7 +41,7 @@ func TestPrefixCacheIsPerTenant(t *testing.T) {
 // A tenant flooding distinct prompts evicts its own entries once the cache is full, not
 // another tenant's that holds no more than its share (capacity / tenants holding entries).
 func TestPrefixCacheFloodKeepsAnotherTenantsShare(t *testing.T) {
-	l, _ := schedLocal(t, SchedConfig{PrefixCacheEntries: 6})
+	l, _ := schedLocal(t, Config{PrefixCacheEntries: 6})
 	victim, flood := WithTenant(context.Background(), "victim"), WithTenant(context.Background(), "flood")
 	mine := [][]int32{prompt(33, 50), prompt(33, 51), prompt(33, 52)} // three entries: the victim's share of 6 between 2
 	for _, p := range mine {
@@ -54,7 +54,7 @@ func TestPrefixCacheFloodKeepsAnotherTenantsShare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pc := l.models["tiny"].sched.prefix
+	pc := l.s.prefix
 	if got := pc.held("victim"); got != 3 {
 		t.Fatalf("the victim holds %d entries after the flood, want its 3", got)
 	}

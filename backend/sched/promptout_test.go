@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func withOutputs(req engine.SampleRequest, topk, first, k int, sparse bool) engi
 // steps), run together, give what the engine gives each alone (which
 // engine.TestSampleOutputsMatchFullSoftmax checks against the full softmax).
 func TestPromptOutputsInTheScheduler(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{StepTokens: 40, PrefillChunk: 16, MaxBatchSeqs: 64})
+	l, m := schedLocal(t, Config{StepTokens: 40, PrefillChunk: 16, MaxBatchSeqs: 64})
 	lws := map[string]*engine.LoraWeights[float32]{"": nil, "a": addAdapter(t, l, "a", 1), "b": addAdapter(t, l, "b", 2)}
 	var cases []sampleCase
 	loras := []string{"", "a", "b"}
@@ -115,7 +115,7 @@ func TestPromptOutputsInTheScheduler(t *testing.T) {
 		}
 		sameAsAlone(t, fmt.Sprint("request ", i), m, lws[c.lora], c.req, res[i])
 	}
-	if st := &l.models["tiny"].sched.stats; st.maxRows.Load() < 4 {
+	if st := &l.s.stats; st.maxRows.Load() < 4 {
 		t.Fatalf("at most %d sequences ran in one step: the requests were not batched", st.maxRows.Load())
 	}
 	if r := res[len(res)-1]; r.PromptTargetLogprobs != nil || r.PromptAltTokens != nil || r.Sequences[0].TopK != nil {
@@ -128,7 +128,7 @@ func TestPromptOutputsInTheScheduler(t *testing.T) {
 // and computed after it; alternative tokens (which start at row 0) bypass the cache; both
 // equal the engine's alone.
 func TestPromptOutputsWithThePrefixCache(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{PrefixCacheEntries: 4})
+	l, m := schedLocal(t, Config{PrefixCacheEntries: 4})
 	lw := addAdapter(t, l, "a", 4)
 	ctx := context.Background()
 	p := prompt(45, 9) // two whole blocks and 13 tokens

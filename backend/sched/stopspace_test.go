@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 // With a Llama-2-style tokenizer the scheduler matches a stop string that begins with
 // the space of a ▁-prefixed token (the space a lone decoding of the token drops).
 func TestSchedulerStopStringWithSentencePieceSpace(t *testing.T) {
-	tok, err := tokenizer.Load("../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
+	tok, err := tokenizer.Load("../../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, m := schedLocal(t, SchedConfig{})
+	l, m := schedLocal(t, Config{})
 	m.Tok = tok
 	for seed := int64(1); seed <= 40; seed++ {
 		req := seeded(prompt(5, 1), 1, 16, 1, seed)
@@ -57,11 +57,11 @@ func TestSchedulerStopStringWithSentencePieceSpace(t *testing.T) {
 // begins with the space of the first sampled token (" Paris" after "The capital is")
 // stops the sample there.
 func TestSchedulerStopStringAtFirstTokenAfterPrompt(t *testing.T) {
-	tok, err := tokenizer.Load("../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
+	tok, err := tokenizer.Load("../../engine/tokenizer/testdata/tokenizer_spm_legacy.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, m := schedLocal(t, SchedConfig{})
+	l, m := schedLocal(t, Config{})
 	m.Tok = tok
 	for seed := int64(1); seed <= 60; seed++ {
 		req := seeded(prompt(5, 1), 1, 8, 1, seed)

@@ -1,4 +1,4 @@
-package backend
+package sched
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // adapter, changed weights, or prompt logprobs get no hit; entries beyond the cap are
 // evicted least recently used first.
 func TestPrefixCacheHitsAndEviction(t *testing.T) {
-	l, m := schedLocal(t, SchedConfig{PrefixCacheEntries: 2})
+	l, m := schedLocal(t, Config{PrefixCacheEntries: 2})
 	lw := addAdapter(t, l, "a", 4)
 	addAdapter(t, l, "b", 5)
 	ctx := context.Background()
@@ -58,7 +58,7 @@ func TestPrefixCacheHitsAndEviction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pc := l.models["tiny"].sched.prefix
+	pc := l.s.prefix
 	if pc.len() != 2 {
 		t.Fatalf("%d entries, cap 2", pc.len())
 	}
@@ -86,7 +86,7 @@ func TestPrefixCacheHitsAndEviction(t *testing.T) {
 // is refused naming the key; everything is given back at the end.
 func TestMemoryBudgetAdmitsAndPreempts(t *testing.T) {
 	// Ten 16-position blocks of the tiny model (64 KiB each).
-	l, m := schedLocal(t, SchedConfig{KVCacheBytes: 10 << 16, PrefixCacheEntries: 4, StepTokens: 64, PrefillChunk: 32})
+	l, m := schedLocal(t, Config{KVCacheBytes: 10 << 16, PrefixCacheEntries: 4, StepTokens: 64, PrefillChunk: 32})
 	lw := addAdapter(t, l, "a", 6)
 	var cases []sampleCase
 	for i := 0; i < 6; i++ {
@@ -103,7 +103,7 @@ func TestMemoryBudgetAdmitsAndPreempts(t *testing.T) {
 		}
 		sameAsAlone(t, fmt.Sprint("request ", i), m, lw, c.req, res[i])
 	}
-	s := l.models["tiny"].sched
+	s := l.s
 	if s.stats.preemptions.Load() == 0 {
 		t.Fatal("48 blocks of demand on 10 blocks preempted nothing")
 	}

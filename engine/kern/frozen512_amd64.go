@@ -1,0 +1,31 @@
+//go:build amd64 && !purego
+
+package kern
+
+import "golang.org/x/sys/cpu"
+
+// useDPBF16 routes products of two or more rows with bfloat16 weights to tileDPBF16
+// (frozen512_amd64.s): AVX-512 with its BF16 extension, and VL for the reduction's
+// 256-bit forms of the upper registers. A variable so tests can force the AVX2 path.
+var useDPBF16 = useAVX512 && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512VL
+
+// tileDPBF16 computes the 4×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] over 32·k32 elements
+// of four bfloat16 rows of A (lda bytes apart) and four of W (ldw bytes apart).
+//
+//go:noescape
+func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
+
+// tileF32x512 is tileDPBF16 for float32 rows (16·k16 elements) with 16-wide FMAs.
+//
+//go:noescape
+func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32)
+
+// widenQ8AVX512 is widenQ8AVX with 16-wide vectors.
+//
+//go:noescape
+func widenQ8AVX512(dst *float32, blk *byte, nb int)
+
+// widenQ4AVX512 is widenQ4AVX with 16-wide vectors.
+//
+//go:noescape
+func widenQ4AVX512(dst *float32, blk *byte, nb int)

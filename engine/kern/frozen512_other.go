@@ -1,0 +1,49 @@
+//go:build !amd64 || purego
+
+package kern
+
+import "unsafe"
+
+// useDPBF16 is false without the assembly: bfloat16 products take the float32 paths.
+var useDPBF16 = false
+
+// tileDPBF16 is the portable twin of the assembly tile, so the driver and its tests
+// build everywhere; it is never dispatched to here.
+func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32) {
+	k := 32 * k32
+	o := unsafe.Slice(out, 16)
+	for r := 0; r < 4; r++ {
+		ar := unsafe.Slice((*uint16)(unsafe.Add(unsafe.Pointer(a), r*lda)), k)
+		for j := 0; j < 4; j++ {
+			wr := unsafe.Slice((*uint16)(unsafe.Add(unsafe.Pointer(w), j*ldw)), k)
+			var s float32
+			for p := range ar {
+				s += FromBF16(ar[p]) * FromBF16(wr[p])
+			}
+			o[4*r+j] = s
+		}
+	}
+}
+
+// tileF32x512 is the portable twin of the assembly tile; never dispatched to here.
+func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32) {
+	k := 16 * k16
+	o := unsafe.Slice(out, 16)
+	for r := 0; r < 4; r++ {
+		ar := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(a), r*lda)), k)
+		for j := 0; j < 4; j++ {
+			wr := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(w), j*ldw)), k)
+			var s float32
+			for p := range ar {
+				s += ar[p] * wr[p]
+			}
+			o[4*r+j] = s
+		}
+	}
+}
+
+// widenQ8AVX512 is never dispatched to without the assembly.
+func widenQ8AVX512(dst *float32, blk *byte, nb int) { widenQ8AVX(dst, blk, nb) }
+
+// widenQ4AVX512 is never dispatched to without the assembly.
+func widenQ4AVX512(dst *float32, blk *byte, nb int) { widenQ4AVX(dst, blk, nb) }
