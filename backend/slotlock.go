@@ -53,10 +53,11 @@ func (s *slotLock) acquire(ctx context.Context, write bool, run func(), refuse f
 		s.waiting = slices.Delete(s.waiting, i, i+1)
 		next := s.admit() // a waiting writer may have kept readers behind it
 		s.mu.Unlock()
-		refuse(fmt.Errorf("waiting for the adapter's earlier operations: %w", context.Cause(ctx)))
+		// The waiters it let in start first, so whoever hears the refusal sees them running.
 		for _, run := range next {
 			run()
 		}
+		refuse(fmt.Errorf("waiting for the adapter's earlier operations: %w", context.Cause(ctx)))
 	})
 }
 

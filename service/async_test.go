@@ -69,7 +69,7 @@ func TestHeldSamplesHoldNoGoroutines(t *testing.T) {
 		_ = fut.Shutdown(sctx)
 	}()
 	exec := &heldLoop{NoopExecutor: testenv.NewNoopExecutor()}
-	svc, err := service.New(ctx, service.Options{Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
+	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
 	if err != nil {
 		t.Fatal(err)
 	}
