@@ -1,11 +1,17 @@
 package kern
 
+import "runtime"
+
 // Path names the float32 path the kernels take on this machine: "avx2" (the assembly in
-// kern_amd64.s, on a CPU with AVX2 and FMA) or "go" (the portable fallback). Benchmarks
-// print it, and read the theoretical peak off its vector width.
+// kern_amd64.s, on a CPU with AVX2 and FMA), "neon" (the assembly in kern_arm64.s, on
+// every arm64) or "go" (the portable fallback). Benchmarks print it, and read the
+// theoretical peak off its vector width.
 func Path() string {
-	if useAVX2 {
-		return "avx2"
+	switch {
+	case !useAVX2:
+		return "go"
+	case runtime.GOARCH == "arm64":
+		return "neon"
 	}
-	return "go"
+	return "avx2"
 }
