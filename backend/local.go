@@ -260,13 +260,26 @@ func (l *Local) adapterJob(ctx context.Context, model, lora string, job func(*ho
 	}, done)
 }
 
-// SaveState writes the adapter into dir (on the model's loop: it reads the device).
+// SaveState writes the adapter into dir: a snapshot on the model's loop (it reads the
+// device), then the files on this goroutine, so the loop never waits for the disk. Saves
+// of one adapter are serialised by its run's seq_id order (each operation ends before the
+// next starts), which SaveAdapter's write protocol relies on.
 func (l *Local) SaveState(ctx context.Context, model, lora, dir string, optimizer bool) (err error) {
 	_, sp := l.span(ctx, telemetry.SpanHFSaveState, lora, attribute.Bool(telemetry.AttrOptimizer, optimizer))
 	defer func() { telemetry.End(sp, err) }()
-	return wait1(func(done func(error)) {
-		l.adapterJob(ctx, model, lora, func(h *hosted, s *slot) error { return h.model.SaveAdapter(s.a, dir, optimizer) }, done)
+	var snap *engine.Adapter
+	var m *engine.Model
+	err = wait1(func(done func(error)) {
+		l.adapterJob(ctx, model, lora, func(h *hosted, s *slot) (err error) {
+			m = h.model
+			snap, err = h.model.SnapshotAdapter(s.a, optimizer)
+			return err
+		}, done)
 	})
+	if err != nil {
+		return err
+	}
+	return m.SaveAdapter(snap, dir, optimizer)
 }
 
 // LoadState creates or replaces the adapter from dir, training with want (on the

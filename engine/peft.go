@@ -84,6 +84,40 @@ func (m *Model) SaveAdapter(a *Adapter, dir string, withOptimizer bool) error {
 	return m.saveAdapter(a, dir, withOptimizer, nil)
 }
 
+// SnapshotAdapter copies what SaveAdapter writes of a (the parameters, the step and,
+// withOptimizer, the optimizer state) into host memory of its own. It is the part of a
+// save that reads the adapter, so it runs where the adapter's operations run (the model's
+// loop); SaveAdapter of the snapshot then writes the files anywhere else, while a trains
+// on, and the loop never waits for a disk.
+func (m *Model) SnapshotAdapter(a *Adapter, withOptimizer bool) (*Adapter, error) {
+	if err := m.AdapterToHost(a); err != nil {
+		return nil, fmt.Errorf("save adapter: %w", err)
+	}
+	s := &Adapter{Config: a.Config, Step: a.Step, W: cloneLora(&a.W)}
+	if withOptimizer {
+		s.M, s.V = cloneLora(&a.M), cloneLora(&a.V)
+	}
+	return s, nil
+}
+
+// cloneLora is a deep copy of lw's host slices.
+func cloneLora(lw *LoraWeights[float32]) LoraWeights[float32] {
+	out := zeroLoraLike(lw)
+	for l := range lw.Layers {
+		for p := Proj(0); p < NumLayerProj; p++ {
+			if q := lw.Layers[l][p]; q != nil {
+				copy(out.Layers[l][p].A, q.A)
+				copy(out.Layers[l][p].B, q.B)
+			}
+		}
+	}
+	if q := lw.LMHead; q != nil {
+		copy(out.LMHead.A, q.A)
+		copy(out.LMHead.B, q.B)
+	}
+	return out
+}
+
 // saveAdapter is SaveAdapter with a fault hook called after each step of the write
 // protocol that changes the file system (tests crash the process there).
 func (m *Model) saveAdapter(a *Adapter, dir string, withOptimizer bool, fault func(point string)) error {
