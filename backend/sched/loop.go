@@ -133,6 +133,7 @@ type Scheduler struct {
 	admits  uint64       // KV admission counter (preemption takes the latest first)
 	jobs    []*job       // exclusive jobs, oldest first
 	lastJob bool         // the last unit was a job
+	burst   int          // jobs still to run in the current jobs' turn
 	out     *unitOutcome // the unit being run (nil between units)
 
 	// devErr reads and clears the device's error (the model's device; a test may
@@ -251,14 +252,22 @@ func (s *Scheduler) loop() {
 		s.mu.Unlock()
 		s.dropEnded()
 		work := [2]bool{len(s.reqs) > 0, s.calls > 0}
-		// A queued job runs next, but never two in a row while other work waits: a unit
-		// of other work waits for at most one job, a job for one unit per job before it.
+		// Queued jobs run next: a turn runs the jobs queued when it began, one unit each,
+		// then a unit of other work if any waits. A job waits for at most one unit of
+		// other work (plus the jobs before it); a unit of other work for one turn of jobs.
 		kind := kindJob
-		if len(s.jobs) == 0 || (s.lastJob && (work[kindSample] || work[kindTrain])) {
+		s.burst = min(s.burst, len(s.jobs))
+		if len(s.jobs) == 0 || (s.lastJob && s.burst == 0 && (work[kindSample] || work[kindTrain])) {
 			if !work[kindSample] && !work[kindTrain] {
 				continue // every job ended while it waited
 			}
 			kind = s.choose(work)
+		}
+		if kind == kindJob {
+			if !s.lastJob || s.burst == 0 {
+				s.burst = len(s.jobs) // a new turn
+			}
+			s.burst--
 		}
 		s.lastJob = kind == kindJob
 		if s.hooks.kind != nil {
