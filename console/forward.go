@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -35,6 +36,10 @@ var forwarded = []string{
 	"POST /oai/api/v1/chat/completions",
 	"POST /oai/api/v1/chat/render",
 }
+
+// ForwardedRoutes lists the API routes the console forwards (ServeMux patterns), for the
+// suites that walk every route a client can reach.
+func ForwardedRoutes() []string { return slices.Clone(forwarded) }
 
 // forwardedHeaders are the request headers a forwarded request keeps; everything else
 // (cookies, any API key or Authorization the browser sent) is dropped.
