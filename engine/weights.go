@@ -122,7 +122,12 @@ func place[T kern.Float](d device.Device[T], src []T) device.Tensor[T] {
 
 // placeMatrix puts the frozen [rows×cols] matrix src on d: in d's own format where it
 // has one (device.MatrixPlacer), else through Weight.
-func placeMatrix[T kern.Float](d device.Device[T], src []T, rows, cols int) device.Tensor[T] {
+func placeMatrix[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int) device.Tensor[T] {
+	if len(src) > 0 && d.HostMemory() {
+		if fz := native[&src[0]]; fz != nil && fz.Rows == rows && fz.Cols == cols {
+			return device.FrozenMatrix[T](fz)
+		}
+	}
 	if mp, ok := d.(device.MatrixPlacer[T]); ok {
 		return mp.WeightMatrix(src, rows, cols)
 	}
@@ -144,21 +149,22 @@ func (dw *devWeights[T]) narrowed() bool {
 	return true
 }
 
-// upload places w, of shape c, on d.
-func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T]) (*devWeights[T], error) {
+// upload places w, of shape c, on d; a matrix native holds (keyed by its first element)
+// is placed as that frozen matrix instead.
+func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T], native map[*T]*kern.Frozen) (*devWeights[T], error) {
 	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	dw := &devWeights[T]{Embed: placeMatrix(d, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
+	dw := &devWeights[T]{Embed: placeMatrix(d, native, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
 	dw.LMHead = dw.Embed
 	if len(w.LMHead) > 0 && len(w.Embed) > 0 && &w.LMHead[0] != &w.Embed[0] {
-		dw.LMHead = placeMatrix(d, w.LMHead, V, D)
+		dw.LMHead = placeMatrix(d, native, w.LMHead, V, D)
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		dw.Layers[i] = devLayer[T]{AttnNorm: place(d, l.AttnNorm), MLPNorm: place(d, l.MLPNorm),
-			Wq: placeMatrix(d, l.Wq, q, D), Wk: placeMatrix(d, l.Wk, kv, D), Wv: placeMatrix(d, l.Wv, kv, D), Wo: placeMatrix(d, l.Wo, D, q),
+			Wq: placeMatrix(d, native, l.Wq, q, D), Wk: placeMatrix(d, native, l.Wk, kv, D), Wv: placeMatrix(d, native, l.Wv, kv, D), Wo: placeMatrix(d, native, l.Wo, D, q),
 			Bq: place(d, l.Bq), Bk: place(d, l.Bk), Bv: place(d, l.Bv),
-			Wgate: placeMatrix(d, l.Wgate, I, D), Wup: placeMatrix(d, l.Wup, I, D), Wdown: placeMatrix(d, l.Wdown, D, I)}
+			Wgate: placeMatrix(d, native, l.Wgate, I, D), Wup: placeMatrix(d, native, l.Wup, I, D), Wdown: placeMatrix(d, native, l.Wdown, D, I)}
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("place weights on %s: %w", d.Name(), err)

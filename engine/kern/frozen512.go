@@ -23,8 +23,8 @@ func (w *Frozen) zTileable(m int) bool {
 	switch w.Format {
 	case F32:
 		return w.Cols%16 == 0
-	case Q8_0, Q4_1:
-		return true
+	case Q8_0, Q4_1, Q4_K, Q6_K, Q5_0:
+		return w.Cols%16 == 0
 	}
 	return false
 }

@@ -268,6 +268,8 @@ func (w *Frozen) dotRow(x []float32, r int) float32 {
 			return s
 		}
 		return dotBF16Go(x, row)
+	case Q4_K, Q6_K, Q5_0:
+		return w.dotRowK(x, r)
 	default:
 		bb := w.Format.blockBytes()
 		nb := k / QBlock
