@@ -18,6 +18,14 @@ func blockConfig(arch string) Config {
 		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 64, BOSTokenID: -1, EOSTokenIDs: []int32{95}, AttnBias: arch == "qwen2"}
 }
 
+// superBlockConfig is blockConfig with rows of 256 and 512 weights, whole Q4_K
+// super-blocks (q4_k stores other rows as q5_0).
+func superBlockConfig(arch string) Config {
+	c := blockConfig(arch)
+	c.Hidden, c.Intermediate, c.HeadDim = 256, 512, 64
+	return c
+}
+
 // widenedWeights is what a model on a CPU with a narrow weight format computes with: its
 // weights with every matrix widened back to float32.
 func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFormat) *Weights[float32] {
@@ -65,9 +73,12 @@ func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFo
 func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
 	ctx := context.Background()
 	for _, arch := range []string{"llama", "qwen2"} {
-		for _, f := range []kern.WeightFormat{kern.BF16, kern.Q8_0, kern.Q4_1} {
+		for _, f := range []kern.WeightFormat{kern.BF16, kern.Q8_0, kern.Q4_1, kern.Q4_K, kern.Q5_0} {
 			t.Run(fmt.Sprintf("%s/%s", arch, f), func(t *testing.T) {
 				c := blockConfig(arch)
+				if f == kern.Q4_K {
+					c = superBlockConfig(arch)
+				}
 				rng := rand.New(rand.NewPCG(21, uint64(f)))
 				w := randWeights[float32](c, rng, arch == "qwen2")
 				q, err := NewModel("q", c, w, nil, OnDevice(device.NewCPUWeights[float32](f)))
@@ -93,6 +104,11 @@ func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
 				tolLogp, tolLoss, tolGrad := 1e-4, 1e-5, 1e-4
 				if f == kern.BF16 {
 					tolLogp, tolLoss, tolGrad = tolBF16.logp, tolBF16.loss, tolBF16.grad
+				}
+				if f == kern.Q4_K {
+					// Rows 4–8× longer and logits of ±40 nats: float32 rounding of the
+					// sums in another order reaches 1.3e-4.
+					tolLogp = 5e-4
 				}
 				near := func(what string, got, want []float32) {
 					t.Helper()
@@ -165,7 +181,7 @@ var tolBF16 = struct{ logp, loss, grad float64 }{2, 7e-3, 0.3}
 // The CPU device's weight format is what engine.cpu_weight_format names, and f32 keeps
 // the loaded matrices themselves (no copy).
 func TestOpenDeviceCPUWeightFormat(t *testing.T) {
-	for _, name := range []string{"f32", "bf16", "q8_0", "q4_1"} {
+	for _, name := range []string{"f32", "bf16", "q8_0", "q4_1", "q4_k"} {
 		f, err := ParseWeightFormat(name)
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +200,7 @@ func TestOpenDeviceCPUWeightFormat(t *testing.T) {
 			t.Fatalf("%s: matrix stored as %+v", name, x.Frozen())
 		}
 	}
-	if _, err := ParseWeightFormat("q4_k"); err == nil {
-		t.Fatal("q4_k accepted")
+	if _, err := ParseWeightFormat("q6_k"); err == nil {
+		t.Fatal("q6_k accepted")
 	}
 }
