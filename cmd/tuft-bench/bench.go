@@ -128,7 +128,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
 	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
-		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
+		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1|q4_k] [--tuft-weights F] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
 			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
 			"Both first measure the machine: memory bandwidth and GEMM peak, which every figure is also printed as a fraction of.")
@@ -136,6 +136,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var lo llamaOptions
 	reference := fs.String("reference", "torch", "what to compare with: torch (PyTorch, training and sampling) or llama.cpp (inference on a GGUF file)")
 	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; torch: f32 only)")
+	fs.StringVar(&lo.tuftWeights, "tuft-weights", "", "--reference llama.cpp: tuft's format when it differs from --weights (tuft on its own copy of the same source), e.g. q4_1 against llama.cpp's q4_k (Q4_K_M)")
 	threads := fs.Int("threads", 0, "threads for the engine and the reference (GOMAXPROCS; 0 keeps the runtime's)")
 	fs.IntVar(&lo.newTokens, "new-tokens", 128, "--reference llama.cpp: decode steps after the 8-token prompt")
 	fs.IntVar(&lo.ppTokens, "pp-tokens", 128, "--reference llama.cpp: prompt-processing length")
@@ -168,6 +169,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if lo.weights, err = weightFormat(lo.weights); err != nil {
 		return &cli.UsageError{Err: err, Usage: fs.UsageText()}
+	}
+	if lo.tuftWeights != "" {
+		if lo.tuftWeights, err = weightFormat(lo.tuftWeights); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--tuft-weights: %w", err), Usage: fs.UsageText()}
+		}
 	}
 	if *threads < 0 {
 		return &cli.UsageError{Err: fmt.Errorf("--threads %d: want ≥ 0", *threads), Usage: fs.UsageText()}
