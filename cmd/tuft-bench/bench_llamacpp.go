@@ -101,14 +101,14 @@ func (s *inferSide) tg(batch int) *inferFigure {
 
 // llamaReport is the output of `tuft-bench engine --reference llama.cpp`.
 type llamaReport struct {
-	Machine      machineFigures     `json:"machine"`
-	SourceModel  string             `json:"source_model"` // the GGUF given (or SmolLM2's)
-	Model        string             `json:"model"`        // the GGUF llama.cpp loaded (and tuft, unless TuftModel)
-	Weights      string             `json:"weights"`
+	Machine     machineFigures `json:"machine"`
+	SourceModel string         `json:"source_model"` // the GGUF given (or SmolLM2's)
+	Model       string         `json:"model"`        // the GGUF llama.cpp loaded (and tuft, unless TuftModel)
+	Weights     string         `json:"weights"`
 	// TuftModel and TuftWeights are tuft's file and format when --tuft-weights differs
 	// from --weights (our 4-bit format against llama.cpp's Q4_K_M, say).
-	TuftModel   string `json:"tuft_model,omitempty"`
-	TuftWeights string `json:"tuft_weights,omitempty"`
+	TuftModel    string             `json:"tuft_model,omitempty"`
+	TuftWeights  string             `json:"tuft_weights,omitempty"`
 	Arch         string             `json:"arch"`
 	Layers       int                `json:"layers"`
 	Hidden       int                `json:"hidden"`
