@@ -23,9 +23,10 @@ import (
 // whose rows are not whole super-blocks is stored in q5_0 (llama.cpp's own fallback for
 // Q4_K), and in bf16 when they are not whole blocks of 32 either.
 //
-// The kernels: the decode dot is portable Go on every machine (no assembly yet), and
-// two or more rows widen W through rowSeg into the 16-wide tiles (AVX-512) or the packed
-// GEMM's panels, as the other block formats do.
+// The kernels: the decode dots of q4_k and q5_0 are AVX2 assembly (frozenq4k_amd64.s;
+// q4_k's scales unpacked to float32 in Go first), q6_k's and every format's on other
+// machines (arm64 included) portable Go; two or more rows widen W through rowSeg into
+// the 16-wide tiles (AVX-512) or the packed GEMM's panels, as the other block formats do.
 
 // QKBlock is the number of weights in one super-block of Q4_K and Q6_K.
 const QKBlock = 256
@@ -79,13 +80,45 @@ func (w *Frozen) dotRowK(x []float32, r int) float32 {
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
 	nb := w.Cols / bl
 	row := w.blk[r*nb*bb : (r+1)*nb*bb]
-	switch w.Format {
-	case Q4_K:
+	fast := useAVX2 && useF16C
+	switch {
+	case w.Format == Q4_K && fast:
+		return dotQ4KFast(x, row)
+	case w.Format == Q4_K:
 		return dotQ4KGo(x, row)
-	case Q6_K:
+	case w.Format == Q6_K:
 		return dotQ6KGo(x, row)
+	case fast:
+		return dotQ5AVX(&x[0], &row[0], nb)
 	}
 	return dotQ5Go(x, row)
+}
+
+// dotQ4KFast unpacks each super-block's eight 6-bit scales and mins to float32 (d·sc,
+// dmin·m), up to 32 super-blocks at a time on the stack, for the assembly's dot.
+func dotQ4KFast(x []float32, row []byte) float32 {
+	const bb, chunk = 144, 32
+	var sc [chunk * 16]float32
+	var s float32
+	nb := len(row) / bb
+	for b0 := 0; b0 < nb; b0 += chunk {
+		n := min(chunk, nb-b0)
+		for b := 0; b < n; b++ {
+			blk := row[(b0+b)*bb:]
+			d, dmin := FromF16(binary.LittleEndian.Uint16(blk)), FromF16(binary.LittleEndian.Uint16(blk[2:]))
+			q := (*[12]byte)(blk[4:16])
+			o := (*[16]float32)(sc[16*b:])
+			// scaleMinK4 unrolled: sub-blocks 0–3 in the low six bits of bytes 0–7, 4–7
+			// in the nibbles of bytes 8–11 with their top two bits above 0–7's.
+			for j := 0; j < 4; j++ {
+				o[2*j], o[2*j+1] = d*float32(q[j]&63), dmin*float32(q[j+4]&63)
+				o[8+2*j] = d * float32(q[j+8]&0xF|(q[j]>>6)<<4)
+				o[9+2*j] = dmin * float32(q[j+8]>>4|(q[j+4]>>6)<<4)
+			}
+		}
+		s += dotQ4KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
+	}
+	return s
 }
 
 // scaleMinK4 is llama.cpp's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K

@@ -1,0 +1,14 @@
+//go:build amd64 && !purego
+
+package kern
+
+// dotQ4KAVX returns the dot of x[:256·nb] with nb Q4_K super-blocks whose scales and
+// mins are unpacked in sc (16 floats a super-block: d·sc_j, dmin·m_j).
+//
+//go:noescape
+func dotQ4KAVX(x *float32, blk *byte, sc *float32, nb int) float32
+
+// dotQ5AVX returns the dot of x[:32·nb] with nb Q5_0 blocks.
+//
+//go:noescape
+func dotQ5AVX(x *float32, blk *byte, nb int) float32

@@ -1,0 +1,16 @@
+//go:build !amd64 || purego
+
+package kern
+
+import "unsafe"
+
+// dotQ4KAVX is the portable dot where there is no assembly (never dispatched to:
+// useAVX2 is false or the arm64 build routes the K-quants to the Go dots).
+func dotQ4KAVX(x *float32, blk *byte, sc *float32, nb int) float32 {
+	return dotQ4KGo(unsafe.Slice(x, nb*QKBlock), unsafe.Slice(blk, nb*144))
+}
+
+// dotQ5AVX is the portable dot where there is no assembly.
+func dotQ5AVX(x *float32, blk *byte, nb int) float32 {
+	return dotQ5Go(unsafe.Slice(x, nb*QBlock), unsafe.Slice(blk, nb*22))
+}
