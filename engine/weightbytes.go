@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/tuft-go/tuft/engine/device"
+import (
+	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/kern"
+)
 
 // WeightBytes is the memory the model's base matrices take on the CPU (a CPU weight
 // format's blocks, or 4 bytes a weight in f32), and the bytes one forward pass reads of
@@ -28,4 +31,13 @@ func tensorBytes(t device.Tensor[float32]) int64 {
 		return int64(fz.Bytes())
 	}
 	return 4 * int64(t.Len())
+}
+
+// LayerMatrices are layer i's base matrices as the CPU stores them (q, k, v, o, gate,
+// up, down; HuggingFace's row order), nil where one is not stored frozen (f32, another
+// device): the real-model suite compares the blocks of two loads with them.
+func (m *Model) LayerMatrices(i int) map[string]*kern.Frozen {
+	l := m.dw.Layers[i]
+	return map[string]*kern.Frozen{"q": l.Wq.Frozen(), "k": l.Wk.Frozen(), "v": l.Wv.Frozen(), "o": l.Wo.Frozen(),
+		"gate": l.Wgate.Frozen(), "up": l.Wup.Frozen(), "down": l.Wdown.Frozen()}
 }

@@ -134,6 +134,17 @@ func placeMatrix[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, s
 	return d.Weight(src)
 }
 
+// placeEmbed is placeMatrix for the embedding table and the LM head, the matrices a
+// model is most sensitive to: on a CPU in q4_k they take q8_0, as llama.cpp's Q4_K_M
+// gives its output matrix Q6_K, or Q8_0 where rows are not whole 256-blocks (the
+// engine has no Q6_K quantiser: Q8_0 always, half a byte a weight more than Q6_K).
+func placeEmbed[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int) device.Tensor[T] {
+	if c, ok := any(d).(*device.CPU[float32]); ok && c.WeightFormat() == kern.Q4_K && len(src) > 0 && native[&src[0]] == nil {
+		return device.FrozenMatrix[T](kern.NewFrozen(any(src).([]float32), rows, cols, kern.Q8_0))
+	}
+	return placeMatrix(d, native, src, rows, cols)
+}
+
 // narrowed reports whether d keeps every matrix of dw in its own storage (a CPU weight
 // format other than f32), so that the host float32 matrices are not needed once placed.
 func (dw *devWeights[T]) narrowed() bool {
@@ -154,10 +165,10 @@ func (dw *devWeights[T]) narrowed() bool {
 func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T], native map[*T]*kern.Frozen) (*devWeights[T], error) {
 	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	dw := &devWeights[T]{Embed: placeMatrix(d, native, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
+	dw := &devWeights[T]{Embed: placeEmbed(d, native, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
 	dw.LMHead = dw.Embed
 	if len(w.LMHead) > 0 && len(w.Embed) > 0 && &w.LMHead[0] != &w.Embed[0] {
-		dw.LMHead = placeMatrix(d, native, w.LMHead, V, D)
+		dw.LMHead = placeEmbed(d, native, w.LMHead, V, D)
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]

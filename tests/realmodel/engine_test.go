@@ -64,6 +64,14 @@ func TestGreedyAnswerSaysParis(t *testing.T) {
 // greedyParis asks m the capital question through its chat template, greedy.
 func greedyParis(t *testing.T, m *engine.Model) {
 	t.Helper()
+	if answer := greedyAnswer(t, m); !strings.Contains(answer, "Paris") {
+		t.Errorf("answer %q does not say Paris", answer)
+	}
+}
+
+// greedyAnswer is m's greedy answer to the capital question.
+func greedyAnswer(t *testing.T, m *engine.Model) string {
+	t.Helper()
 	tpl, err := chat.Parse(m.ChatTemplate)
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +92,7 @@ func greedyParis(t *testing.T, m *engine.Model) {
 	}
 	answer := m.Tok.Decode(res.Sequences[0].Tokens)
 	t.Logf("answer %q", answer)
-	if !strings.Contains(answer, "Paris") {
-		t.Errorf("answer %q does not say Paris", answer)
-	}
+	return answer
 }
 
 type tokenCase struct {
