@@ -37,6 +37,9 @@ type benchOptions struct {
 	batches             []int
 	device              string
 	cudaLibDirs         string
+	// weights is the engine's CPU weight format (--weights): QLoRA's speed and memory on
+	// a quantised base; PyTorch is compared only in f32.
+	weights string
 	torchFlags
 	jsonOut bool
 	seed    int64
@@ -112,6 +115,7 @@ type benchReport struct {
 	GoGEMMGFlops float64            `json:"go_gemm_gflops,omitempty"`
 	Machine      *machineFigures    `json:"machine,omitempty"` // CPU runs: bandwidth and GEMM peak
 	TrainFLOPs   float64            `json:"train_step_flops,omitempty"`
+	Weights      string             `json:"weights"` // the engine's CPU weight format
 	// RatiosRefused says why no ratio is printed: the reference ran on a crippled BLAS.
 	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
@@ -135,7 +139,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var o benchOptions
 	var lo llamaOptions
 	reference := fs.String("reference", "torch", "what to compare with: torch (PyTorch, training and sampling) or llama.cpp (inference on a GGUF file)")
-	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; torch: f32 only)")
+	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; with torch: f32 compares with PyTorch, another format runs the engine alone on that base, QLoRA)")
 	fs.StringVar(&lo.tuftWeights, "tuft-weights", "", "--reference llama.cpp: tuft's format when it differs from --weights (tuft on its own copy of the same source), e.g. q4_1 against llama.cpp's q4_k (Q4_K_M)")
 	threads := fs.Int("threads", 0, "threads for the engine and the reference (GOMAXPROCS; 0 keeps the runtime's)")
 	fs.IntVar(&lo.newTokens, "new-tokens", 128, "--reference llama.cpp: decode steps after the 8-token prompt")
@@ -195,9 +199,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if err := tuftHasWeights(lo.weights); err != nil {
 			return err
 		}
-		if lo.weights != "f32" {
-			return fmt.Errorf("--weights %s: the PyTorch reference computes in f32 only; use --reference llama.cpp", lo.weights)
+		if lo.weights != "f32" && o.torch == "on" {
+			return fmt.Errorf("--weights %s: the PyTorch reference computes in f32 only; use --torch off (the engine alone, QLoRA on a %s base) or --reference llama.cpp", lo.weights, lo.weights)
 		}
+		if lo.weights != "f32" && o.device != "cpu" {
+			return fmt.Errorf("--weights %s: a CPU weight format; --device %s keeps its own", lo.weights, o.device)
+		}
+		o.weights = lo.weights
 	default:
 		return &cli.UsageError{Err: fmt.Errorf("--reference %q: want torch or llama.cpp", *reference), Usage: fs.UsageText()}
 	}
@@ -221,12 +229,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer cleanup()
 	rep.Preset, rep.ModelDir = preset, dir
 
+	rep.Weights = o.weights
 	// Find the reference before the long Go run, so a misconfiguration fails fast.
-	python, script, skipped, err := o.reference(func(python, script string) (string, string, string) {
-		return findTorchRef(python, script, gpuDevice(o.device))
-	})
-	if err != nil {
-		return err
+	python, script, skipped, err := "", "", "", error(nil)
+	if o.weights == "f32" {
+		python, script, skipped, err = o.reference(func(python, script string) (string, string, string) {
+			return findTorchRef(python, script, gpuDevice(o.device))
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		skipped = fmt.Sprintf("--weights %s: PyTorch computes in f32 only (the engine alone: LoRA on a %s base)", o.weights, o.weights)
 	}
 	rep.TorchSkipped = skipped
 
@@ -316,7 +330,15 @@ func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
 
 func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
-	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)})
+	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)}
+	if o.weights != "" {
+		f, err := engine.ParseWeightFormat(o.weights)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--weights: %w", err)
+		}
+		dopts.CPUWeightFormat = f
+	}
+	dev, why, err := engine.OpenDevice(o.device, dopts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -457,6 +479,9 @@ func printBench(w io.Writer, r *benchReport) {
 		name = r.ModelDir
 	}
 	fmt.Fprintf(w, "tuft-bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
+	if r.Weights != "" && r.Weights != "f32" {
+		fmt.Fprintf(w, "base weights %s (QLoRA: the base widened per tile; adapter, gradients and AdamW state float32)\n", r.Weights)
+	}
 	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
 		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
 	if r.Machine != nil {

@@ -65,9 +65,17 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 		b, j := c/bl, c%bl
 		cnt := min(bl-j, n-i)
 		blk := row[b*bb : b*bb+bb]
-		if j == 0 && cnt == bl {
+		switch {
+		case j == 0 && cnt == bl:
 			w.Format.deqBlock(dst[i:i+bl], blk)
-		} else {
+		case w.Format == Q4_K:
+			// Only the 32-weight sub-blocks the segment touches: the packed GEMM's
+			// backward panels take 16 columns of a row at a time.
+			for s := j / 32; s*32 < j+cnt; s++ {
+				deqQ4KSub(tmp[s*32:s*32+32], blk, s)
+			}
+			copy(dst[i:i+cnt], tmp[j:j+cnt])
+		default:
 			w.Format.deqBlock(tmp[:bl], blk)
 			copy(dst[i:i+cnt], tmp[j:j+cnt])
 		}
@@ -147,6 +155,24 @@ func deqQ4K(y []float32, b []byte) {
 			lo[l] = d1*float32(v&0xF) - o1
 			hi[l] = d2*float32(v>>4) - o2
 		}
+	}
+}
+
+// deqQ4KSub is deqQ4K for sub-block s (weights 32s…32s+31) alone.
+func deqQ4KSub(y []float32, b []byte, s int) {
+	d, dmin := FromF16(binary.LittleEndian.Uint16(b)), FromF16(binary.LittleEndian.Uint16(b[2:]))
+	sc, m := scaleMinK4(s, b[4:16])
+	d1, o1 := d*float32(sc), dmin*float32(m)
+	q := b[16+32*(s/2) : 16+32*(s/2)+32]
+	y = y[:32]
+	if s%2 == 0 {
+		for l, v := range q {
+			y[l] = d1*float32(v&0xF) - o1
+		}
+		return
+	}
+	for l, v := range q {
+		y[l] = d1*float32(v>>4) - o1
 	}
 }
 
