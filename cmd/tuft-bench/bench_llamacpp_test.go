@@ -141,6 +141,11 @@ func TestBenchLlamaQ4KMFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--tuft-weights") {
 		t.Fatalf("--tuft-weights q3_k: %v", err)
 	}
+	// QLoRA figures run the engine alone: PyTorch cannot be asked for on a quantised base.
+	err = runBench([]string{"engine", "--weights", "q4_k", "--torch", "on"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--torch off") {
+		t.Fatalf("--weights q4_k --torch on: %v", err)
+	}
 	r := &llamaReport{Model: "m.q4_k_m.gguf", Weights: "q4_k", TuftModel: "m.q4_1.gguf", TuftWeights: "q4_1", Batch: 16,
 		Go:    inferSide{Impl: "go", WeightBytesPerStep: 84e6, TG: []inferFigure{{Batch: 1, TokensPerS: 10}}},
 		Llama: &inferSide{Impl: "llama.cpp", WeightBytesPerStep: 105e6, TG: []inferFigure{{Batch: 1, TokensPerS: 10}}}}

@@ -246,6 +246,8 @@ func (w *Frozen) widen(dst []float32, r, c0 int) {
 		default:
 			widenQ4AVX(&dst[0], &w.blk[off], n/QBlock)
 		}
+	case Q4_K, Q6_K, Q5_0:
+		w.widenK(dst, r, c0)
 	default:
 		w.rowSeg(dst, r, c0)
 	}

@@ -102,31 +102,62 @@ func (w *Frozen) dotRowK(x []float32, r int) float32 {
 	return dotQ5Go(x, row)
 }
 
-// dotQ4KFast unpacks each super-block's eight 6-bit scales and mins to float32 (d·sc,
-// dmin·m), up to 32 super-blocks at a time on the stack, for the assembly's dot.
+// q4kChunk is the super-blocks whose scales the assembly takes unpacked at a time.
+const q4kChunk = 32
+
+// unpackQ4KScales writes the eight 6-bit scales and mins of each of the n super-blocks
+// at blk to sc as float32 (d·sc_j, dmin·m_j: deqQ4K's d1 and o1), 16 a super-block.
+func unpackQ4KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
+	const bb = 144
+	for b := 0; b < n; b++ {
+		bl := blk[b*bb:]
+		d, dmin := FromF16(binary.LittleEndian.Uint16(bl)), FromF16(binary.LittleEndian.Uint16(bl[2:]))
+		q := (*[12]byte)(bl[4:16])
+		o := (*[16]float32)(sc[16*b:])
+		// scaleMinK4 unrolled: sub-blocks 0–3 in the low six bits of bytes 0–7, 4–7 in
+		// the nibbles of bytes 8–11 with their top two bits above 0–7's.
+		for j := 0; j < 4; j++ {
+			o[2*j], o[2*j+1] = d*float32(q[j]&63), dmin*float32(q[j+4]&63)
+			o[8+2*j] = d * float32(q[j+8]&0xF|(q[j]>>6)<<4)
+			o[9+2*j] = dmin * float32(q[j+8]>>4|(q[j+4]>>6)<<4)
+		}
+	}
+}
+
+// dotQ4KFast is the assembly's dot over a row, q4kChunk super-blocks at a time.
 func dotQ4KFast(x []float32, row []byte) float32 {
-	const bb, chunk = 144, 32
-	var sc [chunk * 16]float32
+	const bb = 144
+	var sc [q4kChunk * 16]float32
 	var s float32
 	nb := len(row) / bb
-	for b0 := 0; b0 < nb; b0 += chunk {
-		n := min(chunk, nb-b0)
-		for b := 0; b < n; b++ {
-			blk := row[(b0+b)*bb:]
-			d, dmin := FromF16(binary.LittleEndian.Uint16(blk)), FromF16(binary.LittleEndian.Uint16(blk[2:]))
-			q := (*[12]byte)(blk[4:16])
-			o := (*[16]float32)(sc[16*b:])
-			// scaleMinK4 unrolled: sub-blocks 0–3 in the low six bits of bytes 0–7, 4–7
-			// in the nibbles of bytes 8–11 with their top two bits above 0–7's.
-			for j := 0; j < 4; j++ {
-				o[2*j], o[2*j+1] = d*float32(q[j]&63), dmin*float32(q[j+4]&63)
-				o[8+2*j] = d * float32(q[j+8]&0xF|(q[j]>>6)<<4)
-				o[9+2*j] = dmin * float32(q[j+8]>>4|(q[j+4]>>6)<<4)
-			}
-		}
+	for b0 := 0; b0 < nb; b0 += q4kChunk {
+		n := min(q4kChunk, nb-b0)
+		unpackQ4KScales(&sc, row[b0*bb:], n)
 		s += dotQ4KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
 	}
 	return s
+}
+
+// widenK is widen for this file's formats: whole blocks of q4_k and q5_0 through the
+// assembly, anything else through rowSegK.
+func (w *Frozen) widenK(dst []float32, r, c0 int) {
+	n := len(dst)
+	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
+	if w.Format == Q6_K || !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
+		w.rowSegK(dst, r, c0)
+		return
+	}
+	off := (r*w.Cols + c0) / bl * bb
+	if w.Format == Q5_0 {
+		widenQ5AVX(&dst[0], &w.blk[off], n/bl)
+		return
+	}
+	var sc [q4kChunk * 16]float32
+	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
+		k := min(q4kChunk, n/bl-b0)
+		unpackQ4KScales(&sc, w.blk[off+b0*bb:], k)
+		widenQ4KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
+	}
 }
 
 // scaleMinK4 is llama.cpp's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K
@@ -152,8 +183,10 @@ func deqQ4K(y []float32, b []byte) {
 		q := qs[j/2 : j/2+32]
 		lo, hi := y[j:j+32], y[j+32:j+64]
 		for l, v := range q {
-			lo[l] = d1*float32(v&0xF) - o1
-			hi[l] = d2*float32(v>>4) - o2
+			// The product rounded before the subtraction (no fused multiply-add), as
+			// widenQ4KAVX computes it.
+			lo[l] = float32(d1*float32(v&0xF)) - o1
+			hi[l] = float32(d2*float32(v>>4)) - o2
 		}
 	}
 }
@@ -167,12 +200,12 @@ func deqQ4KSub(y []float32, b []byte, s int) {
 	y = y[:32]
 	if s%2 == 0 {
 		for l, v := range q {
-			y[l] = d1*float32(v&0xF) - o1
+			y[l] = float32(d1*float32(v&0xF)) - o1
 		}
 		return
 	}
 	for l, v := range q {
-		y[l] = d1*float32(v>>4) - o1
+		y[l] = float32(d1*float32(v>>4)) - o1
 	}
 }
 

@@ -12,3 +12,14 @@ func dotQ4KAVX(x *float32, blk *byte, sc *float32, nb int) float32
 //
 //go:noescape
 func dotQ5AVX(x *float32, blk *byte, nb int) float32
+
+// widenQ5AVX writes the 32·nb weights of nb Q5_0 blocks to dst.
+//
+//go:noescape
+func widenQ5AVX(dst *float32, blk *byte, nb int)
+
+// widenQ4KAVX writes the 256·nb weights of nb Q4_K super-blocks, their scales and mins
+// unpacked in sc, to dst.
+//
+//go:noescape
+func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)

@@ -200,3 +200,140 @@ q5done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
+
+// func widenQ5AVX(dst *float32, blk *byte, nb int)
+//
+// Writes the 32·nb weights of nb Q5_0 blocks to dst: d·(q − 16), as deqQ5.
+TEXT ·widenQ5AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $15, AX
+	MOVQ AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $16, AX
+	MOVQ AX, X12
+	VPBROADCASTD X12, Y12
+	TESTQ CX, CX
+	JEQ   w5done
+
+w5loop:
+	VPBROADCASTD 2(DI), Y9
+	VPMOVZXBD    6(DI), Y4
+	VPMOVZXBD    14(DI), Y5
+	VPSRLD       $4, Y4, Y6
+	VPSRLD       $4, Y5, Y7
+	VPAND        Y11, Y4, Y4
+	VPAND        Y11, Y5, Y5
+	Q5BITS(0, Y4)
+	Q5BITS(32, Y5)
+	Q5BITS(64, Y6)
+	Q5BITS(96, Y7)
+	VPSUBD       Y12, Y4, Y4
+	VPSUBD       Y12, Y5, Y5
+	VPSUBD       Y12, Y6, Y6
+	VPSUBD       Y12, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $128, SI
+	ADDQ         $22, DI
+	DECQ         CX
+	JNE          w5loop
+
+w5done:
+	VZEROUPPER
+	RET
+
+// func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
+//
+// Writes the 256·nb weights of nb Q4_K super-blocks to dst, their scales and mins
+// unpacked in sc as for dotQ4KAVX: (d·sc)·q − dmin·m, rounded after the product as
+// deqQ4K rounds (no fused multiply-add), so the two agree bit for bit.
+TEXT ·widenQ4KAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ sc+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVL $15, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ CX, CX
+	JEQ   w4kdone
+	ADDQ  $16, DI
+
+w4kblock:
+	MOVQ $4, BX
+
+w4kgroup:
+	VPMOVZXBD    (DI), Y4
+	VPMOVZXBD    8(DI), Y5
+	VPMOVZXBD    16(DI), Y6
+	VPMOVZXBD    24(DI), Y7
+	VPSRLD       $4, Y4, Y10
+	VPSRLD       $4, Y5, Y11
+	VPSRLD       $4, Y6, Y12
+	VPSRLD       $4, Y7, Y13
+	VPAND        Y15, Y4, Y4
+	VPAND        Y15, Y5, Y5
+	VPAND        Y15, Y6, Y6
+	VPAND        Y15, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS (R8), Y8
+	VBROADCASTSS 4(R8), Y9
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       Y9, Y5, Y5
+	VSUBPS       Y9, Y6, Y6
+	VSUBPS       Y9, Y7, Y7
+	VBROADCASTSS 8(R8), Y8
+	VBROADCASTSS 12(R8), Y9
+	VMULPS       Y8, Y10, Y10
+	VMULPS       Y8, Y11, Y11
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y8, Y13, Y13
+	VSUBPS       Y9, Y10, Y10
+	VSUBPS       Y9, Y11, Y11
+	VSUBPS       Y9, Y12, Y12
+	VSUBPS       Y9, Y13, Y13
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	VMOVUPS      Y10, 128(SI)
+	VMOVUPS      Y11, 160(SI)
+	VMOVUPS      Y12, 192(SI)
+	VMOVUPS      Y13, 224(SI)
+	ADDQ         $32, DI
+	ADDQ         $16, R8
+	ADDQ         $256, SI
+	DECQ         BX
+	JNE          w4kgroup
+	ADDQ         $16, DI
+	DECQ         CX
+	JNE          w4kblock
+
+w4kdone:
+	VZEROUPPER
+	RET

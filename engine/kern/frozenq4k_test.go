@@ -185,3 +185,28 @@ func BenchmarkKQuantDot(b *testing.B) {
 		})
 	}
 }
+
+// TestKQuantWiden: the assembly's widening of q4_k and q5_0 (the 16-wide tiles' and the
+// packed GEMM's source) equals the portable dequantisers bit for bit, over whole rows,
+// whole-block segments and partial ones, at every kernel level.
+func TestKQuantWiden(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(26, 5))
+	for _, f := range []WeightFormat{Q4_K, Q5_0} {
+		w := NewFrozen(randSlice(rng, 3*768), 3, 768, f)
+		for _, seg := range [][2]int{{0, 768}, {256, 512}, {32, 64}, {100, 300}, {5, 3}} {
+			got, want := make([]float32, seg[1]), make([]float32, seg[1])
+			for _, level := range kernelLevels {
+				for r := 0; r < w.Rows; r++ {
+					atLevel(level, func() { w.widen(got, r, seg[0]) })
+					w.rowSeg(want, r, seg[0])
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %s row %d seg %v: element %d = %v, want %v", f, level, r, seg, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
