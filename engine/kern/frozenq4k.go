@@ -23,10 +23,11 @@ import (
 // whose rows are not whole super-blocks is stored in q5_0 (llama.cpp's own fallback for
 // Q4_K), and in bf16 when they are not whole blocks of 32 either.
 //
-// The kernels: the decode dots of q4_k and q5_0 are AVX2 assembly (frozenq4k_amd64.s;
-// q4_k's scales unpacked to float32 in Go first), q6_k's and every format's on other
-// machines (arm64 included) portable Go; two or more rows widen W through rowSeg into
-// the 16-wide tiles (AVX-512) or the packed GEMM's panels, as the other block formats do.
+// The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
+// q5_0, are AVX2 assembly (frozenq4k_amd64.s; the K-quants' scales unpacked to float32
+// in Go first); q6_k's widening and every kernel on other machines (arm64 included) are
+// portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
+// GEMM's panels, as the other block formats do.
 
 // QKBlock is the number of weights in one super-block of Q4_K and Q6_K.
 const QKBlock = 256
@@ -94,6 +95,8 @@ func (w *Frozen) dotRowK(x []float32, r int) float32 {
 		return dotQ4KFast(x, row)
 	case w.Format == Q4_K:
 		return dotQ4KGo(x, row)
+	case w.Format == Q6_K && fast:
+		return dotQ6KFast(x, row)
 	case w.Format == Q6_K:
 		return dotQ6KGo(x, row)
 	case fast:
@@ -134,6 +137,27 @@ func dotQ4KFast(x []float32, row []byte) float32 {
 		n := min(q4kChunk, nb-b0)
 		unpackQ4KScales(&sc, row[b0*bb:], n)
 		s += dotQ4KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
+	}
+	return s
+}
+
+// dotQ6KFast is the assembly's Q6_K dot over a row, its scales unpacked to float32
+// (d·sc_i) q4kChunk super-blocks at a time.
+func dotQ6KFast(x []float32, row []byte) float32 {
+	const bb = 210
+	var sc [q4kChunk * 16]float32
+	var s float32
+	nb := len(row) / bb
+	for b0 := 0; b0 < nb; b0 += q4kChunk {
+		n := min(q4kChunk, nb-b0)
+		for b := 0; b < n; b++ {
+			bl := row[(b0+b)*bb:]
+			d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
+			for i, v := range bl[192:208] {
+				sc[16*b+i] = d * float32(int8(v))
+			}
+		}
+		s += dotQ6KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
 	}
 	return s
 }

@@ -23,3 +23,9 @@ func widenQ5AVX(dst *float32, blk *byte, nb int)
 //
 //go:noescape
 func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
+
+// dotQ6KAVX returns the dot of x[:256·nb] with nb Q6_K super-blocks whose sixteen
+// scales are unpacked in sc (d·sc_i, 16 floats a super-block).
+//
+//go:noescape
+func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32

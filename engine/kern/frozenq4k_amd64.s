@@ -337,3 +337,99 @@ w4kgroup:
 w4kdone:
 	VZEROUPPER
 	RET
+
+// Q6CHUNK accumulates eight weights of each of a Q6_K half's four quarters: lanes l0…l0+7
+// (lo, their byte offset in ql at R9 and qh at R10; lo32 = lo+32) of weights l, l+32, l+64,
+// l+96, whose x are at x0…x3(SI) and whose scales (d·sc, floats at R8) at s0…s3. The
+// fifth and sixth bits of weight l+32k are bits 2k, 2k+1 of qh[l]: shifted to bits 4–5
+// and masked with 0x30 (Y14); the weights are offset by 32 (Y13).
+#define Q6CHUNK(lo, lo32, x0, x1, x2, x3, s0, s1, s2, s3) \
+	VPMOVZXBD    lo(R9), Y4 \
+	VPMOVZXBD    lo32(R9), Y5 \
+	VPMOVZXBD    lo(R10), Y6 \
+	VPAND        Y15, Y4, Y7 \
+	VPSLLD       $4, Y6, Y8 \
+	VPAND        Y14, Y8, Y8 \
+	VPOR         Y8, Y7, Y7 \
+	VPAND        Y15, Y5, Y9 \
+	VPSLLD       $2, Y6, Y8 \
+	VPAND        Y14, Y8, Y8 \
+	VPOR         Y8, Y9, Y9 \
+	VPSRLD       $4, Y4, Y10 \
+	VPAND        Y14, Y6, Y8 \
+	VPOR         Y8, Y10, Y10 \
+	VPSRLD       $4, Y5, Y11 \
+	VPSRLD       $2, Y6, Y8 \
+	VPAND        Y14, Y8, Y8 \
+	VPOR         Y8, Y11, Y11 \
+	VPSUBD       Y13, Y7, Y7 \
+	VPSUBD       Y13, Y9, Y9 \
+	VPSUBD       Y13, Y10, Y10 \
+	VPSUBD       Y13, Y11, Y11 \
+	VCVTDQ2PS    Y7, Y7 \
+	VCVTDQ2PS    Y9, Y9 \
+	VCVTDQ2PS    Y10, Y10 \
+	VCVTDQ2PS    Y11, Y11 \
+	VBROADCASTSS s0(R8), Y12 \
+	VMULPS       Y12, Y7, Y7 \
+	VBROADCASTSS s1(R8), Y12 \
+	VMULPS       Y12, Y9, Y9 \
+	VBROADCASTSS s2(R8), Y12 \
+	VMULPS       Y12, Y10, Y10 \
+	VBROADCASTSS s3(R8), Y12 \
+	VMULPS       Y12, Y11, Y11 \
+	VFMADD231PS  x0(SI), Y7, Y0 \
+	VFMADD231PS  x1(SI), Y9, Y1 \
+	VFMADD231PS  x2(SI), Y10, Y2 \
+	VFMADD231PS  x3(SI), Y11, Y3
+
+// func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32
+//
+// The dot of x with nb Q6_K super-blocks (210 bytes: ql[128], qh[64], int8 scales[16],
+// half d), whose sixteen scales the caller has unpacked as floats d·sc_i in sc.
+TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ sc+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVL $15, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x30, AX
+	MOVQ AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $32, AX
+	MOVQ AX, X13
+	VPBROADCASTD X13, Y13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JEQ   q6kdone
+
+q6kblock:
+	MOVQ DI, R9
+	LEAQ 128(DI), R10
+	MOVQ $2, BX
+
+q6khalf:
+	Q6CHUNK(0, 32, 0, 128, 256, 384, 0, 8, 16, 24)
+	Q6CHUNK(8, 40, 32, 160, 288, 416, 0, 8, 16, 24)
+	Q6CHUNK(16, 48, 64, 192, 320, 448, 4, 12, 20, 28)
+	Q6CHUNK(24, 56, 96, 224, 352, 480, 4, 12, 20, 28)
+	ADDQ $64, R9
+	ADDQ $32, R10
+	ADDQ $512, SI
+	ADDQ $32, R8
+	DECQ BX
+	JNE  q6khalf
+	ADDQ $210, DI
+	DECQ CX
+	JNE  q6kblock
+
+q6kdone:
+	KSUM4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET

@@ -30,3 +30,8 @@ func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int) {
 		deqQ4K(d[i*QKBlock:], b[i*144:])
 	}
 }
+
+// dotQ6KAVX is the portable dot where there is no assembly.
+func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32 {
+	return dotQ6KGo(unsafe.Slice(x, nb*QKBlock), unsafe.Slice(blk, nb*210))
+}
