@@ -138,56 +138,77 @@ GLOBL q5shift<>(SB), RODATA|NOPTR, $128
 	VPSLLD  $4, Y10, Y10 \
 	VPOR    Y10, w, w
 
+DATA q5idx<>+0(SB)/8, $0x0000000000000000
+DATA q5idx<>+8(SB)/8, $0x0101010101010101
+DATA q5idx<>+16(SB)/8, $0x0202020202020202
+DATA q5idx<>+24(SB)/8, $0x0303030303030303
+GLOBL q5idx<>(SB), RODATA|NOPTR, $32
+DATA q5bit<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5bit<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5bit<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5bit<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL q5bit<>(SB), RODATA|NOPTR, $32
+
 // func dotQ5AVX(x *float32, blk *byte, nb int) float32
 //
 // The dot of x with nb Q5_0 blocks (22 bytes: half d, 32 bits qh, 16 bytes of nibbles;
 // weight j < 16 is the low nibble of byte j with bit j of qh as its fifth bit, weight
-// j+16 the high nibble with bit j+16): Σ_b d_b·Σ_j x_j·(q_j − 16).
+// j+16 the high nibble with bit j+16): Σ_b d_b·Σ_j x_j·(q_j − 16). As llama.cpp's
+// bytes_from_bits_32: byte j of qh's broadcast (VPSHUFB with q5idx) ORed with all bits but
+// j%8 (q5bit) is all ones exactly when bit j is set; where it is not, 0xF0 ORed into the
+// nibble makes the signed byte nibble − 16, and where it is, the nibble is q − 16 already
+// (q = nibble + 16).
 TEXT ·dotQ5AVX(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI
 	MOVQ blk+8(FP), DI
 	MOVQ nb+16(FP), CX
-	MOVL $15, AX
-	MOVQ AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL $16, AX
-	MOVQ AX, X12
-	VPBROADCASTD X12, Y12
+	MOVL $0x0F0F0F0F, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0xF0F0F0F0, AX
+	MOVQ AX, X14
+	VPBROADCASTD X14, Y14
+	VPCMPEQB Y13, Y13, Y13
+	VMOVDQU q5idx<>(SB), Y12
+	VMOVDQU q5bit<>(SB), Y11
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	TESTQ CX, CX
 	JEQ   q5done
 
 q5loop:
-	VPBROADCASTD 2(DI), Y9
-	VPMOVZXBD    6(DI), Y4
-	VPMOVZXBD    14(DI), Y5
-	VPSRLD       $4, Y4, Y6
-	VPSRLD       $4, Y5, Y7
-	VPAND        Y11, Y4, Y4
-	VPAND        Y11, Y5, Y5
-	Q5BITS(0, Y4)
-	Q5BITS(32, Y5)
-	Q5BITS(64, Y6)
-	Q5BITS(96, Y7)
-	VPSUBD       Y12, Y4, Y4
-	VPSUBD       Y12, Y5, Y5
-	VPSUBD       Y12, Y6, Y6
-	VPSUBD       Y12, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
+	VMOVDQU      6(DI), X4
+	VPSRLW       $4, X4, X5
+	VPAND        X15, X4, X4
+	VPAND        X15, X5, X5
+	VINSERTI128  $1, X5, Y4, Y4
+	VPBROADCASTD 2(DI), Y6
+	VPSHUFB      Y12, Y6, Y6
+	VPOR         Y11, Y6, Y6
+	VPCMPEQB     Y13, Y6, Y6
+	VPANDN       Y14, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VEXTRACTI128 $1, Y4, X7
+	VPMOVSXBD    X4, Y5
+	VPSRLDQ      $8, X4, X4
+	VPMOVSXBD    X4, Y6
+	VPMOVSXBD    X7, Y8
+	VPSRLDQ      $8, X7, X7
+	VPMOVSXBD    X7, Y9
 	VCVTDQ2PS    Y5, Y5
 	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VMULPS       (SI), Y4, Y4
-	VMULPS       32(SI), Y5, Y5
-	VMULPS       64(SI), Y6, Y6
-	VMULPS       96(SI), Y7, Y7
-	VADDPS       Y5, Y4, Y4
-	VADDPS       Y7, Y6, Y6
-	VADDPS       Y6, Y4, Y4
-	VPBROADCASTW (DI), X8
-	VCVTPH2PS    X8, Y8
-	VFMADD231PS  Y4, Y8, Y0
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       (SI), Y5, Y5
+	VMULPS       32(SI), Y6, Y6
+	VMULPS       64(SI), Y8, Y8
+	VMULPS       96(SI), Y9, Y9
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y8, Y5, Y5
+	VPBROADCASTW (DI), X10
+	VCVTPH2PS    X10, Y10
+	VFMADD231PS  Y5, Y10, Y0
 	ADDQ         $128, SI
 	ADDQ         $22, DI
 	DECQ         CX
