@@ -48,6 +48,10 @@ func TestBenchEngineGoOnly(t *testing.T) {
 	if r.Machine == nil || r.Machine.Passes != 2 || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 {
 		t.Fatalf("machine figures or training's GEMM-peak fraction missing: %+v %v %v", r.Machine, r.TrainFLOPs, r.Go.Train.GEMMFraction)
 	}
+	// The multi-adapter figure: 16 adapters × 2 tokens in one step against 1 × 32.
+	if mu := r.Go.Multi; mu == nil || mu.Adapters != 16 || mu.Tokens != 32 || len(mu.StepS) != 2 || mu.Ratio <= 0 || mu.FwdBwdRatio <= 0 || r.Go.Train.FwdBwdS <= 0 {
+		t.Fatalf("multi-adapter training figure missing: %+v", mu)
+	}
 }
 
 func TestBenchEngineWithTorch(t *testing.T) {

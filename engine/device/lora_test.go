@@ -94,3 +94,53 @@ func TestLoraGradGroups(t *testing.T) {
 		t.Fatalf("GradGroups = %v, want %v", got, want)
 	}
 }
+
+// benchLora times one projection's LoRA forward and backward (576 → 1536, SmolLM2-135M's
+// gate_proj, rank 16) over runs × rows, grouped or run by run as the engine did before.
+func benchLora(b *testing.B, runs, rows int, grouped bool) {
+	in, out, rank := 576, 1536, 16
+	rng := rand.New(rand.NewPCG(1, 2))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	n := runs * rows
+	x, y, dy, dx := Host(rnd(n*in)), Host(rnd(n*out)), Host(rnd(n*out)), Host(rnd(n*in))
+	rs := make([]LoraRun[float32], runs)
+	for i := range rs {
+		rs[i] = LoraRun[float32]{Row: i * rows, N: rows, Rank: rank, A: Host(rnd(rank * in)), B: Host(rnd(out * rank)), Scale: 1,
+			Z: Host(make([]float32, rows*rank)), GA: Host(make([]float32, rank*in)), GB: Host(make([]float32, out*rank))}
+	}
+	c := NewCPU[float32]()
+	dz := Host(make([]float32, LoraScratch(rs)))
+	b.ResetTimer()
+	for range b.N {
+		if grouped {
+			c.LoraForward(y, x, rs, in, out)
+			c.LoraBackward(dx, dy, x, dz, rs, in, out)
+			continue
+		}
+		for _, r := range rs {
+			xs, ys, dys := x.Slice(r.Row*in, (r.Row+r.N)*in), y.Slice(r.Row*out, (r.Row+r.N)*out), dy.Slice(r.Row*out, (r.Row+r.N)*out)
+			c.MatMulNT(r.Z, xs, r.A, r.N, r.Rank, in, false)
+			c.Scale(r.Z, r.Scale)
+			c.MatMulNT(ys, r.Z, r.B, r.N, out, r.Rank, true)
+			c.MatMulTN(r.GB, dys, r.Z, out, r.Rank, r.N, true)
+			d := dz.Slice(0, r.N*r.Rank)
+			c.MatMulNN(d, dys, r.B, r.N, r.Rank, out, false)
+			c.Scale(d, r.Scale)
+			c.MatMulTN(r.GA, d, xs, r.Rank, in, r.N, true)
+			c.MatMulNN(dx.Slice(r.Row*in, (r.Row+r.N)*in), d, r.A, r.N, in, r.Rank, true)
+		}
+	}
+}
+
+func BenchmarkLoraTrain1x512Grouped(b *testing.B) { benchLora(b, 1, 512, true) }
+func BenchmarkLoraTrain1x512PerRun(b *testing.B)  { benchLora(b, 1, 512, false) }
+func BenchmarkLoraTrain16x32Grouped(b *testing.B) { benchLora(b, 16, 32, true) }
+func BenchmarkLoraTrain16x32PerRun(b *testing.B)  { benchLora(b, 16, 32, false) }
+func BenchmarkLoraDecode16x1Grouped(b *testing.B) { benchLora(b, 16, 1, true) }
+func BenchmarkLoraDecode16x1PerRun(b *testing.B)  { benchLora(b, 16, 1, false) }
