@@ -50,7 +50,7 @@ type benchTrain struct {
 	StepS      []float64 `json:"step_s"`
 	MedianS    float64   `json:"median_s"`
 	TokensPerS float64   `json:"tokens_per_s"`
-	FirstLoss  float64   `json:"first_loss"` // warm-up step's loss per token (sanity check)
+	FirstLoss  float64   `json:"first_loss"`                 // warm-up step's loss per token (sanity check)
 	FwdBwdS    float64   `json:"fwd_bwd_median_s,omitempty"` // median of forward+backward alone
 	// GEMMFraction is the step's FLOPs (loraStepFLOPs) over the median step time, over the
 	// machine's measured GEMM peak (CPU runs only).
@@ -77,7 +77,7 @@ type benchSide struct {
 	Train        benchTrain    `json:"train"`
 	Sample       []benchSample `json:"sample"`
 	PeakRSSMiB   float64       `json:"peak_rss_mib"`
-	BLAS         *torchBLAS    `json:"blas,omitempty"` // the reference's BLAS (CPU reference only)
+	BLAS         *torchBLAS    `json:"blas,omitempty"`          // the reference's BLAS (CPU reference only)
 	Multi        *benchMulti   `json:"multi_adapter,omitempty"` // Go only (bench_multi.go)
 }
 
