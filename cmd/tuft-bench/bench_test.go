@@ -49,7 +49,8 @@ func TestBenchEngineGoOnly(t *testing.T) {
 		t.Fatalf("machine figures or training's GEMM-peak fraction missing: %+v %v %v", r.Machine, r.TrainFLOPs, r.Go.Train.GEMMFraction)
 	}
 	// The multi-adapter figure: 16 adapters × 2 tokens in one step against 1 × 32.
-	if mu := r.Go.Multi; mu == nil || mu.Adapters != 16 || mu.Tokens != 32 || len(mu.StepS) != 2 || mu.Ratio <= 0 || mu.FwdBwdRatio <= 0 || r.Go.Train.FwdBwdS <= 0 {
+	if mu := r.Go.Multi; mu == nil || mu.Adapters != 16 || mu.Tokens != 32 || len(mu.StepS) != 2 || mu.Ratio <= 0 || mu.FwdBwdRatio <= 0 || r.Go.Train.FwdBwdS <= 0 ||
+		mu.SameShapeS <= 0 || mu.SameShapeRatio <= 0 {
 		t.Fatalf("multi-adapter training figure missing: %+v", mu)
 	}
 }
