@@ -80,7 +80,9 @@ func loraPlanOf(runs []device.LoraRun[float32], dz device.Tensor[float32], backw
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // LoraForward implements device.LoraOps: lora_shrink (Z for every run) then lora_expand
-// (every run's rows of y), one launch each.
+// (every run's rows of y), one launch each. A single run (one adapter) goes to cuBLAS as
+// before: its products are large enough for cuBLAS's tuned kernels (split-k among them),
+// which the grouped kernels' one-block-per-32×32-tile grid does not match at 7B sizes.
 func (d *Device) LoraForward(y, x device.Tensor[float32], runs []device.LoraRun[float32], in, out int) {
 	defer d.exit()
 	if !d.enter() || len(runs) == 0 {
@@ -88,6 +90,14 @@ func (d *Device) LoraForward(y, x device.Tensor[float32], runs []device.LoraRun[
 	}
 	p, err := loraPlanOf(runs, device.Tensor[float32]{}, false)
 	if !d.fail(err) || p.tiles == 0 {
+		return
+	}
+	if len(runs) == 1 {
+		r := &runs[0]
+		xs, ys := x.Slice(r.Row*in, (r.Row+r.N)*in), y.Slice(r.Row*out, (r.Row+r.N)*out)
+		d.gemm(cublasOpT, cublasOpN, r.Rank, r.N, in, r.A, in, xs, in, r.Z, r.Rank, false) // Z = X·Aᵀ
+		d.launch("scale", d.stride(r.Z.Len()), 1, 256, pArg(r.Z), fArg(r.Scale), lArg(r.Z.Len()))
+		d.gemm(cublasOpT, cublasOpN, out, r.N, r.Rank, r.B, r.Rank, r.Z, r.Rank, ys, out, true) // Y += Z·Bᵀ
 		return
 	}
 	buf := uploadSlice(d, p.buf)
@@ -106,6 +116,21 @@ func (d *Device) LoraBackward(dx, dy, x, dz device.Tensor[float32], runs []devic
 	}
 	p, err := loraPlanOf(runs, dz, true)
 	if !d.fail(err) || p.tiles == 0 {
+		return
+	}
+	if len(runs) == 1 { // cuBLAS, as LoraForward
+		r := &runs[0]
+		xs, dys := x.Slice(r.Row*in, (r.Row+r.N)*in), dy.Slice(r.Row*out, (r.Row+r.N)*out)
+		dzr := dz.Slice(0, r.N*r.Rank)
+		d.gemm(cublasOpN, cublasOpN, r.Rank, r.N, out, r.B, r.Rank, dys, out, dzr, r.Rank, false) // dZ = dY·B
+		d.launch("scale", d.stride(dzr.Len()), 1, 256, pArg(dzr), fArg(r.Scale), lArg(dzr.Len()))
+		if r.Grad() {
+			d.gemm(cublasOpN, cublasOpT, r.Rank, out, r.N, r.Z, r.Rank, dys, out, r.GB, r.Rank, true) // GB += dYᵀ·Z
+			d.gemm(cublasOpN, cublasOpT, in, r.Rank, r.N, xs, in, dzr, r.Rank, r.GA, in, true)        // GA += dZᵀ·X
+		}
+		if !dx.Empty() {
+			d.gemm(cublasOpN, cublasOpN, in, r.N, r.Rank, r.A, in, dzr, r.Rank, dx.Slice(r.Row*in, (r.Row+r.N)*in), in, true) // dX += dZ·A
+		}
 		return
 	}
 	buf := uploadSlice(d, p.buf)
