@@ -131,3 +131,28 @@ func promptLP(t *testing.T, m *Model, ids []int32) []float32 {
 	}
 	return res.PromptLogprobs
 }
+
+// TestQ4KFromSafetensors: a HuggingFace directory loaded on a CPU in q4_k stores its
+// layers in q4_k (the tiny preset's rows are whole super-blocks) and its embedding in
+// q8_0, as a GGUF file's F32 matrices are (placeEmbed), and keeps no float32 copy.
+func TestQ4KFromSafetensors(t *testing.T) {
+	dev, _, err := OpenDevice("cpu", DeviceOptions{CPUWeightFormat: WeightsQ4_K})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tinyModel(t, OnDevice(dev))
+	if m.W != nil {
+		t.Error("a float32 copy is kept")
+	}
+	if f := m.dw.Embed.Frozen().Format; f != kern.Q8_0 {
+		t.Errorf("embedding stored as %s, want q8_0", f)
+	}
+	for name, fz := range m.LayerMatrices(0) {
+		if fz == nil || fz.Format != kern.Q4_K {
+			t.Errorf("layer 0 %s stored as %v, want q4_k", name, fz)
+		}
+	}
+	if lp := promptLP(t, m, []int32{1, 5, 9, 33}); math.IsNaN(float64(lp[3])) {
+		t.Errorf("logprobs %v", lp)
+	}
+}

@@ -139,10 +139,16 @@ func placeMatrix[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, s
 // gives its output matrix Q6_K, or Q8_0 where rows are not whole 256-blocks (the
 // engine has no Q6_K quantiser: Q8_0 always, half a byte a weight more than Q6_K).
 func placeEmbed[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int) device.Tensor[T] {
-	if c, ok := any(d).(*device.CPU[float32]); ok && c.WeightFormat() == kern.Q4_K && len(src) > 0 && native[&src[0]] == nil {
+	if q8Embedding(d) && len(src) > 0 && native[&src[0]] == nil {
 		return device.FrozenMatrix[T](kern.NewFrozen(any(src).([]float32), rows, cols, kern.Q8_0))
 	}
 	return placeMatrix(d, native, src, rows, cols)
+}
+
+// q8Embedding reports whether d stores the embedding and LM head in q8_0: a CPU in q4_k.
+func q8Embedding[T kern.Float](d device.Device[T]) bool {
+	c, ok := any(d).(*device.CPU[float32])
+	return ok && c.WeightFormat() == kern.Q4_K
 }
 
 // narrowed reports whether d keeps every matrix of dw in its own storage (a CPU weight
