@@ -1,0 +1,240 @@
+package kern
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"unsafe"
+)
+
+// Products of several rows with q8_0 weights in integer arithmetic, as llama.cpp does:
+// each row of A is quantised once per product to 8-bit blocks of 32 (a = d_a·q_a, d_a =
+// max|a|/127, q_a rounded to nearest, ties to even), and a block pair contributes
+// (d_a·d_w)·Σ q_a·q_w, the sum exact in int32 and one float32 multiply a block. The
+// float paths widen every weight to float32 and run 16-wide FMAs; VPDPBUSD
+// (AVX512-VNNI) multiplies 64 byte pairs and adds them in fours to 16 int32 lanes in
+// one instruction.
+//
+// The kernel is an outer product: a tile of 16 rows of A (one int32 lane each) against
+// 8 rows of W. A is repacked as it is quantised so that one 64-byte vector holds four
+// consecutive bytes of a block for each of the 16 rows, and each step broadcasts four
+// bytes of a row of W against it: every lane of every instruction is a useful product,
+// with no horizontal sums. VPDPBUSD multiplies unsigned by signed bytes, so A is stored
+// offset by 128 (q_a + 128 ∈ [1, 255]) and the block sum starts at −128·Σq_w, which
+// cancels the offset exactly; those corrections and the weight scales widened to
+// float32 are computed once per matrix (q8Table, 8 bytes a block beside the 34 of the
+// weights).
+//
+// Numerics: the only change from the float paths is the activations' quantisation (a
+// relative error of at most 1/254 of the block's largest value per element); the sums
+// are exact and the float32 steps are fixed (s = d_a·d_w, t = s·float32(Σ), acc += t,
+// blocks in order, no fused multiply-add), so every path gives the same bits:
+// q8TileGo is the reference the assembly is tested against.
+
+// The integer tile's shape: rows of A (int32 lanes of a zmm) and rows of W.
+const (
+	q8TileRows = 16
+	q8TileCols = 8
+	// q8TileBytes is one block of one A tile: 16 rows × 32 bytes.
+	q8TileBytes = q8TileRows * QBlock
+)
+
+// q8IntMinRows is the fewest rows of A the integer tiles take: below it the tile's 16
+// lanes are mostly padding and the float tiles win (measured with BenchmarkFrozenPrompt
+// and BenchmarkFrozenBatch16; see docs/performance.md).
+const q8IntMinRows = 4
+
+// q8Int reports whether a product of m rows with W takes the integer tiles.
+func (w *Frozen) q8Int(m int) bool {
+	return w.Format == Q8_0 && m >= q8IntMinRows && (useVNNI || forceQ8Int)
+}
+
+// forceQ8Int routes products to the integer tiles without VNNI (the portable kernel):
+// tests only.
+var forceQ8Int = false
+
+// q8Acts is A quantised for the integer tiles.
+type q8Acts struct {
+	q []byte    // [tile][block][group of 4 bytes][row][4]: q_a + 128
+	d []float32 // [tile][block][row]: d_a (0 for padding rows)
+}
+
+var q8ActsPool sync.Pool
+
+// quantActs quantises the m rows of A [m×k] into tiles of 16 rows, padding rows zero.
+func quantActs(a []float32, m, k int) *q8Acts {
+	nb := k / QBlock
+	tiles := (m + q8TileRows - 1) / q8TileRows
+	qa, _ := q8ActsPool.Get().(*q8Acts)
+	if qa == nil {
+		qa = new(q8Acts)
+	}
+	if nq := tiles * nb * q8TileBytes; cap(qa.q) < nq {
+		qa.q = make([]byte, nq)
+	} else {
+		qa.q = qa.q[:nq]
+	}
+	if nd := tiles * nb * q8TileRows; cap(qa.d) < nd {
+		qa.d = make([]float32, nd)
+	} else {
+		qa.d = qa.d[:nd]
+	}
+	split(tiles*q8TileRows, m*k*8, q8TileRows, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			quantActRow(qa, a, m, k, i)
+		}
+	})
+	return qa
+}
+
+// quantActRow quantises row i of A (a zero row where i ≥ m) into its tile.
+func quantActRow(qa *q8Acts, a []float32, m, k, i int) {
+	nb := k / QBlock
+	t, li := i/q8TileRows, i%q8TileRows
+	q := qa.q[t*nb*q8TileBytes:][:nb*q8TileBytes]
+	d := qa.d[t*nb*q8TileRows:][:nb*q8TileRows]
+	for b := 0; b < nb; b++ {
+		var qs [QBlock]byte
+		var db float32
+		if i < m {
+			db = quantActBlock(&qs, a[i*k+b*QBlock:][:QBlock])
+		} else {
+			for j := range qs {
+				qs[j] = 128
+			}
+		}
+		d[b*q8TileRows+li] = db
+		blk := q[b*q8TileBytes:][:q8TileBytes]
+		for g := 0; g < QBlock/4; g++ {
+			copy(blk[(g*q8TileRows+li)*4:][:4], qs[4*g:4*g+4])
+		}
+	}
+}
+
+// quantActBlock quantises 32 activations: q = round(x·127/max|x|), ties to even, stored
+// offset by 128; it returns d = max|x|/127. A NaN makes d NaN, so the product's outputs
+// are NaN as the float paths' are.
+func quantActBlock(qs *[QBlock]byte, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	d := amax / 127
+	var id float32
+	if amax != 0 {
+		id = 127 / amax
+	}
+	for j, v := range x {
+		r := math.RoundToEven(float64(v * id))
+		if !(r >= -127 && r <= 127) { // NaN or Inf·0: d carries it
+			r = 0
+		}
+		qs[j] = byte(int8(r)) ^ 0x80
+	}
+	return d
+}
+
+// q8Table is W's per-block constants for the integer tiles, in groups of 8 rows: for
+// group G, block b and row j of the group, the weight scale as a float32 and the int32
+// −128·Σq_w, at [((G·nb + b)·8 + j)·2]. Rows past the last are zero.
+func (w *Frozen) q8Table() []uint32 {
+	w.q8once.Do(func() {
+		nb := w.Cols / QBlock
+		const bb = 2 + QBlock
+		groups := (w.Rows + q8TileCols - 1) / q8TileCols
+		tab := make([]uint32, groups*nb*q8TileCols*2)
+		split(w.Rows, w.Rows*w.Cols, q8TileCols, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				g, j := r/q8TileCols, r%q8TileCols
+				for b := 0; b < nb; b++ {
+					blk := w.blk[(r*nb+b)*bb:][:bb]
+					var s int32
+					for _, v := range blk[2:] {
+						s += int32(int8(v))
+					}
+					e := tab[((g*nb+b)*q8TileCols+j)*2:]
+					e[0] = math.Float32bits(FromF16(binary.LittleEndian.Uint16(blk)))
+					e[1] = uint32(-128 * s)
+				}
+			}
+		})
+		w.q8tab = tab
+	})
+	return w.q8tab
+}
+
+// q8Product is C[m×Rows] (+)= A·Wᵀ on the integer tiles.
+func (w *Frozen) q8Product(c, a []float32, m int, acc bool) {
+	n, k := w.Rows, w.Cols
+	nb := k / QBlock
+	const bb = 2 + QBlock
+	tab := w.q8Table()
+	qa := quantActs(a, m, k)
+	defer q8ActsPool.Put(qa)
+	tiles := (m + q8TileRows - 1) / q8TileRows
+	groups := (n + q8TileCols - 1) / q8TileCols
+	split(groups, m*n*k, 1, func(lo, hi int) {
+		var out [q8TileRows * q8TileCols]float32
+		for g := lo; g < hi; g++ {
+			j := g * q8TileCols
+			cols := min(q8TileCols, n-j)
+			wp := w.blk[j*nb*bb:]
+			if cols < q8TileCols { // the last rows of W, padded with zero blocks
+				pad := make([]byte, q8TileCols*nb*bb)
+				copy(pad, w.blk[j*nb*bb:])
+				wp = pad
+			}
+			for t := 0; t < tiles; t++ {
+				q8Tile(&qa.q[t*nb*q8TileBytes], &qa.d[t*nb*q8TileRows], &wp[0], nb*bb, &tab[g*nb*q8TileCols*2], nb, &out[0])
+				i0 := t * q8TileRows
+				for r := 0; r < min(q8TileRows, m-i0); r++ {
+					cr := c[(i0+r)*n+j:][:cols]
+					for x := range cr {
+						if acc {
+							cr[x] += out[x*q8TileRows+r]
+						} else {
+							cr[x] = out[x*q8TileRows+r]
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// q8Tile runs the integer tile: the assembly with VNNI, else the portable kernel.
+func q8Tile(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32) {
+	if useVNNI {
+		q8TileVNNI(a, d, w, ldw, tab, nb, out)
+		return
+	}
+	q8TileGo(a, d, w, ldw, tab, nb, out)
+}
+
+// q8TileGo is the integer tile in Go, the reference of the assembly: out[j·16 + i] is
+// row i of the A tile (a: nb blocks of 512 bytes, d: nb×16 scales) times row j of W (8
+// rows of nb Q8_0 blocks, ldw bytes apart; tab: the group's q8Table entries).
+func q8TileGo(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32) {
+	as := unsafe.Slice(a, nb*q8TileBytes)
+	ds := unsafe.Slice(d, nb*q8TileRows)
+	ws := unsafe.Slice(w, (q8TileCols-1)*ldw+nb*(2+QBlock))
+	ts := unsafe.Slice(tab, nb*q8TileCols*2)
+	o := unsafe.Slice(out, q8TileRows*q8TileCols)
+	for j := 0; j < q8TileCols; j++ {
+		for i := 0; i < q8TileRows; i++ {
+			var sum float32
+			for b := 0; b < nb; b++ {
+				e := ts[(b*q8TileCols+j)*2:]
+				s := int32(e[1])
+				wq := ws[j*ldw+b*(2+QBlock)+2:][:QBlock]
+				ab := as[b*q8TileBytes:]
+				for p := 0; p < QBlock; p++ {
+					s += int32(ab[(p/4*q8TileRows+i)*4+p%4]) * int32(int8(wq[p]))
+				}
+				scale := ds[b*q8TileRows+i] * math.Float32frombits(e[0])
+				sum = float32(sum + float32(scale*float32(s))) // no fused multiply-add, as the assembly
+			}
+			o[j*q8TileRows+i] = sum
+		}
+	}
+}

@@ -1,0 +1,103 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The integer tile for q8_0 weights (frozenq8.go): 16 rows of quantised A, one int32
+// lane each, against 8 rows of W. VPDPBUSD (AVX512-VNNI) multiplies the unsigned bytes
+// of its first source (A, offset by 128) by the signed bytes of its second (four bytes
+// of a row of W, broadcast to every lane) and adds each lane's four products to the
+// accumulator, which starts a block at W's −128·Σq_w correction.
+//
+// Registers: Z0–Z7 the block's eight 4-byte groups of A; Z8–Z15 the int32 sums of W's
+// rows 0–7; Z16–Z23 their float32 outputs; Z24 A's scales; Z25 a scale product.
+
+// DPG adds group g of A (zg, bytes off+2 of each W block) to the eight rows' sums.
+#define DPG(off, zg) \
+	VPDPBUSD.BCST off(R8), zg, Z8 \
+	VPDPBUSD.BCST off(R8)(R9*1), zg, Z9 \
+	VPDPBUSD.BCST off(R8)(R9*2), zg, Z10 \
+	VPDPBUSD.BCST off(R8)(R10*1), zg, Z11 \
+	VPDPBUSD.BCST off(R11), zg, Z12 \
+	VPDPBUSD.BCST off(R11)(R9*1), zg, Z13 \
+	VPDPBUSD.BCST off(R11)(R9*2), zg, Z14 \
+	VPDPBUSD.BCST off(R11)(R10*1), zg, Z15
+
+// SCALE adds row j's block to its outputs: zo += float32(zi)·(d_a·d_w), d_w at off(BX).
+#define SCALE(off, zi, zo) \
+	VCVTDQ2PS zi, zi \
+	VMULPS.BCST off(BX), Z24, Z25 \
+	VMULPS Z25, zi, zi \
+	VADDPS zi, zo, zo
+
+// func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32)
+TEXT ·q8TileVNNI(SB), NOSPLIT, $0-56
+	MOVQ a+0(FP), SI
+	MOVQ d+8(FP), DX
+	MOVQ w+16(FP), R8
+	MOVQ ldw+24(FP), R9
+	MOVQ tab+32(FP), BX
+	MOVQ nb+40(FP), CX
+	MOVQ out+48(FP), DI
+	LEAQ (R9)(R9*2), R10
+	LEAQ (R8)(R9*4), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+block:
+	VMOVDQU32 0(SI), Z0
+	VMOVDQU32 64(SI), Z1
+	VMOVDQU32 128(SI), Z2
+	VMOVDQU32 192(SI), Z3
+	VMOVDQU32 256(SI), Z4
+	VMOVDQU32 320(SI), Z5
+	VMOVDQU32 384(SI), Z6
+	VMOVDQU32 448(SI), Z7
+	VMOVUPS (DX), Z24
+	VPBROADCASTD 4(BX), Z8
+	VPBROADCASTD 12(BX), Z9
+	VPBROADCASTD 20(BX), Z10
+	VPBROADCASTD 28(BX), Z11
+	VPBROADCASTD 36(BX), Z12
+	VPBROADCASTD 44(BX), Z13
+	VPBROADCASTD 52(BX), Z14
+	VPBROADCASTD 60(BX), Z15
+	DPG(2, Z0)
+	DPG(6, Z1)
+	DPG(10, Z2)
+	DPG(14, Z3)
+	DPG(18, Z4)
+	DPG(22, Z5)
+	DPG(26, Z6)
+	DPG(30, Z7)
+	SCALE(0, Z8, Z16)
+	SCALE(8, Z9, Z17)
+	SCALE(16, Z10, Z18)
+	SCALE(24, Z11, Z19)
+	SCALE(32, Z12, Z20)
+	SCALE(40, Z13, Z21)
+	SCALE(48, Z14, Z22)
+	SCALE(56, Z15, Z23)
+	ADDQ $512, SI
+	ADDQ $64, DX
+	ADDQ $34, R8
+	ADDQ $34, R11
+	ADDQ $64, BX
+	DECQ CX
+	JNZ block
+
+	VMOVUPS Z16, 0(DI)
+	VMOVUPS Z17, 64(DI)
+	VMOVUPS Z18, 128(DI)
+	VMOVUPS Z19, 192(DI)
+	VMOVUPS Z20, 256(DI)
+	VMOVUPS Z21, 320(DI)
+	VMOVUPS Z22, 384(DI)
+	VMOVUPS Z23, 448(DI)
+	VZEROUPPER
+	RET

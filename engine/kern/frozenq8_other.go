@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package kern
+
+// useVNNI is false without the assembly: q8_0 products take the float paths.
+var useVNNI = false
+
+// q8TileVNNI is never dispatched to without the assembly.
+func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32) {
+	q8TileGo(a, d, w, ldw, tab, nb, out)
+}

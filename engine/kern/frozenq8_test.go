@@ -1,0 +1,205 @@
+package kern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// q8RefNT is the integer product written plainly from the definition, with none of the
+// kernels' layout: each block of a row of A quantised by quantActBlock, its int32 dot
+// with the Q8_0 block summed directly (no offset, no correction), then the fixed
+// float32 steps. Every path of q8Product must give exactly these bits.
+func q8RefNT(a []float32, w *Frozen, m int) []float32 {
+	n, k := w.Rows, w.Cols
+	nb := k / QBlock
+	const bb = 2 + QBlock
+	out := make([]float32, m*n)
+	for i := 0; i < m; i++ {
+		qs := make([][QBlock]byte, nb)
+		ds := make([]float32, nb)
+		for b := range nb {
+			ds[b] = quantActBlock(&qs[b], a[i*k+b*QBlock:][:QBlock])
+		}
+		for j := 0; j < n; j++ {
+			var sum float32
+			for b := range nb {
+				blk := w.blk[(j*nb+b)*bb:][:bb]
+				var s int32
+				for p := range QBlock {
+					s += int32(int8(qs[b][p]^0x80)) * int32(int8(blk[2+p]))
+				}
+				scale := ds[b] * FromF16(binary.LittleEndian.Uint16(blk))
+				sum = float32(sum + float32(scale*float32(s)))
+			}
+			out[i*n+j] = sum
+		}
+	}
+	return out
+}
+
+// q8Levels are the integer kernels a test runs: the assembly where the machine has
+// VNNI, and the portable kernel (what purego and arm64 builds run).
+func q8Levels() []string {
+	if useVNNI {
+		return []string{"vnni", "portable"}
+	}
+	return []string{"portable"}
+}
+
+// atQ8Level runs f with the integer tiles on at level.
+func atQ8Level(level string, f func()) {
+	oldV, oldF := useVNNI, forceQ8Int
+	defer func() { useVNNI, forceQ8Int = oldV, oldF }()
+	forceQ8Int = true
+	if level == "portable" {
+		useVNNI = false
+	}
+	f()
+}
+
+// TestQ8IntBitExact checks the integer product at every path bit for bit against
+// q8RefNT: rows of A not a multiple of the 16-row tile (and fewer than one), rows of W
+// not a multiple of the 8-row group (and fewer than one), 1 to 48 blocks; activations
+// with zero blocks, large and tiny magnitudes; C overwritten and accumulated.
+func TestQ8IntBitExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 2))
+	shapes := [][3]int{{4, 8, 32}, {8, 8, 32}, {16, 8, 64}, {17, 13, 96}, {9, 1, 32}, {33, 50, 576}, {128, 24, 1536}, {40, 7, 160}, {255, 9, 64}}
+	for _, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
+		a := randSlice(rng, m*k)
+		clear(a[:QBlock]) // an all-zero block: d = 0
+		for p := QBlock; p < 2*QBlock && p < len(a); p++ {
+			a[p] *= 1e-30
+		}
+		if len(a) > 4*QBlock {
+			a[3*QBlock+5] = 3e4
+		}
+		want := q8RefNT(a, w, m)
+		for _, level := range q8Levels() {
+			for _, acc := range []bool{false, true} {
+				init := randSlice(rng, m*n)
+				c := append([]float32(nil), init...)
+				atQ8Level(level, func() { FrozenMatMulNT(c, a, w, m, acc) })
+				for x := range c {
+					wx := want[x]
+					if acc {
+						wx = init[x] + want[x]
+					}
+					if math.Float32bits(c[x]) != math.Float32bits(wx) {
+						t.Fatalf("%s %dx%dx%d acc=%v: C[%d,%d] = %g, want %g", level, m, n, k, acc, x/n, x%n, c[x], wx)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQ8TileMutations checks that the comparison above can fail: a change to any input
+// the tile reads (a byte of A, an A scale, a weight, a weight scale, a correction) must
+// change some output of the kernel at every path.
+func TestQ8TileMutations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const m, n, k = 16, 8, 96
+	nb := k / QBlock
+	w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
+	qa := quantActs(randSlice(rng, m*k), m, k)
+	tab := append([]uint32(nil), w.q8Table()...)
+	blk := append([]byte(nil), w.blk...)
+	run := func(level string) [q8TileRows * q8TileCols]float32 {
+		var out [q8TileRows * q8TileCols]float32
+		atQ8Level(level, func() { q8Tile(&qa.q[0], &qa.d[0], &blk[0], nb*(2+QBlock), &tab[0], nb, &out[0]) })
+		return out
+	}
+	mutations := []struct {
+		name string
+		do   func()
+	}{
+		{"A byte", func() { qa.q[2*q8TileBytes+77]++ }},
+		{"A scale", func() { qa.d[q8TileRows+3] *= 2 }},
+		{"weight", func() { blk[5*nb*(2+QBlock)+(2+QBlock)+2+31]++ }},
+		{"weight scale", func() { tab[(2*q8TileCols+6)*2] = math.Float32bits(3) }},
+		{"correction", func() { tab[(1*q8TileCols+7)*2+1]++ }},
+	}
+	for _, level := range q8Levels() {
+		base := run(level)
+		for _, mu := range mutations {
+			saveQ, saveD := append([]byte(nil), qa.q...), append([]float32(nil), qa.d...)
+			saveT, saveB := append([]uint32(nil), tab...), append([]byte(nil), blk...)
+			mu.do()
+			if run(level) == base {
+				t.Errorf("%s: mutating the %s changed no output", level, mu.name)
+			}
+			copy(qa.q, saveQ)
+			copy(qa.d, saveD)
+			copy(tab, saveT)
+			copy(blk, saveB)
+		}
+	}
+}
+
+// TestQ8IntAccuracy bounds the activation quantisation's error: the integer product is
+// within 1.5/127 of Σ|a·w| of the float64 product with the widened weights (each
+// activation moves by at most half a step, max|a|/254 of its block).
+func TestQ8IntAccuracy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const m, n, k = 20, 30, 576
+	w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
+	wf := widened(w)
+	a := randSlice(rng, m*k)
+	for _, level := range q8Levels() {
+		c := make([]float32, m*n)
+		atQ8Level(level, func() { FrozenMatMulNT(c, a, w, m, false) })
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				var s, abs float64
+				for p := 0; p < k; p++ {
+					s += float64(a[i*k+p]) * float64(wf[j*k+p])
+					abs += math.Abs(float64(a[i*k+p]) * float64(wf[j*k+p]))
+				}
+				if d := math.Abs(float64(c[i*n+j]) - s); d > 1.5/127*abs {
+					t.Fatalf("%s C[%d,%d] = %g, float64 %g: off by %g of Σ|a·w| %g", level, i, j, c[i*n+j], s, d, abs)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkFrozenQ8Int times the q8_0 product of the MLP's up projection (1536×576) on
+// the integer tiles against the float tiles, rows of A from a batch-16 decode step to a
+// 512-token prompt: GFLOP per CPU second.
+func BenchmarkFrozenQ8Int(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 1536, 576
+	w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
+	for _, m := range []int{2, 4, 8, 16, 32, 128, 255} {
+		a, c := randSlice(rng, m*k), make([]float32, m*n)
+		for _, path := range []string{"int", "float"} {
+			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
+				oldV, oldF := useVNNI, forceQ8Int
+				defer func() { useVNNI, forceQ8Int = oldV, oldF }()
+				if path == "float" {
+					useVNNI, forceQ8Int = false, false
+				} else if !useVNNI {
+					b.Skip("no VNNI")
+				}
+				run := func() { FrozenMatMulNT(c, a, w, m, false) }
+				if path == "int" { // whatever q8IntMinRows says
+					run = func() { w.q8Product(c, a, m, false) }
+				}
+				run()
+				t0 := cpuTime()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					run()
+				}
+				flop := 2 * float64(m*n*k) * float64(b.N)
+				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+			})
+		}
+	}
+}
