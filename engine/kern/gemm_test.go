@@ -359,14 +359,9 @@ func TestGemmDeepK(t *testing.T) {
 		a := randSlice(rng, m*k)
 		got, want := make([]float32, m*n), make([]float32, m*n)
 		FrozenMatMulNT(got, a, w, m, false)
-		// A bf16 forward product multiplies activations rounded to bf16 (as llama.cpp).
-		aRef := a
-		if f == BF16 {
-			aRef = make([]float32, len(a))
-			for i, v := range a {
-				aRef[i] = FromBF16(ToBF16(v))
-			}
-		}
+		// A bf16 forward product multiplies activations rounded to bf16, a q8_0 one on the
+		// integer tiles activations quantised to 8 bits (as llama.cpp).
+		aRef := forwardActs(w, a, m)
 		refNT(want, aRef, wide, m, n, k, false)
 		mag := make([]float32, m*n)
 		refNT(mag, abs32(a), abs32(wide), m, n, k, true)
