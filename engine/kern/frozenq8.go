@@ -93,6 +93,11 @@ func quantActRow(qa *q8Acts, a []float32, m, k, i int) {
 	t, li := i/q8TileRows, i%q8TileRows
 	q := qa.q[t*nb*q8TileBytes:][:nb*q8TileBytes]
 	d := qa.d[t*nb*q8TileRows:][:nb*q8TileRows]
+	if i < m && useVNNI {
+		_ = a[i*k+k-1]
+		quantActsAVX512(&q[li*4], &d[li], &a[i*k], nb)
+		return
+	}
 	for b := 0; b < nb; b++ {
 		var qs [QBlock]byte
 		var db float32
@@ -113,7 +118,7 @@ func quantActRow(qa *q8Acts, a []float32, m, k, i int) {
 
 // quantActBlock quantises 32 activations: q = round(x·127/max|x|), ties to even, stored
 // offset by 128; it returns d = max|x|/127. A NaN makes d NaN, so the product's outputs
-// are NaN as the float paths' are.
+// are NaN as the float paths' are. quantActsAVX512 is this in assembly, bit for bit.
 func quantActBlock(qs *[QBlock]byte, x []float32) float32 {
 	var amax float32
 	for _, v := range x {
@@ -126,8 +131,8 @@ func quantActBlock(qs *[QBlock]byte, x []float32) float32 {
 	}
 	for j, v := range x {
 		r := math.RoundToEven(float64(v * id))
-		if !(r >= -127 && r <= 127) { // NaN or Inf·0: d carries it
-			r = 0
+		if !(r >= -127 && r <= 127) { // NaN, or Inf·0: d carries it; −128 as VPMOVSDB saturates it
+			r = -128
 		}
 		qs[j] = byte(int8(r)) ^ 0x80
 	}

@@ -13,3 +13,9 @@ var useVNNI = useAVX512 && cpu.X86.HasAVX512VNNI
 //
 //go:noescape
 func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32)
+
+// quantActsAVX512 is quantActBlock for the nb blocks of one row of A, written into the
+// row's slots of its tile (q: the first 4-byte slot, d: the first scale).
+//
+//go:noescape
+func quantActsAVX512(q *byte, d *float32, x *float32, nb int)

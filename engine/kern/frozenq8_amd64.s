@@ -101,3 +101,73 @@ block:
 	VMOVUPS Z23, 448(DI)
 	VZEROUPPER
 	RET
+
+// func quantActsAVX512(q *byte, d *float32, x *float32, nb int)
+//
+// quantActBlock for nb blocks of one row of A, bit for bit: q is the row's first 4-byte
+// slot in its tile (group g of block b at q + 512b + 64g), d its first scale (block b at
+// d + 64b). max|x| is taken on the bits (|x| as unsigned integers orders as the floats,
+// and a NaN is above every number, so it reaches d as Go's max takes it); VCVTPS2DQ
+// rounds to nearest even, as math.RoundToEven, and a NaN or an overflow becomes
+// 0x80000000, which VPMOVSDB saturates to −128, the portable code's value for them.
+TEXT ·quantActsAVX512(SB), NOSPLIT, $0-32
+	MOVQ q+0(FP), DI
+	MOVQ d+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ nb+24(FP), CX
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z6
+	MOVL $0x42fe0000, AX // 127.0
+	VMOVD AX, X7
+	MOVL $0x80808080, AX
+	VMOVD AX, X8
+	VPBROADCASTD X8, Y8
+
+qblock:
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VPANDD Z6, Z0, Z2
+	VPANDD Z6, Z1, Z3
+	VPMAXUD Z3, Z2, Z2
+	VEXTRACTI64X4 $1, Z2, Y3
+	VPMAXUD Y3, Y2, Y2
+	VEXTRACTI128 $1, Y2, X3
+	VPMAXUD X3, X2, X2
+	VPSHUFD $0x4e, X2, X3
+	VPMAXUD X3, X2, X2
+	VPSHUFD $0xb1, X2, X3
+	VPMAXUD X3, X2, X2
+	VDIVSS X7, X2, X4 // d = max/127
+	VMOVSS X4, (DX)
+	VXORPS X5, X5, X5
+	VMOVD X2, AX
+	TESTL AX, AX
+	JZ qzero
+	VDIVSS X2, X7, X5 // 127/max
+
+qzero:
+	VBROADCASTSS X5, Z5
+	VMULPS Z5, Z0, Z0
+	VMULPS Z5, Z1, Z1
+	VCVTPS2DQ Z0, Z0
+	VCVTPS2DQ Z1, Z1
+	VPMOVSDB Z0, X0
+	VPMOVSDB Z1, X1
+	VINSERTI128 $1, X1, Y0, Y0
+	VPXOR Y8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VMOVD X0, 0(DI)
+	VPEXTRD $1, X0, 64(DI)
+	VPEXTRD $2, X0, 128(DI)
+	VPEXTRD $3, X0, 192(DI)
+	VMOVD X1, 256(DI)
+	VPEXTRD $1, X1, 320(DI)
+	VPEXTRD $2, X1, 384(DI)
+	VPEXTRD $3, X1, 448(DI)
+	ADDQ $128, SI
+	ADDQ $512, DI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ qblock
+	VZEROUPPER
+	RET

@@ -9,3 +9,8 @@ var useVNNI = false
 func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32) {
 	q8TileGo(a, d, w, ldw, tab, nb, out)
 }
+
+// quantActsAVX512 is never dispatched to without the assembly.
+func quantActsAVX512(q *byte, d *float32, x *float32, nb int) {
+	panic("kern: quantActsAVX512 without the assembly")
+}

@@ -203,3 +203,68 @@ func BenchmarkFrozenQ8Int(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQuantActs times the activations' quantisation of a 128-row prompt product
+// (k = 576), one goroutine: nanoseconds an activation.
+func BenchmarkQuantActs(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	m, k := 128, 576
+	a := randSlice(rng, m*k)
+	t0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		q8ActsPool.Put(quantActs(a, m, k))
+	}
+	b.ReportMetric(float64((cpuTime()-t0).Nanoseconds())/float64(b.N*m*k), "cpu-ns/act")
+}
+
+// TestQuantActsBitExact checks the activations' quantisation at every path bit for bit
+// against quantActBlock: ties both ways (a block whose maximum is 127, so q = x), zeros,
+// subnormals, a block whose 127/max overflows, infinities and NaNs, rows not a multiple
+// of the tile (padding rows).
+func TestQuantActsBitExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const m, k = 21, 8 * QBlock
+	a := randSlice(rng, m*k)
+	blk := func(i, b int) []float32 { return a[i*k+b*QBlock:][:QBlock] }
+	for j, v := range []float32{127, 0.5, 1.5, 2.5, -2.5, -0.5, 126.5, -126.5, 3} {
+		blk(0, 1)[j] = v
+	}
+	clear(blk(1, 0))
+	for j := range blk(2, 3) {
+		blk(2, 3)[j] = math.Float32frombits(uint32(j + 1)) // subnormals: 127/max is +Inf
+	}
+	blk(3, 2)[7] = float32(math.Inf(-1))
+	blk(4, 5)[30] = float32(math.NaN())
+	blk(5, 7)[0] = math.MaxFloat32
+	want := make([][QBlock]byte, m*k/QBlock)
+	wantD := make([]float32, m*k/QBlock)
+	for x := range want {
+		wantD[x] = quantActBlock(&want[x], a[x*QBlock:][:QBlock])
+	}
+	for _, level := range q8Levels() {
+		var qa *q8Acts
+		atQ8Level(level, func() { qa = quantActs(a, m, k) })
+		nb := k / QBlock
+		for i := 0; i < 32; i++ { // two tiles: rows 21–31 are padding
+			tile, li := i/q8TileRows, i%q8TileRows
+			for b := 0; b < nb; b++ {
+				d := qa.d[(tile*nb+b)*q8TileRows+li]
+				var q [QBlock]byte
+				for p := range QBlock {
+					q[p] = qa.q[(tile*nb+b)*q8TileBytes+(p/4*q8TileRows+li)*4+p%4]
+				}
+				wq, wd := [QBlock]byte{}, float32(0)
+				for p := range wq {
+					wq[p] = 0x80
+				}
+				if i < m {
+					wq, wd = want[i*nb+b], wantD[i*nb+b]
+				}
+				sameD := math.Float32bits(d) == math.Float32bits(wd) || (d != d && wd != wd)
+				if q != wq || !sameD {
+					t.Fatalf("%s row %d block %d: q %v d %g, want q %v d %g", level, i, b, q, d, wq, wd)
+				}
+			}
+		}
+	}
+}
