@@ -243,3 +243,8 @@ func q8TileGo(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *f
 		}
 	}
 }
+
+// Q8IntActivations reports whether forward products of several rows with q8_0 weights
+// quantise their activations to 8-bit blocks on this machine (the integer tiles, on
+// AVX512-VNNI); elsewhere they multiply the float32 activations.
+func Q8IntActivations() bool { return useVNNI || forceQ8Int }
