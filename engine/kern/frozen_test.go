@@ -96,7 +96,7 @@ func TestFrozenProducts(t *testing.T) {
 // bfloat16 when W is bfloat16 (frozenbf16.go), quantised to 8-bit blocks when the
 // product takes the q8_0 integer tiles (frozenq8.go), else as given.
 func forwardActs(w *Frozen, a []float32, m int) []float32 {
-	if w.q8Int(m) {
+	if w.intTiles(m) {
 		out := make([]float32, len(a))
 		for p := 0; p < len(a); p += QBlock {
 			var qs [QBlock]byte

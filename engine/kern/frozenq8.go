@@ -40,13 +40,26 @@ const (
 )
 
 // q8IntMinRows is the fewest rows of A the integer tiles take: below it the tile's 16
-// lanes are mostly padding and the float tiles win (measured with BenchmarkFrozenPrompt
-// and BenchmarkFrozenBatch16; see docs/performance.md).
+// lanes are mostly padding and the float tiles win (BenchmarkFrozenQ8Int, GFLOP per CPU
+// second: 2 rows 25 vs 25, 4 rows 50 vs 43, 16 rows 216 vs 77; docs/performance.md).
 const q8IntMinRows = 4
 
-// q8Int reports whether a product of m rows with W takes the integer tiles.
-func (w *Frozen) q8Int(m int) bool {
-	return w.Format == Q8_0 && m >= q8IntMinRows && (useVNNI || forceQ8Int)
+// q4IntMinRows is q8IntMinRows for q4_1, whose tiles also unpack W's nibbles and add the
+// minimums' product once per call: at 4 rows 35 vs 40 GFLOP per CPU second for the float
+// tiles, at 8 and more the integer tiles lead (BenchmarkFrozenQ4Int).
+const q4IntMinRows = 8
+
+// intTiles reports whether a product of m rows with W takes the integer tiles.
+func (w *Frozen) intTiles(m int) bool {
+	switch {
+	case !useVNNI && !forceQ8Int:
+		return false
+	case w.Format == Q8_0:
+		return m >= q8IntMinRows
+	case w.Format == Q4_1:
+		return m >= q4IntMinRows
+	}
+	return false
 }
 
 // forceQ8Int routes products to the integer tiles without VNNI (the portable kernel):
@@ -191,20 +204,44 @@ func (w *Frozen) q8Product(c, a []float32, m int, acc bool) {
 			}
 			for t := 0; t < tiles; t++ {
 				q8Tile(&qa.q[t*nb*q8TileBytes], &qa.d[t*nb*q8TileRows], &wp[0], nb*bb, &tab[g*nb*q8TileCols*2], nb, &out[0])
-				i0 := t * q8TileRows
-				for r := 0; r < min(q8TileRows, m-i0); r++ {
-					cr := c[(i0+r)*n+j:][:cols]
-					for x := range cr {
-						if acc {
-							cr[x] += out[x*q8TileRows+r]
-						} else {
-							cr[x] = out[x*q8TileRows+r]
-						}
-					}
-				}
+				storeIntTile(c, &out, t*q8TileRows, j, min(q8TileRows, m-t*q8TileRows), cols, n, acc)
 			}
 		}
 	})
+}
+
+// storeIntTile writes (or adds) the rows×cols corner of an integer tile's out (row r of
+// A, row x of W at out[16x + r]) to C at (i0, j); a whole group of 8 unrolled, as a
+// per-element loop took a third of a 128-row product's time.
+func storeIntTile(c []float32, out *[q8TileRows * q8TileCols]float32, i0, j, rows, cols, n int, acc bool) {
+	for r := 0; r < rows; r++ {
+		o := (*[7*q8TileRows + 1]float32)(out[r:])
+		if cols < q8TileCols {
+			cr := c[(i0+r)*n+j:][:cols]
+			for x := range cr {
+				if acc {
+					cr[x] += o[x*q8TileRows]
+				} else {
+					cr[x] = o[x*q8TileRows]
+				}
+			}
+			continue
+		}
+		cr := (*[q8TileCols]float32)(c[(i0+r)*n+j:])
+		if acc {
+			cr[0] += o[0]
+			cr[1] += o[16]
+			cr[2] += o[32]
+			cr[3] += o[48]
+			cr[4] += o[64]
+			cr[5] += o[80]
+			cr[6] += o[96]
+			cr[7] += o[112]
+		} else {
+			cr[0], cr[1], cr[2], cr[3] = o[0], o[16], o[32], o[48]
+			cr[4], cr[5], cr[6], cr[7] = o[64], o[80], o[96], o[112]
+		}
+	}
 }
 
 // q8Tile runs the integer tile: the assembly with VNNI, else the portable kernel.
@@ -244,7 +281,96 @@ func q8TileGo(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *f
 	}
 }
 
-// Q8IntActivations reports whether forward products of several rows with q8_0 weights
-// quantise their activations to 8-bit blocks on this machine (the integer tiles, on
-// AVX512-VNNI); elsewhere they multiply the float32 activations.
+// Q8IntActivations reports whether forward products of several rows with q8_0 or q4_1
+// weights quantise their activations to 8-bit blocks on this machine (the integer tiles,
+// on AVX512-VNNI); elsewhere they multiply the float32 activations.
 func Q8IntActivations() bool { return useVNNI || forceQ8Int }
+
+// q4Product is C[m×Rows] (+)= A·Wᵀ for q4_1 weights on the integer tiles. A q4_1 weight
+// is d_w·q_w + m_w with q_w ∈ [0, 15], so a block pair's products sum to
+// d_a·d_w·Σq_a·q_w + m_w·(d_a·Σq_a): the first is the q8_0 tile on W's nibbles unpacked
+// to bytes (8 rows at a time, into L1, with their scales and corrections), the second a
+// float32 product of A's block sums [m×nb] with W's minimums [Rows×nb], added after.
+func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
+	n, k := w.Rows, w.Cols
+	nb := k / QBlock
+	const bb, ub = 4 + QBlock/2, 2 + QBlock
+	qa := quantActs(a, m, k)
+	defer q8ActsPool.Put(qa)
+	tiles := (m + q8TileRows - 1) / q8TileRows
+	groups := (n + q8TileCols - 1) / q8TileCols
+	mbuf := getScratch(n * nb)
+	defer putScratch(mbuf)
+	mw := (*mbuf)[:n*nb]
+	split(groups, m*n*k, 1, func(lo, hi int) {
+		var out [q8TileRows * q8TileCols]float32
+		wb := make([]byte, q8TileCols*nb*ub)
+		tab := make([]uint32, nb*q8TileCols*2)
+		for g := lo; g < hi; g++ {
+			j := g * q8TileCols
+			cols := min(q8TileCols, n-j)
+			if cols < q8TileCols {
+				clear(wb)
+				clear(tab)
+			}
+			for r := 0; r < cols; r++ {
+				unpackQ4(wb[r*nb*ub:][:nb*ub], w.blk[(j+r)*nb*bb:][:nb*bb], nb, tab[2*r:], mw[(j+r)*nb:][:nb])
+			}
+			for t := 0; t < tiles; t++ {
+				q8Tile(&qa.q[t*nb*q8TileBytes], &qa.d[t*nb*q8TileRows], &wb[0], nb*ub, &tab[0], nb, &out[0])
+				storeIntTile(c, &out, t*q8TileRows, j, min(q8TileRows, m-t*q8TileRows), cols, n, acc)
+			}
+		}
+	})
+	// The minimums' term: s_a[i, b] = d_a·Σq_a of A's block b in row i.
+	sbuf := getScratch(m * nb)
+	defer putScratch(sbuf)
+	sa := (*sbuf)[:m*nb]
+	for i := 0; i < m; i++ {
+		t, li := i/q8TileRows, i%q8TileRows
+		for b := 0; b < nb; b++ {
+			blk := qa.q[(t*nb+b)*q8TileBytes:][:q8TileBytes]
+			var s int32
+			for p := 0; p < QBlock; p++ {
+				s += int32(int8(blk[(p/4*q8TileRows+li)*4+p%4] ^ 0x80))
+			}
+			sa[i*nb+b] = qa.d[(t*nb+b)*q8TileRows+li] * float32(s)
+		}
+	}
+	matMulNT32(c, sa, mw, m, n, nb, true)
+}
+
+// unpackQ4 unpacks one row of nb Q4_1 blocks for the integer tile: the assembly with
+// VNNI, else unpackQ4Go.
+func unpackQ4(dst, src []byte, nb int, tab []uint32, mw []float32) {
+	if useVNNI {
+		_ = dst[nb*(2+QBlock)-1]
+		_ = src[nb*(4+QBlock/2)-1]
+		_ = tab[(nb-1)*q8TileCols*2+1]
+		_ = mw[nb-1]
+		unpackQ4AVX(&dst[0], &src[0], nb, &tab[0], &mw[0])
+		return
+	}
+	unpackQ4Go(dst, src, nb, tab, mw)
+}
+
+// unpackQ4Go writes block b of a Q4_1 row as the q8_0 tile reads a row of W: its 32
+// four-bit weights as bytes at dst[34b+2:] (weight j at byte j), its scale as float32 and
+// −128·Σq at tab[16b], tab[16b+1] (the row's entries in its group's q8Table layout), and
+// its minimum at mw[b].
+func unpackQ4Go(dst, src []byte, nb int, tab []uint32, mw []float32) {
+	const bb, ub = 4 + QBlock/2, 2 + QBlock
+	for b := 0; b < nb; b++ {
+		blk := src[b*bb:][:bb]
+		out := dst[b*ub:][:ub]
+		var s int32
+		for j := 0; j < QBlock/2; j++ {
+			lo, hi := blk[4+j]&0xF, blk[4+j]>>4
+			out[2+j], out[2+QBlock/2+j] = lo, hi
+			s += int32(lo) + int32(hi)
+		}
+		tab[b*q8TileCols*2] = math.Float32bits(FromF16(binary.LittleEndian.Uint16(blk)))
+		tab[b*q8TileCols*2+1] = uint32(-128 * s)
+		mw[b] = FromF16(binary.LittleEndian.Uint16(blk[2:]))
+	}
+}

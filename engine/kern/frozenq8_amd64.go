@@ -19,3 +19,8 @@ func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out 
 //
 //go:noescape
 func quantActsAVX512(q *byte, d *float32, x *float32, nb int)
+
+// unpackQ4AVX is unpackQ4Go in assembly (AVX, F16C), bit for bit.
+//
+//go:noescape
+func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32)

@@ -171,3 +171,51 @@ qzero:
 	JNZ qblock
 	VZEROUPPER
 	RET
+
+// func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32)
+//
+// unpackQ4Go for one row of nb Q4_1 blocks, bit for bit: each block's 32 nibbles as
+// bytes at dst+2 of a 34-byte block (weight j at byte j: low nibbles first), its scale
+// as float32 and −128·Σq at tab (64 bytes a block), its minimum as float32 at mw.
+TEXT ·unpackQ4AVX(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ nb+16(FP), CX
+	MOVQ tab+24(FP), BX
+	MOVQ mw+32(FP), DX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+	VPXOR X14, X14, X14
+
+ublock:
+	VMOVDQU 4(SI), X0
+	VPAND X15, X0, X1
+	VPSRLW $4, X0, X2
+	VPAND X15, X2, X2
+	VMOVDQU X1, 2(DI)
+	VMOVDQU X2, 18(DI)
+	VPADDB X2, X1, X3
+	VPSADBW X14, X3, X3
+	VPSHUFD $0x4e, X3, X4
+	VPADDQ X4, X3, X3
+	VMOVD X3, AX
+	NEGL AX
+	SHLL $7, AX
+	MOVL AX, 4(BX)
+	MOVWLZX 0(SI), AX
+	VMOVD AX, X5
+	VCVTPH2PS X5, X5
+	VMOVSS X5, 0(BX)
+	MOVWLZX 2(SI), AX
+	VMOVD AX, X6
+	VCVTPH2PS X6, X6
+	VMOVSS X6, 0(DX)
+	ADDQ $20, SI
+	ADDQ $34, DI
+	ADDQ $64, BX
+	ADDQ $4, DX
+	DECQ CX
+	JNZ ublock
+	VZEROUPPER
+	RET

@@ -14,3 +14,8 @@ func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out 
 func quantActsAVX512(q *byte, d *float32, x *float32, nb int) {
 	panic("kern: quantActsAVX512 without the assembly")
 }
+
+// unpackQ4AVX is never dispatched to without the assembly.
+func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32) {
+	panic("kern: unpackQ4AVX without the assembly")
+}

@@ -268,3 +268,76 @@ func TestQuantActsBitExact(t *testing.T) {
 		}
 	}
 }
+
+// TestQ4IntPaths checks the q4_1 integer product: its unpacking in assembly bit for bit
+// against unpackQ4Go (nibbles, scales, corrections, minimums), and the whole product
+// the same bits on the VNNI and portable tiles (the minimums' float32 product is common
+// to both) at ragged shapes. Its distance from a float64 product is TestFrozenProducts'.
+func TestQ4IntPaths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, s := range [][3]int{{8, 8, 32}, {17, 13, 96}, {33, 50, 576}, {128, 9, 1536}} {
+		m, n, k := s[0], s[1], s[2]
+		nb := k / QBlock
+		w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
+		if useVNNI {
+			for r := 0; r < n; r++ {
+				src := w.blk[r*nb*20:][:nb*20]
+				d1, d2 := make([]byte, nb*34), make([]byte, nb*34)
+				t1, t2 := make([]uint32, nb*16), make([]uint32, nb*16)
+				m1, m2 := make([]float32, nb), make([]float32, nb)
+				unpackQ4AVX(&d1[0], &src[0], nb, &t1[0], &m1[0])
+				unpackQ4Go(d2, src, nb, t2, m2)
+				if string(d1) != string(d2) || fmt.Sprint(t1) != fmt.Sprint(t2) || fmt.Sprint(m1) != fmt.Sprint(m2) {
+					t.Fatalf("%dx%d row %d: the assembly unpacks differently", n, k, r)
+				}
+			}
+		}
+		a := randSlice(rng, m*k)
+		var got [2][]float32
+		for x, level := range q8Levels() {
+			got[x] = make([]float32, m*n)
+			atQ8Level(level, func() { FrozenMatMulNT(got[x], a, w, m, false) })
+		}
+		if useVNNI {
+			for x := range got[0] {
+				if math.Float32bits(got[0][x]) != math.Float32bits(got[1][x]) {
+					t.Fatalf("%dx%dx%d: C[%d] = %g on VNNI, %g portable", m, n, k, x, got[0][x], got[1][x])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkFrozenQ4Int is BenchmarkFrozenQ8Int for q4_1.
+func BenchmarkFrozenQ4Int(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 1536, 576
+	w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
+	for _, m := range []int{4, 8, 16, 128, 255} {
+		a, c := randSlice(rng, m*k), make([]float32, m*n)
+		for _, path := range []string{"int", "float"} {
+			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
+				oldV, oldF := useVNNI, forceQ8Int
+				defer func() { useVNNI, forceQ8Int = oldV, oldF }()
+				if path == "float" {
+					useVNNI, forceQ8Int = false, false
+				} else if !useVNNI {
+					b.Skip("no VNNI")
+				}
+				run := func() { FrozenMatMulNT(c, a, w, m, false) }
+				if path == "int" { // whatever q4IntMinRows says
+					run = func() { w.q4Product(c, a, m, false) }
+				}
+				run()
+				t0 := cpuTime()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					run()
+				}
+				flop := 2 * float64(m*n*k) * float64(b.N)
+				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+			})
+		}
+	}
+}
