@@ -198,8 +198,8 @@ func TestLogprobsMatchLlamaCpp(t *testing.T) {
 //     so does the engine on AVX512-VNNI in products of 4 or more rows (its own 8-bit
 //     blocks, kern/frozenq8.go): 0.0457, 0.276; 50/51. With float32 activations (other
 //     CPUs): 0.050, 0.336; 49/51.
-//   - q4_1: llama.cpp as q8_0 (Q4_1 × Q8_1 dot products); the engine widens the weights
-//     and multiplies in float32. 0.050, 0.262; 50/51.
+//   - q4_1: as q8_0 (llama.cpp: Q4_1 × Q8_1 dot products; the engine in products of 8 or
+//     more rows): 0.0478, 0.223; 50/51. With float32 activations: 0.050, 0.262; 50/51.
 //
 // It also logs how far each format moves the engine from its f32 logprobs on the shipped
 // file (the storage error alone; docs/models.md).
