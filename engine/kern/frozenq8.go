@@ -166,10 +166,7 @@ func (w *Frozen) q8Table() []uint32 {
 				g, j := r/q8TileCols, r%q8TileCols
 				for b := 0; b < nb; b++ {
 					blk := w.blk[(r*nb+b)*bb:][:bb]
-					var s int32
-					for _, v := range blk[2:] {
-						s += int32(int8(v))
-					}
+					s := sumInt8(blk[2:])
 					e := tab[((g*nb+b)*q8TileCols+j)*2:]
 					e[0] = math.Float32bits(FromF16(binary.LittleEndian.Uint16(blk)))
 					e[1] = uint32(-128 * s)
@@ -179,6 +176,19 @@ func (w *Frozen) q8Table() []uint32 {
 		w.q8tab = tab
 	})
 	return w.q8tab
+}
+
+// sumInt8 is Σ int8(q) over a block's 32 weights, eight at a time in a uint64: each
+// byte offset by 128 to unsigned, bytes added in pairs to 16-bit lanes, the lanes summed
+// by a multiply (at most 32·255, which fits the top lane).
+func sumInt8(q []byte) int32 {
+	const lo8, ones16 = 0x00ff00ff00ff00ff, 0x0001000100010001
+	var t uint64
+	for i := 0; i < QBlock; i += 8 {
+		x := binary.LittleEndian.Uint64(q[i:]) ^ 0x8080808080808080
+		t += x&lo8 + (x>>8)&lo8
+	}
+	return int32(t*ones16>>48) - QBlock*128
 }
 
 // q8Product is C[m×Rows] (+)= A·Wᵀ on the integer tiles.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -340,4 +341,44 @@ func BenchmarkFrozenQ4Int(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestSumInt8 checks the table's block sums against a plain loop, extremes included.
+func TestSumInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for n := 0; n < 1000; n++ {
+		q := make([]byte, QBlock)
+		for i := range q {
+			switch n {
+			case 0:
+				q[i] = 0x80 // −128 each
+			case 1:
+				q[i] = 0x7f
+			default:
+				q[i] = byte(rng.Uint32())
+			}
+		}
+		var want int32
+		for _, v := range q {
+			want += int32(int8(v))
+		}
+		if got := sumInt8(q); got != want {
+			t.Fatalf("%v: sum %d, want %d", q, got, want)
+		}
+	}
+}
+
+// BenchmarkQ8Table times building a 1536×576 matrix's table (once per matrix, on its
+// first product of several rows): nanoseconds a weight.
+func BenchmarkQ8Table(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 1536, 576
+	src := randSlice(rng, n*k)
+	w := NewFrozen(src, n, k, Q8_0)
+	t0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		w.q8once = sync.Once{}
+		w.q8Table()
+	}
+	b.ReportMetric(float64((cpuTime()-t0).Nanoseconds())/float64(b.N*n*k), "cpu-ns/weight")
 }
