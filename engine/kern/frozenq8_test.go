@@ -67,7 +67,7 @@ func atQ8Level(level string, f func()) {
 // with zero blocks, large and tiny magnitudes; C overwritten and accumulated.
 func TestQ8IntBitExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 2))
-	shapes := [][3]int{{4, 8, 32}, {8, 8, 32}, {16, 8, 64}, {17, 13, 96}, {9, 1, 32}, {33, 50, 576}, {128, 24, 1536}, {40, 7, 160}, {255, 9, 64}}
+	shapes := [][3]int{{4, 8, 32}, {8, 8, 32}, {16, 8, 64}, {17, 13, 96}, {9, 1, 32}, {33, 50, 576}, {128, 24, 1536}, {40, 7, 160}, {255, 9, 64}, {300, 10, 96}}
 	for _, s := range shapes {
 		m, n, k := s[0], s[1], s[2]
 		w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
@@ -170,13 +170,13 @@ func TestQ8IntAccuracy(t *testing.T) {
 }
 
 // BenchmarkFrozenQ8Int times the q8_0 product of the MLP's up projection (1536×576) on
-// the integer tiles against the float tiles, rows of A from a batch-16 decode step to a
-// 512-token prompt: GFLOP per CPU second.
+// the integer tiles against the float paths, rows of A from a batch-2 decode step to a
+// 2048-token training step: GFLOP per CPU second.
 func BenchmarkFrozenQ8Int(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	n, k := 1536, 576
 	w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
-	for _, m := range []int{2, 4, 8, 16, 32, 128, 255} {
+	for _, m := range []int{2, 4, 8, 16, 32, 128, 255, 512, 2048} {
 		a, c := randSlice(rng, m*k), make([]float32, m*n)
 		for _, path := range []string{"int", "float"} {
 			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
@@ -276,7 +276,7 @@ func TestQuantActsBitExact(t *testing.T) {
 // to both) at ragged shapes. Its distance from a float64 product is TestFrozenProducts'.
 func TestQ4IntPaths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, s := range [][3]int{{8, 8, 32}, {17, 13, 96}, {33, 50, 576}, {128, 9, 1536}} {
+	for _, s := range [][3]int{{8, 8, 32}, {17, 13, 96}, {33, 50, 576}, {128, 9, 1536}, {300, 10, 96}} {
 		m, n, k := s[0], s[1], s[2]
 		nb := k / QBlock
 		w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
