@@ -7,7 +7,8 @@ import (
 	"unsafe"
 )
 
-// Products of several rows with q8_0 weights in integer arithmetic, as llama.cpp does:
+// Products of several rows with q8_0 weights (and q4_1, q4Product) in integer
+// arithmetic, on CPUs with AVX512-VNNI, as llama.cpp does:
 // each row of A is quantised once per product to 8-bit blocks of 32 (a = d_a·q_a, d_a =
 // max|a|/127, q_a rounded to nearest, ties to even), and a block pair contributes
 // (d_a·d_w)·Σ q_a·q_w, the sum exact in int32 and one float32 multiply a block. The
@@ -29,7 +30,10 @@ import (
 // relative error of at most 1/254 of the block's largest value per element); the sums
 // are exact and the float32 steps are fixed (s = d_a·d_w, t = s·float32(Σ), acc += t,
 // blocks in order, no fused multiply-add), so every path gives the same bits:
-// q8TileGo is the reference the assembly is tested against.
+// q8TileGo is the reference the assembly is tested against. Decode (one row) keeps the
+// float dots, whose speed is the weights' bytes; machines without VNNI keep the float
+// tiles (an AVX2 integer tile needs VPMADDUBSW's sign trick, four instructions per 32
+// multiply-adds, no better than an FMA; docs/performance.md).
 
 // The integer tile's shape: rows of A (int32 lanes of a zmm) and rows of W.
 const (
