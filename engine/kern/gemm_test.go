@@ -348,7 +348,7 @@ func TestGemmDeepK(t *testing.T) {
 		}
 	}
 	// Frozen B: C = A·Wᵀ (W n×k) and C = A·W (W k×n), k deep, against the widened W.
-	m, n, k := 40, 40, 2*kSlab+64 // 40 rows: the packed path (tileMaxRows)
+	m, n, k := 40, 40, 2*kSlab+64 // 40 rows: the packed path (tileMaxRows), q8_0 and q4_1 the integer tiles on VNNI
 	for _, f := range []WeightFormat{F32, BF16, Q8_0, Q4_1} {
 		src := randSlice(rng, n*k)
 		w := NewFrozen(src, n, k, f)
