@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Frozen base weights on the CPU. Decoding one token reads every weight once, so its
@@ -92,6 +93,9 @@ type Frozen struct {
 	f32        []float32 // F32 (aliases the source)
 	bf         []uint16  // BF16
 	blk        []byte    // block formats: Cols/blockLen blocks a row
+
+	q8once sync.Once // builds q8tab on the first integer product (frozenq8.go)
+	q8tab  []uint32
 }
 
 // NewFrozen stores src [rows×cols] in format f: an F32 matrix aliases src, the others

@@ -37,13 +37,13 @@ var kernelLevels = []string{"native", "avx2", "portable"}
 
 // atLevel runs f with the kernels limited to level (a no-op where the machine has less).
 func atLevel(level string, f func()) {
-	old2, old512, oldDP := useAVX2, useAVX512, useDPBF16
-	defer func() { useAVX2, useAVX512, useDPBF16 = old2, old512, oldDP }()
+	old2, old512, oldDP, oldVNNI := useAVX2, useAVX512, useDPBF16, useVNNI
+	defer func() { useAVX2, useAVX512, useDPBF16, useVNNI = old2, old512, oldDP, oldVNNI }()
 	switch level {
 	case "avx2":
-		useAVX512, useDPBF16 = false, false
+		useAVX512, useDPBF16, useVNNI = false, false, false
 	case "portable":
-		useAVX2, useAVX512, useDPBF16 = false, false, false
+		useAVX2, useAVX512, useDPBF16, useVNNI = false, false, false, false
 	}
 	f()
 }
@@ -72,12 +72,14 @@ func TestFrozenProducts(t *testing.T) {
 					name := fmt.Sprintf("%s(%s) %dx%dx%d acc=%v %s", f, w.Format, m, rows, cols, acc, level)
 					initNT, initNN := randSlice(rng, m*rows), randSlice(rng, m*cols)
 					nt, nn := append([]float32(nil), initNT...), append([]float32(nil), initNN...)
+					var fa []float32
 					run := func() {
 						FrozenMatMulNT(nt, a, w, m, acc)
 						FrozenMatMulNN(nn, g, w, m, acc)
+						fa = forwardActs(w, a, m)
 					}
 					atLevel(level, run)
-					wantNT, wantNN := ref64NT(forwardActs(w, a), wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
+					wantNT, wantNN := ref64NT(fa, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
 					if acc {
 						addTo(wantNT, initNT)
 						addTo(wantNN, initNN)
@@ -90,9 +92,21 @@ func TestFrozenProducts(t *testing.T) {
 	}
 }
 
-// forwardActs is A as a forward product with W multiplies it: rounded to bfloat16 when
-// W is bfloat16 (frozenbf16.go), else as given.
-func forwardActs(w *Frozen, a []float32) []float32 {
+// forwardActs is A [m×Cols] as a forward product with W multiplies it: rounded to
+// bfloat16 when W is bfloat16 (frozenbf16.go), quantised to 8-bit blocks when the
+// product takes the q8_0 integer tiles (frozenq8.go), else as given.
+func forwardActs(w *Frozen, a []float32, m int) []float32 {
+	if w.intTiles(m) {
+		out := make([]float32, len(a))
+		for p := 0; p < len(a); p += QBlock {
+			var qs [QBlock]byte
+			d := quantActBlock(&qs, a[p:p+QBlock])
+			for j, q := range qs {
+				out[p+j] = d * float32(int8(q^0x80))
+			}
+		}
+		return out
+	}
 	if w.Format != BF16 {
 		return a
 	}

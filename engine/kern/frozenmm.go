@@ -11,6 +11,16 @@ import "encoding/binary"
 // bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go).
 func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	n, k := w.Rows, w.Cols
+	if m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		if w.Format == Q4_1 {
+			w.q4Product(c, a, m, acc)
+		} else {
+			w.q8Product(c, a, m, acc) // integer arithmetic (frozenq8.go)
+		}
+		return
+	}
 	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
 		_ = c[m*n-1]
 		_ = a[m*k-1]
