@@ -34,11 +34,11 @@ func fbOn[T kern.Float](d device.Device[T], c Config, w *Weights[T], lw, grad *L
 	return it.res, it.err
 }
 
-// The fused loss head (no rows × V logits) gives what the full logits give, for every
-// loss and for top-K targets: the same log-probabilities, loss and gradients in float64.
-// The full path is taken by an adapter that also has a LoRA pair on the unembedding with
-// B = 0, which changes no logit and no other gradient.
-func TestFusedLossHeadEqualsFullLogits(t *testing.T) {
+// Every loss, with top-K targets too, takes the fused head (never a log-softmax over full
+// logits), with and without a LoRA pair on the unembedding; and a pair with B = 0, which
+// changes no logit, changes no log-probability, loss or other gradient, and gives the
+// pair's A no gradient (dL/dZ = dL/dlogits·B = 0) but B one.
+func TestFusedLossHeadUnembeddingPair(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		loss string
@@ -66,12 +66,12 @@ func TestFusedLossHeadEqualsFullLogits(t *testing.T) {
 		}
 		fres, fgrad, fd := run(&fusedLW)
 		wres, wgrad, wd := run(withLM)
-		if fd.fused != 1 || fd.full != 0 || wd.fused != 0 || wd.full != 1 {
-			t.Fatalf("%s: heads taken: fused adapter %d fused/%d full, unembedding adapter %d fused/%d full", tc.loss, fd.fused, fd.full, wd.fused, wd.full)
+		if fd.fused != 1 || fd.full != 0 || wd.fused != 1 || wd.full != 0 {
+			t.Fatalf("%s: heads taken: without the unembedding pair %d fused/%d full, with it %d fused/%d full", tc.loss, fd.fused, fd.full, wd.fused, wd.full)
 		}
 		near := func(what string, a, b float64) {
 			if math.Abs(a-b) > 1e-9*math.Max(1, math.Abs(b)) {
-				t.Fatalf("%s (k=%d) %s: fused %.12g, full logits %.12g", tc.loss, tc.k, what, a, b)
+				t.Fatalf("%s (k=%d) %s: without the pair %.12g, with it %.12g", tc.loss, tc.k, what, a, b)
 			}
 		}
 		near("loss", fres.Metrics["loss:sum"], wres.Metrics["loss:sum"])
@@ -99,6 +99,16 @@ func TestFusedLossHeadEqualsFullLogits(t *testing.T) {
 		}
 		if nonzero == 0 {
 			t.Fatalf("%s: every gradient is zero", tc.loss)
+		}
+		lmA, lmB := 0.0, 0.0
+		for _, v := range wgrad.LMHead.A {
+			lmA = math.Max(lmA, math.Abs(v))
+		}
+		for _, v := range wgrad.LMHead.B {
+			lmB = math.Max(lmB, math.Abs(v))
+		}
+		if lmA > 1e-12 || lmB == 0 {
+			t.Fatalf("%s: the unembedding pair's gradients: max |dA| %g (want 0), max |dB| %g (want > 0)", tc.loss, lmA, lmB)
 		}
 	}
 }

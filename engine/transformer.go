@@ -402,18 +402,9 @@ func (p *pass[T]) subset(rows []int32) rowSet[T] {
 	return rs
 }
 
-// backward accumulates LoRA gradients given dlogits (rows × V), the gradient of the
-// loss with respect to the logits of every row.
-func (p *pass[T]) backward(act *acts[T], dlogits device.Tensor[T]) {
-	n, D, V := p.all.rows, p.c.Hidden, p.c.VocabSize
-	dhf := p.alloc(n * D)
-	p.linearBack(dhf, dlogits, act.hf, p.w.LMHead, proj{lm: true}, act.zlm, D, V)
-	p.backwardHidden(act, dhf)
-}
-
-// backwardHidden accumulates LoRA gradients given dhf (rows × D), the gradient of the
-// loss with respect to the final norm's output (the fused loss head's, losshead.go).
-func (p *pass[T]) backwardHidden(act *acts[T], dhf device.Tensor[T]) {
+// backward accumulates LoRA gradients given dhf (rows × D), the gradient of the loss
+// with respect to the final norm's output (the loss head's, losshead.go).
+func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 	c, d, w := p.c, p.d, p.w
 	n, D, I := p.all.rows, c.Hidden, c.Intermediate
 	hq, hkv, hd := c.Heads, c.KVHeads, c.HeadDim

@@ -26,12 +26,15 @@ func (c *CPU[T]) LossHead(h *Head[T]) {
 	for r0 := 0; r0 < h.Rows; r0 += chunk {
 		n := min(chunk, h.Rows-r0)
 		lg := buf[:n*V]
-		c.MatMulNT(Host(lg), h.H.Slice(r0*D, (r0+n)*D), h.W, n, V, D, false)
+		c.headLogits(h, lg, r0, n)
 		spread(n, rowGrain(V), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				r := r0 + i
 				row := lg[i*V : (i+1)*V]
 				lse := T(logSumExp(row))
+				if !h.LSE.Empty() {
+					h.LSE.h[r] = lse
+				}
 				for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
 					h.LogP.h[j] = row[h.Tok.h[j]] - lse
 				}
@@ -42,6 +45,66 @@ func (c *CPU[T]) LossHead(h *Head[T]) {
 		})
 		if !h.E.Empty() {
 			c.MatMulNN(h.E.Slice(r0*D, (r0+n)*D), Host(lg), h.W, n, D, V, false)
+			for k := range h.Lora {
+				l := &h.Lora[k]
+				if lo, hi := l.Overlap(r0, n); lo < hi && !l.F.Empty() {
+					c.MatMulNN(l.F.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), Host(lg[(lo-r0)*V:(hi-r0)*V]), l.B, hi-lo, l.R, V, false)
+				}
+			}
+		}
+	}
+}
+
+// headLogits computes the logits of rows [r0, r0+n) of h into lg: the base product, then
+// each LoRA run's Z·Bᵀ on its rows.
+func (c *CPU[T]) headLogits(h *Head[T], lg []T, r0, n int) {
+	D, V := h.D, h.V
+	c.MatMulNT(Host(lg), h.H.Slice(r0*D, (r0+n)*D), h.W, n, V, D, false)
+	for k := range h.Lora {
+		l := &h.Lora[k]
+		if lo, hi := l.Overlap(r0, n); lo < hi {
+			c.MatMulNT(Host(lg[(lo-r0)*V:(hi-r0)*V]), l.Z.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), l.B, hi-lo, V, l.R, true)
+		}
+	}
+}
+
+// LossHeadLoraGrad implements Device: per chunk of rows, the logits again, then per row
+// dL/dlogits = Σⱼ gⱼ·onehot(tⱼ) − (Σⱼ gⱼ)·softmax in place (targets added in order), then
+// each run's DB += dL/dlogitsᵀ·Z over its rows in the chunk; chunks in order.
+func (c *CPU[T]) LossHeadLoraGrad(h *Head[T], g Tensor[T]) {
+	if h.Rows == 0 {
+		return
+	}
+	V := h.V
+	chunk := min(HeadChunkRows, h.Rows)
+	buf := make([]T, chunk*V)
+	for r0 := 0; r0 < h.Rows; r0 += chunk {
+		n := min(chunk, h.Rows-r0)
+		lg := buf[:n*V]
+		c.headLogits(h, lg, r0, n)
+		spread(n, rowGrain(V), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				r := r0 + i
+				row := lg[i*V : (i+1)*V]
+				var s float64
+				for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+					s += float64(g.h[j])
+				}
+				kern.Exp(row, row, 1, -h.LSE.h[r])
+				ns := T(-s)
+				for v := range row {
+					row[v] *= ns
+				}
+				for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+					row[h.Tok.h[j]] += g.h[j]
+				}
+			}
+		})
+		for k := range h.Lora {
+			l := &h.Lora[k]
+			if lo, hi := l.Overlap(r0, n); lo < hi && !l.DB.Empty() {
+				c.MatMulTN(l.DB, Host(lg[(lo-r0)*V:(hi-r0)*V]), l.Z.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), V, l.R, hi-lo, true)
+			}
 		}
 	}
 }

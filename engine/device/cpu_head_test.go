@@ -39,7 +39,7 @@ func w32(v []float64) []float32 {
 // The CPU's loss head gives the same bits on one core as on four: every row's values
 // depend on that row alone and the products sum in a fixed order.
 func TestCPULossHeadDeterministicAcrossCores(t *testing.T) {
-	hc := devicetest.NewHeadCase(rand.New(rand.NewPCG(3, 4)), 200, 64, 2000)
+	hc := devicetest.NewHeadCase(rand.New(rand.NewPCG(3, 4)), 200, 64, 2000, false)
 	d := device.NewCPU[float32]()
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
@@ -62,8 +62,9 @@ func TestCPULossHeadDeterministicAcrossCores(t *testing.T) {
 // head matches the float64 reference within the format's rounding.
 func TestCPULossHeadFrozenFormats(t *testing.T) {
 	t.Parallel()
-	hc := devicetest.NewHeadCase(rand.New(rand.NewPCG(5, 6)), 70, 64, 300)
-	wantLP, wantDH := devicetest.HeadReference(hc)
+	hc := devicetest.NewHeadCase(rand.New(rand.NewPCG(5, 6)), 70, 64, 300, false)
+	want := devicetest.HeadReference(hc)
+	wantLP, wantDH := want.LogP, want.DH
 	for _, f := range []struct {
 		format kern.WeightFormat
 		tol    float64

@@ -826,9 +826,9 @@ extern "C" __global__ void scatter_add(float* dl, const i64* idx, const double* 
 
 // head_softmax: one block per row of a chunk of logits lg[·×cols] whose first row is row r0
 // of the head: the row's log-sum-exp (sums in double), its targets' log-probabilities
-// (targets tok[off[r]…off[r+1]) of row r), and, with probs, the probabilities in place of
-// the logits (for E = P·W).
-extern "C" __global__ void head_softmax(float* lg, const int* off, const int* tok, float* logp, int cols, int r0, int probs) {
+// (targets tok[off[r]…off[r+1]) of row r), the log-sum-exp itself into lses when given,
+// and, with probs, the probabilities in place of the logits (for E = P·W).
+extern "C" __global__ void head_softmax(float* lg, const int* off, const int* tok, float* logp, float* lses, int cols, int r0, int probs) {
     __shared__ double sh[MAX_WARPS];
     float* r = lg + (i64)blockIdx.x * cols;
     double m = -(double)f_inf();
@@ -839,10 +839,26 @@ extern "C" __global__ void head_softmax(float* lg, const int* off, const int* to
     s = block_sum_d(s, sh);
     double lse = m + log(s);
     int row = r0 + blockIdx.x;
+    if (lses && threadIdx.x == 0) lses[row] = (float)lse;
     for (int j = off[row] + threadIdx.x; j < off[row + 1]; j += blockDim.x) logp[j] = (float)((double)r[tok[j]] - lse);
     if (!probs) return;
     __syncthreads(); // every target read before any logit is overwritten
     for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] = (float)exp((double)r[j] - lse);
+}
+
+// head_dlogits: one block per row of a chunk of logits lg[·×cols] whose first row is row r0:
+// dL/dlogits = Σⱼ g[j]·onehot(tok[j]) − (Σⱼ g[j])·exp(lg − lse) in place, the targets
+// added by one thread in order (a row may repeat a target).
+extern "C" __global__ void head_dlogits(float* lg, const int* off, const int* tok, const float* g, const float* lses, int cols, int r0) {
+    float* r = lg + (i64)blockIdx.x * cols;
+    int row = r0 + blockIdx.x, a = off[row], b = off[row + 1];
+    double s = 0;
+    for (int j = a; j < b; j++) s += (double)g[j];
+    double lse = lses[row];
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] = (float)(-s * exp((double)r[j] - lse));
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int j = a; j < b; j++) r[tok[j]] += g[j];
 }
 
 // head_back_*: one block per row r: dh[r,·] = Σⱼ g[j]·W[tok[j],·] − (Σⱼ g[j])·E[r,·] over the
