@@ -77,8 +77,9 @@ type fbItem[T kern.Float] struct {
 	err      error
 }
 
-// maxPackRows bounds the rows packed into one pass: the log-probabilities alone take
-// rows × vocabulary floats.
+// maxPackRows bounds the rows packed into one pass (a pass keeps every layer's
+// activations of its rows; the loss head no longer holds rows × vocabulary logits,
+// losshead.go).
 const maxPackRows = 1024
 
 type datumRef struct{ item, datum int }
