@@ -77,8 +77,9 @@ type fbItem[T kern.Float] struct {
 	err      error
 }
 
-// maxPackRows bounds the rows packed into one pass: the log-probabilities alone take
-// rows × vocabulary floats.
+// maxPackRows bounds the rows packed into one pass (a pass keeps every layer's
+// activations of its rows; the loss head no longer holds rows × vocabulary logits,
+// losshead.go).
 const maxPackRows = 1024
 
 type datumRef struct{ item, datum int }
@@ -208,8 +209,7 @@ func (it *fbItem[T]) validate(c Config) error {
 
 // runPack runs forward (and backward where the datums' items train) over one pack. The
 // losses are computed on the host from the target log-probabilities (n·k values per
-// datum); only the vocabulary-wide parts (log-softmax, the gradient with respect to the
-// logits) run on the device.
+// datum); the vocabulary-wide parts run on the device, in the loss head (losshead.go).
 func runPack[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, items []*fbItem[T], refs []datumRef) error {
 	segs := make([]segment[T], len(refs))
 	var tokens []int32
@@ -226,87 +226,36 @@ func runPack[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope 
 	// items' scratch), so its host buffers can be recycled.
 	p.recycle = d.HostMemory()
 	defer p.release()
-	act := p.forward(tokens, backward, nil)
-	V := c.VocabSize
-	d.LogSoftmax(act.logits, len(tokens), V)
-	// The log-probabilities of every datum's targets, in one gather.
-	var idx []int64
-	for i, r := range refs {
-		it := items[r.item]
-		tt := it.req.Data[r.datum].LossInputs["target_tokens"].I64
-		k := it.ks[r.datum]
-		for j, t := range tt {
-			idx = append(idx, int64(segs[i].start+j/k)*int64(V)+t)
-		}
-	}
-	lpAll := make([]T, len(idx))
-	d.Gather(lpAll, act.logits, idx)
-	var xg device.XentGrad
+	lh := newLossHead(p, items, refs, segs, backward)
+	act := lh.forward(tokens)
+	lpAll := lh.logprobs(act)
+	g := make([]float64, len(lpAll)) // dL/dlogprob per target, in lpAll's order
 	off := 0
 	for i, r := range refs {
 		it := items[r.item]
 		dt := it.req.Data[r.datum]
-		sg := segs[i]
-		n, k := sg.n, it.ks[r.datum]
-		tt := dt.LossInputs["target_tokens"].I64
+		n, k := segs[i].n, it.ks[r.datum]
 		lp := make([]float64, n*k)
 		out := make([]float32, n*k)
 		for j := range lp {
 			lp[j] = float64(lpAll[off+j])
 			out[j] = float32(lp[j])
 		}
-		off += n * k
 		loss, dlp := datumLoss(it.req.LossFn, it.cfg, lp, dt.LossInputs)
 		it.total += loss
+		if it.scratch != nil {
+			copy(g[off:off+n*k], dlp)
+		}
+		off += n * k
 		shape := []int{n}
 		if k > 1 {
 			shape = []int{n, k}
 		}
 		it.res.Outputs[r.datum] = map[string]Tensor{"logprobs": {DType: Float32, Shape: shape, F32: out}}
 		it.res.Tokens += n
-		if it.scratch == nil {
-			continue
-		}
-		// dL/dlogits = Σ_k dL/dlp_k · (onehot(target_k) − softmax), for rows with a
-		// non-zero dL/dlp.
-		for row := 0; row < n; row++ {
-			var sum float64
-			nonzero := false
-			for kk := 0; kk < k; kk++ {
-				sum += dlp[row*k+kk]
-				nonzero = nonzero || dlp[row*k+kk] != 0
-			}
-			if !nonzero {
-				continue
-			}
-			xg.Rows = append(xg.Rows, int32(sg.start+row))
-			xg.Sums = append(xg.Sums, sum)
-			for kk := 0; kk < k; kk++ {
-				xg.Idx = append(xg.Idx, int64(sg.start+row)*int64(V)+tt[row*k+kk])
-				xg.Vals = append(xg.Vals, dlp[row*k+kk])
-			}
-		}
 	}
 	if backward {
-		// On the host the gradient overwrites the log-probabilities, each row read before
-		// it is written; rows XentBack does not list must then be zeroed here.
-		var dl device.Tensor[T]
-		if h := act.logits.Host(); h != nil {
-			dl = act.logits
-			listed := make([]bool, len(tokens))
-			for _, r := range xg.Rows {
-				listed[r] = true
-			}
-			for r, ok := range listed {
-				if !ok {
-					clear(h[r*V : (r+1)*V])
-				}
-			}
-		} else {
-			dl = p.alloc(len(tokens) * V)
-		}
-		d.XentBack(dl, act.logits, V, &xg)
-		p.backward(act, dl)
+		lh.backward(act, g)
 	}
 	if err := d.Err(); err != nil {
 		return fmt.Errorf("%s: %w", d.Name(), err)

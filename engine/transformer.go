@@ -409,16 +409,14 @@ func (p *pass[T]) subset(rows []int32) rowSet[T] {
 	return rs
 }
 
-// backward accumulates LoRA gradients given dlogits (rows × V), the gradient of the
-// loss with respect to the logits of every row.
-func (p *pass[T]) backward(act *acts[T], dlogits device.Tensor[T]) {
+// backward accumulates LoRA gradients given dhf (rows × D), the gradient of the loss
+// with respect to the final norm's output (the loss head's, losshead.go).
+func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 	c, d, w := p.c, p.d, p.w
-	n, D, I, V := p.all.rows, c.Hidden, c.Intermediate, c.VocabSize
+	n, D, I := p.all.rows, c.Hidden, c.Intermediate
 	hq, hkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	qd, kvd := hq*hd, hkv*hd
 	attScale := T(1 / math.Sqrt(float64(hd)))
-	dhf := p.alloc(n * D)
-	p.linearBack(dhf, dlogits, act.hf, w.LMHead, proj{lm: true}, act.zlm, D, V)
 	dx := p.alloc(n * D)
 	d.RMSNormBack(dx, dhf, act.xf, w.FinalNorm, act.rstdf, n, D)
 	for l := c.Layers - 1; l >= 0; l-- {

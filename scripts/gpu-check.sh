@@ -9,6 +9,7 @@
 # Steps (each under its own time limit; a failed step is recorded and the next runs):
 #   1. the GPU tests (engine and engine/cuda test binaries, TUFT_REQUIRE_GPU=1), then
 #      attention alone: engine/cuda's BenchmarkAttention against torch SDPA (same shapes);
+#      the loss head alone: BenchmarkLossHead, fused against full logits (time, device MiB);
 #   2. qwen2.5-0.5b-shape: tuft-bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64,
 #      with the multi-adapter training figure (16 adapters × 32 tokens in one step against
 #      one adapter × 512); then tuft-bench sampling: 16 one-sample requests over 16 adapters
@@ -84,6 +85,14 @@ if [ "$dry" = 1 ]; then
 else
   (cd engine/cuda && step attn-bench 60 "$bin/cuda.test" -test.run '^$' -test.bench BenchmarkAttention -test.benchtime 10x)
   if [ "$torch" != off ]; then step attn-torch 60 "$python" tools/torchref/bench_attention.py --iters 10; fi
+fi
+
+# 1c. The loss head alone at the 7B shape (T=2048, V=32,000): the fused head against the
+# full logits it replaced, time and device memory (engine/cuda BenchmarkLossHead, peak-MiB).
+if [ "$dry" = 1 ]; then
+  note "head-bench             skipped (dry run: the 7B shape takes minutes on the emulation)"
+else
+  (cd engine/cuda && step head-bench 60 "$bin/cuda.test" -test.run '^$' -test.bench 'BenchmarkLossHead/llama7b' -test.benchtime 5x)
 fi
 
 # 2. The small model against PyTorch+PEFT.

@@ -167,6 +167,18 @@ type Device[T Float] interface {
 	// Idx[j]. Rows not listed are left as they are. On a host device dl may be logp
 	// itself (each row is read before it is written).
 	XentBack(dl, logp Tensor[T], cols int, g *XentGrad)
+	// LossHead runs a training loss head (unembedding, log-softmax, the targets'
+	// log-probabilities) in chunks of rows, so that the rows × V logits never exist; see
+	// Head.
+	LossHead(h *Head[T])
+	// LossHeadBack sets dh[r] = Σⱼ gⱼ·W[tⱼ] − (Σⱼ gⱼ)·E[r] over row r's targets j: the
+	// gradient of the loss with respect to the head's input, given g (len(Tok) values,
+	// dL/dlogprob per target) and the E that LossHead left. dh is overwritten.
+	LossHeadBack(h *Head[T], dh, g Tensor[T])
+	// LossHeadLoraGrad adds to each of h.Lora's DB (those not empty) its B gradient
+	// Σᵣ dL/dlogits[r]ᵀ·Z[r], recomputing the logits a chunk of rows at a time from
+	// the LSE that LossHead left; g is as for LossHeadBack.
+	LossHeadLoraGrad(h *Head[T], g Tensor[T])
 	// SumSquares returns Σx² over all the tensors, accumulated in float64 in order.
 	SumSquares(xs []Tensor[T]) float64
 	// AdamW applies one AdamW step to w with gradient g and moments m, v, and zeroes g.
@@ -302,6 +314,45 @@ type XentGrad struct {
 	Sums []float64 // Σ of dL/dlogprob over each row's targets
 	Idx  []int64   // flat indices into dl
 	Vals []float64 // dL/dlogprob added at Idx
+}
+
+// Head is one fused loss head (Device.LossHead) over Rows rows of final hidden states H:
+// logits = H·Wᵀ, the log-softmax of each row, and each target's log-probability, computed
+// a chunk of rows at a time. Its backward pass needs no logits either: with
+// dL/dlogits[r] = Σⱼ gⱼ·onehot(tⱼ) − (Σⱼ gⱼ)·softmax(r), the input gradient
+// dL/dH[r] = Σⱼ gⱼ·W[tⱼ] − (Σⱼ gⱼ)·E[r] with E[r] = softmax(r)·W, a D-vector per row that
+// LossHead computes while the chunk's probabilities exist. That holds for any loss that
+// reads only the targets' log-probabilities (every loss of engine/loss.go).
+//
+// A LoRA term on the unembedding adds Z·Bᵀ to the logits of its rows (Lora). Its input
+// gradient dL/dZ = Σⱼ gⱼ·B[tⱼ] − (Σⱼ gⱼ)·F with F = softmax·B (kept by LossHead) is
+// LossHeadBack's formula again; its B gradient Σᵣ dL/dlogits[r]ᵀ·Z[r] weighs every
+// probability by the loss's gradient, known only after the forward pass, so
+// LossHeadLoraGrad recomputes the logits for it, a chunk at a time.
+type Head[T Float] struct {
+	H, W       Tensor[T] // Rows × D hidden states; V × D unembedding (a frozen weight)
+	Rows, D, V int
+	// Off holds Rows+1 offsets into Tok: row r's targets are Tok[Off[r]:Off[r+1]].
+	Off, Tok Tensor[int32]
+	LogP     Tensor[T] // out: len(Tok) target log-probabilities
+	E        Tensor[T] // out when not empty: Rows × D, softmax(r)·W (for LossHeadBack)
+	LSE      Tensor[T] // out when not empty: Rows log-sum-exps (for LossHeadLoraGrad)
+	Lora     []HeadLora[T]
+}
+
+// HeadLora is a LoRA term on the unembedding over rows [Start, Start+N) of a Head (runs
+// do not overlap): logits += Z·Bᵀ.
+type HeadLora[T Float] struct {
+	Start, N, R int
+	Z           Tensor[T] // N × R: the rows' scale·H·Aᵀ
+	B           Tensor[T] // V × R
+	F           Tensor[T] // out when not empty: N × R, softmax(r)·B
+	DB          Tensor[T] // when not empty: V × R, LossHeadLoraGrad adds B's gradient
+}
+
+// Overlap is the rows [lo, hi) that the run shares with rows [r0, r0+n) (lo ≥ hi: none).
+func (l *HeadLora[T]) Overlap(r0, n int) (lo, hi int) {
+	return max(l.Start, r0), min(l.Start+l.N, r0+n)
 }
 
 // AdamStep is one AdamW update in torch.optim.AdamW's form, with the gradient clipping

@@ -822,6 +822,72 @@ extern "C" __global__ void scatter_add(float* dl, const i64* idx, const double* 
         atomicAdd(dl + idx[k], (float)vals[k]);
 }
 
+// ---- the fused loss head (device.Head) ----
+
+// head_softmax: one block per row of a chunk of logits lg[·×cols] whose first row is row r0
+// of the head: the row's log-sum-exp (sums in double), its targets' log-probabilities
+// (targets tok[off[r]…off[r+1]) of row r), the log-sum-exp itself into lses when given,
+// and, with probs, the probabilities in place of the logits (for E = P·W).
+extern "C" __global__ void head_softmax(float* lg, const int* off, const int* tok, float* logp, float* lses, int cols, int r0, int probs) {
+    __shared__ double sh[MAX_WARPS];
+    float* r = lg + (i64)blockIdx.x * cols;
+    double m = -(double)f_inf();
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, (double)r[j]);
+    m = block_max_d(m, sh);
+    double s = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) s += exp((double)r[j] - m);
+    s = block_sum_d(s, sh);
+    double lse = m + log(s);
+    int row = r0 + blockIdx.x;
+    if (lses && threadIdx.x == 0) lses[row] = (float)lse;
+    for (int j = off[row] + threadIdx.x; j < off[row + 1]; j += blockDim.x) logp[j] = (float)((double)r[tok[j]] - lse);
+    if (!probs) return;
+    __syncthreads(); // every target read before any logit is overwritten
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] = (float)exp((double)r[j] - lse);
+}
+
+// head_dlogits: one block per row of a chunk of logits lg[·×cols] whose first row is row r0:
+// dL/dlogits = Σⱼ g[j]·onehot(tok[j]) − (Σⱼ g[j])·exp(lg − lse) in place, the targets
+// added by one thread in order (a row may repeat a target).
+extern "C" __global__ void head_dlogits(float* lg, const int* off, const int* tok, const float* g, const float* lses, int cols, int r0) {
+    float* r = lg + (i64)blockIdx.x * cols;
+    int row = r0 + blockIdx.x, a = off[row], b = off[row + 1];
+    double s = 0;
+    for (int j = a; j < b; j++) s += (double)g[j];
+    double lse = lses[row];
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] = (float)(-s * exp((double)r[j] - lse));
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int j = a; j < b; j++) r[tok[j]] += g[j];
+}
+
+// head_back_*: one block per row r: dh[r,·] = Σⱼ g[j]·W[tok[j],·] − (Σⱼ g[j])·E[r,·] over the
+// row's targets j, with W in float32 (wf) or bfloat16 (wb; the other one is null).
+__device__ void head_back(float* dh, const float* E, const float* wf, const bf16_t* wb, const int* off, const int* tok,
+                          const float* g, int d) {
+    i64 o = (i64)blockIdx.x * d;
+    int a = off[blockIdx.x], b = off[blockIdx.x + 1];
+    double s = 0;
+    for (int j = a; j < b; j++) s += (double)g[j];
+    float ns = (float)(-s);
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = ns * E[o + i];
+        for (int j = a; j < b; j++) {
+            i64 k = (i64)tok[j] * d + i;
+            v += g[j] * (wf ? wf[k] : bf16_to_f32(wb[k]));
+        }
+        dh[o + i] = v;
+    }
+}
+
+extern "C" __global__ void head_back_f32(float* dh, const float* E, const float* w, const int* off, const int* tok, const float* g, int d) {
+    head_back(dh, E, w, 0, off, tok, g, d);
+}
+
+extern "C" __global__ void head_back_bf16(float* dh, const float* E, const bf16_t* w, const int* off, const int* tok, const float* g, int d) {
+    head_back(dh, E, 0, w, off, tok, g, d);
+}
+
 // ---- optimizer ----
 
 // sumsq adds Σx² (in double) to *out.

@@ -1,0 +1,158 @@
+package device
+
+import (
+	"math"
+
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// HeadChunkRows is the rows a CPU LossHead call computes logits for at a time: its one
+// buffer is HeadChunkRows × V (12 MiB for SmolLM2's 49,152-token vocabulary) instead of
+// the pass's rows × V, and 64 rows keep the products' tiles full.
+const HeadChunkRows = 64
+
+// LossHead implements Device: per chunk of rows, the logits by one product (parallel in
+// kern), then per row (spread over the cores) the log-sum-exp in float64, the targets'
+// log-probabilities and, when E is wanted, the probabilities in place of the logits for
+// the product E = P·W. Every value depends on its row alone, and the products' sums run
+// in a fixed order, so the result is the same whatever the number of cores.
+func (c *CPU[T]) LossHead(h *Head[T]) {
+	if h.Rows == 0 {
+		return
+	}
+	D, V := h.D, h.V
+	chunk := min(HeadChunkRows, h.Rows)
+	buf := make([]T, chunk*V)
+	for r0 := 0; r0 < h.Rows; r0 += chunk {
+		n := min(chunk, h.Rows-r0)
+		lg := buf[:n*V]
+		c.headLogits(h, lg, r0, n)
+		spread(n, rowGrain(V), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				r := r0 + i
+				row := lg[i*V : (i+1)*V]
+				lse := T(logSumExp(row))
+				if !h.LSE.Empty() {
+					h.LSE.h[r] = lse
+				}
+				for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+					h.LogP.h[j] = row[h.Tok.h[j]] - lse
+				}
+				if !h.E.Empty() {
+					kern.Exp(row, row, 1, -lse)
+				}
+			}
+		})
+		if !h.E.Empty() {
+			c.MatMulNN(h.E.Slice(r0*D, (r0+n)*D), Host(lg), h.W, n, D, V, false)
+			for k := range h.Lora {
+				l := &h.Lora[k]
+				if lo, hi := l.Overlap(r0, n); lo < hi && !l.F.Empty() {
+					c.MatMulNN(l.F.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), Host(lg[(lo-r0)*V:(hi-r0)*V]), l.B, hi-lo, l.R, V, false)
+				}
+			}
+		}
+	}
+}
+
+// headLogits computes the logits of rows [r0, r0+n) of h into lg: the base product, then
+// each LoRA run's Z·Bᵀ on its rows.
+func (c *CPU[T]) headLogits(h *Head[T], lg []T, r0, n int) {
+	D, V := h.D, h.V
+	c.MatMulNT(Host(lg), h.H.Slice(r0*D, (r0+n)*D), h.W, n, V, D, false)
+	for k := range h.Lora {
+		l := &h.Lora[k]
+		if lo, hi := l.Overlap(r0, n); lo < hi {
+			c.MatMulNT(Host(lg[(lo-r0)*V:(hi-r0)*V]), l.Z.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), l.B, hi-lo, V, l.R, true)
+		}
+	}
+}
+
+// LossHeadLoraGrad implements Device: per chunk of rows, the logits again, then per row
+// dL/dlogits = Σⱼ gⱼ·onehot(tⱼ) − (Σⱼ gⱼ)·softmax in place (targets added in order), then
+// each run's DB += dL/dlogitsᵀ·Z over its rows in the chunk; chunks in order.
+func (c *CPU[T]) LossHeadLoraGrad(h *Head[T], g Tensor[T]) {
+	if h.Rows == 0 {
+		return
+	}
+	V := h.V
+	chunk := min(HeadChunkRows, h.Rows)
+	buf := make([]T, chunk*V)
+	for r0 := 0; r0 < h.Rows; r0 += chunk {
+		n := min(chunk, h.Rows-r0)
+		lg := buf[:n*V]
+		c.headLogits(h, lg, r0, n)
+		spread(n, rowGrain(V), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				r := r0 + i
+				row := lg[i*V : (i+1)*V]
+				var s float64
+				for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+					s += float64(g.h[j])
+				}
+				kern.Exp(row, row, 1, -h.LSE.h[r])
+				ns := T(-s)
+				for v := range row {
+					row[v] *= ns
+				}
+				for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+					row[h.Tok.h[j]] += g.h[j]
+				}
+			}
+		})
+		for k := range h.Lora {
+			l := &h.Lora[k]
+			if lo, hi := l.Overlap(r0, n); lo < hi && !l.DB.Empty() {
+				c.MatMulTN(l.DB, Host(lg[(lo-r0)*V:(hi-r0)*V]), l.Z.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), V, l.R, hi-lo, true)
+			}
+		}
+	}
+}
+
+// logSumExp is log Σ exp(x) of a row, with its sum in float64 (as logSoftmaxRow).
+func logSumExp[T Float](x []T) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = math.Max(m, float64(v))
+	}
+	var e [expChunk]T
+	var s float64
+	for c := 0; c < len(x); c += expChunk {
+		part := e[:min(expChunk, len(x)-c)]
+		kern.Exp(part, x[c:c+len(part)], 1, T(-m))
+		s += sum64(part)
+	}
+	return m + math.Log(s)
+}
+
+// LossHeadBack implements Device, in parallel over rows; a frozen W's rows are widened
+// one at a time.
+func (c *CPU[T]) LossHeadBack(h *Head[T], dh, g Tensor[T]) {
+	D := h.D
+	spread(h.Rows, rowGrain(D), func(lo, hi int) {
+		var wide []float32
+		if h.W.fz != nil {
+			wide = make([]float32, D)
+		}
+		for r := lo; r < hi; r++ {
+			out := dh.h[r*D : (r+1)*D]
+			var s float64
+			for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+				s += float64(g.h[j])
+			}
+			e := h.E.h[r*D : (r+1)*D]
+			for i := range out {
+				out[i] = T(-s) * e[i]
+			}
+			for j := h.Off.h[r]; j < h.Off.h[r+1]; j++ {
+				t := int(h.Tok.h[j])
+				if wide != nil {
+					h.W.fz.Row(wide, t)
+					kern.Axpy(any(g.h[j]).(float32), wide, any(out).([]float32))
+					continue
+				}
+				kern.Axpy(g.h[j], h.W.h[t*D:(t+1)*D], out)
+			}
+		}
+	})
+}
