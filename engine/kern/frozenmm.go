@@ -7,9 +7,24 @@ import "encoding/binary"
 // streams past: the memory-bound path, where W's bytes are the cost. More rows take the
 // packed GEMM, W widened to float32 as its panels are packed, once per call.
 
-// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass. With
-// bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go).
+// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass when
+// sampling. With bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go), as
+// llama.cpp does.
 func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
+	frozenMatMulNT(c, a, w, m, acc, true)
+}
+
+// FrozenMatMulNTWide is FrozenMatMulNT with A multiplied in float32 whatever W's format:
+// W is widened, A never rounded. Training's forward products take it, as PyTorch's
+// reference does (bfloat16 weights widened, float32 activations): rounding the
+// activations of every product to bfloat16 would perturb the loss and every gradient by
+// about 2⁻⁹ relative per product, which a training run accumulates.
+func FrozenMatMulNTWide(c, a []float32, w *Frozen, m int, acc bool) {
+	frozenMatMulNT(c, a, w, m, acc, false)
+}
+
+// frozenMatMulNT is FrozenMatMulNT, rounding A to bfloat16 for bfloat16 weights when round.
+func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	n, k := w.Rows, w.Cols
 	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
 		_ = c[m*n-1]
@@ -26,7 +41,7 @@ func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	}
 	_ = c[m*n-1]
 	_ = a[m*k-1]
-	if w.Format == BF16 {
+	if w.Format == BF16 && round {
 		if w.dpTileable(m) {
 			w.dpProduct(c, a, m, acc)
 			return
