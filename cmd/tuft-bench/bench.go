@@ -33,6 +33,7 @@ var benchPresetInChild = true
 type benchOptions struct {
 	modelFlags
 	tokens, rank, steps int
+	adapters            int // the multi-adapter training figure's adapters (bench_multi.go); < 2: none
 	sampleTokens        int
 	batches             []int
 	device              string
@@ -49,7 +50,8 @@ type benchTrain struct {
 	StepS      []float64 `json:"step_s"`
 	MedianS    float64   `json:"median_s"`
 	TokensPerS float64   `json:"tokens_per_s"`
-	FirstLoss  float64   `json:"first_loss"` // warm-up step's loss per token (sanity check)
+	FirstLoss  float64   `json:"first_loss"`                 // warm-up step's loss per token (sanity check)
+	FwdBwdS    float64   `json:"fwd_bwd_median_s,omitempty"` // median of forward+backward alone
 	// GEMMFraction is the step's FLOPs (loraStepFLOPs) over the median step time, over the
 	// machine's measured GEMM peak (CPU runs only).
 	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
@@ -75,7 +77,8 @@ type benchSide struct {
 	Train        benchTrain    `json:"train"`
 	Sample       []benchSample `json:"sample"`
 	PeakRSSMiB   float64       `json:"peak_rss_mib"`
-	BLAS         *torchBLAS    `json:"blas,omitempty"` // the reference's BLAS (CPU reference only)
+	BLAS         *torchBLAS    `json:"blas,omitempty"`          // the reference's BLAS (CPU reference only)
+	Multi        *benchMulti   `json:"multi_adapter,omitempty"` // Go only (bench_multi.go)
 }
 
 func (s *benchSide) sample(batch int) *benchSample {
@@ -127,7 +130,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
+	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--adapters N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
 		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
 			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
@@ -145,6 +148,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	o.modelFlags.register(fs)
 	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
+	fs.IntVar(&o.adapters, "adapters", 16, "adapters of the multi-adapter training figure: one step of N adapters × tokens/N against one adapter × tokens (0: skip)")
 	fs.IntVar(&o.steps, "steps", 3, "timed training steps (after one warm-up step); the median is reported")
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens to sample after a 32-token prompt")
 	batches := fs.String("batches", "1,16", "sampling batch sizes (comma-separated)")
@@ -198,6 +202,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
 		return fmt.Errorf("--tokens must be ≥ 2 and --rank, --steps, --sample-tokens ≥ 1")
+	case o.adapters < 0 || o.adapters > o.tokens:
+		return fmt.Errorf("--adapters %d: want 0 (skip) to --tokens (%d)", o.adapters, o.tokens)
 	case o.checkMode() != nil:
 		return o.checkMode()
 	case fs.NArg() > 0:
@@ -344,12 +350,14 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 	}}}
 	adam := engine.AdamParams{LearningRate: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
 	tr := benchTrain{Tokens: o.tokens, Steps: o.steps}
+	var fb []float64
 	for step := 0; step <= o.steps; step++ {
 		t := time.Now()
 		res, err := m.ForwardBackward(ctx, a, req)
 		if err != nil {
 			return nil, nil, err
 		}
+		tfb := time.Since(t).Seconds()
 		if _, err := m.OptimStep(ctx, a, adam); err != nil {
 			return nil, nil, err
 		}
@@ -359,12 +367,17 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 			logf("train warm-up step %.2fs, loss/token %.6f", dt, tr.FirstLoss)
 			continue
 		}
-		tr.StepS = append(tr.StepS, dt)
+		tr.StepS, fb = append(tr.StepS, dt), append(fb, tfb)
 		logf("train step %d/%d %.2fs", step, o.steps, dt)
 	}
-	tr.MedianS = median(tr.StepS)
+	tr.MedianS, tr.FwdBwdS = median(tr.StepS), median(fb)
 	tr.TokensPerS = float64(o.tokens) / tr.MedianS
 	side.Train = tr
+	if o.adapters > 1 {
+		if side.Multi, err = benchMultiTrain(ctx, m, o, tr, logf); err != nil {
+			return nil, nil, err
+		}
+	}
 
 	prompt := benchTokens(benchPromptTokens, m.Cfg.VocabSize, 101)
 	for _, batch := range o.batches {
@@ -532,6 +545,7 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintln(w)
+	printMulti(w, r)
 	if t != nil {
 		fmt.Fprintln(w, "Go/PyTorch: throughput above 1 means Go is faster; peak RSS below 1 means Go uses less memory.")
 	}

@@ -85,40 +85,62 @@ func NewFrozen(src []float32, rows, cols int, f WeightFormat) *Frozen {
 	if len(src) != rows*cols {
 		panic(fmt.Sprintf("kern: NewFrozen: %d values for %d×%d", len(src), rows, cols))
 	}
+	if f == F32 {
+		return &Frozen{Format: F32, Rows: rows, Cols: cols, f32: src}
+	}
+	return NewFrozenRows(rows, cols, f, func(dst []float32, r int) { copy(dst, src[r*cols:]) })
+}
+
+// NewFrozenRows stores a [rows×cols] matrix in format f, asking row(dst, r) for each row
+// in float32 (dst has cols elements; rows are asked for concurrently, each once). Only one
+// row per worker exists in float32 at a time, so a model loads from its stored bytes
+// without a float32 copy of any tensor. Formats fall back as NewFrozen's do.
+func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int)) *Frozen {
 	if (f == Q8_0 || f == Q4_1) && cols%QBlock != 0 {
 		f = BF16
 	}
 	w := &Frozen{Format: f, Rows: rows, Cols: cols}
+	bb, nb := f.blockBytes(), cols/QBlock
 	switch f {
 	case F32:
-		w.f32 = src
+		w.f32 = make([]float32, rows*cols)
 	case BF16:
-		w.bf = make([]uint16, len(src))
-		split(rows, rows*cols*4, 1, func(lo, hi int) {
-			for i, v := range src[lo*cols : hi*cols] {
-				w.bf[lo*cols+i] = ToBF16(v)
-			}
-		})
+		w.bf = make([]uint16, rows*cols)
 	case Q8_0, Q4_1:
-		bb := f.blockBytes()
-		nb := cols / QBlock
 		w.blk = make([]byte, rows*nb*bb)
-		split(rows, rows*cols*16, 1, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
+	default:
+		panic(fmt.Sprintf("kern: NewFrozenRows: unknown format %d", f))
+	}
+	split(rows, rows*cols*16, 1, func(lo, hi int) {
+		var buf *[]float32
+		if f != F32 {
+			buf = getScratch(cols)
+			defer putScratch(buf)
+		}
+		for r := lo; r < hi; r++ {
+			if f == F32 {
+				row(w.f32[r*cols:(r+1)*cols], r)
+				continue
+			}
+			x := (*buf)[:cols]
+			row(x, r)
+			switch f {
+			case BF16:
+				for i, v := range x {
+					w.bf[r*cols+i] = ToBF16(v)
+				}
+			case Q8_0, Q4_1:
 				for b := 0; b < nb; b++ {
-					x := src[r*cols+b*QBlock:][:QBlock]
 					dst := w.blk[(r*nb+b)*bb:][:bb]
 					if f == Q8_0 {
-						quantQ8(dst, x)
+						quantQ8(dst, x[b*QBlock:][:QBlock])
 					} else {
-						quantQ4(dst, x)
+						quantQ4(dst, x[b*QBlock:][:QBlock])
 					}
 				}
 			}
-		})
-	default:
-		panic(fmt.Sprintf("kern: NewFrozen: unknown format %d", f))
-	}
+		}
+	})
 	return w
 }
 
