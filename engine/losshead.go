@@ -57,7 +57,11 @@ func (lh *lossHead[T]) logprobs(act *acts[T]) []T {
 			}
 		}
 	}
-	h := &device.Head[T]{H: act.hf, W: p.w.LMHead, Rows: p.all.rows, D: D, V: V,
+	w := p.w.LMHead
+	if p.wide {
+		w = w.WideActivations() // the head's products keep float32 hidden states, as linear's do
+	}
+	h := &device.Head[T]{H: act.hf, W: w, Rows: p.all.rows, D: D, V: V,
 		Off: p.ints(off), Tok: p.ints(tok), LogP: p.alloc(len(tok))}
 	if lh.train {
 		h.E = p.alloc(p.all.rows * D)

@@ -225,6 +225,9 @@ func runPack[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope 
 	// Everything this pass returns is copied out of it (logprobs, gradients into the
 	// items' scratch), so its host buffers can be recycled.
 	p.recycle = d.HostMemory()
+	// Training and scoring multiply float32 activations, also with bfloat16 weights:
+	// the gradients and losses PyTorch's reference computes, not a sampler's numerics.
+	p.wide = true
 	defer p.release()
 	lh := newLossHead(p, items, refs, segs, backward)
 	act := lh.forward(tokens)

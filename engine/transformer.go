@@ -89,6 +89,9 @@ type pass[T kern.Float] struct {
 	// passes, whose outputs are copied out before release); host lists them.
 	recycle bool
 	host    [][]T
+	// wide: the forward products multiply float32 activations whatever the frozen
+	// weights' format (training and scoring passes; see device.Tensor.WideActivations).
+	wide bool
 }
 
 // newPass lays out the segments; slots[i] is row i's KV-cache slot when they have caches
@@ -201,6 +204,9 @@ func lp(l int, p Proj) proj { return proj{l: l, p: p} }
 // LoRA; nil entries for runs whose adapter does not adapt this projection).
 func (p *pass[T]) linear(rs rowSet[T], y, x, w, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
 	d := p.d
+	if p.wide {
+		w = w.WideActivations()
+	}
 	d.MatMulNT(y, x, w, rs.rows, out, in, false)
 	if !b.Empty() {
 		d.AddRows(y, b, rs.rows)

@@ -92,6 +92,10 @@ func frozenShape(w *kern.Frozen, n, k int) {
 func (*CPU[T]) MatMulNT(c, a, b Tensor[T], m, n, k int, acc bool) {
 	if b.fz != nil {
 		frozenShape(b.fz, n, k)
+		if b.wide {
+			kern.FrozenMatMulNTWide(any(c.h).([]float32), any(a.h).([]float32), b.fz, m, acc)
+			return
+		}
 		kern.FrozenMatMulNT(any(c.h).([]float32), any(a.h).([]float32), b.fz, m, acc)
 		return
 	}

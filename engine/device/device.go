@@ -36,6 +36,18 @@ type Tensor[E Elem] struct {
 	n    int
 	bf16 bool
 	fz   *kern.Frozen // a frozen matrix in host memory, in its own format
+	// wide: products with this frozen weight keep the other operand in float32 even
+	// where the weight's format would round it (see WideActivations).
+	wide bool
+}
+
+// WideActivations is t as the weight operand of products that multiply float32
+// activations whatever t's storage: the CPU rounds the activations of a forward product
+// with bfloat16 weights to bfloat16 when sampling, as llama.cpp does, and not when
+// training (kern.FrozenMatMulNTWide), as PyTorch does. Any other device ignores it.
+func (t Tensor[E]) WideActivations() Tensor[E] {
+	t.wide = true
+	return t
 }
 
 // Host wraps host memory as a tensor of a host device.

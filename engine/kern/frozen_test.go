@@ -431,3 +431,80 @@ func TestRoundBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestFrozenWideKeepsActivations checks that training's forward product never rounds the
+// activations, on every path (fused dots, 3×4 and AVX-512 BF16 tiles, the packed GEMM) at
+// every kernel level: W is the identity (exact in float32 and bfloat16; the block formats
+// store 1 as a scaled integer, and never round A) and A has 20 significant
+// bits, so C must equal A bit for bit, where a bfloat16 rounding of A would keep 8 bits.
+// The sampling product (FrozenMatMulNT) with bfloat16 weights must round (the contrast
+// shows the test can tell).
+func TestFrozenWideKeepsActivations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, f := range []WeightFormat{F32, BF16} {
+		for _, s := range [][2]int{{1, 64}, {2, 64}, {5, 64}, {16, 96}, {31, 64}, {40, 64}, {97, 128}} {
+			m, k := s[0], s[1]
+			eye := make([]float32, k*k)
+			for i := 0; i < k; i++ {
+				eye[i*k+i] = 1
+			}
+			w := NewFrozen(eye, k, k, f)
+			a := make([]float32, m*k)
+			for i := range a {
+				a[i] = float32(1+rng.IntN(1<<20)) / (1 << 20) // 20 bits: no bfloat16 holds it
+			}
+			for _, level := range kernelLevels {
+				var wide, round []float32
+				atLevel(level, func() {
+					wide, round = make([]float32, m*k), make([]float32, m*k)
+					FrozenMatMulNTWide(wide, a, w, m, false)
+					FrozenMatMulNT(round, a, w, m, false)
+				})
+				name := fmt.Sprintf("%s %dx%d %s", f, m, k, level)
+				for i := range a {
+					if wide[i] != a[i] {
+						t.Fatalf("%s: wide product element %d = %v, want the activation %v unrounded", name, i, wide[i], a[i])
+					}
+				}
+				if f == BF16 {
+					rounded := 0
+					for i := range a {
+						if round[i] != a[i] {
+							rounded++
+						}
+					}
+					if rounded == 0 {
+						t.Fatalf("%s: the sampling product kept every activation: the test cannot tell rounding", name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkFrozenWide compares a training-size forward product with bf16 weights
+// (512×1536×576, SmolLM2's up projection over a 512-token datum) multiplied as sampling
+// does (activations rounded, AVX-512 BF16 tiles where the CPU has them) and as training
+// does (float32 activations, W widened into the packed GEMM's panels).
+func BenchmarkFrozenWide(b *testing.B) {
+	for _, wide := range []bool{false, true} {
+		b.Run(fmt.Sprintf("wide=%v", wide), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			m, n, k := 512, 1536, 576
+			w := NewFrozen(randSlice(rng, n*k), n, k, BF16)
+			a, c := randSlice(rng, m*k), make([]float32, m*n)
+			b.ResetTimer()
+			c0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if wide {
+					FrozenMatMulNTWide(c, a, w, m, false)
+				} else {
+					FrozenMatMulNT(c, a, w, m, false)
+				}
+			}
+			flop := 2 * float64(m*n*k) * float64(b.N)
+			b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(flop/(cpuTime()-c0).Seconds()/1e9, "GFLOP/cpu-s")
+		})
+	}
+}

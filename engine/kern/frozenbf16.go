@@ -2,9 +2,10 @@ package kern
 
 import "sync"
 
-// Products with bfloat16 weights round the activations to bfloat16 too, in every
-// forward product (FrozenMatMulNT) and on every path: the weights' format decides the
-// numerics, not the machine. This is what llama.cpp's bf16 path does (it converts the
+// Sampling's products with bfloat16 weights round the activations to bfloat16 too, in
+// every forward product (FrozenMatMulNT) and on every path: the weights' format decides
+// the numerics, not the machine. Training's do not (FrozenMatMulNTWide: float32
+// activations, as PyTorch's reference trains), nor does any input gradient. This is what llama.cpp's bf16 path does (it converts the
 // activations to the weights' vec_dot_type) and what torch's bf16 autocast does; the
 // sums stay float32. It buys the AVX-512 BF16 tiles, whose VDPBF16PS multiplies pairs
 // of bfloat16 at twice an FMA's rate; machines without them multiply the same rounded

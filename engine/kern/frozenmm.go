@@ -7,11 +7,28 @@ import "encoding/binary"
 // streams past: the memory-bound path, where W's bytes are the cost. More rows take the
 // packed GEMM, W widened to float32 as its panels are packed, once per call.
 
-// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass. With
-// bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go).
+// FrozenMatMulNT computes C[m×Rows] (+)= A[m×Cols]·Wᵀ: a Linear's forward pass when
+// sampling. With bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go), and
+// q8_0/q4_1 products of several rows on AVX512-VNNI quantise A to 8 bits (frozenq8.go),
+// as llama.cpp does.
 func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
+	frozenMatMulNT(c, a, w, m, acc, true)
+}
+
+// FrozenMatMulNTWide is FrozenMatMulNT with A multiplied in float32 whatever W's format:
+// W is widened, A never rounded or quantised. Training's forward products take it, as PyTorch's
+// reference does (bfloat16 weights widened, float32 activations): rounding the
+// activations of every product to bfloat16 would perturb the loss and every gradient by
+// about 2⁻⁹ relative per product, which a training run accumulates.
+func FrozenMatMulNTWide(c, a []float32, w *Frozen, m int, acc bool) {
+	frozenMatMulNT(c, a, w, m, acc, false)
+}
+
+// frozenMatMulNT is FrozenMatMulNT; when round it may lower A's precision as the
+// weight format's fast path does (bf16 rounding, 8-bit quantisation), else never.
+func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	n, k := w.Rows, w.Cols
-	if m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
+	if round && m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
 		_ = c[m*n-1]
 		_ = a[m*k-1]
 		if w.Format == Q4_1 {
@@ -36,7 +53,7 @@ func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	}
 	_ = c[m*n-1]
 	_ = a[m*k-1]
-	if w.Format == BF16 {
+	if w.Format == BF16 && round {
 		if w.dpTileable(m) {
 			w.dpProduct(c, a, m, acc)
 			return

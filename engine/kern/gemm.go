@@ -3,6 +3,7 @@ package kern
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Packed float32 GEMM, in the style of GotoBLAS/BLIS: B is copied into k×16 column
@@ -138,7 +139,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		_ = a[(m-1)*lda+k-1]
 	}
 	kcb := kBlock(k)
-	run := split
+	run := share
 	if !par {
 		run = serial
 	}
@@ -160,7 +161,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		if direct != nil {
 			plo = nb / nr
 		}
-		run(npan-plo, (nb-plo*nr)*k*8, 1, func(lo, hi int) {
+		run(npan-plo, (nb-plo*nr)*k*8, 1, 1, func(lo, hi int) {
 			for jp := plo + lo; jp < plo+hi; jp++ {
 				for pc := 0; pc < k; pc += kcb {
 					kb := min(kcb, k-pc)
@@ -172,9 +173,9 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
 		if m >= 8*mr*runtime.GOMAXPROCS(0) {
-			run(m, m*nb*k, mr, func(lo, hi int) { op.block(lo, hi, 0, npan) })
+			run(m, m*nb*k, mr, 8*mr, func(lo, hi int) { op.block(lo, hi, 0, npan) })
 		} else {
-			run(npan, m*nb*k, 1, func(lo, hi int) { op.block(0, m, lo, hi) })
+			run(npan, m*nb*k, 1, 1, func(lo, hi int) { op.block(0, m, lo, hi) })
 		}
 	}
 }
@@ -199,8 +200,55 @@ func panelOffset(ragged bool, pc, jp, kb, npan int) int {
 	return pc*npan*nr + jp*kb*nr
 }
 
-// serial is split on the calling goroutine.
-func serial(n, _, _ int, f func(lo, hi int)) { f(0, n) }
+// serial is share on the calling goroutine.
+func serial(n, _, _, _ int, f func(lo, hi int)) { f(0, n) }
+
+// share runs f over [0, n) in chunks that up to GOMAXPROCS goroutines, the caller among
+// them, take in turn until none is left: about four chunks per goroutine, each a
+// multiple of align and at least least (when n allows), at most mc when align is mr. A
+// core slowed by other work (a shared machine, a busy hypervisor) then takes fewer
+// chunks instead of holding the whole product back: with split's one contiguous half
+// per core, one core sat idle through 29 % of a training step on the loaded 2-core
+// machine, waiting for the other's half of a product. Chunk boundaries are whole tiles
+// and each tile is computed the same way whichever goroutine takes it, so the result
+// does not depend on the chunking or the number of cores.
+func share(n, work, align, least int, f func(lo, hi int)) {
+	w := runtime.GOMAXPROCS(0)
+	if work < minParallelWork || w <= 1 || n < 2*align {
+		f(0, n)
+		return
+	}
+	grain := roundUp(max((n+4*w-1)/(4*w), least), align)
+	if align == mr {
+		grain = min(grain, mc) // a chunk's rows of A stay one packed block
+	}
+	chunks := (n + grain - 1) / grain
+	if chunks < 2 {
+		f(0, n)
+		return
+	}
+	var next atomic.Int64
+	take := func() {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			lo := c * grain
+			f(lo, min(lo+grain, n))
+		}
+	}
+	var wg sync.WaitGroup
+	for g := 1; g < min(w, chunks); g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			take()
+		}()
+	}
+	take()
+	wg.Wait()
+}
 
 // gemmOp is one block of columns [jc, jc+nb) of a product in gemmPanels: bp holds its
 // packed B panels (only the ragged last one when B is read in place from direct).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -378,5 +379,34 @@ func TestGemmDeepK(t *testing.T) {
 		clear(mag)
 		refNN(mag, abs32(a), abs32(wideT), m, n, k, true)
 		closeRel(t, fmt.Sprintf("frozen %v NN %dx%dx%d", f, m, n, k), got, want, mag, 1e-4)
+	}
+}
+
+// TestGemmShareIsBitIdentical checks that the packed GEMM's result does not depend on how
+// share chunks it: the same bits on 1, 2, 3 and 5 goroutines, for a product split by rows
+// (many rows) and one split by column panels (few rows), in place and packed.
+func TestGemmShareIsBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, s := range [][3]int{{301, 200, 96}, {40, 530, 70}} {
+		m, n, k := s[0], s[1], s[2]
+		a, b := randSlice(rng, m*k), randSlice(rng, k*n)
+		for _, force := range []int{1, -1} {
+			var want []float32
+			for _, procs := range []int{1, 2, 3, 5} {
+				runtime.GOMAXPROCS(procs)
+				c := make([]float32, m*n)
+				withInPlace(force, func() { gemm32(c, a, b, m, n, k, false, false, false) })
+				if want == nil {
+					want = c
+					continue
+				}
+				for i := range c {
+					if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%dx%dx%d in place %d, %d goroutines: element %d = %v, %v on one", m, n, k, force, procs, i, c[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }
