@@ -117,7 +117,7 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			if d != nil {
 				if s.matrix {
 					*s.dev = placeMatrix(d, v, s.shape[0], s.shape[1])
-					if s.dev.Frozen() != nil {
+					if ownCopy(*s.dev) {
 						*s.host, narrowed = nil, true // the device's copy is the only one
 					}
 				} else {

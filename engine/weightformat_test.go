@@ -163,7 +163,7 @@ func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
 var tolBF16 = struct{ logp, loss, grad float64 }{2, 7e-3, 0.3}
 
 // The CPU device's weight format is what engine.cpu_weight_format names, and f32 keeps
-// the loaded matrices themselves (no copy).
+// the loaded matrices themselves (a kern.Frozen aliasing them, no copy).
 func TestOpenDeviceCPUWeightFormat(t *testing.T) {
 	for _, name := range []string{"f32", "bf16", "q8_0", "q4_1"} {
 		f, err := ParseWeightFormat(name)
@@ -180,7 +180,8 @@ func TestOpenDeviceCPUWeightFormat(t *testing.T) {
 		}
 		src := make([]float32, 4*32)
 		x := cpu.WeightMatrix(src, 4, 32)
-		if (f == WeightsF32) != (x.Frozen() == nil) || (f == WeightsF32 && &x.Host()[0] != &src[0]) {
+		if x.Frozen() == nil || x.Frozen().Format != f || (f == WeightsF32) != (x.Frozen().F32() != nil) ||
+			(f == WeightsF32 && &x.Frozen().F32()[0] != &src[0]) {
 			t.Fatalf("%s: matrix stored as %+v", name, x.Frozen())
 		}
 	}

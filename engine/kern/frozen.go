@@ -136,6 +136,9 @@ func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) 
 	return &Frozen{Format: f, Rows: rows, Cols: cols, blk: data}, nil
 }
 
+// F32 is the float32 matrix an F32 Frozen aliases (nil for the other formats).
+func (w *Frozen) F32() []float32 { return w.f32 }
+
 // Bytes is the memory the stored weights take.
 func (w *Frozen) Bytes() int {
 	return 4*len(w.f32) + 2*len(w.bf) + len(w.blk)

@@ -20,6 +20,16 @@ func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
 //go:noescape
 func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32)
 
+// tile1F32x512 is row 0 of tileF32x512 alone: out[j] = Σ_p a[p]·w_j[p], bit for bit.
+//
+//go:noescape
+func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32)
+
+// dot1F32x512 is one output of tileF32x512 alone: Σ_p a[p]·w[p] over 16·k16, bit for bit.
+//
+//go:noescape
+func dot1F32x512(a, w *float32, k16 int) float32
+
 // widenQ8AVX512 is widenQ8AVX with 16-wide vectors.
 //
 //go:noescape

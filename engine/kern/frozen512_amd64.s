@@ -178,6 +178,77 @@ f5done:
 	VZEROUPPER
 	RET
 
+// func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32)
+//
+// Row 0 of tileF32x512 alone, bit for bit (the same accumulator per output, p in order,
+// the same reduction): out[j] = Σ_p a[p]·w_j[p]. A product's row therefore does not
+// depend on whether it shares a tile with other rows; and a one-row product (a decode
+// step) does a quarter of the padded tile's multiply-adds.
+TEXT ·tile1F32x512(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ldw+16(FP), DX
+	MOVQ k16+24(FP), CX
+	LEAQ (DI)(DX*2), R9
+	ADDQ DX, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JEQ  f1done
+
+f1loop:
+	VMOVUPS (SI), Z16
+	VFMADD231PS (DI), Z16, Z0
+	VFMADD231PS (DI)(DX*1), Z16, Z1
+	VFMADD231PS (DI)(DX*2), Z16, Z2
+	VFMADD231PS (R9), Z16, Z3
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R9
+	DECQ CX
+	JNE  f1loop
+
+f1done:
+	MOVQ out+32(FP), AX
+	DPROW4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0)
+	VZEROUPPER
+	RET
+
+// func dot1F32x512(a, w *float32, k16 int) float32
+//
+// One output of tileF32x512 alone, bit for bit: one sixteen-lane accumulator over
+// 16·k16 elements in order, summed as DPROW4 sums each of its four. A decode step reads
+// W one row at a time with it (frozenf32.go: four rows streamed side by side ran at half
+// the speed from memory).
+TEXT ·dot1F32x512(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ k16+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	TESTQ CX, CX
+	JEQ  d5done
+
+d5loop:
+	VMOVUPS (DI), Z1
+	VFMADD231PS (SI), Z1, Z0
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE  d5loop
+
+d5done:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
 // func widenQ8AVX512(dst *float32, blk *byte, nb int)
 //
 // widenQ8AVX with 16-wide vectors: a Q8_0 block is two.

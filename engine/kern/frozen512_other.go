@@ -42,6 +42,18 @@ func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32) {
 	}
 }
 
+// tile1F32x512 is the portable twin of the one-row tile; never dispatched to here.
+func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32) {
+	var o [16]float32
+	tileF32x512(a, 0, w, ldw, k16, &o[0])
+	copy(unsafe.Slice(out, 4), o[:4])
+}
+
+// dot1F32x512 is the portable twin of the one-output kernel; never dispatched to here.
+func dot1F32x512(a, w *float32, k16 int) float32 {
+	return dot32Go(unsafe.Slice(a, 16*k16), unsafe.Slice(w, 16*k16))
+}
+
 // widenQ8AVX512 is never dispatched to without the assembly.
 func widenQ8AVX512(dst *float32, blk *byte, nb int) { widenQ8AVX(dst, blk, nb) }
 

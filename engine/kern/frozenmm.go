@@ -11,10 +11,22 @@ import "encoding/binary"
 // bfloat16 weights A is rounded to bfloat16 first (frozenbf16.go).
 func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 	n, k := w.Rows, w.Cols
+	if m == 1 && n > 0 && w.f32Dottable() {
+		_ = c[n-1]
+		_ = a[k-1]
+		split(n, n*k, 16, func(lo, hi int) { w.f32Dots(c, a, lo, hi, acc) })
+		return
+	}
 	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
 		_ = c[m*n-1]
 		_ = a[m*k-1]
 		w.zProduct(c, a, m, acc)
+		return
+	}
+	if w.f32Tiled(m) && n > 0 {
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		split(n, m*n*k, 4, func(lo, hi int) { w.f32Tiles(c, a, m, lo, hi, acc) })
 		return
 	}
 	if w.Format == F32 {
