@@ -25,10 +25,11 @@ func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32)
 //go:noescape
 func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32)
 
-// dot1F32x512 is one output of tileF32x512 alone: Σ_p a[p]·w[p] over 16·k16, bit for bit.
+// dotsF32x512 sets out[r] = Σ_p a[p]·w[r·16·k16+p] for rows rows of W, each bit for
+// bit one output of tileF32x512.
 //
 //go:noescape
-func dot1F32x512(a, w *float32, k16 int) float32
+func dotsF32x512(a, w *float32, k16, rows int, out *float32)
 
 // widenQ8AVX512 is widenQ8AVX with 16-wide vectors.
 //

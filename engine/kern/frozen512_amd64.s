@@ -216,19 +216,28 @@ f1done:
 	VZEROUPPER
 	RET
 
-// func dot1F32x512(a, w *float32, k16 int) float32
+// func dotsF32x512(a, w *float32, k16, rows int, out *float32)
 //
-// One output of tileF32x512 alone, bit for bit: one sixteen-lane accumulator over
-// 16·k16 elements in order, summed as DPROW4 sums each of its four. A decode step reads
-// W one row at a time with it (frozenf32.go: four rows streamed side by side ran at half
-// the speed from memory).
-TEXT ·dot1F32x512(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
+// out[r] = Σ_p a[p]·w[r·16·k16+p] for rows consecutive rows of W: each one output of
+// tileF32x512 alone, bit for bit (one sixteen-lane accumulator over 16·k16 elements in
+// order, summed as DPROW4 sums each of its four). A decode step reads W one row at a
+// time with it, all its rows in one call (frozenf32.go: four rows streamed side by side
+// ran at half the speed from memory).
+TEXT ·dotsF32x512(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), R8
 	MOVQ w+8(FP), DI
-	MOVQ k16+16(FP), CX
+	MOVQ k16+16(FP), R9
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), AX
+	TESTQ R10, R10
+	JEQ  d5done
+
+d5row:
+	MOVQ R8, SI
+	MOVQ R9, CX
 	VPXORD Z0, Z0, Z0
 	TESTQ CX, CX
-	JEQ  d5done
+	JEQ  d5sum
 
 d5loop:
 	VMOVUPS (DI), Z1
@@ -238,15 +247,20 @@ d5loop:
 	DECQ CX
 	JNE  d5loop
 
-d5done:
+d5sum:
 	VEXTRACTF64X4 $1, Z0, Y1
 	VADDPS Y1, Y0, Y0
 	VHADDPS Y0, Y0, Y0
 	VHADDPS Y0, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS X1, X0, X0
+	MOVSS X0, (AX)
+	ADDQ $4, AX
+	DECQ R10
+	JNE  d5row
+
+d5done:
 	VZEROUPPER
-	MOVSS X0, ret+24(FP)
 	RET
 
 // func widenQ8AVX512(dst *float32, blk *byte, nb int)

@@ -49,9 +49,13 @@ func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32) {
 	copy(unsafe.Slice(out, 4), o[:4])
 }
 
-// dot1F32x512 is the portable twin of the one-output kernel; never dispatched to here.
-func dot1F32x512(a, w *float32, k16 int) float32 {
-	return dot32Go(unsafe.Slice(a, 16*k16), unsafe.Slice(w, 16*k16))
+// dotsF32x512 is the portable twin of the row dots; never dispatched to here.
+func dotsF32x512(a, w *float32, k16, rows int, out *float32) {
+	k := 16 * k16
+	x, o := unsafe.Slice(a, k), unsafe.Slice(out, rows)
+	for r := range o {
+		o[r] = dot32Go(x, unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(w), 4*r*k)), k))
+	}
 }
 
 // widenQ8AVX512 is never dispatched to without the assembly.

@@ -84,3 +84,26 @@ func (w *Frozen) dpProduct(c, a []float32, m int, acc bool) {
 		}
 	})
 }
+
+// bf16Dots computes columns [lo, hi) of the one row c = a·Wᵀ with dotsBF16AVX: W's rows
+// streamed one after the other in one call, the sums of dotRow's dotBF16AVX.
+func (w *Frozen) bf16Dots(c, a []float32, lo, hi int, acc bool) {
+	k := w.Cols
+	_ = a[k-1]
+	_ = w.bf[hi*k-1]
+	var buf [64]float32
+	for j := lo; j < hi; {
+		r, out := hi-j, c[j:hi]
+		if acc {
+			r = min(r, len(buf))
+			out = buf[:r]
+		}
+		dotsBF16AVX(&a[0], &w.bf[j*k], k, r, &out[0])
+		if acc {
+			for x, v := range out {
+				c[j+x] += v
+			}
+		}
+		j += r
+	}
+}

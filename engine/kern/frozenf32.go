@@ -6,7 +6,7 @@ package kern
 // on every call, which at 16 rows cost more than the product: an f32 model's batch-16
 // decode step ran at 0.78× llama.cpp's. (With AVX-512 the 16-wide tiles of frozen512.go
 // take these products.) A row of A meets W in the same order in a one-row product
-// (f32Dots: dot1F32AVX, or dot1F32x512 where the 16-wide tiles run) as in a tile, so
+// (f32Dots: dotsF32AVX, or dotsF32x512 where the 16-wide tiles run) as in a tile, so
 // each row of C is the same bit for bit however many rows the product has (below the
 // tiles' bound): a prompt's last row computed in a prefill equals the same row decoded
 // alone after a cached prefix.
@@ -22,7 +22,7 @@ func (w *Frozen) f32Tiled(m int) bool {
 }
 
 // f32Dottable reports whether a one-row product with W has a kernel whose sums are the
-// tiles' (dot1F32x512 for tileF32x512, dot1F32AVX for tileF32AVX).
+// tiles' (dotsF32x512 for tileF32x512, dotsF32AVX for tileF32AVX).
 func (w *Frozen) f32Dottable() bool {
 	return w.Format == F32 && (useAVX512 && w.Cols%16 == 0 || useTileF32 && w.Cols%8 == 0)
 }
@@ -34,18 +34,24 @@ func (w *Frozen) f32Dots(c, a []float32, lo, hi int, acc bool) {
 	z := useAVX512 && k%16 == 0 // the rows of two or more take tileF32x512 (zTileable)
 	_ = a[k-1]
 	_ = w.f32[hi*k-1]
-	for j := lo; j < hi; j++ {
-		var s float32
+	var buf [64]float32
+	for j := lo; j < hi; {
+		r, out := hi-j, c[j:hi]
+		if acc {
+			r = min(r, len(buf))
+			out = buf[:r]
+		}
 		if z {
-			s = dot1F32x512(&a[0], &w.f32[j*k], k/16)
+			dotsF32x512(&a[0], &w.f32[j*k], k/16, r, &out[0])
 		} else {
-			s = dot1F32AVX(&a[0], &w.f32[j*k], k)
+			dotsF32AVX(&a[0], &w.f32[j*k], k, r, &out[0])
 		}
 		if acc {
-			c[j] += s
-		} else {
-			c[j] = s
+			for x, v := range out {
+				c[j+x] += v
+			}
 		}
+		j += r
 	}
 }
 
@@ -74,7 +80,8 @@ func (w *Frozen) f32Tiles(c, a []float32, m, lo, hi int, acc bool) {
 	for ; j < hi; j++ { // the last rows of W, one dot each (the tiles' sums)
 		_ = w.f32[(j+1)*k-1]
 		for i := 0; i < m; i++ {
-			s := dot1F32AVX(&a[i*k], &w.f32[j*k], k)
+			var s float32
+			dotsF32AVX(&a[i*k], &w.f32[j*k], k, 1, &s)
 			if acc {
 				c[i*n+j] += s
 			} else {

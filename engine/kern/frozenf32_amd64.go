@@ -17,8 +17,8 @@ func tileF32AVX(a0, a1, a2 *float32, w *float32, ldw, n int, out *float32)
 //go:noescape
 func tile1F32AVX(a0 *float32, w *float32, ldw, n int, out *float32)
 
-// dot1F32AVX is one output of tileF32AVX alone: Σ_p a[p]·w[p] over n (a multiple of 8),
-// bit for bit.
+// dotsF32AVX sets out[r] = Σ_p a[p]·w[r·n+p] for rows rows of W (n a multiple of 8),
+// each bit for bit one output of tileF32AVX.
 //
 //go:noescape
-func dot1F32AVX(a, w *float32, n int) float32
+func dotsF32AVX(a, w *float32, n, rows int, out *float32)

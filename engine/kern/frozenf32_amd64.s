@@ -123,20 +123,31 @@ t1done:
 	VZEROUPPER
 	RET
 
-// func dot1F32AVX(a, w *float32, n int) float32
+// func dotsF32AVX(a, w *float32, n, rows int, out *float32)
 //
-// One output of tileF32AVX alone, bit for bit: one eight-lane accumulator over n (a
-// multiple of 8) in order, summed as F32ROW4 sums each of its four. A decode step's
-// product reads W one row at a time with it: four rows streamed side by side (the tiles)
-// ran a one-row product from memory at half the speed on a Zen 4, and a single chain of
-// FMAs still outruns the memory (8 bytes a cycle).
-TEXT ·dot1F32AVX(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
+// out[r] = Σ_p a[p]·w[r·n+p] for rows consecutive rows of W: each one output of
+// tileF32AVX alone, bit for bit (one eight-lane accumulator over n, a multiple of 8, in
+// order, summed as F32ROW4 sums each of its four). A decode step's product reads W one
+// row at a time with it: four rows streamed side by side (the tiles) ran a one-row
+// product from memory at half the speed on a Zen 4, and a single chain of FMAs still
+// outruns the memory (8 bytes a cycle). One call for all the rows: a Go call per row
+// cost a tenth of a decode step.
+TEXT ·dotsF32AVX(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), R8
 	MOVQ w+8(FP), DI
-	MOVQ n+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	SHRQ $3, CX
+	MOVQ n+16(FP), R9
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), AX
+	SHRQ $3, R9
+	TESTQ R10, R10
 	JEQ  d1done
+
+d1row:
+	MOVQ R8, SI
+	MOVQ R9, CX
+	VXORPS Y0, Y0, Y0
+	TESTQ CX, CX
+	JEQ  d1sum
 
 d1loop:
 	VMOVUPS     (DI), Y1
@@ -146,11 +157,16 @@ d1loop:
 	DECQ CX
 	JNE  d1loop
 
-d1done:
+d1sum:
 	VHADDPS Y0, Y0, Y0
 	VHADDPS Y0, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS X1, X0, X0
+	MOVSS X0, (AX)
+	ADDQ $4, AX
+	DECQ R10
+	JNE  d1row
+
+d1done:
 	VZEROUPPER
-	MOVSS X0, ret+24(FP)
 	RET

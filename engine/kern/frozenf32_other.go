@@ -26,7 +26,10 @@ func tile1F32AVX(a0 *float32, w *float32, ldw, n int, out *float32) {
 	}
 }
 
-// dot1F32AVX is the portable twin of the one-output kernel; never dispatched to here.
-func dot1F32AVX(a, w *float32, n int) float32 {
-	return dot32Go(unsafe.Slice(a, n), unsafe.Slice(w, n))
+// dotsF32AVX is the portable twin of the row dots; never dispatched to here.
+func dotsF32AVX(a, w *float32, n, rows int, out *float32) {
+	x, o := unsafe.Slice(a, n), unsafe.Slice(out, rows)
+	for r := range o {
+		o[r] = dot32Go(x, unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(w), 4*r*n)), n))
+	}
 }

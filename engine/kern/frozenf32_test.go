@@ -87,3 +87,75 @@ func BenchmarkFrozenF32DecodePaths(b *testing.B) {
 		}
 	})
 }
+
+// TestRowDots checks the one-row products that read W's rows in one call (dotsBF16AVX,
+// dotsF32AVX, dotsF32x512) bit for bit against one dot per row (dotRow for bfloat16, the
+// same product's own kernels otherwise), with and without accumulating into C, over more
+// rows than their 64-row accumulation buffer and rows with a 16-element tail.
+func TestRowDots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, level := range kernelLevels {
+		atLevel(level, func() {
+			for _, f := range []WeightFormat{F32, BF16} {
+				for _, s := range [][2]int{{150, 576}, {70, 48}, {5, 32}} {
+					n, k := s[0], s[1]
+					w := NewFrozen(randSlice(rng, n*k), n, k, f)
+					a := randSlice(rng, k)
+					x := forwardActs(w, a)
+					init := randSlice(rng, n)
+					two := make([]float32, 2*n) // the row among two: for f32, the tiles' sums
+					FrozenMatMulNT(two, append(append([]float32(nil), a...), a...), w, 2, false)
+					for _, acc := range []bool{false, true} {
+						c := append([]float32(nil), init...)
+						FrozenMatMulNT(c, a, w, 1, acc)
+						for j := 0; j < n; j++ {
+							var want float32
+							if f == BF16 {
+								want = w.dotRow(x, j)
+							} else {
+								want = two[j]
+							}
+							if acc {
+								want += init[j]
+							}
+							if math.Float32bits(c[j]) != math.Float32bits(want) && (f == BF16 || w.f32Dottable()) {
+								t.Fatalf("%s %s %dx%d acc=%v: C[%d] = %v, want %v", level, f, n, k, acc, j, c[j], want)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRowDots times a one-row product on one goroutine, W (1536×576) in the LLC:
+// the row dots in one call against a call per row. Weights per CPU nanosecond.
+func BenchmarkRowDots(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, k := 1536, 576
+	src := randSlice(rng, n*k)
+	x := randSlice(rng, k)
+	c := make([]float32, n)
+	for _, f := range []WeightFormat{F32, BF16} {
+		w := NewFrozen(src, n, k, f)
+		for _, calls := range []string{"one", "per-row"} {
+			b.Run(f.String()+"/"+calls, func(b *testing.B) {
+				t0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					switch {
+					case calls == "per-row":
+						for j := range c {
+							c[j] = w.dotRow(x, j)
+						}
+					case f == BF16:
+						w.bf16Dots(c, x, 0, n, false)
+					default:
+						w.f32Dots(c, x, 0, n, false)
+					}
+				}
+				b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
+			})
+		}
+	}
+}

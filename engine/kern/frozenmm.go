@@ -48,6 +48,10 @@ func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 		defer putScratch(buf)
 		roundBF16(nil, *buf, a[:m*k])
 		a = *buf
+		if m == 1 && useAVX2 && hasRowDots && k%16 == 0 {
+			split(n, n*k, 16, func(lo, hi int) { w.bf16Dots(c, a, lo, hi, acc) })
+			return
+		}
 	}
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
