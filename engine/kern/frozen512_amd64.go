@@ -31,6 +31,11 @@ func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32)
 //go:noescape
 func dotsF32x512(a, w *float32, k16, rows int, out *float32)
 
+// dotsBF16x512 is dotsBF16AVX with 16-wide vectors, for n a multiple of 32.
+//
+//go:noescape
+func dotsBF16x512(x *float32, w *uint16, n, rows int, out *float32)
+
 // widenQ8AVX512 is widenQ8AVX with 16-wide vectors.
 //
 //go:noescape

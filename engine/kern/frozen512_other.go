@@ -58,6 +58,9 @@ func dotsF32x512(a, w *float32, k16, rows int, out *float32) {
 	}
 }
 
+// dotsBF16x512 is never dispatched to without the assembly.
+func dotsBF16x512(x *float32, w *uint16, n, rows int, out *float32) { dotsBF16AVX(x, w, n, rows, out) }
+
 // widenQ8AVX512 is never dispatched to without the assembly.
 func widenQ8AVX512(dst *float32, blk *byte, nb int) { widenQ8AVX(dst, blk, nb) }
 

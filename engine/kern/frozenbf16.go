@@ -98,7 +98,7 @@ func (w *Frozen) bf16Dots(c, a []float32, lo, hi int, acc bool) {
 			r = min(r, len(buf))
 			out = buf[:r]
 		}
-		dotsBF16AVX(&a[0], &w.bf[j*k], k, r, &out[0])
+		w.bf16RowDots(&a[0], &w.bf[j*k], r, &out[0])
 		if acc {
 			for x, v := range out {
 				c[j+x] += v
@@ -106,4 +106,16 @@ func (w *Frozen) bf16Dots(c, a []float32, lo, hi int, acc bool) {
 		}
 		j += r
 	}
+}
+
+// bf16RowDots sets out[r] = Σ_i x[i]·W[j+r, i] for rows rows of W from &W[j, 0]: 16-wide
+// where the CPU has AVX-512 and rows are whole 32-weight steps, else 8-wide. dotRow sums
+// a row the same way, so a one-row product's outputs do not depend on which path took
+// them.
+func (w *Frozen) bf16RowDots(x *float32, wr *uint16, rows int, out *float32) {
+	if useAVX512 && w.Cols%32 == 0 {
+		dotsBF16x512(x, wr, w.Cols, rows, out)
+		return
+	}
+	dotsBF16AVX(x, wr, w.Cols, rows, out)
 }

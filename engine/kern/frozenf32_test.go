@@ -159,3 +159,15 @@ func BenchmarkRowDots(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFrozenGEMVLevels is BenchmarkFrozenGEMV (W leaves the cache) for bf16 and f32
+// at each instruction-set level: the 16-wide one-row kernels against the 8-wide ones.
+func BenchmarkFrozenGEMVLevels(b *testing.B) {
+	for _, f := range []WeightFormat{BF16, F32} {
+		for _, level := range kernelLevels[:2] {
+			b.Run(f.String()+"/"+level, func(b *testing.B) {
+				atLevel(level, func() { benchFrozen(b, f, 1, 32*1536, 576) })
+			})
+		}
+	}
+}

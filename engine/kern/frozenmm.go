@@ -275,6 +275,11 @@ func (w *Frozen) dotRow(x []float32, r int) float32 {
 		return dot32(x, w.f32[r*k:(r+1)*k])
 	case BF16:
 		row := w.bf[r*k : (r+1)*k]
+		if useAVX2 && hasRowDots && k%16 == 0 {
+			var s float32
+			w.bf16RowDots(&x[0], &row[0], 1, &s)
+			return s
+		}
 		if useAVX2 && k >= 16 {
 			k16 := k &^ 15
 			s := dotBF16AVX(&x[0], &row[0], k16)
