@@ -132,13 +132,20 @@ func (l *Local) CreateAdapter(ctx context.Context, model, lora string, cfg engin
 			if err != nil {
 				return err
 			}
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.adapters[adapterKey{model, lora}] = &slot{a: a, gen: l.gens.Add(1)}
-			h.sched.DropPrefixes(lora)
+			l.install(h, model, lora, a)
 			return nil
 		}, done)
 	})
+}
+
+// install puts a in a new slot for (model, lora), replacing one created meanwhile, on the
+// model's loop. The slot's generation is new, so no cached prompt of older weights of the
+// same name applies; the adapter's cached prefixes are dropped as well.
+func (l *Local) install(h *hosted, model, lora string, a *engine.Adapter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.adapters[adapterKey{model, lora}] = &slot{a: a, gen: l.gens.Add(1)}
+	h.sched.DropPrefixes(lora)
 }
 
 // RemoveAdapter drops an adapter; removing a missing one is not an error. Its cached
@@ -310,12 +317,7 @@ func (l *Local) LoadState(ctx context.Context, model, lora, dir string, optimize
 			if err != nil {
 				return err
 			}
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			// A slot created meanwhile is replaced, as CreateAdapter replaces one; its
-			// generation is new, so no cached prompt of the old weights applies.
-			l.adapters[adapterKey{model, lora}] = &slot{a: a, gen: l.gens.Add(1)}
-			h.sched.DropPrefixes(lora)
+			l.install(h, model, lora, a)
 			return nil
 		}, done)
 	})

@@ -148,8 +148,8 @@ type Engine struct {
 	// CUDAFP32Weights keeps base weights in float32 on the GPU instead of bfloat16.
 	CUDAFP32Weights bool `yaml:"cuda_fp32_weights"`
 	// CPUWeightFormat is how the CPU device stores base weight matrices: bf16 (default),
-	// f32, or the GGUF block formats q8_0 and q4_1 (docs/models.md: speed and
-	// accuracy of each). Norms, biases, LoRA adapters and activations stay float32.
+	// f32, or the GGUF block formats q8_0, q4_1 and q4_k (q4_k keeps a GGUF file's
+	// Q4_K_M blocks as they are; docs/models.md: speed and accuracy of each). Norms, biases, LoRA adapters and activations stay float32.
 	CPUWeightFormat string `yaml:"cpu_weight_format"`
 	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
 	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`

@@ -330,9 +330,9 @@ func (e Engine) validate(v *validator) {
 	}
 	v.notNegative("cuda_memory_limit_bytes", e.CUDAMemoryLimitBytes)
 	switch e.CPUWeightFormat {
-	case "f32", "bf16", "q8_0", "q4_1": // engine.ParseWeightFormat's names
+	case "f32", "bf16", "q8_0", "q4_1", "q4_k": // engine.ParseWeightFormat's names
 	default:
-		v.bad("cpu_weight_format", "%q is not one of f32, bf16, q8_0, q4_1", e.CPUWeightFormat)
+		v.bad("cpu_weight_format", "%q is not one of f32, bf16, q8_0, q4_1, q4_k", e.CPUWeightFormat)
 	}
 	e.Scheduler.validate(v.at("scheduler"))
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/tuft-go/tuft/engine/kern"
 )
 
-// WeightFormat is how the CPU device stores base weight matrices: F32, BF16, Q8_0 or
-// Q4_1 (engine/kern's Frozen; docs/models.md gives their speed and accuracy).
+// WeightFormat is how the CPU device stores base weight matrices: F32, BF16, Q8_0, Q4_1
+// or Q4_K (engine/kern's Frozen; docs/models.md gives their speed and accuracy).
 type WeightFormat = kern.WeightFormat
 
 // The CPU weight formats.
@@ -21,10 +21,11 @@ const (
 	WeightsBF16 = kern.BF16
 	WeightsQ8_0 = kern.Q8_0
 	WeightsQ4_1 = kern.Q4_1
+	WeightsQ4_K = kern.Q4_K
 )
 
 // ParseWeightFormat reads a CPU weight format name (engine.cpu_weight_format): f32,
-// bf16, q8_0 or q4_1.
+// bf16, q8_0, q4_1 or q4_k.
 func ParseWeightFormat(s string) (WeightFormat, error) { return kern.ParseWeightFormat(s) }
 
 // DeviceOptions configure OpenDevice.

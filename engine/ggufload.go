@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tuft-go/tuft/engine/gguf"
+	"github.com/tuft-go/tuft/engine/kern"
 	"github.com/tuft-go/tuft/engine/tokenizer"
 )
 
@@ -27,16 +28,27 @@ type GGUFModel struct {
 	// BOS, EOS and Pad are the special tokens' strings ("" when the file names none).
 	BOS, EOS, Pad string
 	AddBOS        bool // tokenizer.ggml.add_bos_token
+	// native are the file's blocks a CPU in q4_k keeps as they are (ggufnative.go).
+	native map[*float32]*kern.Frozen
 }
 
 // LoadGGUF loads a model from a GGUF file (llama or qwen2 architecture): weights
 // dequantised to float32, the tokenizer, special tokens, chat template, and the rope and
 // norm parameters from its metadata. A file that is malformed, truncated or of another
-// architecture is an error naming the key or tensor; nothing is kept on error.
+// architecture is an error naming the key or tensor; nothing is kept on error. On a CPU
+// holding weights in q4_k the file's Q4_K, Q6_K, Q5_0, Q8_0 and Q4_1 matrices keep their
+// blocks (ggufnative.go).
 func LoadGGUF(path, name string, opts ...Option) (*Model, error) {
-	g, err := ReadGGUF(path)
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	g, err := readGGUF(path, o.dev != nil && keepsGGUFBlocks(o.dev))
 	if err != nil {
 		return nil, err
+	}
+	if g.native != nil {
+		opts = append(opts, withNative(g.native))
 	}
 	tok, err := tokenizer.Parse(g.TokenizerJSON)
 	if err != nil {
@@ -54,13 +66,19 @@ func LoadGGUF(path, name string, opts ...Option) (*Model, error) {
 
 // ReadGGUF reads and converts a GGUF file without placing it on a device (`tuft model
 // import` writes the result as a HuggingFace directory).
-func ReadGGUF(path string) (*GGUFModel, error) {
+func ReadGGUF(path string) (*GGUFModel, error) { return readGGUF(path, false) }
+
+// readGGUF is ReadGGUF, also keeping the file's blocks (GGUFModel.native) when native.
+func readGGUF(path string, native bool) (*GGUFModel, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	defer f.Close()
 	out, err := convertGGUF(f)
+	if err == nil && native {
+		out.native, err = ggufNative(f, out.Cfg, out.W)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", path, err)
 	}

@@ -30,6 +30,8 @@ type ggufTensor struct {
 	name string
 	dims []uint64 // innermost first
 	data []float32
+	typ  gguf.TensorType // with raw: the tensor's blocks as stored (F32 data otherwise)
+	raw  []byte
 }
 
 func (g *testGGUF) set(key string, val any) { g.kv = append(g.kv, ggufKV{key, val}) }
@@ -39,7 +41,7 @@ func (g *testGGUF) add(name string, data []float32, shape ...int) {
 	for i, s := range shape {
 		dims[len(shape)-1-i] = uint64(s)
 	}
-	g.tensors = append(g.tensors, ggufTensor{name, dims, data})
+	g.tensors = append(g.tensors, ggufTensor{name: name, dims: dims, data: data})
 }
 
 func (g *testGGUF) bytes() []byte {
@@ -91,15 +93,25 @@ func (g *testGGUF) bytes() []byte {
 		str(t.name)
 		le(uint32(len(t.dims)))
 		le(t.dims)
-		le(uint32(gguf.F32))
+		size := uint64(len(t.data)) * 4
+		if t.raw != nil {
+			le(uint32(t.typ))
+			size = uint64(len(t.raw))
+		} else {
+			le(uint32(gguf.F32))
+		}
 		le(off)
-		off += (uint64(len(t.data))*4 + 31) / 32 * 32
+		off += (size + 31) / 32 * 32
 	}
 	for b.Len()%32 != 0 {
 		b.WriteByte(0)
 	}
 	for _, t := range g.tensors {
-		le(t.data)
+		if t.raw != nil {
+			b.Write(t.raw)
+		} else {
+			le(t.data)
+		}
 		for b.Len()%32 != 0 {
 			b.WriteByte(0)
 		}

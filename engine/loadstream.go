@@ -10,14 +10,13 @@ import (
 
 // Loading streams: each weight file is mapped (safetensors.Open), and the tensors are
 // placed on the device one at a time, each one's mapped pages dropped once it is placed.
-// On a device that is not host memory and takes stored bytes (device.WeightLoader: the
-// GPU) a matrix goes from the mapping to the device through the device's staging buffer,
-// so the host never holds a float32 copy of the model and the model keeps no host copy
-// (Model.W is nil). The CPU device's kernels compute in float32 only, so there every
-// tensor is expanded to float32 — one tensor at a time, from the mapping — and that
-// expansion is the model (Model.W) — unless the CPU stores its matrices in a narrower
-// weight format (device.MatrixPlacer, engine.cpu_weight_format), which then holds the
-// only copy: each float32 expansion is dropped once placed and Model.W is nil.
+// A device that takes stored bytes (device.WeightLoader) builds each matrix from the
+// mapping: the GPU through its staging buffer into device memory, the CPU row by row into
+// its weight format (engine.cpu_weight_format: bf16 by default). Either way the host never
+// holds a float32 copy of a matrix and the model keeps no host copy (Model.W is nil). Only
+// a CPU keeping float32 weights expands each tensor to float32 — one tensor at a time,
+// from the mapping — and that expansion is the model (Model.W). Norms and biases are
+// always float32.
 
 // weightSlot is one tensor of a model: its name and shape in the checkpoint, whether it
 // is a frozen matrix (Device.Weight: possibly narrowed) or a norm or bias (full
@@ -74,13 +73,15 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 	w := &Weights[float32]{Layers: make([]Layer[float32], c.Layers)}
 	dw := &devWeights[float32]{Layers: make([]devLayer[float32], c.Layers)}
 	var loader device.WeightLoader[float32]
-	if d != nil && !d.HostMemory() {
+	if d != nil {
 		loader, _ = d.(device.WeightLoader[float32])
 	}
 	if loader != nil {
 		defer loader.EndWeights()
 	}
-	hostCopy := loader == nil
+	// A device in host memory that declines a matrix (the CPU with float32 weights)
+	// shares the host's float32 values, which are then the model's host copy.
+	hostCopy := loader == nil || d.HostMemory()
 	narrowed := false // some matrix is kept only in the device's weight format
 	var errs []error
 	slots := weightSlots(c, w, dw)
@@ -102,8 +103,11 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			continue // keep checking names and shapes, place nothing more
 		}
 		placed := false
-		if loader != nil && s.matrix {
-			*s.dev, placed = loader.WeightFrom(t.DType, t.Data, t.Elements())
+		// The embedding and LM head of a q4_k model take q8_0 (placeEmbed), from float32.
+		embed := s.name == "model.embed_tokens.weight" || s.name == "lm_head.weight"
+		if loader != nil && s.matrix && !(embed && q8Embedding(d)) {
+			*s.dev, placed = loader.WeightFrom(t.DType, t.Data, s.shape[0], s.shape[1])
+			narrowed = narrowed || placed && d.HostMemory()
 		}
 		if !placed {
 			v, err := t.Float32()
@@ -116,7 +120,11 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			}
 			if d != nil {
 				if s.matrix {
-					*s.dev = placeMatrix(d, v, s.shape[0], s.shape[1])
+					if embed {
+						*s.dev = placeEmbed(d, nil, v, s.shape[0], s.shape[1])
+					} else {
+						*s.dev = placeMatrix(d, nil, v, s.shape[0], s.shape[1])
+					}
 					if ownCopy(*s.dev) {
 						*s.host, narrowed = nil, true // the device's copy is the only one
 					}

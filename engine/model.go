@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 // TextCodec turns text into token ids and back. engine/tokenizer implements it; the
@@ -43,7 +44,12 @@ type Model struct {
 // Option configures NewModel and Load.
 type Option func(*options)
 
-type options struct{ dev Device }
+type options struct {
+	dev Device
+	// native are matrices already in the device's storage, keyed by the first element
+	// of the float32 copy they stand for (ggufnative.go).
+	native map[*float32]*kern.Frozen
+}
 
 // OnDevice runs the model on d instead of the CPU.
 func OnDevice(d Device) Option { return func(o *options) { o.dev = d } }
@@ -64,7 +70,7 @@ func NewModel(name string, cfg Config, w *Weights[float32], tok TextCodec, opts 
 	if err := w.check(cfg); err != nil {
 		return nil, err
 	}
-	dw, err := uploadWeights(o.dev, cfg, w)
+	dw, err := uploadWeights(o.dev, cfg, w, o.native)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}

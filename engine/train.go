@@ -55,7 +55,7 @@ func (m *Model) ForwardBackwardBatch(ctx context.Context, items []BatchItem) ([]
 // forwardBackward runs one request on the CPU in any precision (tests use float64).
 func forwardBackward[T kern.Float](ctx context.Context, c Config, w *Weights[T], rope *device.Rope, lw, grad *LoraWeights[T], req ForwardRequest) (ForwardResult, error) {
 	d := device.NewCPU[T]()
-	dw, err := uploadWeights(d, c, w)
+	dw, err := uploadWeights(d, c, w, nil)
 	if err != nil {
 		return ForwardResult{}, err
 	}

@@ -195,37 +195,49 @@ type proj struct {
 
 func lp(l int, p Proj) proj { return proj{l: l, p: p} }
 
-// linear computes y = x·Wᵀ (+b) for the rows of rs, then adds each run's LoRA term; it
-// returns the per-run zs = scale·x·Aᵀ that backward needs (nil without LoRA).
+// linear computes y = x·Wᵀ (+b) for the rows of rs, then adds every run's LoRA term in
+// one grouped product (device.LoraOps: one launch per stage on a GPU, however many
+// adapters); it returns the per-run zs = scale·x·Aᵀ that backward needs (nil without
+// LoRA; nil entries for runs whose adapter does not adapt this projection).
 func (p *pass[T]) linear(rs rowSet[T], y, x, w, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
 	d := p.d
 	d.MatMulNT(y, x, w, rs.rows, out, in, false)
 	if !b.Empty() {
 		d.AddRows(y, b, rs.rows)
 	}
-	var zs []device.Tensor[T]
+	var runs []device.LoraRun[T]
+	var idx []int // runs[j] is rs.runs[idx[j]]
 	for i, r := range rs.runs {
 		lq := r.lw.pair(pr)
 		if lq == nil {
 			continue
 		}
-		if zs == nil {
-			zs = make([]device.Tensor[T], len(rs.runs))
-		}
-		// zs = scale·x·Aᵀ; y += zs·Bᵀ.
-		z := p.alloc(r.n * lq.rank)
-		d.MatMulNT(z, x.Slice(r.start*in, (r.start+r.n)*in), lq.a, r.n, lq.rank, in, false)
-		d.Scale(z, r.lw.scale)
-		d.MatMulNT(y.Slice(r.start*out, (r.start+r.n)*out), z, lq.b, r.n, out, lq.rank, true)
-		zs[i] = z
+		runs = append(runs, device.LoraRun[T]{Row: r.start, N: r.n, Rank: lq.rank, A: lq.a, B: lq.b, Scale: r.lw.scale})
+		idx = append(idx, i)
 	}
+	if len(runs) == 0 {
+		return nil
+	}
+	// One allocation holds every run's z.
+	zall := p.alloc(device.LoraScratch(runs))
+	zs := make([]device.Tensor[T], len(rs.runs))
+	off := 0
+	for j := range runs {
+		n := runs[j].N * runs[j].Rank
+		runs[j].Z = zall.Slice(off, off+n)
+		zs[idx[j]] = runs[j].Z
+		off += n
+	}
+	d.LoraForward(y, x, runs, in, out)
 	return zs
 }
 
-// linearBack accumulates each run's LoRA gradients and adds dL/dx to dx (empty: not
-// needed), the base weight's share in one product over all rows.
+// linearBack accumulates every run's LoRA gradients and adds dL/dx to dx (empty: not
+// needed) in one grouped product, and the base weight's share in one product over all
+// rows.
 func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device.Tensor[T], in, out int) {
 	d := p.d
+	var runs []device.LoraRun[T]
 	for i, r := range p.all.runs {
 		lq := r.lw.pair(pr)
 		if lq == nil {
@@ -235,20 +247,15 @@ func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device
 		if g == nil && dx.Empty() {
 			continue
 		}
-		dys := dy.Slice(r.start*out, (r.start+r.n)*out)
-		xs := x.Slice(r.start*in, (r.start+r.n)*in)
+		run := device.LoraRun[T]{Row: r.start, N: r.n, Rank: lq.rank, A: lq.a, B: lq.b, Scale: r.lw.scale, Z: zs[i]}
 		if g != nil {
-			d.MatMulTN(g.b, dys, zs[i], out, lq.rank, r.n, true)
+			run.GA, run.GB = g.a, g.b
 		}
-		dz := p.temp(r.n * lq.rank)
-		d.MatMulNN(dz, dys, lq.b, r.n, lq.rank, out, false)
-		d.Scale(dz, r.lw.scale)
-		if g != nil {
-			d.MatMulTN(g.a, dz, xs, lq.rank, in, r.n, true)
-		}
-		if !dx.Empty() {
-			d.MatMulNN(dx.Slice(r.start*in, (r.start+r.n)*in), dz, lq.a, r.n, in, lq.rank, true)
-		}
+		runs = append(runs, run)
+	}
+	if len(runs) > 0 {
+		dz := p.temp(device.LoraScratch(runs))
+		d.LoraBackward(dx, dy, x, dz, runs, in, out)
 		p.free(dz)
 	}
 	if !dx.Empty() {

@@ -122,11 +122,33 @@ func place[T kern.Float](d device.Device[T], src []T) device.Tensor[T] {
 
 // placeMatrix puts the frozen [rows×cols] matrix src on d: in d's own format where it
 // has one (device.MatrixPlacer), else through Weight.
-func placeMatrix[T kern.Float](d device.Device[T], src []T, rows, cols int) device.Tensor[T] {
+func placeMatrix[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int) device.Tensor[T] {
+	if len(src) > 0 && d.HostMemory() {
+		if fz := native[&src[0]]; fz != nil && fz.Rows == rows && fz.Cols == cols {
+			return device.FrozenMatrix[T](fz)
+		}
+	}
 	if mp, ok := d.(device.MatrixPlacer[T]); ok {
 		return mp.WeightMatrix(src, rows, cols)
 	}
 	return d.Weight(src)
+}
+
+// placeEmbed is placeMatrix for the embedding table and the LM head, the matrices a
+// model is most sensitive to: on a CPU in q4_k they take q8_0, as llama.cpp's Q4_K_M
+// gives its output matrix Q6_K, or Q8_0 where rows are not whole 256-blocks (the
+// engine has no Q6_K quantiser: Q8_0 always, half a byte a weight more than Q6_K).
+func placeEmbed[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int) device.Tensor[T] {
+	if q8Embedding(d) && len(src) > 0 && native[&src[0]] == nil {
+		return device.FrozenMatrix[T](kern.NewFrozen(any(src).([]float32), rows, cols, kern.Q8_0))
+	}
+	return placeMatrix(d, native, src, rows, cols)
+}
+
+// q8Embedding reports whether d stores the embedding and LM head in q8_0: a CPU in q4_k.
+func q8Embedding[T kern.Float](d device.Device[T]) bool {
+	c, ok := any(d).(*device.CPU[float32])
+	return ok && c.WeightFormat() == kern.Q4_K
 }
 
 // narrowed reports whether d keeps every matrix of dw in its own storage (a CPU weight
@@ -152,21 +174,22 @@ func ownCopy[T kern.Float](t device.Tensor[T]) bool {
 	return t.Frozen() != nil && t.Frozen().Format != kern.F32
 }
 
-// upload places w, of shape c, on d.
-func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T]) (*devWeights[T], error) {
+// upload places w, of shape c, on d; a matrix native holds (keyed by its first element)
+// is placed as that frozen matrix instead.
+func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T], native map[*T]*kern.Frozen) (*devWeights[T], error) {
 	D, I, V := c.Hidden, c.Intermediate, c.VocabSize
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	dw := &devWeights[T]{Embed: placeMatrix(d, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
+	dw := &devWeights[T]{Embed: placeEmbed(d, native, w.Embed, V, D), FinalNorm: place(d, w.FinalNorm), Layers: make([]devLayer[T], len(w.Layers))}
 	dw.LMHead = dw.Embed
 	if len(w.LMHead) > 0 && len(w.Embed) > 0 && &w.LMHead[0] != &w.Embed[0] {
-		dw.LMHead = placeMatrix(d, w.LMHead, V, D)
+		dw.LMHead = placeEmbed(d, native, w.LMHead, V, D)
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		dw.Layers[i] = devLayer[T]{AttnNorm: place(d, l.AttnNorm), MLPNorm: place(d, l.MLPNorm),
-			Wq: placeMatrix(d, l.Wq, q, D), Wk: placeMatrix(d, l.Wk, kv, D), Wv: placeMatrix(d, l.Wv, kv, D), Wo: placeMatrix(d, l.Wo, D, q),
+			Wq: placeMatrix(d, native, l.Wq, q, D), Wk: placeMatrix(d, native, l.Wk, kv, D), Wv: placeMatrix(d, native, l.Wv, kv, D), Wo: placeMatrix(d, native, l.Wo, D, q),
 			Bq: place(d, l.Bq), Bk: place(d, l.Bk), Bv: place(d, l.Bv),
-			Wgate: placeMatrix(d, l.Wgate, I, D), Wup: placeMatrix(d, l.Wup, I, D), Wdown: placeMatrix(d, l.Wdown, D, I)}
+			Wgate: placeMatrix(d, native, l.Wgate, I, D), Wup: placeMatrix(d, native, l.Wup, I, D), Wdown: placeMatrix(d, native, l.Wdown, D, I)}
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("place weights on %s: %w", d.Name(), err)

@@ -9,7 +9,10 @@
 # Steps (each under its own time limit; a failed step is recorded and the next runs):
 #   1. the GPU tests (engine and engine/cuda test binaries, TUFT_REQUIRE_GPU=1), then
 #      attention alone: engine/cuda's BenchmarkAttention against torch SDPA (same shapes);
-#   2. qwen2.5-0.5b-shape: tuft-bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64;
+#   2. qwen2.5-0.5b-shape: tuft-bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64,
+#      with the multi-adapter training figure (16 adapters × 32 tokens in one step against
+#      one adapter × 512); then tuft-bench sampling: 16 one-sample requests over 16 adapters
+#      and 16 tenants against one 16-sample request (the grouped LoRA products, issue 25);
 #   3. llama2-7b-shape: model init (timed), tuft-bench load (load time, host peak RSS),
 #      tuft-bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16;
 #   4. the server on the GPU (tuft launch) with the Go SDK's SFT example;
@@ -85,7 +88,10 @@ fi
 
 # 2. The small model against PyTorch+PEFT.
 step bench-small 90 "$bin/tuft-bench" engine --device "$device" --preset "$small" --tokens 512 --steps 3 \
-  --sample-tokens 64 --batches 1,16,64 --torch "$torch" --python "$python" --json
+  --adapters 16 --sample-tokens 64 --batches 1,16,64 --torch "$torch" --python "$python" --json
+# Multi-adapter sampling on the same device (the PyTorch sampling reference is CPU-only).
+step sampling-multi 60 "$bin/tuft-bench" sampling --device "$device" --preset "$small" --requests 16 --adapters 16 \
+  --tenants 16 --sample-tokens 32 --rounds 3 --torch off --json
 
 # 3. The 7B shape: write it (timed), load it alone (seconds, host peak RSS), bench it.
 # In memory when there is room (the GPU machine has 128 GiB): the disk's write speed is
@@ -97,7 +103,7 @@ trap 'rm -rf "$models"' EXIT
 step init-big 90 "$bin/tuft" model init --preset "$big" --out "$models/big"
 step load-big 60 "$bin/tuft-bench" load --model "$models/big" --device "$device" --json
 step bench-big 150 "$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 2 \
-  --sample-tokens 32 --batches 1,16 --torch "$torch" --python "$python" --json
+  --adapters 0 --sample-tokens 32 --batches 1,16 --torch "$torch" --python "$python" --json
 
 # 4. The server on the GPU with the Go SDK's SFT example (the built-in tiny model).
 port=$(( 20000 + RANDOM % 20000 ))
@@ -116,7 +122,7 @@ grep -m1 -i "device" "$out/server.log" >>"$out/sdk-sft.log"
 unset TUFT_HOME TUFT_PORT TUFT_DEVICE TUFT_URL
 
 # 5. One profile of a 7B training step (one timed step after the warm-up).
-prof=("$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 1 --sample-tokens 1 --batches 1 --torch off --json)
+prof=("$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 1 --adapters 0 --sample-tokens 1 --batches 1 --torch off --json)
 if [ "$dry" = 1 ]; then
   note "profile                skipped (dry run)"
 elif command -v nsys >/dev/null; then

@@ -3,20 +3,17 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/internal/testenv/check"
 	"github.com/tuft-go/tuft/service"
-	"github.com/tuft-go/tuft/store/memory"
 )
 
 // heldLoop holds sample requests as a model's loop does, with no goroutine per request:
@@ -56,25 +53,9 @@ func (e *heldLoop) release() {
 // tenant, once the loop runs it.
 func TestHeldSamplesHoldNoGoroutines(t *testing.T) {
 	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	cfg.Limits.MaxRunningPerTenant = 20
-	st := memory.New()
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	defer func() {
-		// Bounded: after a failure the loop still holds samples that never end.
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_ = fut.Shutdown(sctx)
-	}()
 	exec := &heldLoop{NoopExecutor: testenv.NewNoopExecutor()}
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	const tenants, each = 4, 50
+	const tenants, each, runningEach = 4, 50, 20
+	svc, fut := startServiceFutures(t, setup{exec: exec, edit: func(cfg *config.Config) { cfg.Limits.MaxRunningPerTenant = runningEach }})
 	base := runtime.NumGoroutine()
 	ids := map[string][]string{}
 	for i := range tenants * each {
@@ -86,7 +67,7 @@ func TestHeldSamplesHoldNoGoroutines(t *testing.T) {
 		}
 		ids[tenant] = append(ids[tenant], id)
 	}
-	running := tenants * cfg.Limits.MaxRunningPerTenant
+	running := tenants * runningEach
 	check.Eventually(t, 10*time.Second, fmt.Sprintf("%d samples held by the loop", running), func() bool { return exec.count() == running })
 	if extra := runtime.NumGoroutine() - base; extra > 2 {
 		t.Fatalf("%d samples held and %d queued took %d goroutines", running, tenants*each-running, extra)

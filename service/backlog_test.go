@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/service"
-	"github.com/tuft-go/tuft/store/memory"
 )
 
 // heldExecutor is a model with a 1000-position KV cache whose samples wait for a gate
@@ -49,22 +47,13 @@ func (e *heldExecutor) SampleAsync(ctx context.Context, model, lora string, req 
 // service.
 func TestSampleBacklogAndDeadline(t *testing.T) {
 	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	cfg.Limits.SampleTimeoutSeconds = 90
-	// A model operation reaches the executor as soon as it is runnable: one running
-	// operation per tenant keeps the flood's later samples queued (and cancellable as such).
-	cfg.Limits.MaxRunningPerTenant = 1
-	st := memory.New()
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	defer fut.Shutdown(ctx)
 	exec := &heldExecutor{NoopExecutor: testenv.NewNoopExecutor(), gate: make(chan struct{}), tenants: make(chan string, 64)}
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := startService(t, setup{exec: exec, edit: func(cfg *config.Config) {
+		cfg.Limits.SampleTimeoutSeconds = 90
+		// A model operation reaches the executor as soon as it is runnable: one running
+		// operation per tenant keeps the flood's later samples queued (and cancellable as such).
+		cfg.Limits.MaxRunningPerTenant = 1
+	}})
 	sample := func(tenant string, seq int64, prompt, maxTokens int) (string, error) {
 		return svc.Sample(ctx, tenant, service.SampleInput{BaseModel: testenv.Model, SeqID: seq, Req: engine.SampleRequest{
 			Prompt: make([]int32, prompt), NumSamples: 1, Params: engine.SampleParams{MaxTokens: maxTokens, TopK: -1, TopP: 1}}})
@@ -81,7 +70,7 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	_, err = sample("flood", 20, 10, 490)
+	_, err := sample("flood", 20, 10, 490)
 	if service.KindOf(err) != service.KindTooMany || !strings.Contains(err.Error(), "limits.sample_backlog_factor") {
 		t.Fatalf("over the backlog: %v", err)
 	}

@@ -2,19 +2,16 @@ package service_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/service"
-	"github.com/tuft-go/tuft/store/memory"
 )
 
 // blockingSampler samples until its context ends, like a generation that would run long.
@@ -43,21 +40,10 @@ func (b *blockingSampler) SampleAsync(ctx context.Context, model, lora string, r
 // executor; a training operation cannot be cancelled.
 func TestCancelSample(t *testing.T) {
 	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
+	exec := &blockingSampler{NoopExecutor: testenv.NewNoopExecutor(), started: make(chan struct{}, 4)}
 	// A model operation reaches the executor as soon as it is runnable: one running
 	// operation per tenant makes the second sample wait in its queue.
-	cfg.Limits.MaxRunningPerTenant = 1
-	st := memory.New()
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	defer fut.Shutdown(ctx)
-	exec := &blockingSampler{NoopExecutor: testenv.NewNoopExecutor(), started: make(chan struct{}, 4)}
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := startService(t, setup{exec: exec, edit: func(cfg *config.Config) { cfg.Limits.MaxRunningPerTenant = 1 }})
 	se, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
 	sm, err := svc.CreateSamplingSession(ctx, "alice", se.ID, 0, testenv.Model, "")
 	if err != nil {

@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
-	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store/memory"
@@ -33,21 +30,7 @@ func (c *countingStore) Set(ctx context.Context, key string, value []byte, ttl t
 
 func newQuotaService(t *testing.T, st *countingStore, ck *clock, edit func(*config.Config)) *service.Service {
 	t.Helper()
-	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	if edit != nil {
-		edit(&cfg)
-	}
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	return svc
+	return startService(t, setup{store: st, now: ck.now, edit: edit})
 }
 
 // A quota held by a session whose client stopped heartbeating is a 429 with Retry-After

@@ -3,17 +3,14 @@ package service_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
-	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store"
@@ -48,19 +45,7 @@ func (l *lockCheckStore) Scan(ctx context.Context, prefix string, fn func(string
 
 func newReplica(t *testing.T, st store.Store, id string) *service.Service {
 	t.Helper()
-	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	cfg.Server.ReplicaID = id
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	return svc
+	return startService(t, setup{store: st, edit: func(cfg *config.Config) { cfg.Server.ReplicaID = id }})
 }
 
 // A replica asked about a session, run or sampling session another replica owns answers
@@ -122,17 +107,7 @@ func TestOtherReplicasRecordsAreSettledOutsideTheLocks(t *testing.T) {
 // executor's, lowered by models[].max_context_length of this server's config.
 func TestModelsListTheEnforcedContextLength(t *testing.T) {
 	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1, MaxContextLength: 64}}
-	st := memory.New()
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	defer fut.Shutdown(ctx)
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := startService(t, setup{edit: func(cfg *config.Config) { cfg.Models[0].MaxContextLength = 64 }})
 	if ms := svc.Models(); len(ms) != 1 || ms[0].MaxContextLength != 64 {
 		t.Fatalf("Models() = %+v, want max_context_length 64", ms)
 	}

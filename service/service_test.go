@@ -3,13 +3,11 @@ package service_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/futures"
@@ -49,19 +47,8 @@ func (enc) SaveWeightsExternal(service.ExternalResult) (futures.Result, error) {
 func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 	ctx := context.Background()
 	ck := &clock{t: time.Unix(1_800_000_000, 0)}
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	cfg.Sessions.HeartbeatTimeoutSeconds = 60
-	st := memory.New()
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	defer fut.Shutdown(ctx)
 	exec := testenv.NewNoopExecutor()
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := startService(t, setup{exec: exec, now: ck.now, edit: func(cfg *config.Config) { cfg.Sessions.HeartbeatTimeoutSeconds = 60 }})
 	live, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
 	dead, _ := svc.CreateSession(ctx, "alice", service.CreateSessionInput{})
 	var runs []string
@@ -106,19 +93,8 @@ func TestSessionsWithoutHeartbeatExpireAndReleaseAdapters(t *testing.T) {
 
 func newTestService(t *testing.T, st *memory.Store, ck *clock) (*service.Service, *testenv.NoopExecutor) {
 	t.Helper()
-	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
 	exec := testenv.NewNoopExecutor()
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(exec), Now: ck.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	return svc, exec
+	return startService(t, setup{store: st, exec: exec, now: ck.now}), exec
 }
 
 // Finishing a session releases its runs' adapters and its samplers, and the session's

@@ -10,7 +10,6 @@ import (
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
-	"github.com/tuft-go/tuft/futures"
 	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store/memory"
@@ -32,18 +31,7 @@ func (e nanExecutor) ForwardBackwardAsync(ctx context.Context, base, lora string
 
 func usageService(t *testing.T, st *memory.Store, ck *clock, ex backend.Executor) *service.Service {
 	t.Helper()
-	ctx := context.Background()
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = t.TempDir()
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	cfg.Billing.UsageRetentionDays = 2
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	t.Cleanup(func() { _ = fut.Shutdown(ctx) })
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(ex), Now: ck.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return startService(t, setup{store: st, exec: ex, now: ck.now, edit: func(cfg *config.Config) { cfg.Billing.UsageRetentionDays = 2 }})
 }
 
 func trainOnce(t *testing.T, svc *service.Service, tenant, run string, seq int64, tokens int) {

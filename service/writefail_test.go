@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,10 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
-	"github.com/tuft-go/tuft/futures"
-	"github.com/tuft-go/tuft/internal/testenv"
 	"github.com/tuft-go/tuft/service"
 	"github.com/tuft-go/tuft/store"
 	"github.com/tuft-go/tuft/store/memory"
@@ -41,20 +37,10 @@ func (f *failingStore) Set(ctx context.Context, key string, v []byte, ttl time.D
 func TestBackgroundWriteFailureIsCounted(t *testing.T) {
 	ctx := context.Background()
 	ck := &clock{t: time.Unix(1_800_000_000, 0)}
-	cfg := config.Default(t.TempDir())
-	cfg.CheckpointDir = filepath.Join(t.TempDir(), "ck")
-	cfg.Models = []config.Model{{Name: testenv.Model, Preset: "tiny", MaxLoraRank: 8, LoraAlphaRatio: 1}}
-	cfg.Sessions.HeartbeatTimeoutSeconds = 60
 	st := &failingStore{Store: memory.New(), prefix: "session/"}
-	fut, _ := futures.New(testenv.FuturesOptions(cfg, st))
-	defer fut.Shutdown(ctx)
 	reader := sdkmetric.NewManualReader()
 	in := telemetry.NewInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), false)
-	svc, err := service.New(ctx, service.Options{Encoder: enc{}, Config: cfg, Store: st, Futures: fut, Backend: backend.New(testenv.NewNoopExecutor()), Now: ck.now, Instruments: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := startService(t, setup{store: st, now: ck.now, in: in, edit: func(cfg *config.Config) { cfg.Sessions.HeartbeatTimeoutSeconds = 60 }})
 	if _, err := svc.CreateSession(ctx, "alice", service.CreateSessionInput{}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,14 @@ var benchPresetInChild = true
 type benchOptions struct {
 	modelFlags
 	tokens, rank, steps int
+	adapters            int // the multi-adapter training figure's adapters (bench_multi.go); < 2: none
 	sampleTokens        int
 	batches             []int
 	device              string
 	cudaLibDirs         string
+	// weights is the engine's CPU weight format (--weights): QLoRA's speed and memory on
+	// a quantised base; PyTorch is compared only in f32.
+	weights string
 	torchFlags
 	jsonOut bool
 	seed    int64
@@ -49,7 +53,8 @@ type benchTrain struct {
 	StepS      []float64 `json:"step_s"`
 	MedianS    float64   `json:"median_s"`
 	TokensPerS float64   `json:"tokens_per_s"`
-	FirstLoss  float64   `json:"first_loss"` // warm-up step's loss per token (sanity check)
+	FirstLoss  float64   `json:"first_loss"`                 // warm-up step's loss per token (sanity check)
+	FwdBwdS    float64   `json:"fwd_bwd_median_s,omitempty"` // median of forward+backward alone
 	// GEMMFraction is the step's FLOPs (loraStepFLOPs) over the median step time, over the
 	// machine's measured GEMM peak (CPU runs only).
 	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
@@ -75,7 +80,8 @@ type benchSide struct {
 	Train        benchTrain    `json:"train"`
 	Sample       []benchSample `json:"sample"`
 	PeakRSSMiB   float64       `json:"peak_rss_mib"`
-	BLAS         *torchBLAS    `json:"blas,omitempty"` // the reference's BLAS (CPU reference only)
+	BLAS         *torchBLAS    `json:"blas,omitempty"`          // the reference's BLAS (CPU reference only)
+	Multi        *benchMulti   `json:"multi_adapter,omitempty"` // Go only (bench_multi.go)
 }
 
 func (s *benchSide) sample(batch int) *benchSample {
@@ -112,6 +118,7 @@ type benchReport struct {
 	GoGEMMGFlops float64            `json:"go_gemm_gflops,omitempty"`
 	Machine      *machineFigures    `json:"machine,omitempty"` // CPU runs: bandwidth and GEMM peak
 	TrainFLOPs   float64            `json:"train_step_flops,omitempty"`
+	Weights      string             `json:"weights"` // the engine's CPU weight format
 	// RatiosRefused says why no ratio is printed: the reference ran on a crippled BLAS.
 	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
@@ -127,15 +134,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
-		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
+	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--adapters N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
+		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1|q4_k] [--tuft-weights F] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
 			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
 			"Both first measure the machine: memory bandwidth and GEMM peak, which every figure is also printed as a fraction of.")
 	var o benchOptions
 	var lo llamaOptions
 	reference := fs.String("reference", "torch", "what to compare with: torch (PyTorch, training and sampling) or llama.cpp (inference on a GGUF file)")
-	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; torch: f32 only)")
+	fs.StringVar(&lo.weights, "weights", "f32", "precision both sides compute with: "+strings.Join(weightFormats, ", ")+" (llama.cpp's file is converted to it; with torch: f32 compares with PyTorch, another format runs the engine alone on that base, QLoRA)")
+	fs.StringVar(&lo.tuftWeights, "tuft-weights", "", "--reference llama.cpp: tuft's format when it differs from --weights (tuft on its own copy of the same source), e.g. q4_1 against llama.cpp's q4_k (Q4_K_M)")
 	threads := fs.Int("threads", 0, "threads for the engine and the reference (GOMAXPROCS; 0 keeps the runtime's)")
 	fs.IntVar(&lo.newTokens, "new-tokens", 128, "--reference llama.cpp: decode steps after the 8-token prompt")
 	fs.IntVar(&lo.ppTokens, "pp-tokens", 128, "--reference llama.cpp: prompt-processing length")
@@ -145,6 +153,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	o.modelFlags.register(fs)
 	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
+	fs.IntVar(&o.adapters, "adapters", 16, "adapters of the multi-adapter training figure: one step of N adapters × tokens/N against one adapter × tokens (0: skip)")
 	fs.IntVar(&o.steps, "steps", 3, "timed training steps (after one warm-up step); the median is reported")
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens to sample after a 32-token prompt")
 	batches := fs.String("batches", "1,16", "sampling batch sizes (comma-separated)")
@@ -169,6 +178,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if lo.weights, err = weightFormat(lo.weights); err != nil {
 		return &cli.UsageError{Err: err, Usage: fs.UsageText()}
 	}
+	if lo.tuftWeights != "" {
+		if lo.tuftWeights, err = weightFormat(lo.tuftWeights); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--tuft-weights: %w", err), Usage: fs.UsageText()}
+		}
+	}
 	if *threads < 0 {
 		return &cli.UsageError{Err: fmt.Errorf("--threads %d: want ≥ 0", *threads), Usage: fs.UsageText()}
 	}
@@ -189,15 +203,21 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if err := tuftHasWeights(lo.weights); err != nil {
 			return err
 		}
-		if lo.weights != "f32" {
-			return fmt.Errorf("--weights %s: the PyTorch reference computes in f32 only; use --reference llama.cpp", lo.weights)
+		if lo.weights != "f32" && o.torch == "on" {
+			return fmt.Errorf("--weights %s: the PyTorch reference computes in f32 only; use --torch off (the engine alone, QLoRA on a %s base) or --reference llama.cpp", lo.weights, lo.weights)
 		}
+		if lo.weights != "f32" && o.device != "cpu" {
+			return fmt.Errorf("--weights %s: a CPU weight format; --device %s keeps its own", lo.weights, o.device)
+		}
+		o.weights = lo.weights
 	default:
 		return &cli.UsageError{Err: fmt.Errorf("--reference %q: want torch or llama.cpp", *reference), Usage: fs.UsageText()}
 	}
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
 		return fmt.Errorf("--tokens must be ≥ 2 and --rank, --steps, --sample-tokens ≥ 1")
+	case o.adapters < 0 || o.adapters > o.tokens:
+		return fmt.Errorf("--adapters %d: want 0 (skip) to --tokens (%d)", o.adapters, o.tokens)
 	case o.checkMode() != nil:
 		return o.checkMode()
 	case fs.NArg() > 0:
@@ -215,12 +235,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer cleanup()
 	rep.Preset, rep.ModelDir = preset, dir
 
+	rep.Weights = o.weights
 	// Find the reference before the long Go run, so a misconfiguration fails fast.
-	python, script, skipped, err := o.reference(func(python, script string) (string, string, string) {
-		return findTorchRef(python, script, gpuDevice(o.device))
-	})
-	if err != nil {
-		return err
+	python, script, skipped, err := "", "", "", error(nil)
+	if o.weights == "f32" {
+		python, script, skipped, err = o.reference(func(python, script string) (string, string, string) {
+			return findTorchRef(python, script, gpuDevice(o.device))
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		skipped = fmt.Sprintf("--weights %s: PyTorch computes in f32 only (the engine alone: LoRA on a %s base)", o.weights, o.weights)
 	}
 	rep.TorchSkipped = skipped
 
@@ -310,7 +336,15 @@ func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
 
 func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
-	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)})
+	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)}
+	if o.weights != "" {
+		f, err := engine.ParseWeightFormat(o.weights)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--weights: %w", err)
+		}
+		dopts.CPUWeightFormat = f
+	}
+	dev, why, err := engine.OpenDevice(o.device, dopts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -344,12 +378,14 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 	}}}
 	adam := engine.AdamParams{LearningRate: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
 	tr := benchTrain{Tokens: o.tokens, Steps: o.steps}
+	var fb []float64
 	for step := 0; step <= o.steps; step++ {
 		t := time.Now()
 		res, err := m.ForwardBackward(ctx, a, req)
 		if err != nil {
 			return nil, nil, err
 		}
+		tfb := time.Since(t).Seconds()
 		if _, err := m.OptimStep(ctx, a, adam); err != nil {
 			return nil, nil, err
 		}
@@ -359,12 +395,17 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 			logf("train warm-up step %.2fs, loss/token %.6f", dt, tr.FirstLoss)
 			continue
 		}
-		tr.StepS = append(tr.StepS, dt)
+		tr.StepS, fb = append(tr.StepS, dt), append(fb, tfb)
 		logf("train step %d/%d %.2fs", step, o.steps, dt)
 	}
-	tr.MedianS = median(tr.StepS)
+	tr.MedianS, tr.FwdBwdS = median(tr.StepS), median(fb)
 	tr.TokensPerS = float64(o.tokens) / tr.MedianS
 	side.Train = tr
+	if o.adapters > 1 {
+		if side.Multi, err = benchMultiTrain(ctx, m, o, tr, logf); err != nil {
+			return nil, nil, err
+		}
+	}
 
 	prompt := benchTokens(benchPromptTokens, m.Cfg.VocabSize, 101)
 	for _, batch := range o.batches {
@@ -451,6 +492,9 @@ func printBench(w io.Writer, r *benchReport) {
 		name = r.ModelDir
 	}
 	fmt.Fprintf(w, "tuft-bench engine: %s (%s, %d layers, hidden %d, vocab %d) on %s\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.Go.Device)
+	if r.Weights != "" && r.Weights != "f32" {
+		fmt.Fprintf(w, "base weights %s (QLoRA: the base widened per tile; adapter, gradients and AdamW state float32)\n", r.Weights)
+	}
 	fmt.Fprintf(w, "LoRA rank %d (alpha %d) on %s; %s/%s, %d CPUs, GOMAXPROCS %d\n", r.Rank, r.Rank,
 		strings.Join(r.Targets, ","), r.GOOS, r.GOARCH, r.CPUs, r.Go.Threads)
 	if r.Machine != nil {
@@ -532,6 +576,7 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintln(w)
+	printMulti(w, r)
 	if t != nil {
 		fmt.Fprintln(w, "Go/PyTorch: throughput above 1 means Go is faster; peak RSS below 1 means Go uses less memory.")
 	}

@@ -25,16 +25,23 @@ import (
 // peak (prompt processing).
 
 // weightFormats are the --weights values: the precision both sides compute with, named
-// as engine.cpu_weight_format names them ("q4" is accepted for q4_1).
-var weightFormats = []string{"f32", "bf16", "q8_0", "q4_1"}
+// as engine.cpu_weight_format names them ("q4" is accepted for q4_1). q4_k is
+// llama.cpp's Q4_K_M quantisation of the model (llama_model_quantize: Q4_K mixed with
+// Q6_K, and Q5_0/Q8_0 for rows that are not whole 256-blocks), whose blocks the engine
+// in q4_k keeps as they are.
+var weightFormats = []string{"f32", "bf16", "q8_0", "q4_1", "q4_k"}
 
 // tuftWeightFormats are the formats the engine's CPU path holds weights in
 // (engine.cpu_weight_format); tuftWeightOptions opens the CPU device in the chosen one.
-var tuftWeightFormats = []string{"f32", "bf16", "q8_0", "q4_1"}
+var tuftWeightFormats = []string{"f32", "bf16", "q8_0", "q4_1", "q4_k"}
 
-// bytesPerParam of each format as GGUF stores it (Q8_0: 34 bytes per 32 weights; Q4_1:
-// 20 per 32).
-var bytesPerParam = map[string]float64{"f32": 4, "bf16": 2, "q8_0": 34.0 / 32, "q4_1": 20.0 / 32}
+// fileTag names the converted GGUF of each --weights format (bench.py convert).
+func fileTag(w string) string {
+	if w == "q4_k" {
+		return "q4_k_m"
+	}
+	return w
+}
 
 // weightFormat reads a --weights value.
 func weightFormat(s string) (string, error) {
@@ -94,10 +101,14 @@ func (s *inferSide) tg(batch int) *inferFigure {
 
 // llamaReport is the output of `tuft-bench engine --reference llama.cpp`.
 type llamaReport struct {
-	Machine      machineFigures     `json:"machine"`
-	SourceModel  string             `json:"source_model"` // the GGUF given (or SmolLM2's)
-	Model        string             `json:"model"`        // the GGUF both sides loaded
-	Weights      string             `json:"weights"`
+	Machine     machineFigures `json:"machine"`
+	SourceModel string         `json:"source_model"` // the GGUF given (or SmolLM2's)
+	Model       string         `json:"model"`        // the GGUF llama.cpp loaded (and tuft, unless TuftModel)
+	Weights     string         `json:"weights"`
+	// TuftModel and TuftWeights are tuft's file and format when --tuft-weights differs
+	// from --weights (our 4-bit format against llama.cpp's Q4_K_M, say).
+	TuftModel    string             `json:"tuft_model,omitempty"`
+	TuftWeights  string             `json:"tuft_weights,omitempty"`
 	Arch         string             `json:"arch"`
 	Layers       int                `json:"layers"`
 	Hidden       int                `json:"hidden"`
@@ -115,6 +126,7 @@ type llamaReport struct {
 
 type llamaOptions struct {
 	model, weights, python, script string
+	tuftWeights                    string // tuft's format ("" or weights: the same file as llama.cpp's)
 	newTokens, ppTokens, batch     int
 	repeats                        int
 	jsonOut                        bool
@@ -124,7 +136,10 @@ const llamaPromptTokens = 8
 
 func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
 	logf := progressLog(stderr)
-	if err := tuftHasWeights(o.weights); err != nil {
+	if o.tuftWeights == "" {
+		o.tuftWeights = o.weights
+	}
+	if err := tuftHasWeights(o.tuftWeights); err != nil {
 		return err
 	}
 	python, script, why := findLlamaRef(o.python, o.script)
@@ -147,11 +162,18 @@ func runBenchLlama(o llamaOptions, stdout, stderr io.Writer) error {
 	}
 	rep := llamaReport{SourceModel: src, Model: path, Weights: o.weights, PromptTokens: llamaPromptTokens,
 		NewTokens: o.newTokens, PPTokens: o.ppTokens, Batch: o.batch}
+	tuftPath, to := path, o
+	if o.tuftWeights != o.weights {
+		if tuftPath, err = comparedGGUF(python, script, src, o.tuftWeights, logf); err != nil {
+			return err
+		}
+		rep.TuftModel, rep.TuftWeights, to.weights = tuftPath, o.tuftWeights, o.tuftWeights
+	}
 	logf("measuring the machine (memory bandwidth, GEMM peak)")
 	rep.Machine = measureMachine()
 	printMachine(stderr, rep.Machine)
 
-	goSide, cfg, err := benchGoInfer(context.Background(), path, o, logf)
+	goSide, cfg, err := benchGoInfer(context.Background(), tuftPath, to, logf)
 	if err != nil {
 		return err
 	}
@@ -239,8 +261,8 @@ func benchGoInfer(ctx context.Context, path string, o llamaOptions, logf func(st
 	}
 	m.Cfg.EOSTokenIDs = nil
 	side.NParams = int64(totalParams(cfg))
-	side.ModelSizeBytes = int64(float64(side.NParams) * bytesPerParam[o.weights])
-	side.WeightBytesPerStep = readParams(cfg) * bytesPerParam[o.weights]
+	total, perPass := m.WeightBytes() // the matrices as stored (a Q4_K_M file's mix of blocks too)
+	side.ModelSizeBytes, side.WeightBytesPerStep = total, float64(perPass)
 	logf("tuft loaded %s in %.2fs", path, side.LoadS)
 
 	// phases runs one request and returns the wall and CPU seconds of each phase.
@@ -457,7 +479,7 @@ func comparedGGUF(python, script, src, weights string, logf func(string, ...any)
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", src, st.Size(), st.ModTime().UnixNano()))
 	base := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
-	out := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.gguf", base, hex.EncodeToString(sum[:6]), weights))
+	out := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.gguf", base, hex.EncodeToString(sum[:6]), fileTag(weights)))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -472,12 +494,18 @@ func comparedGGUF(python, script, src, weights string, logf func(string, ...any)
 func printLlama(w io.Writer, r *llamaReport) {
 	l := r.Llama
 	fmt.Fprintf(w, "tuft-bench engine --reference llama.cpp: %s (%s, %d layers, hidden %d, vocab %d), weights %s\n",
-		filepath.Base(r.Model), r.Arch, r.Layers, r.Hidden, r.Vocab, r.Weights)
+		filepath.Base(r.Model), r.Arch, r.Layers, r.Hidden, r.Vocab, fileTag(r.Weights))
+	tuftWeights := fileTag(r.Weights)
+	if r.TuftWeights != "" {
+		tuftWeights = r.TuftWeights
+		fmt.Fprintf(w, "tuft computes in %s on %s\n", r.TuftWeights, filepath.Base(r.TuftModel))
+	}
 	fmt.Fprintf(w, "source %s\n", r.SourceModel)
 	printMachine(w, r.Machine)
 	fmt.Fprintf(w, "reference: llama.cpp via llama-cpp-python %s (Python %s), %d threads, OMP_WAIT_POLICY=%s\n", l.Version, l.Python, l.Threads, l.OMPWaitPolicy)
 	fmt.Fprintf(w, "llama.cpp system info: %s\n", l.SystemInfo)
-	fmt.Fprintf(w, "weights read per forward pass: tuft %.1f MB, llama.cpp %.1f MB\n", r.Go.WeightBytesPerStep/1e6, l.WeightBytesPerStep/1e6)
+	fmt.Fprintf(w, "weights read per forward pass: tuft %.1f MB (%s), llama.cpp %.1f MB (%s): tuft/llama.cpp %.3f\n",
+		r.Go.WeightBytesPerStep/1e6, tuftWeights, l.WeightBytesPerStep/1e6, fileTag(r.Weights), r.Go.WeightBytesPerStep/l.WeightBytesPerStep)
 	if r.Refused != "" {
 		fmt.Fprintf(w, "tuft/llama.cpp ratios not printed: %s\n", r.Refused)
 	}
@@ -517,6 +545,10 @@ func printLlama(w io.Writer, r *llamaReport) {
 		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("%-*s  %9s %8s  %9s %8s  %10s", width, rw.label, rw.g, rw.gf, rw.l, rw.lf, rw.ratio), " "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Same GGUF on both sides; decode after a %d-token prompt, greedy, no stop; batch %d shares the prompt's cache (forked).\n", r.PromptTokens, r.Batch)
+	same := "Same GGUF on both sides"
+	if r.TuftModel != "" {
+		same = "tuft on its own copy in " + r.TuftWeights + ", llama.cpp on " + fileTag(r.Weights) + " (same source)"
+	}
+	fmt.Fprintf(w, same+"; decode after a %d-token prompt, greedy, no stop; batch %d shares the prompt's cache (forked).\n", r.PromptTokens, r.Batch)
 	fmt.Fprintln(w, "Bandwidth fraction: bytes of weights per forward pass × passes/s ÷ memory bandwidth. GEMM fraction: FLOPs ÷ s ÷ measured GEMM peak.")
 }

@@ -129,3 +129,31 @@ func TestBenchLlamaCpp(t *testing.T) {
 		t.Logf("the reference was refused on this machine's load: %s", r.Refused)
 	}
 }
+
+// --weights q4_k is llama.cpp's Q4_K_M file (cached under its own name), --tuft-weights
+// a format of tuft's own (refused by name when unknown), and the table prints both
+// sides' bytes per pass and their ratio.
+func TestBenchLlamaQ4KMFlags(t *testing.T) {
+	if got := fileTag("q4_k"); got != "q4_k_m" {
+		t.Errorf("fileTag(q4_k) = %q", got)
+	}
+	err := runBench([]string{"engine", "--reference", "llama.cpp", "--weights", "q4_k", "--tuft-weights", "q3_k"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--tuft-weights") {
+		t.Fatalf("--tuft-weights q3_k: %v", err)
+	}
+	// QLoRA figures run the engine alone: PyTorch cannot be asked for on a quantised base.
+	err = runBench([]string{"engine", "--weights", "q4_k", "--torch", "on"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--torch off") {
+		t.Fatalf("--weights q4_k --torch on: %v", err)
+	}
+	r := &llamaReport{Model: "m.q4_k_m.gguf", Weights: "q4_k", TuftModel: "m.q4_1.gguf", TuftWeights: "q4_1", Batch: 16,
+		Go:    inferSide{Impl: "go", WeightBytesPerStep: 84e6, TG: []inferFigure{{Batch: 1, TokensPerS: 10}}},
+		Llama: &inferSide{Impl: "llama.cpp", WeightBytesPerStep: 105e6, TG: []inferFigure{{Batch: 1, TokensPerS: 10}}}}
+	var out bytes.Buffer
+	printLlama(&out, r)
+	for _, want := range []string{"tuft 84.0 MB (q4_1), llama.cpp 105.0 MB (q4_k_m): tuft/llama.cpp 0.800", "tuft computes in q4_1 on m.q4_1.gguf"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

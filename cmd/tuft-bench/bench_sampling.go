@@ -39,6 +39,8 @@ type samplingOptions struct {
 	torchFlags
 	jsonOut bool
 	rounds  int
+	// device and cudaLibDirs are as tuft-bench engine's (--device, --cuda-lib-dirs).
+	device, cudaLibDirs string
 }
 
 // samplingPhase is one measured run.
@@ -65,6 +67,7 @@ type samplingReport struct {
 	Layers        int                 `json:"layers"`
 	Hidden        int                 `json:"hidden"`
 	Vocab         int                 `json:"vocab"`
+	Device        string              `json:"device,omitempty"`
 	Adapters      int                 `json:"adapters"`
 	Tenants       int                 `json:"tenants"`
 	Rank          int                 `json:"rank"`
@@ -129,8 +132,13 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.kvMiB, "kv-cache-mib", int(d.KVCacheBytes>>20), "engine.scheduler.kv_cache_bytes, in MiB")
 	o.torchFlags.register(fs, "tools/torchref/bench_sampling.py")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
+	fs.StringVar(&o.device, "device", "cpu", "device of the Go engine: cpu, cuda, cuda:N or auto (the PyTorch reference stays on the CPU: use --torch off with a GPU)")
+	fs.StringVar(&o.cudaLibDirs, "cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS (as engine.cuda_lib_dirs)")
 	if err := fs.ParseArgs(args); err != nil {
 		return err
+	}
+	if _, _, err := engine.ParseDevice(o.device); err != nil {
+		return fmt.Errorf("--device: %w", err)
 	}
 	switch {
 	case o.requests < 1 || o.adapters < 1 || o.tenants < 1 || o.promptTokens < 1 || o.sampleTokens < 1 || o.rank < 1 || o.rounds < 1:
@@ -219,7 +227,13 @@ func (r *ttftRecorder) take() []float64 {
 
 func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf func(string, ...any)) error {
 	ctx := context.Background()
-	m, err := engine.Load(dir, "bench")
+	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)})
+	if err != nil {
+		return err
+	}
+	rep.Device = dev.Name()
+	logf("device %s (%s)", dev.Name(), why)
+	m, err := engine.Load(dir, "bench", engine.OnDevice(dev))
 	if err != nil {
 		return err
 	}
@@ -411,7 +425,11 @@ func printSampling(w io.Writer, r *samplingReport) {
 	if name == "" {
 		name = r.ModelDir
 	}
-	fmt.Fprintf(w, "tuft-bench sampling: %s (%s, %d layers, hidden %d, vocab %d) on cpu, %d CPUs, GOMAXPROCS %d\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, r.CPUs, r.GOMAXPROCS)
+	dev := r.Device
+	if dev == "" {
+		dev = "cpu"
+	}
+	fmt.Fprintf(w, "tuft-bench sampling: %s (%s, %d layers, hidden %d, vocab %d) on %s, %d CPUs, GOMAXPROCS %d\n", name, r.Arch, r.Layers, r.Hidden, r.Vocab, dev, r.CPUs, r.GOMAXPROCS)
 	fmt.Fprintf(w, "%d-token prompts, %d new tokens per sample (temperature 1, no stop at EOS); LoRA rank %d on q,k,v,o,gate,up,down\n",
 		r.PromptTokens, r.SampleTokens, r.Rank)
 	sc := r.Sched

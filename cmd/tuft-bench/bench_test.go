@@ -48,6 +48,11 @@ func TestBenchEngineGoOnly(t *testing.T) {
 	if r.Machine == nil || r.Machine.Passes != 2 || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 {
 		t.Fatalf("machine figures or training's GEMM-peak fraction missing: %+v %v %v", r.Machine, r.TrainFLOPs, r.Go.Train.GEMMFraction)
 	}
+	// The multi-adapter figure: 16 adapters × 2 tokens in one step against 1 × 32.
+	if mu := r.Go.Multi; mu == nil || mu.Adapters != 16 || mu.Tokens != 32 || len(mu.StepS) != 2 || mu.Ratio <= 0 || mu.FwdBwdRatio <= 0 || r.Go.Train.FwdBwdS <= 0 ||
+		mu.SameShapeS <= 0 || mu.SameShapeRatio <= 0 {
+		t.Fatalf("multi-adapter training figure missing: %+v", mu)
+	}
 }
 
 func TestBenchEngineWithTorch(t *testing.T) {
@@ -104,7 +109,8 @@ func TestBenchSamplingGoOnly(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if r.Single.OutputTokens != 48 || r.Concurrent.OutputTokens != 48 || r.Ratio <= 0 || r.GoGEMMGFlops <= 0 ||
-		len(r.Concurrent.TenantTPS) != 2 || r.Concurrent.TenantRatio < 1 || r.Concurrent.TTFTP50Ms <= 0 || r.Concurrent.MaxBatch < 2 {
+		len(r.Concurrent.TenantTPS) != 2 || r.Concurrent.TenantRatio < 1 || r.Concurrent.TTFTP50Ms <= 0 || r.Concurrent.MaxBatch < 2 ||
+		r.Device != "cpu" {
 		t.Fatalf("report: %+v", r)
 	}
 }

@@ -24,7 +24,7 @@ import (
 )
 
 const usageText = `usage: tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--torch auto|on|off] [--json] [flags]
-       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1] [--json] [flags]
+       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1|q4_k] [--tuft-weights F] [--json] [flags]
        tuft-bench sampling [--preset NAME | --model DIR] [--requests N] [--adapters M] [--tenants T] [--torch auto|on|off] [--json] [flags]
        tuft-bench load --model DIR [--device cpu|cuda[:N]] [--json]
 

@@ -25,6 +25,8 @@ var Kernels = []string{
 	"flash_fwd_64", "flash_bwd_dq_64", "flash_bwd_kv_64", "flash_fwd_128", "flash_bwd_dq_128", "flash_bwd_kv_128",
 	"flash_fwd_256", "flash_bwd_dq_256", "flash_bwd_kv_256",
 	"kv_write", "gather", "xent_fill", "scatter_add", "sumsq", "adamw", "sample", "topk",
+	// grouped LoRA products (lora.go)
+	"lora_shrink", "lora_expand", "lora_back_dz", "lora_back_dx", "lora_grad",
 }
 
 var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)

@@ -26,7 +26,8 @@ const stageBytes = 64 << 20
 var _ device.WeightLoader[float32] = (*Device)(nil)
 
 // WeightFrom implements device.WeightLoader for F32 and BF16 data.
-func (d *Device) WeightFrom(dtype string, data []byte, n int) (device.Tensor[float32], bool) {
+func (d *Device) WeightFrom(dtype string, data []byte, rows, cols int) (device.Tensor[float32], bool) {
+	n := rows * cols
 	var src int
 	switch dtype {
 	case "F32":

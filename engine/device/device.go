@@ -177,6 +177,9 @@ type Device[T Float] interface {
 	// TopK returns, for each listed row of logp[·×cols], the k largest entries (ties: the
 	// lower index first) as rows×k token ids and values.
 	TopK(logp Tensor[T], cols int, rows []int32, k int) ([]int32, []T)
+
+	// LoraOps are the grouped LoRA products of many adapters' runs of rows (lora.go).
+	LoraOps[T]
 }
 
 // MatrixPlacer is a device that stores a frozen matrix in a format of its own, which it

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Frozen base weights on the CPU. Decoding one token reads every weight once, so its
@@ -17,6 +18,8 @@ import (
 //	q4_1  0.625 bytes: GGUF's Q4_1, blocks of 32 with a half scale d and a half minimum m
 //	      and 32 four-bit q (w = d·q + m), 20 bytes a block; q[j] is the low nibble of
 //	      byte j and q[j+16] its high nibble.
+//	q4_k  0.5625 bytes: GGUF's Q4_K, super-blocks of 256 (frozenq4k.go, with q6_k and
+//	      q5_0, the other formats of a Q4_K_M file, which load keeps as they are).
 //
 // The block layouts are llama.cpp's, byte for byte, and quantising is its reference
 // quantiser (quantize_row_q8_0_ref, quantize_row_q4_1_ref), so a matrix matches what
@@ -32,12 +35,20 @@ const (
 	BF16
 	Q8_0
 	Q4_1
+	Q4_K // frozenq4k.go
+	Q6_K // loaded from GGUF files only
+	Q5_0 // q4_k's fallback for rows that are not whole super-blocks
 )
 
 // QBlock is the number of weights in one block of Q8_0 and Q4_1.
 const QBlock = 32
 
-var formatNames = [...]string{F32: "f32", BF16: "bf16", Q8_0: "q8_0", Q4_1: "q4_1"}
+var formatNames = [...]string{F32: "f32", BF16: "bf16", Q8_0: "q8_0", Q4_1: "q4_1", Q4_K: "q4_k", Q6_K: "q6_k", Q5_0: "q5_0"}
+
+// Chosen reports whether f can be asked for (engine.cpu_weight_format): the formats
+// NewFrozen quantises into. Q6_K and Q5_0 are what a Q4_K_M file holds and what q4_k
+// falls back to, not choices of their own.
+func (f WeightFormat) Chosen() bool { return f <= Q4_K }
 
 // String is the format's name as configuration spells it.
 func (f WeightFormat) String() string {
@@ -47,14 +58,14 @@ func (f WeightFormat) String() string {
 	return fmt.Sprintf("WeightFormat(%d)", f)
 }
 
-// ParseWeightFormat reads a format name: f32, bf16, q8_0 or q4_1.
+// ParseWeightFormat reads a format name: f32, bf16, q8_0, q4_1 or q4_k.
 func ParseWeightFormat(s string) (WeightFormat, error) {
 	for f, n := range formatNames {
-		if n == s {
+		if n == s && WeightFormat(f).Chosen() {
 			return WeightFormat(f), nil
 		}
 	}
-	return 0, fmt.Errorf("weight format %q: want f32, bf16, q8_0 or q4_1", s)
+	return 0, fmt.Errorf("weight format %q: want f32, bf16, q8_0, q4_1 or q4_k", s)
 }
 
 // blockBytes is the bytes of one block of a block format.
@@ -64,6 +75,12 @@ func (f WeightFormat) blockBytes() int {
 		return 2 + QBlock
 	case Q4_1:
 		return 4 + QBlock/2
+	case Q4_K:
+		return 2 + 2 + 12 + QKBlock/2
+	case Q6_K:
+		return QKBlock/2 + QKBlock/4 + QKBlock/16 + 2
+	case Q5_0:
+		return 2 + 4 + QBlock/2
 	}
 	return 0
 }
@@ -75,62 +92,89 @@ type Frozen struct {
 	Rows, Cols int
 	f32        []float32 // F32 (aliases the source)
 	bf         []uint16  // BF16
-	blk        []byte    // Q8_0, Q4_1: Cols/32 blocks a row
+	blk        []byte    // block formats: Cols/blockLen blocks a row
+
+	q8once sync.Once // builds q8tab on the first integer product (frozenq8.go)
+	q8tab  []uint32
 }
 
 // NewFrozen stores src [rows×cols] in format f: an F32 matrix aliases src, the others
-// are copies. A block format over rows whose length is not a multiple of 32 falls back to
-// BF16 (Format says what was stored).
+// are copies. Q4_K over rows whose length is not a multiple of 256 falls back to Q5_0,
+// and a block format over rows whose length is not a multiple of 32 to BF16 (Format
+// says what was stored). Q6_K is not quantised into: it panics.
 func NewFrozen(src []float32, rows, cols int, f WeightFormat) *Frozen {
 	if len(src) != rows*cols {
 		panic(fmt.Sprintf("kern: NewFrozen: %d values for %d×%d", len(src), rows, cols))
 	}
-	if (f == Q8_0 || f == Q4_1) && cols%QBlock != 0 {
+	if f == F32 {
+		return &Frozen{Format: F32, Rows: rows, Cols: cols, f32: src}
+	}
+	return NewFrozenRows(rows, cols, f, func(dst []float32, r int) { copy(dst, src[r*cols:]) })
+}
+
+// NewFrozenRows stores a [rows×cols] matrix in format f, asking row(dst, r) for each row
+// in float32 (dst has cols elements; rows are asked for concurrently, each once). Only one
+// row per worker exists in float32 at a time, so a model loads from its stored bytes
+// without a float32 copy of any tensor. Formats fall back as NewFrozen's do.
+func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int)) *Frozen {
+	if f == Q4_K && cols%QKBlock != 0 {
+		f = Q5_0
+	}
+	if f.blockBytes() > 0 && cols%QBlock != 0 {
 		f = BF16
 	}
 	w := &Frozen{Format: f, Rows: rows, Cols: cols}
+	bl, bb := f.blockLen(), f.blockBytes()
+	nb := cols / bl
+	var quant func(dst []byte, x []float32)
 	switch f {
 	case F32:
-		w.f32 = src
+		w.f32 = make([]float32, rows*cols)
 	case BF16:
-		w.bf = make([]uint16, len(src))
-		split(rows, rows*cols*4, 1, func(lo, hi int) {
-			for i, v := range src[lo*cols : hi*cols] {
-				w.bf[lo*cols+i] = ToBF16(v)
-			}
-		})
-	case Q8_0, Q4_1:
-		bb := f.blockBytes()
-		nb := cols / QBlock
+		w.bf = make([]uint16, rows*cols)
+	case Q8_0, Q4_1, Q4_K, Q5_0:
 		w.blk = make([]byte, rows*nb*bb)
-		split(rows, rows*cols*16, 1, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				for b := 0; b < nb; b++ {
-					x := src[r*cols+b*QBlock:][:QBlock]
-					dst := w.blk[(r*nb+b)*bb:][:bb]
-					if f == Q8_0 {
-						quantQ8(dst, x)
-					} else {
-						quantQ4(dst, x)
-					}
-				}
-			}
-		})
+		quant = map[WeightFormat]func([]byte, []float32){Q8_0: quantQ8, Q4_1: quantQ4, Q4_K: quantQ4K, Q5_0: quantQ5}[f]
 	default:
-		panic(fmt.Sprintf("kern: NewFrozen: unknown format %d", f))
+		panic(fmt.Sprintf("kern: NewFrozenRows: unknown format %d", f))
 	}
+	split(rows, rows*cols*16, 1, func(lo, hi int) {
+		var buf *[]float32
+		if f != F32 {
+			buf = getScratch(cols)
+			defer putScratch(buf)
+		}
+		for r := lo; r < hi; r++ {
+			if f == F32 {
+				row(w.f32[r*cols:(r+1)*cols], r)
+				continue
+			}
+			x := (*buf)[:cols]
+			row(x, r)
+			if f == BF16 {
+				for i, v := range x {
+					w.bf[r*cols+i] = ToBF16(v)
+				}
+				continue
+			}
+			for b := 0; b < nb; b++ {
+				quant(w.blk[(r*nb+b)*bb:][:bb], x[b*bl:][:bl])
+			}
+		}
+	})
 	return w
 }
 
-// FrozenBlocks wraps GGUF Q8_0 or Q4_1 data for a [rows×cols] matrix without copying it.
+// FrozenBlocks wraps GGUF Q8_0, Q4_1, Q4_K, Q6_K or Q5_0 data for a [rows×cols] matrix
+// without copying it.
 func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) {
-	if f != Q8_0 && f != Q4_1 {
+	if f.blockBytes() == 0 {
 		return nil, fmt.Errorf("kern: FrozenBlocks: %s is not a block format", f)
 	}
-	if cols%QBlock != 0 {
-		return nil, fmt.Errorf("kern: FrozenBlocks: rows of %d weights are not whole blocks of %d", cols, QBlock)
+	if cols%f.blockLen() != 0 {
+		return nil, fmt.Errorf("kern: FrozenBlocks: rows of %d weights are not whole blocks of %d", cols, f.blockLen())
 	}
-	if want := rows * cols / QBlock * f.blockBytes(); len(data) != want {
+	if want := rows * cols / f.blockLen() * f.blockBytes(); len(data) != want {
 		return nil, fmt.Errorf("kern: FrozenBlocks: %d bytes for %d×%d %s, want %d", len(data), rows, cols, f, want)
 	}
 	return &Frozen{Format: f, Rows: rows, Cols: cols, blk: data}, nil
@@ -138,6 +182,10 @@ func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) 
 
 // F32 is the float32 matrix an F32 Frozen aliases (nil for the other formats).
 func (w *Frozen) F32() []float32 { return w.f32 }
+
+// Blocks is a block format's stored bytes (llama.cpp's layout, rows in order; nil in
+// f32 and bf16).
+func (w *Frozen) Blocks() []byte { return w.blk }
 
 // Bytes is the memory the stored weights take.
 func (w *Frozen) Bytes() int {
@@ -157,6 +205,8 @@ func (w *Frozen) rowSeg(dst []float32, r, c0 int) {
 		for i, v := range w.bf[r*w.Cols+c0:][:n] {
 			dst[i] = FromBF16(v)
 		}
+	case Q4_K, Q6_K, Q5_0:
+		w.rowSegK(dst, r, c0)
 	default:
 		bb := w.Format.blockBytes()
 		nb := w.Cols / QBlock

@@ -1,6 +1,6 @@
 package kern
 
-// Products of a few to a few hundred rows with float32, q8_0 or q4_1 weights on machines
+// Products of a few to a few hundred rows with float32 or block-format weights on machines
 // with AVX-512: 4×4 tiles of 16-wide FMAs (tileF32x512) over rows of A and rows of W,
 // neither packed. Each thread takes a range of W's rows four at a time; a block format's
 // four rows are widened once into float32 scratch that stays in L1 while every row of A
@@ -23,8 +23,8 @@ func (w *Frozen) zTileable(m int) bool {
 	switch w.Format {
 	case F32:
 		return w.Cols%16 == 0
-	case Q8_0, Q4_1:
-		return true
+	case Q8_0, Q4_1, Q4_K, Q6_K, Q5_0:
+		return w.Cols%16 == 0
 	}
 	return false
 }

@@ -20,7 +20,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-var allFormats = []WeightFormat{F32, BF16, Q8_0, Q4_1}
+var allFormats = []WeightFormat{F32, BF16, Q8_0, Q4_1, Q4_K}
 
 // widened is W as the kernels see it: every row widened to float32 by the portable code.
 func widened(w *Frozen) []float32 {
@@ -37,13 +37,13 @@ var kernelLevels = []string{"native", "avx2", "portable"}
 
 // atLevel runs f with the kernels limited to level (a no-op where the machine has less).
 func atLevel(level string, f func()) {
-	old2, old512, oldDP, oldT := useAVX2, useAVX512, useDPBF16, useTileF32
-	defer func() { useAVX2, useAVX512, useDPBF16, useTileF32 = old2, old512, oldDP, oldT }()
+	old2, old512, oldDP, oldVNNI, oldT := useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32
+	defer func() { useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32 = old2, old512, oldDP, oldVNNI, oldT }()
 	switch level {
 	case "avx2":
-		useAVX512, useDPBF16 = false, false
+		useAVX512, useDPBF16, useVNNI = false, false, false
 	case "portable":
-		useAVX2, useAVX512, useDPBF16, useTileF32 = false, false, false, false
+		useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32 = false, false, false, false, false
 	}
 	f()
 }
@@ -72,12 +72,14 @@ func TestFrozenProducts(t *testing.T) {
 					name := fmt.Sprintf("%s(%s) %dx%dx%d acc=%v %s", f, w.Format, m, rows, cols, acc, level)
 					initNT, initNN := randSlice(rng, m*rows), randSlice(rng, m*cols)
 					nt, nn := append([]float32(nil), initNT...), append([]float32(nil), initNN...)
+					var fa []float32
 					run := func() {
 						FrozenMatMulNT(nt, a, w, m, acc)
 						FrozenMatMulNN(nn, g, w, m, acc)
+						fa = forwardActs(w, a, m)
 					}
 					atLevel(level, run)
-					wantNT, wantNN := ref64NT(forwardActs(w, a), wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
+					wantNT, wantNN := ref64NT(fa, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
 					if acc {
 						addTo(wantNT, initNT)
 						addTo(wantNN, initNN)
@@ -90,9 +92,21 @@ func TestFrozenProducts(t *testing.T) {
 	}
 }
 
-// forwardActs is A as a forward product with W multiplies it: rounded to bfloat16 when
-// W is bfloat16 (frozenbf16.go), else as given.
-func forwardActs(w *Frozen, a []float32) []float32 {
+// forwardActs is A [m×Cols] as a forward product with W multiplies it: rounded to
+// bfloat16 when W is bfloat16 (frozenbf16.go), quantised to 8-bit blocks when the
+// product takes the q8_0 integer tiles (frozenq8.go), else as given.
+func forwardActs(w *Frozen, a []float32, m int) []float32 {
+	if w.intTiles(m) {
+		out := make([]float32, len(a))
+		for p := 0; p < len(a); p += QBlock {
+			var qs [QBlock]byte
+			d := quantActBlock(&qs, a[p:p+QBlock])
+			for j, q := range qs {
+				out[p+j] = d * float32(int8(q^0x80))
+			}
+		}
+		return out
+	}
 	if w.Format != BF16 {
 		return a
 	}
@@ -174,6 +188,9 @@ func TestFrozenStorageError(t *testing.T) {
 	}
 	bytes := map[WeightFormat]float64{F32: 4, BF16: 2, Q8_0: 34.0 / 32, Q4_1: 20.0 / 32}
 	for _, f := range allFormats {
+		if f == Q4_K {
+			continue // its blocks are ggml's byte for byte: TestKQuantsAreGGMLs
+		}
 		w := NewFrozen(src, rows, cols, f)
 		if got := float64(w.Bytes()) / float64(rows*cols); got != bytes[f] {
 			t.Errorf("%s: %v bytes a weight, want %v", f, got, bytes[f])
@@ -268,8 +285,8 @@ func TestFrozenBlocks(t *testing.T) {
 	if d := FromF16(binary.LittleEndian.Uint16(w.blk)); d <= 0 {
 		t.Errorf("scale %v", d)
 	}
-	if _, err := ParseWeightFormat("q4_k"); err == nil {
-		t.Error("q4_k accepted")
+	if _, err := ParseWeightFormat("q3_k"); err == nil {
+		t.Error("q3_k accepted")
 	}
 	for _, f := range allFormats {
 		if g, err := ParseWeightFormat(f.String()); err != nil || g != f {

@@ -101,7 +101,7 @@ func TestRowDots(t *testing.T) {
 					n, k := s[0], s[1]
 					w := NewFrozen(randSlice(rng, n*k), n, k, f)
 					a := randSlice(rng, k)
-					x := forwardActs(w, a)
+					x := forwardActs(w, a, 1)
 					init := randSlice(rng, n)
 					two := make([]float32, 2*n) // the row among two: for f32, the tiles' sums
 					FrozenMatMulNT(two, append(append([]float32(nil), a...), a...), w, 2, false)

@@ -17,6 +17,16 @@ func FrozenMatMulNT(c, a []float32, w *Frozen, m int, acc bool) {
 		split(n, n*k, 16, func(lo, hi int) { w.f32Dots(c, a, lo, hi, acc) })
 		return
 	}
+	if m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		if w.Format == Q4_1 {
+			w.q4Product(c, a, m, acc)
+		} else {
+			w.q8Product(c, a, m, acc) // integer arithmetic (frozenq8.go)
+		}
+		return
+	}
 	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
 		_ = c[m*n-1]
 		_ = a[m*k-1]
@@ -262,6 +272,8 @@ func (w *Frozen) widen(dst []float32, r, c0 int) {
 		default:
 			widenQ4AVX(&dst[0], &w.blk[off], n/QBlock)
 		}
+	case Q4_K, Q6_K, Q5_0:
+		w.widenK(dst, r, c0)
 	default:
 		w.rowSeg(dst, r, c0)
 	}
@@ -289,6 +301,8 @@ func (w *Frozen) dotRow(x []float32, r int) float32 {
 			return s
 		}
 		return dotBF16Go(x, row)
+	case Q4_K, Q6_K, Q5_0:
+		return w.dotRowK(x, r)
 	default:
 		bb := w.Format.blockBytes()
 		nb := k / QBlock

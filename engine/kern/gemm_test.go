@@ -348,7 +348,7 @@ func TestGemmDeepK(t *testing.T) {
 		}
 	}
 	// Frozen B: C = A·Wᵀ (W n×k) and C = A·W (W k×n), k deep, against the widened W.
-	m, n, k := 40, 40, 2*kSlab+64 // 40 rows: the packed path (tileMaxRows)
+	m, n, k := 40, 40, 2*kSlab+64 // 40 rows: the packed path (tileMaxRows), q8_0 and q4_1 the integer tiles on VNNI
 	for _, f := range []WeightFormat{F32, BF16, Q8_0, Q4_1} {
 		src := randSlice(rng, n*k)
 		w := NewFrozen(src, n, k, f)
@@ -359,14 +359,9 @@ func TestGemmDeepK(t *testing.T) {
 		a := randSlice(rng, m*k)
 		got, want := make([]float32, m*n), make([]float32, m*n)
 		FrozenMatMulNT(got, a, w, m, false)
-		// A bf16 forward product multiplies activations rounded to bf16 (as llama.cpp).
-		aRef := a
-		if f == BF16 {
-			aRef = make([]float32, len(a))
-			for i, v := range a {
-				aRef[i] = FromBF16(ToBF16(v))
-			}
-		}
+		// A bf16 forward product multiplies activations rounded to bf16, a q8_0 one on the
+		// integer tiles activations quantised to 8 bits (as llama.cpp).
+		aRef := forwardActs(w, a, m)
 		refNT(want, aRef, wide, m, n, k, false)
 		mag := make([]float32, m*n)
 		refNT(mag, abs32(a), abs32(wide), m, n, k, true)

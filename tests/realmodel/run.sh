@@ -6,7 +6,8 @@
 #   2. llama.cpp (llamacpp_ref.py) tokenizes the corpus and scores a ~50-token text, on the
 #      file as shipped, on a copy dequantised to F32 (tools/llamacppref/dequant_gguf.py:
 #      the same values the engine computes with), and on copies with the matrices in bf16, q8_0 and q4_1
-#      (the engine's CPU weight formats, engine.cpu_weight_format).
+#      (the engine's CPU weight formats, engine.cpu_weight_format), and on llama.cpp's own
+#      Q4_K_M of the F32 copy (the engine in q4_k keeps its blocks).
 #   3. go test ./tests/realmodel: the engine's config, tokenizer (against 1 and 2),
 #      per-token logprobs (against 2, tolerances in engine_test.go), greedy "Paris", in
 #      every weight format.
@@ -53,7 +54,10 @@ echo "== llama.cpp reference"
 OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$gguf" "$corpus" "$work/llamacpp.json" 2>/dev/null
 "$tokvenv/bin/python" "$root/tools/llamacppref/dequant_gguf.py" "$gguf" "$work/f32.gguf"
 OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/f32.gguf" "$corpus" "$work/llamacpp_f32.json" 2>/dev/null
-rm -f "$work/f32.gguf"
+# llama.cpp's own Q4_K_M of the F32 copy (llama_model_quantize; the engine in q4_k keeps its
+# blocks, and quantises the F32 copy itself for TestQ4KM's "ours").
+"$llama_py" "$root/tools/llamacppref/dequant_gguf.py" "$gguf" "$work/q4_k_m.gguf" q4_k_m >/dev/null 2>&1
+OMP_NUM_THREADS=2 "$llama_py" "$here/llamacpp_ref.py" "$work/q4_k_m.gguf" "$corpus" "$work/llamacpp_q4_k_m.json" 2>/dev/null
 # The engine's CPU weight formats: llama.cpp on copies whose matrices are in each format.
 for fmt in bf16 q8_0 q4_1; do
   "$tokvenv/bin/python" "$root/tools/llamacppref/dequant_gguf.py" "$gguf" "$work/$fmt.gguf" "$fmt"
@@ -65,7 +69,10 @@ TUFT_SMOLLM2_GGUF="$gguf" TUFT_REALMODEL_LLAMACPP="$work/llamacpp.json" TUFT_REA
   TUFT_REALMODEL_LLAMACPP_BF16="$work/llamacpp_bf16.json" TUFT_REALMODEL_LLAMACPP_Q8_0="$work/llamacpp_q8_0.json" \
   TUFT_REALMODEL_LLAMACPP_Q4_1="$work/llamacpp_q4_1.json" TUFT_REALMODEL_GGUF_BF16="$work/bf16.gguf" \
   TUFT_REALMODEL_GGUF_Q8_0="$work/q8_0.gguf" TUFT_REALMODEL_GGUF_Q4_1="$work/q4_1.gguf" \
-  go test -count=1 -v "$root/tests/realmodel/" 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+engine_test)' || { echo "realmodel: go test failed"; exit 1; }
+  TUFT_REALMODEL_GGUF_F32="$work/f32.gguf" TUFT_REALMODEL_GGUF_Q4_K_M="$work/q4_k_m.gguf" \
+  TUFT_REALMODEL_LLAMACPP_Q4_K_M="$work/llamacpp_q4_k_m.json" \
+  go test -count=1 -v "$root/tests/realmodel/" 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+(engine|q4k)_test)' || { echo "realmodel: go test failed"; exit 1; }
+rm -f "$work/f32.gguf"
 
 echo "== tuft model import, tuft launch on the .gguf"
 go build -o "$work/tuft" "$root/cmd/tuft"

@@ -2,10 +2,12 @@
 """llama.cpp (through llama-cpp-python's low-level C API) as the CPU reference of
 `tuft-bench engine --reference llama.cpp`, on the GGUF file tuft loads.
 
-    bench.py convert --src IN.gguf --weights f32|bf16|q8_0|q4_1 --out OUT.gguf
+    bench.py convert --src IN.gguf --weights f32|bf16|q8_0|q4_1|q4_k --out OUT.gguf
         writes OUT: IN's tensors dequantised to F32 (ggml's gguf package; metadata
         copied), and for bf16/q8_0/q4_1 every matrix then stored in that type by ggml's
-        reference quantiser (gguf.quants.quantize; norms stay F32), as the engine's
+        reference quantiser (gguf.quants.quantize; norms stay F32); for q4_k the F32 copy
+        quantised by llama.cpp to Q4_K_M (llama_model_quantize), whose blocks the engine
+        in q4_k keeps, as the engine's
         engine.cpu_weight_format quantises at load (dequant_gguf.py beside this script, which
         tests/realmodel uses too): both sides compute with the same weights. Prints one JSON line
         {"path", "weights"}.
@@ -31,7 +33,7 @@ import time
 
 import llama_cpp
 
-WEIGHTS = ("f32", "bf16", "q8_0", "q4_1")
+WEIGHTS = ("f32", "bf16", "q8_0", "q4_1", "q4_k")
 GGML_TYPE_F32 = 0
 
 
@@ -44,7 +46,9 @@ def convert(a):
     # dequantise/requantise for both, so they compute with the same weights.
     from dequant_gguf import main as dequant
     tmp = a.out + ".tmp"
-    dequant(a.src, tmp, None if a.weights == "f32" else a.weights)
+    # q4_k: llama.cpp's own Q4_K_M quantisation of the F32 copy (dequant_gguf.py q4_k_m).
+    typ = {"f32": None, "q4_k": "q4_k_m"}.get(a.weights, a.weights)
+    dequant(a.src, tmp, typ)
     os.replace(tmp, a.out)
     print(json.dumps({"path": a.out, "weights": a.weights}))
 

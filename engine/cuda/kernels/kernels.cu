@@ -989,3 +989,104 @@ extern "C" __global__ void topk(const float* logp, int cols, const int* rows, in
         pi = bi;
     }
 }
+
+// ---- grouped LoRA products (Punica's SGMV): the runs of rows of every adapter in a pass,
+// one launch per stage. device.LoraRun is uploaded as LORA_FIELDS i64 per run: row, n,
+// rank, the addresses of A [rank×in], B [out×rank], Z [n×rank], GA, GB (0: no
+// gradients) and dZ (this run's share of the scratch), and the scale's float bits. A row
+// tile is two i64 (run, first row within the run) over up to LORA_TILE rows of one run.
+// Every output element is written by one thread that sums in a fixed order (no atomics),
+// so results are deterministic. Launchers: engine/cuda/lora.go.
+
+#define LORA_FIELDS 10
+#define LORA_TILE 32
+
+// lora_tile computes the tile c[i·ldc + j] (i < rows, j < cols, both ≤ LORA_TILE)
+// (+)= alpha·Σ_k P(i,k)·Q(j,k) with P(i,k) = p[i·psi + k·psk], Q(j,k) = q[j·qsj + k·qsk]:
+// every form a LoRA product takes (X·Aᵀ, Z·Bᵀ, dY·B, dZ·A, dYᵀ·Z, dZᵀ·X) by strides. A
+// block of 256 threads; each thread owns four rows of one column; k is staged in shared
+// memory LORA_TILE at a time and summed in order.
+__device__ void lora_tile(float* c, i64 ldc, const float* p, i64 psi, i64 psk, const float* q, i64 qsj, i64 qsk,
+                          int rows, int cols, int K, float alpha, bool acc) {
+    __shared__ float sp[LORA_TILE][LORA_TILE + 1], sq[LORA_TILE][LORA_TILE + 1];
+    int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k0 = 0; k0 < K; k0 += LORA_TILE) {
+        for (int u = 0; u < 4; u++) {
+            int e = threadIdx.x + 256 * u, i = e >> 5, k = e & 31;
+            bool kin = k0 + k < K;
+            sp[i][k] = i < rows && kin ? p[(i64)i * psi + (i64)(k0 + k) * psk] : 0.f;
+            sq[i][k] = i < cols && kin ? q[(i64)i * qsj + (i64)(k0 + k) * qsk] : 0.f;
+        }
+        __syncthreads();
+        for (int k = 0; k < LORA_TILE; k++) {
+            float qv = sq[tx][k];
+            for (int u = 0; u < 4; u++) s[u] = fmaf(sp[ty + 8 * u][k], qv, s[u]);
+        }
+        __syncthreads();
+    }
+    if (tx >= cols) return;
+    for (int u = 0; u < 4; u++) {
+        int i = ty + 8 * u;
+        if (i >= rows) continue;
+        float* o = c + (i64)i * ldc + tx;
+        *o = acc ? *o + alpha * s[u] : alpha * s[u];
+    }
+}
+
+__device__ __forceinline__ float* lora_ptr(const i64* r, int f) { return (float*)r[f]; }
+
+// lora_shrink: grid (row tiles, ⌈max rank/32⌉); Z = scale·X_r·Aᵀ.
+extern "C" __global__ void lora_shrink(const i64* runs, const i64* tiles, const float* x, int in) {
+    const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = blockIdx.y * LORA_TILE;
+    if (j0 >= rank) return;
+    lora_tile(lora_ptr(r, 5) + (i64)r0 * rank + j0, rank, x + (r[0] + r0) * in, in, 1, lora_ptr(r, 3) + (i64)j0 * in, in, 1,
+              min(LORA_TILE, n - r0), min(LORA_TILE, rank - j0), in, __int_as_float((int)r[9]), false);
+}
+
+// lora_expand: grid (row tiles, ⌈out/32⌉); Y_r += Z·Bᵀ.
+extern "C" __global__ void lora_expand(const i64* runs, const i64* tiles, float* y, int out) {
+    const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], o0 = blockIdx.y * LORA_TILE;
+    lora_tile(y + (r[0] + r0) * out + o0, out, lora_ptr(r, 5) + (i64)r0 * rank, rank, 1, lora_ptr(r, 4) + (i64)o0 * rank, rank, 1,
+              min(LORA_TILE, n - r0), min(LORA_TILE, out - o0), rank, 1.f, true);
+}
+
+// lora_back_dz: grid (row tiles, ⌈max rank/32⌉); dZ = scale·dY_r·B.
+extern "C" __global__ void lora_back_dz(const i64* runs, const i64* tiles, const float* dy, int out) {
+    const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = blockIdx.y * LORA_TILE;
+    if (j0 >= rank) return;
+    lora_tile(lora_ptr(r, 8) + (i64)r0 * rank + j0, rank, dy + (r[0] + r0) * out, out, 1, lora_ptr(r, 4) + j0, 1, rank,
+              min(LORA_TILE, n - r0), min(LORA_TILE, rank - j0), out, __int_as_float((int)r[9]), false);
+}
+
+// lora_back_dx: grid (row tiles, ⌈in/32⌉); dX_r += dZ·A.
+extern "C" __global__ void lora_back_dx(const i64* runs, const i64* tiles, float* dx, int in) {
+    const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], i0 = blockIdx.y * LORA_TILE;
+    lora_tile(dx + (r[0] + r0) * in + i0, in, lora_ptr(r, 8) + (i64)r0 * rank, rank, 1, lora_ptr(r, 3) + i0, 1, in,
+              min(LORA_TILE, n - r0), min(LORA_TILE, in - i0), rank, 1.f, true);
+}
+
+// lora_grad: grid (listed runs, tiles of GB then tiles of GA); GB += dY_rᵀ·Z and
+// GA += dZᵀ·X_r, summed over the run's rows. The runs of one launch have distinct
+// gradient tensors (the launcher sends runs that share them in separate launches, in
+// run order).
+extern "C" __global__ void lora_grad(const i64* runs, const i64* list, const float* x, const float* dy, int in, int out) {
+    const i64* r = runs + list[blockIdx.x] * LORA_FIELDS;
+    int n = (int)r[1], rank = (int)r[2], rt = (rank + LORA_TILE - 1) / LORA_TILE;
+    int ot = (out + LORA_TILE - 1) / LORA_TILE, it = (in + LORA_TILE - 1) / LORA_TILE, t = blockIdx.y;
+    if (t < ot * rt) { // GB[o][j] += Σ_i dY[i][o]·Z[i][j]
+        int o0 = (t / rt) * LORA_TILE, j0 = (t % rt) * LORA_TILE;
+        lora_tile(lora_ptr(r, 7) + (i64)o0 * rank + j0, rank, dy + r[0] * out + o0, 1, out, lora_ptr(r, 5) + j0, 1, rank,
+                  min(LORA_TILE, out - o0), min(LORA_TILE, rank - j0), n, 1.f, true);
+        return;
+    }
+    t -= ot * rt;
+    if (t >= rt * it) return;
+    int j0 = (t / it) * LORA_TILE, i0 = (t % it) * LORA_TILE; // GA[j][k] += Σ_i dZ[i][j]·X[i][k]
+    lora_tile(lora_ptr(r, 6) + (i64)j0 * in + i0, in, lora_ptr(r, 8) + j0, 1, rank, x + r[0] * in + i0, 1, in,
+              min(LORA_TILE, rank - j0), min(LORA_TILE, in - i0), n, 1.f, true);
+}

@@ -41,7 +41,8 @@ func Run(t *testing.T, d device.Device[float32], tol Tolerance) {
 		name string
 		f    func(*testing.T)
 	}{{"memory", c.memory}, {"matmul", c.matmul}, {"elementwise", c.elementwise}, {"rows", c.rows},
-		{"attention", c.attention}, {"loss", c.loss}, {"optimizer", c.optimizer}, {"sampling", c.sampling}} {
+		{"attention", c.attention}, {"loss", c.loss}, {"optimizer", c.optimizer}, {"sampling", c.sampling},
+		{"lora", c.lora}} {
 		t.Run(s.name, func(t *testing.T) {
 			c.t = t // failures belong to the subtest
 			s.f(t)

@@ -1,0 +1,516 @@
+package kern
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// GGUF's K-quant Q4_K and the formats llama.cpp's Q4_K_M mixes with it (Q6_K for some
+// tensors, Q5_0 and Q8_0 where rows are not whole super-blocks), kept as blocks so that
+// a Q4_K_M file computes with its own bytes:
+//
+//	q4_k  4.5 bits a weight: super-blocks of 256 along a row, 144 bytes: a half scale d,
+//	      a half dmin, 12 bytes packing eight 6-bit scales sc and mins m, and 128 bytes of
+//	      4-bit q; sub-block s (32 weights) is w = d·sc_s·q − dmin·m_s.
+//	q6_k  6.5625 bits: super-blocks of 256, 210 bytes: 128 bytes of low nibbles, 64 of
+//	      high 2-bit pairs, 16 int8 scales (one per 16 weights) and a half d; w = d·sc·(q−32).
+//	q5_0  5.5 bits: blocks of 32, 22 bytes: a half d, 32 high bits, 16 bytes of nibbles;
+//	      w = d·(q−16).
+//
+// Quantising into q4_k is llama.cpp's reference quantiser (quantize_row_q4_K_ref: per
+// sub-block an error-minimising scale and minimum, make_qkx2_quants), into q5_0 its
+// quantize_row_q5_0_ref; q6_k is only loaded from files. A matrix asked for in q4_k
+// whose rows are not whole super-blocks is stored in q5_0 (llama.cpp's own fallback for
+// Q4_K), and in bf16 when they are not whole blocks of 32 either.
+//
+// The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
+// q5_0, are AVX2 assembly (frozenq4k_amd64.s; the K-quants' scales unpacked to float32
+// in Go first); q6_k's widening and every kernel on other machines (arm64 included) are
+// portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
+// GEMM's panels, as the other block formats do.
+
+// QKBlock is the number of weights in one super-block of Q4_K and Q6_K.
+const QKBlock = 256
+
+// blockLen is the weights one block of a block format holds.
+func (f WeightFormat) blockLen() int {
+	if f == Q4_K || f == Q6_K {
+		return QKBlock
+	}
+	return QBlock
+}
+
+// deqBlock writes the weights of one block of f (blk, blockBytes long) to dst
+// (blockLen long).
+func (f WeightFormat) deqBlock(dst []float32, blk []byte) {
+	switch f {
+	case Q4_K:
+		deqQ4K(dst, blk)
+	case Q6_K:
+		deqQ6K(dst, blk)
+	case Q5_0:
+		deqQ5(dst, blk)
+	}
+}
+
+// rowSegK is rowSeg for this file's formats: whole blocks straight into dst, a partial
+// one through scratch on the stack.
+func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
+	n := len(dst)
+	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
+	nb := w.Cols / bl
+	row := w.blk[r*nb*bb : (r+1)*nb*bb]
+	var tmp [QKBlock]float32
+	for i := 0; i < n; {
+		c := c0 + i
+		b, j := c/bl, c%bl
+		cnt := min(bl-j, n-i)
+		blk := row[b*bb : b*bb+bb]
+		switch {
+		case j == 0 && cnt == bl:
+			w.Format.deqBlock(dst[i:i+bl], blk)
+		case w.Format == Q4_K:
+			// Only the 32-weight sub-blocks the segment touches: the packed GEMM's
+			// backward panels take 16 columns of a row at a time.
+			for s := j / 32; s*32 < j+cnt; s++ {
+				deqQ4KSub(tmp[s*32:s*32+32], blk, s)
+			}
+			copy(dst[i:i+cnt], tmp[j:j+cnt])
+		default:
+			w.Format.deqBlock(tmp[:bl], blk)
+			copy(dst[i:i+cnt], tmp[j:j+cnt])
+		}
+		i += cnt
+	}
+}
+
+// dotRowK is dotRow for this file's formats.
+func (w *Frozen) dotRowK(x []float32, r int) float32 {
+	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
+	nb := w.Cols / bl
+	row := w.blk[r*nb*bb : (r+1)*nb*bb]
+	fast := useAVX2 && useF16C
+	switch {
+	case w.Format == Q4_K && fast:
+		return dotQ4KFast(x, row)
+	case w.Format == Q4_K:
+		return dotQ4KGo(x, row)
+	case w.Format == Q6_K && fast:
+		return dotQ6KFast(x, row)
+	case w.Format == Q6_K:
+		return dotQ6KGo(x, row)
+	case fast:
+		return dotQ5AVX(&x[0], &row[0], nb)
+	}
+	return dotQ5Go(x, row)
+}
+
+// q4kChunk is the super-blocks whose scales the assembly takes unpacked at a time.
+const q4kChunk = 32
+
+// unpackQ4KScales writes the eight 6-bit scales and mins of each of the n super-blocks
+// at blk to sc as float32 (d·sc_j, dmin·m_j: deqQ4K's d1 and o1), 16 a super-block.
+func unpackQ4KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
+	const bb = 144
+	for b := 0; b < n; b++ {
+		bl := blk[b*bb:]
+		d, dmin := FromF16(binary.LittleEndian.Uint16(bl)), FromF16(binary.LittleEndian.Uint16(bl[2:]))
+		q := (*[12]byte)(bl[4:16])
+		o := (*[16]float32)(sc[16*b:])
+		// scaleMinK4 unrolled: sub-blocks 0–3 in the low six bits of bytes 0–7, 4–7 in
+		// the nibbles of bytes 8–11 with their top two bits above 0–7's.
+		for j := 0; j < 4; j++ {
+			o[2*j], o[2*j+1] = d*float32(q[j]&63), dmin*float32(q[j+4]&63)
+			o[8+2*j] = d * float32(q[j+8]&0xF|(q[j]>>6)<<4)
+			o[9+2*j] = dmin * float32(q[j+8]>>4|(q[j+4]>>6)<<4)
+		}
+	}
+}
+
+// dotQ4KFast is the assembly's dot over a row, q4kChunk super-blocks at a time.
+func dotQ4KFast(x []float32, row []byte) float32 {
+	const bb = 144
+	var sc [q4kChunk * 16]float32
+	var s float32
+	nb := len(row) / bb
+	for b0 := 0; b0 < nb; b0 += q4kChunk {
+		n := min(q4kChunk, nb-b0)
+		unpackQ4KScales(&sc, row[b0*bb:], n)
+		s += dotQ4KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
+	}
+	return s
+}
+
+// dotQ6KFast is the assembly's Q6_K dot over a row, its scales unpacked to float32
+// (d·sc_i) q4kChunk super-blocks at a time.
+func dotQ6KFast(x []float32, row []byte) float32 {
+	const bb = 210
+	var sc [q4kChunk * 16]float32
+	var s float32
+	nb := len(row) / bb
+	for b0 := 0; b0 < nb; b0 += q4kChunk {
+		n := min(q4kChunk, nb-b0)
+		for b := 0; b < n; b++ {
+			bl := row[(b0+b)*bb:]
+			d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
+			for i, v := range bl[192:208] {
+				sc[16*b+i] = d * float32(int8(v))
+			}
+		}
+		s += dotQ6KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
+	}
+	return s
+}
+
+// widenK is widen for this file's formats: whole blocks of q4_k and q5_0 through the
+// assembly, anything else through rowSegK.
+func (w *Frozen) widenK(dst []float32, r, c0 int) {
+	n := len(dst)
+	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
+	if w.Format == Q6_K || !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
+		w.rowSegK(dst, r, c0)
+		return
+	}
+	off := (r*w.Cols + c0) / bl * bb
+	if w.Format == Q5_0 {
+		widenQ5AVX(&dst[0], &w.blk[off], n/bl)
+		return
+	}
+	var sc [q4kChunk * 16]float32
+	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
+		k := min(q4kChunk, n/bl-b0)
+		unpackQ4KScales(&sc, w.blk[off+b0*bb:], k)
+		widenQ4KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
+	}
+}
+
+// scaleMinK4 is llama.cpp's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K
+// super-block's 12 bytes.
+func scaleMinK4(j int, s []byte) (sc, m uint8) {
+	if j < 4 {
+		return s[j] & 63, s[j+4] & 63
+	}
+	return (s[j+4] & 0xF) | (s[j-4]>>6)<<4, (s[j+4] >> 4) | (s[j]>>6)<<4
+}
+
+// deqQ4K is llama.cpp's dequantize_row_q4_K for one super-block.
+func deqQ4K(y []float32, b []byte) {
+	d, dmin := FromF16(binary.LittleEndian.Uint16(b)), FromF16(binary.LittleEndian.Uint16(b[2:]))
+	sc := b[4:16]
+	qs := b[16:144]
+	y = y[:QKBlock]
+	for j := 0; j < QKBlock; j += 64 {
+		s1, m1 := scaleMinK4(j/32, sc)
+		s2, m2 := scaleMinK4(j/32+1, sc)
+		d1, o1 := d*float32(s1), dmin*float32(m1)
+		d2, o2 := d*float32(s2), dmin*float32(m2)
+		q := qs[j/2 : j/2+32]
+		lo, hi := y[j:j+32], y[j+32:j+64]
+		for l, v := range q {
+			// The product rounded before the subtraction (no fused multiply-add), as
+			// widenQ4KAVX computes it.
+			lo[l] = float32(d1*float32(v&0xF)) - o1
+			hi[l] = float32(d2*float32(v>>4)) - o2
+		}
+	}
+}
+
+// deqQ4KSub is deqQ4K for sub-block s (weights 32s…32s+31) alone.
+func deqQ4KSub(y []float32, b []byte, s int) {
+	d, dmin := FromF16(binary.LittleEndian.Uint16(b)), FromF16(binary.LittleEndian.Uint16(b[2:]))
+	sc, m := scaleMinK4(s, b[4:16])
+	d1, o1 := d*float32(sc), dmin*float32(m)
+	q := b[16+32*(s/2) : 16+32*(s/2)+32]
+	y = y[:32]
+	if s%2 == 0 {
+		for l, v := range q {
+			y[l] = float32(d1*float32(v&0xF)) - o1
+		}
+		return
+	}
+	for l, v := range q {
+		y[l] = float32(d1*float32(v>>4)) - o1
+	}
+}
+
+// dotQ4KGo is the dot of x with a row of Q4_K super-blocks: per sub-block
+// d·sc·Σ x·q − dmin·m·Σ x.
+func dotQ4KGo(x []float32, row []byte) float32 {
+	const bb = 144
+	var s float32
+	for b := 0; b < len(row)/bb; b++ {
+		blk := row[b*bb : b*bb+bb]
+		xs := x[b*QKBlock : b*QKBlock+QKBlock]
+		d, dmin := FromF16(binary.LittleEndian.Uint16(blk)), FromF16(binary.LittleEndian.Uint16(blk[2:]))
+		sc := blk[4:16]
+		var sq, sm float32
+		for g := 0; g < 4; g++ {
+			q := blk[16+32*g : 16+32*g+32]
+			xa, xb := xs[64*g:64*g+32], xs[64*g+32:64*g+64]
+			var ta0, ta1, tb0, tb1, sa0, sa1, sb0, sb1 float32
+			for l := 0; l < 32; l += 2 {
+				q0, q1 := q[l], q[l+1]
+				ta0 += xa[l] * float32(q0&0xF)
+				ta1 += xa[l+1] * float32(q1&0xF)
+				tb0 += xb[l] * float32(q0>>4)
+				tb1 += xb[l+1] * float32(q1>>4)
+				sa0 += xa[l]
+				sa1 += xa[l+1]
+				sb0 += xb[l]
+				sb1 += xb[l+1]
+			}
+			s1, m1 := scaleMinK4(2*g, sc)
+			s2, m2 := scaleMinK4(2*g+1, sc)
+			sq += float32(s1)*(ta0+ta1) + float32(s2)*(tb0+tb1)
+			sm += float32(m1)*(sa0+sa1) + float32(m2)*(sb0+sb1)
+		}
+		s += d*sq - dmin*sm
+	}
+	return s
+}
+
+// deqQ6K is llama.cpp's dequantize_row_q6_K for one super-block.
+func deqQ6K(y []float32, b []byte) {
+	ql := b[0:128]
+	qh := b[128:192]
+	sc := b[192:208]
+	d := FromF16(binary.LittleEndian.Uint16(b[208:]))
+	for n := 0; n < 2; n++ {
+		l0, h0, s0, y0 := ql[n*64:], qh[n*32:], sc[n*8:], y[n*128:n*128+128]
+		for l := 0; l < 32; l++ {
+			is := l / 16
+			q1 := int(l0[l]&0xF|(h0[l]>>0&3)<<4) - 32
+			q2 := int(l0[l+32]&0xF|(h0[l]>>2&3)<<4) - 32
+			q3 := int(l0[l]>>4|(h0[l]>>4&3)<<4) - 32
+			q4 := int(l0[l+32]>>4|(h0[l]>>6&3)<<4) - 32
+			y0[l] = d * float32(int8(s0[is])) * float32(q1)
+			y0[l+32] = d * float32(int8(s0[is+2])) * float32(q2)
+			y0[l+64] = d * float32(int8(s0[is+4])) * float32(q3)
+			y0[l+96] = d * float32(int8(s0[is+6])) * float32(q4)
+		}
+	}
+}
+
+// dotQ6KGo is the dot of x with a row of Q6_K super-blocks: d·Σ_g sc_g·Σ x·(q−32) over
+// the sixteen groups of 16.
+func dotQ6KGo(x []float32, row []byte) float32 {
+	const bb = 210
+	var s float32
+	for b := 0; b < len(row)/bb; b++ {
+		blk := row[b*bb : b*bb+bb]
+		xs := x[b*QKBlock : b*QKBlock+QKBlock]
+		d := FromF16(binary.LittleEndian.Uint16(blk[208:]))
+		var sb float32
+		for n := 0; n < 2; n++ {
+			l0, h0, s0, x0 := blk[n*64:n*64+64], blk[128+n*32:128+n*32+32], blk[192+n*8:192+n*8+8], xs[n*128:n*128+128]
+			for half := 0; half < 2; half++ {
+				var t1, t2, t3, t4 float32
+				for l := 16 * half; l < 16*half+16; l++ {
+					lo, hi, h := l0[l], l0[l+32], h0[l]
+					t1 += x0[l] * float32(int(lo&0xF|(h&3)<<4)-32)
+					t2 += x0[l+32] * float32(int(hi&0xF|(h>>2&3)<<4)-32)
+					t3 += x0[l+64] * float32(int(lo>>4|(h>>4&3)<<4)-32)
+					t4 += x0[l+96] * float32(int(hi>>4|(h>>6&3)<<4)-32)
+				}
+				sb += float32(int8(s0[half]))*t1 + float32(int8(s0[half+2]))*t2 +
+					float32(int8(s0[half+4]))*t3 + float32(int8(s0[half+6]))*t4
+			}
+		}
+		s += d * sb
+	}
+	return s
+}
+
+// deqQ5 is llama.cpp's dequantize_row_q5_0 for one block.
+func deqQ5(y []float32, b []byte) {
+	d := FromF16(binary.LittleEndian.Uint16(b))
+	qh := binary.LittleEndian.Uint32(b[2:])
+	qs := b[6:22]
+	y = y[:QBlock]
+	for j := 0; j < 16; j++ {
+		lo := int(qs[j]&0xF) | int((qh>>j)&1)<<4
+		hi := int(qs[j]>>4) | int((qh>>(j+16))&1)<<4
+		y[j] = d * float32(lo-16)
+		y[j+16] = d * float32(hi-16)
+	}
+}
+
+// dotQ5Go is the dot of x with a row of Q5_0 blocks: Σ_b d_b·Σ_j x·(q−16).
+func dotQ5Go(x []float32, row []byte) float32 {
+	const bb = 22
+	var s float32
+	for b := 0; b < len(row)/bb; b++ {
+		blk := row[b*bb : b*bb+bb]
+		xs := x[b*QBlock : b*QBlock+QBlock]
+		qh := binary.LittleEndian.Uint32(blk[2:])
+		qs := blk[6:22]
+		var t0, t1 float32
+		for j := 0; j < 16; j++ {
+			lo := int(qs[j]&0xF) | int((qh>>j)&1)<<4
+			hi := int(qs[j]>>4) | int((qh>>(j+16))&1)<<4
+			t0 += xs[j] * float32(lo-16)
+			t1 += xs[j+16] * float32(hi-16)
+		}
+		s += FromF16(binary.LittleEndian.Uint16(blk)) * (t0 + t1)
+	}
+	return s
+}
+
+// nearestInt is llama.cpp's nearest_int: float32 rounded half to even.
+func nearestInt(v float32) int { return int(math.RoundToEven(float64(v))) }
+
+// quantQ5 is llama.cpp's quantize_row_q5_0_ref for one block.
+func quantQ5(dst []byte, x []float32) {
+	var amax, vmax float32
+	for _, v := range x[:QBlock] {
+		if a := float32(math.Abs(float64(v))); amax < a {
+			amax, vmax = a, v
+		}
+	}
+	d := vmax / -16
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	binary.LittleEndian.PutUint16(dst, ToF16(d))
+	var qh uint32
+	for j := 0; j < QBlock/2; j++ {
+		x0, x1 := x[j]*id, x[j+QBlock/2]*id
+		xi0 := uint8(min(31, int8(x0+16.5)))
+		xi1 := uint8(min(31, int8(x1+16.5)))
+		dst[6+j] = xi0&0xF | (xi1&0xF)<<4
+		qh |= uint32(xi0&0x10) >> 4 << j
+		qh |= uint32(xi1&0x10) >> 4 << (j + QBlock/2)
+	}
+	binary.LittleEndian.PutUint32(dst[2:], qh)
+}
+
+// quantQ4K is llama.cpp's quantize_row_q4_K_ref for one super-block (x: 256 weights,
+// dst: 144 bytes).
+func quantQ4K(dst []byte, x []float32) {
+	var L [QKBlock]uint8
+	var laux [32]uint8
+	var weights [32]float32
+	var mins, scales [QKBlock / 32]float32
+	var maxScale, maxMin float32
+	for j := 0; j < QKBlock/32; j++ {
+		xs := x[32*j : 32*j+32]
+		var sumX2 float32
+		for _, v := range xs {
+			sumX2 += v * v
+		}
+		avX := float32(math.Sqrt(float64(sumX2 / 32)))
+		for l, v := range xs {
+			weights[l] = avX + float32(math.Abs(float64(v)))
+		}
+		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], laux[:], -1, 0.1, 20)
+		maxScale = max(maxScale, scales[j])
+		maxMin = max(maxMin, mins[j])
+	}
+	var invScale, invMin float32
+	if maxScale > 0 {
+		invScale = 63 / maxScale
+	}
+	if maxMin > 0 {
+		invMin = 63 / maxMin
+	}
+	sc := dst[4:16]
+	clear(sc)
+	for j := 0; j < QKBlock/32; j++ {
+		ls := uint8(min(63, nearestInt(invScale*scales[j])))
+		lm := uint8(min(63, nearestInt(invMin*mins[j])))
+		if j < 4 {
+			sc[j], sc[j+4] = ls, lm
+		} else {
+			sc[j+4] = ls&0xF | (lm&0xF)<<4
+			sc[j-4] |= (ls >> 4) << 6
+			sc[j] |= (lm >> 4) << 6
+		}
+	}
+	binary.LittleEndian.PutUint16(dst, ToF16(maxScale/63))
+	binary.LittleEndian.PutUint16(dst[2:], ToF16(maxMin/63))
+	dh, dminh := FromF16(binary.LittleEndian.Uint16(dst)), FromF16(binary.LittleEndian.Uint16(dst[2:]))
+	for j := 0; j < QKBlock/32; j++ {
+		s, m := scaleMinK4(j, sc)
+		d := dh * float32(s)
+		if d == 0 {
+			continue
+		}
+		dm := dminh * float32(m)
+		for ii := 0; ii < 32; ii++ {
+			l := nearestInt((x[32*j+ii] + dm) / d)
+			L[32*j+ii] = uint8(max(0, min(15, l)))
+		}
+	}
+	q := dst[16:144]
+	for j := 0; j < QKBlock; j += 64 {
+		for l := 0; l < 32; l++ {
+			q[l] = L[j+l] | L[j+l+32]<<4
+		}
+		q = q[32:]
+	}
+}
+
+// makeQKX2Quants is llama.cpp's make_qkx2_quants (squared error, not absolute): the
+// scale and (negated) minimum of levels 0…nmax that minimise the weighted error over a
+// grid of nstep+1 candidate scales around (max−min)/nmax, the levels left in l.
+func makeQKX2Quants(nmax int, x, weights []float32, l, laux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+	n := len(x)
+	vmin, vmax := x[0], x[0]
+	sumW := weights[0]
+	sumX := sumW * x[0]
+	for i := 1; i < n; i++ {
+		vmin, vmax = min(vmin, x[i]), max(vmax, x[i])
+		w := weights[i]
+		sumW += w
+		sumX += w * x[i]
+	}
+	if vmin > 0 {
+		vmin = 0
+	}
+	if vmax == vmin {
+		clear(l[:n])
+		return 0, -vmin
+	}
+	fmax := float32(nmax)
+	iscale := fmax / (vmax - vmin)
+	scale = 1 / iscale
+	var bestError float32
+	for i := 0; i < n; i++ {
+		q := max(0, min(nmax, nearestInt(iscale*(x[i]-vmin))))
+		l[i] = uint8(q)
+		diff := scale*float32(q) + vmin - x[i]
+		bestError += weights[i] * (diff * diff)
+	}
+	for is := 0; is <= nstep; is++ {
+		iscale = (rmin + rdelta*float32(is) + fmax) / (vmax - vmin)
+		var sumL, sumL2, sumXL float32
+		for i := 0; i < n; i++ {
+			q := max(0, min(nmax, nearestInt(iscale*(x[i]-vmin))))
+			laux[i] = uint8(q)
+			w, lf := weights[i], float32(q)
+			sumL += w * lf
+			sumL2 += w * lf * lf
+			sumXL += w * lf * x[i]
+		}
+		D := sumW*sumL2 - sumL*sumL
+		if D > 0 {
+			thisScale := (sumW*sumXL - sumX*sumL) / D
+			thisMin := (sumL2*sumX - sumL*sumXL) / D
+			if thisMin > 0 {
+				thisMin = 0
+				thisScale = sumXL / sumL2
+			}
+			var mad float32
+			for i := 0; i < n; i++ {
+				diff := thisScale*float32(laux[i]) + thisMin - x[i]
+				mad += weights[i] * (diff * diff)
+			}
+			if mad < bestError {
+				copy(l[:n], laux[:n])
+				bestError, scale, vmin = mad, thisScale, thisMin
+			}
+		}
+	}
+	return scale, -vmin
+}

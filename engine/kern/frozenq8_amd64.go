@@ -1,0 +1,26 @@
+//go:build amd64 && !purego
+
+package kern
+
+import "golang.org/x/sys/cpu"
+
+// useVNNI routes products of several rows with q8_0 weights to the integer tiles
+// (frozenq8_amd64.s): AVX-512 with VNNI's VPDPBUSD. A variable so tests can force the
+// float paths.
+var useVNNI = useAVX512 && cpu.X86.HasAVX512VNNI
+
+// q8TileVNNI is q8TileGo in AVX-512 VNNI assembly, bit for bit.
+//
+//go:noescape
+func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32)
+
+// quantActsAVX512 is quantActBlock for the nb blocks of one row of A, written into the
+// row's slots of its tile (q: the first 4-byte slot, d: the first scale).
+//
+//go:noescape
+func quantActsAVX512(q *byte, d *float32, x *float32, nb int)
+
+// unpackQ4AVX is unpackQ4Go in assembly (AVX, F16C), bit for bit.
+//
+//go:noescape
+func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32)
