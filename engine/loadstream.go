@@ -125,7 +125,7 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 					} else {
 						*s.dev = placeMatrix(d, nil, v, s.shape[0], s.shape[1])
 					}
-					if s.dev.Frozen() != nil {
+					if ownCopy(*s.dev) {
 						*s.host, narrowed = nil, true // the device's copy is the only one
 					}
 				} else {

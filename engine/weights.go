@@ -159,11 +159,19 @@ func (dw *devWeights[T]) narrowed() bool {
 		ts = append(ts, l.Wq, l.Wk, l.Wv, l.Wo, l.Wgate, l.Wup, l.Wdown)
 	}
 	for _, t := range ts {
-		if t.Frozen() == nil {
+		if !ownCopy(t) {
 			return false
 		}
 	}
 	return true
+}
+
+// ownCopy reports whether t holds a matrix in storage of its own, so that the host
+// float32 matrix it was placed from is not needed: a frozen matrix in a narrower format.
+// An f32 Frozen aliases the host matrix, which stays the model's (Model.W: export reads
+// it).
+func ownCopy[T kern.Float](t device.Tensor[T]) bool {
+	return t.Frozen() != nil && t.Frozen().Format != kern.F32
 }
 
 // upload places w, of shape c, on d; a matrix native holds (keyed by its first element)

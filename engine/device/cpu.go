@@ -70,11 +70,13 @@ func (*CPU[T]) Copy(dst, src Tensor[T]) {
 // Weight implements Device: the tensor aliases src.
 func (*CPU[T]) Weight(src []T) Tensor[T] { return Host(src) }
 
-// WeightMatrix implements MatrixPlacer: a float32 matrix in the device's format (an
-// alias of src at f32), any other T an alias of src.
+// WeightMatrix implements MatrixPlacer: a float32 matrix in the device's format (at f32
+// a kern.Frozen aliasing src, so its products take the frozen kernels: the general GEMM
+// packs W on every call, which cost a batch-16 decode step more than the product), any
+// other T an alias of src.
 func (c *CPU[T]) WeightMatrix(src []T, rows, cols int) Tensor[T] {
 	s32, ok := any(src).([]float32)
-	if !ok || c.format == kern.F32 || len(src) == 0 {
+	if !ok || len(src) == 0 {
 		return Host(src)
 	}
 	return FrozenMatrix[T](kern.NewFrozen(s32, rows, cols, c.format))

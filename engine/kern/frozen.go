@@ -180,6 +180,9 @@ func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) 
 	return &Frozen{Format: f, Rows: rows, Cols: cols, blk: data}, nil
 }
 
+// F32 is the float32 matrix an F32 Frozen aliases (nil for the other formats).
+func (w *Frozen) F32() []float32 { return w.f32 }
+
 // Blocks is a block format's stored bytes (llama.cpp's layout, rows in order; nil in
 // f32 and bf16).
 func (w *Frozen) Blocks() []byte { return w.blk }

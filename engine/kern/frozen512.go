@@ -62,6 +62,11 @@ func (w *Frozen) zProduct(c, a []float32, m int, acc bool) {
 			}
 			for i := 0; i < m; i += 4 {
 				ap := &a[i*k]
+				if m-i == 1 { // one row: its own tile, the same sums as in a padded one
+					tile1F32x512(ap, wp, 4*k, k/16, &out[0])
+					storeTile(c, out[:], i, j, 1, rows, n, acc)
+					continue
+				}
 				if m-i < 4 { // the last rows of A, padded with zero rows
 					if abuf == nil {
 						abuf = getScratch(4 * k)

@@ -20,6 +20,22 @@ func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
 //go:noescape
 func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32)
 
+// tile1F32x512 is row 0 of tileF32x512 alone: out[j] = Σ_p a[p]·w_j[p], bit for bit.
+//
+//go:noescape
+func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32)
+
+// dotsF32x512 sets out[r] = Σ_p a[p]·w[r·16·k16+p] for rows rows of W, each bit for
+// bit one output of tileF32x512.
+//
+//go:noescape
+func dotsF32x512(a, w *float32, k16, rows int, out *float32)
+
+// dotsBF16x512 is dotsBF16AVX with 16-wide vectors, for n a multiple of 32.
+//
+//go:noescape
+func dotsBF16x512(x *float32, w *uint16, n, rows int, out *float32)
+
 // widenQ8AVX512 is widenQ8AVX with 16-wide vectors.
 //
 //go:noescape

@@ -178,6 +178,166 @@ f5done:
 	VZEROUPPER
 	RET
 
+// func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32)
+//
+// Row 0 of tileF32x512 alone, bit for bit (the same accumulator per output, p in order,
+// the same reduction): out[j] = Σ_p a[p]·w_j[p]. A product's row therefore does not
+// depend on whether it shares a tile with other rows; and a one-row product (a decode
+// step) does a quarter of the padded tile's multiply-adds.
+TEXT ·tile1F32x512(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ldw+16(FP), DX
+	MOVQ k16+24(FP), CX
+	LEAQ (DI)(DX*2), R9
+	ADDQ DX, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JEQ  f1done
+
+f1loop:
+	VMOVUPS (SI), Z16
+	VFMADD231PS (DI), Z16, Z0
+	VFMADD231PS (DI)(DX*1), Z16, Z1
+	VFMADD231PS (DI)(DX*2), Z16, Z2
+	VFMADD231PS (R9), Z16, Z3
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R9
+	DECQ CX
+	JNE  f1loop
+
+f1done:
+	MOVQ out+32(FP), AX
+	DPROW4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0)
+	VZEROUPPER
+	RET
+
+// func dotsF32x512(a, w *float32, k16, rows int, out *float32)
+//
+// out[r] = Σ_p a[p]·w[r·16·k16+p] for rows consecutive rows of W: each one output of
+// tileF32x512 alone, bit for bit (one sixteen-lane accumulator over 16·k16 elements in
+// order, summed as DPROW4 sums each of its four). A decode step reads W one row at a
+// time with it, all its rows in one call (frozenf32.go: four rows streamed side by side
+// ran at half the speed from memory).
+TEXT ·dotsF32x512(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), R8
+	MOVQ w+8(FP), DI
+	MOVQ k16+16(FP), R9
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), AX
+	TESTQ R10, R10
+	JEQ  d5done
+
+d5row:
+	MOVQ R8, SI
+	MOVQ R9, CX
+	VPXORD Z0, Z0, Z0
+	TESTQ CX, CX
+	JEQ  d5sum
+
+d5loop:
+	VMOVUPS (DI), Z1
+	VFMADD231PS (SI), Z1, Z0
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE  d5loop
+
+d5sum:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	MOVSS X0, (AX)
+	ADDQ $4, AX
+	DECQ R10
+	JNE  d5row
+
+d5done:
+	VZEROUPPER
+	RET
+
+// func dotsBF16x512(x *float32, w *uint16, n, rows int, out *float32)
+//
+// dotsBF16AVX with 16-wide vectors: out[r] = Σ_i x[i]·w[r·n+i] for rows bfloat16 rows
+// of n weights (a multiple of 32), four accumulators over 64 weights a step, half the
+// instructions a weight of the 8-wide loop (a one-row product streams W from memory,
+// and the fewer instructions each cache line of W takes, the further ahead the core's
+// loads run).
+TEXT ·dotsBF16x512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), R8
+	MOVQ w+8(FP), DI
+	MOVQ n+16(FP), R9
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), AX
+	TESTQ R10, R10
+	JEQ  z6done
+
+z6row:
+	MOVQ R8, SI
+	MOVQ R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ CX, $64
+	JLT  z6tail
+
+z6loop:
+	VPMOVZXWD   (DI), Z4
+	VPMOVZXWD   32(DI), Z5
+	VPMOVZXWD   64(DI), Z6
+	VPMOVZXWD   96(DI), Z7
+	VPSLLD      $16, Z4, Z4
+	VPSLLD      $16, Z5, Z5
+	VPSLLD      $16, Z6, Z6
+	VPSLLD      $16, Z7, Z7
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS 64(SI), Z5, Z1
+	VFMADD231PS 128(SI), Z6, Z2
+	VFMADD231PS 192(SI), Z7, Z3
+	ADDQ        $256, SI
+	ADDQ        $128, DI
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JGE         z6loop
+
+z6tail:
+	TESTQ       CX, CX
+	JEQ         z6sum
+	VPMOVZXWD   (DI), Z4
+	VPMOVZXWD   32(DI), Z5
+	VPSLLD      $16, Z4, Z4
+	VPSLLD      $16, Z5, Z5
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS 64(SI), Z5, Z1
+	ADDQ        $64, DI
+
+z6sum:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	MOVSS X0, (AX)
+	ADDQ $4, AX
+	DECQ R10
+	JNE  z6row
+
+z6done:
+	VZEROUPPER
+	RET
+
 // func widenQ8AVX512(dst *float32, blk *byte, nb int)
 //
 // widenQ8AVX with 16-wide vectors: a Q8_0 block is two.

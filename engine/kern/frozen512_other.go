@@ -42,6 +42,25 @@ func tileF32x512(a *float32, lda int, w *float32, ldw, k16 int, out *float32) {
 	}
 }
 
+// tile1F32x512 is the portable twin of the one-row tile; never dispatched to here.
+func tile1F32x512(a *float32, w *float32, ldw, k16 int, out *float32) {
+	var o [16]float32
+	tileF32x512(a, 0, w, ldw, k16, &o[0])
+	copy(unsafe.Slice(out, 4), o[:4])
+}
+
+// dotsF32x512 is the portable twin of the row dots; never dispatched to here.
+func dotsF32x512(a, w *float32, k16, rows int, out *float32) {
+	k := 16 * k16
+	x, o := unsafe.Slice(a, k), unsafe.Slice(out, rows)
+	for r := range o {
+		o[r] = dot32Go(x, unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(w), 4*r*k)), k))
+	}
+}
+
+// dotsBF16x512 is never dispatched to without the assembly.
+func dotsBF16x512(x *float32, w *uint16, n, rows int, out *float32) { dotsBF16AVX(x, w, n, rows, out) }
+
 // widenQ8AVX512 is never dispatched to without the assembly.
 func widenQ8AVX512(dst *float32, blk *byte, nb int) { widenQ8AVX(dst, blk, nb) }
 

@@ -37,13 +37,13 @@ var kernelLevels = []string{"native", "avx2", "portable"}
 
 // atLevel runs f with the kernels limited to level (a no-op where the machine has less).
 func atLevel(level string, f func()) {
-	old2, old512, oldDP, oldVNNI := useAVX2, useAVX512, useDPBF16, useVNNI
-	defer func() { useAVX2, useAVX512, useDPBF16, useVNNI = old2, old512, oldDP, oldVNNI }()
+	old2, old512, oldDP, oldVNNI, oldT := useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32
+	defer func() { useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32 = old2, old512, oldDP, oldVNNI, oldT }()
 	switch level {
 	case "avx2":
 		useAVX512, useDPBF16, useVNNI = false, false, false
 	case "portable":
-		useAVX2, useAVX512, useDPBF16, useVNNI = false, false, false, false
+		useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32 = false, false, false, false, false
 	}
 	f()
 }
@@ -326,21 +326,29 @@ func BenchmarkFrozenTileVsPacked(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	n, k := 256, 576
 	src := randSlice(rng, n*k)
-	for _, f := range []WeightFormat{BF16, Q8_0, Q4_1} {
+	for _, f := range []WeightFormat{F32, BF16, Q8_0, Q4_1} {
 		w := NewFrozen(src, n, k, f)
-		for _, m := range []int{4, 16, 32, 64, 128} {
+		for _, m := range []int{1, 4, 16, 32, 48, 64, 128, 255} {
 			a, c := randSlice(rng, m*k), make([]float32, m*n)
 			b.Run(fmt.Sprintf("%s/m%d/tiles", f, m), func(b *testing.B) {
 				t0 := cpuTime()
 				for i := 0; i < b.N; i++ {
-					w.tiles(c, a, m, 0, n, false)
+					if f == F32 {
+						w.f32Tiles(c, a, m, 0, n, false)
+					} else {
+						w.tiles(c, a, m, 0, n, false)
+					}
 				}
 				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
 			})
 			b.Run(fmt.Sprintf("%s/m%d/packed", f, m), func(b *testing.B) {
 				t0 := cpuTime()
 				for i := 0; i < b.N; i++ {
-					gemmPacked(c, a, w.packNT, m, n, k, false, false)
+					if f == F32 { // the general GEMM's own packing, as matMulNT32
+						gemmStrided(c, a, w.f32, m, n, k, n, k, k, false, true, false, false)
+					} else {
+						gemmPacked(c, a, w.packNT, m, n, k, false, false)
+					}
 				}
 				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
 			})

@@ -85,3 +85,38 @@ func (w *Frozen) dpProduct(c, a []float32, m int, acc bool) {
 		}
 	})
 }
+
+// bf16Dots computes columns [lo, hi) of the one row c = a·Wᵀ with dotsBF16AVX: W's rows
+// streamed one after the other in one call, the sums of dotRow's dotBF16AVX.
+func (w *Frozen) bf16Dots(c, a []float32, lo, hi int, acc bool) {
+	k := w.Cols
+	_ = a[k-1]
+	_ = w.bf[hi*k-1]
+	var buf [64]float32
+	for j := lo; j < hi; {
+		r, out := hi-j, c[j:hi]
+		if acc {
+			r = min(r, len(buf))
+			out = buf[:r]
+		}
+		w.bf16RowDots(&a[0], &w.bf[j*k], r, &out[0])
+		if acc {
+			for x, v := range out {
+				c[j+x] += v
+			}
+		}
+		j += r
+	}
+}
+
+// bf16RowDots sets out[r] = Σ_i x[i]·W[j+r, i] for rows rows of W from &W[j, 0]: 16-wide
+// where the CPU has AVX-512 and rows are whole 32-weight steps, else 8-wide. dotRow sums
+// a row the same way, so a one-row product's outputs do not depend on which path took
+// them.
+func (w *Frozen) bf16RowDots(x *float32, wr *uint16, rows int, out *float32) {
+	if useAVX512 && w.Cols%32 == 0 {
+		dotsBF16x512(x, wr, w.Cols, rows, out)
+		return
+	}
+	dotsBF16AVX(x, wr, w.Cols, rows, out)
+}

@@ -28,6 +28,12 @@ func FrozenMatMulNTWide(c, a []float32, w *Frozen, m int, acc bool) {
 // weight format's fast path does (bf16 rounding, 8-bit quantisation), else never.
 func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	n, k := w.Rows, w.Cols
+	if m == 1 && n > 0 && w.f32Dottable() {
+		_ = c[n-1]
+		_ = a[k-1]
+		split(n, n*k, 16, func(lo, hi int) { w.f32Dots(c, a, lo, hi, acc) })
+		return
+	}
 	if round && m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
 		_ = c[m*n-1]
 		_ = a[m*k-1]
@@ -42,6 +48,12 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 		_ = c[m*n-1]
 		_ = a[m*k-1]
 		w.zProduct(c, a, m, acc)
+		return
+	}
+	if w.f32Tiled(m) && n > 0 {
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		split(n, m*n*k, 4, func(lo, hi int) { w.f32Tiles(c, a, m, lo, hi, acc) })
 		return
 	}
 	if w.Format == F32 {
@@ -63,6 +75,10 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 		defer putScratch(buf)
 		roundBF16(nil, *buf, a[:m*k])
 		a = *buf
+		if m == 1 && useAVX2 && hasRowDots && k%16 == 0 {
+			split(n, n*k, 16, func(lo, hi int) { w.bf16Dots(c, a, lo, hi, acc) })
+			return
+		}
 	}
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
@@ -288,6 +304,11 @@ func (w *Frozen) dotRow(x []float32, r int) float32 {
 		return dot32(x, w.f32[r*k:(r+1)*k])
 	case BF16:
 		row := w.bf[r*k : (r+1)*k]
+		if useAVX2 && hasRowDots && k%16 == 0 {
+			var s float32
+			w.bf16RowDots(&x[0], &row[0], 1, &s)
+			return s
+		}
 		if useAVX2 && k >= 16 {
 			k16 := k &^ 15
 			s := dotBF16AVX(&x[0], &row[0], k16)
