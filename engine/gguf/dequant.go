@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 // TensorType is a ggml tensor data type.
@@ -112,15 +114,7 @@ func Dequantize(t TensorType, raw []byte, out []float32) error {
 				y[j+16] = d*float32(qs[j]>>4) + m
 			}
 		case Q5_0:
-			d := f16(b)
-			qh := binary.LittleEndian.Uint32(b[2:])
-			qs := b[6:]
-			for j := 0; j < 16; j++ {
-				lo := int(qs[j]&0xF) | int((qh>>j)&1)<<4
-				hi := int(qs[j]>>4) | int((qh>>(j+16))&1)<<4
-				y[j] = d * float32(lo-16)
-				y[j+16] = d * float32(hi-16)
-			}
+			kern.Q5_0.DequantBlock(y, b)
 		case Q5_1:
 			d, m := f16(b), f16(b[2:])
 			qh := binary.LittleEndian.Uint32(b[4:])
@@ -132,11 +126,11 @@ func Dequantize(t TensorType, raw []byte, out []float32) error {
 				y[j+16] = d*float32(hi) + m
 			}
 		case Q4_K:
-			q4k(b, y)
+			kern.Q4_K.DequantBlock(y, b)
 		case Q5_K:
 			q5k(b, y)
 		case Q6_K:
-			q6k(b, y)
+			kern.Q6_K.DequantBlock(y, b)
 		}
 	}
 	return nil
@@ -150,26 +144,9 @@ func scaleMin(j int, s []byte) (sc, m uint8) {
 	return (s[j+4] & 0xF) | (s[j-4]>>6)<<4, (s[j+4] >> 4) | (s[j]>>6)<<4
 }
 
-// q4k: d, dmin (f16), 12 bytes of scales and mins, 128 bytes of 4-bit values; eight
-// sub-blocks of 32, each y = d·scale·q − dmin·min.
-func q4k(b []byte, y []float32) {
-	d, dmin := f16(b), f16(b[2:])
-	sc := b[4:16]
-	qs := b[16:]
-	for j, is := 0, 0; j < qk; j, is = j+64, is+2 {
-		s1, m1 := scaleMin(is, sc)
-		s2, m2 := scaleMin(is+1, sc)
-		d1, o1 := d*float32(s1), dmin*float32(m1)
-		d2, o2 := d*float32(s2), dmin*float32(m2)
-		q := qs[j/2 : j/2+32]
-		for l := 0; l < 32; l++ {
-			y[j+l] = d1*float32(q[l]&0xF) - o1
-			y[j+32+l] = d2*float32(q[l]>>4) - o2
-		}
-	}
-}
-
-// q5k is q4k with a fifth bit per value from 32 bytes of high bits.
+// q5k is Q5_K: Q4_K (d, dmin, 12 bytes of 6-bit scales and mins, eight sub-blocks of 32,
+// y = d·scale·q − dmin·min; kern dequantises it) with a fifth bit per value from 32 bytes
+// of high bits.
 func q5k(b []byte, y []float32) {
 	d, dmin := f16(b), f16(b[2:])
 	sc := b[4:16]
@@ -195,29 +172,6 @@ func q5k(b []byte, y []float32) {
 		}
 		u1 <<= 2
 		u2 <<= 2
-	}
-}
-
-// q6k: 128 bytes of low 4 bits, 64 bytes of high 2 bits, 16 int8 scales, d (f16); values
-// are 6-bit, offset by 32.
-func q6k(b []byte, y []float32) {
-	ql := b[0:128]
-	qh := b[128:192]
-	sc := b[192:208]
-	d := f16(b[208:])
-	for n := 0; n < 2; n++ {
-		l0, h0, s0, y0 := ql[n*64:], qh[n*32:], sc[n*8:], y[n*128:]
-		for l := 0; l < 32; l++ {
-			is := l / 16
-			q1 := int(l0[l]&0xF|(h0[l]>>0&3)<<4) - 32
-			q2 := int(l0[l+32]&0xF|(h0[l]>>2&3)<<4) - 32
-			q3 := int(l0[l]>>4|(h0[l]>>4&3)<<4) - 32
-			q4 := int(l0[l+32]>>4|(h0[l]>>6&3)<<4) - 32
-			y0[l] = d * float32(int8(s0[is])) * float32(q1)
-			y0[l+32] = d * float32(int8(s0[is+2])) * float32(q2)
-			y0[l+64] = d * float32(int8(s0[is+4])) * float32(q3)
-			y0[l+96] = d * float32(int8(s0[is+6])) * float32(q4)
-		}
 	}
 }
 

@@ -40,6 +40,11 @@ func (f WeightFormat) blockLen() int {
 	return QBlock
 }
 
+// DequantBlock writes the weights of one block of Q4_K, Q6_K or Q5_0 (blk: the block's
+// bytes as GGUF stores them) to dst (256, 256 or 32 values): the one dequantiser of these
+// formats, which the GGUF reader uses too. Other formats leave dst as it is.
+func (f WeightFormat) DequantBlock(dst []float32, blk []byte) { f.deqBlock(dst, blk) }
+
 // deqBlock writes the weights of one block of f (blk, blockBytes long) to dst
 // (blockLen long).
 func (f WeightFormat) deqBlock(dst []float32, blk []byte) {
