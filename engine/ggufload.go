@@ -286,9 +286,10 @@ func ggufWeights(f *gguf.File, c Config) (*Weights[float32], error) {
 }
 
 // unpermuteRotary reorders the rows of a [heads·hd, cols] matrix from llama.cpp's
-// layout, where row 2j+s of a head holds HF's row s·hd/2+j, back to HF's.
-func unpermuteRotary(w []float32, heads, hd, cols int) []float32 {
-	out := make([]float32, len(w))
+// layout, where row 2j+s of a head holds HF's row s·hd/2+j, back to HF's: rows of values,
+// or rows of a block format's bytes (cols: the bytes of a row).
+func unpermuteRotary[E any](w []E, heads, hd, cols int) []E {
+	out := make([]E, len(w))
 	half := hd / 2
 	for h := 0; h < heads; h++ {
 		for j := 0; j < half; j++ {

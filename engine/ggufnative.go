@@ -49,7 +49,7 @@ func ggufNative(f *gguf.File, c Config, w *Weights[float32]) (map[*float32]*kern
 			return err
 		}
 		if heads > 0 && c.Arch == "llama" {
-			raw = unpermuteRotaryRows(raw, heads, c.HeadDim, len(raw)/rows)
+			raw = unpermuteRotary(raw, heads, c.HeadDim, len(raw)/rows)
 		}
 		fz, err := kern.FrozenBlocks(kf, raw, rows, cols)
 		if err != nil {
@@ -83,23 +83,6 @@ func ggufNative(f *gguf.File, c Config, w *Weights[float32]) (map[*float32]*kern
 		return nil, errs[0]
 	}
 	return out, nil
-}
-
-// unpermuteRotaryRows is unpermuteRotary over rows of rowBytes bytes each (a row of
-// blocks).
-func unpermuteRotaryRows(raw []byte, heads, hd, rowBytes int) []byte {
-	out := make([]byte, len(raw))
-	half := hd / 2
-	for h := 0; h < heads; h++ {
-		for j := 0; j < half; j++ {
-			for s := 0; s < 2; s++ {
-				src := (h*hd + 2*j + s) * rowBytes
-				dst := (h*hd + s*half + j) * rowBytes
-				copy(out[dst:dst+rowBytes], raw[src:src+rowBytes])
-			}
-		}
-	}
-	return out
 }
 
 // withNative hands NewModel the blocks ggufNative kept, placed instead of quantising
