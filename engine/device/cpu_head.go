@@ -21,12 +21,7 @@ func (c *CPU[T]) LossHead(h *Head[T]) {
 		return
 	}
 	D, V := h.D, h.V
-	chunk := min(HeadChunkRows, h.Rows)
-	buf := make([]T, chunk*V)
-	for r0 := 0; r0 < h.Rows; r0 += chunk {
-		n := min(chunk, h.Rows-r0)
-		lg := buf[:n*V]
-		c.headLogits(h, lg, r0, n)
+	c.headChunks(h, func(lg []T, r0, n int) {
 		spread(n, rowGrain(V), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				r := r0 + i
@@ -52,6 +47,19 @@ func (c *CPU[T]) LossHead(h *Head[T]) {
 				}
 			}
 		}
+	})
+}
+
+// headChunks calls f for each chunk of HeadChunkRows rows of h in order, with the
+// chunk's logits (headLogits) in one buffer reused across chunks.
+func (c *CPU[T]) headChunks(h *Head[T], f func(lg []T, r0, n int)) {
+	chunk := min(HeadChunkRows, h.Rows)
+	buf := make([]T, chunk*h.V)
+	for r0 := 0; r0 < h.Rows; r0 += chunk {
+		n := min(chunk, h.Rows-r0)
+		lg := buf[:n*h.V]
+		c.headLogits(h, lg, r0, n)
+		f(lg, r0, n)
 	}
 }
 
@@ -76,12 +84,7 @@ func (c *CPU[T]) LossHeadLoraGrad(h *Head[T], g Tensor[T]) {
 		return
 	}
 	V := h.V
-	chunk := min(HeadChunkRows, h.Rows)
-	buf := make([]T, chunk*V)
-	for r0 := 0; r0 < h.Rows; r0 += chunk {
-		n := min(chunk, h.Rows-r0)
-		lg := buf[:n*V]
-		c.headLogits(h, lg, r0, n)
+	c.headChunks(h, func(lg []T, r0, n int) {
 		spread(n, rowGrain(V), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				r := r0 + i
@@ -106,7 +109,7 @@ func (c *CPU[T]) LossHeadLoraGrad(h *Head[T], g Tensor[T]) {
 				c.MatMulTN(l.DB, Host(lg[(lo-r0)*V:(hi-r0)*V]), l.Z.Slice((lo-l.Start)*l.R, (hi-l.Start)*l.R), V, l.R, hi-lo, true)
 			}
 		}
-	}
+	})
 }
 
 // logSumExp is log Σ exp(x) of a row, with its sum in float64 (as logSoftmaxRow).
