@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 
 	"github.com/tuft-go/tuft/engine/device"
 )
@@ -103,9 +104,20 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 	if err != nil {
 		return nil, err
 	}
-	p := newPass(m.Cfg, m.dev, m.dw, m.rope, b.segs, b.slots)
+	// A step of one token per sequence is the same kernels with the same arguments each
+	// time for the same shape: on a device with graphs it is replayed as one (its
+	// per-step values in device memory; block tables padded to a fixed length).
+	key, tabCap := m.graphKey(b)
+	var p *pass[float32]
+	run := func(d Device) {
+		p = newPassTables(m.Cfg, d, m.dw, m.rope, b.segs, b.slots, tabCap)
+		b.logits = p.forward(b.tokens, false, b.lmRows).logits
+	}
+	if g, ok := m.dev.(device.Grapher[float32]); !ok || key == "" || !g.Graph(key, run) {
+		run(m.dev)
+	}
+	p.d = m.dev // the graph's device view is for the graph's operations only
 	defer p.release()
-	b.logits = p.forward(b.tokens, false, b.lmRows).logits
 	// Draw from the raw logits first; log-softmax (for targets and top-k) is in place.
 	b.draw()
 	if b.normalise && len(b.lmRows) > 0 {
@@ -114,6 +126,27 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		b.topK()
 	}
 	return b.commit()
+}
+
+// graphKey is the shape of a decode step for device.Grapher ("" when the step is not
+// one token per sequence): rows, each row's adapter, the rows with logits. tabCap is the
+// block-table length every step of that shape uploads (every sequence's table padded to
+// the model's positions), so that the graph's upload sizes stay the same.
+func (m *Model) graphKey(b *stepBatch) (string, int) {
+	if _, ok := m.dev.(device.Grapher[float32]); !ok {
+		return "", 0
+	}
+	var k strings.Builder
+	fmt.Fprintf(&k, "decode rows=%d adapters=", len(b.segs))
+	for _, sg := range b.segs {
+		if sg.n != 1 || sg.kv == nil {
+			return "", 0
+		}
+		fmt.Fprintf(&k, "%p,", sg.lw)
+	}
+	fmt.Fprintf(&k, " logits=%v", b.lmRows)
+	blockLen := b.segs[0].kv.pool.blockLen
+	return k.String(), len(b.segs) * ((m.Cfg.MaxPositions + blockLen - 1) / blockLen)
 }
 
 // stepBatch is a decode step being run, in the named steps of DecodeStep: gatherStep

@@ -12,7 +12,7 @@ import (
 )
 
 // The compute operations of device.Device, each queued as a kernel launch (or a cuBLAS
-// call) on the default stream.
+// call) on the compute stream.
 
 // gemm is cuBLAS's column-major C[m×n] (+)= op(A)·op(B) with leading dimensions. A row-major
 // product C = X·Y is the column-major Cᵀ = Yᵀ·Xᵀ, so the callers swap the operands.
@@ -23,7 +23,7 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	}
 	if k == 0 {
 		if !acc {
-			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, c.Ptr(), 0, uintptr(m*n)*4, 0)))
+			d.memset(c.Ptr(), uintptr(m*n)*4)
 		}
 		return
 	}
@@ -36,7 +36,15 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 		at, bt = cudaR16BF, cudaR16BF
 		nb := uintptr(b.Len())
 		if nb > d.castN {
-			d.put(d.cast)
+			if d.gmode != eager {
+				d.graphBad("a larger bfloat16 cast buffer")
+				return
+			}
+			if len(d.graphs) > 0 {
+				d.retired = append(d.retired, d.cast) // a graph's products name it
+			} else {
+				d.put(d.cast)
+			}
 			d.castN = uintptr(1) << bits.Len64(uint64(nb))
 			if d.cast = d.get(d.castN*2, false); d.cast == 0 {
 				d.castN = 0
@@ -49,6 +57,10 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	d.alpha, d.beta = 1, 0
 	if acc {
 		d.beta = 1
+	}
+	if !d.record(opGemm, uint64(ta), uint64(tb), uint64(m), uint64(n), uint64(k), uint64(a.Ptr()), uint64(at), uint64(lda),
+		uint64(bp), uint64(ldb), uint64(c.Ptr()), uint64(ldc), uint64(d.beta)) {
+		return
 	}
 	r := call(d.blas.gemmEx, d.handle, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&d.alpha)), a.Ptr(), at, uintptr(lda), bp, bt, uintptr(ldb),
@@ -139,6 +151,10 @@ func (d *Device) RMSNormBack(dx, dy, x, w, rstd device.Tensor[float32], rows, di
 func (d *Device) rope(r *device.Rope) [2]uintptr {
 	if t, ok := d.ropes[r]; ok {
 		return t
+	}
+	if d.gmode != eager { // the tables outlive any graph: made by an eager step first
+		d.graphBad("RoPE tables not yet on the device")
+		return [2]uintptr{}
 	}
 	c, s := make([]float32, len(r.Cos)), make([]float32, len(r.Sin))
 	for i := range c {
@@ -274,7 +290,7 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		}
 		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the rest.
 		for _, t := range []device.Tensor[float32]{dq, dk, dv} {
-			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, t.Ptr(), 0, uintptr(t.Len())*4, 0)))
+			d.memset(t.Ptr(), uintptr(t.Len())*4)
 		}
 		// D holds each row's Σ P∘dP per head, from flash_bwd_dq for flash_bwd_kv.
 		dsum := d.get(uintptr(a.P.Len())*4, false)

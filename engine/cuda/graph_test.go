@@ -1,0 +1,134 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"testing"
+
+	"github.com/tuft-go/tuft/engine/device"
+)
+
+// A replay reads the inputs of its own step: the ids uploaded inside the step change
+// every time, and each replay gathers the rows they name (a replay that used the
+// capture's ids, or the previous step's, would gather those rows instead).
+func TestGraphReplayReadsEachStepsInputs(t *testing.T) {
+	d := openOrSkip(t, Options{Graphs: true, GraphLimit: 4})
+	defer d.Close()
+	const rows, dim = 16, 8
+	vals := make([]float32, rows*dim)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	table := d.Alloc(rows * dim)
+	d.Upload(table, vals)
+	for step := 0; step < 10; step++ {
+		ids := []int32{int32(step % rows), int32((3 * step) % rows), int32((step + 7) % rows)}
+		var out device.Tensor[float32]
+		ran := d.Graph("gather", func(dv device.Device[float32]) {
+			out = dv.Alloc(len(ids) * dim)
+			dv.Embed(out, table, dv.Ints(ids), dim)
+			dv.Scale(out, 2)
+		})
+		if !ran {
+			t.Fatalf("step %d ran eagerly", step)
+		}
+		got := make([]float32, len(ids)*dim)
+		d.Download(got, out)
+		for i, id := range ids {
+			for j := 0; j < dim; j++ {
+				if want := 2 * vals[int(id)*dim+j]; got[i*dim+j] != want {
+					t.Fatalf("step %d row %d (id %d) column %d: %v, want %v", step, i, id, j, got[i*dim+j], want)
+				}
+			}
+		}
+		d.Free(out) // the graph's: ignored
+	}
+	st := d.Stats()
+	if st.GraphCaptures != 1 || st.GraphLaunches != 10 || st.GraphFallbacks != 0 || st.Graphs != 1 {
+		t.Fatalf("stats %+v: want 1 capture, 10 launches, no fallback", st)
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A kernel argument that changed since the capture (here a scale factor) would be
+// replayed stale: Graph refuses instead, runs nothing, and drops the graph; the step
+// then runs eagerly and the next one captures again.
+func TestGraphRefusesAChangedArgument(t *testing.T) {
+	d := openOrSkip(t, Options{Graphs: true, GraphLimit: 4})
+	defer d.Close()
+	x := d.Alloc(4)
+	step := func(s float32) bool {
+		d.Upload(x, []float32{1, 2, 3, 4})
+		return d.Graph("scale", func(dv device.Device[float32]) { dv.Scale(x, s) })
+	}
+	got := make([]float32, 4)
+	if !step(2) {
+		t.Fatal("capture failed")
+	}
+	if d.Download(got, x); got[3] != 8 {
+		t.Fatalf("captured step: %v", got)
+	}
+	if step(3) {
+		t.Fatal("a replay with a different scale was accepted")
+	}
+	if d.Download(got, x); got[3] != 4 {
+		t.Fatalf("the refused replay changed x: %v", got)
+	}
+	if !step(3) { // captured again
+		t.Fatal("second capture failed")
+	}
+	if d.Download(got, x); got[3] != 12 {
+		t.Fatalf("recaptured step: %v", got)
+	}
+	// A step that downloads cannot be a graph: refused, nothing run.
+	if d.Graph("download", func(dv device.Device[float32]) {
+		dv.Scale(x, 5)
+		dv.Download(got, x)
+	}) {
+		t.Fatal("a step with a download was captured")
+	}
+	if d.Download(got, x); got[3] != 12 {
+		t.Fatalf("the refused capture ran: %v", got)
+	}
+	// Graphs off: always refused.
+	off := openOrSkip(t, Options{})
+	defer off.Close()
+	if off.Graph("k", func(device.Device[float32]) { t.Fatal("ran with graphs off") }) {
+		t.Fatal("graphs off, yet Graph ran")
+	}
+	if st := d.Stats(); st.GraphFallbacks != 2 || st.GraphCaptures != 2 {
+		t.Fatalf("stats %+v: want 2 fallbacks and 2 captures", st)
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Graphs beyond the limit are dropped, least recently used first, and their blocks given
+// back.
+func TestGraphLimitDropsLeastRecentlyUsed(t *testing.T) {
+	d := openOrSkip(t, Options{Graphs: true, GraphLimit: 2})
+	defer d.Close()
+	x := d.Alloc(1 << 10)
+	for _, k := range []string{"a", "b", "a", "c", "a", "d"} {
+		if !d.Graph(k, func(dv device.Device[float32]) {
+			y := dv.Alloc(1 << 10)
+			dv.Add(y, x, x)
+		}) {
+			t.Fatalf("graph %s refused", k)
+		}
+	}
+	st := d.Stats()
+	if st.Graphs != 2 || st.GraphCaptures != 4 || st.GraphLaunches != 6 {
+		t.Fatalf("stats %+v: want 2 graphs kept of 4 captured, 6 launches", st)
+	}
+	// "a" was used last but one: it is kept with "d"; a replay of it is not a capture.
+	if !d.Graph("a", func(dv device.Device[float32]) { dv.Add(dv.Alloc(1<<10), x, x) }) || d.Stats().GraphCaptures != 4 {
+		t.Fatalf("graph a was dropped: %+v", d.Stats())
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
