@@ -3,11 +3,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -209,5 +212,62 @@ func TestGPUGraphLaunchesPerToken(t *testing.T) {
 		if per[1][4] != 1 || total(per[1]) > total(per[0])/4 {
 			t.Fatalf("graphs: %v host calls per token against %v eagerly", per[1], per[0])
 		}
+	}
+}
+
+// BenchmarkGPUDecodeGraphs times batch-1 decoding with decode steps as CUDA graphs and
+// without (scripts/gpu-check.sh's decode-graphs step): a model of the preset
+// TUFT_DECODE_BENCH_PRESET (default smollm2-135m-shape, where launches rather than weight
+// reads bound a token) written with random weights, an 8-token prompt, then
+// TUFT_DECODE_BENCH_TOKENS (default 64) tokens per iteration; tok/s reported (the
+// prompt's step included in the time, not in the tokens).
+func BenchmarkGPUDecodeGraphs(b *testing.B) {
+	name := cmp.Or(os.Getenv("TUFT_DECODE_BENCH_PRESET"), "smollm2-135m-shape")
+	tokens, err := strconv.Atoi(cmp.Or(os.Getenv("TUFT_DECODE_BENCH_TOKENS"), "64"))
+	if err != nil || tokens < 1 {
+		b.Fatalf("TUFT_DECODE_BENCH_TOKENS: %q", os.Getenv("TUFT_DECODE_BENCH_TOKENS"))
+	}
+	dir := b.TempDir()
+	if err := WritePreset(name, dir); err != nil {
+		b.Fatal(err)
+	}
+	for _, graphs := range []bool{false, true} {
+		b.Run(fmt.Sprintf("%s/batch1/graphs=%v", name, graphs), func(b *testing.B) {
+			dev, err := cuda.OpenDevice(cuda.Options{LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")), Graphs: graphs, GraphLimit: 4})
+			if err != nil {
+				b.Skipf("no GPU: %v", err)
+			}
+			m, err := Load(dir, "bench", OnDevice(dev))
+			if err != nil {
+				b.Fatal(err)
+			}
+			pool, err := m.NewKVPool(2 + (tokens+9)/16)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			gen := func() {
+				cache := pool.NewCache()
+				defer cache.Release()
+				toks := []int32{1, 2, 3, 4, 5, 6, 7, 8} // the prompt's step, then one step per token
+				for range tokens + 1 {
+					o, err := m.DecodeStep(context.Background(), []StepSeq{{Cache: cache, Tokens: toks, Draws: []Draw{{TopP: 1}}}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					toks = o[0].Tokens
+				}
+			}
+			gen() // warm-up: RoPE tables, cuBLAS, the graph's capture
+			b.ResetTimer()
+			for range b.N {
+				gen()
+			}
+			b.ReportMetric(float64(b.N*tokens)/b.Elapsed().Seconds(), "tok/s")
+			if st, ok := dev.(statser); ok {
+				s := st.Stats()
+				b.ReportMetric(float64(s.GraphLaunches), "graph-launches")
+			}
+		})
 	}
 }

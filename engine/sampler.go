@@ -136,12 +136,17 @@ func (m *Model) graphKey(b *stepBatch) (string, int) {
 	if _, ok := m.dev.(device.Grapher[float32]); !ok {
 		return "", 0
 	}
-	var k strings.Builder
-	fmt.Fprintf(&k, "decode rows=%d adapters=", len(b.segs))
 	for _, sg := range b.segs {
 		if sg.n != 1 || sg.kv == nil {
 			return "", 0
 		}
+	}
+	// The model is in the key too (its weights are kernel arguments; so are the KV pool's
+	// tensors, but a request's own pool is often a new one at the same device addresses,
+	// which the device's comparison with the capture accepts).
+	var k strings.Builder
+	fmt.Fprintf(&k, "decode model=%p rows=%d adapters=", m.dw, len(b.segs))
+	for _, sg := range b.segs {
 		fmt.Fprintf(&k, "%p,", sg.lw)
 	}
 	fmt.Fprintf(&k, " logits=%v", b.lmRows)

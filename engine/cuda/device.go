@@ -69,6 +69,7 @@ type core struct {
 	retired   []uintptr              // cast buffers a graph may still name
 	graphTick uint64
 	gstats    Stats // the graph counts of Stats
+	graphErr  error // why the driver refused a capture (graphs are off since)
 	closed    bool
 }
 

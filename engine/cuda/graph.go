@@ -82,7 +82,8 @@ var _ device.Grapher[float32] = (*Device)(nil)
 
 // Graph implements device.Grapher: it runs f's operations (those of one decode step) as
 // the graph recorded for key, capturing it first when there is none. It reports false,
-// with nothing of f run, when graphs are off, when f did something a graph cannot hold
+// with nothing of f run, when graphs are off (Options.Graphs, or after the driver refused
+// a capture: GraphError), when f did something a graph cannot hold
 // (a download, a synchronisation, an upload into a given tensor, a first use of RoPE
 // tables), or when f's operations differ from the capture's; the caller then runs the
 // step eagerly. f must use the device it is given, and only during the call.
@@ -105,6 +106,7 @@ func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
 		g = &graph{key: key}
 		if !d.beginCapture(g) {
 			d.gstats.GraphFallbacks++
+			d.graphErr, d.err, d.graphsOn = d.err, nil, false // as a refused capture, below
 			return false
 		}
 		d.gmode = capturing
@@ -128,6 +130,11 @@ func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
 		if !d.endCapture(g) {
 			d.freeGraph(g)
 			d.gstats.GraphFallbacks++
+			if d.err != nil {
+				// The driver refused the capture (nothing of it ran): the device goes on
+				// without graphs rather than failing every later operation.
+				d.graphErr, d.err, d.graphsOn = d.err, nil, false
+			}
 			return false
 		}
 		d.gstats.GraphCaptures++
@@ -145,6 +152,13 @@ func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
 	g.used = d.graphTick
 	d.gstats.GraphLaunches++
 	return d.launchGraph(g)
+}
+
+// GraphError is why the driver refused a capture, which turned graphs off (nil: none).
+func (d *Device) GraphError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.graphErr
 }
 
 // beginCapture allocates g's input arena and starts capturing the compute stream.
