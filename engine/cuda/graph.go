@@ -122,7 +122,7 @@ func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
 	d.cur = g
 	view := &Device{core: d.core, graphView: true}
 	d.view.Store(view)
-	f(view)
+	d.runStep(g, f, view)
 	d.view.Store(nil)
 	mode := d.gmode
 	d.gmode, d.cur = eager, nil
@@ -159,6 +159,28 @@ func (d *Device) GraphError() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.graphErr
+}
+
+// runStep runs f on the view; if f panics, the capture is ended and the graph dropped
+// before the panic goes on, so the device is left eager.
+func (d *Device) runStep(g *graph, f func(device.Device[float32]), view *Device) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.view.Store(nil)
+			if d.gmode == capturing {
+				out := newOut()
+				call(d.drv.cuStreamEndCapture, d.cs, out.at(0))
+				out.keep()
+				g.g = out.uptr(0)
+				d.freeGraph(g)
+			} else {
+				d.dropGraph(g)
+			}
+			d.gmode, d.cur = eager, nil
+			panic(r)
+		}
+	}()
+	f(view)
 }
 
 // beginCapture allocates g's input arena and starts capturing the compute stream.

@@ -132,3 +132,31 @@ func TestGraphLimitDropsLeastRecentlyUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A step that panics leaves the device eager and usable (the capture ended, the graph
+// dropped).
+func TestGraphStepThatPanicsLeavesTheDeviceEager(t *testing.T) {
+	d := openOrSkip(t, Options{Graphs: true, GraphLimit: 4})
+	defer d.Close()
+	x := d.Alloc(4)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		d.Graph("p", func(dv device.Device[float32]) {
+			dv.Scale(x, 2)
+			panic("step")
+		})
+	}()
+	d.Upload(x, []float32{1, 2, 3, 4})
+	d.Scale(x, 3)
+	got := make([]float32, 4)
+	if d.Download(got, x); got[3] != 12 {
+		t.Fatalf("after the panic: %v", got)
+	}
+	if err := d.Err(); err != nil || d.Stats().Graphs != 0 {
+		t.Fatalf("after the panic: %v, %+v", err, d.Stats())
+	}
+}
