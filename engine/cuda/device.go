@@ -62,6 +62,7 @@ type core struct {
 	graphsOn  bool
 	graphMax  int
 	graphs    map[string]*graph
+	seen      map[string]uint64 // shapes asked for once, not captured yet
 	gmode     graphMode
 	cur       *graph                 // the graph being captured or replayed
 	view      atomic.Pointer[Device] // the view whose operations run under Graph's lock
@@ -101,7 +102,7 @@ func Open(o Options) (*Device, error) {
 		return nil, fmt.Errorf("cuda:%d requested, but the driver sees %d GPU(s)", o.Ordinal, n)
 	}
 	d := &Device{core: &core{drv: drv, fn: map[string]uintptr{}, ropes: map[*device.Rope][2]uintptr{},
-		graphsOn: o.Graphs, graphMax: o.GraphLimit, graphs: map[string]*graph{}, owned: map[uintptr]bool{}}}
+		graphsOn: o.Graphs, graphMax: o.GraphLimit, graphs: map[string]*graph{}, seen: map[string]uint64{}, owned: map[uintptr]bool{}}}
 	r = call(drv.cuDeviceGet, out.reset().at(0), uintptr(o.Ordinal))
 	out.keep()
 	if err := drv.check("cuDeviceGet", r); err != nil {

@@ -81,7 +81,8 @@ type graph struct {
 var _ device.Grapher[float32] = (*Device)(nil)
 
 // Graph implements device.Grapher: it runs f's operations (those of one decode step) as
-// the graph recorded for key, capturing it first when there is none. It reports false,
+// the graph recorded for key, capturing it when there is none and key was asked for
+// before (a first use runs eagerly: reported false). It reports false,
 // with nothing of f run, when graphs are off (Options.Graphs, or after the driver refused
 // a capture: GraphError), when f did something a graph cannot hold
 // (a download, a synchronisation, an upload into a given tensor, a first use of RoPE
@@ -102,6 +103,16 @@ func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
 	}
 	d.graphTick++
 	g := d.graphs[key]
+	if g == nil && d.seen[key] == 0 {
+		// A shape seen for the first time runs eagerly: in continuous batching many shapes
+		// last a step or two (a sequence joins or ends, the adapters' mix changes), and a
+		// capture costs more than the step. The second step of a shape captures it.
+		d.seen[key] = d.graphTick
+		if len(d.seen) > 4*max(1, d.graphMax) {
+			clear(d.seen)
+		}
+		return false
+	}
 	if g == nil {
 		g = &graph{key: key}
 		if !d.beginCapture(g) {
