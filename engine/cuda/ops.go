@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"unsafe"
 
@@ -393,20 +394,28 @@ func (d *Device) Sample(logits device.Tensor[float32], cols int, draws []device.
 	if !d.enter() || len(draws) == 0 {
 		return toks, lps
 	}
-	rows, topk := make([]int32, len(draws)), make([]int32, len(draws))
-	temp, topp, u := make([]float64, len(draws)), make([]float64, len(draws)), make([]float64, len(draws))
+	// One upload of the draws' parameters (three float64 arrays, then two int32 ones) and
+	// one download of the tokens and log-probabilities: each transfer is a copy and two
+	// event waits on the streams (stream.go).
+	n := len(draws)
+	in := make([]uint64, 4*n)
 	for i, dr := range draws {
-		rows[i], topk[i], temp[i], topp[i], u[i] = int32(dr.Row), int32(dr.TopK), dr.Temperature, dr.TopP, dr.U
+		in[i], in[n+i], in[2*n+i] = math.Float64bits(dr.Temperature), math.Float64bits(dr.TopP), math.Float64bits(dr.U)
+		in[3*n+i/2] |= uint64(uint32(int32(dr.Row))) << (32 * (i % 2))
+		in[3*n+(n+i)/2] |= uint64(uint32(int32(dr.TopK))) << (32 * ((n + i) % 2))
 	}
-	bufs := []uintptr{uploadSlice(d, rows), uploadSlice(d, temp), uploadSlice(d, topk), uploadSlice(d, topp), uploadSlice(d, u),
-		d.get(uintptr(len(draws))*4, false), d.get(uintptr(len(draws))*4, false)}
-	d.launch("sample", len(draws), 1, 256, pArg(logits), iArg(cols), uint64(bufs[0]), uint64(bufs[1]), uint64(bufs[2]),
-		uint64(bufs[3]), uint64(bufs[4]), uint64(bufs[5]), uint64(bufs[6]))
-	downloadSlice(d, toks, bufs[5])
-	downloadSlice(d, lps, bufs[6])
-	for _, b := range bufs {
-		d.put(b)
+	buf := uploadSlice(d, in)
+	out := d.get(uintptr(n)*8, false)
+	ints := uint64(buf) + uint64(24*n)
+	d.launch("sample", n, 1, 256, pArg(logits), iArg(cols), ints, uint64(buf), ints+uint64(4*n),
+		uint64(buf)+uint64(8*n), uint64(buf)+uint64(16*n), uint64(out), uint64(out)+uint64(4*n))
+	res := make([]uint32, 2*n)
+	downloadSlice(d, res, out)
+	for i := range n {
+		toks[i], lps[i] = int32(res[i]), math.Float32frombits(res[n+i])
 	}
+	d.put(buf)
+	d.put(out)
 	return toks, lps
 }
 
