@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -52,7 +53,7 @@ func TestSmallTransfersKeepOrder(t *testing.T) {
 func TestEmulationEnforcesStreamOrder(t *testing.T) {
 	d := openOrSkip(t, Options{})
 	defer d.Close()
-	if d.Name()[:len("cuda:0 (CPU emulation")] != "cuda:0 (CPU emulation" {
+	if !strings.HasPrefix(d.Name(), "cuda:0 (CPU emulation") {
 		t.Skip("not the emulation")
 	}
 	x := d.Alloc(4)
