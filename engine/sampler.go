@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"strings"
 
@@ -128,30 +129,36 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 	return b.commit()
 }
 
-// graphKey is the shape of a decode step for device.Grapher ("" when the step is not
-// one token per sequence): rows, each row's adapter, the rows with logits. tabCap is the
-// block-table length every step of that shape uploads (every sequence's table padded to
-// the model's positions), so that the graph's upload sizes stay the same.
+// graphKey is the shape of a decode step for device.Grapher ("" when the device runs no
+// graphs or the step is not one token per sequence): rows, each row's adapter, the rows
+// with logits, and tabCap, the block-table length the step uploads: every sequence's
+// table padded to the longest one's rounded up to a power of two (at most the model's
+// positions), so that a shape's upload sizes stay the same for many steps and a long
+// context's tables are uploaded padded by at most twice their length.
 func (m *Model) graphKey(b *stepBatch) (string, int) {
-	if _, ok := m.dev.(device.Grapher[float32]); !ok {
+	if g, ok := m.dev.(device.Grapher[float32]); !ok || !g.GraphsEnabled() {
 		return "", 0
 	}
+	longest := 1
 	for _, sg := range b.segs {
 		if sg.n != 1 || sg.kv == nil {
 			return "", 0
 		}
+		longest = max(longest, len(sg.kv.blocks))
 	}
+	blockLen := b.segs[0].kv.pool.blockLen
+	perSeq := min(1<<bits.Len(uint(longest-1)), (m.Cfg.MaxPositions+blockLen-1)/blockLen)
+	tabCap := len(b.segs) * perSeq
 	// The model is in the key too (its weights are kernel arguments; so are the KV pool's
 	// tensors, but a request's own pool is often a new one at the same device addresses,
 	// which the device's comparison with the capture accepts).
 	var k strings.Builder
-	fmt.Fprintf(&k, "decode model=%p rows=%d adapters=", m.dw, len(b.segs))
+	fmt.Fprintf(&k, "decode model=%p rows=%d tables=%d adapters=", m.dw, len(b.segs), tabCap)
 	for _, sg := range b.segs {
 		fmt.Fprintf(&k, "%p,", sg.lw)
 	}
 	fmt.Fprintf(&k, " logits=%v", b.lmRows)
-	blockLen := b.segs[0].kv.pool.blockLen
-	return k.String(), len(b.segs) * ((m.Cfg.MaxPositions + blockLen - 1) / blockLen)
+	return k.String(), tabCap
 }
 
 // stepBatch is a decode step being run, in the named steps of DecodeStep: gatherStep

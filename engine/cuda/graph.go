@@ -165,6 +165,14 @@ func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
 	return d.launchGraph(g)
 }
 
+// GraphsEnabled implements device.Grapher: Options.Graphs, until the driver refuses a
+// capture.
+func (d *Device) GraphsEnabled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.graphsOn
+}
+
 // GraphError is why the driver refused a capture, which turned graphs off (nil: none).
 func (d *Device) GraphError() error {
 	d.mu.Lock()

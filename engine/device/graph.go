@@ -9,4 +9,7 @@ package device
 // would replay stale arguments); the caller then runs f itself, eagerly.
 type Grapher[T Float] interface {
 	Graph(key string, f func(Device[T])) bool
+	// GraphsEnabled reports whether Graph may run anything (the caller need not build
+	// keys otherwise).
+	GraphsEnabled() bool
 }
