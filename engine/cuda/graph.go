@@ -89,16 +89,13 @@ var _ device.Grapher[float32] = (*Device)(nil)
 // tables), or when f's operations differ from the capture's; the caller then runs the
 // step eagerly. f must use the device it is given, and only during the call.
 func (d *Device) Graph(key string, f func(device.Device[float32])) bool {
-	if !d.graphsOn {
-		return false
-	}
 	d.mu.Lock()
 	runtime.LockOSThread()
 	defer func() {
 		runtime.UnlockOSThread()
 		d.mu.Unlock()
 	}()
-	if d.err != nil || !d.fail(d.drv.check("cuCtxSetCurrent", call(d.drv.cuCtxSetCurrent, d.ctx))) {
+	if !d.graphsOn || d.err != nil || !d.fail(d.drv.check("cuCtxSetCurrent", call(d.drv.cuCtxSetCurrent, d.ctx))) {
 		return false
 	}
 	d.graphTick++
