@@ -4,9 +4,13 @@
 // threads of a block as coroutines on one OS thread that switch at __syncthreads, at
 // warp shuffles and at the warp-wide tensor-core product (emu_mma_bf16, the fragment
 // layout of mma.sync m16n8k16), so they behave as on a GPU, deterministically;
-// cublasGemmEx is a plain loop in double. It checks the Go side (library loading, argument
-// marshalling, memory handling, product layouts) and the kernels' logic; it cannot check
-// what only hardware shows (the PTX compiler, memory-model races, speed).
+// cublasGemmEx is a plain loop in double. Streams are queues run lazily, when something
+// waits for them (see "Streams, events and graphs" below), so work the Go side did not
+// order runs out of order here; stream capture records the queued work into a graph that
+// cuGraphLaunch queues again. It checks the Go side (library loading, argument
+// marshalling, memory handling, product layouts, stream ordering, graph capture) and the
+// kernels' logic; it cannot check what only hardware shows (the PTX compiler,
+// memory-model races, speed).
 //
 // Build: emu/build.sh DIR writes libcuda.so.1, libcublas.so.12 and libcublasLt.so.12.
 
