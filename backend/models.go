@@ -37,7 +37,8 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 				return nil, nil, fmt.Errorf("engine.cpu_weight_format: %w", err)
 			}
 			d, why, err := engine.OpenDevice(e.Device, engine.DeviceOptions{CUDALibDirs: e.CUDALibDirs,
-				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes, CPUWeightFormat: wf})
+				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes, CUDAGraphs: e.CUDAGraphs,
+				CUDAGraphsMax: e.CUDAGraphsMax, CPUWeightFormat: wf})
 			if err != nil {
 				return nil, nil, fmt.Errorf("engine.device: %w", err)
 			}

@@ -153,6 +153,13 @@ type Engine struct {
 	CPUWeightFormat string `yaml:"cpu_weight_format"`
 	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
 	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`
+	// CUDAGraphs runs each decode step of one token per sequence as a CUDA graph, captured
+	// once per shape (rows, adapters, rows with logits) and replayed with one launch;
+	// other steps, and shapes whose capture failed, run their kernels one by one.
+	CUDAGraphs bool `yaml:"cuda_graphs"`
+	// CUDAGraphsMax bounds the decode-step graphs kept per device (least recently used
+	// dropped first); each holds its step's activations and logits.
+	CUDAGraphsMax int `yaml:"cuda_graphs_max"`
 	// Scheduler configures each model's iteration-level scheduler (docs/scheduling.md).
 	Scheduler Scheduler `yaml:"scheduler"`
 }
@@ -455,7 +462,7 @@ func Default(home string) Config {
 		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},
 		Worker:    Worker{Listen: "127.0.0.1:10620", HeartbeatSeconds: 5},
 		Telemetry: telemetry.DefaultConfig(),
-		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
+		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", CUDAGraphs: true, CUDAGraphsMax: 32, Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
 			KVCacheBytes: 1 << 30, PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}},
 		Home: home,
 	}

@@ -114,6 +114,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"device", "engine:\n  device: gpu", "engine.device"},
 		{"device ordinal", "engine:\n  device: cuda:x", "engine.device"},
 		{"cuda memory limit", "engine:\n  cuda_memory_limit_bytes: -1", "engine.cuda_memory_limit_bytes"},
+		{"cuda graphs max", "engine:\n  cuda_graphs_max: 0", "engine.cuda_graphs_max"},
 		{"console session ttl", "console:\n  session_ttl_seconds: 5", "console.session_ttl_seconds"},
 		{"console session ttl NaN", "console:\n  session_ttl_seconds: .nan", "console.session_ttl_seconds"},
 		{"console max sessions", "console:\n  max_sessions: 0", "console.max_sessions"},

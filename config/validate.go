@@ -329,6 +329,9 @@ func (e Engine) validate(v *validator) {
 		v.bad("device", "%q is not one of auto, cpu, cuda, cuda:N", e.Device)
 	}
 	v.notNegative("cuda_memory_limit_bytes", e.CUDAMemoryLimitBytes)
+	if e.CUDAGraphs {
+		v.atLeast("cuda_graphs_max", int64(e.CUDAGraphsMax), 1)
+	}
 	switch e.CPUWeightFormat {
 	case "f32", "bf16", "q8_0", "q4_1", "q4_k": // engine.ParseWeightFormat's names
 	default:

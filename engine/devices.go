@@ -33,6 +33,8 @@ type DeviceOptions struct {
 	CUDALibDirs     []string // searched first for libcuda and cuBLAS
 	CUDAFP32Weights bool     // keep frozen weights in float32 on the GPU
 	CUDAMemoryLimit int64    // bytes of GPU memory the engine may hold (0: no limit)
+	CUDAGraphs      bool     // decode steps as CUDA graphs (engine.cuda_graphs)
+	CUDAGraphsMax   int      // graphs kept per device (engine.cuda_graphs_max)
 	// CPUWeightFormat is how the CPU stores base weight matrices (the zero value, F32,
 	// keeps them as loaded, in float32).
 	CPUWeightFormat WeightFormat
@@ -67,7 +69,8 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 	if kind == "cpu" {
 		return device.NewCPUWeights[float32](o.CPUWeightFormat), "configured", nil
 	}
-	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit})
+	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit,
+		Graphs: o.CUDAGraphs, GraphLimit: o.CUDAGraphsMax})
 	switch {
 	case err == nil && kind == "auto":
 		return d, "auto: found a usable GPU", nil

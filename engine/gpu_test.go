@@ -29,7 +29,9 @@ import (
 
 func openGPU(t *testing.T, fp32 bool) Device {
 	t.Helper()
-	d, err := cuda.OpenDevice(cuda.Options{FP32Weights: fp32, LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS"))})
+	// Decode steps as graphs, as engine.cuda_graphs has them by default.
+	d, err := cuda.OpenDevice(cuda.Options{FP32Weights: fp32, LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")),
+		Graphs: true, GraphLimit: 32})
 	if err != nil {
 		if os.Getenv("TUFT_REQUIRE_GPU") != "" {
 			t.Fatalf("TUFT_REQUIRE_GPU is set and no GPU opened: %v", err)

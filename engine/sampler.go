@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
+	"strings"
 
 	"github.com/tuft-go/tuft/engine/device"
 )
@@ -103,9 +105,20 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 	if err != nil {
 		return nil, err
 	}
-	p := newPass(m.Cfg, m.dev, m.dw, m.rope, b.segs, b.slots)
+	// A step of one token per sequence is the same kernels with the same arguments each
+	// time for the same shape: on a device with graphs it is replayed as one (its
+	// per-step values in device memory; block tables padded to a fixed length).
+	key, tabCap := m.graphKey(b)
+	var p *pass[float32]
+	run := func(d Device) {
+		p = newPassTables(m.Cfg, d, m.dw, m.rope, b.segs, b.slots, tabCap)
+		b.logits = p.forward(b.tokens, false, b.lmRows).logits
+	}
+	if g, ok := m.dev.(device.Grapher[float32]); !ok || key == "" || !g.Graph(key, run) {
+		run(m.dev)
+	}
+	p.d = m.dev // the graph's device view is for the graph's operations only
 	defer p.release()
-	b.logits = p.forward(b.tokens, false, b.lmRows).logits
 	// Draw from the raw logits first; log-softmax (for targets and top-k) is in place.
 	b.draw()
 	if b.normalise && len(b.lmRows) > 0 {
@@ -114,6 +127,38 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		b.topK()
 	}
 	return b.commit()
+}
+
+// graphKey is the shape of a decode step for device.Grapher ("" when the device runs no
+// graphs or the step is not one token per sequence): rows, each row's adapter, the rows
+// with logits, and tabCap, the block-table length the step uploads: every sequence's
+// table padded to the longest one's rounded up to a power of two (at most the model's
+// positions), so that a shape's upload sizes stay the same for many steps and a long
+// context's tables are uploaded padded by at most twice their length.
+func (m *Model) graphKey(b *stepBatch) (string, int) {
+	if g, ok := m.dev.(device.Grapher[float32]); !ok || !g.GraphsEnabled() {
+		return "", 0
+	}
+	longest := 1
+	for _, sg := range b.segs {
+		if sg.n != 1 || sg.kv == nil {
+			return "", 0
+		}
+		longest = max(longest, len(sg.kv.blocks))
+	}
+	blockLen := b.segs[0].kv.pool.blockLen
+	perSeq := min(1<<bits.Len(uint(longest-1)), (m.Cfg.MaxPositions+blockLen-1)/blockLen)
+	tabCap := len(b.segs) * perSeq
+	// The model is in the key too (its weights are kernel arguments; so are the KV pool's
+	// tensors, but a request's own pool is often a new one at the same device addresses,
+	// which the device's comparison with the capture accepts).
+	var k strings.Builder
+	fmt.Fprintf(&k, "decode model=%p rows=%d tables=%d adapters=", m.dw, len(b.segs), tabCap)
+	for _, sg := range b.segs {
+		fmt.Fprintf(&k, "%p,", sg.lw)
+	}
+	fmt.Fprintf(&k, " logits=%v", b.lmRows)
+	return k.String(), tabCap
 }
 
 // stepBatch is a decode step being run, in the named steps of DecodeStep: gatherStep

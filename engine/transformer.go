@@ -97,6 +97,12 @@ type pass[T kern.Float] struct {
 // newPass lays out the segments; slots[i] is row i's KV-cache slot when they have caches
 // (all of them, from one pool, or none).
 func newPass[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, segs []segment[T], slots []int32) *pass[T] {
+	return newPassTables(c, d, w, rope, segs, slots, 0)
+}
+
+// newPassTables is newPass with the block tables padded with zeros to tabCap entries
+// (a decode step's graph uploads the same sizes every step).
+func newPassTables[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope *device.Rope, segs []segment[T], slots []int32, tabCap int) *pass[T] {
 	p := &pass[T]{c: c, d: d, w: w, rope: rope, segs: segs, stats: device.KeepsStats(d)}
 	pos := make([]int32, 0, 64)
 	probs := 0
@@ -131,6 +137,9 @@ func newPass[T kern.Float](c Config, d device.Device[T], w *devWeights[T], rope 
 	if p.pool != nil {
 		p.lay.BlockLen = p.pool.blockLen
 		p.slots = p.ints(slots)
+		if pad := tabCap - len(p.lay.Tables); pad > 0 {
+			p.lay.Tables = append(p.lay.Tables, make([]int32, pad)...)
+		}
 		p.lay.Tab = p.ints(p.lay.Tables)
 	}
 	p.lay.Desc = p.ints(p.lay.Pack())

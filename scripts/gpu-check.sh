@@ -10,6 +10,7 @@
 #   1. the GPU tests (engine and engine/cuda test binaries, TUFT_REQUIRE_GPU=1), then
 #      attention alone: engine/cuda's BenchmarkAttention against torch SDPA (same shapes);
 #      the loss head alone: BenchmarkLossHead, fused against full logits (time, device MiB);
+#      batch-1 decoding with decode steps as CUDA graphs and without (BenchmarkGPUDecodeGraphs);
 #   2. qwen2.5-0.5b-shape: tuft-bench engine against PyTorch+PEFT, train 512 tokens, sample 1/16/64,
 #      with the multi-adapter training figure (16 adapters × 32 tokens in one step against
 #      one adapter × 512); then tuft-bench sampling: 16 one-sample requests over 16 adapters
@@ -93,6 +94,16 @@ if [ "$dry" = 1 ]; then
   note "head-bench             skipped (dry run: the 7B shape takes minutes on the emulation)"
 else
   (cd engine/cuda && step head-bench 60 "$bin/cuda.test" -test.run '^$' -test.bench 'BenchmarkLossHead/llama7b' -test.benchtime 5x)
+fi
+
+# 1d. Batch-1 decoding of smollm2-135m-shape with decode steps as CUDA graphs and without
+# (engine BenchmarkGPUDecodeGraphs: tok/s of each; engine.cuda_graphs). The dry run times
+# the tiny preset for a few tokens on the emulation, when TUFT_CUDA_LIB_DIRS points at it.
+if [ "$dry" = 1 ]; then
+  (cd engine && TUFT_DECODE_BENCH_PRESET=tiny TUFT_DECODE_BENCH_TOKENS=4 step decode-graphs 120 "$bin/engine-cuda.test" \
+    -test.run '^$' -test.bench BenchmarkGPUDecodeGraphs -test.benchtime 1x)
+else
+  (cd engine && step decode-graphs 60 "$bin/engine-cuda.test" -test.run '^$' -test.bench BenchmarkGPUDecodeGraphs -test.benchtime 5x)
 fi
 
 # 2. The small model against PyTorch+PEFT.

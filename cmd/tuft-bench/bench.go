@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/cuda"
 	"github.com/tuft-go/tuft/internal/cli"
@@ -38,6 +39,7 @@ type benchOptions struct {
 	batches             []int
 	device              string
 	cudaLibDirs         string
+	cudaGraphs          bool // engine.cuda_graphs
 	// weights is the engine's CPU weight format (--weights): QLoRA's speed and memory on
 	// a quantised base; PyTorch is compared only in f32.
 	weights string
@@ -161,6 +163,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.device, "device", "cpu", "device of the Go engine: cpu, cuda, cuda:N or auto; with cuda the reference is PyTorch+PEFT on the GPU (tools/torchref/bench_peft.py)")
 	o.torchFlags.register(fs, "tools/torchref/bench.py, or bench_peft.py with --device cuda")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
+	fs.BoolVar(&o.cudaGraphs, "cuda-graphs", config.Default("").Engine.CUDAGraphs, "decode steps as CUDA graphs (engine.cuda_graphs)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
 	if err := fs.ParseArgs(args); err != nil {
 		return err
@@ -336,7 +339,7 @@ func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
 
 func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
-	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)}
+	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs), CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax}
 	if o.weights != "" {
 		f, err := engine.ParseWeightFormat(o.weights)
 		if err != nil {

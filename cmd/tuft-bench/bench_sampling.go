@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tuft-go/tuft/backend"
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/telemetry"
@@ -41,6 +42,7 @@ type samplingOptions struct {
 	rounds  int
 	// device and cudaLibDirs are as tuft-bench engine's (--device, --cuda-lib-dirs).
 	device, cudaLibDirs string
+	cudaGraphs          bool // engine.cuda_graphs
 }
 
 // samplingPhase is one measured run.
@@ -134,6 +136,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.device, "device", "cpu", "device of the Go engine: cpu, cuda, cuda:N or auto (the PyTorch reference stays on the CPU: use --torch off with a GPU)")
 	fs.StringVar(&o.cudaLibDirs, "cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS (as engine.cuda_lib_dirs)")
+	fs.BoolVar(&o.cudaGraphs, "cuda-graphs", config.Default("").Engine.CUDAGraphs, "decode steps as CUDA graphs (engine.cuda_graphs)")
 	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
@@ -227,7 +230,8 @@ func (r *ttftRecorder) take() []float64 {
 
 func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf func(string, ...any)) error {
 	ctx := context.Background()
-	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs)})
+	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs),
+		CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax})
 	if err != nil {
 		return err
 	}

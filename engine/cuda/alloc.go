@@ -105,9 +105,13 @@ func (a *allocator) trim() {
 	}
 }
 
-// Stats are the allocator's figures.
+// Stats are the allocator's figures (bytes) and the decode-step graphs' counts.
 type Stats struct {
 	InUse, Reserved, Peak int64 // bytes
+	// Graphs kept; captures made; launches of a graph (the capture's first one included);
+	// steps that asked for a graph and ran eagerly (a capture that failed, a replay whose
+	// operations differed from the capture's).
+	Graphs, GraphCaptures, GraphLaunches, GraphFallbacks int64
 }
 
 func (a *allocator) stats() Stats { return Stats{InUse: a.inUse, Reserved: a.reserved, Peak: a.peak} }

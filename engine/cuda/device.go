@@ -9,15 +9,25 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tuft-go/tuft/engine/device"
 )
 
-// Device is one NVIDIA GPU. Every operation is queued on the device's default stream in
-// call order; Download, Gather, SumSquares, Sample, TopK and Err wait for the queue. It
-// is safe for concurrent use (operations are serialised).
+// Device is one NVIDIA GPU. Every operation is queued on the device's compute stream in
+// call order, small transfers on its copy stream (stream.go); Download, Gather,
+// SumSquares, Sample, TopK and Err wait for the queue. It is safe for concurrent use
+// (operations are serialised).
 type Device struct {
+	*core
+	// graphView: this Device is the view Graph hands its step function (graph.go): its
+	// operations run under the lock Graph holds, and only while core.view is this view.
+	graphView bool
+}
+
+// core is the device's state, shared by the Device and the views Graph makes of it.
+type core struct {
 	mu     sync.Mutex
 	drv    *driverAPI
 	blas   *blasAPI
@@ -42,6 +52,26 @@ type Device struct {
 	cast  uintptr // bfloat16 copy of an activation operand
 	castN uintptr // its capacity in elements
 	stage []byte  // page-locked staging of WeightFrom (upload.go); nil outside a load
+
+	// Streams, their events and the page-locked buffer of small transfers (stream.go).
+	cs, xs, evC, evX uintptr
+	pin              []byte
+	pinOff           int // next free byte of the upload half of pin
+
+	// CUDA graphs of decode steps (graph.go).
+	graphsOn  bool
+	graphMax  int
+	graphs    map[string]*graph
+	seen      map[string]uint64 // shapes asked for once, not captured yet
+	gmode     graphMode
+	cur       *graph                 // the graph being captured or replayed
+	view      atomic.Pointer[Device] // the view whose operations run under Graph's lock
+	owned     map[uintptr]bool       // blocks graphs hold: a Free of one is ignored
+	retired   []uintptr              // cast buffers a graph may still name
+	graphTick uint64
+	gstats    Stats // the graph counts of Stats
+	graphErr  error // why the driver refused a capture (graphs are off since)
+	closed    bool
 }
 
 var _ device.Device[float32] = (*Device)(nil)
@@ -71,7 +101,8 @@ func Open(o Options) (*Device, error) {
 	if o.Ordinal < 0 || o.Ordinal >= int(n) {
 		return nil, fmt.Errorf("cuda:%d requested, but the driver sees %d GPU(s)", o.Ordinal, n)
 	}
-	d := &Device{drv: drv, fn: map[string]uintptr{}, ropes: map[*device.Rope][2]uintptr{}}
+	d := &Device{core: &core{drv: drv, fn: map[string]uintptr{}, ropes: map[*device.Rope][2]uintptr{},
+		graphsOn: o.Graphs, graphMax: o.GraphLimit, graphs: map[string]*graph{}, seen: map[string]uint64{}, owned: map[uintptr]bool{}}}
 	r = call(drv.cuDeviceGet, out.reset().at(0), uintptr(o.Ordinal))
 	out.keep()
 	if err := drv.check("cuDeviceGet", r); err != nil {
@@ -135,6 +166,10 @@ func Open(o Options) (*Device, error) {
 		return nil, fmt.Errorf("cublasCreate: status %d", r)
 	}
 	d.handle = out.uptr(0)
+	if err := d.openStreams(); err != nil {
+		d.closeStreams()
+		return nil, err
+	}
 	d.mem = newAllocator(func(b uintptr) (uintptr, error) {
 		o := newOut()
 		r := call(drv.cuMemAlloc, o.at(0), b)
@@ -160,13 +195,20 @@ func (d *Device) HostMemory() bool { return false }
 func (d *Device) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.mem.stats()
+	st := d.mem.stats()
+	st.Graphs, st.GraphCaptures, st.GraphLaunches, st.GraphFallbacks = int64(len(d.graphs)), d.gstats.GraphCaptures,
+		d.gstats.GraphLaunches, d.gstats.GraphFallbacks
+	return st
 }
 
 // Err implements device.Device. It waits for the queued work, so errors of kernels that
 // ran asynchronously surface here.
 func (d *Device) Err() error {
 	defer d.exit()
+	if d.gmode != eager {
+		d.graphBad("Err")
+		return nil
+	}
 	if d.enter() {
 		d.fail(d.drv.check("synchronize", call(d.drv.cuCtxSynchronize)))
 	}
@@ -178,6 +220,9 @@ func (d *Device) Err() error {
 // enter locks the device and makes its context current on this thread; false once an
 // error is pending (the operation is then skipped). exit undoes it; call it always.
 func (d *Device) enter() bool {
+	if d.graphView && d.view.Load() == d {
+		return d.err == nil // Graph holds the lock and the thread
+	}
 	d.mu.Lock()
 	runtime.LockOSThread()
 	if d.err != nil {
@@ -187,6 +232,9 @@ func (d *Device) enter() bool {
 }
 
 func (d *Device) exit() {
+	if d.graphView && d.view.Load() == d {
+		return
+	}
 	runtime.UnlockOSThread()
 	d.mu.Unlock()
 }
@@ -204,27 +252,41 @@ func (d *Device) get(bytes uintptr, zero bool) uintptr {
 	if bytes == 0 || d.err != nil {
 		return 0
 	}
+	if d.gmode != eager {
+		return d.graphGet(bytes, zero)
+	}
 	p, err := d.mem.get(bytes)
 	if !d.fail(err) {
 		return 0
 	}
 	if zero {
-		d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, p, 0, bytes, 0)))
+		d.memset(p, bytes)
 	}
 	return p
 }
 
+// memset queues the zeroing of bytes at p on the compute stream.
+func (d *Device) memset(p, bytes uintptr) {
+	if !d.record(opMemset, uint64(p), uint64(bytes)) {
+		return
+	}
+	d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, p, 0, bytes, d.cs)))
+}
+
 func (d *Device) put(p uintptr) {
-	if p != 0 {
+	if p != 0 && !d.owned[p] {
 		d.fail(d.mem.put(p))
 	}
 }
 
 // upload copies n bytes at host address src to a new allocation.
 func (d *Device) upload(src unsafe.Pointer, bytes uintptr) uintptr {
+	if d.gmode != eager {
+		return d.graphInput(src, bytes)
+	}
 	p := d.get(bytes, false)
 	if p != 0 {
-		d.fail(d.drv.check("cuMemcpyHtoD", call(d.drv.cuMemcpyHtoD, p, uintptr(src), bytes)))
+		d.toDevice(p, src, bytes)
 	}
 	return p
 }
@@ -244,7 +306,7 @@ func downloadSlice[E any](d *Device, dst []E, src uintptr) {
 		return
 	}
 	var e E
-	d.fail(d.drv.check("cuMemcpyDtoH", call(d.drv.cuMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), src, uintptr(len(dst))*unsafe.Sizeof(e))))
+	d.toHost(unsafe.Pointer(&dst[0]), src, uintptr(len(dst))*unsafe.Sizeof(e))
 	runtime.KeepAlive(dst)
 }
 
@@ -260,11 +322,14 @@ func (d *Device) launch(name string, gx, gy, bx int, args ...uint64) {
 	if d.err != nil || gx == 0 || gy == 0 {
 		return
 	}
+	if d.gmode != eager && !d.recordLaunch(d.fn[name], gx, gy, bx, args) {
+		return
+	}
 	for i, a := range args {
 		d.args[i] = a
 		d.argp[i] = uintptr(unsafe.Pointer(&d.args[i]))
 	}
-	r := call(d.drv.cuLaunchKernel, d.fn[name], uintptr(gx), uintptr(gy), 1, uintptr(bx), 1, 1, 0, 0, uintptr(unsafe.Pointer(&d.argp[0])), 0)
+	r := call(d.drv.cuLaunchKernel, d.fn[name], uintptr(gx), uintptr(gy), 1, uintptr(bx), 1, 1, 0, d.cs, uintptr(unsafe.Pointer(&d.argp[0])), 0)
 	d.fail(d.drv.check("launch "+name, r))
 }
 
@@ -276,7 +341,10 @@ func (d *Device) stride(n int) int {
 // Close releases the cuBLAS handle and the context; the Device is unusable afterwards.
 func (d *Device) Close() {
 	defer d.exit()
-	if d.enter() {
+	if d.enter() && !d.closed {
+		d.closed = true
+		d.dropGraphs()
+		d.closeStreams()
 		call(d.blas.destroy, d.handle)
 		call(d.drv.cuDevicePrimaryCtxRelease, uintptr(d.ord))
 	}

@@ -16,6 +16,10 @@ type Options struct {
 	FP32Weights bool
 	// MemoryLimit caps the device memory the allocator holds (0: none).
 	MemoryLimit int64
+	// Graphs runs decode steps as CUDA graphs (Device.Graph), at most GraphLimit of them
+	// kept (engine.cuda_graphs, engine.cuda_graphs_max).
+	Graphs     bool
+	GraphLimit int
 }
 
 // driverNames are the driver library's names.

@@ -48,6 +48,10 @@ type driverAPI struct {
 	cuMemAlloc, cuMemFree, cuMemGetInfo, cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyDtoD, cuMemsetD8Async,
 	cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel, cuGetErrorName uintptr
 	cuMemAllocHost, cuMemFreeHost uintptr // page-locked staging (upload.go)
+	// Streams, events, asynchronous copies and graphs (stream.go, graph.go).
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamWaitEvent, cuEventCreate, cuEventDestroy,
+	cuEventRecord, cuEventSynchronize, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync,
+	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy uintptr
 }
 
 // blasAPI holds cuBLAS's entry points.
@@ -161,6 +165,13 @@ func loadDriver(dirs []string) (*driverAPI, string, error) {
 		"cuMemcpyDtoD_v2": &d.cuMemcpyDtoD, "cuMemsetD8Async": &d.cuMemsetD8Async, "cuModuleLoadData": &d.cuModuleLoadData,
 		"cuModuleGetFunction": &d.cuModuleGetFunction, "cuLaunchKernel": &d.cuLaunchKernel, "cuGetErrorName": &d.cuGetErrorName,
 		"cuMemAllocHost_v2": &d.cuMemAllocHost, "cuMemFreeHost": &d.cuMemFreeHost,
+		"cuStreamCreate": &d.cuStreamCreate, "cuStreamDestroy_v2": &d.cuStreamDestroy, "cuStreamSynchronize": &d.cuStreamSynchronize,
+		"cuStreamWaitEvent": &d.cuStreamWaitEvent, "cuEventCreate": &d.cuEventCreate, "cuEventDestroy_v2": &d.cuEventDestroy,
+		"cuEventRecord": &d.cuEventRecord, "cuEventSynchronize": &d.cuEventSynchronize, "cuMemcpyHtoDAsync_v2": &d.cuMemcpyHtoDAsync,
+		"cuMemcpyDtoHAsync_v2": &d.cuMemcpyDtoHAsync, "cuMemcpyDtoDAsync_v2": &d.cuMemcpyDtoDAsync,
+		"cuStreamBeginCapture_v2": &d.cuStreamBeginCapture, "cuStreamEndCapture": &d.cuStreamEndCapture,
+		"cuGraphInstantiateWithFlags": &d.cuGraphInstantiate, "cuGraphLaunch": &d.cuGraphLaunch,
+		"cuGraphExecDestroy": &d.cuGraphExecDestroy, "cuGraphDestroy": &d.cuGraphDestroy,
 	})
 	if err != nil {
 		return nil, "", err

@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"unsafe"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // The compute operations of device.Device, each queued as a kernel launch (or a cuBLAS
-// call) on the default stream.
+// call) on the compute stream.
 
 // gemm is cuBLAS's column-major C[m×n] (+)= op(A)·op(B) with leading dimensions. A row-major
 // product C = X·Y is the column-major Cᵀ = Yᵀ·Xᵀ, so the callers swap the operands.
@@ -23,7 +24,7 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	}
 	if k == 0 {
 		if !acc {
-			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, c.Ptr(), 0, uintptr(m*n)*4, 0)))
+			d.memset(c.Ptr(), uintptr(m*n)*4)
 		}
 		return
 	}
@@ -36,7 +37,15 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 		at, bt = cudaR16BF, cudaR16BF
 		nb := uintptr(b.Len())
 		if nb > d.castN {
-			d.put(d.cast)
+			if d.gmode != eager {
+				d.graphBad("a larger bfloat16 cast buffer")
+				return
+			}
+			if len(d.graphs) > 0 {
+				d.retired = append(d.retired, d.cast) // a graph's products name it
+			} else {
+				d.put(d.cast)
+			}
 			d.castN = uintptr(1) << bits.Len64(uint64(nb))
 			if d.cast = d.get(d.castN*2, false); d.cast == 0 {
 				d.castN = 0
@@ -49,6 +58,10 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	d.alpha, d.beta = 1, 0
 	if acc {
 		d.beta = 1
+	}
+	if !d.record(opGemm, uint64(ta), uint64(tb), uint64(m), uint64(n), uint64(k), uint64(a.Ptr()), uint64(at), uint64(lda),
+		uint64(bp), uint64(ldb), uint64(c.Ptr()), uint64(ldc), uint64(d.beta)) {
+		return
 	}
 	r := call(d.blas.gemmEx, d.handle, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&d.alpha)), a.Ptr(), at, uintptr(lda), bp, bt, uintptr(ldb),
@@ -139,6 +152,10 @@ func (d *Device) RMSNormBack(dx, dy, x, w, rstd device.Tensor[float32], rows, di
 func (d *Device) rope(r *device.Rope) [2]uintptr {
 	if t, ok := d.ropes[r]; ok {
 		return t
+	}
+	if d.gmode != eager { // the tables outlive any graph: made by an eager step first
+		d.graphBad("RoPE tables not yet on the device")
+		return [2]uintptr{}
 	}
 	c, s := make([]float32, len(r.Cos)), make([]float32, len(r.Sin))
 	for i := range c {
@@ -274,7 +291,7 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		}
 		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the rest.
 		for _, t := range []device.Tensor[float32]{dq, dk, dv} {
-			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, t.Ptr(), 0, uintptr(t.Len())*4, 0)))
+			d.memset(t.Ptr(), uintptr(t.Len())*4)
 		}
 		// D holds each row's Σ P∘dP per head, from flash_bwd_dq for flash_bwd_kv.
 		dsum := d.get(uintptr(a.P.Len())*4, false)
@@ -377,20 +394,28 @@ func (d *Device) Sample(logits device.Tensor[float32], cols int, draws []device.
 	if !d.enter() || len(draws) == 0 {
 		return toks, lps
 	}
-	rows, topk := make([]int32, len(draws)), make([]int32, len(draws))
-	temp, topp, u := make([]float64, len(draws)), make([]float64, len(draws)), make([]float64, len(draws))
+	// One upload of the draws' parameters (three float64 arrays, then two int32 ones) and
+	// one download of the tokens and log-probabilities: each transfer is a copy and two
+	// event waits on the streams (stream.go).
+	n := len(draws)
+	in := make([]uint64, 4*n)
 	for i, dr := range draws {
-		rows[i], topk[i], temp[i], topp[i], u[i] = int32(dr.Row), int32(dr.TopK), dr.Temperature, dr.TopP, dr.U
+		in[i], in[n+i], in[2*n+i] = math.Float64bits(dr.Temperature), math.Float64bits(dr.TopP), math.Float64bits(dr.U)
+		in[3*n+i/2] |= uint64(uint32(int32(dr.Row))) << (32 * (i % 2))
+		in[3*n+(n+i)/2] |= uint64(uint32(int32(dr.TopK))) << (32 * ((n + i) % 2))
 	}
-	bufs := []uintptr{uploadSlice(d, rows), uploadSlice(d, temp), uploadSlice(d, topk), uploadSlice(d, topp), uploadSlice(d, u),
-		d.get(uintptr(len(draws))*4, false), d.get(uintptr(len(draws))*4, false)}
-	d.launch("sample", len(draws), 1, 256, pArg(logits), iArg(cols), uint64(bufs[0]), uint64(bufs[1]), uint64(bufs[2]),
-		uint64(bufs[3]), uint64(bufs[4]), uint64(bufs[5]), uint64(bufs[6]))
-	downloadSlice(d, toks, bufs[5])
-	downloadSlice(d, lps, bufs[6])
-	for _, b := range bufs {
-		d.put(b)
+	buf := uploadSlice(d, in)
+	out := d.get(uintptr(n)*8, false)
+	ints := uint64(buf) + uint64(24*n)
+	d.launch("sample", n, 1, 256, pArg(logits), iArg(cols), ints, uint64(buf), ints+uint64(4*n),
+		uint64(buf)+uint64(8*n), uint64(buf)+uint64(16*n), uint64(out), uint64(out)+uint64(4*n))
+	res := make([]uint32, 2*n)
+	downloadSlice(d, res, out)
+	for i := range n {
+		toks[i], lps[i] = int32(res[i]), math.Float32frombits(res[n+i])
 	}
+	d.put(buf)
+	d.put(out)
 	return toks, lps
 }
 

@@ -50,7 +50,7 @@ func (d *Device) Upload(dst device.Tensor[float32], src []float32) {
 	if !d.enter() || len(src) == 0 {
 		return
 	}
-	d.fail(d.drv.check("cuMemcpyHtoD", call(d.drv.cuMemcpyHtoD, dst.Ptr(), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))*4)))
+	d.toDevice(dst.Ptr(), unsafe.Pointer(&src[0]), uintptr(len(src))*4)
 	runtime.KeepAlive(src)
 }
 
@@ -74,8 +74,8 @@ func (d *Device) Ints(src []int32) device.Tensor[int32] {
 // Copy implements device.Device.
 func (d *Device) Copy(dst, src device.Tensor[float32]) {
 	defer d.exit()
-	if d.enter() && src.Len() > 0 {
-		d.fail(d.drv.check("cuMemcpyDtoD", call(d.drv.cuMemcpyDtoD, dst.Ptr(), src.Ptr(), uintptr(src.Len())*src.ElemSize())))
+	if d.enter() && src.Len() > 0 && d.record(opCopy, uint64(dst.Ptr()), uint64(src.Ptr()), uint64(src.Len())*uint64(src.ElemSize())) {
+		d.fail(d.drv.check("cuMemcpyDtoDAsync", call(d.drv.cuMemcpyDtoDAsync, dst.Ptr(), src.Ptr(), uintptr(src.Len())*src.ElemSize(), d.cs)))
 	}
 }
 

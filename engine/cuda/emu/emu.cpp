@@ -4,9 +4,13 @@
 // threads of a block as coroutines on one OS thread that switch at __syncthreads, at
 // warp shuffles and at the warp-wide tensor-core product (emu_mma_bf16, the fragment
 // layout of mma.sync m16n8k16), so they behave as on a GPU, deterministically;
-// cublasGemmEx is a plain loop in double. It checks the Go side (library loading, argument
-// marshalling, memory handling, product layouts) and the kernels' logic; it cannot check
-// what only hardware shows (the PTX compiler, memory-model races, speed).
+// cublasGemmEx is a plain loop in double. Streams are queues run lazily, when something
+// waits for them (see "Streams, events and graphs" below), so work the Go side did not
+// order runs out of order here; stream capture records the queued work into a graph that
+// cuGraphLaunch queues again. It checks the Go side (library loading, argument
+// marshalling, memory handling, product layouts, stream ordering, graph capture) and the
+// kernels' logic; it cannot check what only hardware shows (the PTX compiler,
+// memory-model races, speed).
 //
 // Build: emu/build.sh DIR writes libcuda.so.1, libcublas.so.12 and libcublasLt.so.12.
 
@@ -16,7 +20,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <ucontext.h>
@@ -63,8 +70,7 @@ struct Barrier {
 static std::vector<Thread> threads;
 static jmp_buf sched_env;
 static int current = -1;
-static void (*kernel_body)(void**);
-static void** kernel_params;
+static std::function<void()> kernel_body; // the launched kernel with its arguments bound
 static Barrier block_barrier;
 static Barrier warp_barriers[32];
 static uint64_t warp_buf[32][32];
@@ -132,7 +138,7 @@ static void emu_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
 
 static void thread_entry() {
     threadIdx = threads[current].idx;
-    kernel_body(kernel_params);
+    kernel_body();
     threads[current].done = true;
     for (;;) yield_to_scheduler();
 }
@@ -175,14 +181,17 @@ static void run_block(int nthreads) {
 
 #include "../kernels/kernels.cu"
 
+// bind copies a launch's arguments out of the caller's parameter array (which the caller
+// may reuse as soon as cuLaunchKernel returns) into the closure that runs the kernel later.
 template <typename... A, size_t... I>
-static void invoke_impl(void (*f)(A...), void** p, std::index_sequence<I...>) {
-    f(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(p[I])...);
+static std::function<void()> bind_impl(void (*f)(A...), void** p, std::index_sequence<I...>) {
+    auto args = std::make_tuple(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(p[I])...);
+    return [f, args]() { std::apply(f, args); };
 }
 
 template <typename... A>
-static void invoke(void (*f)(A...), void** p) {
-    invoke_impl(f, p, std::index_sequence_for<A...>{});
+static std::function<void()> bind(void (*f)(A...), void** p) {
+    return bind_impl(f, p, std::index_sequence_for<A...>{});
 }
 
 #define KERNELS(X) X(cast_bf16) X(add) X(scale) X(add_rows) X(embed_f32) X(embed_bf16) X(swiglu) X(swiglu_back) \
@@ -194,10 +203,10 @@ static void invoke(void (*f)(A...), void** p) {
 
 struct Kernel {
     const char* name;
-    void (*run)(void**);
+    std::function<void()> (*bind)(void**);
 };
 
-#define ENTRY(k) {#k, [](void** p) { invoke(k, p); }},
+#define ENTRY(k) {#k, [](void** p) { return bind(k, p); }},
 static Kernel kernel_table[] = {KERNELS(ENTRY)};
 
 // ---- libcuda ----
@@ -205,9 +214,116 @@ static Kernel kernel_table[] = {KERNELS(ENTRY)};
 typedef int CUresult;
 typedef uintptr_t CUdeviceptr;
 
+// Driver statuses the emulation returns (cuda.h).
+enum : int {
+    errInvalidValue = 1,
+    errCaptureUnsupported = 900, // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+    errCaptureInvalidated = 901, // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    errCaptureImplicit = 906,    // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+};
+
 static std::map<uintptr_t, size_t> allocations;
 static size_t allocated = 0;
 static const size_t total_memory = size_t(8) << 30;
+static std::map<uintptr_t, size_t> pinned; // page-locked host allocations (cuMemAllocHost)
+
+// Streams, events and graphs. Work queued on a stream is not run when it is queued but
+// when something needs it: a synchronisation (of the stream, an event recorded on it, the
+// context), a wait of another stream on one of its events while that stream runs, or an
+// operation on the legacy default stream (which waits for every blocking stream). So
+// work that the Go side did not order behind what it depends on runs in the wrong order
+// here (a stream drains without looking at the others), and a host read of a download
+// that was not waited for reads the poison written when it was queued.
+struct Stream;
+
+struct Event {
+    Stream* s = nullptr; // the stream of the last record (nullptr: never recorded, complete)
+    uint64_t at = 0;     // complete once s has run this many operations
+};
+
+struct Op {
+    std::function<void()> run;
+    Stream* wait_s = nullptr; // a wait: run wait_s up to wait_at first
+    uint64_t wait_at = 0;
+};
+
+struct Graph {
+    std::vector<std::function<void()>> ops;
+};
+
+struct Stream {
+    std::vector<Op> q;  // queued, not yet run (from head)
+    size_t head = 0;
+    uint64_t queued = 0, done = 0;
+    bool blocking = true;
+    Graph* capture = nullptr; // capturing: work goes into the graph instead
+    bool invalid = false;     // the capture met an operation it cannot hold
+};
+
+static std::vector<Stream*> streams;
+
+// Counters of host-side calls that queue device work (tuft_emu_counters).
+static uint64_t n_kernels, n_gemms, n_memsets, n_copies, n_graph_launches, n_graph_ops;
+
+static void drain(Stream* s, uint64_t upto) {
+    while (s->done < upto && s->head < s->q.size()) {
+        Op op = std::move(s->q[s->head++]);
+        if (op.wait_s) drain(op.wait_s, op.wait_at);
+        if (op.run) op.run();
+        s->done++;
+    }
+    if (s->head == s->q.size()) {
+        s->q.clear();
+        s->head = 0;
+    }
+}
+
+static void drain_all(bool blocking_only) {
+    for (Stream* s : streams)
+        if (!blocking_only || s->blocking) drain(s, s->queued);
+}
+
+static Stream* capturing() {
+    for (Stream* s : streams)
+        if (s->capture) return s;
+    return nullptr;
+}
+
+// legacy prepares an operation of the legacy default stream (run at once): it waits for
+// the blocking streams. While a stream captures, such an operation is refused and
+// invalidates the capture, as the driver does.
+static CUresult legacy() {
+    if (Stream* c = capturing()) {
+        c->invalid = true;
+        return errCaptureImplicit;
+    }
+    drain_all(true);
+    return 0;
+}
+
+// enqueue queues f on stream h (the legacy stream, 0: runs it now).
+static CUresult enqueue(void* h, std::function<void()> f) {
+    if (!h) {
+        if (CUresult r = legacy()) return r;
+        f();
+        return 0;
+    }
+    Stream* s = (Stream*)h;
+    if (s->capture) {
+        s->capture->ops.push_back(std::move(f));
+        return 0;
+    }
+    s->q.push_back(Op{std::move(f)});
+    s->queued++;
+    return 0;
+}
+
+static bool is_pinned(const void* p, size_t n) {
+    auto it = pinned.upper_bound((uintptr_t)p);
+    if (it == pinned.begin()) return false;
+    --it;
+    return (uintptr_t)p + n <= it->first + it->second;
+}
 
 // Only the API below is exported (the library is built with -fvisibility=hidden).
 #pragma GCC visibility push(default)
@@ -230,7 +346,14 @@ CUresult cuDeviceTotalMem_v2(size_t* b, int) { *b = total_memory; return 0; }
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int) { *ctx = (void*)0x1; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 CUresult cuCtxSetCurrent(void*) { return 0; }
-CUresult cuCtxSynchronize() { return 0; }
+CUresult cuCtxSynchronize() {
+    if (Stream* c = capturing()) {
+        c->invalid = true;
+        return errCaptureUnsupported;
+    }
+    drain_all(false);
+    return 0;
+}
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
     if (allocated + n > total_memory) return 2;
     void* m = aligned_alloc(256, (n + 255) / 256 * 256);
@@ -241,22 +364,174 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
     allocated += n;
     return 0;
 }
+// cuMemFree waits for the device (queued work may still use the block).
 CUresult cuMemFree_v2(CUdeviceptr p) {
     auto it = allocations.find(p);
     if (it == allocations.end()) return 1;
+    if (CUresult r = cuCtxSynchronize()) return r;
     allocated -= it->second;
     allocations.erase(it);
     free((void*)p);
     return 0;
 }
-// Page-locked host memory is ordinary memory here.
-CUresult cuMemAllocHost_v2(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
-CUresult cuMemFreeHost(void* p) { free(p); return 0; }
+// Page-locked host memory is ordinary memory here, but remembered: asynchronous copies
+// take only page-locked memory (the Go side's rule for them).
+CUresult cuMemAllocHost_v2(void** p, size_t n) {
+    *p = malloc(n ? n : 1);
+    if (!*p) return 2;
+    pinned[(uintptr_t)*p] = n ? n : 1;
+    return 0;
+}
+CUresult cuMemFreeHost(void* p) {
+    if (!pinned.erase((uintptr_t)p)) return errInvalidValue;
+    drain_all(false); // queued copies may still read or write it
+    free(p);
+    return 0;
+}
 CUresult cuMemGetInfo_v2(size_t* freeb, size_t* total) { *freeb = total_memory - allocated; *total = total_memory; return 0; }
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* s, size_t n) { memcpy((void*)d, s, n); return 0; }
-CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) { memcpy(d, (void*)s, n); return 0; }
-CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove((void*)d, (void*)s, n); return 0; }
-CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void*) { memset((void*)d, v, n); return 0; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* s, size_t n) {
+    n_copies++;
+    if (CUresult r = legacy()) return r;
+    memcpy((void*)d, s, n);
+    return 0;
+}
+CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) {
+    n_copies++;
+    if (CUresult r = legacy()) return r;
+    memcpy(d, (void*)s, n);
+    return 0;
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
+    n_copies++;
+    if (CUresult r = legacy()) return r;
+    memmove((void*)d, (void*)s, n);
+    return 0;
+}
+// The asynchronous copies read and write host memory when they run, not when queued.
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* stream) {
+    if (!is_pinned(s, n)) return errInvalidValue;
+    n_copies++;
+    return enqueue(stream, [d, s, n] { memcpy((void*)d, s, n); });
+}
+CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, void* stream) {
+    if (!is_pinned(d, n)) return errInvalidValue;
+    n_copies++;
+    if (stream && !((Stream*)stream)->capture) memset(d, 0xA5, n); // not there until the copy has run
+    return enqueue(stream, [d, s, n] { memcpy(d, (void*)s, n); });
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void* stream) {
+    n_copies++;
+    return enqueue(stream, [d, s, n] { memmove((void*)d, (void*)s, n); });
+}
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void* stream) {
+    n_memsets++;
+    return enqueue(stream, [d, v, n] { memset((void*)d, v, n); });
+}
+CUresult cuStreamCreate(void** s, unsigned flags) {
+    Stream* st = new Stream;
+    st->blocking = (flags & 1) == 0; // CU_STREAM_NON_BLOCKING
+    streams.push_back(st);
+    *s = st;
+    return 0;
+}
+CUresult cuStreamDestroy_v2(void* h) {
+    Stream* s = (Stream*)h;
+    if (s->capture) return errCaptureUnsupported;
+    drain(s, s->queued);
+    for (size_t i = 0; i < streams.size(); i++)
+        if (streams[i] == s) streams.erase(streams.begin() + i);
+    delete s;
+    return 0;
+}
+CUresult cuStreamSynchronize(void* h) {
+    if (!h) return cuCtxSynchronize();
+    Stream* s = (Stream*)h;
+    if (s->capture) {
+        s->invalid = true;
+        return errCaptureUnsupported;
+    }
+    drain(s, s->queued);
+    return 0;
+}
+CUresult cuEventCreate(void** e, unsigned) { *e = new Event; return 0; }
+CUresult cuEventDestroy_v2(void* e) { delete (Event*)e; return 0; }
+CUresult cuEventRecord(void* e, void* h) {
+    Event* ev = (Event*)e;
+    if (!h) { // the legacy stream: everything queued on blocking streams so far
+        if (CUresult r = legacy()) return r;
+        ev->s = nullptr;
+        return 0;
+    }
+    Stream* s = (Stream*)h;
+    if (s->capture) { // events inside a capture are not needed here
+        s->invalid = true;
+        return errCaptureUnsupported;
+    }
+    ev->s = s;
+    ev->at = s->queued;
+    return 0;
+}
+CUresult cuEventSynchronize(void* e) {
+    Event* ev = (Event*)e;
+    if (ev->s) drain(ev->s, ev->at);
+    return 0;
+}
+// cuStreamWaitEvent makes later work of h wait for the event's last record.
+CUresult cuStreamWaitEvent(void* h, void* e, unsigned) {
+    Event* ev = (Event*)e;
+    if (!h) return errInvalidValue;
+    Stream* s = (Stream*)h;
+    if (s->capture) {
+        s->invalid = true;
+        return errCaptureUnsupported;
+    }
+    if (!ev->s) return 0;
+    s->q.push_back(Op{nullptr, ev->s, ev->at});
+    s->queued++;
+    return 0;
+}
+CUresult cuStreamBeginCapture_v2(void* h, int) {
+    Stream* s = (Stream*)h;
+    if (!s || s->capture) return errInvalidValue;
+    s->capture = new Graph;
+    s->invalid = false;
+    return 0;
+}
+CUresult cuStreamEndCapture(void* h, void** g) {
+    Stream* s = (Stream*)h;
+    if (!s || !s->capture) return errInvalidValue;
+    Graph* gr = s->capture;
+    s->capture = nullptr;
+    if (s->invalid) {
+        delete gr;
+        *g = nullptr;
+        return errCaptureInvalidated;
+    }
+    *g = gr;
+    return 0;
+}
+CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long) {
+    *exec = new Graph(*(Graph*)g);
+    return 0;
+}
+// cuGraphLaunch queues the captured work again; the copies and kernels read their
+// arguments' memory when they run, as on a GPU.
+CUresult cuGraphLaunch(void* exec, void* h) {
+    if (!h || ((Stream*)h)->capture) return errInvalidValue;
+    n_graph_launches++;
+    Stream* s = (Stream*)h;
+    for (auto& f : ((Graph*)exec)->ops) {
+        s->q.push_back(Op{[&f] { n_graph_ops++; f(); }});
+        s->queued++;
+    }
+    return 0;
+}
+CUresult cuGraphExecDestroy(void* exec) {
+    drain_all(false); // a launch still queued runs the graph's operations
+    delete (Graph*)exec;
+    return 0;
+}
+CUresult cuGraphDestroy(void* g) { delete (Graph*)g; return 0; }
 CUresult cuModuleLoadData(void** m, const void* image) {
     if (strncmp((const char*)image, "// Code generated", 17) != 0) return 200; // CUDA_ERROR_INVALID_IMAGE
     *m = (void*)0x2;
@@ -268,23 +543,32 @@ CUresult cuModuleGetFunction(void** f, void*, const char* name) {
     return 500; // CUDA_ERROR_NOT_FOUND
 }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned, void*, void** params, void**) {
+                        unsigned, void* stream, void** params, void**) {
     if (by != 1 || bz != 1 || bx == 0 || bx > 1024 || bx % 32 != 0 || gz != 1) return 1; // CUDA_ERROR_INVALID_VALUE
-    if (threads.size() < bx) {
-        threads.resize(bx);
-        for (auto& t : threads) if (t.stack.empty()) t.stack.resize(256 << 10);
-    }
+    n_kernels++;
     Kernel* k = (Kernel*)f;
-    kernel_body = k->run;
-    kernel_params = params;
-    gridDim.x = gx; gridDim.y = gy; gridDim.z = 1;
-    blockDim.x = bx; blockDim.y = 1; blockDim.z = 1;
-    for (unsigned y = 0; y < gy; y++)
-        for (unsigned x = 0; x < gx; x++) {
-            blockIdx.x = x; blockIdx.y = y;
-            run_block((int)bx);
+    std::function<void()> body = k->bind(params);
+    return enqueue(stream, [body, gx, gy, bx] {
+        if (threads.size() < bx) {
+            threads.resize(bx);
+            for (auto& t : threads) if (t.stack.empty()) t.stack.resize(256 << 10);
         }
-    return 0;
+        kernel_body = body;
+        gridDim.x = gx; gridDim.y = gy; gridDim.z = 1;
+        blockDim.x = bx; blockDim.y = 1; blockDim.z = 1;
+        for (unsigned y = 0; y < gy; y++)
+            for (unsigned x = 0; x < gx; x++) {
+                blockIdx.x = x; blockIdx.y = y;
+                run_block((int)bx);
+            }
+    });
+}
+// tuft_emu_counters reports the host-side calls that queued device work since the
+// library was loaded: kernel launches, cuBLAS products, memsets, copies, graph launches,
+// and the operations graph launches ran.
+void tuft_emu_counters(uint64_t* out) {
+    out[0] = n_kernels; out[1] = n_gemms; out[2] = n_memsets; out[3] = n_copies;
+    out[4] = n_graph_launches; out[5] = n_graph_ops;
 }
 CUresult cuGetErrorName(CUresult r, const char** s) {
     static std::map<int, std::string> names;
@@ -296,9 +580,15 @@ CUresult cuGetErrorName(CUresult r, const char** s) {
 
 // ---- cuBLAS ----
 
-int cublasCreate_v2(void** h) { *h = (void*)0x3; return 0; }
-int cublasDestroy_v2(void*) { return 0; }
-int cublasSetStream_v2(void*, void*) { return 0; }
+} // extern "C"
+static void gemm(int ta, int tb, int m, int n, int k, float al, const void* A, int at, int lda, const void* B, int bt,
+                 int ldb, float be, float* c, int ldc);
+extern "C" {
+
+// A handle is the stream its products go to.
+int cublasCreate_v2(void** h) { *h = new void*(nullptr); return 0; }
+int cublasDestroy_v2(void* h) { delete (void**)h; return 0; }
+int cublasSetStream_v2(void* h, void* s) { *(void**)h = s; return 0; }
 int cublasGetProperty(int type, int* v) { *v = type == 0 ? 12 : 0; return 0; }
 
 static double element(const void* p, int type, long i) {
@@ -307,11 +597,18 @@ static double element(const void* p, int type, long i) {
     return __uint_as_float(unsigned(h) << 16);
 }
 
-int cublasGemmEx(void*, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
+int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
                  const void* B, int bt, int ldb, const void* beta, void* C, int ct, int ldc, int compute, int) {
     if ((at != 0 && at != 14) || at != bt || ct != 0 || compute != 68) return 7; // CUBLAS_STATUS_INVALID_VALUE
-    float al = *(const float*)alpha, be = *(const float*)beta;
-    float* c = (float*)C;
+    n_gemms++;
+    float al = *(const float*)alpha, be = *(const float*)beta; // read at the call, as cuBLAS does with host scalars
+    return enqueue(*(void**)h, [=] { gemm(ta, tb, m, n, k, al, A, at, lda, B, bt, ldb, be, (float*)C, ldc); }) ? 14 : 0;
+}
+
+} // extern "C"
+
+static void gemm(int ta, int tb, int m, int n, int k, float al, const void* A, int at, int lda, const void* B, int bt,
+                 int ldb, float be, float* c, int ldc) {
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             double s = 0;
@@ -323,8 +620,6 @@ int cublasGemmEx(void*, int ta, int tb, int m, int n, int k, const void* alpha, 
             float* cij = c + i + (long)j * ldc;
             *cij = (float)(al * s + (be == 0 ? 0.0 : (double)be * *cij));
         }
-    return 0;
 }
 
-} // extern "C"
 #pragma GCC visibility pop
