@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,10 @@ type benchOptions struct {
 	torchFlags
 	jsonOut bool
 	seed    int64
+	// cpuProfile is where the engine's timed training steps' CPU profile is written
+	// (--cpuprofile): where a step's time goes, without the set-up, the machine figures,
+	// sampling or the reference.
+	cpuProfile string
 }
 
 // benchTrain is the training figure of one implementation.
@@ -134,7 +139,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if v == "load" {
 		return runBenchLoad(args, stdout, stderr) // bench_load.go
 	}
-	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--adapters N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--json]\n"+
+	fs := cli.NewFlags("bench engine", "tuft-bench engine [--preset NAME | --model DIR] [--device cpu|cuda[:N]] [--tokens N] [--rank R] [--steps N] [--adapters N] [--sample-tokens N] [--batches 1,16] [--torch auto|on|off] [--threads N] [--cpuprofile FILE] [--json]\n"+
 		"       tuft-bench engine --reference llama.cpp [--model FILE.gguf] [--weights f32|bf16|q8_0|q4_1|q4_k] [--tuft-weights F] [--new-tokens N] [--pp-tokens N] [--batches 1,16] [--threads N] [--json]",
 		"Measure training and sampling speed and peak memory of the Go engine, against PyTorch on the same model when available;\n"+
 			"or, with --reference llama.cpp, prompt processing and decode against llama.cpp on the same GGUF file.\n"+
@@ -162,6 +167,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	o.torchFlags.register(fs, "tools/torchref/bench.py, or bench_peft.py with --device cuda")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the engine's timed training steps to this file (go tool pprof -top FILE)")
 	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
@@ -379,7 +385,20 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 	adam := engine.AdamParams{LearningRate: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
 	tr := benchTrain{Tokens: o.tokens, Steps: o.steps}
 	var fb []float64
+	var prof *os.File
+	if o.cpuProfile != "" {
+		if prof, err = os.Create(o.cpuProfile); err != nil {
+			return nil, nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer prof.Close()
+	}
 	for step := 0; step <= o.steps; step++ {
+		if step == 1 && prof != nil {
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				return nil, nil, fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer pprof.StopCPUProfile() // on an error return; stopped below otherwise
+		}
 		t := time.Now()
 		res, err := m.ForwardBackward(ctx, a, req)
 		if err != nil {
@@ -397,6 +416,13 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 		}
 		tr.StepS, fb = append(tr.StepS, dt), append(fb, tfb)
 		logf("train step %d/%d %.2fs", step, o.steps, dt)
+	}
+	if prof != nil {
+		pprof.StopCPUProfile()
+		if err := prof.Close(); err != nil {
+			return nil, nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		logf("CPU profile of the timed steps written to %s", o.cpuProfile)
 	}
 	tr.MedianS, tr.FwdBwdS = median(tr.StepS), median(fb)
 	tr.TokensPerS = float64(o.tokens) / tr.MedianS
