@@ -110,3 +110,46 @@ func checkMasked(t *testing.T, rng *rand.Rand, name string, kind MaskKind, m, n,
 		}
 	}
 }
+
+// TestGemmRowwiseMaskedIsGemmRowwise checks the row-independent product under a mask
+// against the unmasked one bit for bit: attention's prompt rows over the paged cache,
+// scores (MaskC, the wanted elements) and P·V (MaskRowK, k past kc: blocks added in
+// order, each under the mask shifted by its start).
+func TestGemmRowwiseMaskedIsGemmRowwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	rnd := func(x int) []float32 {
+		v := make([]float32, x)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for _, d := range [][2]int{{96, 0}, {48, 530}, {13, 250}, {7, 0}} {
+		rows, off := d[0], d[1]
+		nk, hd := off+rows, 64
+		q, keys := rnd(rows*hd), rnd(nk*hd)
+		want, got := rnd(rows*nk), make([]float32, rows*nk)
+		copy(got, want)
+		GemmRowwise(want, q, keys, rows, nk, hd, nk, hd, hd, true)
+		GemmRowwiseMasked(got, q, keys, rows, nk, hd, nk, hd, hd, true, Mask{Kind: MaskC, Off: off})
+		p := rnd(rows * nk)
+		for i := 0; i < rows; i++ {
+			for j := 0; j < nk; j++ {
+				if j <= off+i && math.Float32bits(got[i*nk+j]) != math.Float32bits(want[i*nk+j]) {
+					t.Fatalf("scores %d rows after %d: [%d,%d] = %v, unmasked %v", rows, off, i, j, got[i*nk+j], want[i*nk+j])
+				}
+				if j > off+i {
+					p[i*nk+j] = 0
+				}
+			}
+		}
+		ow, og := make([]float32, rows*hd), make([]float32, rows*hd)
+		GemmRowwise(ow, p, keys, rows, hd, nk, hd, nk, hd, false)
+		GemmRowwiseMasked(og, p, keys, rows, hd, nk, hd, nk, hd, false, Mask{Kind: MaskRowK, Off: off})
+		for i := range ow {
+			if math.Float32bits(og[i]) != math.Float32bits(ow[i]) {
+				t.Fatalf("P·V %d rows after %d: element %d = %v, unmasked %v", rows, off, i, og[i], ow[i])
+			}
+		}
+	}
+}
