@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/tuft-go/tuft/engine"
@@ -132,5 +135,25 @@ func TestBenchLoad(t *testing.T) {
 	}
 	if r.LoadS <= 0 || r.WeightBytes < 3<<20 || !r.HostWeights || r.Device != "cpu" || (runtime.GOOS == "linux" && r.PeakRSSMiB <= 0) {
 		t.Fatalf("report %+v", r)
+	}
+}
+
+// TestBenchEngineCPUProfile checks --cpuprofile: a pprof file (gzipped protobuf) of the
+// timed training steps.
+func TestBenchEngineCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "train.prof")
+	runBenchJSON(t, "--torch", "off", "--adapters", "0", "--batches", "1", "--cpuprofile", path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s: %d bytes, not a gzipped pprof profile", path, len(b))
+	}
+	// A file that cannot be created is an error naming the flag.
+	err = runBench([]string{"engine", "--preset", "tiny", "--tokens", "8", "--steps", "1", "--torch", "off", "--adapters", "0", "--batches", "1",
+		"--sample-tokens", "1", "--cpuprofile", filepath.Join(t.TempDir(), "missing", "x.prof")}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Fatalf("profile in a missing directory: %v", err)
 	}
 }

@@ -34,10 +34,12 @@ var attnParts sync.Pool
 const attnBlock = 96
 
 // blockRows is the query rows per job for a sequence of n rows: a multiple of the
-// micro-kernel's six rows. The scores above the diagonal of a block are computed and
-// discarded, a fraction rows/n of the work, so short sequences take 48 rows (a tenth at
-// 512 tokens); long ones take 96, whose products run faster (at 2048 tokens a layer's
-// attention took a fifth less CPU time than with 48).
+// micro-kernel's six rows. Short sequences take 48 rows, long ones 96, whose products run
+// faster (at 2048 tokens a layer's attention took a fifth less CPU time than with 48,
+// when the masked half of each diagonal block was still computed: a fraction rows/n of
+// the work, now skipped but for the 6×16 tiles the diagonal crosses, attnMasked). A
+// block's scores (96 rows × 2048 keys, 0.8 MB) stay in the 1 MB L2 between the products
+// that read them.
 func blockRows(n int) int {
 	if n > 1024 {
 		return attnBlock
@@ -132,17 +134,19 @@ func attnForward[T Float](a *Attn[T]) {
 		jb := jobs[j]
 		s := l.Seqs[jb.s]
 		rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
-		if cap(bufs[w]) < rows*nk {
-			bufs[w] = make([]T, attnBlock*(s.Pos+s.N))
+		ld := attnLd(nk)
+		if cap(bufs[w]) < rows*ld {
+			bufs[w] = make([]T, attnBlock*attnLd(s.Pos+s.N))
 		}
-		S := bufs[w][:rows*nk]
+		S := bufs[w][:rows*ld]
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
 		koff := s.KRow*kvd + jb.h/group*hd
-		kern.Gemm(S, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+		f := s.Pos + jb.i0 // the keys every row of the job sees
+		kern.GemmMasked(S, q[qoff:], k[koff:], rows, nk, hd, ld, qd, kvd, false, true, false, causal(kern.MaskC, f))
 		var inv [attnBlock]T
 		for r := 0; r < rows; r++ {
-			valid := s.Pos + jb.i0 + r + 1
-			row := S[r*nk : r*nk+nk]
+			valid := f + r + 1
+			row := S[r*ld : r*ld+nk]
 			sum, lse := expRow(row[:valid], a.Scale)
 			clear(row[valid:])
 			inv[r] = T(1 / sum)
@@ -152,7 +156,7 @@ func attnForward[T Float](a *Attn[T]) {
 		}
 		// The rows of P are left unnormalised: the output rows (HeadDim wide) are scaled
 		// instead of the probability rows (up to all keys wide).
-		kern.Gemm(o[qoff:], S, v[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
+		kern.GemmMasked(o[qoff:], S, v[koff:], rows, hd, nk, qd, ld, kvd, false, false, false, causal(kern.MaskRowK, f))
 		for r := 0; r < rows; r++ {
 			or := o[qoff+r*qd : qoff+r*qd+hd]
 			for x := range or {
@@ -169,6 +173,39 @@ func expRow[T Float](row []T, scale T) (sum, lse float64) {
 	kern.Exp(row, row, scale, -m)
 	sum = sum64(row)
 	return sum, float64(m) + math.Log(sum)
+}
+
+// attnMasked makes the blocked attention's products skip the masked upper half of each
+// diagonal block (kern.GemmMasked: a job's rows see the f keys before the block and the
+// block's keys up to their own, so its diagonal block's upper half, rows²/2 of its
+// rows·(f+rows) pairs, is masked: a tenth of the attention's products at 512 tokens with
+// 48-row blocks, a twentieth at 2048 with 96). Every output is the same bits either way
+// (TestBlockedAttentionMaskIsExact); a variable so that test can turn it off.
+var attnMasked = true
+
+// causal is the mask of a product of a job whose rows see f keys before its own.
+func causal(kind kern.MaskKind, f int) kern.Mask {
+	if !attnMasked {
+		return kern.Mask{}
+	}
+	return kern.Mask{Kind: kind, Off: f}
+}
+
+// attnLd is the row stride of a buffer whose rows are n floats long (a job's scores over
+// n keys, a KV head's dKᵀ and dVᵀ rows over n key rows): n rounded up to whole 64-byte
+// lines, and to an odd number of them. The micro-kernel reads such a buffer in place,
+// a few rows at a time (A) or one 16-float panel down many rows (B), and writes 6-row
+// tiles of it (C); with a stride of a power-of-two multiple of lines those rows map to
+// a few of L1's 64 sets and evict each other (one layer's attention at 2048 tokens has
+// nk = 1024 and R = 2048: 8 KB strides, every row in the same set). An odd number of
+// lines walks all the sets: the products with P (PV, dVᵀ += dOᵀ·P) ran 77–84 GFLOP/s at
+// a stride of 1024 floats and 94–110 at 1040 on one core. The padding is never read.
+func attnLd(n int) int {
+	l := (n + 15) / 16
+	if l%2 == 0 {
+		l++
+	}
+	return l * 16
 }
 
 // maxOf is the largest element of a non-empty x, in four chains so the compares overlap.
@@ -208,7 +245,8 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 			panic("device: AttentionBack over paged keys")
 		}
 	}
-	R := len(dk.h) / kvd // key rows; dKᵀ of KV head kh, dimension x, key row r is at (kh·hd+x)·R+r
+	R := len(dk.h) / kvd // key rows
+	ldR := attnLd(R)     // dKᵀ of KV head kh, dimension x, key row r is at (kh·hd+x)·ldR+r
 	units := attnUnits(l, attnJobs(l, hq), group)
 	// Split units write to buffers of their own: one KV head's dKᵀ and dVᵀ (hd × R each).
 	var parts []T
@@ -219,7 +257,7 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 		for u, jobs := range units {
 			partKH[u] = jobs[0].h / group
 		}
-		need := len(units) * 2 * hd * R
+		need := len(units) * 2 * hd * ldR
 		if p, ok := attnParts.Get().(*[]T); ok && cap(*p) >= need {
 			parts = (*p)[:need]
 			clear(parts)
@@ -231,46 +269,49 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 	nw := min(runtime.GOMAXPROCS(0), len(units))
 	type scratch struct{ s, dp []T }
 	ws := make([]scratch, nw)
-	dkt, dvt := make([]T, len(dk.h)), make([]T, len(dv.h))
+	dkt, dvt := make([]T, kvd*ldR), make([]T, kvd*ldR)
 	workers(len(units), func(w, u int) {
 		sc := &ws[w]
 		kdst, vdst, base := dkt, dvt, 0
 		if parts != nil {
-			kdst, vdst = parts[2*u*hd*R:][:hd*R], parts[(2*u+1)*hd*R:][:hd*R]
-			base = partKH[u] * hd * R // this KV head's offset in dkt, absent from the part
+			kdst, vdst = parts[2*u*hd*ldR:][:hd*ldR], parts[(2*u+1)*hd*ldR:][:hd*ldR]
+			base = partKH[u] * hd * ldR // this KV head's offset in dkt, absent from the part
 		}
 		for _, jb := range units[u] {
 			s := l.Seqs[jb.s]
 			rows, nk := jb.i1-jb.i0, s.Pos+jb.i1
-			if cap(sc.s) < rows*nk {
-				sc.s, sc.dp = make([]T, attnBlock*(s.Pos+s.N)), make([]T, attnBlock*(s.Pos+s.N))
+			ld := attnLd(nk)
+			if cap(sc.s) < rows*ld {
+				n := attnBlock * attnLd(s.Pos+s.N)
+				sc.s, sc.dp = make([]T, n), make([]T, n)
 			}
-			P, dP := sc.s[:rows*nk], sc.dp[:rows*nk]
+			P, dP := sc.s[:rows*ld], sc.dp[:rows*ld]
 			qoff := (s.Row+jb.i0)*qd + jb.h*hd
 			kh := jb.h / group
 			koff := s.KRow*kvd + kh*hd
-			toff := kh*hd*R + s.KRow - base
-			kern.Gemm(P, q[qoff:], k[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+			toff := kh*hd*ldR + s.KRow - base
+			f := s.Pos + jb.i0 // the keys every row of the job sees
+			kern.GemmMasked(P, q[qoff:], k[koff:], rows, nk, hd, ld, qd, kvd, false, true, false, causal(kern.MaskC, f))
 			for r := 0; r < rows; r++ {
-				valid := s.Pos + jb.i0 + r + 1
-				row := P[r*nk : r*nk+nk]
+				valid := f + r + 1
+				row := P[r*ld : r*ld+nk]
 				lse := float64(stats[(s.Row+jb.i0+r)*hq+jb.h])
 				kern.Exp(row[:valid], row[:valid], a.Scale, T(-lse))
 				clear(row[valid:])
 			}
-			kern.Gemm(vdst[toff:], dout.h[qoff:], P, hd, nk, rows, R, qd, nk, true, false, true)
-			kern.Gemm(dP, dout.h[qoff:], v[koff:], rows, nk, hd, nk, qd, kvd, false, true, false)
+			kern.GemmMasked(vdst[toff:], dout.h[qoff:], P, hd, nk, rows, ldR, qd, ld, true, false, true, causal(kern.MaskColK, f))
+			kern.GemmMasked(dP, dout.h[qoff:], v[koff:], rows, nk, hd, ld, qd, kvd, false, true, false, causal(kern.MaskC, f))
 			for r := 0; r < rows; r++ {
-				valid := s.Pos + jb.i0 + r + 1
-				pr, dr := P[r*nk:r*nk+valid], dP[r*nk:r*nk+nk]
+				valid := f + r + 1
+				pr, dr := P[r*ld:r*ld+valid], dP[r*ld:r*ld+nk]
 				d := kern.Dot(pr, dr[:valid])
 				for j, p := range pr {
 					dr[j] = p * (dr[j] - d) * a.Scale
 				}
 				clear(dr[valid:])
 			}
-			kern.Gemm(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, nk, kvd, false, false, false)
-			kern.Gemm(kdst[toff:], q[qoff:], dP, hd, nk, rows, R, qd, nk, true, false, true)
+			kern.GemmMasked(dq.h[qoff:], dP, k[koff:], rows, hd, nk, qd, ld, kvd, false, false, false, causal(kern.MaskRowK, f))
+			kern.GemmMasked(kdst[toff:], q[qoff:], dP, hd, nk, rows, ldR, qd, ld, true, false, true, causal(kern.MaskColK, f))
 		}
 	})
 	if parts != nil {
@@ -278,22 +319,19 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 		// dimension per job.
 		workers(kvd, func(_, c int) { // c = kh·hd + x
 			kh, x := c/hd, c%hd
-			kt, vt := dkt[c*R:(c+1)*R], dvt[c*R:(c+1)*R]
+			kt, vt := dkt[c*ldR:][:R], dvt[c*ldR:][:R]
 			for u, pk := range partKH {
 				if pk != kh {
 					continue
 				}
-				kp := parts[(2*u*hd+x)*R:][:R]
-				vp := parts[((2*u+1)*hd+x)*R:][:R]
-				for r := range kt {
-					kt[r] += kp[r]
-					vt[r] += vp[r]
-				}
+				// Axpy with α = 1 adds exactly (1·x rounds to x).
+				kern.Axpy(1, parts[(2*u*hd+x)*ldR:][:R], kt)
+				kern.Axpy(1, parts[((2*u+1)*hd+x)*ldR:][:R], vt)
 			}
 		})
 	}
 	for c := 0; c < kvd; c++ { // c = kh·hd + x
-		kt, vt := dkt[c*R:(c+1)*R], dvt[c*R:(c+1)*R]
+		kt, vt := dkt[c*ldR:][:R], dvt[c*ldR:][:R]
 		for r := range kt {
 			dk.h[r*kvd+c] = kt[r]
 			dv.h[r*kvd+c] = vt[r]

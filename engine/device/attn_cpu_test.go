@@ -5,24 +5,27 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 )
 
 // TestBlockedAttention checks the blocked attention (Stats kept, and nothing kept)
 // against the per-pair path that keeps the probabilities, in float64 and float32, on
-// sequences longer than a block, ragged, and packed side by side, with grouped KV heads,
-// on one goroutine and on several.
+// sequences longer than a block, ragged, and packed side by side, one after keys of
+// earlier positions (Pos: every block then sees keys off the diagonal sub-blocks'
+// alignment), with grouped KV heads, on one goroutine and on several.
 func TestBlockedAttention(t *testing.T) {
 	heads, kvh, hd := 4, 2, 16
 	qd, kvd := heads*hd, kvh*hd
-	lens := []int{48*2 + 7, 5, 48, 1031} // 1031: blocks of 96
+	seqs := []struct{ pos, n int }{{0, 48*2 + 7}, {0, 5}, {0, 48}, {37, 150}, {0, 1031}} // 1031: blocks of 96
 	var l Layout
-	rows, poff := 0, 0
-	for _, n := range lens {
-		l.Seqs = append(l.Seqs, AttnSeq{Row: rows, N: n, KRow: rows, POff: poff})
-		rows += n
-		poff += heads * n * n
+	rows, krows, poff := 0, 0, 0
+	for _, sq := range seqs {
+		l.Seqs = append(l.Seqs, AttnSeq{Row: rows, N: sq.n, Pos: sq.pos, KRow: krows, POff: poff})
+		rows += sq.n
+		krows += sq.pos + sq.n
+		poff += heads * sq.n * (sq.pos + sq.n)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	rnd := func(n int) []float64 {
@@ -32,14 +35,14 @@ func TestBlockedAttention(t *testing.T) {
 		}
 		return v
 	}
-	q, k, v, dout := rnd(rows*qd), rnd(rows*kvd), rnd(rows*kvd), rnd(rows*qd)
+	q, k, v, dout := rnd(rows*qd), rnd(krows*kvd), rnd(krows*kvd), rnd(rows*qd)
 	scale := 1 / math.Sqrt(float64(hd))
 	// The reference: float64, probabilities kept.
 	ref := &Attn[float64]{Q: Host(q), Out: Host(make([]float64, rows*qd)), K: Host(k), V: Host(v), Heads: heads, KVHeads: kvh,
 		HeadDim: hd, Scale: scale, Layout: &l, P: Host(make([]float64, l.ProbLen(heads)))}
 	cpu64 := NewCPU[float64]()
 	cpu64.Attention(ref)
-	wdq, wdk, wdv := make([]float64, rows*qd), make([]float64, rows*kvd), make([]float64, rows*kvd)
+	wdq, wdk, wdv := make([]float64, rows*qd), make([]float64, krows*kvd), make([]float64, krows*kvd)
 	cpu64.AttentionBack(ref, Host(wdq), Host(wdk), Host(wdv), Host(dout))
 	near := func(what string, got []float64, want []float64, tol float64) {
 		t.Helper()
@@ -59,7 +62,7 @@ func TestBlockedAttention(t *testing.T) {
 			HeadDim: hd, Scale: scale, Layout: &l, P: Host(make([]float64, l.StatsLen(heads))), Stats: true}
 		cpu64.Attention(a)
 		near(name+" float64 output", a.Out.h, ref.Out.h, 1e-12)
-		dq, dk, dv := make([]float64, rows*qd), rnd(rows*kvd), rnd(rows*kvd) // dk, dv: overwritten
+		dq, dk, dv := make([]float64, rows*qd), rnd(krows*kvd), rnd(krows*kvd) // dk, dv: overwritten
 		cpu64.AttentionBack(a, Host(dq), Host(dk), Host(dv), Host(dout))
 		near(name+" float64 dq", dq, wdq, 1e-12)
 		near(name+" float64 dk", dk, wdk, 1e-12)
@@ -185,4 +188,50 @@ func cpuTime() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// TestBlockedAttentionMaskIsExact checks that skipping the masked half of the diagonal
+// blocks (attnMasked) changes no bit of the outputs, the kept statistics or the
+// gradients, on sequences with and without earlier positions, in blocks of 48 and 96
+// rows, ragged, on one worker and two.
+func TestBlockedAttentionMaskIsExact(t *testing.T) {
+	heads, kvh, hd := 6, 2, 64
+	qd, kvd := heads*hd, kvh*hd
+	var l Layout
+	rows, krows := 0, 0
+	for _, sq := range []struct{ pos, n int }{{0, 300}, {23, 17}, {0, 1100}, {201, 96}} {
+		l.Seqs = append(l.Seqs, AttnSeq{Row: rows, N: sq.n, Pos: sq.pos, KRow: krows})
+		rows += sq.n
+		krows += sq.pos + sq.n
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	q, k, v, dout := rnd(rows*qd), rnd(krows*kvd), rnd(krows*kvd), rnd(rows*qd)
+	run := func(masked bool, procs int) []float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		old := attnMasked
+		attnMasked = masked
+		defer func() { attnMasked = old }()
+		cpu := NewCPU[float32]()
+		a := &Attn[float32]{Q: Host(q), Out: Host(make([]float32, rows*qd)), K: Host(k), V: Host(v), Heads: heads, KVHeads: kvh,
+			HeadDim: hd, Scale: 0.125, Layout: &l, P: Host(make([]float32, l.StatsLen(heads))), Stats: true}
+		cpu.Attention(a)
+		dq, dk, dv := make([]float32, rows*qd), make([]float32, krows*kvd), make([]float32, krows*kvd)
+		cpu.AttentionBack(a, Host(dq), Host(dk), Host(dv), Host(dout))
+		return slices.Concat(a.Out.h, a.P.h, dq, dk, dv)
+	}
+	for _, procs := range []int{1, 2} {
+		want, got := run(false, procs), run(true, procs)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("GOMAXPROCS %d: element %d = %v masked, %v unmasked", procs, i, got[i], want[i])
+			}
+		}
+	}
 }

@@ -78,7 +78,14 @@ func attnPaged[T Float](a *Attn[T]) {
 		}
 		S := b.s[:rows*nk]
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
-		kern.GemmRowwise(S, q[qoff:], kb, rows, nk, hd, nk, ld, hd, true)
+		// A prompt's rows skip the masked half of their diagonal block (the wanted scores
+		// and every output are the same bits: kern.GemmRowwiseMasked); stacked decode rows
+		// all see every key.
+		var sMask, pMask kern.Mask
+		if !stack {
+			sMask, pMask = causal(kern.MaskC, s.Pos+jb.i0), causal(kern.MaskRowK, s.Pos+jb.i0)
+		}
+		kern.GemmRowwiseMasked(S, q[qoff:], kb, rows, nk, hd, nk, ld, hd, true, sMask)
 		var inv [attnBlock]T
 		for r := 0; r < rows; r++ {
 			valid := s.Pos + jb.i0 + r + 1
@@ -90,7 +97,7 @@ func attnPaged[T Float](a *Attn[T]) {
 			clear(row[valid:])
 			inv[r] = T(1 / sum)
 		}
-		kern.GemmRowwise(o[qoff:], S, vb, rows, hd, nk, ld, nk, hd, false)
+		kern.GemmRowwiseMasked(o[qoff:], S, vb, rows, hd, nk, ld, nk, hd, false, pMask)
 		for r := 0; r < rows; r++ {
 			or := o[qoff+r*ld : qoff+r*ld+hd]
 			for x := range or {

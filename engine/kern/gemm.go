@@ -37,6 +37,50 @@ func gemm32(c, a, b []float32, m, n, k int, aT, bT, acc bool) {
 // when aT), B[p,j] is b[p*ldb+j] (b[j*ldb+p] when bT), C[i,j] is c[i*ldc+j]. par spreads
 // the product over GOMAXPROCS goroutines; without it the product runs on the caller's.
 func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par bool) {
+	gemmStridedMask(c, a, b, m, n, k, ldc, lda, ldb, aT, bT, acc, par, Mask{})
+}
+
+// MaskKind says which part of a product a causal mask makes zero or unwanted (Mask).
+type MaskKind uint8
+
+const (
+	// NoMask: every term is computed.
+	NoMask MaskKind = iota
+	// MaskC: only C[i,j] with j ≤ Off+i is wanted (attention's scores Q·Kᵀ and their
+	// gradient dO·Vᵀ); a 6×16 tile of C with none wanted is not computed and keeps what C
+	// held there.
+	MaskC
+	// MaskRowK: A[i,p] is zero for p > Off+i (probabilities or score gradients times
+	// values or keys): each 6-row tile's sums stop after its last row's last term.
+	MaskRowK
+	// MaskColK: B[p,j] is zero for j > Off+p (dVᵀ = dOᵀ·P, dKᵀ = Qᵀ·dS, keys as columns):
+	// each 16-column panel's sums start at its first column's first term.
+	MaskColK
+)
+
+// Mask is a causal mask on a product (GemmMasked): Kind, and Off, the keys every row sees
+// beyond its own index.
+type Mask struct {
+	Kind MaskKind
+	Off  int
+}
+
+// GemmMasked is Gemm, on the calling goroutine, skipping what mk says is zero or unwanted:
+// the masked part of attention's diagonal blocks, half of each. The terms it skips are
+// exact zeros (MaskRowK, MaskColK: a sum with zero terms left off its end or its start is
+// the same bits, as the micro-kernel adds k in order) or outputs nobody reads (MaskC), so
+// every wanted element equals Gemm's bit for bit. Without the packed kernel (other
+// shapes, float64, no assembly) it is Gemm.
+func GemmMasked[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, aT, bT, acc bool, mk Mask) {
+	if c32, ok := any(c).([]float32); ok && usePacked(m, n, k) {
+		gemmStridedMask(c32, any(a).([]float32), any(b).([]float32), m, n, k, ldc, lda, ldb, aT, bT, acc, false, mk)
+		return
+	}
+	refGemm(c, a, b, m, n, k, ldc, lda, ldb, aT, bT, acc)
+}
+
+// gemmStridedMask is gemmStrided under a mask (GemmMasked).
+func gemmStridedMask(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par bool, mk Mask) {
 	if m > 0 && n > 0 && k > 0 {
 		if bT {
 			_ = b[(n-1)*ldb+k-1]
@@ -48,7 +92,7 @@ func gemmStrided(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc, par
 	if !bT && inPlaceB(m) {
 		direct = b
 	}
-	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, direct, m, n, k, ldc, lda, ldb, aT, acc, par)
+	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, direct, m, n, k, ldc, lda, ldb, aT, acc, par, mk)
 }
 
 // inPlaceB says whether the micro-kernel reads a row-major B's full 16-column panels
@@ -93,13 +137,14 @@ func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
 	if aT {
 		lda = m
 	}
-	gemmPanels(c, a, pack, nil, m, n, k, n, lda, 0, aT, acc, true)
+	gemmPanels(c, a, pack, nil, m, n, k, n, lda, 0, aT, acc, true, Mask{})
 }
 
 // gemmPanels is the packed GEMM driver: gemmStrided with B read through pack, or, when
 // direct is not nil, a row-major B (row stride ldb) read in place where its panels are 16
-// columns wide (pack then only packs the ragged last panel).
-func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb int, aT, acc, par bool) {
+// columns wide (pack then only packs the ragged last panel). mk skips what a causal mask
+// makes zero or unwanted (GemmMasked).
+func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb int, aT, acc, par bool, mk Mask) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -128,7 +173,14 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				ds = direct[p0*ldb:]
 			}
 			ps := func(d []float32, j, cols, pc, kb int) { pack(d, j, cols, p0+pc, kb) }
-			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par)
+			ms := mk // the slab's k starts at p0
+			switch mk.Kind {
+			case MaskRowK:
+				ms.Off -= p0
+			case MaskColK:
+				ms.Off += p0
+			}
+			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par, ms)
 		}
 		return
 	}
@@ -169,7 +221,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				}
 			}
 		})
-		op := gemmOp{c: c, a: a, bp: bp, direct: direct, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai}
+		op := gemmOp{c: c, a: a, bp: bp, direct: direct, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai, mask: mk}
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
 		if m >= 8*mr*runtime.GOMAXPROCS(0) {
@@ -257,6 +309,7 @@ type gemmOp struct {
 	jc, nb, ldc, lda, ldb int
 	k                     int
 	aT, acc, aInPlace     bool
+	mask                  Mask
 }
 
 // block computes rows [i0, i1) × column panels [jp0, jp1) of the block.
@@ -287,27 +340,54 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 				packA(ap, a, ic, ib, pc, kb, lda, o.aT)
 			}
 			for jp := jp0; jp < jp1; jp++ {
-				var bpan *float32
 				bps := 4 * nr
 				j := o.jc + jp*nr
 				cols := min(nr, o.nb-jp*nr)
-				if o.direct != nil && cols == nr {
+				inB := o.direct != nil && cols == nr
+				var bpk []float32 // the packed panel
+				if inB {
 					_ = o.direct[(pc+kb-1)*o.ldb+j+nr-1]
-					bpan, bps = &o.direct[pc*o.ldb+j], 4*o.ldb
+					bps = 4 * o.ldb
 				} else {
-					bpan = &bp[panelOffset(o.direct != nil, pc, jp, kb, npan):][:kb*nr][0]
+					bpk = bp[panelOffset(o.direct != nil, pc, jp, kb, npan):][:kb*nr]
 				}
 				for ir := 0; ir < ib; ir += mr {
 					i := ic + ir
 					rows := min(mr, ib-ir)
-					apan, aR, aP := &ap[ir*kb:][:kb*mr][0], 4, 4*mr
+					// The tile's terms [p0, p1) of this k block under the mask.
+					p0, p1 := 0, kb
+					switch o.mask.Kind {
+					case MaskC:
+						if j > o.mask.Off+i+rows-1 {
+							continue
+						}
+					case MaskRowK:
+						p1 = min(kb, o.mask.Off+i+rows-pc)
+					case MaskColK:
+						p0 = max(0, j-o.mask.Off-pc)
+					}
+					if p0 >= p1 {
+						if !load {
+							for r := 0; r < rows; r++ {
+								clear(c[(i+r)*ldc+j:][:cols])
+							}
+						}
+						continue
+					}
+					var bpan *float32
+					if inB {
+						bpan = &o.direct[(pc+p0)*o.ldb+j]
+					} else {
+						bpan = &bpk[p0*nr]
+					}
+					apan, aR, aP := &ap[ir*kb:][:kb*mr][p0*mr], 4, 4*mr
 					if o.aInPlace && rows == mr {
 						if o.aT {
 							_ = a[(pc+kb-1)*lda+i+mr-1]
-							apan = &a[pc*lda+i]
+							apan = &a[(pc+p0)*lda+i]
 						} else {
 							_ = a[(i+mr-1)*lda+pc+kb-1]
-							apan = &a[i*lda+pc]
+							apan = &a[i*lda+pc+p0]
 						}
 						aR, aP = ars, aps
 					}
@@ -320,10 +400,10 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 					}
 					if rows == mr && cols == nr {
 						_ = c[(i+mr-1)*ldc+j+nr-1] // the kernel writes the whole tile
-						kernel(kb, apan, aR, aP, bpan, bps, &c[i*ldc+j], ldc, load)
+						kernel(p1-p0, apan, aR, aP, bpan, bps, &c[i*ldc+j], ldc, load)
 						continue
 					}
-					kernel(kb, apan, aR, aP, bpan, bps, &tile[0], nr, false)
+					kernel(p1-p0, apan, aR, aP, bpan, bps, &tile[0], nr, false)
 					for r := 0; r < rows; r++ {
 						cr := c[(i+r)*ldc+j:][:cols]
 						tr := tile[r*nr:][:cols]

@@ -181,6 +181,14 @@ func refGemm[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, aT, bT, acc bool)
 // probability row padded with zeros past its keys gives what the row alone gives. (With
 // B transposed the fallback's dot products split k by its length: there k must match.)
 func GemmRowwise[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool) {
+	GemmRowwiseMasked(c, a, b, m, n, k, ldc, lda, ldb, bT, Mask{})
+}
+
+// GemmRowwiseMasked is GemmRowwise skipping what mk says is zero or unwanted, as
+// GemmMasked: every wanted element is the same bits as GemmRowwise's, so rows stay
+// independent (a masked row's sum only loses zero terms past its last nonzero one).
+// With MaskC the unwanted elements are left unspecified.
+func GemmRowwiseMasked[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool, mk Mask) {
 	c32, ok := any(c).([]float32)
 	if !ok || !useAVX2 {
 		refGemm(c, a, b, m, n, k, ldc, lda, ldb, false, bT, false)
@@ -191,7 +199,7 @@ func GemmRowwise[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool) {
 		return
 	}
 	if k <= kc {
-		gemmStrided(c32, a32, b32, m, n, k, ldc, lda, ldb, false, bT, false, false)
+		gemmStridedMask(c32, a32, b32, m, n, k, ldc, lda, ldb, false, bT, false, false, mk)
 		return
 	}
 	tb := getScratch(m * n)
@@ -205,11 +213,18 @@ func GemmRowwise[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool) {
 		} else {
 			bs = b32[p0*ldb:]
 		}
+		ms := mk // this block's k starts at p0
+		switch mk.Kind {
+		case MaskRowK:
+			ms.Off -= p0
+		case MaskColK:
+			ms.Off += p0
+		}
 		if p0 == 0 {
-			gemmStrided(c32, a32, bs, m, n, kb, ldc, lda, ldb, false, bT, false, false)
+			gemmStridedMask(c32, a32, bs, m, n, kb, ldc, lda, ldb, false, bT, false, false, ms)
 			continue
 		}
-		gemmStrided(t, a32[p0:], bs, m, n, kb, n, lda, ldb, false, bT, false, false)
+		gemmStridedMask(t, a32[p0:], bs, m, n, kb, n, lda, ldb, false, bT, false, false, ms)
 		for i := 0; i < m; i++ {
 			cr, tr := c32[i*ldc:i*ldc+n], t[i*n:i*n+n]
 			for j, x := range tr {
