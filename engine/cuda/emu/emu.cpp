@@ -186,7 +186,7 @@ static void invoke(void (*f)(A...), void** p) {
 }
 
 #define KERNELS(X) X(cast_bf16) X(add) X(scale) X(add_rows) X(embed_f32) X(embed_bf16) X(swiglu) X(swiglu_back) \
-    X(rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
+    X(add_rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope_qk) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
     X(flash_fwd_64) X(flash_bwd_dq_64) X(flash_bwd_kv_64) X(flash_fwd_128) X(flash_bwd_dq_128) X(flash_bwd_kv_128) \
     X(flash_fwd_256) X(flash_bwd_dq_256) X(flash_bwd_kv_256) X(gather) X(xent_fill) X(scatter_add) \
     X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq) X(adamw) X(sample) X(topk) \

@@ -132,11 +132,14 @@ extern "C" __global__ void embed_bf16(float* x, const bf16_t* table, const int* 
     for (int j = threadIdx.x; j < d; j += blockDim.x) dst[j] = bf16_to_f32(src[j]);
 }
 
-// swiglu: a = silu(g)·u, silu in double as on the CPU.
-extern "C" __global__ void swiglu(float* a, const float* g, const float* u, i64 n) {
+// swiglu: a = silu(g)·u, silu in double as on the CPU; a (float32) and ab (its bfloat16
+// rounding, a product's operand) are each written when not null.
+extern "C" __global__ void swiglu(float* a, bf16_t* ab, const float* g, const float* u, i64 n) {
     for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
         double gv = g[k];
-        a[k] = (float)(gv / (1.0 + exp(-gv))) * u[k];
+        float v = (float)(gv / (1.0 + exp(-gv))) * u[k];
+        if (a) a[k] = v;
+        if (ab) ab[k] = f32_to_bf16(v);
     }
 }
 
@@ -151,17 +154,29 @@ extern "C" __global__ void swiglu_back(float* dg, float* du, const float* da, co
 
 // ---- row ops: one block per row ----
 
-// rmsnorm: y = x·rstd·w, rstd = 1/√(mean(x²)+eps).
-extern "C" __global__ void rmsnorm(float* y, float* rstd, const float* x, const float* w, int d, double eps) {
+// add_rmsnorm: v = a + b (b null: v = a), sum = v (when sum is not null), then
+// y = v·rstd·w with rstd = 1/√(mean(v²)+eps): a residual add and the norm after it, in one
+// pass over the row. y (float32) and yb (its bfloat16 rounding, a product's operand) are
+// each written when not null. Each thread reads back only the elements it wrote.
+extern "C" __global__ void add_rmsnorm(float* sum, float* y, bf16_t* yb, float* rstd, const float* a, const float* b,
+                                       const float* w, int d, double eps) {
     __shared__ double sh[MAX_WARPS];
-    const float* xr = x + (i64)blockIdx.x * d;
-    float* yr = y + (i64)blockIdx.x * d;
+    i64 o = (i64)blockIdx.x * d;
     double ss = 0;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) ss += (double)xr[j] * xr[j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = b ? a[o + j] + b[o + j] : a[o + j];
+        if (sum) sum[o + j] = v;
+        ss += (double)v * v;
+    }
     ss = block_sum_d(ss, sh);
     float s = (float)(1.0 / sqrt(ss / d + eps));
     if (threadIdx.x == 0) rstd[blockIdx.x] = s;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] * s * w[j];
+    const float* xr = sum ? sum : a;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = xr[o + j] * s * w[j];
+        if (y) y[o + j] = v;
+        if (yb) yb[o + j] = f32_to_bf16(v);
+    }
 }
 
 // rmsnorm_back adds the gradient through rmsnorm (w frozen) to dx.
@@ -190,20 +205,25 @@ extern "C" __global__ void log_softmax(float* x, int cols) {
     for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] -= lse;
 }
 
-// rope rotates x[rows×heads·2·half] in place at each row's position (rotate_half layout).
-extern "C" __global__ void rope(float* x, const int* pos, const float* cosT, const float* sinT, i64 rows, int heads, int half, int inverse) {
+// rope_qk rotates q[rows×qheads·2·half] and k[rows×kheads·2·half] in place at each row's
+// position (rotate_half layout): the heads of a row are q's, then k's (k may be null with
+// kheads 0).
+extern "C" __global__ void rope_qk(float* q, float* k, const int* pos, const float* cosT, const float* sinT, i64 rows,
+                                   int qheads, int kheads, int half, int inverse) {
+    int heads = qheads + kheads;
     i64 total = rows * heads * half;
-    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < total; k += (i64)gridDim.x * blockDim.x) {
-        i64 rh = k / half;
-        int i = (int)(k % half);
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 rh = e / half;
+        int i = (int)(e % half);
         i64 r = rh / heads;
-        float* v = x + rh * 2 * half;
+        int h = (int)(rh % heads);
+        float* v = h < qheads ? q + (r * qheads + h) * 2 * half : k + (r * kheads + h - qheads) * 2 * half;
         i64 t = (i64)pos[r] * half + i;
         float c = cosT[t], s = sinT[t];
         if (inverse) s = -s;
-        float a = v[i], b = v[i + half];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
+        float x = v[i], y = v[i + half];
+        v[i] = x * c - y * s;
+        v[i + half] = y * c + x * s;
     }
 }
 
@@ -502,7 +522,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // layout's causal, paged or contiguous keys; with lse, each row's log-sum-exp of its
 // scaled scores at lse[row·heads + h].
 template <int HDP>
-__device__ void flash_fwd_t(const float* q, float* out, float* lse, const float* K, const float* V, const int* desc, int nseq,
+__device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse, const float* K, const float* V, const int* desc, int nseq,
                             const int* tables, int shift, int heads, int kvheads, int hd, float scale) {
     __shared__ bf16_t Ks[FA_BN][HDP + FA_PAD];
     __shared__ bf16_t Vs[FA_BN][HDP + FA_PAD];
@@ -582,13 +602,16 @@ __device__ void flash_fwd_t(const float* q, float* out, float* lse, const float*
     float inv[2] = {1.f / la, 1.f / lb}, lses[2] = {ma + logf(la), mb + logf(lb)};
     for (int x = 0; x < 2; x++) {
         if (rows[x] >= N) continue;
-        i64 r = (i64)sd[0] + rows[x];
-        float* op = out + r * qd + h * hd;
+        i64 r = (i64)sd[0] + rows[x], ro = r * qd + h * hd;
 #pragma unroll
         for (int nb = 0; nb < HDP / 8; nb++) {
             int c = nb * 8 + 2 * t;
-            if (c < hd) op[c] = o[nb][2 * x] * inv[x];
-            if (c + 1 < hd) op[c + 1] = o[nb][2 * x + 1] * inv[x];
+            for (int e = 0; e < 2; e++) {
+                if (c + e >= hd) continue;
+                float v = o[nb][2 * x + e] * inv[x];
+                if (out) out[ro + c + e] = v;
+                if (outb) outb[ro + c + e] = f32_to_bf16(v);
+            }
         }
         if (lse && t == 0) lse[r * heads + h] = lses[x];
     }
@@ -775,10 +798,10 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float
 #endif
 
 #define FLASH_KERNELS(HDP)                                                                                                      \
-    extern "C" __global__ void flash_fwd_##HDP(const float* q, float* out, float* lse, const float* K, const float* V,          \
-                                               const int* desc, int nseq, const int* tables, int shift, int heads,              \
-                                               int kvheads, int hd, float scale) {                                             \
-        FA_BODY(flash_fwd_t<HDP>(q, out, lse, K, V, desc, nseq, tables, shift, heads, kvheads, hd, scale));                            \
+    extern "C" __global__ void flash_fwd_##HDP(const float* q, float* out, bf16_t* outb, float* lse, const float* K,           \
+                                               const float* V, const int* desc, int nseq, const int* tables, int shift,         \
+                                               int heads, int kvheads, int hd, float scale) {                                  \
+        FA_BODY(flash_fwd_t<HDP>(q, out, outb, lse, K, V, desc, nseq, tables, shift, heads, kvheads, hd, scale));                      \
     }                                                                                                                           \
     extern "C" __global__ void flash_bwd_dq_##HDP(float* dq, float* D, const float* dout, const float* q, const float* K,       \
                                                   const float* V, const float* lse, const int* desc, int nseq, int heads,       \
