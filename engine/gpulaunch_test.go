@@ -4,8 +4,11 @@ package engine
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tuft-go/tuft/engine/device"
 )
 
 // TestGPULaunchesPerLayer counts the kernel launches and cuBLAS products of one layer's
@@ -52,6 +55,73 @@ func TestGPULaunchesPerLayer(t *testing.T) {
 		t.Logf("%s: launches per layer: forward %d, backward %d", tc.name, fwd, fb-fwd)
 		if fwd != tc.fwd || fb-fwd != tc.bwd {
 			t.Errorf("%s: launches per layer: forward %d, backward %d; docs/gpu.md says %d and %d", tc.name, fwd, fb-fwd, tc.fwd, tc.bwd)
+		}
+	}
+}
+
+// noOperands is a device with its bfloat16 operands hidden (device.BF16Operands), so the
+// engine rounds activations in the products as before them; it keeps attention's
+// statistics as the device does.
+type noOperands struct {
+	Device
+	device.StatsKeeper
+}
+
+// TestGPUBF16OperandsChangeNoBits: the bfloat16 operands that the norms, attention and
+// SwiGLU write are the roundings the products made themselves before, and the fused
+// residual adds are Add then RMSNorm, so training (logprobs, and logprobs after an AdamW
+// step, which reads the gradients) and sampling give the same bits with and without them.
+func TestGPUBF16OperandsChangeNoBits(t *testing.T) {
+	dev := openGPU(t, false)
+	sk, ok := dev.(device.StatsKeeper)
+	if !ok {
+		t.Fatalf("%T keeps no attention statistics", dev)
+	}
+	c := smallConfig("qwen2", true)
+	for _, lc := range []LoraConfig{
+		{Rank: 4, Seed: 3, TrainAttn: true, TrainMLP: true, TrainUnembed: true},
+		{Rank: 4, Seed: 3, TrainMLP: true},
+		{Rank: 4, Seed: 3, TrainUnembed: true},
+	} {
+		run := func(d Device) []float32 {
+			m, err := NewModel("t", c, randWeights[float32](c, rand.New(rand.NewPCG(5, 6)), false), nil, OnDevice(d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := m.NewAdapter(lc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []float32
+			req := ceRequest([]int32{3, 4, 5, 6, 7, 8, 9, 10, 11, 40, 41, 2})
+			for step := 0; step < 2; step++ {
+				res, err := m.ForwardBackward(context.Background(), a, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, res.Outputs[0]["logprobs"].F32...)
+				if _, err := m.OptimStep(context.Background(), a, AdamParams{LearningRate: 1e-2, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sr, err := m.Sample(context.Background(), &a.W, SampleRequest{Prompt: []int32{1, 2, 3, 9}, NumSamples: 1,
+				Params: SampleParams{MaxTokens: 6, Temperature: 0, TopP: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tok := range sr.Sequences[0].Tokens {
+				out = append(out, float32(tok))
+			}
+			return append(out, sr.Sequences[0].Logprobs...)
+		}
+		with, without := run(dev), run(noOperands{dev, sk})
+		if len(with) != len(without) {
+			t.Fatalf("%+v: %d values with bfloat16 operands, %d without", lc, len(with), len(without))
+		}
+		for i := range with {
+			if math.Float32bits(with[i]) != math.Float32bits(without[i]) {
+				t.Fatalf("%+v: value %d is %v with bfloat16 operands, %v without", lc, i, with[i], without[i])
+			}
 		}
 	}
 }
