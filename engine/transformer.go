@@ -492,7 +492,28 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 	hq, hkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	qd, kvd := hq*hd, hkv*hd
 	attScale := T(1 / math.Sqrt(float64(hd)))
-	dx := p.alloc(n * D)
+	// The gradients that input-gradient products read get bfloat16 operands where the
+	// device takes them (device.BF16Operands), written by the operations that produce
+	// them: the residual stream's (RMSNormBack), dg and du (SwiGLUBack), dq and dk
+	// (RopeQK). gx holds the residual's; gr dg and du, then dq and dk.
+	var gx, gr device.Tensor[T]
+	if bo, ok := d.(device.BF16Operands[T]); ok {
+		if gx = bo.AllocBF16(n * D); !gx.Empty() {
+			gr = bo.AllocBF16(n * max(2*I, qd+kvd))
+			defer func() {
+				d.Free(gx)
+				d.Free(gr)
+			}()
+		}
+	}
+	// grad attaches rows×width elements of the operand buffer b from element off to t.
+	grad := func(t, b device.Tensor[T], off, width int) device.Tensor[T] {
+		if b.Empty() {
+			return t
+		}
+		return t.WithBF16(b.Slice(off, off+n*width))
+	}
+	dx := grad(p.alloc(n*D), gx, 0, D)
 	d.RMSNormBack(dx, dhf, act.xf, w.FinalNorm, act.rstdf, n, D)
 	for l := c.Layers - 1; l >= 0; l-- {
 		L := &w.Layers[l]
@@ -500,7 +521,7 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// MLP: x = x2 + down(a); dx flows to x2 directly and through the MLP.
 		dA := p.temp(n * I)
 		p.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D)
-		dg, du := p.temp(n*I), p.temp(n*I)
+		dg, du := grad(p.temp(n*I), gr, 0, I), grad(p.temp(n*I), gr, n*I, I)
 		d.SwiGLUBack(dg, du, dA, a.g, a.u)
 		dh2 := p.temp(n * D)
 		p.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I)
@@ -510,7 +531,7 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// Attention: x2 = x + o_proj(attn).
 		do := p.temp(n * qd)
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := p.temp(n*qd), p.temp(n*kvd), p.temp(n*kvd)
+		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, n*qd, kvd), p.temp(n*kvd)
 		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.RopeQK(dq, dk, p.pos, hq, hkv, p.rope, true)

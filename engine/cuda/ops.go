@@ -167,11 +167,12 @@ func (d *Device) AddRMSNorm(sum, y, rstd, a, b, w device.Tensor[float32], rows, 
 	}
 }
 
-// RMSNormBack implements device.Device.
+// RMSNormBack implements device.Device; dx may have a bfloat16 operand attached
+// (device.BF16Operands).
 func (d *Device) RMSNormBack(dx, dy, x, w, rstd device.Tensor[float32], rows, dim int) {
 	defer d.exit()
 	if d.enter() && d.wide("RMSNormBack", dx, dy, x) {
-		d.launch("rmsnorm_back", rows, 1, 256, pArg(dx), pArg(dy), pArg(x), pArg(w), pArg(rstd), iArg(dim))
+		d.launch("rmsnorm_back", rows, 1, 256, pArg(dx), uint64(dx.BF16Twin()), pArg(dy), pArg(x), pArg(w), pArg(rstd), iArg(dim))
 	}
 }
 
@@ -196,7 +197,8 @@ func (d *Device) Rope(x device.Tensor[float32], pos device.Tensor[int32], heads 
 	d.RopeQK(x, device.Tensor[float32]{}, pos, heads, 0, r, inverse)
 }
 
-// RopeQK implements device.Device: one launch over the heads of both.
+// RopeQK implements device.Device: one launch over the heads of both, which may have
+// bfloat16 operands attached (device.BF16Operands).
 func (d *Device) RopeQK(q, k device.Tensor[float32], pos device.Tensor[int32], qHeads, kHeads int, r *device.Rope, inverse bool) {
 	defer d.exit()
 	if !d.enter() || !d.wide("Rope", q, k) {
@@ -208,7 +210,8 @@ func (d *Device) RopeQK(q, k device.Tensor[float32], pos device.Tensor[int32], q
 		inv = 1
 	}
 	rows := pos.Len()
-	d.launch("rope_qk", d.stride(rows*(qHeads+kHeads)*r.Half), 1, 256, pArg(q), pArg(k), pArg(pos), uint64(t[0]), uint64(t[1]),
+	d.launch("rope_qk", d.stride(rows*(qHeads+kHeads)*r.Half), 1, 256, pArg(q), uint64(q.BF16Twin()), pArg(k), uint64(k.BF16Twin()),
+		pArg(pos), uint64(t[0]), uint64(t[1]),
 		lArg(rows), iArg(qHeads), iArg(kHeads), iArg(r.Half), iArg(inv))
 }
 
@@ -222,11 +225,13 @@ func (d *Device) SwiGLU(a, g, u device.Tensor[float32]) {
 	}
 }
 
-// SwiGLUBack implements device.Device.
+// SwiGLUBack implements device.Device; dg and du may have bfloat16 operands attached
+// (device.BF16Operands).
 func (d *Device) SwiGLUBack(dg, du, da, g, u device.Tensor[float32]) {
 	defer d.exit()
 	if d.enter() && d.wide("SwiGLUBack", dg, du, da, g, u) {
-		d.launch("swiglu_back", d.stride(da.Len()), 1, 256, pArg(dg), pArg(du), pArg(da), pArg(g), pArg(u), lArg(da.Len()))
+		d.launch("swiglu_back", d.stride(da.Len()), 1, 256, pArg(dg), uint64(dg.BF16Twin()), pArg(du), uint64(du.BF16Twin()),
+			pArg(da), pArg(g), pArg(u), lArg(da.Len()))
 	}
 }
 

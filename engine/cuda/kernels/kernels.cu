@@ -143,12 +143,19 @@ extern "C" __global__ void swiglu(float* a, bf16_t* ab, const float* g, const fl
     }
 }
 
-extern "C" __global__ void swiglu_back(float* dg, float* du, const float* da, const float* g, const float* u, i64 n) {
+// swiglu_back: dg and du, and their bfloat16 roundings dgb and dub (the operands of the
+// gate and up products' input gradients) when not null.
+extern "C" __global__ void swiglu_back(float* dg, bf16_t* dgb, float* du, bf16_t* dub, const float* da, const float* g,
+                                       const float* u, i64 n) {
     for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
         double gv = g[k];
         double sg = 1.0 / (1.0 + exp(-gv));
-        du[k] = da[k] * (float)(gv * sg);
-        dg[k] = da[k] * u[k] * (float)(sg * (1.0 + gv * (1.0 - sg)));
+        float vu = da[k] * (float)(gv * sg);
+        float vg = da[k] * u[k] * (float)(sg * (1.0 + gv * (1.0 - sg)));
+        du[k] = vu;
+        dg[k] = vg;
+        if (dub) dub[k] = f32_to_bf16(vu);
+        if (dgb) dgb[k] = f32_to_bf16(vg);
     }
 }
 
@@ -179,8 +186,10 @@ extern "C" __global__ void add_rmsnorm(float* sum, float* y, bf16_t* yb, float* 
     }
 }
 
-// rmsnorm_back adds the gradient through rmsnorm (w frozen) to dx.
-extern "C" __global__ void rmsnorm_back(float* dx, const float* dy, const float* x, const float* w, const float* rstd, int d) {
+// rmsnorm_back adds the gradient through rmsnorm (w frozen) to dx, and writes the sum's
+// bfloat16 rounding to dxb (a product's operand) when it is not null.
+extern "C" __global__ void rmsnorm_back(float* dx, bf16_t* dxb, const float* dy, const float* x, const float* w,
+                                        const float* rstd, int d) {
     __shared__ double sh[MAX_WARPS];
     i64 o = (i64)blockIdx.x * d;
     double dot = 0;
@@ -188,7 +197,11 @@ extern "C" __global__ void rmsnorm_back(float* dx, const float* dy, const float*
     dot = block_sum_d(dot, sh);
     float s = rstd[blockIdx.x];
     float c = (float)((double)s * s * s * dot / d);
-    for (int j = threadIdx.x; j < d; j += blockDim.x) dx[o + j] += s * dy[o + j] * w[j] - c * x[o + j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = dx[o + j] + (s * dy[o + j] * w[j] - c * x[o + j]);
+        dx[o + j] = v;
+        if (dxb) dxb[o + j] = f32_to_bf16(v);
+    }
 }
 
 // log_softmax replaces each row of x[·×cols] by its log-softmax.
@@ -207,9 +220,10 @@ extern "C" __global__ void log_softmax(float* x, int cols) {
 
 // rope_qk rotates q[rows×qheads·2·half] and k[rows×kheads·2·half] in place at each row's
 // position (rotate_half layout): the heads of a row are q's, then k's (k may be null with
-// kheads 0).
-extern "C" __global__ void rope_qk(float* q, float* k, const int* pos, const float* cosT, const float* sinT, i64 rows,
-                                   int qheads, int kheads, int half, int inverse) {
+// kheads 0). qb and kb, when not null, receive the results' bfloat16 roundings (the
+// operands of the q and k products' input gradients, in the backward pass).
+extern "C" __global__ void rope_qk(float* q, bf16_t* qb, float* k, bf16_t* kb, const int* pos, const float* cosT,
+                                   const float* sinT, i64 rows, int qheads, int kheads, int half, int inverse) {
     int heads = qheads + kheads;
     i64 total = rows * heads * half;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
@@ -217,13 +231,20 @@ extern "C" __global__ void rope_qk(float* q, float* k, const int* pos, const flo
         int i = (int)(e % half);
         i64 r = rh / heads;
         int h = (int)(rh % heads);
-        float* v = h < qheads ? q + (r * qheads + h) * 2 * half : k + (r * kheads + h - qheads) * 2 * half;
+        i64 off = h < qheads ? (r * qheads + h) * 2 * half : (r * kheads + h - qheads) * 2 * half;
+        float* v = (h < qheads ? q : k) + off;
+        bf16_t* vb = h < qheads ? qb : kb;
         i64 t = (i64)pos[r] * half + i;
         float c = cosT[t], s = sinT[t];
         if (inverse) s = -s;
         float x = v[i], y = v[i + half];
-        v[i] = x * c - y * s;
-        v[i + half] = y * c + x * s;
+        float a = x * c - y * s, b = y * c + x * s;
+        v[i] = a;
+        v[i + half] = b;
+        if (vb) {
+            vb[off + i] = f32_to_bf16(a);
+            vb[off + i + half] = f32_to_bf16(b);
+        }
     }
 }
 

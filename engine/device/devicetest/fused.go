@@ -142,6 +142,40 @@ func (c *checker) bf16Operands(bo device.BF16Operands[float32]) {
 	c.same("attention with a bfloat16 operand: float32", c.down(ow), c.down(op))
 	c.rounded("attention's bfloat16 operand", c.downBF16(ot), c.down(op))
 
+	// The backward pass's gradients: float32 as without the operand, the operand the
+	// rounding of the result.
+	dy, dx0 := c.up(f32(c.rand(rows*d, 1))), f32(c.rand(rows*d, 1))
+	bp, bt := c.up(dx0), bo.AllocBF16(rows*d)
+	bw := c.up(dx0).WithBF16(bt)
+	c.d.RMSNormBack(bp, dy, dx, dw, rstd, rows, d)
+	c.d.RMSNormBack(bw, dy, dx, dw, rstd, rows, d)
+	c.same("rmsnorm back with a bfloat16 operand: float32", c.down(bw), c.down(bp))
+	c.rounded("rmsnorm back's bfloat16 operand", c.downBF16(bt), c.down(bp))
+	da := c.up(f32(c.rand(rows*d, 1)))
+	pg, pu := c.d.Alloc(rows*d), c.d.Alloc(rows*d)
+	c.d.SwiGLUBack(pg, pu, da, g, u)
+	tg, tu := bo.AllocBF16(rows*d), bo.AllocBF16(rows*d)
+	wg, wu := c.d.Alloc(rows*d).WithBF16(tg), c.d.Alloc(rows*d).WithBF16(tu)
+	c.d.SwiGLUBack(wg, wu, da, g, u)
+	c.same("swiglu back with bfloat16 operands: dg", c.down(wg), c.down(pg))
+	c.same("swiglu back with bfloat16 operands: du", c.down(wu), c.down(pu))
+	c.rounded("swiglu back's bfloat16 operand of dg", c.downBF16(tg), c.down(pg))
+	c.rounded("swiglu back's bfloat16 operand of du", c.downBF16(tu), c.down(pu))
+	freq := []float64{1, 0.1, 0.01, 0.001}
+	rt := device.NewRope(freq, 16)
+	pos := c.d.Ints([]int32{0, 3, 15, 7, 1, 9})
+	rq, rk := f32(c.rand(rows*3*8, 1)), f32(c.rand(rows*2*8, 1))
+	pq, pk := c.up(rq), c.up(rk)
+	c.d.RopeQK(pq, pk, pos, 3, 2, rt, true)
+	tq, tk := bo.AllocBF16(len(rq)), bo.AllocBF16(len(rk))
+	wq, wk := c.up(rq).WithBF16(tq), c.up(rk).WithBF16(tk)
+	c.d.RopeQK(wq, wk, pos, 3, 2, rt, true)
+	c.same("rope with bfloat16 operands: q", c.down(wq), c.down(pq))
+	c.same("rope with bfloat16 operands: k", c.down(wk), c.down(pk))
+	c.rounded("rope's bfloat16 operand of q", c.downBF16(tq), c.down(pq))
+	c.rounded("rope's bfloat16 operand of k", c.downBF16(tk), c.down(pk))
+	c.err("backward with bfloat16 operands")
+
 	// A bfloat16 activation with a float32 weight, or where an operation reads float32:
 	// refused by name.
 	c.d.MatMulNT(got, tw, plain, rows, rows, d, false)
