@@ -23,7 +23,7 @@ func TestGPULaunchesPerLayer(t *testing.T) {
 	if !ok {
 		t.Fatalf("%T does not count launches", dev)
 	}
-	count := func(lc LoraConfig, layers int, backward bool) uint64 {
+	count := func(lc LoraConfig, layers int, backward, sample bool) uint64 {
 		c := smallConfig("llama", false)
 		c.Layers = layers
 		m, err := NewModel("t", c, randWeights[float32](c, rand.New(rand.NewPCG(1, 2)), false), nil, OnDevice(dev))
@@ -34,27 +34,38 @@ func TestGPULaunchesPerLayer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		before := counter.Launches()
+		if sample {
+			// A prompt of 4 tokens, then 7 decoding steps of one row.
+			if _, err := m.Sample(context.Background(), &a.W, SampleRequest{Prompt: []int32{1, 2, 3, 9}, NumSamples: 1,
+				Params: SampleParams{MaxTokens: 8, Temperature: 0, TopP: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			return counter.Launches() - before
+		}
 		req := ceRequest([]int32{3, 4, 5, 6, 7, 8, 9, 10, 11})
 		req.Backward = backward
-		before := counter.Launches()
 		if _, err := m.ForwardBackward(context.Background(), a, req); err != nil {
 			t.Fatal(err)
 		}
 		return counter.Launches() - before
 	}
 	for _, tc := range []struct {
-		name     string
-		lc       LoraConfig
-		fwd, bwd uint64
+		name          string
+		lc            LoraConfig
+		fwd, bwd, smp uint64
 	}{
-		{"every projection adapted", LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true, TrainUnembed: true}, 33, 77},
-		{"no layer adapted", LoraConfig{Rank: 4, TrainUnembed: true}, 12, 14},
+		{"every projection adapted", LoraConfig{Rank: 4, TrainAttn: true, TrainMLP: true, TrainUnembed: true}, 33, 77, 264},
+		{"no layer adapted", LoraConfig{Rank: 4, TrainUnembed: true}, 12, 14, 96},
 	} {
-		fwd := count(tc.lc, 2, false) - count(tc.lc, 1, false)
-		fb := count(tc.lc, 2, true) - count(tc.lc, 1, true)
-		t.Logf("%s: launches per layer: forward %d, backward %d", tc.name, fwd, fb-fwd)
-		if fwd != tc.fwd || fb-fwd != tc.bwd {
-			t.Errorf("%s: launches per layer: forward %d, backward %d; docs/gpu.md says %d and %d", tc.name, fwd, fb-fwd, tc.fwd, tc.bwd)
+		fwd := count(tc.lc, 2, false, false) - count(tc.lc, 1, false, false)
+		fb := count(tc.lc, 2, true, false) - count(tc.lc, 1, true, false)
+		smp := count(tc.lc, 2, false, true) - count(tc.lc, 1, false, true)
+		t.Logf("%s: launches per layer: forward %d, backward %d; a sampling request (prefill and 7 decoding steps) %d",
+			tc.name, fwd, fb-fwd, smp)
+		if fwd != tc.fwd || fb-fwd != tc.bwd || smp != tc.smp {
+			t.Errorf("%s: launches per layer: forward %d, backward %d, sampling %d; docs/gpu.md says %d, %d and %d",
+				tc.name, fwd, fb-fwd, smp, tc.fwd, tc.bwd, tc.smp)
 		}
 	}
 }

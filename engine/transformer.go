@@ -374,14 +374,14 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 		a.zq = p.linear(p.all, a.q, a.h1, L.Wq, L.Bq, lp(l, ProjQ), D, qd)
 		a.zk = p.linear(p.all, a.k, a.h1, L.Wk, L.Bk, lp(l, ProjK), D, kvd)
 		a.zv = p.linear(p.all, a.v, a.h1, L.Wv, L.Bv, lp(l, ProjV), D, kvd)
-		d.RopeQK(a.q, a.k, p.pos, hq, hkv, p.rope, false)
 		// Causal attention within each sequence, or over its cache after this step's keys
-		// and values joined it.
+		// and values joined it (rotated and written in one call).
 		at := device.Attn[T]{Q: a.q, Out: a.o, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay}
 		if p.pool != nil {
 			at.K, at.V = p.pool.k[l], p.pool.v[l]
-			d.KVWrite(at.K, a.k, p.slots, kvd)
-			d.KVWrite(at.V, a.v, p.slots, kvd)
+			d.RopeQKV(a.q, a.k, a.v, at.K, at.V, p.pos, p.slots, hq, hkv, p.rope)
+		} else {
+			d.RopeQK(a.q, a.k, p.pos, hq, hkv, p.rope, false)
 		}
 		if keep {
 			at.Stats = p.stats

@@ -211,8 +211,21 @@ func (d *Device) RopeQK(q, k device.Tensor[float32], pos device.Tensor[int32], q
 	}
 	rows := pos.Len()
 	d.launch("rope_qk", d.stride(rows*(qHeads+kHeads)*r.Half), 1, 256, pArg(q), uint64(q.BF16Twin()), pArg(k), uint64(k.BF16Twin()),
-		pArg(pos), uint64(t[0]), uint64(t[1]),
+		0, 0, 0, 0, pArg(pos), uint64(t[0]), uint64(t[1]),
 		lArg(rows), iArg(qHeads), iArg(kHeads), iArg(r.Half), iArg(inv))
+}
+
+// RopeQKV implements device.Device: rope_qk writing the caches too.
+func (d *Device) RopeQKV(q, k, v, kc, vc device.Tensor[float32], pos, slots device.Tensor[int32], qHeads, kHeads int, r *device.Rope) {
+	defer d.exit()
+	if !d.enter() || !d.wide("RopeQKV", q, k, v, kc, vc) {
+		return
+	}
+	t := d.rope(r)
+	rows := pos.Len()
+	d.launch("rope_qk", d.stride(rows*(qHeads+kHeads)*r.Half), 1, 256, pArg(q), uint64(q.BF16Twin()), pArg(k), uint64(k.BF16Twin()),
+		pArg(v), pArg(kc), pArg(vc), pArg(slots), pArg(pos), uint64(t[0]), uint64(t[1]),
+		lArg(rows), iArg(qHeads), iArg(kHeads), iArg(r.Half), iArg(0))
 }
 
 // SwiGLU implements device.Device; a may have a bfloat16 operand or be one

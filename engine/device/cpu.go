@@ -234,6 +234,13 @@ func (*CPU[T]) RopeQK(q, k Tensor[T], pos Tensor[int32], qHeads, kHeads int, rt 
 	})
 }
 
+// RopeQKV implements Device.
+func (d *CPU[T]) RopeQKV(q, k, v, kc, vc Tensor[T], pos, slots Tensor[int32], qHeads, kHeads int, rt *Rope) {
+	d.RopeQK(q, k, pos, qHeads, kHeads, rt, false)
+	d.KVWrite(kc, k, slots, kHeads*2*rt.Half)
+	d.KVWrite(vc, v, slots, kHeads*2*rt.Half)
+}
+
 func ropeRows[T Float](x Tensor[T], pos Tensor[int32], lo, hi, heads int, rt *Rope, inverse bool) {
 	half := rt.Half
 	hd := 2 * half

@@ -187,6 +187,10 @@ type Device[T Float] interface {
 	// RopeQK is Rope over q (qHeads heads a row) and k (kHeads) at the same rows'
 	// positions, in one launch on a GPU; the bits are those of the two Rope calls.
 	RopeQK(q, k Tensor[T], pos Tensor[int32], qHeads, kHeads int, r *Rope, inverse bool)
+	// RopeQKV is RopeQK (forward) followed by KVWrite of the rotated k and of v into the
+	// caches kc and vc (row i to slot slots[i], width kHeads·head_dim): a cached pass's
+	// three operations, in one launch on a GPU, with their bits.
+	RopeQKV(q, k, v, kc, vc Tensor[T], pos, slots Tensor[int32], qHeads, kHeads int, r *Rope)
 	// SwiGLU computes a = silu(g)·u.
 	SwiGLU(a, g, u Tensor[T])
 	// SwiGLUBack computes dg and du from da (overwriting them).

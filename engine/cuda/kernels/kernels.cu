@@ -221,9 +221,12 @@ extern "C" __global__ void log_softmax(float* x, int cols) {
 // rope_qk rotates q[rows×qheads·2·half] and k[rows×kheads·2·half] in place at each row's
 // position (rotate_half layout): the heads of a row are q's, then k's (k may be null with
 // kheads 0). qb and kb, when not null, receive the results' bfloat16 roundings (the
-// operands of the q and k products' input gradients, in the backward pass).
-extern "C" __global__ void rope_qk(float* q, bf16_t* qb, float* k, bf16_t* kb, const int* pos, const float* cosT,
-                                   const float* sinT, i64 rows, int qheads, int kheads, int half, int inverse) {
+// operands of the q and k products' input gradients, in the backward pass). With kc not
+// null, the rotated k and v (of k's shape) are also written to slot slots[r] of the
+// caches kc and vc (kv_write's job, in a cached pass).
+extern "C" __global__ void rope_qk(float* q, bf16_t* qb, float* k, bf16_t* kb, const float* v, float* kc, float* vc,
+                                   const int* slots, const int* pos, const float* cosT, const float* sinT, i64 rows,
+                                   int qheads, int kheads, int half, int inverse) {
     int heads = qheads + kheads;
     i64 total = rows * heads * half;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
@@ -232,18 +235,25 @@ extern "C" __global__ void rope_qk(float* q, bf16_t* qb, float* k, bf16_t* kb, c
         i64 r = rh / heads;
         int h = (int)(rh % heads);
         i64 off = h < qheads ? (r * qheads + h) * 2 * half : (r * kheads + h - qheads) * 2 * half;
-        float* v = (h < qheads ? q : k) + off;
-        bf16_t* vb = h < qheads ? qb : kb;
+        float* x = (h < qheads ? q : k) + off;
+        bf16_t* xb = h < qheads ? qb : kb;
         i64 t = (i64)pos[r] * half + i;
         float c = cosT[t], s = sinT[t];
         if (inverse) s = -s;
-        float x = v[i], y = v[i + half];
-        float a = x * c - y * s, b = y * c + x * s;
-        v[i] = a;
-        v[i + half] = b;
-        if (vb) {
-            vb[off + i] = f32_to_bf16(a);
-            vb[off + i + half] = f32_to_bf16(b);
+        float x0 = x[i], x1 = x[i + half];
+        float a = x0 * c - x1 * s, b = x1 * c + x0 * s;
+        x[i] = a;
+        x[i + half] = b;
+        if (xb) {
+            xb[off + i] = f32_to_bf16(a);
+            xb[off + i + half] = f32_to_bf16(b);
+        }
+        if (kc && h >= qheads) {
+            i64 co = (i64)slots[r] * kheads * 2 * half + (h - qheads) * 2 * half;
+            kc[co + i] = a;
+            kc[co + i + half] = b;
+            vc[co + i] = v[off + i];
+            vc[co + i + half] = v[off + i + half];
         }
     }
 }

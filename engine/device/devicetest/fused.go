@@ -62,6 +62,21 @@ func (c *checker) fused(t *testing.T) {
 		c.same(fmt.Sprintf("rope q+k inverse=%v: q", inv), c.down(fq), c.down(sq))
 		c.same(fmt.Sprintf("rope q+k inverse=%v: k", inv), c.down(fk), c.down(sk))
 	}
+	// And with the cache writes of a cached pass: the bits of RopeQK then two KVWrites,
+	// the slots not written left as they were.
+	slots := c.d.Ints([]int32{6, 1, 3, 0, 7})
+	v := f32(c.rand(5*hk*2*half, 1))
+	pool := f32(c.rand(8*hk*2*half, 1))
+	fq, fk, fv, fkc, fvc := c.up(q), c.up(k), c.up(v), c.up(pool), c.up(pool)
+	c.d.RopeQKV(fq, fk, fv, fkc, fvc, pos, slots, hq, hk, rt)
+	sq, sk, skc, svc := c.up(q), c.up(k), c.up(pool), c.up(pool)
+	c.d.RopeQK(sq, sk, pos, hq, hk, rt, false)
+	c.d.KVWrite(skc, sk, slots, hk*2*half)
+	c.d.KVWrite(svc, c.up(v), slots, hk*2*half)
+	c.same("rope q+k with cache writes: q", c.down(fq), c.down(sq))
+	c.same("rope q+k with cache writes: k", c.down(fk), c.down(sk))
+	c.same("rope q+k with cache writes: k cache", c.down(fkc), c.down(skc))
+	c.same("rope q+k with cache writes: v cache", c.down(fvc), c.down(svc))
 	c.err("fused")
 
 	bo, ok := c.d.(device.BF16Operands[float32])
