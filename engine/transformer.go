@@ -323,8 +323,9 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	attScale := T(1 / math.Sqrt(float64(hd)))
 	var opnd device.Tensor[T]
 	if bo, ok := d.(device.BF16Operands[T]); ok {
+		// Freed when forward returns: the products that read it are queued by then.
 		if opnd = bo.AllocBF16(n * max(D, qd, I)); !opnd.Empty() {
-			p.mem = append(p.mem, opnd)
+			defer d.Free(opnd)
 		}
 	}
 	// out is an output of width columns that base products read (see above).
