@@ -496,11 +496,12 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 	// The gradients that input-gradient products read get bfloat16 operands where the
 	// device takes them (device.BF16Operands), written by the operations that produce
 	// them: the residual stream's (RMSNormBack), dg and du (SwiGLUBack), dq and dk
-	// (RopeQK). gx holds the residual's; gr dg and du, then dq and dk.
+	// (RopeQK), dv (AttentionBack). gx holds the residual's; gr dg and du, then dq, dk
+	// and dv.
 	var gx, gr device.Tensor[T]
 	if bo, ok := d.(device.BF16Operands[T]); ok {
 		if gx = bo.AllocBF16(n * D); !gx.Empty() {
-			gr = bo.AllocBF16(n * max(2*I, qd+kvd))
+			gr = bo.AllocBF16(n * max(2*I, qd+2*kvd))
 			defer func() {
 				d.Free(gx)
 				d.Free(gr)
@@ -532,7 +533,7 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// Attention: x2 = x + o_proj(attn).
 		do := p.temp(n * qd)
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, n*qd, kvd), p.temp(n*kvd)
+		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, n*qd, kvd), grad(p.temp(n*kvd), gr, n*(qd+kvd), kvd)
 		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.RopeQK(dq, dk, p.pos, hq, hkv, p.rope, true)

@@ -331,7 +331,8 @@ func (d *Device) Attention(a *device.Attn[float32]) {
 }
 
 // AttentionBack implements device.Device, for training passes: every sequence's keys are
-// its own rows, from position 0.
+// its own rows, from position 0. dv may have a bfloat16 operand attached
+// (device.BF16Operands).
 func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.Tensor[float32]) {
 	defer d.exit()
 	if !d.enter() || !d.checkAttn(a) {
@@ -348,9 +349,13 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 			d.fail(errors.New("cuda: attention statistics asked of a device that keeps probabilities"))
 			return
 		}
-		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the rest.
+		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the
+		// rest (dv's bfloat16 operand too: flash_bwd_kv writes it).
 		for _, t := range []device.Tensor[float32]{dq, dk, dv} {
 			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, t.Ptr(), 0, uintptr(t.Len())*4, 0)))
+		}
+		if tw := dv.BF16Twin(); tw != 0 {
+			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, tw, 0, uintptr(dv.Len())*2, 0)))
 		}
 		// D holds each row's Σ P∘dP per head, from flash_bwd_dq for flash_bwd_kv.
 		dsum := d.get(uintptr(a.P.Len())*4, false)
@@ -358,7 +363,7 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		v, tiles := flashVariant(a.HeadDim), flashTiles(a.Layout)
 		d.launch("flash_bwd_dq_"+v, tiles, a.Heads, 128, pArg(dq), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
 			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
-		d.launch("flash_bwd_kv_"+v, tiles, a.KVHeads, 128, pArg(dk), pArg(dv), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
+		d.launch("flash_bwd_kv_"+v, tiles, a.KVHeads, 128, pArg(dk), pArg(dv), uint64(dv.BF16Twin()), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
 			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
 		return
 	}
@@ -369,6 +374,9 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
 	d.launch("attn_back_kv", rows, a.KVHeads, min(256, (a.HeadDim+31)/32*32), pArg(dk), pArg(dv), pArg(ds), pArg(a.P), pArg(dout), pArg(a.Q),
 		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim))
+	if tw := dv.BF16Twin(); tw != 0 {
+		d.launch("cast_bf16", d.stride(dv.Len()), 1, 256, pArg(dv), uint64(tw), lArg(dv.Len()))
+	}
 }
 
 // KVWrite implements device.Device.

@@ -246,12 +246,12 @@ type Device[T Float] interface {
 // and Attention (Out) in the forward pass. Their output may be a float32 tensor with a
 // bfloat16 operand attached (Tensor.WithBF16: both are written), or a bfloat16 tensor
 // alone, when no one needs the float32 values (only that bfloat16 operand is written).
-// In the backward pass RMSNormBack (dx), SwiGLUBack (dg, du) and RopeQK (q, k) write
-// the attached operand of the gradients that input-gradient products read; those stay
-// float32 too. A product then reads
-// the bfloat16 operand as it is, where a float32 activation would first be rounded in a
-// separate launch; a bfloat16 activation with a float32 weight is refused. Any other
-// operation refuses a bfloat16 activation.
+// In the backward pass RMSNormBack (dx), SwiGLUBack (dg, du), RopeQK (q, k) and
+// AttentionBack (dv) write the attached operand of the gradients that input-gradient
+// products read; those stay float32 too. A product then reads the bfloat16 operand as
+// it is, where a float32 activation would first be rounded in a separate launch; a
+// bfloat16 activation with a float32 weight is refused. Any other operation refuses a
+// bfloat16 activation.
 type BF16Operands[T Float] interface {
 	// AllocBF16 returns n elements stored as bfloat16, or the empty tensor where the
 	// device's products do not take bfloat16 activations (float32 weights).

@@ -738,7 +738,7 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
 // the queries that see them in tiles: Sᵀ = K·Qᵀ, Pᵀ, dPᵀ = V·dOᵀ, dSᵀ; dV = Σ Pᵀ·dO and
 // dK = Σ dSᵀ·Q overwrite dv and dk.
 template <int HDP>
-__device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float* dout, const float* q, const float* K, const float* V,
+__device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D, const float* dout, const float* q, const float* K, const float* V,
                                const float* lse, const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
     __shared__ bf16_t Qs[FA_BN][HDP + FA_PAD];
     __shared__ bf16_t Os[FA_BN][HDP + FA_PAD];
@@ -807,13 +807,11 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float
 #pragma unroll
         for (int nb = 0; nb < HDP / 8; nb++) {
             int c = nb * 8 + 2 * t;
-            if (c < hd) {
-                dk[r + c] = dka[nb][2 * x];
-                dv[r + c] = dva[nb][2 * x];
-            }
-            if (c + 1 < hd) {
-                dk[r + c + 1] = dka[nb][2 * x + 1];
-                dv[r + c + 1] = dva[nb][2 * x + 1];
+            for (int e = 0; e < 2; e++) {
+                if (c + e >= hd) continue;
+                dk[r + c + e] = dka[nb][2 * x + e];
+                dv[r + c + e] = dva[nb][2 * x + e];
+                if (dvb) dvb[r + c + e] = f32_to_bf16(dva[nb][2 * x + e]);
             }
         }
     }
@@ -839,10 +837,10 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float
                                                   int kvheads, int hd, float scale) {                                          \
         FA_BODY(flash_bwd_dq_t<HDP>(dq, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                                \
     }                                                                                                                           \
-    extern "C" __global__ void flash_bwd_kv_##HDP(float* dk, float* dv, const float* D, const float* dout, const float* q,     \
-                                                  const float* K, const float* V, const float* lse, const int* desc, int nseq,  \
-                                                  int heads, int kvheads, int hd, float scale) {                               \
-        FA_BODY(flash_bwd_kv_t<HDP>(dk, dv, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                            \
+    extern "C" __global__ void flash_bwd_kv_##HDP(float* dk, float* dv, bf16_t* dvb, const float* D, const float* dout,      \
+                                                  const float* q, const float* K, const float* V, const float* lse,             \
+                                                  const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {     \
+        FA_BODY(flash_bwd_kv_t<HDP>(dk, dv, dvb, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                       \
     }
 
 FLASH_KERNELS(64)

@@ -156,6 +156,21 @@ func (c *checker) bf16Operands(bo device.BF16Operands[float32]) {
 	c.err("attention with a bfloat16 operand")
 	c.same("attention with a bfloat16 operand: float32", c.down(ow), c.down(op))
 	c.rounded("attention's bfloat16 operand", c.downBF16(ot), c.down(op))
+	// Its backward pass: dv with an operand attached.
+	stats := c.d.Alloc(l.StatsLen(heads))
+	fa := &device.Attn[float32]{Q: aq, Out: c.d.Alloc(rows * heads * hd), K: ak, V: av, Heads: heads, KVHeads: kvh, HeadDim: hd,
+		Scale: 0.25, Layout: l, P: stats, Stats: true}
+	c.d.Attention(fa)
+	dout := c.up(f32(c.rand(rows*heads*hd, 1)))
+	kq, kk := c.d.Alloc(rows*heads*hd), c.d.Alloc(rows*kvh*hd)
+	pv := c.d.Alloc(rows * kvh * hd)
+	c.d.AttentionBack(fa, kq, kk, pv, dout)
+	vt := bo.AllocBF16(rows * kvh * hd)
+	wv := c.d.Alloc(rows * kvh * hd).WithBF16(vt)
+	c.d.AttentionBack(fa, kq, kk, wv, dout)
+	c.err("attention backward with a bfloat16 operand")
+	c.same("attention backward with a bfloat16 operand: dv", c.down(wv), c.down(pv))
+	c.rounded("attention backward's bfloat16 operand of dv", c.downBF16(vt), c.down(pv))
 
 	// The backward pass's gradients: float32 as without the operand, the operand the
 	// rounding of the result.
