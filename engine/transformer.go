@@ -452,6 +452,9 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	return act
 }
 
+// al rounds an element offset into a bfloat16 buffer up to 128 elements (256 bytes).
+func al(n int) int { return (n + 127) &^ 127 }
+
 // adapts reports whether a LoRA run of the pass adapts one of the projections prs in some
 // layer: their input is then needed in float32 (forward.out).
 func (p *pass[T]) adapts(prs ...Proj) bool {
@@ -501,14 +504,16 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 	var gx, gr device.Tensor[T]
 	if bo, ok := d.(device.BF16Operands[T]); ok {
 		if gx = bo.AllocBF16(n * D); !gx.Empty() {
-			gr = bo.AllocBF16(n * max(2*I, qd+2*kvd))
+			gr = bo.AllocBF16(max(al(n*I)+n*I, al(al(n*qd)+n*kvd)+n*kvd))
 			defer func() {
 				d.Free(gx)
 				d.Free(gr)
 			}()
 		}
 	}
-	// grad attaches rows×width elements of the operand buffer b from element off to t.
+	// grad attaches rows×width elements of the operand buffer b from element off to t;
+	// the offsets are rounded up to 128 elements (al), so every operand starts 256-byte
+	// aligned as an allocation does (cuBLAS picks its kernels by the operands' alignment).
 	grad := func(t, b device.Tensor[T], off, width int) device.Tensor[T] {
 		if b.Empty() {
 			return t
@@ -523,7 +528,7 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// MLP: x = x2 + down(a); dx flows to x2 directly and through the MLP.
 		dA := p.temp(n * I)
 		p.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D)
-		dg, du := grad(p.temp(n*I), gr, 0, I), grad(p.temp(n*I), gr, n*I, I)
+		dg, du := grad(p.temp(n*I), gr, 0, I), grad(p.temp(n*I), gr, al(n*I), I)
 		d.SwiGLUBack(dg, du, dA, a.g, a.u)
 		dh2 := p.temp(n * D)
 		p.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I)
@@ -533,7 +538,7 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// Attention: x2 = x + o_proj(attn).
 		do := p.temp(n * qd)
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, n*qd, kvd), grad(p.temp(n*kvd), gr, n*(qd+kvd), kvd)
+		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, al(n*qd), kvd), grad(p.temp(n*kvd), gr, al(al(n*qd)+n*kvd), kvd)
 		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.RopeQK(dq, dk, p.pos, hq, hkv, p.rope, true)
