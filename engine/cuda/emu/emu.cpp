@@ -35,6 +35,7 @@ static thread_local dim3 threadIdx; // set per coroutine by the scheduler (see s
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __shared__ static
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }

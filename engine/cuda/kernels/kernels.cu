@@ -631,18 +631,20 @@ __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse
     lb = quad_sum(lb);
     int rows[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
     float inv[2] = {1.f / la, 1.f / lb}, lses[2] = {ma + logf(la), mb + logf(lb)};
+#pragma unroll
     for (int x = 0; x < 2; x++) {
         if (rows[x] >= N) continue;
         i64 r = (i64)sd[0] + rows[x], ro = r * qd + h * hd;
 #pragma unroll
         for (int nb = 0; nb < HDP / 8; nb++) {
             int c = nb * 8 + 2 * t;
-            for (int e = 0; e < 2; e++) {
-                if (c + e >= hd) continue;
-                float v = o[nb][2 * x + e] * inv[x];
-                if (out) out[ro + c + e] = v;
-                if (outb) outb[ro + c + e] = f32_to_bf16(v);
+            if (c >= hd) continue; // hd is even: c + 1 < hd too
+            float v0 = o[nb][2 * x] * inv[x], v1 = o[nb][2 * x + 1] * inv[x];
+            if (out) {
+                out[ro + c] = v0;
+                out[ro + c + 1] = v1;
             }
+            if (outb) *(unsigned*)(outb + ro + c) = pack_bf16(v0, v1);
         }
         if (lse && t == 0) lse[r * heads + h] = lses[x];
     }
@@ -801,18 +803,19 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D
         }
     }
     int keys[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
+#pragma unroll
     for (int x = 0; x < 2; x++) {
         if (keys[x] >= N) continue;
         i64 r = ((i64)sd[3] + keys[x]) * kvd + kh * hd;
 #pragma unroll
         for (int nb = 0; nb < HDP / 8; nb++) {
             int c = nb * 8 + 2 * t;
-            for (int e = 0; e < 2; e++) {
-                if (c + e >= hd) continue;
-                dk[r + c + e] = dka[nb][2 * x + e];
-                dv[r + c + e] = dva[nb][2 * x + e];
-                if (dvb) dvb[r + c + e] = f32_to_bf16(dva[nb][2 * x + e]);
-            }
+            if (c >= hd) continue; // hd is even: c + 1 < hd too
+            dk[r + c] = dka[nb][2 * x];
+            dv[r + c] = dva[nb][2 * x];
+            dk[r + c + 1] = dka[nb][2 * x + 1];
+            dv[r + c + 1] = dva[nb][2 * x + 1];
+            if (dvb) *(unsigned*)(dvb + r + c) = pack_bf16(dva[nb][2 * x], dva[nb][2 * x + 1]);
         }
     }
 }
@@ -826,8 +829,16 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D
 #define FA_BODY(call) call
 #endif
 
+// FA_FWD_BLOCKS_*: the blocks per SM flash_fwd is built for (its register budget), those
+// it reached before it wrote a bfloat16 output too (which took it from 96 to 109
+// registers at head_dim 64 and from 167 to 176 at 128: fewer blocks per SM): 5 at 64, 3
+// at 128, 1 (no bound) at 256.
+#define FA_FWD_BLOCKS_64 5
+#define FA_FWD_BLOCKS_128 3
+#define FA_FWD_BLOCKS_256 1
+
 #define FLASH_KERNELS(HDP)                                                                                                      \
-    extern "C" __global__ void flash_fwd_##HDP(const float* q, float* out, bf16_t* outb, float* lse, const float* K,           \
+    extern "C" __global__ void __launch_bounds__(128, FA_FWD_BLOCKS_##HDP) flash_fwd_##HDP(const float* q, float* out, bf16_t* outb, float* lse, const float* K,           \
                                                const float* V, const int* desc, int nseq, const int* tables, int shift,         \
                                                int heads, int kvheads, int hd, float scale) {                                  \
         FA_BODY(flash_fwd_t<HDP>(q, out, outb, lse, K, V, desc, nseq, tables, shift, heads, kvheads, hd, scale));                      \
