@@ -29,15 +29,11 @@ func newLossHead[T kern.Float](p *pass[T], items []*fbItem[T], refs []datumRef, 
 	return &lossHead[T]{p: p, items: items, refs: refs, segs: segs, train: train}
 }
 
-// forward runs the transformer over the pack, asking it for no logits, and applies the
-// final norm.
+// forward runs the transformer over the pack, asking it for no logits but for the final
+// norm's output (which it fuses with the last residual add).
 func (lh *lossHead[T]) forward(tokens []int32) *acts[T] {
-	p := lh.p
-	act := p.forward(tokens, lh.train, []int32{})
-	n, D := len(tokens), p.c.Hidden
-	act.hf, act.rstdf = p.alloc(n*D), p.alloc(n)
-	p.d.RMSNorm(act.hf, act.rstdf, act.xf, p.w.FinalNorm, n, D, p.c.RMSNormEps)
-	return act
+	lh.p.headNorm = true
+	return lh.p.forward(tokens, lh.train, []int32{})
 }
 
 // logprobs returns the targets' log-probabilities, datum by datum in the pack's order,

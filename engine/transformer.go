@@ -92,6 +92,9 @@ type pass[T kern.Float] struct {
 	// wide: the forward products multiply float32 activations whatever the frozen
 	// weights' format (training and scoring passes; see device.Tensor.WideActivations).
 	wide bool
+	// headNorm: the loss head reads the final norm's output (acts.hf), so forward
+	// computes it (fused with the last residual add) though it is asked for no logits.
+	headNorm bool
 }
 
 // newPass lays out the segments; slots[i] is row i's KV-cache slot when they have caches
@@ -304,6 +307,14 @@ type acts[T kern.Float] struct {
 // keep saves what backward needs; lmRows picks the rows the unembedding runs on (nil:
 // every row; keep needs every row). Cached segments write their keys and values to their
 // caches' reserved slots and attend over the cache.
+//
+// Each residual add is fused with the norm that reads its sum (device.AddRMSNorm): the
+// attention block's with the MLP norm, the MLP block's with the next layer's attention
+// norm or the final norm. On a device with bfloat16 operands (device.BF16Operands) the
+// norms, attention and SwiGLU write the bfloat16 operand of the base products that read
+// their output, into one buffer that each of them overwrites in turn (the products that
+// read one are queued before the next is written); the float32 output exists only where
+// a LoRA term reads it, since adapters stay float32.
 func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	c, d, w := p.c, p.d, p.w
 	n, D, I := len(tokens), c.Hidden, c.Intermediate
@@ -319,45 +330,68 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	x := p.alloc(n * D)
 	d.Embed(x, w.Embed, p.ints(tokens), D)
 	attScale := T(1 / math.Sqrt(float64(hd)))
+	var opnd device.Tensor[T]
+	if bo, ok := d.(device.BF16Operands[T]); ok {
+		// Freed when forward returns: the products that read it are queued by then.
+		if opnd = bo.AllocBF16(n * max(D, qd, I)); !opnd.Empty() {
+			defer d.Free(opnd)
+		}
+	}
+	// out is an output of width columns that base products read (see above).
+	out := func(width int, prs ...Proj) device.Tensor[T] {
+		if opnd.Empty() {
+			return p.alloc(n * width)
+		}
+		b := opnd.Slice(0, n*width)
+		if !p.adapts(prs...) {
+			return b
+		}
+		return p.alloc(n * width).WithBF16(b)
+	}
 	// Without keep, one set of buffers serves every layer and the residual stream is
-	// updated in place.
+	// updated in place. The outputs of the o and down projections are added to the
+	// residual stream at once, so one buffer (delta) serves both in every layer.
 	var s layerAct[T]
+	norm1 := func() { s.h1, s.rstd1 = out(D, ProjQ, ProjK, ProjV), p.alloc(n) }
 	buffers := func() {
-		s.h1, s.rstd1 = p.alloc(n*D), p.alloc(n)
-		s.q, s.k, s.v, s.o = p.alloc(n*qd), p.alloc(n*kvd), p.alloc(n*kvd), p.alloc(n*qd)
-		s.h2, s.rstd2 = p.alloc(n*D), p.alloc(n)
-		s.g, s.u, s.a = p.alloc(n*I), p.alloc(n*I), p.alloc(n*I)
+		s.q, s.k, s.v, s.o = p.alloc(n*qd), p.alloc(n*kvd), p.alloc(n*kvd), out(qd, ProjO)
+		s.h2, s.rstd2 = out(D, ProjGate, ProjUp), p.alloc(n)
+		s.g, s.u, s.a = p.alloc(n*I), p.alloc(n*I), out(I, ProjDown)
 	}
-	var attn, mlp device.Tensor[T]
+	delta := p.alloc(n * D)
 	if !keep {
+		norm1()
 		buffers()
-		attn = p.alloc(n * D)
-		mlp = attn
 	}
+	final := lmRows == nil || len(lmRows) > 0 || p.headNorm
 	for l := 0; l < c.Layers; l++ {
 		L := &w.Layers[l]
 		a := &s
 		if keep {
+			// h1 and rstd1 are set when the previous layer's last add wrote them.
 			a = &act.layers[l]
-			s = layerAct[T]{}
+			s = *a
+			if l == 0 {
+				norm1()
+			}
 			buffers()
 			*a = s
-			attn, mlp = p.alloc(n*D), p.alloc(n*D)
 		}
 		a.x = x
-		d.RMSNorm(a.h1, a.rstd1, x, L.AttnNorm, n, D, c.RMSNormEps)
+		if l == 0 {
+			d.RMSNorm(a.h1, a.rstd1, x, L.AttnNorm, n, D, c.RMSNormEps)
+		}
 		a.zq = p.linear(p.all, a.q, a.h1, L.Wq, L.Bq, lp(l, ProjQ), D, qd)
 		a.zk = p.linear(p.all, a.k, a.h1, L.Wk, L.Bk, lp(l, ProjK), D, kvd)
 		a.zv = p.linear(p.all, a.v, a.h1, L.Wv, L.Bv, lp(l, ProjV), D, kvd)
-		d.Rope(a.q, p.pos, hq, p.rope, false)
-		d.Rope(a.k, p.pos, hkv, p.rope, false)
 		// Causal attention within each sequence, or over its cache after this step's keys
-		// and values joined it.
+		// and values joined it (rotated and written in one call).
 		at := device.Attn[T]{Q: a.q, Out: a.o, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay}
 		if p.pool != nil {
 			at.K, at.V = p.pool.k[l], p.pool.v[l]
-			d.KVWrite(at.K, a.k, p.slots, kvd)
-			d.KVWrite(at.V, a.v, p.slots, kvd)
+			d.RopeQKV(a.q, a.k, a.v, at.K, at.V, p.pos, p.slots, hq, hkv, p.rope)
+		} else {
+			d.RopeQK(a.q, a.k, p.pos, hq, hkv, p.rope, false)
 		}
 		if keep {
 			at.Stats = p.stats
@@ -369,29 +403,50 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 			at.P = a.p
 		}
 		d.Attention(&at)
-		a.zo = p.linear(p.all, attn, a.o, L.Wo, device.Tensor[T]{}, lp(l, ProjO), qd, D)
+		a.zo = p.linear(p.all, delta, a.o, L.Wo, device.Tensor[T]{}, lp(l, ProjO), qd, D)
 		if keep {
 			a.x2 = p.alloc(n * D)
 		} else {
 			a.x2 = x
 		}
-		d.Add(a.x2, x, attn)
-		d.RMSNorm(a.h2, a.rstd2, a.x2, L.MLPNorm, n, D, c.RMSNormEps)
+		d.AddRMSNorm(a.x2, a.h2, a.rstd2, x, delta, L.MLPNorm, n, D, c.RMSNormEps)
 		a.zg = p.linear(p.all, a.g, a.h2, L.Wgate, device.Tensor[T]{}, lp(l, ProjGate), D, I)
 		a.zu = p.linear(p.all, a.u, a.h2, L.Wup, device.Tensor[T]{}, lp(l, ProjUp), D, I)
 		d.SwiGLU(a.a, a.g, a.u)
-		a.zd = p.linear(p.all, mlp, a.a, L.Wdown, device.Tensor[T]{}, lp(l, ProjDown), I, D)
+		a.zd = p.linear(p.all, delta, a.a, L.Wdown, device.Tensor[T]{}, lp(l, ProjDown), I, D)
 		if keep {
 			x = p.alloc(n * D)
 		}
-		d.Add(x, a.x2, mlp)
+		// The sum is the next layer's input (its attention norm's output with it), or
+		// the final norm's.
+		switch {
+		case l+1 < c.Layers:
+			next := &s
+			if keep {
+				next = &act.layers[l+1]
+				s = layerAct[T]{}
+				norm1()
+				next.h1, next.rstd1 = s.h1, s.rstd1
+			}
+			d.AddRMSNorm(x, next.h1, next.rstd1, a.x2, delta, w.Layers[l+1].AttnNorm, n, D, c.RMSNormEps)
+		case final:
+			act.hf, act.rstdf = p.alloc(n*D), p.alloc(n)
+			d.AddRMSNorm(x, act.hf, act.rstdf, a.x2, delta, w.FinalNorm, n, D, c.RMSNormEps)
+		default:
+			d.Add(x, a.x2, delta)
+		}
 	}
 	act.xf = x
-	if lmRows != nil && len(lmRows) == 0 {
+	if !final {
 		return act // a prefill chunk that asks for no logits
 	}
-	act.hf, act.rstdf = p.alloc(n*D), p.alloc(n)
-	d.RMSNorm(act.hf, act.rstdf, x, w.FinalNorm, n, D, c.RMSNormEps)
+	if c.Layers == 0 {
+		act.hf, act.rstdf = p.alloc(n*D), p.alloc(n)
+		d.RMSNorm(act.hf, act.rstdf, x, w.FinalNorm, n, D, c.RMSNormEps)
+	}
+	if lmRows != nil && len(lmRows) == 0 {
+		return act // the loss head's rows (headNorm): it reads act.hf
+	}
 	V := c.VocabSize
 	h, rs := act.hf, p.all
 	if lmRows != nil {
@@ -404,6 +459,24 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	act.logits = p.alloc(rs.rows * V)
 	act.zlm = p.linear(rs, act.logits, h, w.LMHead, device.Tensor[T]{}, proj{lm: true}, D, V)
 	return act
+}
+
+// al rounds an element offset into a bfloat16 buffer up to 128 elements (256 bytes).
+func al(n int) int { return (n + 127) &^ 127 }
+
+// adapts reports whether a LoRA run of the pass adapts one of the projections prs in some
+// layer: their input is then needed in float32 (forward.out).
+func (p *pass[T]) adapts(prs ...Proj) bool {
+	for _, r := range p.all.runs {
+		for l := 0; l < p.c.Layers; l++ {
+			for _, pr := range prs {
+				if r.lw.pair(lp(l, pr)) != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // subset is the row set of the given rows of the pass (ascending), renumbered from 0.
@@ -432,7 +505,31 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 	hq, hkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	qd, kvd := hq*hd, hkv*hd
 	attScale := T(1 / math.Sqrt(float64(hd)))
-	dx := p.alloc(n * D)
+	// The gradients that input-gradient products read get bfloat16 operands where the
+	// device takes them (device.BF16Operands), written by the operations that produce
+	// them: the residual stream's (RMSNormBack), dg and du (SwiGLUBack), dq and dk
+	// (RopeQK), dv (AttentionBack). gx holds the residual's; gr dg and du, then dq, dk
+	// and dv.
+	var gx, gr device.Tensor[T]
+	if bo, ok := d.(device.BF16Operands[T]); ok {
+		if gx = bo.AllocBF16(n * D); !gx.Empty() {
+			gr = bo.AllocBF16(max(al(n*I)+n*I, al(al(n*qd)+n*kvd)+n*kvd))
+			defer func() {
+				d.Free(gx)
+				d.Free(gr)
+			}()
+		}
+	}
+	// grad attaches rows×width elements of the operand buffer b from element off to t;
+	// the offsets are rounded up to 128 elements (al), so every operand starts 256-byte
+	// aligned as an allocation does (cuBLAS picks its kernels by the operands' alignment).
+	grad := func(t, b device.Tensor[T], off, width int) device.Tensor[T] {
+		if b.Empty() {
+			return t
+		}
+		return t.WithBF16(b.Slice(off, off+n*width))
+	}
+	dx := grad(p.alloc(n*D), gx, 0, D)
 	d.RMSNormBack(dx, dhf, act.xf, w.FinalNorm, act.rstdf, n, D)
 	for l := c.Layers - 1; l >= 0; l-- {
 		L := &w.Layers[l]
@@ -440,7 +537,7 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// MLP: x = x2 + down(a); dx flows to x2 directly and through the MLP.
 		dA := p.temp(n * I)
 		p.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D)
-		dg, du := p.temp(n*I), p.temp(n*I)
+		dg, du := grad(p.temp(n*I), gr, 0, I), grad(p.temp(n*I), gr, al(n*I), I)
 		d.SwiGLUBack(dg, du, dA, a.g, a.u)
 		dh2 := p.temp(n * D)
 		p.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I)
@@ -450,11 +547,10 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		// Attention: x2 = x + o_proj(attn).
 		do := p.temp(n * qd)
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := p.temp(n*qd), p.temp(n*kvd), p.temp(n*kvd)
+		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, al(n*qd), kvd), grad(p.temp(n*kvd), gr, al(al(n*qd)+n*kvd), kvd)
 		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
-		d.Rope(dq, p.pos, hq, p.rope, true)
-		d.Rope(dk, p.pos, hkv, p.rope, true)
+		d.RopeQK(dq, dk, p.pos, hq, hkv, p.rope, true)
 		// Embeddings are frozen: below layer 0's projections nothing needs dx.
 		var dh1 device.Tensor[T]
 		if l > 0 {

@@ -72,9 +72,15 @@ type core struct {
 	gstats    Stats // the graph counts of Stats
 	graphErr  error // why the driver refused a capture (graphs are off since)
 	closed    bool
+
+	// launches counts kernel launches and cuBLAS products since Open (Launches).
+	launches uint64
 }
 
-var _ device.Device[float32] = (*Device)(nil)
+var (
+	_ device.Device[float32]       = (*Device)(nil)
+	_ device.BF16Operands[float32] = (*Device)(nil)
+)
 
 // Open initialises the driver, picks GPU o.Ordinal, loads cuBLAS and the kernels.
 func Open(o Options) (*Device, error) {
@@ -329,6 +335,7 @@ func (d *Device) launch(name string, gx, gy, bx int, args ...uint64) {
 		d.args[i] = a
 		d.argp[i] = uintptr(unsafe.Pointer(&d.args[i]))
 	}
+	d.launches++
 	r := call(d.drv.cuLaunchKernel, d.fn[name], uintptr(gx), uintptr(gy), 1, uintptr(bx), 1, 1, 0, d.cs, uintptr(unsafe.Pointer(&d.argp[0])), 0)
 	d.fail(d.drv.check("launch "+name, r))
 }
@@ -336,6 +343,14 @@ func (d *Device) launch(name string, gx, gy, bx int, args ...uint64) {
 // stride is the grid of a grid-stride kernel over n elements.
 func (d *Device) stride(n int) int {
 	return max(1, min((n+255)/256, d.sms*16))
+}
+
+// Launches is the number of kernel launches and cuBLAS products queued since Open: what
+// docs/gpu.md's per-layer launch counts are measured with.
+func (d *Device) Launches() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.launches
 }
 
 // Close releases the cuBLAS handle and the context; the Device is unusable afterwards.

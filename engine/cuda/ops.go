@@ -17,7 +17,9 @@ import (
 
 // gemm is cuBLAS's column-major C[m×n] (+)= op(A)·op(B) with leading dimensions. A row-major
 // product C = X·Y is the column-major Cᵀ = Yᵀ·Xᵀ, so the callers swap the operands.
-// A may be bfloat16 (a weight); B then is rounded to bfloat16 on the way in.
+// A may be bfloat16 (a weight); B (the activation) then is multiplied in bfloat16 too:
+// its attached bfloat16 operand or itself if it is one (device.BF16Operands), else its
+// rounding by a cast launch. A bfloat16 B with a float32 A is refused.
 func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int, b device.Tensor[float32], ldb int, c device.Tensor[float32], ldc int, acc bool) {
 	if d.err != nil || m == 0 || n == 0 {
 		return
@@ -28,32 +30,38 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 		}
 		return
 	}
-	if b.BF16() {
-		d.fail(errors.New("cuda: a product's activation operand is bfloat16"))
+	if b.BF16() && !a.BF16() {
+		d.fail(errors.New("cuda: a product of a bfloat16 activation with a float32 matrix (bfloat16 activations go with bfloat16 weights)"))
 		return
 	}
 	at, bt, bp := uintptr(cudaR32F), uintptr(cudaR32F), b.Ptr()
 	if a.BF16() {
 		at, bt = cudaR16BF, cudaR16BF
-		nb := uintptr(b.Len())
-		if nb > d.castN {
-			if d.gmode != eager {
-				d.graphBad("a larger bfloat16 cast buffer")
-				return
+		switch {
+		case b.BF16():
+		case b.BF16Twin() != 0:
+			bp = b.BF16Twin()
+		default:
+			nb := uintptr(b.Len())
+			if nb > d.castN {
+				if d.gmode != eager {
+					d.graphBad("a larger bfloat16 cast buffer")
+					return
+				}
+				if len(d.graphs) > 0 {
+					d.retired = append(d.retired, d.cast) // a graph's products name it
+				} else {
+					d.put(d.cast)
+				}
+				d.castN = uintptr(1) << bits.Len64(uint64(nb))
+				if d.cast = d.get(d.castN*2, false); d.cast == 0 {
+					d.castN = 0
+					return
+				}
 			}
-			if len(d.graphs) > 0 {
-				d.retired = append(d.retired, d.cast) // a graph's products name it
-			} else {
-				d.put(d.cast)
-			}
-			d.castN = uintptr(1) << bits.Len64(uint64(nb))
-			if d.cast = d.get(d.castN*2, false); d.cast == 0 {
-				d.castN = 0
-				return
-			}
+			d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
+			bp = d.cast
 		}
-		d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
-		bp = d.cast
 	}
 	d.alpha, d.beta = 1, 0
 	if acc {
@@ -63,12 +71,33 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 		uint64(bp), uint64(ldb), uint64(c.Ptr()), uint64(ldc), uint64(d.beta)) {
 		return
 	}
+	d.launches++
 	r := call(d.blas.gemmEx, d.handle, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&d.alpha)), a.Ptr(), at, uintptr(lda), bp, bt, uintptr(ldb),
 		uintptr(unsafe.Pointer(&d.beta)), c.Ptr(), cudaR32F, uintptr(ldc), cublasCompute32F, uintptr(uint32(cublasGemmDefault&0xffffffff)))
 	if r != 0 {
 		d.fail(fmt.Errorf("cublasGemmEx(%d×%d×%d): status %d", m, n, k, r))
 	}
+}
+
+// wide fails unless every tensor holds float32 values: the operations other than
+// device.BF16Operands' outputs and the products read float32 activations only.
+func (d *Device) wide(op string, ts ...device.Tensor[float32]) bool {
+	for _, t := range ts {
+		if t.BF16() {
+			return d.fail(fmt.Errorf("cuda: %s of a bfloat16 tensor (it reads and writes float32)", op))
+		}
+	}
+	return true
+}
+
+// outs is an output's float32 and bfloat16 addresses, each 0 where it is not to be
+// written (device.BF16Operands).
+func outs(t device.Tensor[float32]) (f32, b16 uint64) {
+	if t.BF16() {
+		return 0, uint64(t.Ptr())
+	}
+	return uint64(t.Ptr()), uint64(t.BF16Twin())
 }
 
 // MatMulNT implements device.Device: C = A·Bᵀ is Cᵀ = B·Aᵀ.
@@ -98,7 +127,7 @@ func (d *Device) MatMulTN(c, a, b device.Tensor[float32], m, n, k int, acc bool)
 // Add implements device.Device.
 func (d *Device) Add(out, a, b device.Tensor[float32]) {
 	defer d.exit()
-	if d.enter() {
+	if d.enter() && d.wide("Add", out, a, b) {
 		d.launch("add", d.stride(out.Len()), 1, 256, pArg(out), pArg(a), pArg(b), lArg(out.Len()))
 	}
 }
@@ -106,7 +135,7 @@ func (d *Device) Add(out, a, b device.Tensor[float32]) {
 // Scale implements device.Device.
 func (d *Device) Scale(x device.Tensor[float32], s float32) {
 	defer d.exit()
-	if d.enter() {
+	if d.enter() && d.wide("Scale", x) {
 		d.launch("scale", d.stride(x.Len()), 1, 256, pArg(x), fArg(s), lArg(x.Len()))
 	}
 }
@@ -114,7 +143,7 @@ func (d *Device) Scale(x device.Tensor[float32], s float32) {
 // AddRows implements device.Device.
 func (d *Device) AddRows(y, b device.Tensor[float32], rows int) {
 	defer d.exit()
-	if d.enter() {
+	if d.enter() && d.wide("AddRows", y, b) {
 		d.launch("add_rows", d.stride(rows*b.Len()), 1, 256, pArg(y), pArg(b), lArg(rows), iArg(b.Len()))
 	}
 }
@@ -132,19 +161,31 @@ func (d *Device) Embed(x, table device.Tensor[float32], idx device.Tensor[int32]
 	d.launch(k, idx.Len(), 1, 256, pArg(x), pArg(table), pArg(idx), iArg(dim))
 }
 
-// RMSNorm implements device.Device.
+// RMSNorm implements device.Device: add_rmsnorm without the add; y may have a bfloat16
+// operand or be one (device.BF16Operands).
 func (d *Device) RMSNorm(y, rstd, x, w device.Tensor[float32], rows, dim int, eps float64) {
 	defer d.exit()
-	if d.enter() {
-		d.launch("rmsnorm", rows, 1, 256, pArg(y), pArg(rstd), pArg(x), pArg(w), iArg(dim), dArg(eps))
+	if d.enter() && d.wide("RMSNorm", rstd, x) {
+		yf, yb := outs(y)
+		d.launch("add_rmsnorm", rows, 1, 256, 0, yf, yb, pArg(rstd), pArg(x), 0, pArg(w), iArg(dim), dArg(eps))
 	}
 }
 
-// RMSNormBack implements device.Device.
+// AddRMSNorm implements device.Device: one block per row; y as for RMSNorm.
+func (d *Device) AddRMSNorm(sum, y, rstd, a, b, w device.Tensor[float32], rows, dim int, eps float64) {
+	defer d.exit()
+	if d.enter() && d.wide("AddRMSNorm", sum, rstd, a, b) {
+		yf, yb := outs(y)
+		d.launch("add_rmsnorm", rows, 1, 256, pArg(sum), yf, yb, pArg(rstd), pArg(a), pArg(b), pArg(w), iArg(dim), dArg(eps))
+	}
+}
+
+// RMSNormBack implements device.Device; dx may have a bfloat16 operand attached
+// (device.BF16Operands).
 func (d *Device) RMSNormBack(dx, dy, x, w, rstd device.Tensor[float32], rows, dim int) {
 	defer d.exit()
-	if d.enter() {
-		d.launch("rmsnorm_back", rows, 1, 256, pArg(dx), pArg(dy), pArg(x), pArg(w), pArg(rstd), iArg(dim))
+	if d.enter() && d.wide("RMSNormBack", dx, dy, x) {
+		d.launch("rmsnorm_back", rows, 1, 256, pArg(dx), uint64(dx.BF16Twin()), pArg(dy), pArg(x), pArg(w), pArg(rstd), iArg(dim))
 	}
 }
 
@@ -168,10 +209,16 @@ func (d *Device) rope(r *device.Rope) [2]uintptr {
 	return t
 }
 
-// Rope implements device.Device.
+// Rope implements device.Device: rope_qk with Q's heads alone.
 func (d *Device) Rope(x device.Tensor[float32], pos device.Tensor[int32], heads int, r *device.Rope, inverse bool) {
+	d.RopeQK(x, device.Tensor[float32]{}, pos, heads, 0, r, inverse)
+}
+
+// RopeQK implements device.Device: one launch over the heads of both, which may have
+// bfloat16 operands attached (device.BF16Operands).
+func (d *Device) RopeQK(q, k device.Tensor[float32], pos device.Tensor[int32], qHeads, kHeads int, r *device.Rope, inverse bool) {
 	defer d.exit()
-	if !d.enter() {
+	if !d.enter() || !d.wide("Rope", q, k) {
 		return
 	}
 	t := d.rope(r)
@@ -180,27 +227,48 @@ func (d *Device) Rope(x device.Tensor[float32], pos device.Tensor[int32], heads 
 		inv = 1
 	}
 	rows := pos.Len()
-	d.launch("rope", d.stride(rows*heads*r.Half), 1, 256, pArg(x), pArg(pos), uint64(t[0]), uint64(t[1]), lArg(rows), iArg(heads), iArg(r.Half), iArg(inv))
+	d.launch("rope_qk", d.stride(rows*(qHeads+kHeads)*r.Half), 1, 256, pArg(q), uint64(q.BF16Twin()), pArg(k), uint64(k.BF16Twin()),
+		0, 0, 0, 0, pArg(pos), uint64(t[0]), uint64(t[1]),
+		lArg(rows), iArg(qHeads), iArg(kHeads), iArg(r.Half), iArg(inv))
 }
 
-// SwiGLU implements device.Device.
+// RopeQKV implements device.Device: rope_qk writing the caches too.
+func (d *Device) RopeQKV(q, k, v, kc, vc device.Tensor[float32], pos, slots device.Tensor[int32], qHeads, kHeads int, r *device.Rope) {
+	defer d.exit()
+	if !d.enter() || !d.wide("RopeQKV", q, k, v, kc, vc) {
+		return
+	}
+	t := d.rope(r)
+	rows := pos.Len()
+	d.launch("rope_qk", d.stride(rows*(qHeads+kHeads)*r.Half), 1, 256, pArg(q), uint64(q.BF16Twin()), pArg(k), uint64(k.BF16Twin()),
+		pArg(v), pArg(kc), pArg(vc), pArg(slots), pArg(pos), uint64(t[0]), uint64(t[1]),
+		lArg(rows), iArg(qHeads), iArg(kHeads), iArg(r.Half), iArg(0))
+}
+
+// SwiGLU implements device.Device; a may have a bfloat16 operand or be one
+// (device.BF16Operands).
 func (d *Device) SwiGLU(a, g, u device.Tensor[float32]) {
 	defer d.exit()
-	if d.enter() {
-		d.launch("swiglu", d.stride(a.Len()), 1, 256, pArg(a), pArg(g), pArg(u), lArg(a.Len()))
+	if d.enter() && d.wide("SwiGLU", g, u) {
+		af, ab := outs(a)
+		d.launch("swiglu", d.stride(a.Len()), 1, 256, af, ab, pArg(g), pArg(u), lArg(a.Len()))
 	}
 }
 
-// SwiGLUBack implements device.Device.
+// SwiGLUBack implements device.Device; dg and du may have bfloat16 operands attached
+// (device.BF16Operands).
 func (d *Device) SwiGLUBack(dg, du, da, g, u device.Tensor[float32]) {
 	defer d.exit()
-	if d.enter() {
-		d.launch("swiglu_back", d.stride(da.Len()), 1, 256, pArg(dg), pArg(du), pArg(da), pArg(g), pArg(u), lArg(da.Len()))
+	if d.enter() && d.wide("SwiGLUBack", dg, du, da, g, u) {
+		d.launch("swiglu_back", d.stride(da.Len()), 1, 256, pArg(dg), uint64(dg.BF16Twin()), pArg(du), uint64(du.BF16Twin()),
+			pArg(da), pArg(g), pArg(u), lArg(da.Len()))
 	}
 }
 
 func (d *Device) checkAttn(a *device.Attn[float32]) bool {
 	switch {
+	case !d.wide("Attention", a.Q, a.K, a.V, a.P):
+		return false
 	case a.HeadDim > 256:
 		return d.fail(fmt.Errorf("cuda: head_dim %d is above the kernels' 256", a.HeadDim))
 	case a.Layout.Desc.Empty() && len(a.Layout.Seqs) > 0:
@@ -256,7 +324,8 @@ func (d *Device) Attention(a *device.Attn[float32]) {
 		if a.Stats {
 			lse = pArg(a.P)
 		}
-		d.launch("flash_fwd_"+flashVariant(a.HeadDim), flashTiles(a.Layout), a.Heads, 128, pArg(a.Q), pArg(a.Out), lse,
+		of, ob := outs(a.Out)
+		d.launch("flash_fwd_"+flashVariant(a.HeadDim), flashTiles(a.Layout), a.Heads, 128, pArg(a.Q), of, ob, lse,
 			pArg(a.K), pArg(a.V), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), pArg(a.Layout.Tab), iArg(shift),
 			iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
 		return
@@ -265,14 +334,22 @@ func (d *Device) Attention(a *device.Attn[float32]) {
 		d.fail(errors.New("cuda: attention statistics asked of a device that keeps probabilities"))
 		return
 	}
+	if a.Out.BF16() {
+		d.fail(errors.New("cuda: float32 attention (probabilities kept) into a bfloat16 output alone"))
+		return
+	}
 	rows := a.Q.Len() / (a.Heads * a.HeadDim)
 	d.launch("attention", rows, a.Heads, 128, pArg(a.Q), pArg(a.Out), pArg(a.K), pArg(a.V), pArg(a.P),
 		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), pArg(a.Layout.Tab), iArg(shift),
 		iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+	if tw := a.Out.BF16Twin(); tw != 0 {
+		d.launch("cast_bf16", d.stride(a.Out.Len()), 1, 256, pArg(a.Out), uint64(tw), lArg(a.Out.Len()))
+	}
 }
 
 // AttentionBack implements device.Device, for training passes: every sequence's keys are
-// its own rows, from position 0.
+// its own rows, from position 0. dv may have a bfloat16 operand attached
+// (device.BF16Operands).
 func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.Tensor[float32]) {
 	defer d.exit()
 	if !d.enter() || !d.checkAttn(a) {
@@ -289,9 +366,13 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 			d.fail(errors.New("cuda: attention statistics asked of a device that keeps probabilities"))
 			return
 		}
-		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the rest.
+		// Rows outside every sequence get zeros, as on the CPU; the kernels overwrite the
+		// rest (dv's bfloat16 operand too: flash_bwd_kv writes it).
 		for _, t := range []device.Tensor[float32]{dq, dk, dv} {
 			d.memset(t.Ptr(), uintptr(t.Len())*4)
+		}
+		if tw := dv.BF16Twin(); tw != 0 {
+			d.memset(tw, uintptr(dv.Len())*2)
 		}
 		// D holds each row's Σ P∘dP per head, from flash_bwd_dq for flash_bwd_kv.
 		dsum := d.get(uintptr(a.P.Len())*4, false)
@@ -299,7 +380,7 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		v, tiles := flashVariant(a.HeadDim), flashTiles(a.Layout)
 		d.launch("flash_bwd_dq_"+v, tiles, a.Heads, 128, pArg(dq), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
 			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
-		d.launch("flash_bwd_kv_"+v, tiles, a.KVHeads, 128, pArg(dk), pArg(dv), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
+		d.launch("flash_bwd_kv_"+v, tiles, a.KVHeads, 128, pArg(dk), pArg(dv), uint64(dv.BF16Twin()), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
 			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
 		return
 	}
@@ -310,12 +391,15 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
 	d.launch("attn_back_kv", rows, a.KVHeads, min(256, (a.HeadDim+31)/32*32), pArg(dk), pArg(dv), pArg(ds), pArg(a.P), pArg(dout), pArg(a.Q),
 		pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim))
+	if tw := dv.BF16Twin(); tw != 0 {
+		d.launch("cast_bf16", d.stride(dv.Len()), 1, 256, pArg(dv), uint64(tw), lArg(dv.Len()))
+	}
 }
 
 // KVWrite implements device.Device.
 func (d *Device) KVWrite(cache, rows device.Tensor[float32], slots device.Tensor[int32], width int) {
 	defer d.exit()
-	if d.enter() {
+	if d.enter() && d.wide("KVWrite", cache, rows) {
 		d.launch("kv_write", d.stride(slots.Len()*width), 1, 256, pArg(cache), pArg(rows), pArg(slots), lArg(slots.Len()), iArg(width))
 	}
 }

@@ -21,7 +21,7 @@ var PTX80 string
 // Kernels are the entry points the device launches; each must be in PTX.
 var Kernels = []string{
 	"cast_bf16", "add", "scale", "add_rows", "embed_f32", "embed_bf16", "swiglu", "swiglu_back",
-	"rmsnorm", "rmsnorm_back", "log_softmax", "rope", "attention", "attn_back_q", "attn_back_kv",
+	"add_rmsnorm", "rmsnorm_back", "log_softmax", "rope_qk", "attention", "attn_back_q", "attn_back_kv",
 	"flash_fwd_64", "flash_bwd_dq_64", "flash_bwd_kv_64", "flash_fwd_128", "flash_bwd_dq_128", "flash_bwd_kv_128",
 	"flash_fwd_256", "flash_bwd_dq_256", "flash_bwd_kv_256",
 	"kv_write", "gather", "xent_fill", "scatter_add", "head_softmax", "head_dlogits", "head_back_f32", "head_back_bf16", "sumsq", "adamw", "sample", "topk",

@@ -18,7 +18,7 @@ func TestPTXHasEveryKernel(t *testing.T) {
 	}
 	// Kernels defined directly, and the tiled ones a macro defines per head_dim.
 	var defined []string
-	for _, m := range regexp.MustCompile(`extern "C" __global__ void (\w+)\(`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?([a-z]\w*)\(`).FindAllStringSubmatch(string(src), -1) {
 		defined = append(defined, m[1])
 	}
 	for _, m := range regexp.MustCompile(`(?m)^FLASH_KERNELS\((\d+)\)$`).FindAllStringSubmatch(string(src), -1) {

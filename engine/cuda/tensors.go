@@ -21,6 +21,16 @@ func (d *Device) Alloc(n int) device.Tensor[float32] {
 	return device.OnDevice[float32](d.get(uintptr(n)*4, true), n, false)
 }
 
+// AllocBF16 implements device.BF16Operands: n bfloat16 elements (zeroed) where weights
+// are bfloat16, the empty tensor where they are float32.
+func (d *Device) AllocBF16(n int) device.Tensor[float32] {
+	defer d.exit()
+	if !d.enter() || n == 0 || !d.bf16 {
+		return device.Tensor[float32]{}
+	}
+	return device.OnDevice[float32](d.get(uintptr(n)*2, true), n, true)
+}
+
 // Free implements device.Device.
 func (d *Device) Free(t device.Tensor[float32]) {
 	defer d.exit()

@@ -179,6 +179,28 @@ func rmsNormRows[T Float](y, rstd, x, w Tensor[T], lo, hi, d int, eps float64) {
 	}
 }
 
+// AddRMSNorm implements Device: Add's sums and rmsNormRows' arithmetic, row by row, so
+// the bits are those of the two operations.
+func (*CPU[T]) AddRMSNorm(sum, y, rstd, a, b, w Tensor[T], rows, d int, eps float64) {
+	spread(rows, rowGrain(d), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			ar, br, sr := a.h[r*d:r*d+d], b.h[r*d:r*d+d], sum.h[r*d:r*d+d]
+			var ss float64
+			for i := range sr {
+				v := ar[i] + br[i]
+				sr[i] = v
+				ss += float64(v) * float64(v)
+			}
+			s := T(1 / math.Sqrt(ss/float64(d)+eps))
+			rstd.h[r] = s
+			yr := y.h[r*d : r*d+d]
+			for i, v := range sr {
+				yr[i] = v * s * w.h[i]
+			}
+		}
+	})
+}
+
 // RMSNormBack implements Device.
 func (*CPU[T]) RMSNormBack(dx, dy, x, w, rstd Tensor[T], rows, d int) {
 	spread(rows, rowGrain(d), func(lo, hi int) { rmsNormBackRows(dx, dy, x, w, rstd, lo, hi, d) })
@@ -202,6 +224,21 @@ func rmsNormBackRows[T Float](dx, dy, x, w, rstd Tensor[T], lo, hi, d int) {
 // Rope implements Device.
 func (*CPU[T]) Rope(x Tensor[T], pos Tensor[int32], heads int, rt *Rope, inverse bool) {
 	spread(len(pos.h), rowGrain(heads*2*rt.Half), func(lo, hi int) { ropeRows(x, pos, lo, hi, heads, rt, inverse) })
+}
+
+// RopeQK implements Device.
+func (*CPU[T]) RopeQK(q, k Tensor[T], pos Tensor[int32], qHeads, kHeads int, rt *Rope, inverse bool) {
+	spread(len(pos.h), rowGrain((qHeads+kHeads)*2*rt.Half), func(lo, hi int) {
+		ropeRows(q, pos, lo, hi, qHeads, rt, inverse)
+		ropeRows(k, pos, lo, hi, kHeads, rt, inverse)
+	})
+}
+
+// RopeQKV implements Device.
+func (d *CPU[T]) RopeQKV(q, k, v, kc, vc Tensor[T], pos, slots Tensor[int32], qHeads, kHeads int, rt *Rope) {
+	d.RopeQK(q, k, pos, qHeads, kHeads, rt, false)
+	d.KVWrite(kc, k, slots, kHeads*2*rt.Half)
+	d.KVWrite(vc, v, slots, kHeads*2*rt.Half)
 }
 
 func ropeRows[T Float](x Tensor[T], pos Tensor[int32], lo, hi, heads int, rt *Rope, inverse bool) {

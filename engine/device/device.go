@@ -39,7 +39,28 @@ type Tensor[E Elem] struct {
 	// wide: products with this frozen weight keep the other operand in float32 even
 	// where the weight's format would round it (see WideActivations).
 	wide bool
+	// tw: the device address of a bfloat16 copy of t's elements (see WithBF16); 0: none.
+	tw uintptr
 }
+
+// WithBF16 is t (float32 activations on a device) with b, a bfloat16 tensor of the same
+// length on the same device (BF16Operands.AllocBF16), attached as its bfloat16 operand:
+// the operations of BF16Operands that write t also write t's values rounded to bfloat16
+// into b, and a product of t with a bfloat16 weight reads b rather than rounding t in a
+// separate launch. Host devices never see one (they have no BF16Operands).
+func (t Tensor[E]) WithBF16(b Tensor[E]) Tensor[E] {
+	if t.n == 0 && b.n == 0 {
+		return t
+	}
+	if !b.bf16 || b.n != t.n || t.bf16 || t.p == 0 {
+		panic("device: WithBF16 needs a float32 device tensor and a bfloat16 one of its length")
+	}
+	t.tw = b.p
+	return t
+}
+
+// BF16Twin is the device address of the bfloat16 operand attached by WithBF16 (0: none).
+func (t Tensor[E]) BF16Twin() uintptr { return t.tw }
 
 // WideActivations is t as the weight operand of products that multiply float32
 // activations whatever t's storage: the CPU rounds the activations of a forward product
@@ -101,7 +122,11 @@ func (t Tensor[E]) Slice(i, j int) Tensor[E] {
 	if t.h != nil {
 		return Tensor[E]{h: t.h[i:j:j], n: j - i}
 	}
-	return Tensor[E]{p: t.p + uintptr(i)*t.ElemSize(), n: j - i, bf16: t.bf16}
+	s := Tensor[E]{p: t.p + uintptr(i)*t.ElemSize(), n: j - i, bf16: t.bf16}
+	if t.tw != 0 {
+		s.tw = t.tw + uintptr(i)*2
+	}
+	return s
 }
 
 // Device is the set of operations the engine runs on. T is the element type of
@@ -152,11 +177,23 @@ type Device[T Float] interface {
 	// RMSNorm computes y = x·rstd·w per row with rstd = 1/√(mean(x²)+eps) (sums in
 	// float64), and stores rstd per row for the backward pass.
 	RMSNorm(y, rstd, x, w Tensor[T], rows, d int, eps float64)
+	// AddRMSNorm computes sum = a + b, then y = RMSNorm(sum) and rstd as RMSNorm does, in
+	// one pass over each row: a residual add and the norm that reads its result. sum may
+	// alias a or b. The bits are those of Add then RMSNorm. (Its backward needs no fused
+	// form: RMSNormBack already adds into the residual stream's gradient.)
+	AddRMSNorm(sum, y, rstd, a, b, w Tensor[T], rows, d int, eps float64)
 	// RMSNormBack adds to dx the gradient through RMSNorm (w frozen).
 	RMSNormBack(dx, dy, x, w, rstd Tensor[T], rows, d int)
 	// Rope rotates the heads of x[rows×heads·hd] in place by RoPE at each row's position
 	// (HF rotate_half layout); inverse applies the transpose (the backward pass).
 	Rope(x Tensor[T], pos Tensor[int32], heads int, r *Rope, inverse bool)
+	// RopeQK is Rope over q (qHeads heads a row) and k (kHeads) at the same rows'
+	// positions, in one launch on a GPU; the bits are those of the two Rope calls.
+	RopeQK(q, k Tensor[T], pos Tensor[int32], qHeads, kHeads int, r *Rope, inverse bool)
+	// RopeQKV is RopeQK (forward) followed by KVWrite of the rotated k and of v into the
+	// caches kc and vc (row i to slot slots[i], width kHeads·head_dim): a cached pass's
+	// three operations, in one launch on a GPU, with their bits.
+	RopeQKV(q, k, v, kc, vc Tensor[T], pos, slots Tensor[int32], qHeads, kHeads int, r *Rope)
 	// SwiGLU computes a = silu(g)·u.
 	SwiGLU(a, g, u Tensor[T])
 	// SwiGLUBack computes dg and du from da (overwriting them).
@@ -204,6 +241,24 @@ type Device[T Float] interface {
 
 	// LoraOps are the grouped LoRA products of many adapters' runs of rows (lora.go).
 	LoraOps[T]
+}
+
+// BF16Operands is a device whose products with bfloat16 weights multiply bfloat16
+// activations (with float32 accumulation), and whose operations that produce such
+// activations write them in bfloat16 directly: RMSNorm, AddRMSNorm and SwiGLU (y, a)
+// and Attention (Out) in the forward pass. Their output may be a float32 tensor with a
+// bfloat16 operand attached (Tensor.WithBF16: both are written), or a bfloat16 tensor
+// alone, when no one needs the float32 values (only that bfloat16 operand is written).
+// In the backward pass RMSNormBack (dx), SwiGLUBack (dg, du), RopeQK (q, k) and
+// AttentionBack (dv) write the attached operand of the gradients that input-gradient
+// products read; those stay float32 too. A product then reads the bfloat16 operand as
+// it is, where a float32 activation would first be rounded in a separate launch; a
+// bfloat16 activation with a float32 weight is refused. Any other operation refuses a
+// bfloat16 activation.
+type BF16Operands[T Float] interface {
+	// AllocBF16 returns n elements stored as bfloat16, or the empty tensor where the
+	// device's products do not take bfloat16 activations (float32 weights).
+	AllocBF16(n int) Tensor[T]
 }
 
 // MatrixPlacer is a device that stores a frozen matrix in a format of its own, which it

@@ -42,6 +42,7 @@ static thread_local dim3 threadIdx; // set per coroutine by the scheduler (see s
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __shared__ static
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
@@ -195,7 +196,7 @@ static std::function<void()> bind(void (*f)(A...), void** p) {
 }
 
 #define KERNELS(X) X(cast_bf16) X(add) X(scale) X(add_rows) X(embed_f32) X(embed_bf16) X(swiglu) X(swiglu_back) \
-    X(rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
+    X(add_rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope_qk) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
     X(flash_fwd_64) X(flash_bwd_dq_64) X(flash_bwd_kv_64) X(flash_fwd_128) X(flash_bwd_dq_128) X(flash_bwd_kv_128) \
     X(flash_fwd_256) X(flash_bwd_dq_256) X(flash_bwd_kv_256) X(gather) X(xent_fill) X(scatter_add) \
     X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq) X(adamw) X(sample) X(topk) \

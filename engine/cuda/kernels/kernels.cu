@@ -132,40 +132,64 @@ extern "C" __global__ void embed_bf16(float* x, const bf16_t* table, const int* 
     for (int j = threadIdx.x; j < d; j += blockDim.x) dst[j] = bf16_to_f32(src[j]);
 }
 
-// swiglu: a = silu(g)·u, silu in double as on the CPU.
-extern "C" __global__ void swiglu(float* a, const float* g, const float* u, i64 n) {
+// swiglu: a = silu(g)·u, silu in double as on the CPU; a (float32) and ab (its bfloat16
+// rounding, a product's operand) are each written when not null.
+extern "C" __global__ void swiglu(float* a, bf16_t* ab, const float* g, const float* u, i64 n) {
     for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
         double gv = g[k];
-        a[k] = (float)(gv / (1.0 + exp(-gv))) * u[k];
+        float v = (float)(gv / (1.0 + exp(-gv))) * u[k];
+        if (a) a[k] = v;
+        if (ab) ab[k] = f32_to_bf16(v);
     }
 }
 
-extern "C" __global__ void swiglu_back(float* dg, float* du, const float* da, const float* g, const float* u, i64 n) {
+// swiglu_back: dg and du, and their bfloat16 roundings dgb and dub (the operands of the
+// gate and up products' input gradients) when not null.
+extern "C" __global__ void swiglu_back(float* dg, bf16_t* dgb, float* du, bf16_t* dub, const float* da, const float* g,
+                                       const float* u, i64 n) {
     for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
         double gv = g[k];
         double sg = 1.0 / (1.0 + exp(-gv));
-        du[k] = da[k] * (float)(gv * sg);
-        dg[k] = da[k] * u[k] * (float)(sg * (1.0 + gv * (1.0 - sg)));
+        float vu = da[k] * (float)(gv * sg);
+        float vg = da[k] * u[k] * (float)(sg * (1.0 + gv * (1.0 - sg)));
+        du[k] = vu;
+        dg[k] = vg;
+        if (dub) dub[k] = f32_to_bf16(vu);
+        if (dgb) dgb[k] = f32_to_bf16(vg);
     }
 }
 
 // ---- row ops: one block per row ----
 
-// rmsnorm: y = x·rstd·w, rstd = 1/√(mean(x²)+eps).
-extern "C" __global__ void rmsnorm(float* y, float* rstd, const float* x, const float* w, int d, double eps) {
+// add_rmsnorm: v = a + b (b null: v = a), sum = v (when sum is not null), then
+// y = v·rstd·w with rstd = 1/√(mean(v²)+eps): a residual add and the norm after it, in one
+// pass over the row. y (float32) and yb (its bfloat16 rounding, a product's operand) are
+// each written when not null. Each thread reads back only the elements it wrote.
+extern "C" __global__ void add_rmsnorm(float* sum, float* y, bf16_t* yb, float* rstd, const float* a, const float* b,
+                                       const float* w, int d, double eps) {
     __shared__ double sh[MAX_WARPS];
-    const float* xr = x + (i64)blockIdx.x * d;
-    float* yr = y + (i64)blockIdx.x * d;
+    i64 o = (i64)blockIdx.x * d;
     double ss = 0;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) ss += (double)xr[j] * xr[j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = b ? a[o + j] + b[o + j] : a[o + j];
+        if (sum) sum[o + j] = v;
+        ss += (double)v * v;
+    }
     ss = block_sum_d(ss, sh);
     float s = (float)(1.0 / sqrt(ss / d + eps));
     if (threadIdx.x == 0) rstd[blockIdx.x] = s;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] * s * w[j];
+    const float* xr = sum ? sum : a;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = xr[o + j] * s * w[j];
+        if (y) y[o + j] = v;
+        if (yb) yb[o + j] = f32_to_bf16(v);
+    }
 }
 
-// rmsnorm_back adds the gradient through rmsnorm (w frozen) to dx.
-extern "C" __global__ void rmsnorm_back(float* dx, const float* dy, const float* x, const float* w, const float* rstd, int d) {
+// rmsnorm_back adds the gradient through rmsnorm (w frozen) to dx, and writes the sum's
+// bfloat16 rounding to dxb (a product's operand) when it is not null.
+extern "C" __global__ void rmsnorm_back(float* dx, bf16_t* dxb, const float* dy, const float* x, const float* w,
+                                        const float* rstd, int d) {
     __shared__ double sh[MAX_WARPS];
     i64 o = (i64)blockIdx.x * d;
     double dot = 0;
@@ -173,7 +197,11 @@ extern "C" __global__ void rmsnorm_back(float* dx, const float* dy, const float*
     dot = block_sum_d(dot, sh);
     float s = rstd[blockIdx.x];
     float c = (float)((double)s * s * s * dot / d);
-    for (int j = threadIdx.x; j < d; j += blockDim.x) dx[o + j] += s * dy[o + j] * w[j] - c * x[o + j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = dx[o + j] + (s * dy[o + j] * w[j] - c * x[o + j]);
+        dx[o + j] = v;
+        if (dxb) dxb[o + j] = f32_to_bf16(v);
+    }
 }
 
 // log_softmax replaces each row of x[·×cols] by its log-softmax.
@@ -190,20 +218,43 @@ extern "C" __global__ void log_softmax(float* x, int cols) {
     for (int j = threadIdx.x; j < cols; j += blockDim.x) r[j] -= lse;
 }
 
-// rope rotates x[rows×heads·2·half] in place at each row's position (rotate_half layout).
-extern "C" __global__ void rope(float* x, const int* pos, const float* cosT, const float* sinT, i64 rows, int heads, int half, int inverse) {
+// rope_qk rotates q[rows×qheads·2·half] and k[rows×kheads·2·half] in place at each row's
+// position (rotate_half layout): the heads of a row are q's, then k's (k may be null with
+// kheads 0). qb and kb, when not null, receive the results' bfloat16 roundings (the
+// operands of the q and k products' input gradients, in the backward pass). With kc not
+// null, the rotated k and v (of k's shape) are also written to slot slots[r] of the
+// caches kc and vc (kv_write's job, in a cached pass).
+extern "C" __global__ void rope_qk(float* q, bf16_t* qb, float* k, bf16_t* kb, const float* v, float* kc, float* vc,
+                                   const int* slots, const int* pos, const float* cosT, const float* sinT, i64 rows,
+                                   int qheads, int kheads, int half, int inverse) {
+    int heads = qheads + kheads;
     i64 total = rows * heads * half;
-    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < total; k += (i64)gridDim.x * blockDim.x) {
-        i64 rh = k / half;
-        int i = (int)(k % half);
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 rh = e / half;
+        int i = (int)(e % half);
         i64 r = rh / heads;
-        float* v = x + rh * 2 * half;
+        int h = (int)(rh % heads);
+        i64 off = h < qheads ? (r * qheads + h) * 2 * half : (r * kheads + h - qheads) * 2 * half;
+        float* x = (h < qheads ? q : k) + off;
+        bf16_t* xb = h < qheads ? qb : kb;
         i64 t = (i64)pos[r] * half + i;
         float c = cosT[t], s = sinT[t];
         if (inverse) s = -s;
-        float a = v[i], b = v[i + half];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
+        float x0 = x[i], x1 = x[i + half];
+        float a = x0 * c - x1 * s, b = x1 * c + x0 * s;
+        x[i] = a;
+        x[i + half] = b;
+        if (xb) {
+            xb[off + i] = f32_to_bf16(a);
+            xb[off + i + half] = f32_to_bf16(b);
+        }
+        if (kc && h >= qheads) {
+            i64 co = (i64)slots[r] * kheads * 2 * half + (h - qheads) * 2 * half;
+            kc[co + i] = a;
+            kc[co + i + half] = b;
+            vc[co + i] = v[off + i];
+            vc[co + i + half] = v[off + i + half];
+        }
     }
 }
 
@@ -502,7 +553,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // layout's causal, paged or contiguous keys; with lse, each row's log-sum-exp of its
 // scaled scores at lse[row·heads + h].
 template <int HDP>
-__device__ void flash_fwd_t(const float* q, float* out, float* lse, const float* K, const float* V, const int* desc, int nseq,
+__device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse, const float* K, const float* V, const int* desc, int nseq,
                             const int* tables, int shift, int heads, int kvheads, int hd, float scale) {
     __shared__ bf16_t Ks[FA_BN][HDP + FA_PAD];
     __shared__ bf16_t Vs[FA_BN][HDP + FA_PAD];
@@ -580,15 +631,20 @@ __device__ void flash_fwd_t(const float* q, float* out, float* lse, const float*
     lb = quad_sum(lb);
     int rows[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
     float inv[2] = {1.f / la, 1.f / lb}, lses[2] = {ma + logf(la), mb + logf(lb)};
+#pragma unroll
     for (int x = 0; x < 2; x++) {
         if (rows[x] >= N) continue;
-        i64 r = (i64)sd[0] + rows[x];
-        float* op = out + r * qd + h * hd;
+        i64 r = (i64)sd[0] + rows[x], ro = r * qd + h * hd;
 #pragma unroll
         for (int nb = 0; nb < HDP / 8; nb++) {
             int c = nb * 8 + 2 * t;
-            if (c < hd) op[c] = o[nb][2 * x] * inv[x];
-            if (c + 1 < hd) op[c + 1] = o[nb][2 * x + 1] * inv[x];
+            if (c >= hd) continue; // hd is even: c + 1 < hd too
+            float v0 = o[nb][2 * x] * inv[x], v1 = o[nb][2 * x + 1] * inv[x];
+            if (out) {
+                out[ro + c] = v0;
+                out[ro + c + 1] = v1;
+            }
+            if (outb) *(unsigned*)(outb + ro + c) = pack_bf16(v0, v1);
         }
         if (lse && t == 0) lse[r * heads + h] = lses[x];
     }
@@ -684,7 +740,7 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
 // the queries that see them in tiles: Sᵀ = K·Qᵀ, Pᵀ, dPᵀ = V·dOᵀ, dSᵀ; dV = Σ Pᵀ·dO and
 // dK = Σ dSᵀ·Q overwrite dv and dk.
 template <int HDP>
-__device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float* dout, const float* q, const float* K, const float* V,
+__device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D, const float* dout, const float* q, const float* K, const float* V,
                                const float* lse, const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
     __shared__ bf16_t Qs[FA_BN][HDP + FA_PAD];
     __shared__ bf16_t Os[FA_BN][HDP + FA_PAD];
@@ -747,20 +803,19 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float
         }
     }
     int keys[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
+#pragma unroll
     for (int x = 0; x < 2; x++) {
         if (keys[x] >= N) continue;
         i64 r = ((i64)sd[3] + keys[x]) * kvd + kh * hd;
 #pragma unroll
         for (int nb = 0; nb < HDP / 8; nb++) {
             int c = nb * 8 + 2 * t;
-            if (c < hd) {
-                dk[r + c] = dka[nb][2 * x];
-                dv[r + c] = dva[nb][2 * x];
-            }
-            if (c + 1 < hd) {
-                dk[r + c + 1] = dka[nb][2 * x + 1];
-                dv[r + c + 1] = dva[nb][2 * x + 1];
-            }
+            if (c >= hd) continue; // hd is even: c + 1 < hd too
+            dk[r + c] = dka[nb][2 * x];
+            dv[r + c] = dva[nb][2 * x];
+            dk[r + c + 1] = dka[nb][2 * x + 1];
+            dv[r + c + 1] = dva[nb][2 * x + 1];
+            if (dvb) *(unsigned*)(dvb + r + c) = pack_bf16(dva[nb][2 * x], dva[nb][2 * x + 1]);
         }
     }
 }
@@ -774,21 +829,29 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, const float* D, const float
 #define FA_BODY(call) call
 #endif
 
+// FA_FWD_BLOCKS_*: the blocks per SM flash_fwd is built for (its register budget), those
+// it reached before it wrote a bfloat16 output too (which took it from 96 to 109
+// registers at head_dim 64 and from 167 to 176 at 128: fewer blocks per SM): 5 at 64, 3
+// at 128, 1 (no bound) at 256.
+#define FA_FWD_BLOCKS_64 5
+#define FA_FWD_BLOCKS_128 3
+#define FA_FWD_BLOCKS_256 1
+
 #define FLASH_KERNELS(HDP)                                                                                                      \
-    extern "C" __global__ void flash_fwd_##HDP(const float* q, float* out, float* lse, const float* K, const float* V,          \
-                                               const int* desc, int nseq, const int* tables, int shift, int heads,              \
-                                               int kvheads, int hd, float scale) {                                             \
-        FA_BODY(flash_fwd_t<HDP>(q, out, lse, K, V, desc, nseq, tables, shift, heads, kvheads, hd, scale));                            \
+    extern "C" __global__ void __launch_bounds__(128, FA_FWD_BLOCKS_##HDP) flash_fwd_##HDP(const float* q, float* out, bf16_t* outb, float* lse, const float* K,           \
+                                               const float* V, const int* desc, int nseq, const int* tables, int shift,         \
+                                               int heads, int kvheads, int hd, float scale) {                                  \
+        FA_BODY(flash_fwd_t<HDP>(q, out, outb, lse, K, V, desc, nseq, tables, shift, heads, kvheads, hd, scale));                      \
     }                                                                                                                           \
     extern "C" __global__ void flash_bwd_dq_##HDP(float* dq, float* D, const float* dout, const float* q, const float* K,       \
                                                   const float* V, const float* lse, const int* desc, int nseq, int heads,       \
                                                   int kvheads, int hd, float scale) {                                          \
         FA_BODY(flash_bwd_dq_t<HDP>(dq, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                                \
     }                                                                                                                           \
-    extern "C" __global__ void flash_bwd_kv_##HDP(float* dk, float* dv, const float* D, const float* dout, const float* q,     \
-                                                  const float* K, const float* V, const float* lse, const int* desc, int nseq,  \
-                                                  int heads, int kvheads, int hd, float scale) {                               \
-        FA_BODY(flash_bwd_kv_t<HDP>(dk, dv, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                            \
+    extern "C" __global__ void flash_bwd_kv_##HDP(float* dk, float* dv, bf16_t* dvb, const float* D, const float* dout,      \
+                                                  const float* q, const float* K, const float* V, const float* lse,             \
+                                                  const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {     \
+        FA_BODY(flash_bwd_kv_t<HDP>(dk, dv, dvb, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                       \
     }
 
 FLASH_KERNELS(64)
