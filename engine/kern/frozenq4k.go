@@ -24,9 +24,9 @@ import (
 // Q4_K), and in bf16 when they are not whole blocks of 32 either.
 //
 // The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
-// q5_0, are AVX2 assembly (frozenq4k_amd64.s; the K-quants' scales unpacked to float32
-// in Go first); q6_k's widening and every kernel on other machines (arm64 included) are
-// portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
+// q5_0, are AVX2 assembly on amd64 (frozenq4k_amd64.s) and NEON on arm64
+// (frozenq4k_arm64.s), the K-quants' scales unpacked to float32 in Go first; q6_k's
+// widening and every kernel on other machines (and -tags purego) are portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
 // GEMM's panels, as the other block formats do.
 
 // QKBlock is the number of weights in one super-block of Q4_K and Q6_K.

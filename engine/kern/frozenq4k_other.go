@@ -1,11 +1,11 @@
-//go:build !amd64 || purego
+//go:build !(amd64 || arm64) || purego
 
 package kern
 
 import "unsafe"
 
 // dotQ4KAVX is the portable dot where there is no assembly (never dispatched to:
-// useAVX2 is false or the arm64 build routes the K-quants to the Go dots).
+// useAVX2 is false here).
 func dotQ4KAVX(x *float32, blk *byte, sc *float32, nb int) float32 {
 	return dotQ4KGo(unsafe.Slice(x, nb*QKBlock), unsafe.Slice(blk, nb*144))
 }
