@@ -60,8 +60,8 @@ func TestKQuantsAreGGMLs(t *testing.T) {
 // TestKQuantProducts checks both products with q4_k, q6_k and q5_0 weights, at every
 // kernel level, against float64 products with the widened matrix (as
 // TestFrozenProducts does for the other formats), over shapes with whole super-blocks.
+// Not parallel: atLevel sets the package's kernel switches, which the parallel tests read.
 func TestKQuantProducts(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(26, 2))
 	shapes := [][3]int{{1, 9, 256}, {1, 33, 1536}, {2, 17, 512}, {3, 13, 256}, {5, 16, 768}, {17, 21, 512}, {40, 7, 256}, {1, 5, 96}, {6, 11, 576}}
 	for _, f := range []WeightFormat{Q4_K, Q6_K, Q5_0} {
@@ -188,9 +188,8 @@ func BenchmarkKQuantDot(b *testing.B) {
 
 // TestKQuantWiden: the assembly's widening of q4_k and q5_0 (the 16-wide tiles' and the
 // packed GEMM's source) equals the portable dequantisers bit for bit, over whole rows,
-// whole-block segments and partial ones, at every kernel level.
+// whole-block segments and partial ones, at every kernel level (not parallel: atLevel).
 func TestKQuantWiden(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(26, 5))
 	for _, f := range []WeightFormat{Q4_K, Q5_0} {
 		w := NewFrozen(randSlice(rng, 3*768), 3, 768, f)
