@@ -18,10 +18,13 @@ import (
 //	      w = d·(q−16).
 //
 // Quantising into q4_k is llama.cpp's reference quantiser (quantize_row_q4_K_ref: per
-// sub-block an error-minimising scale and minimum, make_qkx2_quants), into q5_0 its
-// quantize_row_q5_0_ref; q6_k is only loaded from files. A matrix asked for in q4_k
-// whose rows are not whole super-blocks is stored in q5_0 (llama.cpp's own fallback for
-// Q4_K), and in bf16 when they are not whole blocks of 32 either.
+// sub-block an error-minimising scale and minimum, make_qkx2_quants), into q6_k its
+// quantize_row_q6_K_ref (make_qx_quants per 16 weights), into q5_0 its
+// quantize_row_q5_0_ref. A matrix asked for in q4_k whose rows are not whole
+// super-blocks is stored in q5_0, one asked for in q6_k in q8_0 (llama.cpp's own
+// fallbacks), and in bf16 when they are not whole blocks of 32 either. q6_k is not a
+// format configuration chooses: the engine's q4_k mixes it in as llama.cpp's Q4_K_M does
+// (engine/weights.go).
 //
 // The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
 // q5_0, are AVX2 assembly on amd64 (frozenq4k_amd64.s) and NEON on arm64
@@ -518,4 +521,112 @@ func makeQKX2Quants(nmax int, x, weights []float32, l, laux []uint8, rmin, rdelt
 		}
 	}
 	return scale, -vmin
+}
+
+// groupMaxEps is ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it is
+// stored as zeros.
+const groupMaxEps = 1e-15
+
+// quantQ6K is llama.cpp's quantize_row_q6_K_ref for one super-block (x: 256 weights,
+// dst: 210 bytes): per group of 16 a scale from makeQXQuants (nmax 32, weights x²), the
+// sixteen scales quantised to int8 under one half d, then each weight rounded to
+// [−32, 31] at its group's d·sc and stored offset by 32 as four low bits (ql) and two
+// high ones (qh).
+func quantQ6K(dst []byte, x []float32) {
+	var L [QKBlock]int8
+	var scales [QKBlock / 16]float32
+	var maxScale, maxAbsScale float32
+	for ib := 0; ib < QKBlock/16; ib++ {
+		s := makeQXQuants(32, x[16*ib:16*ib+16], L[16*ib:16*ib+16])
+		scales[ib] = s
+		if a := float32(math.Abs(float64(s))); a > maxAbsScale {
+			maxAbsScale, maxScale = a, s
+		}
+	}
+	dst = dst[:210]
+	if maxAbsScale < groupMaxEps {
+		clear(dst)
+		return
+	}
+	iscale := -128 / maxScale
+	binary.LittleEndian.PutUint16(dst[208:], ToF16(1/iscale))
+	sc := dst[192:208]
+	for ib := range scales {
+		sc[ib] = byte(int8(min(127, nearestInt(iscale*scales[ib]))))
+	}
+	dh := FromF16(binary.LittleEndian.Uint16(dst[208:]))
+	for j := 0; j < QKBlock/16; j++ {
+		d := dh * float32(int8(sc[j]))
+		if d == 0 {
+			continue
+		}
+		for ii := 0; ii < 16; ii++ {
+			l := nearestInt(x[16*j+ii] / d)
+			L[16*j+ii] = int8(max(-32, min(31, l)) + 32)
+		}
+	}
+	ql, qh := dst[0:128], dst[128:192]
+	for j := 0; j < QKBlock; j += 128 {
+		for l := 0; l < 32; l++ {
+			q1, q2, q3, q4 := uint8(L[j+l]), uint8(L[j+l+32]), uint8(L[j+l+64]), uint8(L[j+l+96])
+			ql[l] = q1&0xF | (q3&0xF)<<4
+			ql[l+32] = q2&0xF | (q4&0xF)<<4
+			qh[l] = q1>>4 | (q2>>4)<<2 | (q3>>4)<<4 | (q4>>4)<<6
+		}
+		ql, qh = ql[64:], qh[32:]
+	}
+}
+
+// makeQXQuants is llama.cpp's make_qx_quants with rmse_type 1 and no importance weights
+// (the form quantize_row_q6_K_ref calls): levels l ∈ [−nmax, nmax−1] (stored in L as
+// l + nmax) and the scale that minimises Σ x²·(x − scale·l)² over 19 candidate inverse
+// scales around −nmax/max. Each product is rounded before it is summed (float32(…)), as
+// ggml's C computes it, so an arm64 build does not fuse it into a multiply-add.
+func makeQXQuants(nmax int, x []float32, L []int8) float32 {
+	var maxV, amax float32
+	for _, v := range x {
+		if a := float32(math.Abs(float64(v))); a > amax {
+			amax, maxV = a, v
+		}
+	}
+	if amax < groupMaxEps {
+		clear(L[:len(x)])
+		return 0
+	}
+	fmax := float32(nmax)
+	iscale := -fmax / maxV
+	var sumlx, suml2 float32
+	for i, v := range x {
+		l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
+		L[i] = int8(l + nmax)
+		w, lf := v*v, float32(l)
+		sumlx += float32(w * v * lf)
+		suml2 += float32(w * lf * lf)
+	}
+	var scale float32
+	if suml2 != 0 {
+		scale = sumlx / suml2
+	}
+	best := scale * sumlx
+	for is := -9; is <= 9; is++ {
+		if is == 0 {
+			continue
+		}
+		iscale = -(fmax + float32(0.1)*float32(is)) / maxV
+		sumlx, suml2 = 0, 0
+		for _, v := range x {
+			l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
+			w, lf := v*v, float32(l)
+			sumlx += float32(w * v * lf)
+			suml2 += float32(w * lf * lf)
+		}
+		if suml2 > 0 && float32(sumlx*sumlx) > float32(best*suml2) {
+			for i, v := range x {
+				L[i] = int8(nmax + max(-nmax, min(nmax-1, nearestInt(iscale*v))))
+			}
+			scale = sumlx / suml2
+			best = scale * sumlx
+		}
+	}
+	return scale
 }

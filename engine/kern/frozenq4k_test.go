@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestKQuantsAreGGMLs: the Q4_K and Q5_0 quantisers store the bytes ggml's reference
+// TestKQuantsAreGGMLs: the Q4_K, Q5_0 and Q6_K quantisers store the bytes ggml's reference
 // quantisers store for the same float32 rows (testdata/ggml_kquants.bin, written by
 // tools/llamacppref/kquant_golden.py through llama.cpp 0.3.36's libggml-base), and the
 // portable dequantisers give back what those blocks encode.
@@ -27,14 +27,14 @@ func TestKQuantsAreGGMLs(t *testing.T) {
 		src[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	raw = raw[4*len(src):]
-	nK, n5 := rows*cols/QKBlock*Q4_K.blockBytes(), rows*cols/QBlock*Q5_0.blockBytes()
-	if len(raw) != nK+n5 {
-		t.Fatalf("golden file: %d bytes of blocks, want %d", len(raw), nK+n5)
+	nK, n5, n6 := rows*cols/QKBlock*Q4_K.blockBytes(), rows*cols/QBlock*Q5_0.blockBytes(), rows*cols/QKBlock*Q6_K.blockBytes()
+	if len(raw) != nK+n5+n6 {
+		t.Fatalf("golden file: %d bytes of blocks, want %d", len(raw), nK+n5+n6)
 	}
 	for _, c := range []struct {
 		f    WeightFormat
 		want []byte
-	}{{Q4_K, raw[:nK]}, {Q5_0, raw[nK:]}} {
+	}{{Q4_K, raw[:nK]}, {Q5_0, raw[nK : nK+n5]}, {Q6_K, raw[nK+n5:]}} {
 		w := NewFrozen(src, rows, cols, c.f)
 		if w.Format != c.f {
 			t.Fatalf("%s stored as %s", c.f, w.Format)
@@ -135,7 +135,8 @@ func TestKQuantFormats(t *testing.T) {
 		cols       int
 		stored     WeightFormat
 		bytesPerWt float64
-	}{{Q4_K, 512, Q4_K, 144.0 / 256}, {Q4_K, 576, Q5_0, 22.0 / 32}, {Q4_K, 40, BF16, 2}, {Q5_0, 64, Q5_0, 22.0 / 32}} {
+	}{{Q4_K, 512, Q4_K, 144.0 / 256}, {Q4_K, 576, Q5_0, 22.0 / 32}, {Q4_K, 40, BF16, 2}, {Q5_0, 64, Q5_0, 22.0 / 32},
+		{Q6_K, 512, Q6_K, 210.0 / 256}, {Q6_K, 576, Q8_0, 34.0 / 32}, {Q6_K, 40, BF16, 2}} {
 		w := NewFrozen(randSlice(rng, 3*c.cols), 3, c.cols, c.f)
 		if w.Format != c.stored || float64(w.Bytes())/float64(3*c.cols) != c.bytesPerWt {
 			t.Errorf("%s over %d: stored %s at %v bytes a weight, want %s at %v", c.f, c.cols, w.Format,
