@@ -26,7 +26,8 @@ import "encoding/binary"
 // The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
 // q5_0, are AVX2 assembly on amd64 (frozenq4k_amd64.s) and NEON on arm64
 // (frozenq4k_arm64.s), the K-quants' scales unpacked to float32 in Go first; q6_k's
-// widening and every kernel on other machines (and -tags purego) are portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
+// widening is NEON on arm64 and Go on amd64, and every kernel on other machines (and
+// -tags purego) is portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
 // GEMM's panels, as the other block formats do.
 
 // QKBlock is the number of weights in one super-block of Q4_K and Q6_K.
@@ -155,24 +156,31 @@ func dotQ6KFast(x []float32, row []byte) float32 {
 	nb := len(row) / bb
 	for b0 := 0; b0 < nb; b0 += q4kChunk {
 		n := min(q4kChunk, nb-b0)
-		for b := 0; b < n; b++ {
-			bl := row[(b0+b)*bb:]
-			d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
-			for i, v := range bl[192:208] {
-				sc[16*b+i] = d * float32(int8(v))
-			}
-		}
+		unpackQ6KScales(&sc, row[b0*bb:], n)
 		s += dotQ6KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
 	}
 	return s
 }
 
-// widenK is widen for this file's formats: whole blocks of q4_k and q5_0 through the
-// assembly, anything else through rowSegK.
+// unpackQ6KScales writes the sixteen scales of each of the n Q6_K super-blocks at blk to
+// sc as float32 d·sc_i (deqQ6K's first product), 16 a super-block.
+func unpackQ6KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
+	const bb = 210
+	for b := 0; b < n; b++ {
+		bl := blk[b*bb:]
+		d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
+		for i, v := range bl[192:208] {
+			sc[16*b+i] = d * float32(int8(v))
+		}
+	}
+}
+
+// widenK is widen for this file's formats: whole blocks of q4_k and q5_0 (and q6_k where
+// hasWidenQ6K: arm64) through the assembly, anything else through rowSegK.
 func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	n := len(dst)
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
-	if w.Format == Q6_K || !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
+	if w.Format == Q6_K && !hasWidenQ6K || !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
 		w.rowSegK(dst, r, c0)
 		return
 	}
@@ -184,6 +192,11 @@ func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	var sc [q4kChunk * 16]float32
 	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
 		k := min(q4kChunk, n/bl-b0)
+		if w.Format == Q6_K {
+			unpackQ6KScales(&sc, w.blk[off+b0*bb:], k)
+			widenQ6KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
+			continue
+		}
 		unpackQ4KScales(&sc, w.blk[off+b0*bb:], k)
 		widenQ4KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
 	}

@@ -29,3 +29,11 @@ func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
 //
 //go:noescape
 func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32
+
+// hasWidenQ6K: no Q6_K widening in assembly here (widenK widens Q6_K in Go).
+const hasWidenQ6K = false
+
+// widenQ6KAVX is never called here (hasWidenQ6K is false).
+func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int) {
+	panic("kern: widenQ6KAVX without the assembly")
+}

@@ -302,11 +302,8 @@ w5block:
 w5done:
 	RET
 
-// Q6G takes 16 weights of a Q6_K half that share one scale: their 6-bit values minus 32
-// as signed bytes in V6, the next 16 floats of x (loaded here into V16-V19) and the scale
-// d·sc in lane i of Vs; Σ x·q (four lanes) times the scale is added into Vacc.
-#define Q6G(s, i, acc) \
-	VLD1.P 64(R0), [V16.S4, V17.S4, V18.S4, V19.S4] \
+// Q6F widens the 16 signed bytes of V6 to floats in V8-V11.
+#define Q6F \
 	SXTL8(20, 6) \
 	SXTL8H(21, 6) \
 	SXTL16(8, 20) \
@@ -316,7 +313,14 @@ w5done:
 	SCVTF4(8, 8) \
 	SCVTF4(9, 9) \
 	SCVTF4(10, 10) \
-	SCVTF4(11, 11) \
+	SCVTF4(11, 11)
+
+// Q6G takes 16 weights of a Q6_K half that share one scale: their 6-bit values minus 32
+// as signed bytes in V6, the next 16 floats of x (loaded here into V16-V19) and the scale
+// d·sc in lane i of Vs; Σ x·q (four lanes) times the scale is added into Vacc.
+#define Q6G(s, i, acc) \
+	VLD1.P 64(R0), [V16.S4, V17.S4, V18.S4, V19.S4] \
+	Q6F \
 	FMUL4(12, 8, 16) \
 	FMUL4(14, 9, 17) \
 	VFMLA V10.S4, V18.S4, V12.S4 \
@@ -348,30 +352,31 @@ w5done:
 	VORR  V7.B16, V6.B16, V6.B16 \
 	VSUB  V13.B16, V6.B16, V6.B16
 
-// Q6HALF takes one half of a Q6_K super-block (128 weights): ql (64 bytes) at R5, qh (32)
-// at R6, both advanced; its eight scales are lanes 0-3 of Vsa and of Vsb. Weight l (of 0…31)
+// Q6HALF takes one half of a Q6_K super-block (128 weights) through G (Q6G or Q6W): ql
+// (64 bytes) at R5, qh (32) at R6, both advanced; its eight scales are lanes 0-3 of Vsa
+// and of Vsb. Weight l (of 0…31)
 // is the low nibble of ql[l] with qh[l] bits 0-1 above it, l+32 the low nibble of
 // ql[l+32] with bits 2-3, l+64 the high nibble of ql[l] with bits 4-5, l+96 the high
 // nibble of ql[l+32] with bits 6-7; each 16 share a scale, in the order of x.
-#define Q6HALF(sa, sb) \
+#define Q6HALF(sa, sb, G) \
 	VLD1.P 64(R5), [V0.B16, V1.B16, V2.B16, V3.B16] \
 	VLD1.P 32(R6), [V4.B16, V5.B16] \
 	Q6LO(V0.B16, V4.B16, 4) \
-	Q6G(sa, 0, 30) \
+	G(sa, 0, 30) \
 	Q6LO(V1.B16, V5.B16, 4) \
-	Q6G(sa, 1, 31) \
+	G(sa, 1, 31) \
 	Q6LO(V2.B16, V4.B16, 2) \
-	Q6G(sa, 2, 30) \
+	G(sa, 2, 30) \
 	Q6LO(V3.B16, V5.B16, 2) \
-	Q6G(sa, 3, 31) \
+	G(sa, 3, 31) \
 	Q6HI0(V0.B16, V4.B16) \
-	Q6G(sb, 0, 30) \
+	G(sb, 0, 30) \
 	Q6HI0(V1.B16, V5.B16) \
-	Q6G(sb, 1, 31) \
+	G(sb, 1, 31) \
 	Q6HI(V2.B16, V4.B16, 2) \
-	Q6G(sb, 2, 30) \
+	G(sb, 2, 30) \
 	Q6HI(V3.B16, V5.B16, 2) \
-	Q6G(sb, 3, 31)
+	G(sb, 3, 31)
 
 // func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32
 //
@@ -394,8 +399,8 @@ q6kblock:
 	VLD1.P 64(R2), [V24.S4, V25.S4, V26.S4, V27.S4]
 	MOVD   R1, R5
 	ADD    $128, R1, R6
-	Q6HALF(24, 25)
-	Q6HALF(26, 27)
+	Q6HALF(24, 25, Q6G)
+	Q6HALF(26, 27, Q6G)
 	ADD    $210, R1
 	SUBS   $1, R3
 	BNE    q6kblock
@@ -405,4 +410,41 @@ q6kdone:
 	FADDP4(30, 30, 30)
 	FADDPS(30, 30)
 	FMOVS F30, ret+32(FP)
+	RET
+
+// Q6W writes 16 weights of a Q6_K half (as Q6G takes them) to dst at R0: (q − 32) times
+// d·sc (lane i of Vs), one rounding, as deqQ6K's (d·sc)·q. acc is unused.
+#define Q6W(s, i, acc) \
+	Q6F \
+	FMULE(8, 8, s, i) \
+	FMULE(9, 9, s, i) \
+	FMULE(10, 10, s, i) \
+	FMULE(11, 11, s, i) \
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R0)
+
+// func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int)
+//
+// Writes the 256·nb weights of nb Q6_K super-blocks to dst, their scales unpacked in sc
+// as for dotQ6KAVX, bit for bit deqQ6K's.
+TEXT ·widenQ6KAVX(SB), NOSPLIT, $0-32
+	MOVD  dst+0(FP), R0
+	MOVD  blk+8(FP), R1
+	MOVD  sc+16(FP), R2
+	MOVD  nb+24(FP), R3
+	VMOVI $15, V28.B16
+	VMOVI $0x30, V29.B16
+	VMOVI $32, V13.B16
+	CBZ   R3, w6kdone
+
+w6kblock:
+	VLD1.P 64(R2), [V24.S4, V25.S4, V26.S4, V27.S4]
+	MOVD   R1, R5
+	ADD    $128, R1, R6
+	Q6HALF(24, 25, Q6W)
+	Q6HALF(26, 27, Q6W)
+	ADD    $210, R1
+	SUBS   $1, R3
+	BNE    w6kblock
+
+w6kdone:
 	RET

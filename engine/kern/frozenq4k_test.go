@@ -187,12 +187,13 @@ func BenchmarkKQuantDot(b *testing.B) {
 	}
 }
 
-// TestKQuantWiden: the assembly's widening of q4_k and q5_0 (the 16-wide tiles' and the
-// packed GEMM's source) equals the portable dequantisers bit for bit, over whole rows,
-// whole-block segments and partial ones, at every kernel level (not parallel: atLevel).
+// TestKQuantWiden: the assembly's widening of q4_k, q6_k (arm64) and q5_0 (the 16-wide
+// tiles' and the packed GEMM's source) equals the portable dequantisers bit for bit, over
+// whole rows, whole-block segments and partial ones, at every kernel level (not
+// parallel: atLevel).
 func TestKQuantWiden(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 5))
-	for _, f := range []WeightFormat{Q4_K, Q5_0} {
+	for _, f := range []WeightFormat{Q4_K, Q6_K, Q5_0} {
 		w := NewFrozen(randSlice(rng, 3*768), 3, 768, f)
 		for _, seg := range [][2]int{{0, 768}, {256, 512}, {32, 64}, {100, 300}, {5, 3}} {
 			got, want := make([]float32, seg[1]), make([]float32, seg[1])

@@ -142,8 +142,8 @@ func TestNEONKernels(t *testing.T) {
 
 // TestNEONKQuants checks the K-quant NEON kernels directly: the Q4_K, Q6_K and Q5_0 dots
 // against a float64 dot with the portable dequantisers' weights (random blocks of every
-// bit pattern, scales of either sign), and the Q4_K and Q5_0 widening bit for bit against
-// those dequantisers, over one to five super-blocks (and the q4kChunk boundary).
+// bit pattern, scales of either sign), and the Q4_K, Q6_K and Q5_0 widening bit for bit
+// against those dequantisers, over one to five super-blocks (and the q4kChunk boundary).
 func TestNEONKQuants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 64))
 	half := func() uint16 { // a half between about 2^-8 and 1, either sign
@@ -190,9 +190,6 @@ func TestNEONKQuants(t *testing.T) {
 			if math.Abs(float64(got)-want) > 2e-6*mag {
 				t.Errorf("%s dot nb=%d: %v, want %v (Σ|x·w| %g)", c.f, nb, got, want, mag)
 			}
-			if c.f == Q6_K {
-				continue
-			}
 			wide := make([]float32, nb*c.bl)
 			if c.f == Q5_0 {
 				widenQ5AVX(&wide[0], &blk[0], nb)
@@ -200,6 +197,11 @@ func TestNEONKQuants(t *testing.T) {
 				var sc [q4kChunk * 16]float32
 				for b0 := 0; b0 < nb; b0 += q4kChunk {
 					k := min(q4kChunk, nb-b0)
+					if c.f == Q6_K {
+						unpackQ6KScales(&sc, blk[b0*c.bb:], k)
+						widenQ6KAVX(&wide[b0*c.bl], &blk[b0*c.bb], &sc[0], k)
+						continue
+					}
 					unpackQ4KScales(&sc, blk[b0*c.bb:], k)
 					widenQ4KAVX(&wide[b0*c.bl], &blk[b0*c.bb], &sc[0], k)
 				}
