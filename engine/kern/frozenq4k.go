@@ -25,9 +25,8 @@ import "encoding/binary"
 //
 // The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
 // q5_0, are AVX2 assembly on amd64 (frozenq4k_amd64.s) and NEON on arm64
-// (frozenq4k_arm64.s), the K-quants' scales unpacked to float32 in Go first; q6_k's
-// widening is NEON on arm64 and Go on amd64, and every kernel on other machines (and
-// -tags purego) is portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
+// (frozenq4k_arm64.s), the K-quants' scales unpacked to float32 in Go first, and so is
+// q6_k's widening; every kernel on other machines (and -tags purego) is portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
 // GEMM's panels, as the other block formats do.
 
 // QKBlock is the number of weights in one super-block of Q4_K and Q6_K.
@@ -80,6 +79,12 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 			// backward panels take 16 columns of a row at a time.
 			for s := j / 32; s*32 < j+cnt; s++ {
 				deqQ4KSub(tmp[s*32:s*32+32], blk, s)
+			}
+			copy(dst[i:i+cnt], tmp[j:j+cnt])
+		case w.Format == Q6_K:
+			// Only the 16-weight groups the segment touches, as for Q4_K.
+			for g := j / 16; g*16 < j+cnt; g++ {
+				deqQ6KGroup(tmp[g*16:g*16+16], blk, g)
 			}
 			copy(dst[i:i+cnt], tmp[j:j+cnt])
 		default:
@@ -175,12 +180,12 @@ func unpackQ6KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
 	}
 }
 
-// widenK is widen for this file's formats: whole blocks of q4_k and q5_0 (and q6_k where
-// hasWidenQ6K: arm64) through the assembly, anything else through rowSegK.
+// widenK is widen for this file's formats: whole blocks of q4_k, q6_k and q5_0 through
+// the assembly, anything else through rowSegK.
 func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	n := len(dst)
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
-	if w.Format == Q6_K && !hasWidenQ6K || !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
+	if !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
 		w.rowSegK(dst, r, c0)
 		return
 	}
@@ -306,6 +311,23 @@ func deqQ6K(y []float32, b []byte) {
 			y0[l+64] = d * float32(int8(s0[is+4])) * float32(q3)
 			y0[l+96] = d * float32(int8(s0[is+6])) * float32(q4)
 		}
+	}
+}
+
+// deqQ6KGroup is deqQ6K for group g (weights 16g…16g+15, one scale) alone: in half
+// n = g/8, quarter k = g%8/2 (low nibbles of ql[l] for k = 0, of ql[l+32] for 1, high
+// nibbles for 2 and 3; bits 2k, 2k+1 of qh[l]), lanes l = 16·(g%2)….
+func deqQ6KGroup(y []float32, b []byte, g int) {
+	n, k, l0 := g/8, g%8/2, 16*(g%2)
+	ql := b[n*64+32*(k&1)+l0:][:16]
+	qh := b[128+n*32+l0:][:16]
+	d := FromF16(binary.LittleEndian.Uint16(b[208:]))
+	s := float32(int8(b[192+g]))
+	sh := uint(4 * (k / 2))
+	y = y[:16]
+	for l := range y {
+		q := int(ql[l]>>sh&0xF|(qh[l]>>(2*k)&3)<<4) - 32
+		y[l] = d * s * float32(q)
 	}
 }
 

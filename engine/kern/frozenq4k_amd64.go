@@ -30,10 +30,8 @@ func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
 //go:noescape
 func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32
 
-// hasWidenQ6K: no Q6_K widening in assembly here (widenK widens Q6_K in Go).
-const hasWidenQ6K = false
-
-// widenQ6KAVX is never called here (hasWidenQ6K is false).
-func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int) {
-	panic("kern: widenQ6KAVX without the assembly")
-}
+// widenQ6KAVX writes the 256·nb weights of nb Q6_K super-blocks, their scales unpacked in
+// sc as for dotQ6KAVX, to dst, bit for bit deqQ6K's.
+//
+//go:noescape
+func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int)

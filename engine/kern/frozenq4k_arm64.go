@@ -40,6 +40,3 @@ func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32
 //
 //go:noescape
 func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int)
-
-// hasWidenQ6K: the Q6_K widening is assembly here (widenK takes it).
-const hasWidenQ6K = true

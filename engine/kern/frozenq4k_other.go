@@ -36,10 +36,10 @@ func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32 {
 	return dotQ6KGo(unsafe.Slice(x, nb*QKBlock), unsafe.Slice(blk, nb*210))
 }
 
-// hasWidenQ6K: no Q6_K widening in assembly here (widenK widens Q6_K in Go).
-const hasWidenQ6K = false
-
-// widenQ6KAVX is never called here (hasWidenQ6K is false).
+// widenQ6KAVX is the portable widening where there is no assembly.
 func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int) {
-	panic("kern: widenQ6KAVX without the assembly")
+	d, b := unsafe.Slice(dst, nb*QKBlock), unsafe.Slice(blk, nb*210)
+	for i := 0; i < nb; i++ {
+		deqQ6K(d[i*QKBlock:], b[i*210:])
+	}
 }

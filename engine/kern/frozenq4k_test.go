@@ -157,14 +157,20 @@ func TestKQuantFormats(t *testing.T) {
 	if _, err := FrozenBlocks(Q6_K, make([]byte, 209), 1, 256); err == nil {
 		t.Error("short q6_k data accepted")
 	}
-	// A partial segment of a super-block widens to the same values as the whole row.
-	w := NewFrozen(randSlice(rng, 2*512), 2, 512, Q4_K)
-	full, seg := make([]float32, 512), make([]float32, 300)
-	w.Row(full, 1)
-	w.rowSeg(seg, 1, 100)
-	for i, v := range seg {
-		if v != full[100+i] {
-			t.Fatalf("segment element %d = %v, row %v", i, v, full[100+i])
+	// A partial segment of a super-block widens to the same values as the whole row
+	// (Q4_K and Q6_K dequantise only the sub-blocks or groups it touches).
+	for _, f := range []WeightFormat{Q4_K, Q6_K} {
+		w := NewFrozen(randSlice(rng, 2*512), 2, 512, f)
+		full := make([]float32, 512)
+		w.Row(full, 1)
+		for _, sg := range [][2]int{{100, 300}, {0, 16}, {17, 5}, {250, 262}, {496, 16}} {
+			seg := make([]float32, sg[1])
+			w.rowSeg(seg, 1, sg[0])
+			for i, v := range seg {
+				if math.Float32bits(v) != math.Float32bits(full[sg[0]+i]) {
+					t.Fatalf("%s segment %v element %d = %v, row %v", f, sg, i, v, full[sg[0]+i])
+				}
+			}
 		}
 	}
 }
@@ -187,7 +193,7 @@ func BenchmarkKQuantDot(b *testing.B) {
 	}
 }
 
-// TestKQuantWiden: the assembly's widening of q4_k, q6_k (arm64) and q5_0 (the 16-wide
+// TestKQuantWiden: the assembly's widening of q4_k, q6_k and q5_0 (the 16-wide
 // tiles' and the packed GEMM's source) equals the portable dequantisers bit for bit, over
 // whole rows, whole-block segments and partial ones, at every kernel level (not
 // parallel: atLevel).
