@@ -363,9 +363,9 @@ func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
 }
 
 // unpackQ4 unpacks one row of nb Q4_1 blocks for the integer tile: the assembly with
-// VNNI, else unpackQ4Go.
+// VNNI (AVX, F16C) or the dot product (NEON), else unpackQ4Go.
 func unpackQ4(dst, src []byte, nb int, tab []uint32, mw []float32) {
-	if useVNNI {
+	if useVNNI || useSDOT {
 		_ = dst[nb*(2+QBlock)-1]
 		_ = src[nb*(4+QBlock/2)-1]
 		_ = tab[(nb-1)*q8TileCols*2+1]

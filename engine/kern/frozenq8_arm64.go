@@ -2,11 +2,7 @@
 
 package kern
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // useVNNI is an amd64 extension: false here.
 var useVNNI = false
@@ -32,8 +28,8 @@ func quantActsAVX512(q *byte, d *float32, x *float32, nb int) {
 	panic("kern: quantActsAVX512 without the assembly")
 }
 
-// unpackQ4AVX is unpackQ4Go on arm64 (never dispatched to: useVNNI is false).
-func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32) {
-	unpackQ4Go(unsafe.Slice(dst, nb*(2+QBlock)), unsafe.Slice(src, nb*(4+QBlock/2)),
-		nb, unsafe.Slice(tab, (nb-1)*q8TileCols*2+2), unsafe.Slice(mw, nb))
-}
+// unpackQ4AVX is unpackQ4Go in NEON (frozenq8_arm64.s), bit for bit: the q4_1 integer
+// product's unpacking of W with the dot-product tiles.
+//
+//go:noescape
+func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32)

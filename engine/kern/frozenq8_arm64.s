@@ -122,3 +122,51 @@ store:
 	SUBS   $1, R7
 	BNE    pair
 	RET
+
+#define FCVTSH(d, n) WORD $(0x1EE24000 | ((n)<<5) | (d))
+
+// func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32)
+//
+// unpackQ4Go in NEON, bit for bit: per Q4_1 block (half d, half m, 16 bytes of nibbles)
+// its 32 four-bit weights as bytes at dst[34b+2:] (low nibbles, then high), d widened by
+// FCVT and −128·Σq (UADDLV of both halves) at tab[16b], tab[16b+1], and m at mw[b].
+TEXT ·unpackQ4AVX(SB), NOSPLIT, $0-40
+	MOVD  dst+0(FP), R0
+	MOVD  src+8(FP), R1
+	MOVD  nb+16(FP), R2
+	MOVD  tab+24(FP), R3
+	MOVD  mw+32(FP), R4
+	VMOVI $15, V31.B16
+	CBZ   R2, unpackdone
+
+unpackblock:
+	MOVHU   (R1), R5
+	MOVHU   2(R1), R6
+	ADD     $4, R1, R7
+	VLD1    (R7), [V0.B16]
+	ADD     $20, R1
+	VAND    V31.B16, V0.B16, V1.B16
+	VUSHR   $4, V0.B16, V2.B16
+	ADD     $2, R0, R8
+	VST1    [V1.B16, V2.B16], (R8)
+	ADD     $34, R0
+	VUADDLV V1.B16, V3
+	VUADDLV V2.B16, V4
+	VMOV    V3.H[0], R9
+	VMOV    V4.H[0], R10
+	ADD     R10, R9
+	LSL     $7, R9
+	NEG     R9, R9
+	MOVW    R9, 4(R3)
+	FMOVS   R5, F5
+	FCVTSH(5, 5)
+	FMOVS   F5, (R3)
+	ADD     $64, R3
+	FMOVS   R6, F6
+	FCVTSH(6, 6)
+	FMOVS.P F6, 4(R4)
+	SUBS    $1, R2
+	BNE     unpackblock
+
+unpackdone:
+	RET

@@ -278,17 +278,18 @@ func TestQuantActsBitExact(t *testing.T) {
 	}
 }
 
-// TestQ4IntPaths checks the q4_1 integer product: its unpacking in assembly bit for bit
-// against unpackQ4Go (nibbles, scales, corrections, minimums), and the whole product
-// the same bits on the VNNI (or SDOT) and portable tiles (the minimums' float32 product
-// is common to both) at ragged shapes. Its distance from a float64 product is TestFrozenProducts'.
+// TestQ4IntPaths checks the q4_1 integer product: its unpacking in assembly (AVX or
+// NEON) bit for bit against unpackQ4Go (nibbles, scales, corrections, minimums), and the
+// whole product the same bits on the VNNI (or SDOT) and portable tiles (the minimums'
+// float32 product is common to both) at ragged shapes. Its distance from a float64
+// product is TestFrozenProducts'.
 func TestQ4IntPaths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, s := range [][3]int{{8, 8, 32}, {17, 13, 96}, {33, 50, 576}, {128, 9, 1536}, {300, 10, 96}} {
 		m, n, k := s[0], s[1], s[2]
 		nb := k / QBlock
 		w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
-		if useVNNI {
+		if useVNNI || useSDOT {
 			for r := 0; r < n; r++ {
 				src := w.blk[r*nb*20:][:nb*20]
 				d1, d2 := make([]byte, nb*34), make([]byte, nb*34)
