@@ -29,6 +29,8 @@ def main(out):
     x[3, :256] = 0                        # an all-zero super-block
     x[4] = rng.uniform(-1, 1, COLS).astype(np.float32)
     x[5] = (rng.standard_normal(COLS) * 1e-3).astype(np.float32)
+    x[0, 272:288] = 0                     # an all-zero group of 16 (Q6_K) in a live super-block
+    x[5, 288:304] = 1e-20                 # a group below GROUP_MAX_EPS
     x = np.ascontiguousarray(x)
     fp = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
     q4k = ctypes.create_string_buffer(ROWS * COLS // 256 * 144)
