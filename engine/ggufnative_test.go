@@ -133,8 +133,10 @@ func promptLP(t *testing.T, m *Model, ids []int32) []float32 {
 }
 
 // TestQ4KFromSafetensors: a HuggingFace directory loaded on a CPU in q4_k stores its
-// layers in q4_k (the tiny preset's rows are whole super-blocks) and its embedding in
-// q8_0, as a GGUF file's F32 matrices are (placeEmbed), and keeps no float32 copy.
+// layers in q4_k (the tiny preset's rows are whole super-blocks) but for the v and down
+// projections of the layers llama.cpp's Q4_K_M gives more bits, which take q6_k, as does
+// its embedding (q8_0 where rows are not whole super-blocks), as a GGUF file's F32
+// matrices are (placeMore), and keeps no float32 copy.
 func TestQ4KFromSafetensors(t *testing.T) {
 	dev, _, err := OpenDevice("cpu", DeviceOptions{CPUWeightFormat: WeightsQ4_K})
 	if err != nil {
@@ -144,13 +146,23 @@ func TestQ4KFromSafetensors(t *testing.T) {
 	if m.W != nil {
 		t.Error("a float32 copy is kept")
 	}
-	if f := m.dw.Embed.Frozen().Format; f != kern.Q8_0 {
-		t.Errorf("embedding stored as %s, want q8_0", f)
+	if f, want := m.dw.Embed.Frozen().Format, q4kMoreFormat(m.Cfg.Hidden); f != want {
+		t.Errorf("embedding stored as %s, want %s", f, want)
 	}
-	for name, fz := range m.LayerMatrices(0) {
-		if fz == nil || fz.Format != kern.Q4_K {
-			t.Errorf("layer 0 %s stored as %v, want q4_k", name, fz)
+	mixed := 0
+	for i := 0; i < m.Cfg.Layers; i++ {
+		for name, fz := range m.LayerMatrices(i) {
+			want := kern.Q4_K
+			if (name == "v" || name == "down") && q4kMoreBits(i, m.Cfg.Layers) {
+				want, mixed = q4kMoreFormat(fz.Cols), mixed+1
+			}
+			if fz == nil || fz.Format != want {
+				t.Errorf("layer %d %s stored as %v, want %s", i, name, fz, want)
+			}
 		}
+	}
+	if mixed == 0 {
+		t.Error("no layer took Q4_K_M's more bits")
 	}
 	if lp := promptLP(t, m, []int32{1, 5, 9, 33}); math.IsNaN(float64(lp[3])) {
 		t.Errorf("logprobs %v", lp)

@@ -25,6 +25,7 @@ type weightSlot struct {
 	name   string
 	shape  []int
 	matrix bool
+	more   bool // a matrix a CPU in q4_k stores in q6_k, as llama.cpp's Q4_K_M (placeMore)
 	host   *[]float32
 	dev    *device.Tensor[float32]
 }
@@ -38,10 +39,13 @@ func weightSlots(c Config, w *Weights[float32], dw *devWeights[float32]) []weigh
 	add := func(name string, matrix bool, host *[]float32, dev *device.Tensor[float32], shape ...int) {
 		s = append(s, weightSlot{name: name, shape: shape, matrix: matrix, host: host, dev: dev})
 	}
+	more := func() { s[len(s)-1].more = true }
 	add("model.embed_tokens.weight", true, &w.Embed, &dw.Embed, V, D)
+	more()
 	add("model.norm.weight", false, &w.FinalNorm, &dw.FinalNorm, D)
 	if !c.TieEmbeddings {
 		add("lm_head.weight", true, &w.LMHead, &dw.LMHead, V, D)
+		more()
 	}
 	for i := range w.Layers {
 		p := fmt.Sprintf("model.layers.%d.", i)
@@ -50,6 +54,9 @@ func weightSlots(c Config, w *Weights[float32], dw *devWeights[float32]) []weigh
 		add(p+"self_attn.q_proj.weight", true, &L.Wq, &dL.Wq, q, D)
 		add(p+"self_attn.k_proj.weight", true, &L.Wk, &dL.Wk, kv, D)
 		add(p+"self_attn.v_proj.weight", true, &L.Wv, &dL.Wv, kv, D)
+		if q4kMoreBits(i, len(w.Layers)) {
+			more()
+		}
 		add(p+"self_attn.o_proj.weight", true, &L.Wo, &dL.Wo, D, q)
 		if c.AttnBias {
 			add(p+"self_attn.q_proj.bias", false, &L.Bq, &dL.Bq, q)
@@ -60,6 +67,9 @@ func weightSlots(c Config, w *Weights[float32], dw *devWeights[float32]) []weigh
 		add(p+"mlp.gate_proj.weight", true, &L.Wgate, &dL.Wgate, I, D)
 		add(p+"mlp.up_proj.weight", true, &L.Wup, &dL.Wup, I, D)
 		add(p+"mlp.down_proj.weight", true, &L.Wdown, &dL.Wdown, D, I)
+		if q4kMoreBits(i, len(w.Layers)) {
+			more()
+		}
 	}
 	return s
 }
@@ -103,9 +113,9 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			continue // keep checking names and shapes, place nothing more
 		}
 		placed := false
-		// The embedding and LM head of a q4_k model take q8_0 (placeEmbed), from float32.
-		embed := s.name == "model.embed_tokens.weight" || s.name == "lm_head.weight"
-		if loader != nil && s.matrix && !(embed && q8Embedding(d)) {
+		// The matrices a q4_k model gives more bits (the embedding, the LM head, some
+		// layers' v_proj and down_proj: placeMore) are quantised from float32.
+		if loader != nil && s.matrix && !(s.more && cpuInQ4K(d)) {
 			*s.dev, placed = loader.WeightFrom(t.DType, t.Data, s.shape[0], s.shape[1])
 			narrowed = narrowed || placed && d.HostMemory()
 		}
@@ -120,11 +130,7 @@ func placeWeights(c Config, d Device, ts map[string]safetensors.Tensor, owner ma
 			}
 			if d != nil {
 				if s.matrix {
-					if embed {
-						*s.dev = placeEmbed(d, nil, v, s.shape[0], s.shape[1])
-					} else {
-						*s.dev = placeMatrix(d, nil, v, s.shape[0], s.shape[1])
-					}
+					*s.dev = placeMore(d, nil, v, s.shape[0], s.shape[1], s.more)
 					if ownCopy(*s.dev) {
 						*s.host, narrowed = nil, true // the device's copy is the only one
 					}

@@ -18,6 +18,33 @@ func blockConfig(arch string) Config {
 		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 64, BOSTokenID: -1, EOSTokenIDs: []int32{95}, AttnBias: arch == "qwen2"}
 }
 
+// q4kMoreFormat is the format q4_k gives a matrix with rows of cols that llama.cpp's
+// Q4_K_M raises: Q6_K, or Q8_0 where rows are not whole super-blocks.
+func q4kMoreFormat(cols int) kern.WeightFormat {
+	if cols%kern.QKBlock != 0 {
+		return kern.Q8_0
+	}
+	return kern.Q6_K
+}
+
+// TestQ4KMoreBits pins llama.cpp's use_more_bits on SmolLM2's 30 layers (the layers
+// whose attn_v and ffn_down its Q4_K_M file holds in Q6_K or Q8_0: the first three, the
+// last four, and every third from layer 5) and on the tiny preset's two.
+func TestQ4KMoreBits(t *testing.T) {
+	var got []int
+	for i := 0; i < 30; i++ {
+		if q4kMoreBits(i, 30) {
+			got = append(got, i)
+		}
+	}
+	if want := []int{0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("30 layers: more bits in %v, want %v", got, want)
+	}
+	if q4kMoreBits(0, 2) || !q4kMoreBits(1, 2) {
+		t.Error("2 layers: want more bits in layer 1 only")
+	}
+}
+
 // superBlockConfig is blockConfig with rows of 256 and 512 weights, whole Q4_K
 // super-blocks (q4_k stores other rows as q5_0).
 func superBlockConfig(arch string) Config {
@@ -30,14 +57,20 @@ func superBlockConfig(arch string) Config {
 // weights with every matrix widened back to float32.
 func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFormat) *Weights[float32] {
 	t.Helper()
+	more := map[*float32]bool{}
+	for i, L := range w.Layers {
+		if q4kMoreBits(i, len(w.Layers)) {
+			more[&L.Wv[0]], more[&L.Wdown[0]] = true, true
+		}
+	}
 	widen := func(x device.Tensor[float32], orig []float32) []float32 {
 		fz := x.Frozen()
 		if fz == nil {
 			t.Fatalf("%s: a matrix was not stored as a frozen matrix", f)
 		}
 		want := f
-		if f == kern.Q4_K && len(orig) > 0 && (&orig[0] == &w.Embed[0] || &orig[0] == &w.LMHead[0]) {
-			want = kern.Q8_0 // q4_k's embedding and LM head (placeEmbed)
+		if f == kern.Q4_K && len(orig) > 0 && (&orig[0] == &w.Embed[0] || &orig[0] == &w.LMHead[0] || more[&orig[0]]) {
+			want = q4kMoreFormat(fz.Cols) // q4_k's embedding, LM head and Q4_K_M's more-bits matrices (placeMore)
 		}
 		if fz.Format != want {
 			t.Fatalf("stored as %s, want %s", fz.Format, want)
@@ -51,6 +84,7 @@ func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFo
 	if m.W != nil {
 		t.Fatalf("%s: the model keeps a float32 copy besides its %s matrices", f, f)
 	}
+
 	out := &Weights[float32]{Embed: widen(m.dw.Embed, w.Embed), FinalNorm: w.FinalNorm, Layers: make([]Layer[float32], len(w.Layers))}
 	out.LMHead = out.Embed
 	if &w.LMHead[0] != &w.Embed[0] {

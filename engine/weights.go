@@ -135,20 +135,35 @@ func placeMatrix[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, s
 }
 
 // placeEmbed is placeMatrix for the embedding table and the LM head, the matrices a
-// model is most sensitive to: on a CPU in q4_k they take q8_0, as llama.cpp's Q4_K_M
-// gives its output matrix Q6_K, or Q8_0 where rows are not whole 256-blocks (the
-// engine has no Q6_K quantiser: Q8_0 always, half a byte a weight more than Q6_K).
+// model is most sensitive to: on a CPU in q4_k they take q6_k, or q8_0 where rows are
+// not whole 256-blocks, as llama.cpp's Q4_K_M gives its output matrix (kern.NewFrozen
+// makes that fallback).
 func placeEmbed[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int) device.Tensor[T] {
-	if q8Embedding(d) && len(src) > 0 && native[&src[0]] == nil {
-		return device.FrozenMatrix[T](kern.NewFrozen(any(src).([]float32), rows, cols, kern.Q8_0))
+	return placeMore(d, native, src, rows, cols, true)
+}
+
+// placeMore is placeMatrix for a matrix that llama.cpp's Q4_K_M gives more bits when
+// more is set (q4kMoreBits): on a CPU in q4_k it takes q6_k (q8_0 where rows are not
+// whole 256-blocks) instead of q4_k, unless native holds the file's own blocks for it.
+func placeMore[T kern.Float](d device.Device[T], native map[*T]*kern.Frozen, src []T, rows, cols int, more bool) device.Tensor[T] {
+	if more && cpuInQ4K(d) && len(src) > 0 && native[&src[0]] == nil {
+		return device.FrozenMatrix[T](kern.NewFrozen(any(src).([]float32), rows, cols, kern.Q6_K))
 	}
 	return placeMatrix(d, native, src, rows, cols)
 }
 
-// q8Embedding reports whether d stores the embedding and LM head in q8_0: a CPU in q4_k.
-func q8Embedding[T kern.Float](d device.Device[T]) bool {
+// cpuInQ4K reports whether d is a CPU holding weights in q4_k, which mixes formats per
+// matrix as llama.cpp's Q4_K_M does (placeMore).
+func cpuInQ4K[T kern.Float](d device.Device[T]) bool {
 	c, ok := any(d).(*device.CPU[float32])
 	return ok && c.WeightFormat() == kern.Q4_K
+}
+
+// q4kMoreBits is llama.cpp's use_more_bits(i, n): whether layer i of n is one whose
+// attn_v and ffn_down Q4_K_M stores in Q6_K rather than Q4_K (the first and last eighth
+// of the layers, and every third one between).
+func q4kMoreBits(i, n int) bool {
+	return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2
 }
 
 // narrowed reports whether d keeps every matrix of dw in its own storage (a CPU weight
@@ -186,10 +201,11 @@ func uploadWeights[T kern.Float](d device.Device[T], c Config, w *Weights[T], na
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]
+		more := q4kMoreBits(i, len(w.Layers))
 		dw.Layers[i] = devLayer[T]{AttnNorm: place(d, l.AttnNorm), MLPNorm: place(d, l.MLPNorm),
-			Wq: placeMatrix(d, native, l.Wq, q, D), Wk: placeMatrix(d, native, l.Wk, kv, D), Wv: placeMatrix(d, native, l.Wv, kv, D), Wo: placeMatrix(d, native, l.Wo, D, q),
+			Wq: placeMatrix(d, native, l.Wq, q, D), Wk: placeMatrix(d, native, l.Wk, kv, D), Wv: placeMore(d, native, l.Wv, kv, D, more), Wo: placeMatrix(d, native, l.Wo, D, q),
 			Bq: place(d, l.Bq), Bk: place(d, l.Bk), Bv: place(d, l.Bv),
-			Wgate: placeMatrix(d, native, l.Wgate, I, D), Wup: placeMatrix(d, native, l.Wup, I, D), Wdown: placeMatrix(d, native, l.Wdown, D, I)}
+			Wgate: placeMatrix(d, native, l.Wgate, I, D), Wup: placeMatrix(d, native, l.Wup, I, D), Wdown: placeMore(d, native, l.Wdown, D, I, more)}
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("place weights on %s: %w", d.Name(), err)

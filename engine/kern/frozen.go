@@ -36,7 +36,7 @@ const (
 	Q8_0
 	Q4_1
 	Q4_K // frozenq4k.go
-	Q6_K // loaded from GGUF files only
+	Q6_K // what q4_k mixes in for some matrices, as llama.cpp's Q4_K_M (engine/weights.go)
 	Q5_0 // q4_k's fallback for rows that are not whole super-blocks
 )
 
@@ -46,8 +46,8 @@ const QBlock = 32
 var formatNames = [...]string{F32: "f32", BF16: "bf16", Q8_0: "q8_0", Q4_1: "q4_1", Q4_K: "q4_k", Q6_K: "q6_k", Q5_0: "q5_0"}
 
 // Chosen reports whether f can be asked for (engine.cpu_weight_format): the formats
-// NewFrozen quantises into. Q6_K and Q5_0 are what a Q4_K_M file holds and what q4_k
-// falls back to, not choices of their own.
+// NewFrozen quantises into on request. Q6_K and Q5_0 are what a Q4_K_M file holds and
+// what q4_k mixes in or falls back to, not choices of their own.
 func (f WeightFormat) Chosen() bool { return f <= Q4_K }
 
 // String is the format's name as configuration spells it.
@@ -99,9 +99,9 @@ type Frozen struct {
 }
 
 // NewFrozen stores src [rows×cols] in format f: an F32 matrix aliases src, the others
-// are copies. Q4_K over rows whose length is not a multiple of 256 falls back to Q5_0,
-// and a block format over rows whose length is not a multiple of 32 to BF16 (Format
-// says what was stored). Q6_K is not quantised into: it panics.
+// are copies. Q4_K over rows whose length is not a multiple of 256 falls back to Q5_0
+// and Q6_K to Q8_0 (llama.cpp's fallbacks for them), and a block format over rows whose
+// length is not a multiple of 32 to BF16 (Format says what was stored).
 func NewFrozen(src []float32, rows, cols int, f WeightFormat) *Frozen {
 	if len(src) != rows*cols {
 		panic(fmt.Sprintf("kern: NewFrozen: %d values for %d×%d", len(src), rows, cols))
@@ -120,6 +120,9 @@ func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int
 	if f == Q4_K && cols%QKBlock != 0 {
 		f = Q5_0
 	}
+	if f == Q6_K && cols%QKBlock != 0 {
+		f = Q8_0
+	}
 	if f.blockBytes() > 0 && cols%QBlock != 0 {
 		f = BF16
 	}
@@ -132,9 +135,9 @@ func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int
 		w.f32 = make([]float32, rows*cols)
 	case BF16:
 		w.bf = make([]uint16, rows*cols)
-	case Q8_0, Q4_1, Q4_K, Q5_0:
+	case Q8_0, Q4_1, Q4_K, Q6_K, Q5_0:
 		w.blk = make([]byte, rows*nb*bb)
-		quant = map[WeightFormat]func([]byte, []float32){Q8_0: quantQ8, Q4_1: quantQ4, Q4_K: quantQ4K, Q5_0: quantQ5}[f]
+		quant = map[WeightFormat]func([]byte, []float32){Q8_0: quantQ8, Q4_1: quantQ4, Q4_K: quantQ4K, Q6_K: quantQ6K, Q5_0: quantQ5}[f]
 	default:
 		panic(fmt.Sprintf("kern: NewFrozenRows: unknown format %d", f))
 	}

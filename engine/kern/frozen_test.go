@@ -37,13 +37,15 @@ var kernelLevels = []string{"native", "avx2", "portable"}
 
 // atLevel runs f with the kernels limited to level (a no-op where the machine has less).
 func atLevel(level string, f func()) {
-	old2, old512, oldDP, oldVNNI, oldT := useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32
-	defer func() { useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32 = old2, old512, oldDP, oldVNNI, oldT }()
+	old2, old512, oldDP, oldVNNI, oldT, oldSD := useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32, useSDOT
+	defer func() {
+		useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32, useSDOT = old2, old512, oldDP, oldVNNI, oldT, oldSD
+	}()
 	switch level {
 	case "avx2":
 		useAVX512, useDPBF16, useVNNI = false, false, false
 	case "portable":
-		useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32 = false, false, false, false, false
+		useAVX2, useAVX512, useDPBF16, useVNNI, useTileF32, useSDOT = false, false, false, false, false, false
 	}
 	f()
 }

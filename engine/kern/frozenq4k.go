@@ -1,9 +1,6 @@
 package kern
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "encoding/binary"
 
 // GGUF's K-quant Q4_K and the formats llama.cpp's Q4_K_M mixes with it (Q6_K for some
 // tensors, Q5_0 and Q8_0 where rows are not whole super-blocks), kept as blocks so that
@@ -18,15 +15,18 @@ import (
 //	      w = d·(q−16).
 //
 // Quantising into q4_k is llama.cpp's reference quantiser (quantize_row_q4_K_ref: per
-// sub-block an error-minimising scale and minimum, make_qkx2_quants), into q5_0 its
-// quantize_row_q5_0_ref; q6_k is only loaded from files. A matrix asked for in q4_k
-// whose rows are not whole super-blocks is stored in q5_0 (llama.cpp's own fallback for
-// Q4_K), and in bf16 when they are not whole blocks of 32 either.
+// sub-block an error-minimising scale and minimum, make_qkx2_quants), into q6_k its
+// quantize_row_q6_K_ref (make_qx_quants per 16 weights), into q5_0 its
+// quantize_row_q5_0_ref. A matrix asked for in q4_k whose rows are not whole
+// super-blocks is stored in q5_0, one asked for in q6_k in q8_0 (llama.cpp's own
+// fallbacks), and in bf16 when they are not whole blocks of 32 either. q6_k is not a
+// format configuration chooses: the engine's q4_k mixes it in as llama.cpp's Q4_K_M does
+// (engine/weights.go).
 //
 // The kernels: the decode dots of q4_k, q6_k and q5_0, and the widening of q4_k and
-// q5_0, are AVX2 assembly (frozenq4k_amd64.s; the K-quants' scales unpacked to float32
-// in Go first); q6_k's widening and every kernel on other machines (arm64 included) are
-// portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
+// q5_0, are AVX2 assembly on amd64 (frozenq4k_amd64.s) and NEON on arm64
+// (frozenq4k_arm64.s), the K-quants' scales unpacked to float32 in Go first, and so is
+// q6_k's widening; every kernel on other machines (and -tags purego) is portable Go. Two or more rows widen W into the 16-wide tiles (AVX-512) or the packed
 // GEMM's panels, as the other block formats do.
 
 // QKBlock is the number of weights in one super-block of Q4_K and Q6_K.
@@ -79,6 +79,12 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 			// backward panels take 16 columns of a row at a time.
 			for s := j / 32; s*32 < j+cnt; s++ {
 				deqQ4KSub(tmp[s*32:s*32+32], blk, s)
+			}
+			copy(dst[i:i+cnt], tmp[j:j+cnt])
+		case w.Format == Q6_K:
+			// Only the 16-weight groups the segment touches, as for Q4_K.
+			for g := j / 16; g*16 < j+cnt; g++ {
+				deqQ6KGroup(tmp[g*16:g*16+16], blk, g)
 			}
 			copy(dst[i:i+cnt], tmp[j:j+cnt])
 		default:
@@ -155,24 +161,31 @@ func dotQ6KFast(x []float32, row []byte) float32 {
 	nb := len(row) / bb
 	for b0 := 0; b0 < nb; b0 += q4kChunk {
 		n := min(q4kChunk, nb-b0)
-		for b := 0; b < n; b++ {
-			bl := row[(b0+b)*bb:]
-			d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
-			for i, v := range bl[192:208] {
-				sc[16*b+i] = d * float32(int8(v))
-			}
-		}
+		unpackQ6KScales(&sc, row[b0*bb:], n)
 		s += dotQ6KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
 	}
 	return s
 }
 
-// widenK is widen for this file's formats: whole blocks of q4_k and q5_0 through the
-// assembly, anything else through rowSegK.
+// unpackQ6KScales writes the sixteen scales of each of the n Q6_K super-blocks at blk to
+// sc as float32 d·sc_i (deqQ6K's first product), 16 a super-block.
+func unpackQ6KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
+	const bb = 210
+	for b := 0; b < n; b++ {
+		bl := blk[b*bb:]
+		d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
+		for i, v := range bl[192:208] {
+			sc[16*b+i] = d * float32(int8(v))
+		}
+	}
+}
+
+// widenK is widen for this file's formats: whole blocks of q4_k, q6_k and q5_0 through
+// the assembly, anything else through rowSegK.
 func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	n := len(dst)
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
-	if w.Format == Q6_K || !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
+	if !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
 		w.rowSegK(dst, r, c0)
 		return
 	}
@@ -184,6 +197,11 @@ func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	var sc [q4kChunk * 16]float32
 	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
 		k := min(q4kChunk, n/bl-b0)
+		if w.Format == Q6_K {
+			unpackQ6KScales(&sc, w.blk[off+b0*bb:], k)
+			widenQ6KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
+			continue
+		}
 		unpackQ4KScales(&sc, w.blk[off+b0*bb:], k)
 		widenQ4KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
 	}
@@ -296,6 +314,23 @@ func deqQ6K(y []float32, b []byte) {
 	}
 }
 
+// deqQ6KGroup is deqQ6K for group g (weights 16g…16g+15, one scale) alone: in half
+// n = g/8, quarter k = g%8/2 (low nibbles of ql[l] for k = 0, of ql[l+32] for 1, high
+// nibbles for 2 and 3; bits 2k, 2k+1 of qh[l]), lanes l = 16·(g%2)….
+func deqQ6KGroup(y []float32, b []byte, g int) {
+	n, k, l0 := g/8, g%8/2, 16*(g%2)
+	ql := b[n*64+32*(k&1)+l0:][:16]
+	qh := b[128+n*32+l0:][:16]
+	d := FromF16(binary.LittleEndian.Uint16(b[208:]))
+	s := float32(int8(b[192+g]))
+	sh := uint(4 * (k / 2))
+	y = y[:16]
+	for l := range y {
+		q := int(ql[l]>>sh&0xF|(qh[l]>>(2*k)&3)<<4) - 32
+		y[l] = d * s * float32(q)
+	}
+}
+
 // dotQ6KGo is the dot of x with a row of Q6_K super-blocks: d·Σ_g sc_g·Σ x·(q−32) over
 // the sixteen groups of 16.
 func dotQ6KGo(x []float32, row []byte) float32 {
@@ -359,163 +394,4 @@ func dotQ5Go(x []float32, row []byte) float32 {
 		s += FromF16(binary.LittleEndian.Uint16(blk)) * (t0 + t1)
 	}
 	return s
-}
-
-// nearestInt is llama.cpp's nearest_int: float32 rounded half to even.
-func nearestInt(v float32) int { return int(math.RoundToEven(float64(v))) }
-
-// quantQ5 is llama.cpp's quantize_row_q5_0_ref for one block.
-func quantQ5(dst []byte, x []float32) {
-	var amax, vmax float32
-	for _, v := range x[:QBlock] {
-		if a := float32(math.Abs(float64(v))); amax < a {
-			amax, vmax = a, v
-		}
-	}
-	d := vmax / -16
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
-	binary.LittleEndian.PutUint16(dst, ToF16(d))
-	var qh uint32
-	for j := 0; j < QBlock/2; j++ {
-		x0, x1 := x[j]*id, x[j+QBlock/2]*id
-		xi0 := uint8(min(31, int8(x0+16.5)))
-		xi1 := uint8(min(31, int8(x1+16.5)))
-		dst[6+j] = xi0&0xF | (xi1&0xF)<<4
-		qh |= uint32(xi0&0x10) >> 4 << j
-		qh |= uint32(xi1&0x10) >> 4 << (j + QBlock/2)
-	}
-	binary.LittleEndian.PutUint32(dst[2:], qh)
-}
-
-// quantQ4K is llama.cpp's quantize_row_q4_K_ref for one super-block (x: 256 weights,
-// dst: 144 bytes).
-func quantQ4K(dst []byte, x []float32) {
-	var L [QKBlock]uint8
-	var laux [32]uint8
-	var weights [32]float32
-	var mins, scales [QKBlock / 32]float32
-	var maxScale, maxMin float32
-	for j := 0; j < QKBlock/32; j++ {
-		xs := x[32*j : 32*j+32]
-		var sumX2 float32
-		for _, v := range xs {
-			sumX2 += v * v
-		}
-		avX := float32(math.Sqrt(float64(sumX2 / 32)))
-		for l, v := range xs {
-			weights[l] = avX + float32(math.Abs(float64(v)))
-		}
-		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], laux[:], -1, 0.1, 20)
-		maxScale = max(maxScale, scales[j])
-		maxMin = max(maxMin, mins[j])
-	}
-	var invScale, invMin float32
-	if maxScale > 0 {
-		invScale = 63 / maxScale
-	}
-	if maxMin > 0 {
-		invMin = 63 / maxMin
-	}
-	sc := dst[4:16]
-	clear(sc)
-	for j := 0; j < QKBlock/32; j++ {
-		ls := uint8(min(63, nearestInt(invScale*scales[j])))
-		lm := uint8(min(63, nearestInt(invMin*mins[j])))
-		if j < 4 {
-			sc[j], sc[j+4] = ls, lm
-		} else {
-			sc[j+4] = ls&0xF | (lm&0xF)<<4
-			sc[j-4] |= (ls >> 4) << 6
-			sc[j] |= (lm >> 4) << 6
-		}
-	}
-	binary.LittleEndian.PutUint16(dst, ToF16(maxScale/63))
-	binary.LittleEndian.PutUint16(dst[2:], ToF16(maxMin/63))
-	dh, dminh := FromF16(binary.LittleEndian.Uint16(dst)), FromF16(binary.LittleEndian.Uint16(dst[2:]))
-	for j := 0; j < QKBlock/32; j++ {
-		s, m := scaleMinK4(j, sc)
-		d := dh * float32(s)
-		if d == 0 {
-			continue
-		}
-		dm := dminh * float32(m)
-		for ii := 0; ii < 32; ii++ {
-			l := nearestInt((x[32*j+ii] + dm) / d)
-			L[32*j+ii] = uint8(max(0, min(15, l)))
-		}
-	}
-	q := dst[16:144]
-	for j := 0; j < QKBlock; j += 64 {
-		for l := 0; l < 32; l++ {
-			q[l] = L[j+l] | L[j+l+32]<<4
-		}
-		q = q[32:]
-	}
-}
-
-// makeQKX2Quants is llama.cpp's make_qkx2_quants (squared error, not absolute): the
-// scale and (negated) minimum of levels 0…nmax that minimise the weighted error over a
-// grid of nstep+1 candidate scales around (max−min)/nmax, the levels left in l.
-func makeQKX2Quants(nmax int, x, weights []float32, l, laux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
-	n := len(x)
-	vmin, vmax := x[0], x[0]
-	sumW := weights[0]
-	sumX := sumW * x[0]
-	for i := 1; i < n; i++ {
-		vmin, vmax = min(vmin, x[i]), max(vmax, x[i])
-		w := weights[i]
-		sumW += w
-		sumX += w * x[i]
-	}
-	if vmin > 0 {
-		vmin = 0
-	}
-	if vmax == vmin {
-		clear(l[:n])
-		return 0, -vmin
-	}
-	fmax := float32(nmax)
-	iscale := fmax / (vmax - vmin)
-	scale = 1 / iscale
-	var bestError float32
-	for i := 0; i < n; i++ {
-		q := max(0, min(nmax, nearestInt(iscale*(x[i]-vmin))))
-		l[i] = uint8(q)
-		diff := scale*float32(q) + vmin - x[i]
-		bestError += weights[i] * (diff * diff)
-	}
-	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + rdelta*float32(is) + fmax) / (vmax - vmin)
-		var sumL, sumL2, sumXL float32
-		for i := 0; i < n; i++ {
-			q := max(0, min(nmax, nearestInt(iscale*(x[i]-vmin))))
-			laux[i] = uint8(q)
-			w, lf := weights[i], float32(q)
-			sumL += w * lf
-			sumL2 += w * lf * lf
-			sumXL += w * lf * x[i]
-		}
-		D := sumW*sumL2 - sumL*sumL
-		if D > 0 {
-			thisScale := (sumW*sumXL - sumX*sumL) / D
-			thisMin := (sumL2*sumX - sumL*sumXL) / D
-			if thisMin > 0 {
-				thisMin = 0
-				thisScale = sumXL / sumL2
-			}
-			var mad float32
-			for i := 0; i < n; i++ {
-				diff := thisScale*float32(laux[i]) + thisMin - x[i]
-				mad += weights[i] * (diff * diff)
-			}
-			if mad < bestError {
-				copy(l[:n], laux[:n])
-				bestError, scale, vmin = mad, thisScale, thisMin
-			}
-		}
-	}
-	return scale, -vmin
 }

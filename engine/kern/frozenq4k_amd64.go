@@ -29,3 +29,9 @@ func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
 //
 //go:noescape
 func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32
+
+// widenQ6KAVX writes the 256·nb weights of nb Q6_K super-blocks, their scales unpacked in
+// sc as for dotQ6KAVX, to dst, bit for bit deqQ6K's.
+//
+//go:noescape
+func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int)

@@ -454,3 +454,92 @@ q6kdone:
 	VZEROUPPER
 	MOVSS X0, ret+32(FP)
 	RET
+
+// Q6WCHUNK is Q6CHUNK writing the eight weights of each quarter, (q − 32)·(d·sc), to dst
+// (SI) at x0…x3 instead of multiplying them into the accumulators: one rounding, as
+// deqQ6K's (d·sc)·q.
+#define Q6WCHUNK(lo, lo32, x0, x1, x2, x3, s0, s1, s2, s3) \
+	VPMOVZXBD    lo(R9), Y4 \
+	VPMOVZXBD    lo32(R9), Y5 \
+	VPMOVZXBD    lo(R10), Y6 \
+	VPAND        Y15, Y4, Y7 \
+	VPSLLD       $4, Y6, Y8 \
+	VPAND        Y14, Y8, Y8 \
+	VPOR         Y8, Y7, Y7 \
+	VPAND        Y15, Y5, Y9 \
+	VPSLLD       $2, Y6, Y8 \
+	VPAND        Y14, Y8, Y8 \
+	VPOR         Y8, Y9, Y9 \
+	VPSRLD       $4, Y4, Y10 \
+	VPAND        Y14, Y6, Y8 \
+	VPOR         Y8, Y10, Y10 \
+	VPSRLD       $4, Y5, Y11 \
+	VPSRLD       $2, Y6, Y8 \
+	VPAND        Y14, Y8, Y8 \
+	VPOR         Y8, Y11, Y11 \
+	VPSUBD       Y13, Y7, Y7 \
+	VPSUBD       Y13, Y9, Y9 \
+	VPSUBD       Y13, Y10, Y10 \
+	VPSUBD       Y13, Y11, Y11 \
+	VCVTDQ2PS    Y7, Y7 \
+	VCVTDQ2PS    Y9, Y9 \
+	VCVTDQ2PS    Y10, Y10 \
+	VCVTDQ2PS    Y11, Y11 \
+	VBROADCASTSS s0(R8), Y12 \
+	VMULPS       Y12, Y7, Y7 \
+	VBROADCASTSS s1(R8), Y12 \
+	VMULPS       Y12, Y9, Y9 \
+	VBROADCASTSS s2(R8), Y12 \
+	VMULPS       Y12, Y10, Y10 \
+	VBROADCASTSS s3(R8), Y12 \
+	VMULPS       Y12, Y11, Y11 \
+	VMOVUPS      Y7, x0(SI) \
+	VMOVUPS      Y9, x1(SI) \
+	VMOVUPS      Y10, x2(SI) \
+	VMOVUPS      Y11, x3(SI)
+
+
+// func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int)
+//
+// Writes the 256·nb weights of nb Q6_K super-blocks to dst, their sixteen scales
+// unpacked in sc as for dotQ6KAVX, bit for bit deqQ6K's.
+TEXT ·widenQ6KAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), SI
+	MOVQ blk+8(FP), DI
+	MOVQ sc+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVL $15, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x30, AX
+	MOVQ AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $32, AX
+	MOVQ AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JEQ   w6kdone
+
+w6kblock:
+	MOVQ DI, R9
+	LEAQ 128(DI), R10
+	MOVQ $2, BX
+
+w6khalf:
+	Q6WCHUNK(0, 32, 0, 128, 256, 384, 0, 8, 16, 24)
+	Q6WCHUNK(8, 40, 32, 160, 288, 416, 0, 8, 16, 24)
+	Q6WCHUNK(16, 48, 64, 192, 320, 448, 4, 12, 20, 28)
+	Q6WCHUNK(24, 56, 96, 224, 352, 480, 4, 12, 20, 28)
+	ADDQ $64, R9
+	ADDQ $32, R10
+	ADDQ $512, SI
+	ADDQ $32, R8
+	DECQ BX
+	JNE  w6khalf
+	ADDQ $210, DI
+	DECQ CX
+	JNE  w6kblock
+
+w6kdone:
+	VZEROUPPER
+	RET

@@ -1,11 +1,11 @@
-//go:build !amd64 || purego
+//go:build !(amd64 || arm64) || purego
 
 package kern
 
 import "unsafe"
 
 // dotQ4KAVX is the portable dot where there is no assembly (never dispatched to:
-// useAVX2 is false or the arm64 build routes the K-quants to the Go dots).
+// useAVX2 is false here).
 func dotQ4KAVX(x *float32, blk *byte, sc *float32, nb int) float32 {
 	return dotQ4KGo(unsafe.Slice(x, nb*QKBlock), unsafe.Slice(blk, nb*144))
 }
@@ -34,4 +34,12 @@ func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int) {
 // dotQ6KAVX is the portable dot where there is no assembly.
 func dotQ6KAVX(x *float32, blk *byte, sc *float32, nb int) float32 {
 	return dotQ6KGo(unsafe.Slice(x, nb*QKBlock), unsafe.Slice(blk, nb*210))
+}
+
+// widenQ6KAVX is the portable widening where there is no assembly.
+func widenQ6KAVX(dst *float32, blk *byte, sc *float32, nb int) {
+	d, b := unsafe.Slice(dst, nb*QKBlock), unsafe.Slice(blk, nb*210)
+	for i := 0; i < nb; i++ {
+		deqQ6K(d[i*QKBlock:], b[i*210:])
+	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestKQuantsAreGGMLs: the Q4_K and Q5_0 quantisers store the bytes ggml's reference
+// TestKQuantsAreGGMLs: the Q4_K, Q5_0 and Q6_K quantisers store the bytes ggml's reference
 // quantisers store for the same float32 rows (testdata/ggml_kquants.bin, written by
 // tools/llamacppref/kquant_golden.py through llama.cpp 0.3.36's libggml-base), and the
 // portable dequantisers give back what those blocks encode.
@@ -27,14 +27,14 @@ func TestKQuantsAreGGMLs(t *testing.T) {
 		src[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	raw = raw[4*len(src):]
-	nK, n5 := rows*cols/QKBlock*Q4_K.blockBytes(), rows*cols/QBlock*Q5_0.blockBytes()
-	if len(raw) != nK+n5 {
-		t.Fatalf("golden file: %d bytes of blocks, want %d", len(raw), nK+n5)
+	nK, n5, n6 := rows*cols/QKBlock*Q4_K.blockBytes(), rows*cols/QBlock*Q5_0.blockBytes(), rows*cols/QKBlock*Q6_K.blockBytes()
+	if len(raw) != nK+n5+n6 {
+		t.Fatalf("golden file: %d bytes of blocks, want %d", len(raw), nK+n5+n6)
 	}
 	for _, c := range []struct {
 		f    WeightFormat
 		want []byte
-	}{{Q4_K, raw[:nK]}, {Q5_0, raw[nK:]}} {
+	}{{Q4_K, raw[:nK]}, {Q5_0, raw[nK : nK+n5]}, {Q6_K, raw[nK+n5:]}} {
 		w := NewFrozen(src, rows, cols, c.f)
 		if w.Format != c.f {
 			t.Fatalf("%s stored as %s", c.f, w.Format)
@@ -60,8 +60,8 @@ func TestKQuantsAreGGMLs(t *testing.T) {
 // TestKQuantProducts checks both products with q4_k, q6_k and q5_0 weights, at every
 // kernel level, against float64 products with the widened matrix (as
 // TestFrozenProducts does for the other formats), over shapes with whole super-blocks.
+// Not parallel: atLevel sets the package's kernel switches, which the parallel tests read.
 func TestKQuantProducts(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(26, 2))
 	shapes := [][3]int{{1, 9, 256}, {1, 33, 1536}, {2, 17, 512}, {3, 13, 256}, {5, 16, 768}, {17, 21, 512}, {40, 7, 256}, {1, 5, 96}, {6, 11, 576}}
 	for _, f := range []WeightFormat{Q4_K, Q6_K, Q5_0} {
@@ -135,7 +135,8 @@ func TestKQuantFormats(t *testing.T) {
 		cols       int
 		stored     WeightFormat
 		bytesPerWt float64
-	}{{Q4_K, 512, Q4_K, 144.0 / 256}, {Q4_K, 576, Q5_0, 22.0 / 32}, {Q4_K, 40, BF16, 2}, {Q5_0, 64, Q5_0, 22.0 / 32}} {
+	}{{Q4_K, 512, Q4_K, 144.0 / 256}, {Q4_K, 576, Q5_0, 22.0 / 32}, {Q4_K, 40, BF16, 2}, {Q5_0, 64, Q5_0, 22.0 / 32},
+		{Q6_K, 512, Q6_K, 210.0 / 256}, {Q6_K, 576, Q8_0, 34.0 / 32}, {Q6_K, 40, BF16, 2}} {
 		w := NewFrozen(randSlice(rng, 3*c.cols), 3, c.cols, c.f)
 		if w.Format != c.stored || float64(w.Bytes())/float64(3*c.cols) != c.bytesPerWt {
 			t.Errorf("%s over %d: stored %s at %v bytes a weight, want %s at %v", c.f, c.cols, w.Format,
@@ -156,14 +157,20 @@ func TestKQuantFormats(t *testing.T) {
 	if _, err := FrozenBlocks(Q6_K, make([]byte, 209), 1, 256); err == nil {
 		t.Error("short q6_k data accepted")
 	}
-	// A partial segment of a super-block widens to the same values as the whole row.
-	w := NewFrozen(randSlice(rng, 2*512), 2, 512, Q4_K)
-	full, seg := make([]float32, 512), make([]float32, 300)
-	w.Row(full, 1)
-	w.rowSeg(seg, 1, 100)
-	for i, v := range seg {
-		if v != full[100+i] {
-			t.Fatalf("segment element %d = %v, row %v", i, v, full[100+i])
+	// A partial segment of a super-block widens to the same values as the whole row
+	// (Q4_K and Q6_K dequantise only the sub-blocks or groups it touches).
+	for _, f := range []WeightFormat{Q4_K, Q6_K} {
+		w := NewFrozen(randSlice(rng, 2*512), 2, 512, f)
+		full := make([]float32, 512)
+		w.Row(full, 1)
+		for _, sg := range [][2]int{{100, 300}, {0, 16}, {17, 5}, {250, 262}, {496, 16}} {
+			seg := make([]float32, sg[1])
+			w.rowSeg(seg, 1, sg[0])
+			for i, v := range seg {
+				if math.Float32bits(v) != math.Float32bits(full[sg[0]+i]) {
+					t.Fatalf("%s segment %v element %d = %v, row %v", f, sg, i, v, full[sg[0]+i])
+				}
+			}
 		}
 	}
 }
@@ -186,13 +193,13 @@ func BenchmarkKQuantDot(b *testing.B) {
 	}
 }
 
-// TestKQuantWiden: the assembly's widening of q4_k and q5_0 (the 16-wide tiles' and the
-// packed GEMM's source) equals the portable dequantisers bit for bit, over whole rows,
-// whole-block segments and partial ones, at every kernel level.
+// TestKQuantWiden: the assembly's widening of q4_k, q6_k and q5_0 (the 16-wide
+// tiles' and the packed GEMM's source) equals the portable dequantisers bit for bit, over
+// whole rows, whole-block segments and partial ones, at every kernel level (not
+// parallel: atLevel).
 func TestKQuantWiden(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(26, 5))
-	for _, f := range []WeightFormat{Q4_K, Q5_0} {
+	for _, f := range []WeightFormat{Q4_K, Q6_K, Q5_0} {
 		w := NewFrozen(randSlice(rng, 3*768), 3, 768, f)
 		for _, seg := range [][2]int{{0, 768}, {256, 512}, {32, 64}, {100, 300}, {5, 3}} {
 			got, want := make([]float32, seg[1]), make([]float32, seg[1])

@@ -8,7 +8,8 @@ import (
 )
 
 // Products of several rows with q8_0 weights (and q4_1, q4Product) in integer
-// arithmetic, on CPUs with AVX512-VNNI, as llama.cpp does:
+// arithmetic, on CPUs with AVX512-VNNI or (arm64) the ARMv8.2 dot product, as llama.cpp
+// does:
 // each row of A is quantised once per product to 8-bit blocks of 32 (a = d_a·q_a, d_a =
 // max|a|/127, q_a rounded to nearest, ties to even), and a block pair contributes
 // (d_a·d_w)·Σ q_a·q_w, the sum exact in int32 and one float32 multiply a block. The
@@ -30,7 +31,9 @@ import (
 // relative error of at most 1/254 of the block's largest value per element); the sums
 // are exact and the float32 steps are fixed (s = d_a·d_w, t = s·float32(Σ), acc += t,
 // blocks in order, no fused multiply-add), so every path gives the same bits:
-// q8TileGo is the reference the assembly is tested against. Decode (one row) keeps the
+// q8TileGo is the reference the assembly is tested against. On arm64, SDOT (signed by
+// signed bytes, frozenq8_arm64.s) takes the same tiles: it removes A's offset as it loads
+// it, so its int32 sums are the same numbers without the correction. Decode (one row) keeps the
 // float dots, whose speed is the weights' bytes; machines without VNNI keep the float
 // tiles (an AVX2 integer tile needs VPMADDUBSW's sign trick, four instructions per 32
 // multiply-adds, no better than an FMA; docs/performance.md).
@@ -56,7 +59,7 @@ const q4IntMinRows = 8
 // intTiles reports whether a product of m rows with W takes the integer tiles.
 func (w *Frozen) intTiles(m int) bool {
 	switch {
-	case !useVNNI && !forceQ8Int:
+	case !useVNNI && !useSDOT && !forceQ8Int:
 		return false
 	case w.Format == Q8_0:
 		return m >= q8IntMinRows
@@ -258,10 +261,15 @@ func storeIntTile(c []float32, out *[q8TileRows * q8TileCols]float32, i0, j, row
 	}
 }
 
-// q8Tile runs the integer tile: the assembly with VNNI, else the portable kernel.
+// q8Tile runs the integer tile: the assembly with VNNI (amd64) or the dot product
+// (arm64), else the portable kernel.
 func q8Tile(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32) {
 	if useVNNI {
 		q8TileVNNI(a, d, w, ldw, tab, nb, out)
+		return
+	}
+	if useSDOT {
+		q8TileSDOT(a, d, w, ldw, tab, nb, out)
 		return
 	}
 	q8TileGo(a, d, w, ldw, tab, nb, out)
@@ -297,8 +305,8 @@ func q8TileGo(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *f
 
 // Q8IntActivations reports whether forward products of several rows with q8_0 or q4_1
 // weights quantise their activations to 8-bit blocks on this machine (the integer tiles,
-// on AVX512-VNNI); elsewhere they multiply the float32 activations.
-func Q8IntActivations() bool { return useVNNI || forceQ8Int }
+// on AVX512-VNNI or arm64's dot product); elsewhere they multiply the float32 activations.
+func Q8IntActivations() bool { return useVNNI || useSDOT || forceQ8Int }
 
 // q4Product is C[m×Rows] (+)= A·Wᵀ for q4_1 weights on the integer tiles. A q4_1 weight
 // is d_w·q_w + m_w with q_w ∈ [0, 15], so a block pair's products sum to
@@ -355,9 +363,9 @@ func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
 }
 
 // unpackQ4 unpacks one row of nb Q4_1 blocks for the integer tile: the assembly with
-// VNNI, else unpackQ4Go.
+// VNNI (AVX, F16C) or the dot product (NEON), else unpackQ4Go.
 func unpackQ4(dst, src []byte, nb int, tab []uint32, mw []float32) {
-	if useVNNI {
+	if useVNNI || useSDOT {
 		_ = dst[nb*(2+QBlock)-1]
 		_ = src[nb*(4+QBlock/2)-1]
 		_ = tab[(nb-1)*q8TileCols*2+1]

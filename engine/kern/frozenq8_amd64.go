@@ -9,6 +9,14 @@ import "golang.org/x/sys/cpu"
 // float paths.
 var useVNNI = useAVX512 && cpu.X86.HasAVX512VNNI
 
+// useSDOT is arm64's dot-product tile (frozenq8_arm64.go): false here.
+var useSDOT = false
+
+// q8TileSDOT is never dispatched to on amd64.
+func q8TileSDOT(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *float32) {
+	q8TileGo(a, d, w, ldw, tab, nb, out)
+}
+
 // q8TileVNNI is q8TileGo in AVX-512 VNNI assembly, bit for bit.
 //
 //go:noescape

@@ -42,21 +42,25 @@ func q8RefNT(a []float32, w *Frozen, m int) []float32 {
 }
 
 // q8Levels are the integer kernels a test runs: the assembly where the machine has
-// VNNI, and the portable kernel (what purego and arm64 builds run).
+// VNNI (amd64) or the dot product (arm64: "sdot"), and the portable kernel (what purego
+// and the other machines run).
 func q8Levels() []string {
-	if useVNNI {
+	switch {
+	case useVNNI:
 		return []string{"vnni", "portable"}
+	case useSDOT:
+		return []string{"sdot", "portable"}
 	}
 	return []string{"portable"}
 }
 
 // atQ8Level runs f with the integer tiles on at level.
 func atQ8Level(level string, f func()) {
-	oldV, oldF := useVNNI, forceQ8Int
-	defer func() { useVNNI, forceQ8Int = oldV, oldF }()
+	oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
+	defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
 	forceQ8Int = true
 	if level == "portable" {
-		useVNNI = false
+		useVNNI, useSDOT = false, false
 	}
 	f()
 }
@@ -101,7 +105,8 @@ func TestQ8IntBitExact(t *testing.T) {
 
 // TestQ8TileMutations checks that the comparison above can fail: a change to any input
 // the tile reads (a byte of A, an A scale, a weight, a weight scale, a correction) must
-// change some output of the kernel at every path.
+// change some output of the kernel at every path. The SDOT tile does not read the
+// correction (its signed products need none), so that one is left out of its run.
 func TestQ8TileMutations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const m, n, k = 16, 8, 96
@@ -128,6 +133,9 @@ func TestQ8TileMutations(t *testing.T) {
 	for _, level := range q8Levels() {
 		base := run(level)
 		for _, mu := range mutations {
+			if level == "sdot" && mu.name == "correction" {
+				continue
+			}
 			saveQ, saveD := append([]byte(nil), qa.q...), append([]float32(nil), qa.d...)
 			saveT, saveB := append([]uint32(nil), tab...), append([]byte(nil), blk...)
 			mu.do()
@@ -180,12 +188,12 @@ func BenchmarkFrozenQ8Int(b *testing.B) {
 		a, c := randSlice(rng, m*k), make([]float32, m*n)
 		for _, path := range []string{"int", "float"} {
 			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
-				oldV, oldF := useVNNI, forceQ8Int
-				defer func() { useVNNI, forceQ8Int = oldV, oldF }()
+				oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
+				defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
 				if path == "float" {
-					useVNNI, forceQ8Int = false, false
-				} else if !useVNNI {
-					b.Skip("no VNNI")
+					useVNNI, useSDOT, forceQ8Int = false, false, false
+				} else if !useVNNI && !useSDOT {
+					b.Skip("no VNNI or SDOT")
 				}
 				run := func() { FrozenMatMulNT(c, a, w, m, false) }
 				if path == "int" { // whatever q8IntMinRows says
@@ -270,17 +278,18 @@ func TestQuantActsBitExact(t *testing.T) {
 	}
 }
 
-// TestQ4IntPaths checks the q4_1 integer product: its unpacking in assembly bit for bit
-// against unpackQ4Go (nibbles, scales, corrections, minimums), and the whole product
-// the same bits on the VNNI and portable tiles (the minimums' float32 product is common
-// to both) at ragged shapes. Its distance from a float64 product is TestFrozenProducts'.
+// TestQ4IntPaths checks the q4_1 integer product: its unpacking in assembly (AVX or
+// NEON) bit for bit against unpackQ4Go (nibbles, scales, corrections, minimums), and the
+// whole product the same bits on the VNNI (or SDOT) and portable tiles (the minimums'
+// float32 product is common to both) at ragged shapes. Its distance from a float64
+// product is TestFrozenProducts'.
 func TestQ4IntPaths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, s := range [][3]int{{8, 8, 32}, {17, 13, 96}, {33, 50, 576}, {128, 9, 1536}, {300, 10, 96}} {
 		m, n, k := s[0], s[1], s[2]
 		nb := k / QBlock
 		w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
-		if useVNNI {
+		if useVNNI || useSDOT {
 			for r := 0; r < n; r++ {
 				src := w.blk[r*nb*20:][:nb*20]
 				d1, d2 := make([]byte, nb*34), make([]byte, nb*34)
@@ -299,10 +308,10 @@ func TestQ4IntPaths(t *testing.T) {
 			got[x] = make([]float32, m*n)
 			atQ8Level(level, func() { FrozenMatMulNT(got[x], a, w, m, false) })
 		}
-		if useVNNI {
+		if levels := q8Levels(); len(levels) == 2 {
 			for x := range got[0] {
 				if math.Float32bits(got[0][x]) != math.Float32bits(got[1][x]) {
-					t.Fatalf("%dx%dx%d: C[%d] = %g on VNNI, %g portable", m, n, k, x, got[0][x], got[1][x])
+					t.Fatalf("%dx%dx%d: C[%d] = %g on %s, %g portable", m, n, k, x, got[0][x], levels[0], got[1][x])
 				}
 			}
 		}
@@ -318,12 +327,12 @@ func BenchmarkFrozenQ4Int(b *testing.B) {
 		a, c := randSlice(rng, m*k), make([]float32, m*n)
 		for _, path := range []string{"int", "float"} {
 			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
-				oldV, oldF := useVNNI, forceQ8Int
-				defer func() { useVNNI, forceQ8Int = oldV, oldF }()
+				oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
+				defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
 				if path == "float" {
-					useVNNI, forceQ8Int = false, false
-				} else if !useVNNI {
-					b.Skip("no VNNI")
+					useVNNI, useSDOT, forceQ8Int = false, false, false
+				} else if !useVNNI && !useSDOT {
+					b.Skip("no VNNI or SDOT")
 				}
 				run := func() { FrozenMatMulNT(c, a, w, m, false) }
 				if path == "int" { // whatever q4IntMinRows says

@@ -139,3 +139,78 @@ func TestNEONKernels(t *testing.T) {
 		}
 	})
 }
+
+// TestNEONKQuants checks the K-quant NEON kernels directly: the Q4_K, Q6_K and Q5_0 dots
+// against a float64 dot with the portable dequantisers' weights (random blocks of every
+// bit pattern, scales of either sign), and the Q4_K, Q6_K and Q5_0 widening bit for bit
+// against those dequantisers, over one to five super-blocks (and the q4kChunk boundary).
+func TestNEONKQuants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 64))
+	half := func() uint16 { // a half between about 2^-8 and 1, either sign
+		return uint16(0x1C00+rng.IntN(0x3C00-0x1C00)) | uint16(rng.IntN(2))<<15
+	}
+	for _, c := range []struct {
+		f      WeightFormat
+		bl, bb int
+		halves []int // byte offsets of the block's half-precision scales
+	}{{Q4_K, QKBlock, 144, []int{0, 2}}, {Q6_K, QKBlock, 210, []int{208}}, {Q5_0, QBlock, 22, []int{0}}} {
+		for _, nb := range []int{1, 2, 5, q4kChunk + 3} {
+			if c.f == Q5_0 {
+				nb *= 8
+			}
+			blk := make([]byte, nb*c.bb)
+			for i := range blk {
+				blk[i] = byte(rng.Uint32())
+			}
+			for b := 0; b < nb; b++ {
+				for _, o := range c.halves {
+					binary.LittleEndian.PutUint16(blk[b*c.bb+o:], half())
+				}
+			}
+			x := randSlice(rng, nb*c.bl)
+			deq := make([]float32, nb*c.bl)
+			for b := 0; b < nb; b++ {
+				c.f.deqBlock(deq[b*c.bl:(b+1)*c.bl], blk[b*c.bb:(b+1)*c.bb])
+			}
+			var want, mag float64
+			for i := range x {
+				p := float64(x[i]) * float64(deq[i])
+				want += p
+				mag += math.Abs(p)
+			}
+			var got float32
+			switch c.f {
+			case Q4_K:
+				got = dotQ4KFast(x, blk)
+			case Q6_K:
+				got = dotQ6KFast(x, blk)
+			default:
+				got = dotQ5AVX(&x[0], &blk[0], nb)
+			}
+			if math.Abs(float64(got)-want) > 2e-6*mag {
+				t.Errorf("%s dot nb=%d: %v, want %v (Σ|x·w| %g)", c.f, nb, got, want, mag)
+			}
+			wide := make([]float32, nb*c.bl)
+			if c.f == Q5_0 {
+				widenQ5AVX(&wide[0], &blk[0], nb)
+			} else {
+				var sc [q4kChunk * 16]float32
+				for b0 := 0; b0 < nb; b0 += q4kChunk {
+					k := min(q4kChunk, nb-b0)
+					if c.f == Q6_K {
+						unpackQ6KScales(&sc, blk[b0*c.bb:], k)
+						widenQ6KAVX(&wide[b0*c.bl], &blk[b0*c.bb], &sc[0], k)
+						continue
+					}
+					unpackQ4KScales(&sc, blk[b0*c.bb:], k)
+					widenQ4KAVX(&wide[b0*c.bl], &blk[b0*c.bb], &sc[0], k)
+				}
+			}
+			for i := range wide {
+				if math.Float32bits(wide[i]) != math.Float32bits(deq[i]) {
+					t.Fatalf("%s widen nb=%d: element %d = %v, want %v", c.f, nb, i, wide[i], deq[i])
+				}
+			}
+		}
+	}
+}

@@ -60,11 +60,14 @@ func logVsF32(t *testing.T, m *engine.Model, what string) {
 //     8-bit activations are the difference; SmolLM2 in Q4_K_M has near ties), and its
 //     answer is llama.cpp's kind of wrong (greedyFrance).
 //   - ours: the engine in q4_k on the F32 copy quantises itself (a model loaded from
-//     safetensors does the same): Q4_K where rows are whole super-blocks, Q5_0 else,
-//     Q8_0 for the embedding. Every matrix both loads store in the same format holds
-//     the same bytes (the quantisers are ggml's); where llama.cpp chose Q6_K or Q8_0
-//     (half the layers' ffn_down and attn_v) the engine stores Q4_K/Q5_0, so its
-//     logprobs are further from llama.cpp's on the file (0.2 mean, 1.5 max nats, 85%).
+//     safetensors does the same) as llama.cpp's Q4_K_M does: Q4_K where rows are whole
+//     super-blocks, Q5_0 else, and for the attn_v and ffn_down of the layers
+//     use_more_bits picks (14 of 30) Q6_K, or Q8_0 where rows are not whole
+//     super-blocks; the embedding Q8_0 (llama.cpp's output rule). Every one of the 210
+//     layer matrices is in llama.cpp's format with llama.cpp's bytes (the quantisers are
+//     ggml's), so it is held to the file's tolerances and answer. (Before the Q6_K
+//     quantiser the 28 raised matrices stayed Q4_K/Q5_0: 0.159 mean, 1.078 max nats,
+//     45/51 against llama.cpp; docs/models.md.)
 func TestQ4KM(t *testing.T) {
 	ref := llamaCpp(t, "TUFT_REALMODEL_LLAMACPP_Q4_K_M")
 	file := loadIn(t, "TUFT_REALMODEL_GGUF_Q4_K_M", engine.WeightsQ4_K)
@@ -75,8 +78,8 @@ func TestQ4KM(t *testing.T) {
 	})
 	t.Run("ours", func(t *testing.T) {
 		ours := loadIn(t, "TUFT_REALMODEL_GGUF_F32", engine.WeightsQ4_K)
-		greedyAnswer(t, ours) // logged: wrong as llama.cpp's Q4_K_M answer is
-		checkLogprobs(t, ours, ref, 0.2, 1.5, 0.85)
+		greedyFrance(t, ours)
+		checkLogprobs(t, ours, ref, 0.1, 0.6, 0.90)
 		logVsF32(t, ours, "q4_k quantised by the engine")
 		same, formats := 0, map[string]int{}
 		for i := 0; i < ours.Cfg.Layers; i++ {
@@ -94,8 +97,8 @@ func TestQ4KM(t *testing.T) {
 			}
 		}
 		t.Logf("matrices in the same format on both (engine/llama.cpp formats: %v): %d, every one byte for byte", formats, same)
-		if same < ours.Cfg.Layers {
-			t.Errorf("only %d matrices share a format", same)
+		if want := 7 * ours.Cfg.Layers; same != want {
+			t.Errorf("%d of %d layer matrices share llama.cpp's format", same, want)
 		}
 	})
 }
