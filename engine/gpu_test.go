@@ -30,8 +30,14 @@ import (
 func openGPU(t *testing.T, fp32 bool) Device {
 	t.Helper()
 	// Decode steps as graphs, as engine.cuda_graphs has them by default.
+	return openGPUGraphs(t, fp32, true)
+}
+
+// openGPUGraphs is openGPU with decode-step graphs on or off.
+func openGPUGraphs(t *testing.T, fp32, graphs bool) Device {
+	t.Helper()
 	d, err := cuda.OpenDevice(cuda.Options{FP32Weights: fp32, LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")),
-		Graphs: true, GraphLimit: 32})
+		Graphs: graphs, GraphLimit: 32})
 	if err != nil {
 		if os.Getenv("TUFT_REQUIRE_GPU") != "" {
 			t.Fatalf("TUFT_REQUIRE_GPU is set and no GPU opened: %v", err)

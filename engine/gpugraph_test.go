@@ -19,20 +19,6 @@ import (
 	"github.com/tuft-go/tuft/engine/cuda"
 )
 
-// openGPUGraphs is openGPU with decode-step graphs on or off.
-func openGPUGraphs(t *testing.T, fp32, graphs bool) Device {
-	t.Helper()
-	d, err := cuda.OpenDevice(cuda.Options{FP32Weights: fp32, LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")),
-		Graphs: graphs, GraphLimit: 16})
-	if err != nil {
-		if os.Getenv("TUFT_REQUIRE_GPU") != "" {
-			t.Fatalf("TUFT_REQUIRE_GPU is set and no GPU opened: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
-	}
-	return d
-}
-
 // graphAdapters are n adapters with random A and B (the same for the same seed).
 func graphAdapters(c Config, seed uint64, n int) []*LoraWeights[float32] {
 	rng := rand.New(rand.NewPCG(seed, 1))

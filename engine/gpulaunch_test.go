@@ -18,7 +18,9 @@ import (
 // LoRA on the unembedding alone (the layers' base work). docs/gpu.md quotes the counts;
 // the test pins them, so a change that adds launches to a layer shows here.
 func TestGPULaunchesPerLayer(t *testing.T) {
-	dev := openGPU(t, false)
+	// Eager: with decode-step graphs a replayed step is one launch of the graph, and the
+	// count is of the operations a layer needs (TestGPUGraphLaunchesPerToken counts graphs).
+	dev := openGPUGraphs(t, false, false)
 	counter, ok := dev.(interface{ Launches() uint64 })
 	if !ok {
 		t.Fatalf("%T does not count launches", dev)
