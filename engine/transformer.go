@@ -203,11 +203,43 @@ func lp(l int, p Proj) proj { return proj{l: l, p: p} }
 // adapters); it returns the per-run zs = scale·x·Aᵀ that backward needs (nil without
 // LoRA; nil entries for runs whose adapter does not adapt this projection).
 func (p *pass[T]) linear(rs rowSet[T], y, x, w, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
-	d := p.d
 	if p.wide {
 		w = w.WideActivations()
 	}
-	d.MatMulNT(y, x, w, rs.rows, out, in, false)
+	p.d.MatMulNT(y, x, w, rs.rows, out, in, false)
+	return p.linearRest(rs, y, x, b, pr, in, out)
+}
+
+// linOut is one of the projections linears computes from one input.
+type linOut[T kern.Float] struct {
+	y, w, b device.Tensor[T]
+	pr      proj
+	out     int
+	zs      *[]device.Tensor[T] // receives linear's zs
+}
+
+// linears is linear for projections of one input (a layer's Q, K and V; gate and up):
+// their base products go to the device as one MatMulNTShared (one preparation of x,
+// one hand-off to the cores when decoding), bias and LoRA per projection as linear adds
+// them.
+func (p *pass[T]) linears(rs rowSet[T], x device.Tensor[T], in int, outs ...linOut[T]) {
+	so := make([]device.SharedOut[T], len(outs))
+	for i, o := range outs {
+		w := o.w
+		if p.wide {
+			w = w.WideActivations()
+		}
+		so[i] = device.SharedOut[T]{C: o.y, W: w, N: o.out}
+	}
+	p.d.MatMulNTShared(x, so, rs.rows, in)
+	for _, o := range outs {
+		*o.zs = p.linearRest(rs, o.y, x, o.b, o.pr, in, o.out)
+	}
+}
+
+// linearRest is linear after the base product y = x·Wᵀ: the bias and the LoRA terms.
+func (p *pass[T]) linearRest(rs rowSet[T], y, x, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
+	d := p.d
 	if !b.Empty() {
 		d.AddRows(y, b, rs.rows)
 	}
@@ -337,9 +369,8 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 		}
 		a.x = x
 		d.RMSNorm(a.h1, a.rstd1, x, L.AttnNorm, n, D, c.RMSNormEps)
-		a.zq = p.linear(p.all, a.q, a.h1, L.Wq, L.Bq, lp(l, ProjQ), D, qd)
-		a.zk = p.linear(p.all, a.k, a.h1, L.Wk, L.Bk, lp(l, ProjK), D, kvd)
-		a.zv = p.linear(p.all, a.v, a.h1, L.Wv, L.Bv, lp(l, ProjV), D, kvd)
+		p.linears(p.all, a.h1, D, linOut[T]{a.q, L.Wq, L.Bq, lp(l, ProjQ), qd, &a.zq},
+			linOut[T]{a.k, L.Wk, L.Bk, lp(l, ProjK), kvd, &a.zk}, linOut[T]{a.v, L.Wv, L.Bv, lp(l, ProjV), kvd, &a.zv})
 		d.Rope(a.q, p.pos, hq, p.rope, false)
 		d.Rope(a.k, p.pos, hkv, p.rope, false)
 		// Causal attention within each sequence, or over its cache after this step's keys
@@ -368,8 +399,8 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 		}
 		d.Add(a.x2, x, attn)
 		d.RMSNorm(a.h2, a.rstd2, a.x2, L.MLPNorm, n, D, c.RMSNormEps)
-		a.zg = p.linear(p.all, a.g, a.h2, L.Wgate, device.Tensor[T]{}, lp(l, ProjGate), D, I)
-		a.zu = p.linear(p.all, a.u, a.h2, L.Wup, device.Tensor[T]{}, lp(l, ProjUp), D, I)
+		p.linears(p.all, a.h2, D, linOut[T]{a.g, L.Wgate, device.Tensor[T]{}, lp(l, ProjGate), I, &a.zg},
+			linOut[T]{a.u, L.Wup, device.Tensor[T]{}, lp(l, ProjUp), I, &a.zu})
 		d.SwiGLU(a.a, a.g, a.u)
 		a.zd = p.linear(p.all, mlp, a.a, L.Wdown, device.Tensor[T]{}, lp(l, ProjDown), I, D)
 		if keep {

@@ -21,6 +21,43 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	if d.err != nil || m == 0 || n == 0 {
 		return
 	}
+	var cast uintptr
+	if a.BF16() && k > 0 {
+		if cast = d.castBF16(b); cast == 0 {
+			return
+		}
+	}
+	d.gemmCast(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, cast)
+}
+
+// castBF16 rounds the activation b to bfloat16 into the device's cast buffer and returns
+// its address (0 after an error, which d remembers).
+func (d *Device) castBF16(b device.Tensor[float32]) uintptr {
+	if b.BF16() {
+		d.fail(errors.New("cuda: a product's activation operand is bfloat16"))
+		return 0
+	}
+	nb := uintptr(b.Len())
+	if nb > d.castN {
+		d.put(d.cast)
+		d.castN = uintptr(1) << bits.Len64(uint64(nb))
+		if d.cast = d.get(d.castN*2, false); d.cast == 0 {
+			d.castN = 0
+			return 0
+		}
+	}
+	d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
+	if d.err != nil {
+		return 0
+	}
+	return d.cast
+}
+
+// gemmCast is gemm with b already cast to bfloat16 at cast when a is a bfloat16 weight.
+func (d *Device) gemmCast(ta, tb int, m, n, k int, a device.Tensor[float32], lda int, b device.Tensor[float32], ldb int, c device.Tensor[float32], ldc int, acc bool, cast uintptr) {
+	if d.err != nil || m == 0 || n == 0 {
+		return
+	}
 	if k == 0 {
 		if !acc {
 			d.fail(d.drv.check("cuMemsetD8Async", call(d.drv.cuMemsetD8Async, c.Ptr(), 0, uintptr(m*n)*4, 0)))
@@ -33,18 +70,7 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	}
 	at, bt, bp := uintptr(cudaR32F), uintptr(cudaR32F), b.Ptr()
 	if a.BF16() {
-		at, bt = cudaR16BF, cudaR16BF
-		nb := uintptr(b.Len())
-		if nb > d.castN {
-			d.put(d.cast)
-			d.castN = uintptr(1) << bits.Len64(uint64(nb))
-			if d.cast = d.get(d.castN*2, false); d.cast == 0 {
-				d.castN = 0
-				return
-			}
-		}
-		d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
-		bp = d.cast
+		at, bt, bp = cudaR16BF, cudaR16BF, cast
 	}
 	d.alpha, d.beta = 1, 0
 	if acc {
@@ -63,6 +89,25 @@ func (d *Device) MatMulNT(c, a, b device.Tensor[float32], m, n, k int, acc bool)
 	defer d.exit()
 	if d.enter() {
 		d.gemm(cublasOpT, cublasOpN, n, m, k, b, k, a, k, c, n, acc)
+	}
+}
+
+// MatMulNTShared implements device.Device: the activation is cast to bfloat16 once for
+// every bfloat16 weight, then each output is one cuBLAS product, the one MatMulNT
+// would run.
+func (d *Device) MatMulNTShared(a device.Tensor[float32], outs []device.SharedOut[float32], m, k int) {
+	defer d.exit()
+	if !d.enter() {
+		return
+	}
+	var cast uintptr
+	for _, o := range outs {
+		if o.W.BF16() && cast == 0 && m > 0 && k > 0 && o.N > 0 {
+			if cast = d.castBF16(a); cast == 0 {
+				return
+			}
+		}
+		d.gemmCast(cublasOpT, cublasOpN, o.N, m, k, o.W, k, a, k, o.C, o.N, false, cast)
 	}
 }
 
