@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,15 @@ func (d *timedDevice) Sample(logits device.Tensor[float32], cols int, draws []de
 	return d.Device.Sample(logits, cols, draws)
 }
 
+// processCPU is the CPU time this process has used, every thread.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // TestDecodeProfile times batch-1 decode steps of the real model (TUFT_SMOLLM2_GGUF) in
 // each format of TUFT_DECODE_PROFILE (comma-separated, e.g. "bf16,q4_1"): tokens/s, the
 // wall time of each device operation per token, and, with TUFT_DECODE_PPROF=dir, a CPU
@@ -113,15 +123,18 @@ func TestDecodeProfile(t *testing.T) {
 			prompt[i] = int32(100 + i*37%4000)
 		}
 		var td *timedDevice
+		var cpu time.Duration // the steps' CPU time in the last run
 		run := func(reps int) time.Duration {
 			var wall time.Duration
+			cpu = 0
 			for r := 0; r < reps; r++ {
 				kc := pool.NewCache()
 				seq := []StepSeq{{Cache: kc, Tokens: prompt, Draws: []Draw{{Temperature: 0, TopP: 1}}}}
 				var t0 time.Time
+				var c0 time.Duration
 				for i := 0; i <= steps; i++ {
 					if i == 1 {
-						t0 = time.Now()
+						t0, c0 = time.Now(), processCPU()
 						if td != nil {
 							td.on = true
 						}
@@ -133,6 +146,7 @@ func TestDecodeProfile(t *testing.T) {
 					seq[0].Tokens = []int32{out[0].Tokens[0]}
 				}
 				wall += time.Since(t0)
+				cpu += processCPU() - c0
 				if td != nil {
 					td.on = false
 				}
@@ -158,8 +172,8 @@ func TestDecodeProfile(t *testing.T) {
 		}
 		_, perPass := m.WeightBytes()
 		n := float64(steps * reps)
-		t.Logf("%s: batch 1 %.1f tok/s, %.2f ms a token, %.1f MB a token, %.1f GB/s", name,
-			n/wall.Seconds(), wall.Seconds()*1e3/n, float64(perPass)/1e6, float64(perPass)*n/wall.Seconds()/1e9)
+		t.Logf("%s: batch 1 %.1f tok/s, %.2f ms a token, %.1f MB a token, %.1f GB/s, %.2f CPU-ms a token", name,
+			n/wall.Seconds(), wall.Seconds()*1e3/n, float64(perPass)/1e6, float64(perPass)*n/wall.Seconds()/1e9, cpu.Seconds()*1e3/n)
 		if os.Getenv("TUFT_DECODE_TIMED") == "0" {
 			pool.Close()
 			continue

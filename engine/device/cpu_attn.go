@@ -2,6 +2,7 @@ package device
 
 import (
 	"runtime"
+	"sync"
 
 	"github.com/tuft-go/tuft/engine/kern"
 )
@@ -40,57 +41,55 @@ func attnPaged[T Float](a *Attn[T]) {
 	qd, kvd := hq*hd, hkv*hd
 	group := hq / hkv
 	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
-	// A decode row (a sequence of one row) runs as one job per KV head whose rows are the
-	// query heads sharing it, stacked (their query and output rows are adjacent, HeadDim
-	// apart): the keys are gathered once for the group and fill more of the kernel's
-	// six-row tile. GemmRowwise makes each row the same however many are stacked.
-	stackable := group <= attnBlock
-	var jobs []attnJob
-	for _, jb := range attnJobs(l, hq) {
-		if !stackable || l.Seqs[jb.s].N != 1 || jb.h%group == 0 {
-			jobs = append(jobs, jb)
-		}
-	}
+	// A decode row (a sequence of one row) reads keys and values gathered beforehand for
+	// every KV head at once (gatherDecode) and runs as one job per query head, reading
+	// its KV head's columns of them in place: the cores share a step's heads evenly
+	// (nine jobs for SmolLM2's nine heads, not three per KV head) and the cache is read
+	// in runs of whole rows. GemmRowwise makes each row the same whichever rows share a
+	// product and whatever B's stride, so the row is the one a prompt's block computes.
+	dec := gatherDecode(a)
+	defer dec.release()
+	jobs := attnJobs(l, hq)
 	type buf struct{ s, k, v []T }
 	bufs := make([]buf, min(runtime.GOMAXPROCS(0), len(jobs)))
 	workers(len(jobs), func(w, j int) {
 		jb := jobs[j]
 		s := l.Seqs[jb.s]
-		stack := stackable && s.N == 1
 		rows, nk, ld := jb.i1-jb.i0, s.Pos+jb.i1, qd
-		if stack {
-			rows, ld = group, hd
-		}
 		b := &bufs[w]
 		if cap(b.s) < rows*nk {
 			b.s = make([]T, max(rows, blockRows(s.N))*(s.Pos+s.N))
 		}
-		if cap(b.k) < nk*hd {
-			b.k, b.v = make([]T, (s.Pos+s.N)*hd), make([]T, (s.Pos+s.N)*hd)
-		}
-		kb, vb := b.k[:nk*hd], b.v[:nk*hd]
-		kr := seqKeys(l, s)
 		ko := jb.h / group * hd
-		for p := 0; p < nk; p++ {
-			r := kr.row(p)*kvd + ko
-			copy(kb[p*hd:p*hd+hd], k[r:r+hd])
-			copy(vb[p*hd:p*hd+hd], v[r:r+hd])
+		var kb, vb []T
+		ldb := hd
+		if s.N == 1 {
+			g := dec.seq[jb.s]
+			kb, vb, ldb = g.k[ko:], g.v[ko:], kvd
+		} else {
+			if cap(b.k) < nk*hd {
+				b.k, b.v = make([]T, (s.Pos+s.N)*hd), make([]T, (s.Pos+s.N)*hd)
+			}
+			kb, vb = b.k[:nk*hd], b.v[:nk*hd]
+			kr := seqKeys(l, s)
+			for p := 0; p < nk; p++ {
+				r := kr.row(p)*kvd + ko
+				copy(kb[p*hd:p*hd+hd], k[r:r+hd])
+				copy(vb[p*hd:p*hd+hd], v[r:r+hd])
+			}
 		}
 		S := b.s[:rows*nk]
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
-		kern.GemmRowwise(S, q[qoff:], kb, rows, nk, hd, nk, ld, hd, true)
+		kern.GemmRowwise(S, q[qoff:], kb, rows, nk, hd, nk, ld, ldb, true)
 		var inv [attnBlock]T
 		for r := 0; r < rows; r++ {
 			valid := s.Pos + jb.i0 + r + 1
-			if stack {
-				valid = nk
-			}
 			row := S[r*nk : r*nk+nk]
 			sum, _ := expRow(row[:valid], a.Scale)
 			clear(row[valid:])
 			inv[r] = T(1 / sum)
 		}
-		kern.GemmRowwise(o[qoff:], S, vb, rows, hd, nk, ld, nk, hd, false)
+		kern.GemmRowwise(o[qoff:], S, vb, rows, hd, nk, ld, nk, ldb, false)
 		for r := 0; r < rows; r++ {
 			or := o[qoff+r*ld : qoff+r*ld+hd]
 			for x := range or {
@@ -98,4 +97,85 @@ func attnPaged[T Float](a *Attn[T]) {
 			}
 		}
 	})
+}
+
+// decodeKV is the keys and values of an Attention call's decode rows, gathered: per
+// sequence (nil for one of several rows), its Pos+1 keys as rows of KVHeads·HeadDim.
+type decodeKV[T Float] struct {
+	seq  []gathered[T]
+	bufs []*[]T
+}
+
+type gathered[T Float] struct{ k, v []T }
+
+// decodePool recycles decodeKV's buffers between calls (a step makes one per layer).
+var decodePool sync.Pool
+
+// gatherRun is the positions one worker gathers at a time: runs of whole cache rows.
+const gatherRun = 64
+
+// gatherDecode copies the keys and values of every decode row's sequence out of the
+// paged cache, a run of consecutive slots (within a block) per copy, the runs spread over
+// the cores.
+func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
+	l := a.Layout
+	kvd := a.KVHeads * a.HeadDim
+	d := &decodeKV[T]{seq: make([]gathered[T], len(l.Seqs))}
+	type run struct{ s, p0, p1 int }
+	var runs []run
+	for si, s := range l.Seqs {
+		if s.N != 1 {
+			continue
+		}
+		nk := s.Pos + 1
+		bk, bv := d.get(nk*kvd), d.get(nk*kvd)
+		d.seq[si] = gathered[T]{k: bk, v: bv}
+		for p := 0; p < nk; p += gatherRun {
+			runs = append(runs, run{si, p, min(p+gatherRun, nk)})
+		}
+	}
+	if len(runs) == 0 {
+		return d
+	}
+	k, v := a.K.h, a.V.h
+	copyRun := func(j int) {
+		r := runs[j]
+		s := l.Seqs[r.s]
+		g := d.seq[r.s]
+		kr := seqKeys(l, s)
+		for p := r.p0; p < r.p1; {
+			slot := kr.row(p)
+			n := 1
+			for p+n < r.p1 && kr.row(p+n) == slot+n {
+				n++
+			}
+			copy(g.k[p*kvd:(p+n)*kvd], k[slot*kvd:(slot+n)*kvd])
+			copy(g.v[p*kvd:(p+n)*kvd], v[slot*kvd:(slot+n)*kvd])
+			p += n
+		}
+	}
+	if len(runs) == 1 {
+		copyRun(0)
+		return d
+	}
+	workers(len(runs), func(_, j int) { copyRun(j) })
+	return d
+}
+
+func (d *decodeKV[T]) get(n int) []T {
+	if p, ok := decodePool.Get().(*[]T); ok && cap(*p) >= n {
+		d.bufs = append(d.bufs, p)
+		return (*p)[:n]
+	}
+	s := make([]T, n)
+	d.bufs = append(d.bufs, &s)
+	return s
+}
+
+// release gives the buffers back.
+func (d *decodeKV[T]) release() {
+	for _, p := range d.bufs {
+		decodePool.Put(p)
+	}
+	d.bufs = nil
 }
