@@ -114,6 +114,11 @@ var decodePool sync.Pool
 // gatherRun is the positions one worker gathers at a time: runs of whole cache rows.
 const gatherRun = 64
 
+// gatherParallel is the keys and values (elements) from which a step's gather is spread
+// over the cores: below it (one sequence's few hundred keys) one core copies them in
+// less time than a hand-off to the other takes.
+const gatherParallel = 1 << 18
+
 // gatherDecode copies the keys and values of every decode row's sequence out of the
 // paged cache, a run of consecutive slots (within a block) per copy, the runs spread over
 // the cores.
@@ -123,6 +128,7 @@ func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
 	d := &decodeKV[T]{seq: make([]gathered[T], len(l.Seqs))}
 	type run struct{ s, p0, p1 int }
 	var runs []run
+	total := 0 // positions
 	for si, s := range l.Seqs {
 		if s.N != 1 {
 			continue
@@ -130,6 +136,7 @@ func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
 		nk := s.Pos + 1
 		bk, bv := d.get(nk*kvd), d.get(nk*kvd)
 		d.seq[si] = gathered[T]{k: bk, v: bv}
+		total += nk
 		for p := 0; p < nk; p += gatherRun {
 			runs = append(runs, run{si, p, min(p+gatherRun, nk)})
 		}
@@ -154,8 +161,10 @@ func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
 			p += n
 		}
 	}
-	if len(runs) == 1 {
-		copyRun(0)
+	if len(runs) == 1 || total*kvd*2 < gatherParallel {
+		for j := range runs {
+			copyRun(j)
+		}
 		return d
 	}
 	workers(len(runs), func(_, j int) { copyRun(j) })
