@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tuft-go/tuft/engine/kern"
 )
@@ -68,9 +69,37 @@ func attnJobs(l *Layout, heads int) []attnJob {
 }
 
 // workers runs f(w, j) for every job j in [0, n), handed out in order to up to GOMAXPROCS
-// workers numbered w; it returns how many ran (kern.Workers: the cores' persistent
-// workers).
-func workers(n int, f func(w, j int)) int { return kern.Workers(n, f) }
+// workers numbered w; it returns how many ran.
+func workers(n int, f func(w, j int)) int {
+	nw := min(runtime.GOMAXPROCS(0), n)
+	if nw <= 1 {
+		for j := 0; j < n; j++ {
+			f(0, j)
+		}
+		return 1
+	}
+	var next atomic.Int64
+	work := func(w int) {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= n {
+				return
+			}
+			f(w, j)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < nw; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(w)
+		}()
+	}
+	work(0) // the calling goroutine is worker 0 rather than only waiting
+	wg.Wait()
+	return nw
+}
 
 // blockedAttn reports whether Attention runs blocked: every sequence reads contiguous
 // keys, and the probabilities are not asked for (nothing kept, or Stats).

@@ -18,18 +18,6 @@ func split(n, work, align int, f func(lo, hi int)) {
 	}
 	chunk := (n + w - 1) / w
 	chunk = (chunk + align - 1) / align * align
-	if usePool {
-		bounds := make([]int, 0, w+1)
-		for lo := 0; lo < n; lo += chunk {
-			bounds = append(bounds, lo)
-		}
-		if len(bounds) < 2 {
-			f(0, n)
-			return
-		}
-		forkJoin(append(bounds, n), f)
-		return
-	}
 	// The first chunk runs on the calling goroutine, which would otherwise only wait: a
 	// training step makes thousands of these calls, many of them short (LoRA's products).
 	var wg sync.WaitGroup

@@ -238,14 +238,6 @@ func share(n, work, align, least int, f func(lo, hi int)) {
 			f(lo, min(lo+grain, n))
 		}
 	}
-	if usePool {
-		bounds := make([]int, min(w, chunks)+1) // each goroutine's share is take's loop
-		for i := range bounds {
-			bounds[i] = i
-		}
-		forkJoin(bounds, func(_, _ int) { take() })
-		return
-	}
 	var wg sync.WaitGroup
 	for g := 1; g < min(w, chunks); g++ {
 		wg.Add(1)
