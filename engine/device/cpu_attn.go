@@ -58,7 +58,8 @@ func attnPaged[T Float](a *Attn[T]) {
 		rows, nk, ld := jb.i1-jb.i0, s.Pos+jb.i1, qd
 		b := &bufs[w]
 		if cap(b.s) < rows*nk {
-			b.s = make([]T, max(rows, blockRows(s.N))*(s.Pos+s.N))
+			recycle(b.s)
+			b.s = scratch[T](max(rows, blockRows(s.N)) * (s.Pos + s.N))
 		}
 		ko := jb.h / group * hd
 		var kb, vb []T
@@ -68,7 +69,9 @@ func attnPaged[T Float](a *Attn[T]) {
 			kb, vb, ldb = g.k[ko:], g.v[ko:], kvd
 		} else {
 			if cap(b.k) < nk*hd {
-				b.k, b.v = make([]T, (s.Pos+s.N)*hd), make([]T, (s.Pos+s.N)*hd)
+				recycle(b.k)
+				recycle(b.v)
+				b.k, b.v = scratch[T]((s.Pos+s.N)*hd), scratch[T]((s.Pos+s.N)*hd)
 			}
 			kb, vb = b.k[:nk*hd], b.v[:nk*hd]
 			kr := seqKeys(l, s)
@@ -97,6 +100,29 @@ func attnPaged[T Float](a *Attn[T]) {
 			}
 		}
 	})
+	for _, b := range bufs {
+		recycle(b.s)
+		recycle(b.k)
+		recycle(b.v)
+	}
+}
+
+// scratch is n elements from decodePool (not zeroed), or new ones.
+func scratch[T Float](n int) []T {
+	if p, ok := decodePool.Get().(*[]T); ok {
+		if cap(*p) >= n {
+			return (*p)[:n]
+		}
+		decodePool.Put(p)
+	}
+	return make([]T, n)
+}
+
+// recycle gives a scratch buffer back to decodePool (nil: nothing).
+func recycle[T Float](s []T) {
+	if cap(s) > 0 {
+		decodePool.Put(&s)
+	}
 }
 
 // decodeKV is the keys and values of an Attention call's decode rows, gathered: per
