@@ -49,13 +49,32 @@ func attnPaged[T Float](a *Attn[T]) {
 	// product and whatever B's stride, so the row is the one a prompt's block computes.
 	dec := gatherDecode(a)
 	defer dec.release()
-	jobs := attnJobs(l, hq)
+	// With decode rows enough for every core, a KV head's query heads stay one job
+	// instead (their rows stacked, HeadDim apart): the keys are packed once for the group
+	// and fill more of the kernel's six-row tile.
+	decodes := 0
+	for _, s := range l.Seqs {
+		if s.N == 1 {
+			decodes++
+		}
+	}
+	stackable := group <= attnBlock && decodes*hkv >= 2*runtime.GOMAXPROCS(0)
+	var jobs []attnJob
+	for _, jb := range attnJobs(l, hq) {
+		if !stackable || l.Seqs[jb.s].N != 1 || jb.h%group == 0 {
+			jobs = append(jobs, jb)
+		}
+	}
 	type buf struct{ s, k, v []T }
 	bufs := make([]buf, min(runtime.GOMAXPROCS(0), len(jobs)))
 	workers(len(jobs), func(w, j int) {
 		jb := jobs[j]
 		s := l.Seqs[jb.s]
+		stack := stackable && s.N == 1
 		rows, nk, ld := jb.i1-jb.i0, s.Pos+jb.i1, qd
+		if stack {
+			rows, ld = group, hd
+		}
 		b := &bufs[w]
 		if cap(b.s) < rows*nk {
 			recycle(b.s)
@@ -87,6 +106,9 @@ func attnPaged[T Float](a *Attn[T]) {
 		var inv [attnBlock]T
 		for r := 0; r < rows; r++ {
 			valid := s.Pos + jb.i0 + r + 1
+			if stack {
+				valid = nk
+			}
 			row := S[r*nk : r*nk+nk]
 			sum, _ := expRow(row[:valid], a.Scale)
 			clear(row[valid:])
