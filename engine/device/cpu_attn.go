@@ -47,11 +47,10 @@ func attnPaged[T Float](a *Attn[T]) {
 	// (nine jobs for SmolLM2's nine heads, not three per KV head) and the cache is read
 	// in runs of whole rows. GemmRowwise makes each row the same whichever rows share a
 	// product and whatever B's stride, so the row is the one a prompt's block computes.
-	dec := gatherDecode(a)
-	defer dec.release()
-	// With decode rows enough for every core, a KV head's query heads stay one job
-	// instead (their rows stacked, HeadDim apart): the keys are packed once for the group
-	// and fill more of the kernel's six-row tile.
+	// With decode rows enough for every core (a batch), a KV head's query heads stay one
+	// job instead, their rows stacked (HeadDim apart), copying their own keys as a
+	// prompt's jobs do: the keys are packed once for the group and fill more of the
+	// kernel's six-row tile, and the jobs already keep the cores busy.
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
@@ -59,6 +58,11 @@ func attnPaged[T Float](a *Attn[T]) {
 		}
 	}
 	stackable := group <= attnBlock && decodes*hkv >= 2*runtime.GOMAXPROCS(0)
+	var dec *decodeKV[T]
+	if !stackable {
+		dec = gatherDecode(a)
+		defer dec.release()
+	}
 	var jobs []attnJob
 	for _, jb := range attnJobs(l, hq) {
 		if !stackable || l.Seqs[jb.s].N != 1 || jb.h%group == 0 {
@@ -83,7 +87,7 @@ func attnPaged[T Float](a *Attn[T]) {
 		ko := jb.h / group * hd
 		var kb, vb []T
 		ldb := hd
-		if s.N == 1 {
+		if s.N == 1 && !stack {
 			g := dec.seq[jb.s]
 			kb, vb, ldb = g.k[ko:], g.v[ko:], kvd
 		} else {
