@@ -201,86 +201,6 @@ func (p *pass[T]) release() {
 	p.mem, p.imem = nil, nil
 }
 
-// proj names one LoRA target: a layer's projection, or the unembedding (lm).
-type proj struct {
-	l  int
-	p  Proj
-	lm bool
-}
-
-func lp(l int, p Proj) proj { return proj{l: l, p: p} }
-
-// linear computes y = x·Wᵀ (+b) for the rows of rs, then adds every run's LoRA term in
-// one grouped product (device.LoraOps: one launch per stage on a GPU, however many
-// adapters); it returns the per-run zs = scale·x·Aᵀ that backward needs (nil without
-// LoRA; nil entries for runs whose adapter does not adapt this projection).
-func (p *pass[T]) linear(rs rowSet[T], y, x, w, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
-	d := p.d
-	if p.wide {
-		w = w.WideActivations()
-	}
-	d.MatMulNT(y, x, w, rs.rows, out, in, false)
-	if !b.Empty() {
-		d.AddRows(y, b, rs.rows)
-	}
-	var runs []device.LoraRun[T]
-	var idx []int // runs[j] is rs.runs[idx[j]]
-	for i, r := range rs.runs {
-		lq := r.lw.pair(pr)
-		if lq == nil {
-			continue
-		}
-		runs = append(runs, device.LoraRun[T]{Row: r.start, N: r.n, Rank: lq.rank, A: lq.a, B: lq.b, Scale: r.lw.scale})
-		idx = append(idx, i)
-	}
-	if len(runs) == 0 {
-		return nil
-	}
-	// One allocation holds every run's z.
-	zall := p.alloc(device.LoraScratch(runs))
-	zs := make([]device.Tensor[T], len(rs.runs))
-	off := 0
-	for j := range runs {
-		n := runs[j].N * runs[j].Rank
-		runs[j].Z = zall.Slice(off, off+n)
-		zs[idx[j]] = runs[j].Z
-		off += n
-	}
-	d.LoraForward(y, x, runs, in, out)
-	return zs
-}
-
-// linearBack accumulates every run's LoRA gradients and adds dL/dx to dx (empty: not
-// needed) in one grouped product, and the base weight's share in one product over all
-// rows.
-func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device.Tensor[T], in, out int) {
-	d := p.d
-	var runs []device.LoraRun[T]
-	for i, r := range p.all.runs {
-		lq := r.lw.pair(pr)
-		if lq == nil {
-			continue
-		}
-		g := r.grad.pair(pr)
-		if g == nil && dx.Empty() {
-			continue
-		}
-		run := device.LoraRun[T]{Row: r.start, N: r.n, Rank: lq.rank, A: lq.a, B: lq.b, Scale: r.lw.scale, Z: zs[i]}
-		if g != nil {
-			run.GA, run.GB = g.a, g.b
-		}
-		runs = append(runs, run)
-	}
-	if len(runs) > 0 {
-		dz := p.temp(device.LoraScratch(runs))
-		d.LoraBackward(dx, dy, x, dz, runs, in, out)
-		p.free(dz)
-	}
-	if !dx.Empty() {
-		d.MatMulNN(dx, dy, w, p.all.rows, in, out, true)
-	}
-}
-
 // layerAct are one layer's saved activations.
 type layerAct[T kern.Float] struct {
 	x, h1, rstd1   device.Tensor[T]
@@ -381,9 +301,8 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 		if l == 0 {
 			d.RMSNorm(a.h1, a.rstd1, x, L.AttnNorm, n, D, c.RMSNormEps)
 		}
-		a.zq = p.linear(p.all, a.q, a.h1, L.Wq, L.Bq, lp(l, ProjQ), D, qd)
-		a.zk = p.linear(p.all, a.k, a.h1, L.Wk, L.Bk, lp(l, ProjK), D, kvd)
-		a.zv = p.linear(p.all, a.v, a.h1, L.Wv, L.Bv, lp(l, ProjV), D, kvd)
+		p.linears(p.all, a.h1, D, linOut[T]{a.q, L.Wq, L.Bq, lp(l, ProjQ), qd, &a.zq},
+			linOut[T]{a.k, L.Wk, L.Bk, lp(l, ProjK), kvd, &a.zk}, linOut[T]{a.v, L.Wv, L.Bv, lp(l, ProjV), kvd, &a.zv})
 		// Causal attention within each sequence, or over its cache after this step's keys
 		// and values joined it (rotated and written in one call).
 		at := device.Attn[T]{Q: a.q, Out: a.o, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay}
@@ -410,8 +329,8 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 			a.x2 = x
 		}
 		d.AddRMSNorm(a.x2, a.h2, a.rstd2, x, delta, L.MLPNorm, n, D, c.RMSNormEps)
-		a.zg = p.linear(p.all, a.g, a.h2, L.Wgate, device.Tensor[T]{}, lp(l, ProjGate), D, I)
-		a.zu = p.linear(p.all, a.u, a.h2, L.Wup, device.Tensor[T]{}, lp(l, ProjUp), D, I)
+		p.linears(p.all, a.h2, D, linOut[T]{a.g, L.Wgate, device.Tensor[T]{}, lp(l, ProjGate), I, &a.zg},
+			linOut[T]{a.u, L.Wup, device.Tensor[T]{}, lp(l, ProjUp), I, &a.zu})
 		d.SwiGLU(a.a, a.g, a.u)
 		a.zd = p.linear(p.all, delta, a.a, L.Wdown, device.Tensor[T]{}, lp(l, ProjDown), I, D)
 		if keep {

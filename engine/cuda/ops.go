@@ -24,6 +24,54 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	if d.err != nil || m == 0 || n == 0 {
 		return
 	}
+	var cast uintptr
+	if a.BF16() && k > 0 {
+		if cast = d.castBF16(b); cast == 0 {
+			return
+		}
+	}
+	d.gemmCast(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, cast)
+}
+
+// castBF16 returns the address of the activation b's bfloat16 operand: b itself if it is
+// one, its attached operand (device.BF16Operands), else its rounding into the device's
+// cast buffer by a cast launch (0 after an error, which d remembers).
+func (d *Device) castBF16(b device.Tensor[float32]) uintptr {
+	switch {
+	case b.BF16():
+		return b.Ptr()
+	case b.BF16Twin() != 0:
+		return b.BF16Twin()
+	}
+	nb := uintptr(b.Len())
+	if nb > d.castN {
+		if d.gmode != eager {
+			d.graphBad("a larger bfloat16 cast buffer")
+			return 0
+		}
+		if len(d.graphs) > 0 {
+			d.retired = append(d.retired, d.cast) // a graph's products name it
+		} else {
+			d.put(d.cast)
+		}
+		d.castN = uintptr(1) << bits.Len64(uint64(nb))
+		if d.cast = d.get(d.castN*2, false); d.cast == 0 {
+			d.castN = 0
+			return 0
+		}
+	}
+	d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
+	if d.err != nil {
+		return 0
+	}
+	return d.cast
+}
+
+// gemmCast is gemm with b already cast to bfloat16 at cast when a is a bfloat16 weight.
+func (d *Device) gemmCast(ta, tb int, m, n, k int, a device.Tensor[float32], lda int, b device.Tensor[float32], ldb int, c device.Tensor[float32], ldc int, acc bool, cast uintptr) {
+	if d.err != nil || m == 0 || n == 0 {
+		return
+	}
 	if k == 0 {
 		if !acc {
 			d.memset(c.Ptr(), uintptr(m*n)*4)
@@ -36,32 +84,7 @@ func (d *Device) gemm(ta, tb int, m, n, k int, a device.Tensor[float32], lda int
 	}
 	at, bt, bp := uintptr(cudaR32F), uintptr(cudaR32F), b.Ptr()
 	if a.BF16() {
-		at, bt = cudaR16BF, cudaR16BF
-		switch {
-		case b.BF16():
-		case b.BF16Twin() != 0:
-			bp = b.BF16Twin()
-		default:
-			nb := uintptr(b.Len())
-			if nb > d.castN {
-				if d.gmode != eager {
-					d.graphBad("a larger bfloat16 cast buffer")
-					return
-				}
-				if len(d.graphs) > 0 {
-					d.retired = append(d.retired, d.cast) // a graph's products name it
-				} else {
-					d.put(d.cast)
-				}
-				d.castN = uintptr(1) << bits.Len64(uint64(nb))
-				if d.cast = d.get(d.castN*2, false); d.cast == 0 {
-					d.castN = 0
-					return
-				}
-			}
-			d.launch("cast_bf16", d.stride(int(nb)), 1, 256, pArg(b), uint64(d.cast), lArg(int(nb)))
-			bp = d.cast
-		}
+		at, bt, bp = cudaR16BF, cudaR16BF, cast
 	}
 	d.alpha, d.beta = 1, 0
 	if acc {
@@ -105,6 +128,25 @@ func (d *Device) MatMulNT(c, a, b device.Tensor[float32], m, n, k int, acc bool)
 	defer d.exit()
 	if d.enter() {
 		d.gemm(cublasOpT, cublasOpN, n, m, k, b, k, a, k, c, n, acc)
+	}
+}
+
+// MatMulNTShared implements device.Device: the activation is cast to bfloat16 once for
+// every bfloat16 weight, then each output is one cuBLAS product, the one MatMulNT
+// would run.
+func (d *Device) MatMulNTShared(a device.Tensor[float32], outs []device.SharedOut[float32], m, k int) {
+	defer d.exit()
+	if !d.enter() {
+		return
+	}
+	var cast uintptr
+	for _, o := range outs {
+		if o.W.BF16() && cast == 0 && m > 0 && k > 0 && o.N > 0 {
+			if cast = d.castBF16(a); cast == 0 {
+				return
+			}
+		}
+		d.gemmCast(cublasOpT, cublasOpN, o.N, m, k, o.W, k, a, k, o.C, o.N, false, cast)
 	}
 }
 

@@ -104,6 +104,27 @@ func (*CPU[T]) MatMulNT(c, a, b Tensor[T], m, n, k int, acc bool) {
 	kern.MatMulNT(c.h, a.h, b.h, m, n, k, acc)
 }
 
+// MatMulNTShared implements Device: frozen weights go to kern.FrozenMatMulNTShared (a
+// decode row's products in one split), any other product to MatMulNT alone.
+func (c *CPU[T]) MatMulNTShared(a Tensor[T], outs []SharedOut[T], m, k int) {
+	fz := make([]kern.FrozenOut, 0, len(outs))
+	for _, o := range outs {
+		if o.W.fz == nil {
+			fz = nil
+			break
+		}
+		frozenShape(o.W.fz, o.N, k)
+		fz = append(fz, kern.FrozenOut{C: any(o.C.h).([]float32), W: o.W.fz, Wide: o.W.wide})
+	}
+	if fz == nil {
+		for _, o := range outs {
+			c.MatMulNT(o.C, a, o.W, m, o.N, k, false)
+		}
+		return
+	}
+	kern.FrozenMatMulNTShared(any(a.h).([]float32), fz, m)
+}
+
 // MatMulNN implements Device.
 func (*CPU[T]) MatMulNN(c, a, b Tensor[T], m, n, k int, acc bool) {
 	if b.fz != nil {

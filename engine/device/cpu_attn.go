@@ -2,6 +2,7 @@ package device
 
 import (
 	"runtime"
+	"sync"
 
 	"github.com/tuft-go/tuft/engine/kern"
 )
@@ -40,11 +41,28 @@ func attnPaged[T Float](a *Attn[T]) {
 	qd, kvd := hq*hd, hkv*hd
 	group := hq / hkv
 	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
-	// A decode row (a sequence of one row) runs as one job per KV head whose rows are the
-	// query heads sharing it, stacked (their query and output rows are adjacent, HeadDim
-	// apart): the keys are gathered once for the group and fill more of the kernel's
-	// six-row tile. GemmRowwise makes each row the same however many are stacked.
-	stackable := group <= attnBlock
+	// A decode row (a sequence of one row) reads keys and values gathered beforehand for
+	// every KV head at once (gatherDecode) and runs as one job per query head, reading
+	// its KV head's columns of them in place: the cores share a step's heads evenly
+	// (nine jobs for SmolLM2's nine heads, not three per KV head) and the cache is read
+	// in runs of whole rows. GemmRowwise makes each row the same whichever rows share a
+	// product and whatever B's stride, so the row is the one a prompt's block computes.
+	// With decode rows enough for every core (a batch), a KV head's query heads stay one
+	// job instead, their rows stacked (HeadDim apart), copying their own keys as a
+	// prompt's jobs do: the keys are packed once for the group and fill more of the
+	// kernel's six-row tile, and the jobs already keep the cores busy.
+	decodes := 0
+	for _, s := range l.Seqs {
+		if s.N == 1 {
+			decodes++
+		}
+	}
+	stackable := group <= attnBlock && decodes*hkv >= 2*runtime.GOMAXPROCS(0)
+	var dec *decodeKV[T]
+	if !stackable {
+		dec = gatherDecode(a)
+		defer dec.release()
+	}
 	var jobs []attnJob
 	for _, jb := range attnJobs(l, hq) {
 		if !stackable || l.Seqs[jb.s].N != 1 || jb.h%group == 0 {
@@ -63,18 +81,28 @@ func attnPaged[T Float](a *Attn[T]) {
 		}
 		b := &bufs[w]
 		if cap(b.s) < rows*nk {
-			b.s = make([]T, max(rows, blockRows(s.N))*(s.Pos+s.N))
+			recycle(b.s)
+			b.s = scratch[T](max(rows, blockRows(s.N)) * (s.Pos + s.N))
 		}
-		if cap(b.k) < nk*hd {
-			b.k, b.v = make([]T, (s.Pos+s.N)*hd), make([]T, (s.Pos+s.N)*hd)
-		}
-		kb, vb := b.k[:nk*hd], b.v[:nk*hd]
-		kr := seqKeys(l, s)
 		ko := jb.h / group * hd
-		for p := 0; p < nk; p++ {
-			r := kr.row(p)*kvd + ko
-			copy(kb[p*hd:p*hd+hd], k[r:r+hd])
-			copy(vb[p*hd:p*hd+hd], v[r:r+hd])
+		var kb, vb []T
+		ldb := hd
+		if s.N == 1 && !stack {
+			g := dec.seq[jb.s]
+			kb, vb, ldb = g.k[ko:], g.v[ko:], kvd
+		} else {
+			if cap(b.k) < nk*hd {
+				recycle(b.k)
+				recycle(b.v)
+				b.k, b.v = scratch[T]((s.Pos+s.N)*hd), scratch[T]((s.Pos+s.N)*hd)
+			}
+			kb, vb = b.k[:nk*hd], b.v[:nk*hd]
+			kr := seqKeys(l, s)
+			for p := 0; p < nk; p++ {
+				r := kr.row(p)*kvd + ko
+				copy(kb[p*hd:p*hd+hd], k[r:r+hd])
+				copy(vb[p*hd:p*hd+hd], v[r:r+hd])
+			}
 		}
 		S := b.s[:rows*nk]
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
@@ -85,7 +113,7 @@ func attnPaged[T Float](a *Attn[T]) {
 		if !stack {
 			sMask, pMask = causal(kern.MaskC, s.Pos+jb.i0), causal(kern.MaskRowK, s.Pos+jb.i0)
 		}
-		kern.GemmRowwiseMasked(S, q[qoff:], kb, rows, nk, hd, nk, ld, hd, true, sMask)
+		kern.GemmRowwiseMasked(S, q[qoff:], kb, rows, nk, hd, nk, ld, ldb, true, sMask)
 		var inv [attnBlock]T
 		for r := 0; r < rows; r++ {
 			valid := s.Pos + jb.i0 + r + 1
@@ -97,7 +125,7 @@ func attnPaged[T Float](a *Attn[T]) {
 			clear(row[valid:])
 			inv[r] = T(1 / sum)
 		}
-		kern.GemmRowwiseMasked(o[qoff:], S, vb, rows, hd, nk, ld, nk, hd, false, pMask)
+		kern.GemmRowwiseMasked(o[qoff:], S, vb, rows, hd, nk, ld, nk, ldb, false, pMask)
 		for r := 0; r < rows; r++ {
 			or := o[qoff+r*ld : qoff+r*ld+hd]
 			for x := range or {
@@ -105,4 +133,117 @@ func attnPaged[T Float](a *Attn[T]) {
 			}
 		}
 	})
+	for _, b := range bufs {
+		recycle(b.s)
+		recycle(b.k)
+		recycle(b.v)
+	}
+}
+
+// scratch is n elements from decodePool (not zeroed), or new ones.
+func scratch[T Float](n int) []T {
+	if p, ok := decodePool.Get().(*[]T); ok {
+		if cap(*p) >= n {
+			return (*p)[:n]
+		}
+		decodePool.Put(p)
+	}
+	return make([]T, n)
+}
+
+// recycle gives a scratch buffer back to decodePool (nil: nothing).
+func recycle[T Float](s []T) {
+	if cap(s) > 0 {
+		decodePool.Put(&s)
+	}
+}
+
+// decodeKV is the keys and values of an Attention call's decode rows, gathered: per
+// sequence (nil for one of several rows), its Pos+1 keys as rows of KVHeads·HeadDim.
+type decodeKV[T Float] struct {
+	seq  []gathered[T]
+	bufs []*[]T
+}
+
+type gathered[T Float] struct{ k, v []T }
+
+// decodePool recycles decodeKV's buffers between calls (a step makes one per layer).
+var decodePool sync.Pool
+
+// gatherRun is the positions one worker gathers at a time: runs of whole cache rows.
+const gatherRun = 64
+
+// gatherParallel is the keys and values (elements) from which a step's gather is spread
+// over the cores: below it (one sequence's few hundred keys) one core copies them in
+// less time than a hand-off to the other takes.
+const gatherParallel = 1 << 18
+
+// gatherDecode copies the keys and values of every decode row's sequence out of the
+// paged cache, a run of consecutive slots (within a block) per copy, the runs spread over
+// the cores.
+func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
+	l := a.Layout
+	kvd := a.KVHeads * a.HeadDim
+	d := &decodeKV[T]{seq: make([]gathered[T], len(l.Seqs))}
+	type run struct{ s, p0, p1 int }
+	var runs []run
+	total := 0 // positions
+	for si, s := range l.Seqs {
+		if s.N != 1 {
+			continue
+		}
+		nk := s.Pos + 1
+		bk, bv := d.get(nk*kvd), d.get(nk*kvd)
+		d.seq[si] = gathered[T]{k: bk, v: bv}
+		total += nk
+		for p := 0; p < nk; p += gatherRun {
+			runs = append(runs, run{si, p, min(p+gatherRun, nk)})
+		}
+	}
+	if len(runs) == 0 {
+		return d
+	}
+	k, v := a.K.h, a.V.h
+	copyRun := func(j int) {
+		r := runs[j]
+		s := l.Seqs[r.s]
+		g := d.seq[r.s]
+		kr := seqKeys(l, s)
+		for p := r.p0; p < r.p1; {
+			slot := kr.row(p)
+			n := 1
+			for p+n < r.p1 && kr.row(p+n) == slot+n {
+				n++
+			}
+			copy(g.k[p*kvd:(p+n)*kvd], k[slot*kvd:(slot+n)*kvd])
+			copy(g.v[p*kvd:(p+n)*kvd], v[slot*kvd:(slot+n)*kvd])
+			p += n
+		}
+	}
+	if len(runs) == 1 || total*kvd*2 < gatherParallel {
+		for j := range runs {
+			copyRun(j)
+		}
+		return d
+	}
+	workers(len(runs), func(_, j int) { copyRun(j) })
+	return d
+}
+
+func (d *decodeKV[T]) get(n int) []T {
+	if p, ok := decodePool.Get().(*[]T); ok && cap(*p) >= n {
+		d.bufs = append(d.bufs, p)
+		return (*p)[:n]
+	}
+	s := make([]T, n)
+	d.bufs = append(d.bufs, &s)
+	return s
+}
+
+// release gives the buffers back.
+func (d *decodeKV[T]) release() {
+	for _, p := range d.bufs {
+		decodePool.Put(p)
+	}
+	d.bufs = nil
 }

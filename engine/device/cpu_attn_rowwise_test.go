@@ -62,6 +62,61 @@ func TestPagedAttentionRowAlone(t *testing.T) {
 	}
 }
 
+// TestPagedAttentionDecodeBatchRowAlone: a decode step of many sequences (one row each,
+// each with its own scattered blocks of one cache; a batch runs stacked jobs that copy
+// their keys, a row alone one job per query head over the gathered keys, spread over the
+// cores for the longest) gives every row bit for bit what the row gives alone.
+func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
+	const heads, kvh, hd, bl, seqs = 9, 3, 64, 16, 20
+	qd, kvd := heads*hd, kvh*hd
+	rng := rand.New(rand.NewPCG(9, 10))
+	var tables []int32
+	var ss []AttnSeq
+	next := 0
+	for i := 0; i < seqs; i++ {
+		pos := 290 + 7*i
+		if i == seqs-1 {
+			pos = 900 // alone, its gather is spread over the cores
+		}
+		nb := (pos + 1 + bl - 1) / bl
+		ss = append(ss, AttnSeq{Row: i, N: 1, Pos: pos, Table: len(tables), Blocks: nb})
+		for b := 0; b < nb; b++ {
+			tables = append(tables, int32(next))
+			next++
+		}
+	}
+	perm := rng.Perm(next) // scatter every sequence's blocks over the cache
+	for i := range tables {
+		tables[i] = int32(perm[tables[i]])
+	}
+	if last := ss[seqs-1].Pos + 1; last*kvd*2 < gatherParallel {
+		t.Fatalf("%d keys do not reach the parallel gather", last)
+	}
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	q, k, v := rnd(seqs*qd), rnd(next*bl*kvd), rnd(next*bl*kvd)
+	out := make([]float32, seqs*qd)
+	l := Layout{BlockLen: bl, Tables: tables, Seqs: ss}
+	NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q), Out: Host(out), K: Host(k), V: Host(v), Heads: heads,
+		KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &l})
+	for i, s := range ss {
+		alone := Layout{BlockLen: bl, Tables: tables[s.Table : s.Table+s.Blocks], Seqs: []AttnSeq{{N: 1, Pos: s.Pos, Blocks: s.Blocks}}}
+		one := make([]float32, qd)
+		NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q[i*qd : i*qd+qd]), Out: Host(one), K: Host(k), V: Host(v),
+			Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &alone})
+		for x, w := range out[i*qd : i*qd+qd] {
+			if math.Float32bits(one[x]) != math.Float32bits(w) {
+				t.Fatalf("sequence %d (%d cached): element %d alone = %v, in the batch %v", i, s.Pos, x, one[x], w)
+			}
+		}
+	}
+}
+
 // BenchmarkPagedAttention is one layer of SmolLM2's attention (9 heads, 3 KV heads of 64)
 // over the paged cache: a 128-token prompt, and a decode row after 128 and 1024 cached
 // positions.

@@ -45,6 +45,8 @@ type candidates struct {
 	p      []float64 // exp(lp) of each candidate
 	tot    float64   // their sum
 	greedy int
+	// greedyLP is the greedy token's log-probability (lp is nil then).
+	greedyLP float64
 }
 
 // prepare computes what draws under d from logits pick from.
@@ -54,6 +56,9 @@ func prepare[T Float](logits []T, d Draw) *candidates {
 		temp = 1
 	}
 	V := len(logits)
+	if d.Temperature == 0 {
+		return prepareGreedy(logits)
+	}
 	lp := make([]float64, V)
 	mx := math.Inf(-1)
 	for i, v := range logits {
@@ -72,15 +77,6 @@ func prepare[T Float](logits []T, d Draw) *candidates {
 	lse := mx + math.Log(s)
 	for i := range lp {
 		lp[i] -= lse
-	}
-	if d.Temperature == 0 {
-		best := 0
-		for i := range lp {
-			if lp[i] > lp[best] {
-				best = i
-			}
-		}
-		return &candidates{lp: lp, greedy: best}
 	}
 	idx := make([]int, V)
 	for i := range idx {
@@ -118,11 +114,39 @@ func prepare[T Float](logits []T, d Draw) *candidates {
 	return c
 }
 
+// prepareGreedy is prepare at temperature 0: the argmax and its log-probability, the
+// same bits as the general path's (lp[i] = logit − lse, the first of equal maxima)
+// without its row of V log-probabilities. Subtracting lse keeps the logits' order (their
+// differences are float32 steps, far above float64's rounding), so the argmax is taken
+// on the logits; a NaN lse (a NaN or infinite logit) made every comparison false there,
+// choosing token 0, and does here.
+func prepareGreedy[T Float](logits []T) *candidates {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, float64(v))
+	}
+	e := make([]T, len(logits))
+	for i, v := range logits {
+		e[i] = T(float64(v) - mx)
+	}
+	kern.Exp(e, e, 1, 0)
+	lse := mx + math.Log(sum64(e))
+	best := 0
+	if !math.IsNaN(lse) {
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+	}
+	return &candidates{greedy: best, greedyLP: float64(logits[best]) - lse}
+}
+
 // choose picks the token the uniform variate u selects (u is unused when greedy).
 func (c *candidates) choose(u float64) (int32, float32) {
 	lp, cand := c.lp, c.cand
 	if c.greedy >= 0 {
-		return int32(c.greedy), float32(lp[c.greedy])
+		return int32(c.greedy), float32(c.greedyLP)
 	}
 	r := u * c.tot
 	for j, i := range cand {

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -36,4 +37,36 @@ func TestSampleParallelIsSerial(t *testing.T) {
 		}
 	}
 	runtime.GOMAXPROCS(old)
+}
+
+// TestGreedyIsTopOne: a greedy draw (which computes no row of log-probabilities) picks
+// the token and returns the log-probability, bit for bit, that a temperature-1 top-1
+// draw computes from the full log-softmax, ties going to the first index; a row with a
+// NaN picks token 0 with a NaN log-probability, as the full path does.
+func TestGreedyIsTopOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const V = 5000
+	logits := make([]float32, 3*V)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 4)
+	}
+	logits[V+17], logits[V+4000] = 30, 30 // a tie in row 1
+	logits[2*V+9] = float32(math.NaN())
+	c := NewCPU[float32]()
+	for row := 0; row < 3; row++ {
+		g, glp := c.Sample(Host(logits), V, []Draw{{Row: row, Temperature: 0, TopP: 1}})
+		k, klp := c.Sample(Host(logits), V, []Draw{{Row: row, Temperature: 1, TopK: 1, TopP: 1, U: 0.5}})
+		if row == 2 {
+			if g[0] != 0 || !math.IsNaN(float64(glp[0])) {
+				t.Fatalf("row with a NaN: greedy gave token %d logprob %v, want 0 and NaN", g[0], glp[0])
+			}
+			continue
+		}
+		if g[0] != k[0] || math.Float32bits(glp[0]) != math.Float32bits(klp[0]) {
+			t.Fatalf("row %d: greedy gave token %d logprob %v, top-1 token %d logprob %v", row, g[0], glp[0], k[0], klp[0])
+		}
+		if row == 1 && g[0] != 17 {
+			t.Fatalf("tie: greedy took token %d, want the first, 17", g[0])
+		}
+	}
 }

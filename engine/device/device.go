@@ -129,6 +129,13 @@ func (t Tensor[E]) Slice(i, j int) Tensor[E] {
 	return s
 }
 
+// SharedOut is one product of MatMulNTShared: C[m×N] = A·Wᵀ, W [N×k] a weight (frozen or
+// not; WideActivations as for MatMulNT).
+type SharedOut[T Float] struct {
+	C, W Tensor[T]
+	N    int
+}
+
 // Device is the set of operations the engine runs on. T is the element type of
 // activations and trainable state; frozen weights are Tensor[T] too, possibly narrowed.
 type Device[T Float] interface {
@@ -160,6 +167,12 @@ type Device[T Float] interface {
 
 	// MatMulNT computes C[m×n] (+)= A[m×k]·B[n×k]ᵀ: a Linear's forward pass, W = B.
 	MatMulNT(c, a, b Tensor[T], m, n, k int, acc bool)
+	// MatMulNTShared sets outs[i].C[m×N] = A[m×k]·outs[i].Wᵀ for products that share
+	// their activation (a layer's Q, K and V; gate and up), bit for bit what MatMulNT
+	// (acc false) gives for each alone: a device prepares A once (rounds it to bfloat16,
+	// casts it) and may run the products as one job (the CPU: one hand-off to its cores
+	// over the union of the outputs' rows).
+	MatMulNTShared(a Tensor[T], outs []SharedOut[T], m, k int)
 	// MatMulNN computes C[m×n] (+)= A[m×k]·B[k×n]: a Linear's input gradient dX = dY·W.
 	MatMulNN(c, a, b Tensor[T], m, n, k int, acc bool)
 	// MatMulTN computes C[m×n] (+)= A[k×m]ᵀ·B[k×n]: a weight gradient dW = dYᵀ·X.

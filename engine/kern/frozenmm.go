@@ -28,11 +28,19 @@ func FrozenMatMulNTWide(c, a []float32, w *Frozen, m int, acc bool) {
 // weight format's fast path does (bf16 rounding, 8-bit quantisation), else never.
 func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	n, k := w.Rows, w.Cols
-	if m == 1 && n > 0 && w.f32Dottable() {
-		_ = c[n-1]
-		_ = a[k-1]
-		split(n, n*k, 16, func(lo, hi int) { w.f32Dots(c, a, lo, hi, acc) })
-		return
+	if m == 1 && n > 0 {
+		if f, rounds := w.oneRow(round); f != nil {
+			_ = c[n-1]
+			_ = a[k-1]
+			if rounds {
+				buf := getScratch(k)
+				defer putScratch(buf)
+				roundBF16(nil, *buf, a[:k])
+				a = *buf
+			}
+			split(n, n*k, oneRowAlign, func(lo, hi int) { f(c, a, lo, hi, acc) })
+			return
+		}
 	}
 	if round && m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
 		_ = c[m*n-1]
@@ -75,10 +83,6 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 		defer putScratch(buf)
 		roundBF16(nil, *buf, a[:m*k])
 		a = *buf
-		if m == 1 && useAVX2 && hasRowDots && k%16 == 0 {
-			split(n, n*k, 16, func(lo, hi int) { w.bf16Dots(c, a, lo, hi, acc) })
-			return
-		}
 	}
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:

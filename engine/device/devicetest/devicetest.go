@@ -42,7 +42,7 @@ func Run(t *testing.T, d device.Device[float32], tol Tolerance) {
 		f    func(*testing.T)
 	}{{"memory", c.memory}, {"matmul", c.matmul}, {"elementwise", c.elementwise}, {"rows", c.rows},
 		{"attention", c.attention}, {"loss", c.loss}, {"head", c.head}, {"optimizer", c.optimizer}, {"sampling", c.sampling},
-		{"lora", c.lora}, {"fused", c.fused}} {
+		{"lora", c.lora}, {"fused", c.fused}, {"shared", c.shared}} {
 		t.Run(s.name, func(t *testing.T) {
 			c.t = t // failures belong to the subtest
 			s.f(t)

@@ -1,0 +1,107 @@
+package kern
+
+// Products that share one activation row. A decode step multiplies one row by a layer's
+// Q, K and V weights (and by gate and up): each product alone is a hand-off of its rows
+// to the cores and a wait for them, which at 135M parameters costs about as much as the
+// weights' bytes. FrozenMatMulNTShared prepares the row once and hands the union of the
+// outputs' rows to the cores in one call.
+
+// oneRowAlign is the rows of W a core's share of a one-row product is a multiple of.
+const oneRowAlign = 16
+
+// oneRow is how a one-row product with W is computed: f sets (or adds, acc) outputs
+// [lo, hi) of c = a·Wᵀ, each output from one row of W alone, and rounds says that a is
+// rounded to bfloat16 (and widened back) first. f is nil where the product takes
+// another path (float32 weights without the dot kernels, the integer tiles).
+func (w *Frozen) oneRow(round bool) (f func(c, a []float32, lo, hi int, acc bool), rounds bool) {
+	k := w.Cols
+	switch {
+	case w.f32Dottable():
+		return w.f32Dots, false
+	case w.Format == F32 || round && w.intTiles(1) || round && w.dpTileable(1):
+		return nil, false
+	}
+	rounds = w.Format == BF16 && round
+	if rounds && useAVX2 && hasRowDots && k%16 == 0 {
+		return w.bf16Dots, true
+	}
+	return func(c, a []float32, lo, hi int, acc bool) {
+		x := a[:k]
+		for j := lo; j < hi; j++ {
+			s := w.dotRow(x, j)
+			if acc {
+				c[j] += s
+			} else {
+				c[j] = s
+			}
+		}
+	}, rounds
+}
+
+// FrozenOut is one product of FrozenMatMulNTShared: C[m×W.Rows] = A·Wᵀ, Wide as
+// FrozenMatMulNTWide (A multiplied in float32 whatever W's format).
+type FrozenOut struct {
+	C    []float32
+	W    *Frozen
+	Wide bool
+}
+
+// FrozenMatMulNTShared sets every out's C = A[m×k]·Wᵀ (k every W's Cols), bit for bit
+// what FrozenMatMulNT (FrozenMatMulNTWide where Wide) computes for each out alone. A row
+// of A (m = 1) is rounded to bfloat16 once for the products that round it, and the
+// outputs' rows go to the cores in one split; more rows run the products one after the
+// other, each already split across the cores.
+func FrozenMatMulNTShared(a []float32, outs []FrozenOut, m int) {
+	for _, o := range outs[min(1, len(outs)):] {
+		if o.W.Cols != outs[0].W.Cols {
+			panic("kern: FrozenMatMulNTShared: weights of different widths do not share an activation")
+		}
+	}
+	type part struct {
+		f       func(c, a []float32, lo, hi int, acc bool)
+		a, c    []float32
+		lo, n   int // its rows in the union
+		rounded bool
+	}
+	parts := make([]part, 0, len(outs))
+	total, work := 0, 0
+	if m == 1 {
+		for _, o := range outs {
+			f, rounds := o.W.oneRow(!o.Wide)
+			if f == nil || o.W.Rows == 0 {
+				parts = nil
+				break
+			}
+			_ = o.C[o.W.Rows-1]
+			_ = a[o.W.Cols-1]
+			parts = append(parts, part{f: f, a: a, c: o.C, lo: total, n: o.W.Rows, rounded: rounds})
+			total += o.W.Rows
+			work += o.W.Rows * o.W.Cols
+		}
+	}
+	if len(parts) < 2 {
+		for _, o := range outs {
+			frozenMatMulNT(o.C, a, o.W, m, false, !o.Wide)
+		}
+		return
+	}
+	var rb *[]float32 // A rounded to bfloat16, once for every product that rounds it
+	for i := range parts {
+		if p := &parts[i]; p.rounded {
+			if rb == nil {
+				k := outs[0].W.Cols
+				rb = getScratch(k)
+				defer putScratch(rb)
+				roundBF16(nil, *rb, a[:k])
+			}
+			p.a = *rb
+		}
+	}
+	split(total, work, oneRowAlign, func(lo, hi int) {
+		for _, p := range parts {
+			if l, h := max(lo, p.lo), min(hi, p.lo+p.n); l < h {
+				p.f(p.c, p.a, l-p.lo, h-p.lo, false)
+			}
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"github.com/tuft-go/tuft/engine/device"
+	"github.com/tuft-go/tuft/engine/kern"
+)
+
+// The LoRA-aware linear layer of the transformer (transformer.go): a base product, its
+// bias, and every run's LoRA term in one grouped device call, forward and backward.
+
+// proj names one LoRA target: a layer's projection, or the unembedding (lm).
+type proj struct {
+	l  int
+	p  Proj
+	lm bool
+}
+
+func lp(l int, p Proj) proj { return proj{l: l, p: p} }
+
+// linear computes y = x·Wᵀ (+b) for the rows of rs, then adds every run's LoRA term in
+// one grouped product (device.LoraOps: one launch per stage on a GPU, however many
+// adapters); it returns the per-run zs = scale·x·Aᵀ that backward needs (nil without
+// LoRA; nil entries for runs whose adapter does not adapt this projection).
+func (p *pass[T]) linear(rs rowSet[T], y, x, w, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
+	if p.wide {
+		w = w.WideActivations()
+	}
+	p.d.MatMulNT(y, x, w, rs.rows, out, in, false)
+	return p.linearRest(rs, y, x, b, pr, in, out)
+}
+
+// linOut is one of the projections linears computes from one input.
+type linOut[T kern.Float] struct {
+	y, w, b device.Tensor[T]
+	pr      proj
+	out     int
+	zs      *[]device.Tensor[T] // receives linear's zs
+}
+
+// linears is linear for projections of one input (a layer's Q, K and V; gate and up):
+// their base products go to the device as one MatMulNTShared (one preparation of x,
+// one hand-off to the cores when decoding), bias and LoRA per projection as linear adds
+// them.
+func (p *pass[T]) linears(rs rowSet[T], x device.Tensor[T], in int, outs ...linOut[T]) {
+	so := make([]device.SharedOut[T], len(outs))
+	for i, o := range outs {
+		w := o.w
+		if p.wide {
+			w = w.WideActivations()
+		}
+		so[i] = device.SharedOut[T]{C: o.y, W: w, N: o.out}
+	}
+	p.d.MatMulNTShared(x, so, rs.rows, in)
+	for _, o := range outs {
+		*o.zs = p.linearRest(rs, o.y, x, o.b, o.pr, in, o.out)
+	}
+}
+
+// linearRest is linear after the base product y = x·Wᵀ: the bias and the LoRA terms.
+func (p *pass[T]) linearRest(rs rowSet[T], y, x, b device.Tensor[T], pr proj, in, out int) []device.Tensor[T] {
+	d := p.d
+	if !b.Empty() {
+		d.AddRows(y, b, rs.rows)
+	}
+	var runs []device.LoraRun[T]
+	var idx []int // runs[j] is rs.runs[idx[j]]
+	for i, r := range rs.runs {
+		lq := r.lw.pair(pr)
+		if lq == nil {
+			continue
+		}
+		runs = append(runs, device.LoraRun[T]{Row: r.start, N: r.n, Rank: lq.rank, A: lq.a, B: lq.b, Scale: r.lw.scale})
+		idx = append(idx, i)
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	// One allocation holds every run's z.
+	zall := p.alloc(device.LoraScratch(runs))
+	zs := make([]device.Tensor[T], len(rs.runs))
+	off := 0
+	for j := range runs {
+		n := runs[j].N * runs[j].Rank
+		runs[j].Z = zall.Slice(off, off+n)
+		zs[idx[j]] = runs[j].Z
+		off += n
+	}
+	d.LoraForward(y, x, runs, in, out)
+	return zs
+}
+
+// linearBack accumulates every run's LoRA gradients and adds dL/dx to dx (empty: not
+// needed) in one grouped product, and the base weight's share in one product over all
+// rows.
+func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device.Tensor[T], in, out int) {
+	d := p.d
+	var runs []device.LoraRun[T]
+	for i, r := range p.all.runs {
+		lq := r.lw.pair(pr)
+		if lq == nil {
+			continue
+		}
+		g := r.grad.pair(pr)
+		if g == nil && dx.Empty() {
+			continue
+		}
+		run := device.LoraRun[T]{Row: r.start, N: r.n, Rank: lq.rank, A: lq.a, B: lq.b, Scale: r.lw.scale, Z: zs[i]}
+		if g != nil {
+			run.GA, run.GB = g.a, g.b
+		}
+		runs = append(runs, run)
+	}
+	if len(runs) > 0 {
+		dz := p.temp(device.LoraScratch(runs))
+		d.LoraBackward(dx, dy, x, dz, runs, in, out)
+		p.free(dz)
+	}
+	if !dx.Empty() {
+		d.MatMulNN(dx, dy, w, p.all.rows, in, out, true)
+	}
+}
