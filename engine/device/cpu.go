@@ -191,13 +191,18 @@ func rmsNormRows[T Float](y, rstd, x, w Tensor[T], lo, hi, d int, eps float64) {
 		for _, v := range xr {
 			ss += float64(v) * float64(v)
 		}
-		s := T(1 / math.Sqrt(ss/float64(d)+eps))
-		rstd.h[r] = s
-		yr := y.h[r*d : r*d+d]
-		for i, v := range xr {
-			yr[i] = v * s * w.h[i]
-		}
+		rstd.h[r] = normRow(y.h[r*d:r*d+d], xr, w.h, ss, d, eps)
 	}
+}
+
+// normRow writes RMSNorm's y = x·s·w for one row whose sum of squares (in float64) is ss,
+// and returns s: the one place of the norm's arithmetic (RMSNorm, AddRMSNorm).
+func normRow[T Float](y, x, w []T, ss float64, d int, eps float64) T {
+	s := T(1 / math.Sqrt(ss/float64(d)+eps))
+	for i, v := range x {
+		y[i] = v * s * w[i]
+	}
+	return s
 }
 
 // AddRMSNorm implements Device: Add's sums and rmsNormRows' arithmetic, row by row, so
@@ -212,12 +217,7 @@ func (*CPU[T]) AddRMSNorm(sum, y, rstd, a, b, w Tensor[T], rows, d int, eps floa
 				sr[i] = v
 				ss += float64(v) * float64(v)
 			}
-			s := T(1 / math.Sqrt(ss/float64(d)+eps))
-			rstd.h[r] = s
-			yr := y.h[r*d : r*d+d]
-			for i, v := range sr {
-				yr[i] = v * s * w.h[i]
-			}
+			rstd.h[r] = normRow(y.h[r*d:r*d+d], sr, w.h, ss, d, eps)
 		}
 	})
 }

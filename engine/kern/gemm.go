@@ -65,6 +65,17 @@ type Mask struct {
 	Off  int
 }
 
+// from is the mask of the product's part whose k starts at p0 (a slab or block of k).
+func (mk Mask) from(p0 int) Mask {
+	switch mk.Kind {
+	case MaskRowK:
+		mk.Off -= p0
+	case MaskColK:
+		mk.Off += p0
+	}
+	return mk
+}
+
 // GemmMasked is Gemm, on the calling goroutine, skipping what mk says is zero or unwanted:
 // the masked part of attention's diagonal blocks, half of each. The terms it skips are
 // exact zeros (MaskRowK, MaskColK: a sum with zero terms left off its end or its start is
@@ -173,14 +184,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				ds = direct[p0*ldb:]
 			}
 			ps := func(d []float32, j, cols, pc, kb int) { pack(d, j, cols, p0+pc, kb) }
-			ms := mk // the slab's k starts at p0
-			switch mk.Kind {
-			case MaskRowK:
-				ms.Off -= p0
-			case MaskColK:
-				ms.Off += p0
-			}
-			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par, ms)
+			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par, mk.from(p0))
 		}
 		return
 	}

@@ -213,13 +213,7 @@ func GemmRowwiseMasked[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool
 		} else {
 			bs = b32[p0*ldb:]
 		}
-		ms := mk // this block's k starts at p0
-		switch mk.Kind {
-		case MaskRowK:
-			ms.Off -= p0
-		case MaskColK:
-			ms.Off += p0
-		}
+		ms := mk.from(p0) // this block's k starts at p0
 		if p0 == 0 {
 			gemmStridedMask(c32, a32, bs, m, n, kb, ldc, lda, ldb, false, bT, false, false, ms)
 			continue
