@@ -93,8 +93,11 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	if _, err := svc.CancelSample(ctx, "victim", ids[0]); service.KindOf(err) != service.KindNotFound {
 		t.Fatalf("cancelling another tenant's sample: %v", err)
 	}
-	if got := <-exec.tenants; got != "flood" {
-		t.Fatalf("the first sample ran for %q", got)
+	// The flood's first sample and the victim's are both runnable (one running operation
+	// per tenant); which reaches the executor first is the dispatcher's timing.
+	first := <-exec.tenants
+	if first != "flood" && first != "victim" {
+		t.Fatalf("the first sample ran for %q", first)
 	}
 	close(exec.gate)
 	rec, err := svc.Retrieve(ctx, "victim", victim, 5*time.Second)
@@ -104,7 +107,12 @@ func TestSampleBacklogAndDeadline(t *testing.T) {
 	if d := rec.Deadline.Sub(rec.CreatedAt); d != 90*time.Second {
 		t.Fatalf("sample deadline %s after submission, want limits.sample_timeout_seconds (90 s)", d)
 	}
-	for seen := false; !seen; {
-		seen = <-exec.tenants == "victim" // the victim's sample ran for the victim
+	// Every sample ran for its own tenant: the flood's and the victim's both arrive.
+	for seen := map[string]bool{first: true}; !seen["flood"] || !seen["victim"]; {
+		got := <-exec.tenants
+		if got != "flood" && got != "victim" {
+			t.Fatalf("a sample ran for %q", got)
+		}
+		seen[got] = true
 	}
 }
