@@ -229,7 +229,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
 		if m >= 8*mr*runtime.GOMAXPROCS(0) {
-			run(m, m*nb*k, mr, 8*mr, func(lo, hi int) { op.block(lo, hi, 0, npan) })
+			run(m, m*nb*k, rowTile(), 8*mr, func(lo, hi int) { op.block(lo, hi, 0, npan) })
 		} else {
 			run(npan, m*nb*k, 1, 1, func(lo, hi int) { op.block(0, m, lo, hi) })
 		}
@@ -256,12 +256,21 @@ func panelOffset(ragged bool, pc, jp, kb, npan int) int {
 	return pc*npan*nr + jp*kb*nr
 }
 
+// rowTile is the rows a chunk of a row-split product is a multiple of: two 6-row panels
+// with AVX-512, so that every pair runs as one 12-row tile (sgemm12x16z).
+func rowTile() int {
+	if useAVX512 {
+		return 2 * mr
+	}
+	return mr
+}
+
 // serial is share on the calling goroutine.
 func serial(n, _, _, _ int, f func(lo, hi int)) { f(0, n) }
 
 // share runs f over [0, n) in chunks that up to GOMAXPROCS goroutines, the caller among
 // them, take in turn until none is left: about four chunks per goroutine, each a
-// multiple of align and at least least (when n allows), at most mc when align is mr. A
+// multiple of align and at least least (when n allows), at most mc when align is a multiple of mr. A
 // core slowed by other work (a shared machine, a busy hypervisor) then takes fewer
 // chunks instead of holding the whole product back: with split's one contiguous half
 // per core, one core sat idle through 29 % of a training step on the loaded 2-core
@@ -275,7 +284,7 @@ func share(n, work, align, least int, f func(lo, hi int)) {
 		return
 	}
 	grain := roundUp(max((n+4*w-1)/(4*w), least), align)
-	if align == mr {
+	if align%mr == 0 {
 		grain = min(grain, mc) // a chunk's rows of A stay one packed block
 	}
 	chunks := (n + grain - 1) / grain
@@ -358,17 +367,9 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 				for ir := 0; ir < ib; ir += mr {
 					i := ic + ir
 					rows := min(mr, ib-ir)
-					// The tile's terms [p0, p1) of this k block under the mask.
-					p0, p1 := 0, kb
-					switch o.mask.Kind {
-					case MaskC:
-						if j > o.mask.Off+i+rows-1 {
-							continue
-						}
-					case MaskRowK:
-						p1 = min(kb, o.mask.Off+i+rows-pc)
-					case MaskColK:
-						p0 = max(0, j-o.mask.Off-pc)
+					p0, p1, wanted := o.terms(i, rows, j, pc, kb)
+					if !wanted {
+						continue
 					}
 					if p0 >= p1 {
 						if !load {
@@ -384,16 +385,18 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 					} else {
 						bpan = &bpk[p0*nr]
 					}
-					apan, aR, aP := &ap[ir*kb:][:kb*mr][p0*mr], 4, 4*mr
-					if o.aInPlace && rows == mr {
-						if o.aT {
-							_ = a[(pc+kb-1)*lda+i+mr-1]
-							apan = &a[(pc+p0)*lda+i]
-						} else {
-							_ = a[(i+mr-1)*lda+pc+kb-1]
-							apan = &a[i*lda+pc+p0]
+					apan, aR, aP := o.aPanel(ap, ir, i, rows, pc, kb, p0, ars, aps)
+					if useAVX512 && rows == mr && cols == nr && ir+2*mr <= ib {
+						// With AVX-512 two full tiles with the same terms run as one 12×16
+						// tile: twice the lanes per FMA, the same bits.
+						q0, q1, w2 := o.terms(i+mr, mr, j, pc, kb)
+						if w2 && q0 == p0 && q1 == p1 {
+							a1, _, _ := o.aPanel(ap, ir+mr, i+mr, mr, pc, kb, p0, ars, aps)
+							_ = c[(i+2*mr-1)*ldc+j+nr-1]
+							sgemm12x16z(p1-p0, apan, a1, aR, aP, bpan, bps, &c[i*ldc+j], ldc, load)
+							ir += mr
+							continue
 						}
-						aR, aP = ars, aps
 					}
 					kernel := sgemm6x16s
 					if aR == 4 && aP == 4*mr && bps == 4*nr {
@@ -423,6 +426,40 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 			}
 		}
 	}
+}
+
+// terms says which terms [p0, p1) of the k block at pc (kb deep) the tile of rows [i,
+// i+rows) and the 16 columns from j takes under the product's mask, and whether the mask
+// wants any of its outputs at all (MaskC: a tile nobody reads is left as C holds it).
+func (o *gemmOp) terms(i, rows, j, pc, kb int) (p0, p1 int, wanted bool) {
+	p0, p1 = 0, kb
+	switch o.mask.Kind {
+	case MaskC:
+		if j > o.mask.Off+i+rows-1 {
+			return 0, 0, false
+		}
+	case MaskRowK:
+		p1 = min(kb, o.mask.Off+i+rows-pc)
+	case MaskColK:
+		p0 = max(0, j-o.mask.Off-pc)
+	}
+	return p0, p1, true
+}
+
+// aPanel is where the micro-kernel reads the tile's rows [i, i+rows) of A from term p0 of
+// the k block at pc, with the byte strides of a row and a step: the packed panel at row ir
+// of ap, or A itself (strides ars, aps) when it is read in place and the panel is full.
+func (o *gemmOp) aPanel(ap []float32, ir, i, rows, pc, kb, p0, ars, aps int) (*float32, int, int) {
+	if o.aInPlace && rows == mr {
+		a, lda := o.a, o.lda
+		if o.aT {
+			_ = a[(pc+kb-1)*lda+i+mr-1]
+			return &a[(pc+p0)*lda+i], ars, aps
+		}
+		_ = a[(i+mr-1)*lda+pc+kb-1]
+		return &a[i*lda+pc+p0], ars, aps
+	}
+	return &ap[ir*kb:][:kb*mr][p0*mr], 4, 4 * mr
 }
 
 // packA copies rows [ic, ic+ib) × k-range [pc, pc+kb) of A into panels of mr rows, each

@@ -9,3 +9,12 @@ package kern
 //
 //go:noescape
 func sgemm6x16s(k int, a *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+
+// sgemm12x16z is sgemm6x16s over twelve rows on AVX-512 (gemm_amd64.s): rows 0–5 of A
+// from a0, rows 6–11 from a1, each with the strides ars and aps; the same bits.
+//
+//go:noescape
+func sgemm12x16z(k int, a0, a1 *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+
+// wideTileAsm says sgemm12x16z is the AVX-512 assembly, which needs the CPU to have it.
+const wideTileAsm = true

@@ -84,3 +84,87 @@ sstore:
 	SROW(Y14, Y15)
 	VZEROUPPER
 	RET
+
+// ZROW stores accumulator z to the 16 floats at R9, first adding what is there when load
+// is set (AX != 0), then steps R9 to the next row of C.
+#define ZROW(z) \
+	TESTQ   AX, AX \
+	JEQ     2(PC) \
+	VADDPS  (R9), z, z \
+	VMOVUPS z, (R9) \
+	ADDQ    R8, R9
+
+// func sgemm12x16z(k int, a0, a1 *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+//
+// sgemm6x16s for twelve rows on AVX-512: rows 0–5 of A from a0, rows 6–11 from a1 (two
+// panels, packed or in place), with the strides of sgemm6x16s; one zmm accumulator per
+// row of the tile, A's element broadcast from memory into the FMA. Each element is the
+// same FMA chain as in sgemm6x16s, so the two kernels give the same bits. Rows are
+// addressed from SI (0–2), R13 = SI + 3·ars (3–5), R14 (6–8) and R15 = R14 + 3·ars (9–11).
+TEXT ·sgemm12x16z(SB), NOSPLIT, $0-73
+	MOVQ k+0(FP), CX
+	MOVQ a0+8(FP), SI
+	MOVQ a1+16(FP), R14
+	MOVQ ars+24(FP), R10
+	MOVQ aps+32(FP), R11
+	MOVQ b+40(FP), DI
+	MOVQ bps+48(FP), R12
+	MOVQ c+56(FP), R9
+	MOVQ ldc+64(FP), R8
+	SHLQ $2, R8
+	LEAQ (R10)(R10*2), R13
+	LEAQ (R14)(R13*1), R15
+	ADDQ SI, R13
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TESTQ CX, CX
+	JEQ   zstore
+
+zloop:
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (SI), Z0, Z4
+	VFMADD231PS.BCST (SI)(R10*1), Z0, Z5
+	VFMADD231PS.BCST (SI)(R10*2), Z0, Z6
+	VFMADD231PS.BCST (R13), Z0, Z7
+	VFMADD231PS.BCST (R13)(R10*1), Z0, Z8
+	VFMADD231PS.BCST (R13)(R10*2), Z0, Z9
+	VFMADD231PS.BCST (R14), Z0, Z10
+	VFMADD231PS.BCST (R14)(R10*1), Z0, Z11
+	VFMADD231PS.BCST (R14)(R10*2), Z0, Z12
+	VFMADD231PS.BCST (R15), Z0, Z13
+	VFMADD231PS.BCST (R15)(R10*1), Z0, Z14
+	VFMADD231PS.BCST (R15)(R10*2), Z0, Z15
+	ADDQ             R11, SI
+	ADDQ             R11, R13
+	ADDQ             R11, R14
+	ADDQ             R11, R15
+	ADDQ             R12, DI
+	DECQ             CX
+	JNZ              zloop
+
+zstore:
+	MOVBQZX load+72(FP), AX
+	ZROW(Z4)
+	ZROW(Z5)
+	ZROW(Z6)
+	ZROW(Z7)
+	ZROW(Z8)
+	ZROW(Z9)
+	ZROW(Z10)
+	ZROW(Z11)
+	ZROW(Z12)
+	ZROW(Z13)
+	ZROW(Z14)
+	ZROW(Z15)
+	VZEROUPPER
+	RET

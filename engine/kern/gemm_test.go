@@ -410,3 +410,48 @@ func TestGemmShareIsBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmWideTileIsBitIdentical checks that the 12-row AVX-512 tile (sgemm12x16z) gives
+// the bits of two 6-row tiles: every product with it against the same product without,
+// packed and in place, transposed operands, accumulating, and under each causal mask.
+// Where the assembly cannot run it tests the portable twin.
+func TestGemmWideTileIsBitIdentical(t *testing.T) {
+	if wideTileAsm && !useAVX512 {
+		t.Skip("no AVX-512: sgemm12x16z's assembly cannot run here")
+	}
+	defer func(v bool) { useAVX512 = v }(useAVX512)
+	rng := rand.New(rand.NewPCG(9, 10))
+	type shape struct{ m, n, k int }
+	for _, s := range []shape{{512, 576, 576}, {301, 200, 96}, {40, 530, 70}, {25, 48, 300}, {96, 64, 5000}} {
+		a, b := randSlice(rng, s.m*s.k), randSlice(rng, s.k*s.n)
+		c0 := randSlice(rng, s.m*s.n)
+		for _, force := range []int{1, -1, 0} {
+			for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+				for _, mk := range []Mask{{}, {Kind: MaskC, Off: 3}, {Kind: MaskRowK, Off: 40}, {Kind: MaskColK, Off: 7}} {
+					aT, bT := tr[0], tr[1]
+					lda, ldb := s.k, s.n
+					if aT {
+						lda = s.m
+					}
+					if bT {
+						ldb = s.k
+					}
+					run := func(wide bool) []float32 {
+						useAVX512 = wide
+						c := append([]float32(nil), c0...)
+						withInPlace(force, func() {
+							gemmStridedMask(c, a, b, s.m, s.n, s.k, s.n, lda, ldb, aT, bT, true, true, mk)
+						})
+						return c
+					}
+					want, got := run(false), run(true)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%+v in place %d aT %v bT %v mask %+v: element %d = %v, %v with 6-row tiles", s, force, aT, bT, mk, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
