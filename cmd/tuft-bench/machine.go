@@ -172,6 +172,8 @@ func gemmGFlops(n, reps int, best bool) float64 {
 func theoreticalPeak(m machineFigures) (float64, string) {
 	lanes := 0
 	switch m.Kernels {
+	case "avx512":
+		lanes = 16
 	case "avx2":
 		lanes = 8
 	case "neon":

@@ -42,6 +42,11 @@ func TestTheoreticalPeak(t *testing.T) {
 	if p, basis := theoreticalPeak(m); p != 2*2*8*2*3 || !strings.Contains(basis, "assumed") {
 		t.Fatalf("peak %v (%s)", p, basis)
 	}
+	z := m
+	z.Kernels = "avx512"
+	if p, basis := theoreticalPeak(z); p != 2*2*16*2*3 || !strings.Contains(basis, "16 float32 lanes") {
+		t.Fatalf("avx512 peak %v (%s)", p, basis)
+	}
 	for _, c := range []struct {
 		change func(*machineFigures)
 		want   string

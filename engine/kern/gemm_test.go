@@ -111,9 +111,9 @@ func withInPlace(force int, f func()) {
 
 // withGeneric runs f with the assembly disabled, so the pure-Go fallback is exercised.
 func withGeneric(f func()) {
-	old := useAVX2
-	useAVX2 = false
-	defer func() { useAVX2 = old }()
+	old, old512 := useAVX2, useAVX512
+	useAVX2, useAVX512 = false, false
+	defer func() { useAVX2, useAVX512 = old, old512 }()
 	f()
 }
 
