@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tuft-go/tuft/engine/kern"
+	"golang.org/x/sys/cpu"
 )
 
 // goGEMMGFlops is the Go kernels' float32 GEMM speed on a 1024×1024×1024 product (the
@@ -40,14 +42,98 @@ func goGEMMGFlops() float64 {
 // sleep when idle (OMP_WAIT_POLICY=PASSIVE) unless the caller chose otherwise. libgomp's
 // threads otherwise spin between parallel regions, and beside OpenBLAS's own threads on
 // a machine with few cores they starve each other: on 2 busy cores a decode step of the
-// reference took 2 s spinning and 0.3 s passive, its prefill 24 s and 2 s. The reference
-// must not be slowed by its threading.
-func referenceEnv() []string {
+// reference took 2 s spinning and 0.3 s passive, its prefill 24 s and 2 s. And OpenBLAS
+// runs the kernels the CPU's flags allow (openBLASCore). The reference must not be slowed
+// by its threading or its kernel choice.
+func referenceEnv(python string) []string {
 	env := os.Environ()
 	if os.Getenv("OMP_WAIT_POLICY") == "" {
 		env = append(env, "OMP_WAIT_POLICY=PASSIVE")
 	}
+	if core, _ := openBLASCore(python); core != "" {
+		env = append(env, "OPENBLAS_CORETYPE="+core)
+	}
 	return env
+}
+
+var openBLASProbe struct {
+	once      sync.Once
+	core, why string
+}
+
+// openBLASCore is the OPENBLAS_CORETYPE the reference runs with ("" keeps OpenBLAS's own
+// choice) and why. OpenBLAS picks its kernels by CPU model, and a model newer than the
+// library gets an old core's: Debian's 0.3.21 takes an Intel Xeon of family 6 model 207
+// (AVX-512) for a Prescott (SSE3), whose GEMM ran at 36 GFLOP/s on 2 threads where our
+// kernels ran at 228, and the bench refused the ratios. When the core OpenBLAS reports
+// (openblas_get_corename, asked through python's ctypes) has narrower vectors than the
+// CPU's flags, the reference runs with the core those flags allow: SkylakeX for AVX-512
+// (F, CD, BW, DQ, VL), Haswell for AVX2 with FMA, as newer OpenBLAS releases choose.
+// A user's own OPENBLAS_CORETYPE is kept.
+func openBLASCore(python string) (core, why string) {
+	p := &openBLASProbe
+	p.once.Do(func() {
+		if os.Getenv("OPENBLAS_CORETYPE") != "" || runtime.GOARCH != "amd64" {
+			return
+		}
+		out, err := exec.Command(python, "-c", openBLASCoreProbe).Output()
+		if err != nil {
+			return
+		}
+		detected := strings.TrimSpace(string(out))
+		want, name := cpuVectorRank()
+		if detected == "" || openBLASCoreRank(detected) >= want {
+			return
+		}
+		p.core = name
+		p.why = fmt.Sprintf("OPENBLAS_CORETYPE=%s set by the bench: OpenBLAS chose its %s kernels for this CPU, whose flags allow %s's", name, detected, name)
+	})
+	return p.core, p.why
+}
+
+// describe names the BLAS and, for OpenBLAS, the core whose kernels it ran and why
+// that core when the bench chose it (openBLASCore).
+func (b torchBLAS) describe() string {
+	s := b.Kind
+	if b.Core != "" {
+		s += ", core " + b.Core
+	}
+	if _, why := openBLASCore(""); why != "" && b.CoreTypeEnv != "" {
+		s += "; " + why
+	}
+	return s
+}
+
+// openBLASCoreProbe prints the core OpenBLAS picks on this machine, without torch.
+const openBLASCoreProbe = `import ctypes, ctypes.util
+n = ctypes.util.find_library("openblas")
+if n:
+    f = ctypes.CDLL(n).openblas_get_corename
+    f.restype = ctypes.c_char_p
+    print(f().decode())`
+
+// cpuVectorRank is the widest vector ISA the CPU's flags give OpenBLAS kernels for (2:
+// AVX-512, 1: AVX2 with FMA, 0: older) and that core's OPENBLAS_CORETYPE name.
+func cpuVectorRank() (int, string) {
+	x := cpu.X86
+	switch {
+	case x.HasAVX512F && x.HasAVX512CD && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL:
+		return 2, "SkylakeX"
+	case x.HasAVX2 && x.HasFMA:
+		return 1, "Haswell"
+	}
+	return 0, ""
+}
+
+// openBLASCoreRank is cpuVectorRank's scale for an OpenBLAS core name.
+func openBLASCoreRank(core string) int {
+	switch strings.ToLower(core) {
+	case "skylakex", "cooperlake", "sapphirerapids":
+		return 2
+	case "haswell", "zen":
+		return 1
+	}
+	return 0
 }
 
 // crippledReference says why a reference's figures must not be compared with ours: it
@@ -86,7 +172,7 @@ func benchSamplingTorch(python, script, dir string, o samplingOptions, stderr io
 // of the last line it prints into v.
 func runReference(python string, args []string, stderr io.Writer, v any) (last string, _ error) {
 	cmd := exec.Command(python, args...)
-	cmd.Env = referenceEnv()
+	cmd.Env = referenceEnv(python)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {

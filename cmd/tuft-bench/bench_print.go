@@ -32,7 +32,7 @@ func printBench(w io.Writer, r *benchReport) {
 		}
 		fmt.Fprintln(w)
 		if b := t.BLAS; b != nil {
-			fmt.Fprintf(w, "GEMM 1024³ float32: Go %.1f GFLOP/s; PyTorch %.1f GFLOP/s on BLAS %s (%s)\n", r.GoGEMMGFlops, b.GEMMGFlops, b.Kind, b.Library)
+			fmt.Fprintf(w, "GEMM 1024³ float32: Go %.1f GFLOP/s; PyTorch %.1f GFLOP/s on BLAS %s (%s)\n", r.GoGEMMGFlops, b.GEMMGFlops, b.describe(), b.Library)
 		}
 		if r.RatiosRefused != "" {
 			fmt.Fprintf(w, "Go/PyTorch ratios not printed: %s\n", r.RatiosRefused)

@@ -108,6 +108,8 @@ type torchBLAS struct {
 	Library        string  `json:"library"`
 	Kind           string  `json:"kind"` // openblas, mkl, blis, reference, unknown
 	GEMMGFlops     float64 `json:"gemm_gflops"`
+	Core           string  `json:"core,omitempty"`         // OpenBLAS's kernels (openblas_get_corename)
+	CoreTypeEnv    string  `json:"coretype_env,omitempty"` // OPENBLAS_CORETYPE in the reference's environment
 	OMPWaitPolicy  string  `json:"omp_wait_policy,omitempty"`
 	OpenBLASThread string  `json:"openblas_threads,omitempty"`
 }
@@ -481,7 +483,7 @@ func printSampling(w io.Writer, r *samplingReport) {
 		return
 	}
 	fmt.Fprintf(w, "(b) PyTorch %s, %d threads (OMP_WAIT_POLICY=%s), BLAS %s (%s): GEMM 1024³ %.1f GFLOP/s\n", t.TorchVersion, t.Threads,
-		t.BLAS.OMPWaitPolicy, t.BLAS.Kind, t.BLAS.Library, t.BLAS.GEMMGFlops)
+		t.BLAS.OMPWaitPolicy, t.BLAS.describe(), t.BLAS.Library, t.BLAS.GEMMGFlops)
 	fmt.Fprintf(w, "    one request of %d samples:                    %8.1f tok/s\n", t.Single.Batch, t.Single.TokensPerS)
 	fmt.Fprintf(w, "    batched multi-LoRA decode of %d prompts:       %8.1f tok/s\n", t.Batched.Batch, t.Batched.TokensPerS)
 	if r.TorchRefusal != "" {

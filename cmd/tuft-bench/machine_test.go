@@ -101,3 +101,16 @@ func TestLoraStepFLOPs(t *testing.T) {
 		t.Fatalf("loraStepFLOPs = %v, want %v", got, want)
 	}
 }
+
+// OpenBLAS's core names rank as the CPU flags do: a core below the flags' rank makes the
+// bench name the flags' core for the reference (openBLASCore).
+func TestOpenBLASCoreRank(t *testing.T) {
+	for core, want := range map[string]int{"Prescott": 0, "Sandybridge": 0, "Haswell": 1, "ZEN": 1, "SkylakeX": 2, "cooperlake": 2, "SapphireRapids": 2} {
+		if got := openBLASCoreRank(core); got != want {
+			t.Errorf("openBLASCoreRank(%q) = %d, want %d", core, got, want)
+		}
+	}
+	if r, name := cpuVectorRank(); (r == 2) != (name == "SkylakeX") || (r == 1) != (name == "Haswell") || (r == 0) != (name == "") {
+		t.Fatalf("cpuVectorRank = %d, %q", r, name)
+	}
+}

@@ -5,6 +5,7 @@ unoptimised reference BLAS (about 7 GFLOP/s) unless an optimised one (OpenBLAS: 
 install libopenblas0-pthread) is installed. A benchmark against that reference says nothing,
 so the bench scripts report what they ran on and `tuft-bench` refuses a ratio against it.
 """
+import ctypes
 import os
 import statistics
 import time
@@ -40,11 +41,29 @@ def blas_info(threads):
         kind = "atlas"
     elif any(os.path.basename(os.path.dirname(p)) == "blas" for p in libs):
         kind = "reference"  # Debian's /usr/lib/<triplet>/blas/libblas.so.3
+    core = ""
+    if kind == "openblas":
+        core = openblas_core(libs)
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
         torch.mm(a, b)
         times.append(time.perf_counter() - t0)
     gflops = 2 * 1024 ** 3 / statistics.median(times) / 1e9
-    return {"library": library, "kind": kind, "gemm_gflops": gflops, "threads": threads,
+    return {"library": library, "kind": kind, "gemm_gflops": gflops, "threads": threads, "core": core,
+            "coretype_env": os.environ.get("OPENBLAS_CORETYPE", ""),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "")}
+
+
+def openblas_core(libs):
+    """The kernels' core OpenBLAS runs with (openblas_get_corename), "" if it cannot say."""
+    for path in libs:
+        if "openblas" not in os.path.basename(path).lower():
+            continue
+        try:
+            f = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        f.restype = ctypes.c_char_p
+        return f().decode()
+    return ""
