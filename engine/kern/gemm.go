@@ -257,9 +257,9 @@ func panelOffset(ragged bool, pc, jp, kb, npan int) int {
 }
 
 // rowTile is the rows a chunk of a row-split product is a multiple of: two 6-row panels
-// with AVX-512, so that every pair runs as one 12-row tile (sgemm12x16z).
+// with the wide tile, so that every pair runs as one 12-row tile (sgemm12x16z).
 func rowTile() int {
-	if useAVX512 {
+	if wideTile() {
 		return 2 * mr
 	}
 	return mr
@@ -386,9 +386,9 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 						bpan = &bpk[p0*nr]
 					}
 					apan, aR, aP := o.aPanel(ap, ir, i, rows, pc, kb, p0, ars, aps)
-					if useAVX512 && rows == mr && cols == nr && ir+2*mr <= ib {
-						// With AVX-512 two full tiles with the same terms run as one 12×16
-						// tile: twice the lanes per FMA, the same bits.
+					if wideTile() && rows == mr && cols == nr && ir+2*mr <= ib {
+						// Two full tiles with the same terms run as one 12×16 AVX-512 tile
+						// where it is faster (wideTile): the same bits.
 						q0, q1, w2 := o.terms(i+mr, mr, j, pc, kb)
 						if w2 && q0 == p0 && q1 == p1 {
 							a1, _, _ := o.aPanel(ap, ir+mr, i+mr, mr, pc, kb, p0, ars, aps)

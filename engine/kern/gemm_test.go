@@ -419,7 +419,7 @@ func TestGemmWideTileIsBitIdentical(t *testing.T) {
 	if wideTileAsm && !useAVX512 {
 		t.Skip("no AVX-512: sgemm12x16z's assembly cannot run here")
 	}
-	defer func(v bool) { useAVX512 = v }(useAVX512)
+	defer func(v int) { wideForce = v }(wideForce)
 	rng := rand.New(rand.NewPCG(9, 10))
 	type shape struct{ m, n, k int }
 	for _, s := range []shape{{150, 80, 300}, {301, 200, 96}, {40, 530, 70}, {25, 48, 300}, {30, 40, 4200}} {
@@ -437,7 +437,10 @@ func TestGemmWideTileIsBitIdentical(t *testing.T) {
 						ldb = s.k
 					}
 					run := func(wide bool) []float32 {
-						useAVX512 = wide
+						wideForce = -1
+						if wide {
+							wideForce = 1
+						}
 						c := append([]float32(nil), c0...)
 						withInPlace(force, func() {
 							gemmStridedMask(c, a, b, s.m, s.n, s.k, s.n, lda, ldb, aT, bT, true, true, mk)

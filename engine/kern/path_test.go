@@ -14,7 +14,11 @@ func TestKernelPaths(t *testing.T) {
 	native := Path()
 	var generic string
 	withGeneric(func() { generic = Path() })
-	t.Logf("GOARCH=%s: kernel path %q, forced portable path %q, integer tiles %q", runtime.GOARCH, native, generic, q8Levels()[0])
+	t.Logf("GOARCH=%s: kernel path %q, forced portable path %q, integer tiles %q, 12×16 AVX-512 GEMM tile measured faster: %v",
+		runtime.GOARCH, native, generic, q8Levels()[0], wideTile())
+	if (native == "avx512") != (useAVX2 && wideTile()) {
+		t.Fatalf("path %q with the wide tile %v", native, wideTile())
+	}
 	if generic != "go" {
 		t.Fatalf("withGeneric left path %q, want go", generic)
 	}
