@@ -359,12 +359,12 @@ w4kdone:
 	VZEROUPPER
 	RET
 
-// Q6CHUNK accumulates eight weights of each of a Q6_K half's four quarters: lanes l0…l0+7
-// (lo, their byte offset in ql at R9 and qh at R10; lo32 = lo+32) of weights l, l+32, l+64,
-// l+96, whose x are at x0…x3(SI) and whose scales (d·sc, floats at R8) at s0…s3. The
+// Q6WEIGHTS widens eight weights of each of a Q6_K half's four quarters into Y7, Y9, Y10,
+// Y11: lanes l0…l0+7 (lo, their byte offset in ql at R9 and qh at R10; lo32 = lo+32) of
+// weights l, l+32, l+64, l+96, times their scales (d·sc, floats at R8) at s0…s3. The
 // fifth and sixth bits of weight l+32k are bits 2k, 2k+1 of qh[l]: shifted to bits 4–5
 // and masked with 0x30 (Y14); the weights are offset by 32 (Y13).
-#define Q6CHUNK(lo, lo32, x0, x1, x2, x3, s0, s1, s2, s3) \
+#define Q6WEIGHTS(lo, lo32, s0, s1, s2, s3) \
 	VPMOVZXBD    lo(R9), Y4 \
 	VPMOVZXBD    lo32(R9), Y5 \
 	VPMOVZXBD    lo(R10), Y6 \
@@ -398,7 +398,12 @@ w4kdone:
 	VBROADCASTSS s2(R8), Y12 \
 	VMULPS       Y12, Y10, Y10 \
 	VBROADCASTSS s3(R8), Y12 \
-	VMULPS       Y12, Y11, Y11 \
+	VMULPS       Y12, Y11, Y11
+
+// Q6CHUNK multiplies Q6WEIGHTS' quarters into the accumulators Y0…Y3 with their x at
+// x0…x3(SI).
+#define Q6CHUNK(lo, lo32, x0, x1, x2, x3, s0, s1, s2, s3) \
+	Q6WEIGHTS(lo, lo32, s0, s1, s2, s3) \
 	VFMADD231PS  x0(SI), Y7, Y0 \
 	VFMADD231PS  x1(SI), Y9, Y1 \
 	VFMADD231PS  x2(SI), Y10, Y2 \
@@ -455,44 +460,10 @@ q6kdone:
 	MOVSS X0, ret+32(FP)
 	RET
 
-// Q6WCHUNK is Q6CHUNK writing the eight weights of each quarter, (q − 32)·(d·sc), to dst
-// (SI) at x0…x3 instead of multiplying them into the accumulators: one rounding, as
-// deqQ6K's (d·sc)·q.
+// Q6WCHUNK writes Q6WEIGHTS' quarters, (q − 32)·(d·sc), to dst (SI) at x0…x3: one
+// rounding, as deqQ6K's (d·sc)·q.
 #define Q6WCHUNK(lo, lo32, x0, x1, x2, x3, s0, s1, s2, s3) \
-	VPMOVZXBD    lo(R9), Y4 \
-	VPMOVZXBD    lo32(R9), Y5 \
-	VPMOVZXBD    lo(R10), Y6 \
-	VPAND        Y15, Y4, Y7 \
-	VPSLLD       $4, Y6, Y8 \
-	VPAND        Y14, Y8, Y8 \
-	VPOR         Y8, Y7, Y7 \
-	VPAND        Y15, Y5, Y9 \
-	VPSLLD       $2, Y6, Y8 \
-	VPAND        Y14, Y8, Y8 \
-	VPOR         Y8, Y9, Y9 \
-	VPSRLD       $4, Y4, Y10 \
-	VPAND        Y14, Y6, Y8 \
-	VPOR         Y8, Y10, Y10 \
-	VPSRLD       $4, Y5, Y11 \
-	VPSRLD       $2, Y6, Y8 \
-	VPAND        Y14, Y8, Y8 \
-	VPOR         Y8, Y11, Y11 \
-	VPSUBD       Y13, Y7, Y7 \
-	VPSUBD       Y13, Y9, Y9 \
-	VPSUBD       Y13, Y10, Y10 \
-	VPSUBD       Y13, Y11, Y11 \
-	VCVTDQ2PS    Y7, Y7 \
-	VCVTDQ2PS    Y9, Y9 \
-	VCVTDQ2PS    Y10, Y10 \
-	VCVTDQ2PS    Y11, Y11 \
-	VBROADCASTSS s0(R8), Y12 \
-	VMULPS       Y12, Y7, Y7 \
-	VBROADCASTSS s1(R8), Y12 \
-	VMULPS       Y12, Y9, Y9 \
-	VBROADCASTSS s2(R8), Y12 \
-	VMULPS       Y12, Y10, Y10 \
-	VBROADCASTSS s3(R8), Y12 \
-	VMULPS       Y12, Y11, Y11 \
+	Q6WEIGHTS(lo, lo32, s0, s1, s2, s3) \
 	VMOVUPS      Y7, x0(SI) \
 	VMOVUPS      Y9, x1(SI) \
 	VMOVUPS      Y10, x2(SI) \
