@@ -57,38 +57,47 @@ func referenceEnv(python string) []string {
 }
 
 var openBLASProbe struct {
-	once      sync.Once
+	mu        sync.Mutex
+	probed    bool
 	core, why string
 }
 
 // openBLASCore is the OPENBLAS_CORETYPE the reference runs with ("" keeps OpenBLAS's own
-// choice) and why. OpenBLAS picks its kernels by CPU model, and a model newer than the
+// choice) and why, probed once with python; with python "" it returns the choice made so
+// far without probing. OpenBLAS picks its kernels by CPU model, and a model newer than the
 // library gets an old core's: Debian's 0.3.21 takes an Intel Xeon of family 6 model 207
 // (AVX-512) for a Prescott (SSE3), whose GEMM ran at 36 GFLOP/s on 2 threads where our
-// kernels ran at 228, and the bench refused the ratios. When the core OpenBLAS reports
+// kernels ran at 228, and the bench refused the ratios. When the core it reports
 // (openblas_get_corename, asked through python's ctypes) has narrower vectors than the
 // CPU's flags, the reference runs with the core those flags allow: SkylakeX for AVX-512
 // (F, CD, BW, DQ, VL), Haswell for AVX2 with FMA, as newer OpenBLAS releases choose.
 // A user's own OPENBLAS_CORETYPE is kept.
 func openBLASCore(python string) (core, why string) {
 	p := &openBLASProbe
-	p.once.Do(func() {
-		if os.Getenv("OPENBLAS_CORETYPE") != "" || runtime.GOARCH != "amd64" {
-			return
-		}
-		out, err := exec.Command(python, "-c", openBLASCoreProbe).Output()
-		if err != nil {
-			return
-		}
-		detected := strings.TrimSpace(string(out))
-		want, name := cpuVectorRank()
-		if detected == "" || openBLASCoreRank(detected) >= want {
-			return
-		}
-		p.core = name
-		p.why = fmt.Sprintf("OPENBLAS_CORETYPE=%s set by the bench: OpenBLAS chose its %s kernels for this CPU, whose flags allow %s's", name, detected, name)
-	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.probed && python != "" {
+		p.probed = true
+		p.core, p.why = probeOpenBLASCore(python)
+	}
 	return p.core, p.why
+}
+
+// probeOpenBLASCore is openBLASCore's probe.
+func probeOpenBLASCore(python string) (core, why string) {
+	if os.Getenv("OPENBLAS_CORETYPE") != "" || runtime.GOARCH != "amd64" {
+		return "", ""
+	}
+	out, err := exec.Command(python, "-c", openBLASCoreProbe).Output()
+	if err != nil {
+		return "", ""
+	}
+	detected := strings.TrimSpace(string(out))
+	want, name := cpuVectorRank()
+	if detected == "" || openBLASCoreRank(detected) >= want {
+		return "", ""
+	}
+	return name, fmt.Sprintf("OPENBLAS_CORETYPE=%s set by the bench: OpenBLAS chose its %s kernels for this CPU, whose flags allow %s's", name, detected, name)
 }
 
 // describe names the BLAS and, for OpenBLAS, the core whose kernels it ran and why
