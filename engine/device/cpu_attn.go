@@ -50,14 +50,16 @@ func attnPaged[T Float](a *Attn[T]) {
 	// With decode rows enough for every core (a batch), a KV head's query heads stay one
 	// job instead, their rows stacked (HeadDim apart), copying their own keys as a
 	// prompt's jobs do: the keys are packed once for the group and fill more of the
-	// kernel's six-row tile, and the jobs already keep the cores busy.
+	// kernel's six-row tile, and the jobs already keep the cores busy. A step too small
+	// to share (attnSerialWork) runs stacked on the calling core.
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
 			decodes++
 		}
 	}
-	stackable := group <= attnBlock && decodes*hkv >= 2*runtime.GOMAXPROCS(0)
+	small := attnWork(l, hq, hd) < attnSerialWork
+	stackable := group <= attnBlock && (small || decodes*hkv >= 2*runtime.GOMAXPROCS(0))
 	var dec *decodeKV[T]
 	if !stackable {
 		dec = gatherDecode(a)
@@ -71,7 +73,11 @@ func attnPaged[T Float](a *Attn[T]) {
 	}
 	type buf struct{ s, k, v []T }
 	bufs := make([]buf, min(runtime.GOMAXPROCS(0), len(jobs)))
-	workers(len(jobs), func(w, j int) {
+	run := workers
+	if small {
+		run = serial
+	}
+	run(len(jobs), func(w, j int) {
 		jb := jobs[j]
 		s := l.Seqs[jb.s]
 		stack := stackable && s.N == 1
@@ -246,4 +252,31 @@ func (d *decodeKV[T]) release() {
 		decodePool.Put(p)
 	}
 	d.bufs = nil
+}
+
+// attnSerialWork is the multiply-adds (scores and weighted values) below which a step's
+// attention runs on the calling core with the query heads of a KV head stacked: a decode
+// step of a small model at a short context (SmolLM2-135M at 192 positions: 221K) takes
+// less time there than handing jobs to the other core, and stacking packs each KV head's
+// keys once instead of once per query head (TestDecodeProfile, q4_k, Xeon: the step's
+// attention 4.5–5.4 → 3.0–3.2 ms a token; stacked on two cores 3.3–3.6).
+var attnSerialWork = 1 << 20 // a variable so tests can take the parallel path
+
+// attnWork is a step's attention multiply-adds: each row's scores and weighted sum of
+// values over the positions it sees (its prefix and the step's rows up to it, bounded
+// by all of them).
+func attnWork(l *Layout, hq, hd int) int {
+	n := 0
+	for _, s := range l.Seqs {
+		n += s.N * (s.Pos + s.N)
+	}
+	return 2 * n * hq * hd
+}
+
+// serial is workers on the calling goroutine alone.
+func serial(n int, f func(w, j int)) int {
+	for j := 0; j < n; j++ {
+		f(0, j)
+	}
+	return 1
 }

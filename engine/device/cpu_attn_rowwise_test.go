@@ -65,7 +65,8 @@ func TestPagedAttentionRowAlone(t *testing.T) {
 // TestPagedAttentionDecodeBatchRowAlone: a decode step of many sequences (one row each,
 // each with its own scattered blocks of one cache; a batch runs stacked jobs that copy
 // their keys, a row alone one job per query head over the gathered keys, spread over the
-// cores for the longest) gives every row bit for bit what the row gives alone.
+// cores for the longest, or below attnSerialWork stacked on the calling core) gives every
+// row bit for bit what the row gives alone, on either path.
 func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 	const heads, kvh, hd, bl, seqs = 9, 3, 64, 16, 20
 	qd, kvd := heads*hd, kvh*hd
@@ -104,14 +105,22 @@ func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 	l := Layout{BlockLen: bl, Tables: tables, Seqs: ss}
 	NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q), Out: Host(out), K: Host(k), V: Host(v), Heads: heads,
 		KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &l})
-	for i, s := range ss {
-		alone := Layout{BlockLen: bl, Tables: tables[s.Table : s.Table+s.Blocks], Seqs: []AttnSeq{{N: 1, Pos: s.Pos, Blocks: s.Blocks}}}
-		one := make([]float32, qd)
-		NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q[i*qd : i*qd+qd]), Out: Host(one), K: Host(k), V: Host(v),
-			Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &alone})
-		for x, w := range out[i*qd : i*qd+qd] {
-			if math.Float32bits(one[x]) != math.Float32bits(w) {
-				t.Fatalf("sequence %d (%d cached): element %d alone = %v, in the batch %v", i, s.Pos, x, one[x], w)
+	serialWork := attnSerialWork
+	defer func() { attnSerialWork = serialWork }()
+	if small := 2 * (ss[0].Pos + 1) * heads * hd; small >= serialWork {
+		t.Fatalf("the shortest sequence (%d multiply-adds) does not take the serial path", small)
+	}
+	for _, sw := range []int{serialWork, 0} {
+		attnSerialWork = sw
+		for i, s := range ss {
+			alone := Layout{BlockLen: bl, Tables: tables[s.Table : s.Table+s.Blocks], Seqs: []AttnSeq{{N: 1, Pos: s.Pos, Blocks: s.Blocks}}}
+			one := make([]float32, qd)
+			NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q[i*qd : i*qd+qd]), Out: Host(one), K: Host(k), V: Host(v),
+				Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &alone})
+			for x, w := range out[i*qd : i*qd+qd] {
+				if math.Float32bits(one[x]) != math.Float32bits(w) {
+					t.Fatalf("serial below %d: sequence %d (%d cached): element %d alone = %v, in the batch %v", sw, i, s.Pos, x, one[x], w)
+				}
 			}
 		}
 	}

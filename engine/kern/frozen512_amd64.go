@@ -45,3 +45,21 @@ func widenQ8AVX512(dst *float32, blk *byte, nb int)
 //
 //go:noescape
 func widenQ4AVX512(dst *float32, blk *byte, nb int)
+
+// dotsQ5x512 sets out[r] = Σ_b d_b·Σ_j x_j·(q_j − 16) for rows consecutive rows of nb
+// Q5_0 blocks at blk (AVX-512F).
+//
+//go:noescape
+func dotsQ5x512(x *float32, blk *byte, nb, rows int, out *float32)
+
+// dotsQ4Kx512 sets out[r] = Σ x·w for rows consecutive rows of nb Q4_K super-blocks at
+// blk, their scales and mins unpacked in sc by unpackQ4KScales (AVX-512F).
+//
+//go:noescape
+func dotsQ4Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
+
+// dotsQ6Kx512 is dotsQ4Kx512 for Q6_K super-blocks, their scales unpacked in sc by
+// unpackQ6KPairs.
+//
+//go:noescape
+func dotsQ6Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)

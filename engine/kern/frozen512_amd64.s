@@ -404,3 +404,251 @@ z4loop:
 z4done:
 	VZEROUPPER
 	RET
+
+// func dotsQ5x512(x *float32, blk *byte, nb, rows int, out *float32)
+//
+// out[r] = Σ_b d_b·Σ_j x_j·(q_j − 16) for rows consecutive rows of nb Q5_0 blocks each
+// (22 bytes: half d, 32 bits qh, 16 bytes of nibbles; weight j < 16 is the low nibble of
+// byte j with bit j of qh as its fifth bit, weight j+16 the high nibble with bit j+16). A
+// block is two 16-wide vectors: the nibbles zero-extended to int32, and q − 16 made by
+// ORing 0xFFFFFFF0 into the lanes whose fifth bit is clear (nibble − 16 in two's
+// complement), under a mask loaded straight from qh. dotQ5AVX's byte shuffles cost 30
+// cycles a block here; this 7.
+TEXT ·dotsQ5x512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), R8
+	MOVQ blk+8(FP), DI
+	MOVQ nb+16(FP), R9
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), AX
+	MOVL $15, BX
+	VPBROADCASTD BX, Z15
+	MOVL $0xFFFFFFF0, BX
+	VPBROADCASTD BX, Z14
+	TESTQ R10, R10
+	JEQ  q5zdone
+
+q5zrow:
+	MOVQ R8, SI
+	MOVQ R9, CX
+	VPXORD Z0, Z0, Z0
+	TESTQ CX, CX
+	JEQ  q5zsum
+
+q5zloop:
+	VPMOVZXBD   6(DI), Z4
+	VPSRLD      $4, Z4, Z5
+	VPANDD      Z15, Z4, Z4
+	KMOVW       2(DI), K1
+	KMOVW       4(DI), K2
+	KNOTW       K1, K1
+	KNOTW       K2, K2
+	VPORD       Z14, Z4, K1, Z4
+	VPORD       Z14, Z5, K2, Z5
+	VCVTDQ2PS   Z4, Z4
+	VCVTDQ2PS   Z5, Z5
+	VMULPS      (SI), Z4, Z4
+	VFMADD231PS 64(SI), Z5, Z4
+	VPBROADCASTW (DI), Y6
+	VCVTPH2PS   Y6, Z6
+	VFMADD231PS Z4, Z6, Z0
+	ADDQ $128, SI
+	ADDQ $22, DI
+	DECQ CX
+	JNE  q5zloop
+
+q5zsum:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	MOVSS X0, (AX)
+	ADDQ $4, AX
+	DECQ R10
+	JNE  q5zrow
+
+q5zdone:
+	VZEROUPPER
+	RET
+
+// Q4KZ adds one 64-weight chunk of a Q4_K super-block (32 bytes of nibbles at q(DI):
+// sub-block 2j in the low nibbles, 2j+1 in the high ones) times x at x(SI) to Z0…Z3:
+// each weight d·sc·q − dmin·m with one rounding (VFMSUB213PS), the pair (d·sc, dmin·m)
+// of sub-block 2j at s(R11) and of 2j+1 at s+8(R11).
+#define Q4KZ(q, s, x) \
+	VPMOVZXBD          q(DI), Z4 \
+	VPMOVZXBD          q+16(DI), Z5 \
+	VPSRLD             $4, Z4, Z8 \
+	VPSRLD             $4, Z5, Z9 \
+	VPANDD             Z15, Z4, Z4 \
+	VPANDD             Z15, Z5, Z5 \
+	VCVTDQ2PS          Z4, Z4 \
+	VCVTDQ2PS          Z5, Z5 \
+	VCVTDQ2PS          Z8, Z8 \
+	VCVTDQ2PS          Z9, Z9 \
+	VBROADCASTSS       s(R11), Z10 \
+	VBROADCASTSS       s+8(R11), Z11 \
+	VFMSUB213PS.BCST   s+4(R11), Z10, Z4 \
+	VFMSUB213PS.BCST   s+4(R11), Z10, Z5 \
+	VFMSUB213PS.BCST   s+12(R11), Z11, Z8 \
+	VFMSUB213PS.BCST   s+12(R11), Z11, Z9 \
+	VFMADD231PS        x(SI), Z4, Z0 \
+	VFMADD231PS        x+64(SI), Z5, Z1 \
+	VFMADD231PS        x+128(SI), Z8, Z2 \
+	VFMADD231PS        x+192(SI), Z9, Z3
+
+// ROWSUM4 reduces Z0…Z3 to one float32 and stores it at (AX), advancing AX.
+#define ROWSUM4 \
+	VADDPS        Z1, Z0, Z0 \
+	VADDPS        Z3, Z2, Z2 \
+	VADDPS        Z2, Z0, Z0 \
+	VEXTRACTF64X4 $1, Z0, Y1 \
+	VADDPS        Y1, Y0, Y0 \
+	VEXTRACTF128  $1, Y0, X1 \
+	VADDPS        X1, X0, X0 \
+	VHADDPS       X0, X0, X0 \
+	VHADDPS       X0, X0, X0 \
+	MOVSS         X0, (AX) \
+	ADDQ          $4, AX
+
+// func dotsQ4Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
+//
+// out[r] = Σ x·w over rows consecutive rows of nb Q4_K super-blocks (144 bytes: half d,
+// half dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles), whose scales and mins
+// the caller has unpacked to float32 pairs in sc (16 a super-block, unpackQ4KScales),
+// row after row. Sixteen weights a vector: 36 cycles a super-block here against 143 for
+// dotQ4KAVX's eight.
+TEXT ·dotsQ4Kx512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), R8
+	MOVQ blk+8(FP), DI
+	MOVQ sc+16(FP), R11
+	MOVQ nb+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), AX
+	MOVL $15, BX
+	VPBROADCASTD BX, Z15
+	TESTQ R10, R10
+	JEQ  q4zdone
+
+q4zrow:
+	MOVQ R8, SI
+	MOVQ R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JEQ  q4zsum
+
+q4zblock:
+	Q4KZ(16, 0, 0)
+	Q4KZ(48, 16, 256)
+	Q4KZ(80, 32, 512)
+	Q4KZ(112, 48, 768)
+	ADDQ $144, DI
+	ADDQ $64, R11
+	ADDQ $1024, SI
+	DECQ CX
+	JNE  q4zblock
+
+q4zsum:
+	ROWSUM4
+	DECQ R10
+	JNE  q4zrow
+
+q4zdone:
+	VZEROUPPER
+	RET
+
+// Q6KZ adds sixteen l's of a Q6_K half super-block to Z0…Z3: the four weights
+// q_i = ql's nibble | two bits of qh << 4 (ql[l] low, ql[l+32] low, ql[l] high,
+// ql[l+32] high; qh[l] bits 0–1, 2–3, 4–5, 6–7) at l, l+32, l+64, l+96, each
+// (q − 32)·d·sc as one FMA of q with (d·sc, −32·d·sc) from s0…s3(R11), times x at
+// x0…x3(SI). VPTERNLOGD $0xF8 is A | (B & C) (Go order: C, B, A).
+#define Q6KZ(g, s0, s1, s2, s3, x0, x1, x2, x3) \
+	VPMOVZXBD          g(R9), Z4 \
+	VPMOVZXBD          g+32(R9), Z5 \
+	VPMOVZXBD          g(R10), Z6 \
+	VPSLLD             $4, Z6, Z7 \
+	VPANDD             Z14, Z7, Z7 \
+	VPTERNLOGD         $0xF8, Z15, Z4, Z7 \
+	VPSLLD             $2, Z6, Z8 \
+	VPANDD             Z14, Z8, Z8 \
+	VPTERNLOGD         $0xF8, Z15, Z5, Z8 \
+	VPSRLD             $4, Z4, Z9 \
+	VPTERNLOGD         $0xF8, Z14, Z6, Z9 \
+	VPSRLD             $4, Z5, Z10 \
+	VPSRLD             $2, Z6, Z11 \
+	VPTERNLOGD         $0xF8, Z14, Z11, Z10 \
+	VCVTDQ2PS          Z7, Z7 \
+	VCVTDQ2PS          Z8, Z8 \
+	VCVTDQ2PS          Z9, Z9 \
+	VCVTDQ2PS          Z10, Z10 \
+	VBROADCASTSS       s0(R11), Z12 \
+	VFMADD213PS.BCST   s0+4(R11), Z12, Z7 \
+	VBROADCASTSS       s1(R11), Z13 \
+	VFMADD213PS.BCST   s1+4(R11), Z13, Z8 \
+	VBROADCASTSS       s2(R11), Z12 \
+	VFMADD213PS.BCST   s2+4(R11), Z12, Z9 \
+	VBROADCASTSS       s3(R11), Z13 \
+	VFMADD213PS.BCST   s3+4(R11), Z13, Z10 \
+	VFMADD231PS        x0(SI), Z7, Z0 \
+	VFMADD231PS        x1(SI), Z8, Z1 \
+	VFMADD231PS        x2(SI), Z9, Z2 \
+	VFMADD231PS        x3(SI), Z10, Z3
+
+// func dotsQ6Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
+//
+// dotsQ4Kx512 for Q6_K super-blocks (210 bytes: ql[128], qh[64], int8 scales[16], half
+// d), the scales unpacked by unpackQ6KPairs (32 floats a super-block: d·sc_i and
+// −32·d·sc_i). 52 cycles a super-block here against 286 for dotQ6KAVX.
+TEXT ·dotsQ6Kx512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), R8
+	MOVQ blk+8(FP), DI
+	MOVQ sc+16(FP), R11
+	MOVQ nb+24(FP), DX
+	MOVQ rows+32(FP), R12
+	MOVQ out+40(FP), AX
+	MOVL $15, BX
+	VPBROADCASTD BX, Z15
+	MOVL $0x30, BX
+	VPBROADCASTD BX, Z14
+	TESTQ R12, R12
+	JEQ  q6zdone
+
+q6zrow:
+	MOVQ R8, SI
+	MOVQ DX, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JEQ  q6zsum
+
+q6zblock:
+	MOVQ DI, R9
+	LEAQ 128(DI), R10
+	Q6KZ(0, 0, 16, 32, 48, 0, 128, 256, 384)
+	Q6KZ(16, 8, 24, 40, 56, 64, 192, 320, 448)
+	ADDQ $64, R9
+	ADDQ $32, R10
+	ADDQ $512, SI
+	ADDQ $64, R11
+	Q6KZ(0, 0, 16, 32, 48, 0, 128, 256, 384)
+	Q6KZ(16, 8, 24, 40, 56, 64, 192, 320, 448)
+	ADDQ $512, SI
+	ADDQ $64, R11
+	ADDQ $210, DI
+	DECQ CX
+	JNE  q6zblock
+
+q6zsum:
+	ROWSUM4
+	DECQ R12
+	JNE  q6zrow
+
+q6zdone:
+	VZEROUPPER
+	RET

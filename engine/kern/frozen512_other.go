@@ -66,3 +66,30 @@ func widenQ8AVX512(dst *float32, blk *byte, nb int) { widenQ8AVX(dst, blk, nb) }
 
 // widenQ4AVX512 is never dispatched to without the assembly.
 func widenQ4AVX512(dst *float32, blk *byte, nb int) { widenQ4AVX(dst, blk, nb) }
+
+// dotsQ5x512 is the portable twin of the Q5_0 row dots; never dispatched to here.
+func dotsQ5x512(x *float32, blk *byte, nb, rows int, out *float32) {
+	const bb = 22
+	xs, o := unsafe.Slice(x, nb*QBlock), unsafe.Slice(out, rows)
+	for r := range o {
+		o[r] = dotQ5Go(xs, unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(blk), r*nb*bb)), nb*bb))
+	}
+}
+
+// dotsQ4Kx512 is the portable twin of the Q4_K row dots; never dispatched to here.
+func dotsQ4Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32) {
+	const bb = 144
+	xs, o := unsafe.Slice(x, nb*QKBlock), unsafe.Slice(out, rows)
+	for r := range o {
+		o[r] = dotQ4KGo(xs, unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(blk), r*nb*bb)), nb*bb))
+	}
+}
+
+// dotsQ6Kx512 is the portable twin of the Q6_K row dots; never dispatched to here.
+func dotsQ6Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32) {
+	const bb = 210
+	xs, o := unsafe.Slice(x, nb*QKBlock), unsafe.Slice(out, rows)
+	for r := range o {
+		o[r] = dotQ6KGo(xs, unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(blk), r*nb*bb)), nb*bb))
+	}
+}

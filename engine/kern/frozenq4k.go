@@ -110,10 +110,39 @@ func (w *Frozen) dotRowK(x []float32, r int) float32 {
 		return dotQ6KFast(x, row)
 	case w.Format == Q6_K:
 		return dotQ6KGo(x, row)
+	case useAVX512:
+		var s float32
+		dotsQ5x512(&x[0], &row[0], nb, 1, &s)
+		return s
 	case fast:
 		return dotQ5AVX(&x[0], &row[0], nb)
 	}
 	return dotQ5Go(x, row)
+}
+
+// q5Dots computes columns [lo, hi) of the one row c = a·Wᵀ for Q5_0 weights on
+// AVX-512: the rows in one call of dotsQ5x512, W streamed row after row. A Q4_K_M file
+// of a model whose widths are not multiples of 256 (SmolLM2-135M: 576) holds most of its
+// matrices as Q5_0, so this is most of such a model's decode step.
+func (w *Frozen) q5Dots(c, a []float32, lo, hi int, acc bool) {
+	nb, bb := w.Cols/QBlock, Q5_0.blockBytes()
+	_ = a[w.Cols-1]
+	_ = w.blk[hi*nb*bb-1]
+	var buf [64]float32
+	for j := lo; j < hi; {
+		r, out := hi-j, c[j:hi]
+		if acc {
+			r = min(r, len(buf))
+			out = buf[:r]
+		}
+		dotsQ5x512(&a[0], &w.blk[j*nb*bb], nb, r, &out[0])
+		if acc {
+			for x, v := range out {
+				c[j+x] += v
+			}
+		}
+		j += r
+	}
 }
 
 // q4kChunk is the super-blocks whose scales the assembly takes unpacked at a time.
@@ -121,7 +150,8 @@ const q4kChunk = 32
 
 // unpackQ4KScales writes the eight 6-bit scales and mins of each of the n super-blocks
 // at blk to sc as float32 (d·sc_j, dmin·m_j: deqQ4K's d1 and o1), 16 a super-block.
-func unpackQ4KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
+func unpackQ4KScales(sc []float32, blk []byte, n int) {
+	_ = sc[:16*n]
 	const bb = 144
 	for b := 0; b < n; b++ {
 		bl := blk[b*bb:]
@@ -146,7 +176,7 @@ func dotQ4KFast(x []float32, row []byte) float32 {
 	nb := len(row) / bb
 	for b0 := 0; b0 < nb; b0 += q4kChunk {
 		n := min(q4kChunk, nb-b0)
-		unpackQ4KScales(&sc, row[b0*bb:], n)
+		unpackQ4KScales(sc[:], row[b0*bb:], n)
 		s += dotQ4KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
 	}
 	return s
@@ -161,7 +191,7 @@ func dotQ6KFast(x []float32, row []byte) float32 {
 	nb := len(row) / bb
 	for b0 := 0; b0 < nb; b0 += q4kChunk {
 		n := min(q4kChunk, nb-b0)
-		unpackQ6KScales(&sc, row[b0*bb:], n)
+		unpackQ6KScales(sc[:], row[b0*bb:], n)
 		s += dotQ6KAVX(&x[b0*QKBlock], &row[b0*bb], &sc[0], n)
 	}
 	return s
@@ -169,7 +199,8 @@ func dotQ6KFast(x []float32, row []byte) float32 {
 
 // unpackQ6KScales writes the sixteen scales of each of the n Q6_K super-blocks at blk to
 // sc as float32 d·sc_i (deqQ6K's first product), 16 a super-block.
-func unpackQ6KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
+func unpackQ6KScales(sc []float32, blk []byte, n int) {
+	_ = sc[:16*n]
 	const bb = 210
 	for b := 0; b < n; b++ {
 		bl := blk[b*bb:]
@@ -177,6 +208,65 @@ func unpackQ6KScales(sc *[q4kChunk * 16]float32, blk []byte, n int) {
 		for i, v := range bl[192:208] {
 			sc[16*b+i] = d * float32(int8(v))
 		}
+	}
+}
+
+// unpackQ6KPairs writes the sixteen scales of each of the n Q6_K super-blocks at blk to
+// sc as float32 pairs (d·sc_i, −32·d·sc_i), 32 floats a super-block: dotsQ6Kx512 makes
+// each weight (q − 32)·d·sc_i as one FMA of q with them, the same rounding as deqQ6K's
+// (the second is exact, a power of two times the first).
+func unpackQ6KPairs(sc []float32, blk []byte, n int) {
+	const bb = 210
+	_ = sc[:32*n]
+	for b := 0; b < n; b++ {
+		bl := blk[b*bb:]
+		d := FromF16(binary.LittleEndian.Uint16(bl[208:]))
+		o := (*[32]float32)(sc[32*b:])
+		for i, v := range bl[192:208] {
+			s := d * float32(int8(v))
+			o[2*i], o[2*i+1] = s, -32*s
+		}
+	}
+}
+
+// kDotRows is the rows of W whose scales kDots unpacks at a time (their float32 scales
+// stay in L1 while the rows stream past).
+const kDotRows = 32
+
+// kDots computes columns [lo, hi) of the one row c = a·Wᵀ for Q4_K and Q6_K weights on
+// AVX-512: the scales of kDotRows rows unpacked to float32, then those rows in one call
+// of dotsQ4Kx512 or dotsQ6Kx512 (16 weights a vector; the AVX2 dots, 8 a vector with
+// their scales unpacked per row, took 4–5× as long).
+func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
+	nb, bb := w.Cols/QKBlock, w.Format.blockBytes()
+	per := 16
+	if w.Format == Q6_K {
+		per = 32
+	}
+	_ = a[w.Cols-1]
+	buf := getScratch(kDotRows * nb * per)
+	defer putScratch(buf)
+	var ob [kDotRows]float32
+	for j := lo; j < hi; {
+		r := min(kDotRows, hi-j)
+		blk, sc := w.blk[j*nb*bb:(j+r)*nb*bb], (*buf)[:r*nb*per]
+		out := c[j : j+r]
+		if acc {
+			out = ob[:r]
+		}
+		if w.Format == Q6_K {
+			unpackQ6KPairs(sc, blk, r*nb)
+			dotsQ6Kx512(&a[0], &blk[0], &sc[0], nb, r, &out[0])
+		} else {
+			unpackQ4KScales(sc, blk, r*nb)
+			dotsQ4Kx512(&a[0], &blk[0], &sc[0], nb, r, &out[0])
+		}
+		if acc {
+			for x, v := range out {
+				c[j+x] += v
+			}
+		}
+		j += r
 	}
 }
 
@@ -198,11 +288,11 @@ func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
 		k := min(q4kChunk, n/bl-b0)
 		if w.Format == Q6_K {
-			unpackQ6KScales(&sc, w.blk[off+b0*bb:], k)
+			unpackQ6KScales(sc[:], w.blk[off+b0*bb:], k)
 			widenQ6KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
 			continue
 		}
-		unpackQ4KScales(&sc, w.blk[off+b0*bb:], k)
+		unpackQ4KScales(sc[:], w.blk[off+b0*bb:], k)
 		widenQ4KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)
 	}
 }

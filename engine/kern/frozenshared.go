@@ -20,6 +20,10 @@ func (w *Frozen) oneRow(round bool) (f func(c, a []float32, lo, hi int, acc bool
 		return w.f32Dots, false
 	case w.Format == F32 || round && w.intTiles(1) || round && w.dpTileable(1):
 		return nil, false
+	case w.Format == Q5_0 && useAVX512:
+		return w.q5Dots, false
+	case (w.Format == Q4_K || w.Format == Q6_K) && useAVX512:
+		return w.kDots, false
 	}
 	rounds = w.Format == BF16 && round
 	if rounds && useAVX2 && hasRowDots && k%16 == 0 {

@@ -198,11 +198,11 @@ func TestNEONKQuants(t *testing.T) {
 				for b0 := 0; b0 < nb; b0 += q4kChunk {
 					k := min(q4kChunk, nb-b0)
 					if c.f == Q6_K {
-						unpackQ6KScales(&sc, blk[b0*c.bb:], k)
+						unpackQ6KScales(sc[:], blk[b0*c.bb:], k)
 						widenQ6KAVX(&wide[b0*c.bl], &blk[b0*c.bb], &sc[0], k)
 						continue
 					}
-					unpackQ4KScales(&sc, blk[b0*c.bb:], k)
+					unpackQ4KScales(sc[:], blk[b0*c.bb:], k)
 					widenQ4KAVX(&wide[b0*c.bl], &blk[b0*c.bb], &sc[0], k)
 				}
 			}
