@@ -1,12 +1,12 @@
 package kern
 
-// Products of a few to a few hundred rows with float32 or block-format weights on machines
-// with AVX-512: 4×4 tiles of 16-wide FMAs (tileF32x512) over rows of A and rows of W,
-// neither packed. Each thread takes a range of W's rows four at a time; a block format's
-// four rows are widened once into float32 scratch that stays in L1 while every row of A
-// meets them, where the 3×4 AVX2 tiles widen each weight again for every third row of A
-// and the packed GEMM widens and transposes W into panels (at 16 rows, 40% of a decode
-// step's time went to that packing).
+// Products of a few to a few hundred rows with float32, bfloat16 (bf16tiles.go) or
+// block-format weights on machines with AVX-512: 4×4 tiles of 16-wide FMAs (tileF32x512)
+// over rows of A and rows of W, neither packed. Each thread takes a range of W's rows four
+// at a time; a bfloat16 or block format's four rows are widened once into float32 scratch
+// that stays in L1 while every row of A meets them, where the 3×4 AVX2 tiles widen each
+// weight again for every third row of A and the packed GEMM widens and transposes W into
+// panels (at 16 rows, 40% of a decode step's time went to that packing).
 
 // zTileMaxRows bounds the rows the 16-wide tiles take. Measured with the MLP's up
 // projection (BenchmarkFrozenPrompt, GFLOP/s on 2 threads against the AVX2 paths): at 16
@@ -23,6 +23,8 @@ func (w *Frozen) zTileable(m int) bool {
 	switch w.Format {
 	case F32:
 		return w.Cols%16 == 0
+	case BF16:
+		return w.Cols%16 == 0 && bf16ZTiles()
 	case Q8_0, Q4_1, Q4_K, Q6_K, Q5_0:
 		return w.Cols%16 == 0
 	}

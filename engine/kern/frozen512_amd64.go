@@ -63,3 +63,9 @@ func dotsQ4Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
 //
 //go:noescape
 func dotsQ6Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
+
+// dotsBF16z sets out[r] = Σ_p x[p]·w[r·16·k16+p] for rows bfloat16 rows of W, each bit
+// for bit dotsF32x512 over the widened row.
+//
+//go:noescape
+func dotsBF16z(x *float32, w *uint16, k16, rows int, out *float32)

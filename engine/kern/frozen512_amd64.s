@@ -652,3 +652,50 @@ q6zsum:
 q6zdone:
 	VZEROUPPER
 	RET
+
+// func dotsBF16z(x *float32, w *uint16, k16, rows int, out *float32)
+//
+// dotsF32x512 over bfloat16 rows of W, each weight widened exactly to float32 as it is
+// loaded: out[r] = Σ_p x[p]·w[r·16·k16+p], one sixteen-lane accumulator in p order and
+// dotsF32x512's reduction, so each output is bit for bit tileF32x512's over the widened
+// row (the bfloat16 products of bf16ZTiles, a decode row equal to a prompt's).
+TEXT ·dotsBF16z(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), R8
+	MOVQ w+8(FP), DI
+	MOVQ k16+16(FP), R9
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), AX
+	TESTQ R10, R10
+	JEQ  bzdone
+
+bzrow:
+	MOVQ R8, SI
+	MOVQ R9, CX
+	VPXORD Z0, Z0, Z0
+	TESTQ CX, CX
+	JEQ  bzsum
+
+bzloop:
+	VPMOVZXWD   (DI), Z1
+	VPSLLD      $16, Z1, Z1
+	VFMADD231PS (SI), Z1, Z0
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNE  bzloop
+
+bzsum:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	MOVSS X0, (AX)
+	ADDQ $4, AX
+	DECQ R10
+	JNE  bzrow
+
+bzdone:
+	VZEROUPPER
+	RET

@@ -93,3 +93,16 @@ func dotsQ6Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
 		o[r] = dotQ6KGo(xs, unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(blk), r*nb*bb)), nb*bb))
 	}
 }
+
+// dotsBF16z is the portable twin of the bfloat16 row dots; never dispatched to here.
+func dotsBF16z(x *float32, w *uint16, k16, rows int, out *float32) {
+	k := 16 * k16
+	xs, o := unsafe.Slice(x, k), unsafe.Slice(out, rows)
+	wide := make([]float32, k)
+	for r := range o {
+		for i, h := range unsafe.Slice((*uint16)(unsafe.Add(unsafe.Pointer(w), 2*r*k)), k) {
+			wide[i] = FromBF16(h)
+		}
+		o[r] = dot32Go(xs, wide)
+	}
+}

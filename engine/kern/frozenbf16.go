@@ -51,7 +51,7 @@ func roundBF16(dst []uint16, wide, a []float32) {
 
 // dpTileable reports whether the AVX-512 BF16 tiles take a product of m rows with W.
 func (w *Frozen) dpTileable(m int) bool {
-	return useDPBF16 && w.Format == BF16 && m >= 2 && w.Cols%32 == 0
+	return useDPBF16 && w.Format == BF16 && m >= 2 && w.Cols%32 == 0 && !bf16ZTiles()
 }
 
 // dpProduct is C[m×Rows] (+)= bf16(A)·Wᵀ on the AVX-512 BF16 tiles. A is rounded once
@@ -114,6 +114,10 @@ func (w *Frozen) bf16Dots(c, a []float32, lo, hi int, acc bool) {
 // a row the same way, so a one-row product's outputs do not depend on which path took
 // them.
 func (w *Frozen) bf16RowDots(x *float32, wr *uint16, rows int, out *float32) {
+	if w.Cols%16 == 0 && bf16ZTiles() {
+		dotsBF16z(x, wr, w.Cols/16, rows, out)
+		return
+	}
 	if useAVX512 && w.Cols%32 == 0 {
 		dotsBF16x512(x, wr, w.Cols, rows, out)
 		return

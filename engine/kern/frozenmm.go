@@ -55,6 +55,12 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
 		_ = c[m*n-1]
 		_ = a[m*k-1]
+		if w.Format == BF16 && round { // the activations the VDPBF16PS tiles would multiply
+			buf := getScratch(m * k)
+			defer putScratch(buf)
+			roundBF16(nil, *buf, a[:m*k])
+			a = *buf
+		}
 		w.zProduct(c, a, m, acc)
 		return
 	}
