@@ -30,6 +30,9 @@ var attnMinUnits = 16
 // steps.
 var attnParts sync.Pool
 
+// attnKVT pools the backward's whole dKᵀ and dVᵀ (a pool of their own: one size).
+var attnKVT sync.Pool
+
 // attnBlock is the most query rows per job (see blockRows).
 const attnBlock = 96
 
@@ -269,7 +272,17 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 	nw := min(runtime.GOMAXPROCS(0), len(units))
 	type scratch struct{ s, dp []T }
 	ws := make([]scratch, nw)
-	dkt, dvt := make([]T, kvd*ldR), make([]T, kvd*ldR)
+	// dKᵀ and dVᵀ from the pool too: fresh, their pages faulted in as the sums first
+	// touched them (1.7 µs per 512-float Axpy against 0.08 warm).
+	var kvt []T
+	if p, ok := attnKVT.Get().(*[]T); ok && cap(*p) >= 2*kvd*ldR {
+		kvt = (*p)[:2*kvd*ldR]
+		clear(kvt)
+	} else {
+		kvt = make([]T, 2*kvd*ldR)
+	}
+	defer attnKVT.Put(&kvt)
+	dkt, dvt := kvt[:kvd*ldR], kvt[kvd*ldR:]
 	workers(len(units), func(w, u int) {
 		sc := &ws[w]
 		kdst, vdst, base := dkt, dvt, 0
