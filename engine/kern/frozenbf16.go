@@ -8,7 +8,8 @@ import "sync"
 // activations, as PyTorch's reference trains), nor does any input gradient. This is what llama.cpp's bf16 path does (it converts the
 // activations to the weights' vec_dot_type) and what torch's bf16 autocast does; the
 // sums stay float32. It buys the AVX-512 BF16 tiles, whose VDPBF16PS multiplies pairs
-// of bfloat16 at twice an FMA's rate; machines without them multiply the same rounded
+// of bfloat16 at twice an FMA's rate where a core runs it at full speed (bf16tiles.go
+// measures which path is faster); machines without them multiply the same rounded
 // values in float32, so every machine computes the same products up to summation order.
 
 // bf16Pool recycles the rounded activations.
