@@ -279,7 +279,7 @@ func serial(n, _, _, _ int, f func(lo, hi int)) { f(0, n) }
 // does not depend on the chunking or the number of cores.
 func share(n, work, align, least int, f func(lo, hi int)) {
 	w := runtime.GOMAXPROCS(0)
-	if work < minParallelWork || w <= 1 || n < 2*align {
+	if w <= 1 || n < 2*align || work < minParallelWork || work < shareMinWork() {
 		f(0, n)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -388,6 +389,8 @@ func TestGemmDeepK(t *testing.T) {
 func TestGemmShareIsBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func(old int) { shareMinForce = old }(shareMinForce)
+	shareMinForce = minParallelWork // every product here splits, whatever the hand-off costs
 	for _, s := range [][3]int{{301, 200, 96}, {40, 530, 70}} {
 		m, n, k := s[0], s[1], s[2]
 		a, b := randSlice(rng, m*k), randSlice(rng, k*n)
@@ -455,6 +458,35 @@ func TestGemmWideTileIsBitIdentical(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestShareMinWork: the measured threshold lies within its bounds, and share runs a
+// product below it on the caller in one piece and splits one above it where there are
+// cores to split over.
+func TestShareMinWork(t *testing.T) {
+	w := shareMinWork()
+	if w < minParallelWork || w > shareMinWorkMax {
+		t.Fatalf("shareMinWork = %d, want within [%d, %d]", w, minParallelWork, shareMinWorkMax)
+	}
+	t.Logf("hand-off threshold on this machine: %d multiply-adds", w)
+	pieces := func(work int) int {
+		var mu sync.Mutex
+		n := 0
+		share(96, work, mr, mr, func(lo, hi int) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		})
+		return n
+	}
+	if n := pieces(w - 1); n != 1 {
+		t.Errorf("work %d below the threshold ran in %d pieces, want 1", w-1, n)
+	}
+	if runtime.GOMAXPROCS(0) >= 2 {
+		if n := pieces(max(w, minParallelWork)); n < 2 {
+			t.Errorf("work %d at the threshold ran in %d piece, want several", w, n)
 		}
 	}
 }
