@@ -1,9 +1,6 @@
 package kern
 
-import (
-	"sync"
-	"time"
-)
+import "sync"
 
 // Products of a few to a few hundred rows with bfloat16 weights have two AVX-512 paths:
 // tileDPBF16's VDPBF16PS, which multiplies pairs of bfloat16 (twice an FMA's rate where
@@ -69,17 +66,5 @@ func dpTileFaster() bool {
 			}
 		}
 	}
-	timed := func(f func()) time.Duration {
-		t0 := time.Now()
-		for range passes {
-			f()
-		}
-		return time.Since(t0)
-	}
-	td, tz := time.Duration(1<<62), time.Duration(1<<62)
-	for range 5 {
-		td = min(td, timed(dp))
-		tz = min(tz, timed(z))
-	}
-	return td*11 < tz*10
+	return tenPercentFaster(passes, dp, z)
 }

@@ -93,21 +93,7 @@ func (w *Frozen) bf16Dots(c, a []float32, lo, hi int, acc bool) {
 	k := w.Cols
 	_ = a[k-1]
 	_ = w.bf[hi*k-1]
-	var buf [64]float32
-	for j := lo; j < hi; {
-		r, out := hi-j, c[j:hi]
-		if acc {
-			r = min(r, len(buf))
-			out = buf[:r]
-		}
-		w.bf16RowDots(&a[0], &w.bf[j*k], r, &out[0])
-		if acc {
-			for x, v := range out {
-				c[j+x] += v
-			}
-		}
-		j += r
-	}
+	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) { w.bf16RowDots(&a[0], &w.bf[j*k], len(out), &out[0]) })
 }
 
 // bf16RowDots sets out[r] = Σ_i x[i]·W[j+r, i] for rows rows of W from &W[j, 0]: 16-wide

@@ -34,25 +34,13 @@ func (w *Frozen) f32Dots(c, a []float32, lo, hi int, acc bool) {
 	z := useAVX512 && k%16 == 0 // the rows of two or more take tileF32x512 (zTileable)
 	_ = a[k-1]
 	_ = w.f32[hi*k-1]
-	var buf [64]float32
-	for j := lo; j < hi; {
-		r, out := hi-j, c[j:hi]
-		if acc {
-			r = min(r, len(buf))
-			out = buf[:r]
-		}
+	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) {
 		if z {
-			dotsF32x512(&a[0], &w.f32[j*k], k/16, r, &out[0])
+			dotsF32x512(&a[0], &w.f32[j*k], k/16, len(out), &out[0])
 		} else {
-			dotsF32AVX(&a[0], &w.f32[j*k], k, r, &out[0])
+			dotsF32AVX(&a[0], &w.f32[j*k], k, len(out), &out[0])
 		}
-		if acc {
-			for x, v := range out {
-				c[j+x] += v
-			}
-		}
-		j += r
-	}
+	})
 }
 
 // f32Tiles computes columns [lo, hi) of C = A·Wᵀ (lo a multiple of 4): each group of

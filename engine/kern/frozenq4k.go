@@ -128,21 +128,7 @@ func (w *Frozen) q5Dots(c, a []float32, lo, hi int, acc bool) {
 	nb, bb := w.Cols/QBlock, Q5_0.blockBytes()
 	_ = a[w.Cols-1]
 	_ = w.blk[hi*nb*bb-1]
-	var buf [64]float32
-	for j := lo; j < hi; {
-		r, out := hi-j, c[j:hi]
-		if acc {
-			r = min(r, len(buf))
-			out = buf[:r]
-		}
-		dotsQ5x512(&a[0], &w.blk[j*nb*bb], nb, r, &out[0])
-		if acc {
-			for x, v := range out {
-				c[j+x] += v
-			}
-		}
-		j += r
-	}
+	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) { dotsQ5x512(&a[0], &w.blk[j*nb*bb], nb, len(out), &out[0]) })
 }
 
 // q4kChunk is the super-blocks whose scales the assembly takes unpacked at a time.
@@ -246,14 +232,9 @@ func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
 	_ = a[w.Cols-1]
 	buf := getScratch(kDotRows * nb * per)
 	defer putScratch(buf)
-	var ob [kDotRows]float32
-	for j := lo; j < hi; {
-		r := min(kDotRows, hi-j)
+	dotRows(c, lo, hi, kDotRows, acc, func(j int, out []float32) {
+		r := len(out)
 		blk, sc := w.blk[j*nb*bb:(j+r)*nb*bb], (*buf)[:r*nb*per]
-		out := c[j : j+r]
-		if acc {
-			out = ob[:r]
-		}
 		if w.Format == Q6_K {
 			unpackQ6KPairs(sc, blk, r*nb)
 			dotsQ6Kx512(&a[0], &blk[0], &sc[0], nb, r, &out[0])
@@ -261,13 +242,7 @@ func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
 			unpackQ4KScales(sc, blk, r*nb)
 			dotsQ4Kx512(&a[0], &blk[0], &sc[0], nb, r, &out[0])
 		}
-		if acc {
-			for x, v := range out {
-				c[j+x] += v
-			}
-		}
-		j += r
-	}
+	})
 }
 
 // widenK is widen for this file's formats: whole blocks of q4_k, q6_k and q5_0 through

@@ -9,6 +9,30 @@ package kern
 // oneRowAlign is the rows of W a core's share of a one-row product is a multiple of.
 const oneRowAlign = 16
 
+// dotRows runs f over outputs [lo, hi) of a one-row product c in runs of at most most
+// rows (64 with acc) (f(j, out): the outputs from j, len(out) of them): into c itself, or with acc into a
+// buffer added to c after (the row-dot kernels only set their outputs).
+func dotRows(c []float32, lo, hi, most int, acc bool, f func(j int, out []float32)) {
+	var buf [64]float32
+	if acc {
+		most = min(most, len(buf))
+	}
+	for j := lo; j < hi; {
+		r := min(hi-j, most)
+		out := c[j : j+r]
+		if acc {
+			out = buf[:r]
+		}
+		f(j, out)
+		if acc {
+			for x, v := range out {
+				c[j+x] += v
+			}
+		}
+		j += r
+	}
+}
+
 // oneRow is how a one-row product with W is computed: f sets (or adds, acc) outputs
 // [lo, hi) of c = a·Wᵀ, each output from one row of W alone, and rounds says that a is
 // rounded to bfloat16 (and widened back) first. f is nil where the product takes
