@@ -78,10 +78,7 @@ func attnJobs(l *Layout, heads int) []attnJob {
 func workers(n int, f func(w, j int)) int {
 	nw := min(runtime.GOMAXPROCS(0), n)
 	if nw <= 1 {
-		for j := 0; j < n; j++ {
-			f(0, j)
-		}
-		return 1
+		return serial(n, f)
 	}
 	var next atomic.Int64
 	work := func(w int) {

@@ -26,6 +26,19 @@
 	VADDPS xx, xw, xw \
 	VMOVUPS xw, off(AX)
 
+// STORESUM16 sums Z0's sixteen lanes as DPROW4 sums each accumulator (halves, then
+// adjacent pairs twice, then the two 128-bit halves), stores the sum at (AX) and advances
+// AX: the row dots' reduction, so that dotsF32x512 and dotsBF16z give tileF32x512's bits.
+#define STORESUM16 \
+	VEXTRACTF64X4 $1, Z0, Y1 \
+	VADDPS        Y1, Y0, Y0 \
+	VHADDPS       Y0, Y0, Y0 \
+	VHADDPS       Y0, Y0, Y0 \
+	VEXTRACTF128  $1, Y0, X1 \
+	VADDPS        X1, X0, X0 \
+	MOVSS         X0, (AX) \
+	ADDQ          $4, AX
+
 // func tileDPBF16(a *uint16, lda int, w *uint16, ldw, k32 int, out *float32)
 //
 // The 4×4 tile out[4r+j] = Σ_p a_r[p]·w_j[p] for four bfloat16 rows of A (lda bytes
@@ -248,14 +261,7 @@ d5loop:
 	JNE  d5loop
 
 d5sum:
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS Y1, Y0, Y0
-	VHADDPS Y0, Y0, Y0
-	VHADDPS Y0, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	MOVSS X0, (AX)
-	ADDQ $4, AX
+	STORESUM16
 	DECQ R10
 	JNE  d5row
 
@@ -457,14 +463,7 @@ q5zloop:
 	JNE  q5zloop
 
 q5zsum:
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
-	MOVSS X0, (AX)
-	ADDQ $4, AX
+	STORESUM16
 	DECQ R10
 	JNE  q5zrow
 
@@ -500,17 +499,10 @@ q5zdone:
 
 // ROWSUM4 reduces Z0…Z3 to one float32 and stores it at (AX), advancing AX.
 #define ROWSUM4 \
-	VADDPS        Z1, Z0, Z0 \
-	VADDPS        Z3, Z2, Z2 \
-	VADDPS        Z2, Z0, Z0 \
-	VEXTRACTF64X4 $1, Z0, Y1 \
-	VADDPS        Y1, Y0, Y0 \
-	VEXTRACTF128  $1, Y0, X1 \
-	VADDPS        X1, X0, X0 \
-	VHADDPS       X0, X0, X0 \
-	VHADDPS       X0, X0, X0 \
-	MOVSS         X0, (AX) \
-	ADDQ          $4, AX
+	VADDPS Z1, Z0, Z0 \
+	VADDPS Z3, Z2, Z2 \
+	VADDPS Z2, Z0, Z0 \
+	STORESUM16
 
 // func dotsQ4Kx512(x *float32, blk *byte, sc *float32, nb, rows int, out *float32)
 //
@@ -685,14 +677,7 @@ bzloop:
 	JNE  bzloop
 
 bzsum:
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS Y1, Y0, Y0
-	VHADDPS Y0, Y0, Y0
-	VHADDPS Y0, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	MOVSS X0, (AX)
-	ADDQ $4, AX
+	STORESUM16
 	DECQ R10
 	JNE  bzrow
 

@@ -52,15 +52,23 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 		}
 		return
 	}
+	if round && m > 0 && n > 0 && w.Format == BF16 {
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		if w.dpTileable(m) {
+			w.dpProduct(c, a, m, acc)
+			return
+		}
+		// Every other path multiplies the rounded activations the BF16 tiles would, in
+		// float32 (frozenbf16.go).
+		buf := getScratch(m * k)
+		defer putScratch(buf)
+		roundBF16(nil, *buf, a[:m*k])
+		a = *buf
+	}
 	if m > 0 && n > 0 && m < zTileMaxRows && w.zTileable(m) {
 		_ = c[m*n-1]
 		_ = a[m*k-1]
-		if w.Format == BF16 && round { // the activations the VDPBF16PS tiles would multiply
-			buf := getScratch(m * k)
-			defer putScratch(buf)
-			roundBF16(nil, *buf, a[:m*k])
-			a = *buf
-		}
 		w.zProduct(c, a, m, acc)
 		return
 	}
@@ -79,17 +87,6 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	}
 	_ = c[m*n-1]
 	_ = a[m*k-1]
-	if w.Format == BF16 && round {
-		if w.dpTileable(m) {
-			w.dpProduct(c, a, m, acc)
-			return
-		}
-		// The same rounded activations as the BF16 tiles multiply (frozenbf16.go).
-		buf := getScratch(m * k)
-		defer putScratch(buf)
-		roundBF16(nil, *buf, a[:m*k])
-		a = *buf
-	}
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
 		gemmPacked(c, a, w.packNT, m, n, k, false, acc)
