@@ -6,10 +6,24 @@ import (
 	"github.com/tuft-go/tuft/engine/kern"
 )
 
-// HeadChunkRows is the rows a CPU LossHead call computes logits for at a time: its one
-// buffer is HeadChunkRows × V (12 MiB for SmolLM2's 49,152-token vocabulary) instead of
-// the pass's rows × V, and 64 rows keep the products' tiles full.
-const HeadChunkRows = 64
+// headChunkBytes bounds the one logits buffer of a CPU LossHead call: rows are computed
+// a chunk at a time, each chunk's float32 logits at most this many bytes (headChunk).
+// 48 MiB is 256 rows of SmolLM2's 49,152-token vocabulary: at 64 rows (12 MiB) each
+// vocabulary weight served 64 rows per pass, and a 512-token training step took 9 % longer
+// on the Xeon of docs/performance.md (the head's two products ran at 87 GFLOP/s, at 256
+// rows at 119–136). 96 MiB (512 rows) was 4 % faster again, for twice the memory. A
+// variable so tests can make chunks small.
+var headChunkBytes = 48 << 20
+
+// headChunk is the rows per chunk for rows rows over a vocabulary of v: at most what
+// headChunkBytes holds (a multiple of 16, at least 16), the chunks as equal as the row
+// count allows (300 rows of SmolLM2 run as 2×150, not 256 + 44: a short last chunk is
+// the slowest per row).
+func headChunk(rows, v int) int {
+	most := max(16, headChunkBytes/(4*v)/16*16)
+	n := max(1, (rows+most-1)/most)
+	return (rows + n - 1) / n
+}
 
 // LossHead implements Device: per chunk of rows, the logits by one product (parallel in
 // kern), then per row (spread over the cores) the log-sum-exp in float64, the targets'
@@ -50,10 +64,10 @@ func (c *CPU[T]) LossHead(h *Head[T]) {
 	})
 }
 
-// headChunks calls f for each chunk of HeadChunkRows rows of h in order, with the
+// headChunks calls f for each chunk of headChunk rows of h in order, with the
 // chunk's logits (headLogits) in one buffer reused across chunks.
 func (c *CPU[T]) headChunks(h *Head[T], f func(lg []T, r0, n int)) {
-	chunk := min(HeadChunkRows, h.Rows)
+	chunk := headChunk(h.Rows, h.V)
 	buf := make([]T, chunk*h.V)
 	for r0 := 0; r0 < h.Rows; r0 += chunk {
 		n := min(chunk, h.Rows-r0)

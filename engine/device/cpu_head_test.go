@@ -88,3 +88,43 @@ func relErr(got []float32, want []float64) float64 {
 	}
 	return math.Sqrt(d / n)
 }
+
+// headChunk keeps a chunk's logits within the budget, in equal chunks, and covers every
+// row.
+func TestHeadChunk(t *testing.T) {
+	for _, c := range []struct{ rows, v, want int }{
+		{512, 49152, 256},  // 48 MiB: 256 rows
+		{300, 49152, 150},  // two equal chunks, not 256 + 44
+		{256, 49152, 256},  // one
+		{2048, 49152, 256}, // eight
+		{1, 49152, 1},
+		{0, 49152, 0},
+		{1000, 152064, 77}, // Qwen's vocabulary: 80 rows at most, 13 chunks of 77 (the last 76)
+		{100, 1 << 30, 15}, // a budget below 16 rows still takes 16 (7 chunks of 15)
+		{4000, 2000, 4000}, // a small vocabulary: one chunk
+	} {
+		got := device.HeadChunk(c.rows, c.v)
+		if got != c.want {
+			t.Errorf("headChunk(%d, %d) = %d, want %d", c.rows, c.v, got, c.want)
+		}
+	}
+}
+
+// Computed a chunk at a time (12 chunks of 16 rows and one of 8; 4 of 50) or all at once, the
+// head gives the reference's log-probabilities and input gradient.
+func TestCPULossHeadChunks(t *testing.T) {
+	hc := devicetest.NewHeadCase(rand.New(rand.NewPCG(9, 10)), 200, 64, 2000, false)
+	want := devicetest.HeadReference(hc)
+	for _, budget := range []int{16 * 4 * 2000, 70 * 4 * 2000, 1 << 30} {
+		restore := device.SetHeadChunkBytes(budget)
+		d := device.NewCPU[float32]()
+		lp, dh := runHead(d, hc, device.Host(w32(hc.W)))
+		restore()
+		if e := relErr(lp, want.LogP); e > 1e-5 {
+			t.Errorf("budget %d B: logprobs relative error %.3g", budget, e)
+		}
+		if e := relErr(dh, want.DH); e > 1e-5 {
+			t.Errorf("budget %d B: dH relative error %.3g", budget, e)
+		}
+	}
+}
