@@ -50,6 +50,13 @@ func blockRows(n int) int {
 	return 48
 }
 
+// blockIndex is the index among its sequence's jobs (attnJobs) of the block of a sequence
+// of n rows that starts at row i0: the ragged block, when there is one, is block 0.
+func blockIndex(i0, n int) int {
+	bm := blockRows(n)
+	return (i0 + (bm-n%bm)%bm) / bm
+}
+
 // KeepsAttnStats implements StatsKeeper.
 func (*CPU[T]) KeepsAttnStats() bool { return true }
 
@@ -61,9 +68,17 @@ func attnJobs(l *Layout, heads int) []attnJob {
 	var jobs []attnJob
 	for si, s := range l.Seqs {
 		for h := 0; h < heads; h++ {
+			// A ragged block comes first, where its rows see the fewest keys: last, its
+			// 32 rows at 512 tokens took the longest products at their least efficient
+			// (k = 32 in dVᵀ += dOᵀ·P), and a training step 3.5 % longer (2048 tokens:
+			// 2.8 %).
 			bm := blockRows(s.N)
-			for i0 := 0; i0 < s.N; i0 += bm {
-				jobs = append(jobs, attnJob{si, h, i0, min(i0+bm, s.N)})
+			i1 := s.N % bm
+			if i1 > 0 {
+				jobs = append(jobs, attnJob{si, h, 0, i1})
+			}
+			for i0 := i1; i0 < s.N; i0 += bm {
+				jobs = append(jobs, attnJob{si, h, i0, i0 + bm})
 			}
 		}
 	}
@@ -360,7 +375,7 @@ func splitUnits(units [][]attnJob, l *Layout) [][]attnJob {
 		type key struct{ h, parity int }
 		index := map[key]int{}
 		for _, jb := range jobs {
-			kk := key{jb.h, jb.i0 / blockRows(l.Seqs[jb.s].N) % 2}
+			kk := key{jb.h, blockIndex(jb.i0, l.Seqs[jb.s].N) % 2}
 			u, ok := index[kk]
 			if !ok {
 				u = len(out)

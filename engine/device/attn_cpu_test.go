@@ -235,3 +235,38 @@ func TestBlockedAttentionMaskIsExact(t *testing.T) {
 		}
 	}
 }
+
+// Jobs cover every row of every head once, in blocks of blockRows with the ragged one
+// first (where its rows see the fewest keys), and blockIndex numbers them in row order.
+func TestAttnJobsRaggedFirst(t *testing.T) {
+	for _, n := range []int{1, 31, 48, 49, 512, 1025, 2048} {
+		l := &Layout{Seqs: []AttnSeq{{N: n}}}
+		jobs := attnJobs(l, 2)
+		bm := blockRows(n)
+		for h := 0; h < 2; h++ {
+			var mine []attnJob
+			for _, jb := range jobs {
+				if jb.h == h {
+					mine = append(mine, jb)
+				}
+			}
+			slices.SortFunc(mine, func(a, b attnJob) int { return a.i0 - b.i0 })
+			next := 0
+			for b, jb := range mine {
+				if jb.i0 != next || jb.i1 <= jb.i0 || jb.i1-jb.i0 > bm {
+					t.Fatalf("n=%d head %d: job %d covers [%d, %d) after row %d", n, h, b, jb.i0, jb.i1, next)
+				}
+				if b > 0 && jb.i1-jb.i0 != bm {
+					t.Fatalf("n=%d: block %d has %d rows, want %d (only the first may be ragged)", n, b, jb.i1-jb.i0, bm)
+				}
+				if got := blockIndex(jb.i0, n); got != b {
+					t.Fatalf("n=%d: blockIndex(%d) = %d, want %d", n, jb.i0, got, b)
+				}
+				next = jb.i1
+			}
+			if next != n {
+				t.Fatalf("n=%d head %d: jobs end at row %d", n, h, next)
+			}
+		}
+	}
+}
