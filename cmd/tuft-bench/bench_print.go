@@ -108,7 +108,16 @@ func printBench(w io.Writer, r *benchReport) {
 	if gpuDevice(r.Go.Device) {
 		fmt.Fprintln(w, "GPU: base weights bfloat16 on both sides; the reference trains with PEFT and samples with HF generate.")
 	}
-	fmt.Fprintln(w, "Peak RSS: each process's own VmHWM (PyTorch's includes importing torch).")
+	fmt.Fprintln(w, "Peak RSS: each process's own VmHWM (PyTorch's includes importing torch)"+rssProbeNote(r.Machine)+".")
+}
+
+// rssProbeNote says, where the peak could not be restarted after the machine probe, that
+// the engine's peak RSS includes the probe's bandwidth buffers.
+func rssProbeNote(m *machineFigures) string {
+	if m == nil || m.PeakRSSReset {
+		return ""
+	}
+	return fmt.Sprintf("; tuft's includes the bandwidth probe's 2 × %d MiB (the peak could not be restarted here)", m.BufferMiB)
 }
 
 func fmtRatio(x float64) string {

@@ -37,6 +37,12 @@ func maxRSSMiB() float64 {
 	return kib / 1024
 }
 
+// resetPeakRSS restarts this process's VmHWM at its current RSS (Linux's clear_refs "5")
+// and reports whether it could.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
 // cpuSeconds is the CPU time (user and system, all threads) this process has used: over
 // a timed region, its increase divided by the wall time is the number of threads that
 // were busy.
