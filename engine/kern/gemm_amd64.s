@@ -94,6 +94,12 @@ sstore:
 	VMOVUPS z, (R9) \
 	ADDQ    R8, R9
 
+// FETCH2ROWS prefetches the rows of C at AX and AX + R8 bytes, then steps AX two rows.
+#define FETCH2ROWS \
+	PREFETCHT0 (AX) \
+	PREFETCHT0 (AX)(R8*1) \
+	LEAQ       (AX)(R8*2), AX
+
 // func sgemm12x16z(k int, a0, a1 *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
 //
 // sgemm6x16s for twelve rows on AVX-512: rows 0–5 of A from a0, rows 6–11 from a1 (two
@@ -119,23 +125,12 @@ TEXT ·sgemm12x16z(SB), NOSPLIT, $0-73
 	// and the stores (and loads, with load set) at the end otherwise wait for it (3 %
 	// of a 512-token step on the Xeon of docs/performance.md).
 	MOVQ R9, AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R8*1)
-	LEAQ (AX)(R8*2), AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R8*1)
-	LEAQ (AX)(R8*2), AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R8*1)
-	LEAQ (AX)(R8*2), AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R8*1)
-	LEAQ (AX)(R8*2), AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R8*1)
-	LEAQ (AX)(R8*2), AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R8*1)
+	FETCH2ROWS
+	FETCH2ROWS
+	FETCH2ROWS
+	FETCH2ROWS
+	FETCH2ROWS
+	FETCH2ROWS
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
