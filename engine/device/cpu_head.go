@@ -11,7 +11,7 @@ import (
 // 48 MiB is 256 rows of SmolLM2's 49,152-token vocabulary: at 64 rows (12 MiB) each
 // vocabulary weight served 64 rows per pass, and a 512-token training step took 9 % longer
 // on the Xeon of docs/performance.md (the head's two products ran at 87 GFLOP/s, at 256
-// rows at 119–136). 96 MiB (512 rows) was 4 % faster again, for twice the memory. A
+// rows at 119–136). 96 MiB (512 rows) was 1–4 % faster again, for twice the memory. A
 // variable so tests can make chunks small.
 var headChunkBytes = 48 << 20
 
