@@ -2,6 +2,7 @@ package device
 
 import (
 	"math"
+	"sync"
 
 	"github.com/tuft-go/tuft/engine/kern"
 )
@@ -14,6 +15,10 @@ import (
 // rows at 119–136). 96 MiB (512 rows) was 1–4 % faster again, for twice the memory. A
 // variable so tests can make chunks small.
 var headChunkBytes = 48 << 20
+
+// headBufs pools the logits buffers across LossHead calls: up to 48 MiB each, two calls
+// a training step, a fresh one page-faulted in and zeroed every time.
+var headBufs sync.Pool
 
 // headChunk is the rows per chunk for rows rows over a vocabulary of v: at most what
 // headChunkBytes holds (a multiple of 16, at least 16), the chunks as equal as the row
@@ -68,7 +73,14 @@ func (c *CPU[T]) LossHead(h *Head[T]) {
 // chunk's logits (headLogits) in one buffer reused across chunks.
 func (c *CPU[T]) headChunks(h *Head[T], f func(lg []T, r0, n int)) {
 	chunk := headChunk(h.Rows, h.V)
-	buf := make([]T, chunk*h.V)
+	need := chunk * h.V
+	var buf []T
+	if p, ok := headBufs.Get().(*[]T); ok && cap(*p) >= need {
+		buf = (*p)[:need] // every chunk's product overwrites its logits: no clearing
+	} else {
+		buf = make([]T, need)
+	}
+	defer headBufs.Put(&buf)
 	for r0 := 0; r0 < h.Rows; r0 += chunk {
 		n := min(chunk, h.Rows-r0)
 		lg := buf[:n*h.V]

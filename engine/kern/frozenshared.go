@@ -9,9 +9,9 @@ package kern
 // oneRowAlign is the rows of W a core's share of a one-row product is a multiple of.
 const oneRowAlign = 16
 
-// dotRows runs f over outputs [lo, hi) of a one-row product c in runs of at most most
-// rows (64 with acc) (f(j, out): the outputs from j, len(out) of them): into c itself, or with acc into a
-// buffer added to c after (the row-dot kernels only set their outputs).
+// dotRows runs f(j, out) over outputs [lo, hi) of a one-row product c, out being the
+// len(out) outputs from j, at most most of them (and 64 with acc): c itself, or with acc
+// a buffer then added to c (the row-dot kernels only set their outputs).
 func dotRows(c []float32, lo, hi, most int, acc bool, f func(j int, out []float32)) {
 	var buf [64]float32
 	if acc {
