@@ -490,3 +490,77 @@ func TestShareMinWork(t *testing.T) {
 		}
 	}
 }
+
+func TestThinDeep(t *testing.T) {
+	for _, tc := range []struct {
+		m, n, k  int
+		aT, want bool
+	}{
+		{16, 576, 512, true, true},   // a LoRA A's gradient, rank 16
+		{1536, 16, 512, true, true},  // a LoRA B's gradient
+		{16, 2048, 256, true, true},  // the widest C, the shallowest k
+		{16, 2049, 512, true, false}, // C too large
+		{17, 576, 512, true, false},  // neither side thin
+		{16, 576, 255, true, false},  // too shallow for two parts
+		{16, 576, 512, false, false}, // A not transposed: decode's products
+		{8, 8, 100000, true, true},   // deeper than a slab of kSlab still splits in parts
+	} {
+		if got := thinDeep(tc.m, tc.n, tc.k, tc.aT); got != tc.want {
+			t.Errorf("thinDeep(%d, %d, %d, %v) = %v, want %v", tc.m, tc.n, tc.k, tc.aT, got, tc.want)
+		}
+	}
+}
+
+// TestGemmThinDeep checks gemmSplitK's thin deep products (a LoRA weight's gradient)
+// against the reference, in place and packed, with C contiguous and strided, and that
+// their bits do not depend on the number of goroutines.
+func TestGemmThinDeep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func(old int) { shareMinForce = old }(shareMinForce)
+	shareMinForce = minParallelWork
+	for _, s := range [][3]int{{16, 576, 512}, {576, 16, 512}, {16, 100, 300}, {5, 7, 1000}, {16, 48, 2 * thinSlab}} {
+		m, n, k := s[0], s[1], s[2]
+		if !thinDeep(m, n, k, true) {
+			t.Fatalf("%dx%dx%d is not thin and deep", m, n, k)
+		}
+		for _, acc := range []bool{false, true} {
+			tc := mmCases(rng, m, n, k, acc)[2] // TN: C = Aᵀ·B
+			if tc.op != "TN" {
+				t.Fatal(tc.op)
+			}
+			tc.check(t, tc.fast, "dispatch")
+			withInPlace(1, func() { tc.check(t, tc.packed, "packed-in-place") })
+			withInPlace(-1, func() { tc.check(t, tc.packed, "packed-copies") })
+			withGeneric(func() { tc.check(t, tc.packed, "packed-generic") })
+			// C inside a wider matrix (ldc = n + 5): the parts are added row by row.
+			ldc := n + 5
+			strided := func(c, a, b []float32) {
+				wide := make([]float32, m*ldc)
+				for i := 0; i < m; i++ {
+					copy(wide[i*ldc:][:n], c[i*n:][:n])
+				}
+				gemmStrided(wide, a, b, m, n, k, ldc, m, n, true, false, acc, true)
+				for i := 0; i < m; i++ {
+					copy(c[i*n:][:n], wide[i*ldc:][:n])
+				}
+			}
+			tc.check(t, strided, "strided C")
+			var want []float32
+			for _, procs := range []int{1, 2, 3, 5} {
+				runtime.GOMAXPROCS(procs)
+				c := append([]float32(nil), tc.c0...)
+				tc.packed(c, tc.a, tc.b)
+				if want == nil {
+					want = c
+					continue
+				}
+				for i := range c {
+					if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%dx%dx%d acc=%v, %d goroutines: element %d = %v, %v on one", m, n, k, acc, procs, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
