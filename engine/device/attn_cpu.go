@@ -184,7 +184,7 @@ func attnForward[T Float](a *Attn[T]) {
 // expRow replaces scores by exp(scale·score − m), m the largest scaled score, and
 // returns their sum (in float64) and the log-sum-exp of the scaled scores.
 func expRow[T Float](row []T, scale T) (sum, lse float64) {
-	m := maxOf(row) * scale // scale > 0
+	m := kern.Max(row) * scale // scale > 0
 	kern.Exp(row, row, scale, -m)
 	sum = sum64(row)
 	return sum, float64(m) + math.Log(sum)
@@ -221,23 +221,6 @@ func attnLd(n int) int {
 		l++
 	}
 	return l * 16
-}
-
-// maxOf is the largest element of a non-empty x, in four chains so the compares overlap.
-func maxOf[T Float](x []T) T {
-	m0 := x[0]
-	m1, m2, m3 := m0, m0, m0
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		m0 = max(m0, x[i])
-		m1 = max(m1, x[i+1])
-		m2 = max(m2, x[i+2])
-		m3 = max(m3, x[i+3])
-	}
-	for ; i < len(x); i++ {
-		m0 = max(m0, x[i])
-	}
-	return max(max(m0, m1), max(m2, m3))
 }
 
 // attnBackward is AttentionBack for an Attention that kept Stats. Each job recomputes its

@@ -140,11 +140,11 @@ func (c *CPU[T]) LossHeadLoraGrad(h *Head[T], g Tensor[T]) {
 
 // logSumExp is log Σ exp(x) of a row, with its sum in float64 (as logSoftmaxRow).
 func logSumExp[T Float](x []T) float64 {
-	// maxOf's four chains of builtin max rather than math.Max, a call per element (1.6 %
-	// of a 512-token training step); the same value, NaN included.
+	// kern.Max rather than math.Max, a call per element (1.6 % of a 512-token training
+	// step); the same value, NaN included.
 	m := math.Inf(-1)
 	if len(x) > 0 {
-		m = float64(maxOf(x))
+		m = float64(kern.Max(x))
 	}
 	var e [expChunk]T
 	var s float64

@@ -13,9 +13,18 @@ func Exp[T Float](dst, src []T, scale, bias T) {
 		d32 = d32[:len(s32)]
 		n8 := 0
 		if useAVX2 {
+			n16 := 0
+			if useAVX512 {
+				// Sixteen lanes where the machine has them: twice exp32AVX's elements
+				// per instruction (attention's softmax rows, the loss head's logits).
+				n16 = len(s32) &^ 15
+				if n16 > 0 {
+					exp32AVX512(&d32[0], &s32[0], n16, float32(scale), float32(bias))
+				}
+			}
 			n8 = len(s32) &^ 7
-			if n8 > 0 {
-				exp32AVX(&d32[0], &s32[0], n8, float32(scale), float32(bias))
+			if n8 > n16 {
+				exp32AVX(&d32[n16], &s32[n16], n8-n16, float32(scale), float32(bias))
 			}
 		}
 		for i := n8; i < len(s32); i++ {

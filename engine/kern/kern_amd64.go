@@ -111,3 +111,15 @@ func dotQ4AVX512(x *float32, blk *byte, nb int) float32
 //
 //go:noescape
 func exp32AVX(dst, src *float32, n int, scale, bias float32)
+
+// max32AVX returns the largest of n floats from x (n a positive multiple of 32) and
+// whether any of them is NaN; with a NaN, or −0 and +0 the largest, its m is not Max's.
+//
+//go:noescape
+func max32AVX(x *float32, n int) (m float32, nan bool)
+
+// exp32AVX512 is exp32AVX for n a positive multiple of 16, 16 lanes at a time, each
+// result the same bits.
+//
+//go:noescape
+func exp32AVX512(dst, src *float32, n int, scale, bias float32)

@@ -1124,3 +1124,93 @@ eloop:
 edone:
 	VZEROUPPER
 	RET
+
+// func max32AVX(x *float32, n int) (m float32, nan bool)
+//
+// Four accumulators of eight lanes, 32 floats a step; unordered compares of each pair of
+// loads collect the NaN lanes on the side, since VMAXPS does not carry a NaN forward.
+TEXT ·max32AVX(SB), NOSPLIT, $0-21
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VXORPS  Y8, Y8, Y8
+
+mloop:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMAXPS  Y4, Y0, Y0
+	VMAXPS  Y5, Y1, Y1
+	VMAXPS  Y6, Y2, Y2
+	VMAXPS  Y7, Y3, Y3
+	VCMPPS  $3, Y5, Y4, Y9
+	VCMPPS  $3, Y7, Y6, Y10
+	VORPS   Y9, Y8, Y8
+	VORPS   Y10, Y8, Y8
+	ADDQ    $128, SI
+	SUBQ    $32, CX
+	JNE     mloop
+
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VMOVMSKPS    Y8, AX
+	VZEROUPPER
+	MOVSS        X0, m+16(FP)
+	TESTL        AX, AX
+	SETNE        nan+20(FP)
+	RET
+
+// func exp32AVX512(dst, src *float32, n int, scale, bias float32)
+//
+// exp32AVX with 16 lanes (n a positive multiple of 16): the same operations in the same
+// order on every lane, the constants broadcast from expc's first lanes, VRNDSCALEPS in
+// place of VROUNDPS (the same rounding down), so each result is exp32AVX's, bit for bit.
+TEXT ·exp32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z14
+	VBROADCASTSS bias+28(FP), Z15
+
+zeloop:
+	VMOVUPS           (SI), Z0
+	VMULPS            Z14, Z0, Z0
+	VADDPS            Z15, Z0, Z0
+	VMINPS.BCST       expc<>+0(SB), Z0, Z0
+	VMAXPS.BCST       expc<>+32(SB), Z0, Z0
+	VBROADCASTSS      expc<>+64(SB), Z1
+	VFMADD213PS.BCST  expc<>+96(SB), Z0, Z1
+	VRNDSCALEPS       $1, Z1, Z1
+	VFNMADD231PS.BCST expc<>+128(SB), Z1, Z0
+	VFNMADD231PS.BCST expc<>+160(SB), Z1, Z0
+	VMULPS            Z0, Z0, Z2
+	VBROADCASTSS      expc<>+192(SB), Z3
+	VFMADD213PS.BCST  expc<>+224(SB), Z0, Z3
+	VFMADD213PS.BCST  expc<>+256(SB), Z0, Z3
+	VFMADD213PS.BCST  expc<>+288(SB), Z0, Z3
+	VFMADD213PS.BCST  expc<>+320(SB), Z0, Z3
+	VFMADD213PS.BCST  expc<>+352(SB), Z0, Z3
+	VFMADD213PS       Z0, Z2, Z3
+	VADDPS.BCST       expc<>+384(SB), Z3, Z3
+	VCVTPS2DQ         Z1, Z4
+	VPADDD.BCST       expc<>+416(SB), Z4, Z4
+	VPSLLD            $23, Z4, Z4
+	VMULPS            Z4, Z3, Z3
+	VMOVUPS           Z3, (DI)
+	ADDQ              $64, SI
+	ADDQ              $64, DI
+	SUBQ              $16, CX
+	JNE               zeloop
+	VZEROUPPER
+	RET

@@ -128,3 +128,8 @@ func dotQ4AVX512(x *float32, blk *byte, nb int) float32 { return dotQ4AVX(x, blk
 //
 //go:noescape
 func exp32AVX(dst, src *float32, n int, scale, bias float32)
+
+// max32AVX is Max's portable fold here (no NEON version yet): NaN comes back in m.
+func max32AVX(x *float32, n int) (float32, bool) { return maxGo(unsafe.Slice(x, n)), false }
+
+func exp32AVX512(dst, src *float32, n int, scale, bias float32) { exp32AVX(dst, src, n, scale, bias) }

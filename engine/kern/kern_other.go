@@ -140,3 +140,7 @@ func dotQ8AVX512(x *float32, blk *byte, nb int) float32 { return dotQ8AVX(x, blk
 func dotQ4AVX512(x *float32, blk *byte, nb int) float32 { return dotQ4AVX(x, blk, nb) }
 
 func exp32AVX(dst, src *float32, n int, scale, bias float32) { panic("kern: no assembly") }
+
+func max32AVX(x *float32, n int) (float32, bool) { panic("kern: no assembly") }
+
+func exp32AVX512(dst, src *float32, n int, scale, bias float32) { panic("kern: no assembly") }

@@ -115,3 +115,28 @@ func TestExp(t *testing.T) {
 		t.Fatalf("in place: exp(9) = %v", x[8])
 	}
 }
+
+// TestExpWideIsBitIdentical checks that Exp's 16-lane AVX-512 path gives exp32AVX's bits
+// on every element (lengths with 8- and 1-element tails, NaN, infinities, both clamps).
+func TestExpWideIsBitIdentical(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 on this machine: Exp takes exp32AVX alone")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	src := []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 88.4, -88.4, 1e-30}
+	for len(src) < 1013 {
+		src = append(src, float32(rng.NormFloat64()*40))
+	}
+	for _, n := range []int{16, 24, 33, 1013} {
+		wide, narrow := make([]float32, n), make([]float32, n)
+		Exp(wide, src[:n], 0.7, -0.3)
+		useAVX512 = false
+		Exp(narrow, src[:n], 0.7, -0.3)
+		useAVX512 = true
+		for i := range wide {
+			if math.Float32bits(wide[i]) != math.Float32bits(narrow[i]) {
+				t.Fatalf("n=%d: exp(%v·0.7−0.3) = %v with 16 lanes, %v with 8", n, src[i], wide[i], narrow[i])
+			}
+		}
+	}
+}

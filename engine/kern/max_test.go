@@ -1,0 +1,105 @@
+package kern
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestMax checks Max against the builtin max folded left to right, bit for bit (a NaN
+// only as a NaN), on the assembly and the portable path: lengths around the 32-float
+// step, a NaN in the vector part and in the tail, −0 against +0, all negative.
+func TestMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	fold := func(x []float32) float32 {
+		m := x[0]
+		for _, v := range x[1:] {
+			m = max(m, v)
+		}
+		return m
+	}
+	negZero := float32(math.Copysign(0, -1))
+	nan := float32(math.NaN())
+	type tc struct {
+		name string
+		x    []float32
+	}
+	var cases []tc
+	for _, n := range []int{1, 3, 31, 32, 33, 63, 64, 65, 100, 257, 49152} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		cases = append(cases, tc{fmt.Sprint("random ", n), x})
+		neg := make([]float32, n)
+		for i := range neg {
+			neg[i] = -1 - float32(rng.Float64())
+		}
+		cases = append(cases, tc{fmt.Sprint("negative ", n), neg})
+		for _, at := range []int{0, n / 2, n - 1} {
+			y := append([]float32(nil), x...)
+			y[at] = nan
+			cases = append(cases, tc{fmt.Sprintf("NaN at %d of %d", at, n), y})
+		}
+		zs := make([]float32, n)
+		for i := range zs {
+			zs[i] = -float32(rng.Float64()) - 0.5
+		}
+		zs[n-1] = negZero
+		zs[0] = 0
+		cases = append(cases, tc{fmt.Sprint("±0 ", n), zs})
+		nz := append([]float32(nil), zs...)
+		nz[0] = negZero
+		cases = append(cases, tc{fmt.Sprint("−0 ", n), nz})
+	}
+	inf := make([]float32, 64)
+	for i := range inf {
+		inf[i] = float32(math.Inf(-1))
+	}
+	cases = append(cases, tc{"all −Inf", inf})
+	for _, path := range []string{"assembly", "portable"} {
+		run := func(f func()) { f() }
+		if path == "portable" {
+			run = withGeneric
+		}
+		run(func() {
+			for _, c := range cases {
+				got, want := Max(c.x), fold(c.x)
+				if want != want {
+					if got == got {
+						t.Errorf("%s %s: Max = %v, want NaN", path, c.name, got)
+					}
+					continue
+				}
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("%s %s: Max = %v (%#x), want %v (%#x)", path, c.name, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		})
+	}
+	if got := Max([]float64{1, math.NaN(), 3}); got == got {
+		t.Errorf("float64 Max with a NaN = %v", got)
+	}
+}
+
+func BenchmarkMax(b *testing.B) {
+	x := make([]float32, 49152)
+	for i := range x {
+		x[i] = float32(i%977) * 0.5
+	}
+	for _, path := range []string{"assembly", "portable"} {
+		b.Run(path, func(b *testing.B) {
+			run := func(f func()) { f() }
+			if path == "portable" {
+				run = withGeneric
+			}
+			run(func() {
+				for b.Loop() {
+					Max(x)
+				}
+			})
+			b.SetBytes(4 * int64(len(x)))
+		})
+	}
+}
