@@ -123,3 +123,8 @@ func max32AVX(x *float32, n int) (m float32, nan bool)
 //
 //go:noescape
 func exp32AVX512(dst, src *float32, n int, scale, bias float32)
+
+// subMul32AVX sets x[i] = p[i]·(x[i] − d)·s for n elements, n a positive multiple of 8.
+//
+//go:noescape
+func subMul32AVX(x, p *float32, n int, d, s float32)

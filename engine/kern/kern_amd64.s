@@ -1214,3 +1214,27 @@ zeloop:
 	JNE               zeloop
 	VZEROUPPER
 	RET
+
+// func subMul32AVX(x, p *float32, n int, d, s float32)
+//
+// x[i] = p[i]·(x[i] − d)·s for n elements (a positive multiple of 8), each operation
+// rounded on its own as the Go expression's are.
+TEXT ·subMul32AVX(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DI
+	MOVQ         p+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS d+24(FP), Y14
+	VBROADCASTSS s+28(FP), Y15
+
+smloop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y14, Y0, Y0
+	VMULPS  (SI), Y0, Y0
+	VMULPS  Y15, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JNE     smloop
+	VZEROUPPER
+	RET

@@ -133,3 +133,8 @@ func exp32AVX(dst, src *float32, n int, scale, bias float32)
 func max32AVX(x *float32, n int) (float32, bool) { return maxGo(unsafe.Slice(x, n)), false }
 
 func exp32AVX512(dst, src *float32, n int, scale, bias float32) { exp32AVX(dst, src, n, scale, bias) }
+
+// subMul32AVX is SubMul's portable loop here (no NEON version yet).
+func subMul32AVX(x, p *float32, n int, d, s float32) {
+	subMulGo(unsafe.Slice(x, n), unsafe.Slice(p, n), d, s)
+}

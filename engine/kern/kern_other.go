@@ -144,3 +144,5 @@ func exp32AVX(dst, src *float32, n int, scale, bias float32) { panic("kern: no a
 func max32AVX(x *float32, n int) (float32, bool) { panic("kern: no assembly") }
 
 func exp32AVX512(dst, src *float32, n int, scale, bias float32) { panic("kern: no assembly") }
+
+func subMul32AVX(x, p *float32, n int, d, s float32) { panic("kern: no assembly") }

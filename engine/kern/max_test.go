@@ -103,3 +103,33 @@ func BenchmarkMax(b *testing.B) {
 		})
 	}
 }
+
+// TestSubMul checks SubMul against the Go expression it replaces, bit for bit, on the
+// assembly and the portable path, over lengths with and without a tail.
+func TestSubMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, n := range []int{1, 7, 8, 9, 33, 512} {
+		p, x := make([]float32, n), make([]float32, n)
+		for i := range p {
+			p[i], x[i] = float32(rng.Float64()), float32(rng.NormFloat64())
+		}
+		d, s := float32(0.37), float32(0.125)
+		want := make([]float32, n)
+		for i := range want {
+			want[i] = p[i] * (x[i] - d) * s
+		}
+		for _, path := range []string{"assembly", "portable"} {
+			run := func(f func()) { f() }
+			if path == "portable" {
+				run = withGeneric
+			}
+			got := append([]float32(nil), x...)
+			run(func() { SubMul(got, p, d, s) })
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s n=%d: element %d = %v, want %v", path, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
