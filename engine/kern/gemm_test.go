@@ -404,10 +404,8 @@ func TestGemmShareIsBitIdentical(t *testing.T) {
 					want = c
 					continue
 				}
-				for i := range c {
-					if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%dx%dx%d in place %d, %d goroutines: element %d = %v, %v on one", m, n, k, force, procs, i, c[i], want[i])
-					}
+				if i := firstDiff(c, want); i >= 0 {
+					t.Fatalf("%dx%dx%d in place %d, %d goroutines: element %d = %v, %v on one", m, n, k, force, procs, i, c[i], want[i])
 				}
 			}
 		}
@@ -555,12 +553,21 @@ func TestGemmThinDeep(t *testing.T) {
 					want = c
 					continue
 				}
-				for i := range c {
-					if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%dx%dx%d acc=%v, %d goroutines: element %d = %v, %v on one", m, n, k, acc, procs, i, c[i], want[i])
-					}
+				if i := firstDiff(c, want); i >= 0 {
+					t.Fatalf("%dx%dx%d acc=%v, %d goroutines: element %d = %v, %v on one", m, n, k, acc, procs, i, c[i], want[i])
 				}
 			}
 		}
 	}
+}
+
+// firstDiff is the index of the first element whose bits differ between got and want, or
+// -1 when they are the same bits.
+func firstDiff(got, want []float32) int {
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			return i
+		}
+	}
+	return -1
 }
