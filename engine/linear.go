@@ -76,7 +76,7 @@ func (p *pass[T]) linearRest(rs rowSet[T], y, x, b device.Tensor[T], pr proj, in
 		return nil
 	}
 	// One allocation holds every run's z.
-	zall := p.alloc(device.LoraScratch(runs))
+	zall := p.allocOut(device.LoraScratch(runs))
 	zs := make([]device.Tensor[T], len(rs.runs))
 	off := 0
 	for j := range runs {
@@ -89,11 +89,15 @@ func (p *pass[T]) linearRest(rs rowSet[T], y, x, b device.Tensor[T], pr proj, in
 	return zs
 }
 
-// linearBack accumulates every run's LoRA gradients and adds dL/dx to dx (empty: not
-// needed) in one grouped product, and the base weight's share in one product over all
-// rows.
-func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device.Tensor[T], in, out int) {
+// linearBack computes dL/dx into dx (empty: not needed), overwriting it or, with acc,
+// adding to it: the base weight's share in one product over all rows, which writes a
+// fresh dx whole (so its buffer needs no clearing), then every run's LoRA term, whose
+// gradients it accumulates, in one grouped product.
+func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device.Tensor[T], in, out int, acc bool) {
 	d := p.d
+	if !dx.Empty() {
+		d.MatMulNN(dx, dy, w, p.all.rows, in, out, acc)
+	}
 	var runs []device.LoraRun[T]
 	for i, r := range p.all.runs {
 		lq := r.lw.pair(pr)
@@ -111,11 +115,8 @@ func (p *pass[T]) linearBack(dx, dy, x, w device.Tensor[T], pr proj, zs []device
 		runs = append(runs, run)
 	}
 	if len(runs) > 0 {
-		dz := p.temp(device.LoraScratch(runs))
+		dz := p.tempOut(device.LoraScratch(runs))
 		d.LoraBackward(dx, dy, x, dz, runs, in, out)
 		p.free(dz)
-	}
-	if !dx.Empty() {
-		d.MatMulNN(dx, dy, w, p.all.rows, in, out, true)
 	}
 }

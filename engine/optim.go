@@ -49,45 +49,42 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 	bc2 := 1 - math.Pow(p.Beta2, t)
 	s := &device.AdamStep{Clip: clip, Decay: float32(1 - p.LearningRate*p.WeightDecay), B1: float32(p.Beta1), B2: float32(p.Beta2),
 		StepSize: float32(p.LearningRate / bc1), BC2Sqrt: float32(math.Sqrt(bc2)), Eps: float32(p.Eps)}
-	// The device updates in place, so the state is kept aside first and put back if the
-	// step made anything non-finite (the adapter is small next to the base model).
-	// On the host the copies come from the recycled buffers (fresh memory for four copies
-	// of the adapter cost page faults and zeroing every step).
+	nonFinite := func() error {
+		return Inputf("optim_step with learning_rate %g, weight_decay %g, eps %g would make the adapter's weights or moments non-finite; "+
+			"nothing was applied (lower the learning rate or weight decay)", p.LearningRate, p.WeightDecay, p.Eps)
+	}
+	if af, ok := d.(device.AdamWFinite[float32]); ok {
+		// The device checks every update before it writes any: no copy of the state.
+		var ws, gs, ms, vs []device.Tensor[float32]
+		for i := range w.list {
+			ws = append(ws, w.list[i].a, w.list[i].b)
+			gs = append(gs, g.list[i].a, g.list[i].b)
+			ms = append(ms, mm.list[i].a, mm.list[i].b)
+			vs = append(vs, vv.list[i].a, vv.list[i].b)
+		}
+		if !af.AdamWIfFinite(ws, gs, ms, vs, s) {
+			return nil, nonFinite()
+		}
+		a.Step++
+		return map[string]float64{"grad_norm:max": norm, "learning_rate:max": p.LearningRate}, nil
+	}
+	// Elsewhere the device updates in place, so the state is kept aside first and put back
+	// if the step made anything non-finite (the adapter is small next to the base model).
 	state := append(append(w.tensors(), mm.tensors()...), vv.tensors()...)
 	grads := g.tensors()
 	saved := make([]device.Tensor[float32], len(state))
 	keptGrads := make([]device.Tensor[float32], len(grads))
-	if d.HostMemory() {
-		n := 0
-		for _, t := range append(state, grads...) {
-			n += t.Len()
-		}
-		buf := arenaGet[float32](n)
-		defer arenaPut(buf)
-		take := func(n int) device.Tensor[float32] {
-			t := device.Host(buf[:n:n])
-			buf = buf[n:]
-			return t
-		}
-		for i, t := range state {
-			saved[i] = take(t.Len())
-		}
-		for i, t := range grads {
-			keptGrads[i] = take(t.Len())
-		}
-	} else {
-		for i, t := range state {
-			saved[i] = d.Alloc(t.Len())
-		}
-		for i, t := range grads {
-			keptGrads[i] = d.Alloc(t.Len())
-		}
-		defer func() {
-			for _, t := range append(saved, keptGrads...) {
-				d.Free(t)
-			}
-		}()
+	for i, t := range state {
+		saved[i] = d.Alloc(t.Len())
 	}
+	for i, t := range grads {
+		keptGrads[i] = d.Alloc(t.Len())
+	}
+	defer func() {
+		for _, t := range append(saved, keptGrads...) {
+			d.Free(t)
+		}
+	}()
 	for i, t := range state {
 		d.Copy(saved[i], t)
 	}
@@ -111,8 +108,7 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 		if err := d.Err(); err != nil {
 			return nil, fmt.Errorf("optim_step on %s: restore after a non-finite step: %w", d.Name(), err)
 		}
-		return nil, Inputf("optim_step with learning_rate %g, weight_decay %g, eps %g would make the adapter's weights or moments non-finite; "+
-			"nothing was applied (lower the learning rate or weight decay)", p.LearningRate, p.WeightDecay, p.Eps)
+		return nil, nonFinite()
 	}
 	a.Step++
 	return map[string]float64{"grad_norm:max": norm, "learning_rate:max": p.LearningRate}, nil

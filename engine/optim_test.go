@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestAdamWIsAllOrNothing checks OptimStep's guarantee with the host's recycled copies:
-// a step that would make a moment non-finite (a gradient whose square overflows float32)
-// changes nothing, gradients included, and the adapter then steps normally; a second
-// step's copies come back from the pool.
+// TestAdamWIsAllOrNothing checks OptimStep's guarantee on the CPU, whose update checks
+// every result before it writes any (device.AdamWFinite): a step that would make a moment
+// non-finite (a gradient whose square overflows float32) changes nothing, gradients
+// included, and the adapter then steps normally.
 func TestAdamWIsAllOrNothing(t *testing.T) {
 	m := tinyModel(t)
 	a, _ := m.NewAdapter(LoraConfig{Rank: 2, Seed: 5, TrainAttn: true, TrainMLP: true})

@@ -152,8 +152,22 @@ func newPassTables[T kern.Float](c Config, d device.Device[T], w *devWeights[T],
 // alloc returns n zeroed elements that live until release.
 func (p *pass[T]) alloc(n int) device.Tensor[T] {
 	if p.recycle {
-		return p.hostAlloc(n)
+		return p.hostAlloc(n, false)
 	}
+	return p.devAlloc(n)
+}
+
+// allocOut is alloc for an output its producer writes whole before anything reads it (a
+// product without accumulation, a norm, attention, SwiGLU): a recycled buffer is not
+// cleared first. arenaPoison checks that every such producer does write it whole.
+func (p *pass[T]) allocOut(n int) device.Tensor[T] {
+	if p.recycle {
+		return p.hostAlloc(n, true)
+	}
+	return p.devAlloc(n)
+}
+
+func (p *pass[T]) devAlloc(n int) device.Tensor[T] {
 	t := p.d.Alloc(n)
 	if !p.d.HostMemory() {
 		p.mem = append(p.mem, t)
@@ -173,6 +187,14 @@ func (p *pass[T]) ints(v []int32) device.Tensor[int32] {
 func (p *pass[T]) temp(n int) device.Tensor[T] {
 	if p.recycle {
 		return device.Host(arenaGet[T](n))
+	}
+	return p.d.Alloc(n)
+}
+
+// tempOut is temp for a gradient its producer writes whole (allocOut).
+func (p *pass[T]) tempOut(n int) device.Tensor[T] {
+	if p.recycle {
+		return device.Host(arenaGetRaw[T](n))
 	}
 	return p.d.Alloc(n)
 }
@@ -247,7 +269,7 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	if keep {
 		act.layers = make([]layerAct[T], c.Layers)
 	}
-	x := p.alloc(n * D)
+	x := p.allocOut(n * D)
 	d.Embed(x, w.Embed, p.ints(tokens), D)
 	attScale := T(1 / math.Sqrt(float64(hd)))
 	var opnd device.Tensor[T]
@@ -260,25 +282,25 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	// out is an output of width columns that base products read (see above).
 	out := func(width int, prs ...Proj) device.Tensor[T] {
 		if opnd.Empty() {
-			return p.alloc(n * width)
+			return p.allocOut(n * width)
 		}
 		b := opnd.Slice(0, n*width)
 		if !p.adapts(prs...) {
 			return b
 		}
-		return p.alloc(n * width).WithBF16(b)
+		return p.allocOut(n * width).WithBF16(b)
 	}
 	// Without keep, one set of buffers serves every layer and the residual stream is
 	// updated in place. The outputs of the o and down projections are added to the
 	// residual stream at once, so one buffer (delta) serves both in every layer.
 	var s layerAct[T]
-	norm1 := func() { s.h1, s.rstd1 = out(D, ProjQ, ProjK, ProjV), p.alloc(n) }
+	norm1 := func() { s.h1, s.rstd1 = out(D, ProjQ, ProjK, ProjV), p.allocOut(n) }
 	buffers := func() {
-		s.q, s.k, s.v, s.o = p.alloc(n*qd), p.alloc(n*kvd), p.alloc(n*kvd), out(qd, ProjO)
-		s.h2, s.rstd2 = out(D, ProjGate, ProjUp), p.alloc(n)
-		s.g, s.u, s.a = p.alloc(n*I), p.alloc(n*I), out(I, ProjDown)
+		s.q, s.k, s.v, s.o = p.allocOut(n*qd), p.allocOut(n*kvd), p.allocOut(n*kvd), out(qd, ProjO)
+		s.h2, s.rstd2 = out(D, ProjGate, ProjUp), p.allocOut(n)
+		s.g, s.u, s.a = p.allocOut(n*I), p.allocOut(n*I), out(I, ProjDown)
 	}
-	delta := p.alloc(n * D)
+	delta := p.allocOut(n * D)
 	if !keep {
 		norm1()
 		buffers()
@@ -324,7 +346,7 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 		d.Attention(&at)
 		a.zo = p.linear(p.all, delta, a.o, L.Wo, device.Tensor[T]{}, lp(l, ProjO), qd, D)
 		if keep {
-			a.x2 = p.alloc(n * D)
+			a.x2 = p.allocOut(n * D)
 		} else {
 			a.x2 = x
 		}
@@ -334,7 +356,7 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 		d.SwiGLU(a.a, a.g, a.u)
 		a.zd = p.linear(p.all, delta, a.a, L.Wdown, device.Tensor[T]{}, lp(l, ProjDown), I, D)
 		if keep {
-			x = p.alloc(n * D)
+			x = p.allocOut(n * D)
 		}
 		// The sum is the next layer's input (its attention norm's output with it), or
 		// the final norm's.
@@ -349,7 +371,7 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 			}
 			d.AddRMSNorm(x, next.h1, next.rstd1, a.x2, delta, w.Layers[l+1].AttnNorm, n, D, c.RMSNormEps)
 		case final:
-			act.hf, act.rstdf = p.alloc(n*D), p.alloc(n)
+			act.hf, act.rstdf = p.allocOut(n*D), p.allocOut(n)
 			d.AddRMSNorm(x, act.hf, act.rstdf, a.x2, delta, w.FinalNorm, n, D, c.RMSNormEps)
 		default:
 			d.Add(x, a.x2, delta)
@@ -371,11 +393,11 @@ func (p *pass[T]) forward(tokens []int32, keep bool, lmRows []int32) *acts[T] {
 	if lmRows != nil {
 		// Only some rows need logits (the last of each sampled sequence): gather them, with
 		// the LoRA runs they fall in.
-		h = p.alloc(len(lmRows) * D)
+		h = p.allocOut(len(lmRows) * D)
 		d.Embed(h, act.hf, p.ints(lmRows), D)
 		rs = p.subset(lmRows)
 	}
-	act.logits = p.alloc(rs.rows * V)
+	act.logits = p.allocOut(rs.rows * V)
 	act.zlm = p.linear(rs, act.logits, h, w.LMHead, device.Tensor[T]{}, proj{lm: true}, D, V)
 	return act
 }
@@ -448,36 +470,36 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		}
 		return t.WithBF16(b.Slice(off, off+n*width))
 	}
-	dx := grad(p.alloc(n*D), gx, 0, D)
+	dx := grad(p.alloc(n*D), gx, 0, D) // RMSNormBack adds to it
 	d.RMSNormBack(dx, dhf, act.xf, w.FinalNorm, act.rstdf, n, D)
 	for l := c.Layers - 1; l >= 0; l-- {
 		L := &w.Layers[l]
 		a := &act.layers[l]
 		// MLP: x = x2 + down(a); dx flows to x2 directly and through the MLP.
-		dA := p.temp(n * I)
-		p.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D)
-		dg, du := grad(p.temp(n*I), gr, 0, I), grad(p.temp(n*I), gr, al(n*I), I)
+		dA := p.tempOut(n * I)
+		p.linearBack(dA, dx, a.a, L.Wdown, lp(l, ProjDown), a.zd, I, D, false)
+		dg, du := grad(p.tempOut(n*I), gr, 0, I), grad(p.tempOut(n*I), gr, al(n*I), I)
 		d.SwiGLUBack(dg, du, dA, a.g, a.u)
-		dh2 := p.temp(n * D)
-		p.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I)
-		p.linearBack(dh2, du, a.h2, L.Wup, lp(l, ProjUp), a.zu, D, I)
+		dh2 := p.tempOut(n * D)
+		p.linearBack(dh2, dg, a.h2, L.Wgate, lp(l, ProjGate), a.zg, D, I, false)
+		p.linearBack(dh2, du, a.h2, L.Wup, lp(l, ProjUp), a.zu, D, I, true)
 		dx2 := dx // the residual path
 		d.RMSNormBack(dx2, dh2, a.x2, L.MLPNorm, a.rstd2, n, D)
 		// Attention: x2 = x + o_proj(attn).
-		do := p.temp(n * qd)
-		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D)
-		dq, dk, dv := grad(p.temp(n*qd), gr, 0, qd), grad(p.temp(n*kvd), gr, al(n*qd), kvd), grad(p.temp(n*kvd), gr, al(al(n*qd)+n*kvd), kvd)
+		do := p.tempOut(n * qd)
+		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D, false)
+		dq, dk, dv := grad(p.tempOut(n*qd), gr, 0, qd), grad(p.tempOut(n*kvd), gr, al(n*qd), kvd), grad(p.tempOut(n*kvd), gr, al(al(n*qd)+n*kvd), kvd)
 		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.RopeQK(dq, dk, p.pos, hq, hkv, p.rope, true)
 		// Embeddings are frozen: below layer 0's projections nothing needs dx.
 		var dh1 device.Tensor[T]
 		if l > 0 {
-			dh1 = p.temp(n * D)
+			dh1 = p.tempOut(n * D)
 		}
-		p.linearBack(dh1, dq, a.h1, L.Wq, lp(l, ProjQ), a.zq, D, qd)
-		p.linearBack(dh1, dk, a.h1, L.Wk, lp(l, ProjK), a.zk, D, kvd)
-		p.linearBack(dh1, dv, a.h1, L.Wv, lp(l, ProjV), a.zv, D, kvd)
+		p.linearBack(dh1, dq, a.h1, L.Wq, lp(l, ProjQ), a.zq, D, qd, false)
+		p.linearBack(dh1, dk, a.h1, L.Wk, lp(l, ProjK), a.zk, D, kvd, true)
+		p.linearBack(dh1, dv, a.h1, L.Wv, lp(l, ProjV), a.zv, D, kvd, true)
 		if l > 0 {
 			d.RMSNormBack(dx2, dh1, a.x, L.AttnNorm, a.rstd1, n, D)
 		}

@@ -44,6 +44,19 @@ func TestBlockedAttention(t *testing.T) {
 	cpu64.Attention(ref)
 	wdq, wdk, wdv := make([]float64, rows*qd), make([]float64, krows*kvd), make([]float64, krows*kvd)
 	cpu64.AttentionBack(ref, Host(wdq), Host(wdk), Host(wdv), Host(dout))
+	// The reference path overwrites its outputs too (training hands it uncleared buffers).
+	nan := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = math.NaN()
+		}
+		return v
+	}
+	pdq, pdk, pdv := nan(rows*qd), nan(krows*kvd), nan(krows*kvd)
+	cpu64.AttentionBack(ref, Host(pdq), Host(pdk), Host(pdv), Host(dout))
+	if !slices.Equal(pdq, wdq) || !slices.Equal(pdk, wdk) || !slices.Equal(pdv, wdv) {
+		t.Fatal("AttentionBack with the probabilities kept: outputs filled with NaN first give other values than zeroed ones")
+	}
 	near := func(what string, got []float64, want []float64, tol float64) {
 		t.Helper()
 		for i := range want {

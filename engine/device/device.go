@@ -444,6 +444,15 @@ type AdamStep struct {
 	Clip, Decay, B1, B2, StepSize, BC2Sqrt, Eps float32
 }
 
+// AdamWFinite is a Device that applies AdamW to many tensors at once only where every
+// result would be finite: the optimizer step then keeps no copy of the state to put back.
+type AdamWFinite[T Float] interface {
+	// AdamWIfFinite applies AdamW (as the Device's AdamW) to ws[i] with gs[i], ms[i],
+	// vs[i] for every i and reports true, or, when some weight or moment would not be
+	// finite, changes nothing (gradients included) and reports false.
+	AdamWIfFinite(ws, gs, ms, vs []Tensor[T], s *AdamStep) bool
+}
+
 // Draw is one token to draw from row Row of a logits matrix. Logits are divided by
 // Temperature, then top-k and then top-p truncate the distribution (HF's order), and a
 // token is drawn with the uniform variate U from what remains; Temperature 0 means

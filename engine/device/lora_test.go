@@ -83,10 +83,15 @@ func TestCPULoraEqualsPerRunBitForBit(t *testing.T) {
 	}
 }
 
+// gradGroupsBufs are TestLoraGradGroups' gradient tensors, on the heap: GradGroups keys
+// tensors by address, and slices the compiler kept on the test's stack moved when the
+// stack grew between two keys (the test failed once a new file changed its inlining).
+var gradGroupsBufs = [2][]float32{make([]float32, 4), make([]float32, 4)}
+
 // GradGroups keeps runs that share gradient tensors together, in order, and leaves out
 // runs without gradients.
 func TestLoraGradGroups(t *testing.T) {
-	g1, g2 := Host(make([]float32, 4)), Host(make([]float32, 4))
+	g1, g2 := Host(gradGroupsBufs[0]), Host(gradGroupsBufs[1])
 	runs := []LoraRun[float32]{{GA: g1}, {}, {GA: g2}, {GA: g1}, {GA: g2.Slice(0, 2)}}
 	got := GradGroups(runs)
 	want := [][]int{{0, 3}, {2, 4}}
