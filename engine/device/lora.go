@@ -52,6 +52,20 @@ type LoraOps[T Float] interface {
 	LoraBackward(dx, dy, x, dz Tensor[T], runs []LoraRun[T], in, out int)
 }
 
+// LoraFusedOps is a Device that runs one adapter's LoRA term inside the base product it
+// adds to (kern.FrozenMatMulNTLoRA): one pass over the activations instead of three.
+// Each call covers all m rows with the one run and gives the bits of the separate calls;
+// where the device would not fuse it reports false, having written nothing.
+type LoraFusedOps[T Float] interface {
+	// MatMulNTLora is MatMulNT(y, x, w, m, n, k, false) then LoraForward(y, x, {run}).
+	MatMulNTLora(y, x, w Tensor[T], run *LoraRun[T], m, n, k int) bool
+	// MatMulNNLora is MatMulNN(dx, dy, w, m, n, k, acc) then LoraBackward's dz and dx
+	// for run (dz its m·Rank elements), without the gradients: LoraGrads adds those.
+	MatMulNNLora(dx, dy, w, dz Tensor[T], run *LoraRun[T], m, n, k int, acc bool) bool
+	// LoraGrads is LoraBackward's gradient accumulation alone, given the dz it writes.
+	LoraGrads(dy, x, dz Tensor[T], runs []LoraRun[T], in, out int)
+}
+
 // storage identifies the memory behind a tensor, so runs sharing gradient tensors are
 // found.
 func (t Tensor[E]) storage() uintptr {
@@ -145,14 +159,9 @@ func (*CPU[T]) LoraForward(y, x Tensor[T], runs []LoraRun[T], in, out int) {
 
 // LoraBackward implements LoraOps in two rounds: dZ and dX per run (each writes only its
 // rows), then the gradients per group of runs sharing them (a group in run order).
-func (*CPU[T]) LoraBackward(dx, dy, x, dz Tensor[T], runs []LoraRun[T], in, out int) {
-	off := make([]int, len(runs))
-	for i, o := 1, 0; i < len(runs); i++ {
-		o += runs[i-1].N * runs[i-1].Rank
-		off[i] = o
-	}
-	work := loraWork(runs, in, out)
-	eachRun(len(runs), work, func(i int) {
+func (c *CPU[T]) LoraBackward(dx, dy, x, dz Tensor[T], runs []LoraRun[T], in, out int) {
+	off := loraOffsets(runs)
+	eachRun(len(runs), loraWork(runs, in, out), func(i int) {
 		r := &runs[i]
 		dzr := dz.h[off[i] : off[i]+r.N*r.Rank]
 		kern.MatMulNN(dzr, dy.h[r.Row*out:(r.Row+r.N)*out], r.B.h, r.N, r.Rank, out, false)
@@ -163,12 +172,48 @@ func (*CPU[T]) LoraBackward(dx, dy, x, dz Tensor[T], runs []LoraRun[T], in, out 
 			kern.MatMulNN(dx.h[r.Row*in:(r.Row+r.N)*in], dzr, r.A.h, r.N, in, r.Rank, true)
 		}
 	})
+	c.LoraGrads(dy, x, dz, runs, in, out)
+}
+
+// loraOffsets are the runs' offsets in dz (LoraScratch).
+func loraOffsets[T Float](runs []LoraRun[T]) []int {
+	off := make([]int, len(runs))
+	for i, o := 1, 0; i < len(runs); i++ {
+		o += runs[i-1].N * runs[i-1].Rank
+		off[i] = o
+	}
+	return off
+}
+
+// LoraGrads implements LoraFusedOps.
+func (*CPU[T]) LoraGrads(dy, x, dz Tensor[T], runs []LoraRun[T], in, out int) {
+	off := loraOffsets(runs)
 	groups := GradGroups(runs)
-	eachRun(len(groups), work, func(g int) {
+	eachRun(len(groups), loraWork(runs, in, out), func(g int) {
 		for _, i := range groups[g] {
 			r := &runs[i]
 			kern.MatMulTN(r.GB.h, dy.h[r.Row*out:(r.Row+r.N)*out], r.Z.h, out, r.Rank, r.N, true)
 			kern.MatMulTN(r.GA.h, dz.h[off[i]:off[i]+r.N*r.Rank], x.h[r.Row*in:(r.Row+r.N)*in], r.Rank, in, r.N, true)
 		}
 	})
+}
+
+// MatMulNTLora implements LoraFusedOps for float32 frozen weights (kern.FrozenMatMulNTLoRA).
+func (*CPU[T]) MatMulNTLora(y, x, w Tensor[T], r *LoraRun[T], m, n, k int) bool {
+	if w.fz == nil || r.Row != 0 || r.N != m {
+		return false
+	}
+	frozenShape(w.fz, n, k)
+	l := kern.LoRA{Z: any(r.Z.h).([]float32), Bz: any(r.A.h).([]float32), Bt: any(r.B.h).([]float32), R: r.Rank, Scale: float32(r.Scale)}
+	return kern.FrozenMatMulNTLoRA(any(y.h).([]float32), any(x.h).([]float32), w.fz, m, l)
+}
+
+// MatMulNNLora implements LoraFusedOps for float32 frozen weights (kern.FrozenMatMulNNLoRA).
+func (*CPU[T]) MatMulNNLora(dx, dy, w, dz Tensor[T], r *LoraRun[T], m, n, k int, acc bool) bool {
+	if w.fz == nil || r.Row != 0 || r.N != m {
+		return false
+	}
+	frozenShape(w.fz, k, n)
+	l := kern.LoRA{Z: any(dz.h).([]float32), Bz: any(r.B.h).([]float32), Bt: any(r.A.h).([]float32), R: r.Rank, Scale: float32(r.Scale)}
+	return kern.FrozenMatMulNNLoRA(any(dx.h).([]float32), any(dy.h).([]float32), w.fz, m, acc, l)
 }

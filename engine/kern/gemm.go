@@ -192,11 +192,11 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		gemmSplitK(c, a, pack, direct, m, n, k, ldc, lda, ldb, aT, acc)
 		return
 	}
-	gemmBlocks(c, a, pack, direct, m, n, k, ldc, lda, ldb, kBlock(k), aT, acc, par, mk)
+	gemmBlocks(c, a, pack, direct, m, n, k, ldc, lda, ldb, kBlock(k), aT, acc, par, mk, nil)
 }
 
 // gemmBlocks is gemmPanels for k ≤ kSlab, in k blocks of kcb.
-func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb, kcb int, aT, acc, par bool, mk Mask) {
+func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb, kcb int, aT, acc, par bool, mk Mask, lr *gemmLoRA) {
 	_ = c[(m-1)*ldc+n-1]
 	if aT {
 		_ = a[(k-1)*lda+m-1]
@@ -233,16 +233,22 @@ func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				}
 			}
 		})
-		op := gemmOp{kcb: kcb, c: c, a: a, bp: bp, direct: direct, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai, mask: mk}
+		op := gemmOp{kcb: kcb, c: c, a: a, bp: bp, direct: direct, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai, mask: mk, lora: lr}
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
-		if m >= 8*mr*runtime.GOMAXPROCS(0) {
+		if m >= rowSplitRows() {
 			run(m, m*nb*k, rowTile(), 8*mr, func(lo, hi int) { op.block(lo, hi, 0, npan) })
 		} else {
+			if lr != nil {
+				panic("kern: a low-rank term on a product split by columns")
+			}
 			run(npan, m*nb*k, 1, 1, func(lo, hi int) { op.block(0, m, lo, hi) })
 		}
 	}
 }
+
+// rowSplitRows is the fewest rows of A for which gemmBlocks splits a product by rows.
+func rowSplitRows() int { return 8 * mr * runtime.GOMAXPROCS(0) }
 
 // kBlock is the k per packed block for a product of depth k: at most kc, and the blocks
 // equal (to a multiple of 32), so k = 576 runs as 3×192 rather than 256+256+64, whose
@@ -331,22 +337,25 @@ type gemmOp struct {
 	k, kcb                int
 	aT, acc, aInPlace     bool
 	mask                  Mask
+	lora                  *gemmLoRA // a low-rank term the product carries (gemmlora.go)
+}
+
+// aSrc is where the micro-kernel reads A: a with row stride lda (transposed when aT),
+// its full panels in place when inPlace, else the packed copy.
+type aSrc struct {
+	a           []float32
+	lda         int
+	aT, inPlace bool
 }
 
 // block computes rows [i0, i1) × column panels [jp0, jp1) of the block.
 func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
-	c, a, bp, k, lda, ldc := o.c, o.a, o.bp, o.k, o.lda, o.ldc
-	kcb := o.kcb
+	k, kcb := o.k, o.kcb
 	abuf := getScratch(roundUp(min(mc, i1-i0), mr) * kcb)
 	defer putScratch(abuf)
 	ap := *abuf
 	npan := (o.nb + nr - 1) / nr
-	// Strides of A read in place (bytes): rows and steps of k.
-	ars, aps := 4*lda, 4
-	if o.aT {
-		ars, aps = 4, 4*lda
-	}
-	var tile [mr * nr]float32
+	src := aSrc{a: o.a, lda: o.lda, aT: o.aT, inPlace: o.aInPlace}
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
 		load := o.acc || pc > 0
@@ -355,85 +364,36 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 			if o.aInPlace {
 				// Only a ragged last panel is packed (the kernel reads six rows).
 				if full := ib / mr * mr; full < ib {
-					packA(ap[full*kb:], a, ic+full, ib-full, pc, kb, lda, o.aT)
+					packA(ap[full*kb:], o.a, ic+full, ib-full, pc, kb, o.lda, o.aT)
 				}
 			} else {
-				packA(ap, a, ic, ib, pc, kb, lda, o.aT)
+				packA(ap, o.a, ic, ib, pc, kb, o.lda, o.aT)
 			}
 			for jp := jp0; jp < jp1; jp++ {
-				bps := 4 * nr
 				j := o.jc + jp*nr
 				cols := min(nr, o.nb-jp*nr)
-				inB := o.direct != nil && cols == nr
-				var bpk []float32 // the packed panel
-				if inB {
+				if o.direct != nil && cols == nr {
 					_ = o.direct[(pc+kb-1)*o.ldb+j+nr-1]
-					bps = 4 * o.ldb
+					o.tiles(src, ap, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, o.direct[pc*o.ldb+j:], 4*o.ldb)
 				} else {
-					bpk = bp[panelOffset(o.direct != nil, pc, jp, kb, npan):][:kb*nr]
+					o.tiles(src, ap, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, bp(o, pc, jp, kb, npan), 4*nr)
 				}
-				for ir := 0; ir < ib; ir += mr {
-					i := ic + ir
-					rows := min(mr, ib-ir)
-					p0, p1, wanted := o.terms(i, rows, j, pc, kb)
-					if !wanted {
-						continue
-					}
-					if p0 >= p1 {
-						if !load {
-							for r := 0; r < rows; r++ {
-								clear(c[(i+r)*ldc+j:][:cols])
-							}
-						}
-						continue
-					}
-					var bpan *float32
-					if inB {
-						bpan = &o.direct[(pc+p0)*o.ldb+j]
-					} else {
-						bpan = &bpk[p0*nr]
-					}
-					apan, aR, aP := o.aPanel(ap, ir, i, rows, pc, kb, p0, ars, aps)
-					if wideTile() && rows == mr && cols == nr && ir+2*mr <= ib {
-						// Two full tiles with the same terms run as one 12×16 AVX-512 tile
-						// where it is faster (wideTile): the same bits.
-						q0, q1, w2 := o.terms(i+mr, mr, j, pc, kb)
-						if w2 && q0 == p0 && q1 == p1 {
-							a1, _, _ := o.aPanel(ap, ir+mr, i+mr, mr, pc, kb, p0, ars, aps)
-							_ = c[(i+2*mr-1)*ldc+j+nr-1]
-							sgemm12x16z(p1-p0, apan, a1, aR, aP, bpan, bps, &c[i*ldc+j], ldc, load)
-							ir += mr
-							continue
-						}
-					}
-					kernel := sgemm6x16s
-					if aR == 4 && aP == 4*mr && bps == 4*nr {
-						// Both packed: the kernel with fixed strides.
-						kernel = func(k int, a *float32, _, _ int, b *float32, _ int, c *float32, ldc int, load bool) {
-							sgemm6x16(k, a, b, c, ldc, load)
-						}
-					}
-					if rows == mr && cols == nr {
-						_ = c[(i+mr-1)*ldc+j+nr-1] // the kernel writes the whole tile
-						kernel(p1-p0, apan, aR, aP, bpan, bps, &c[i*ldc+j], ldc, load)
-						continue
-					}
-					kernel(p1-p0, apan, aR, aP, bpan, bps, &tile[0], nr, false)
-					for r := 0; r < rows; r++ {
-						cr := c[(i+r)*ldc+j:][:cols]
-						tr := tile[r*nr:][:cols]
-						if load {
-							for x, v := range tr {
-								cr[x] += v
-							}
-						} else {
-							copy(cr, tr)
-						}
-					}
-				}
+			}
+			if o.lora != nil {
+				o.lora.down(o, src, ap, ic, ib, pc, kb)
 			}
 		}
 	}
+	if o.lora != nil {
+		for ic := i0; ic < i1; ic += mc {
+			o.lora.up(o, ap, ic, min(mc, i1-ic), jp0, jp1)
+		}
+	}
+}
+
+// bp is the packed panel jp of the k block at pc.
+func bp(o *gemmOp, pc, jp, kb, npan int) []float32 {
+	return o.bp[panelOffset(o.direct != nil, pc, jp, kb, npan):][:kb*nr]
 }
 
 // terms says which terms [p0, p1) of the k block at pc (kb deep) the tile of rows [i,
@@ -452,22 +412,6 @@ func (o *gemmOp) terms(i, rows, j, pc, kb int) (p0, p1 int, wanted bool) {
 		p0 = max(0, j-o.mask.Off-pc)
 	}
 	return p0, p1, true
-}
-
-// aPanel is where the micro-kernel reads the tile's rows [i, i+rows) of A from term p0 of
-// the k block at pc, with the byte strides of a row and a step: the packed panel at row ir
-// of ap, or A itself (strides ars, aps) when it is read in place and the panel is full.
-func (o *gemmOp) aPanel(ap []float32, ir, i, rows, pc, kb, p0, ars, aps int) (*float32, int, int) {
-	if o.aInPlace && rows == mr {
-		a, lda := o.a, o.lda
-		if o.aT {
-			_ = a[(pc+kb-1)*lda+i+mr-1]
-			return &a[(pc+p0)*lda+i], ars, aps
-		}
-		_ = a[(i+mr-1)*lda+pc+kb-1]
-		return &a[i*lda+pc+p0], ars, aps
-	}
-	return &ap[ir*kb:][:kb*mr][p0*mr], 4, 4 * mr
 }
 
 // packA copies rows [ic, ic+ib) × k-range [pc, pc+kb) of A into panels of mr rows, each
