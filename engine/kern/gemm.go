@@ -356,6 +356,7 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 	ap := *abuf
 	npan := (o.nb + nr - 1) / nr
 	src := aSrc{a: o.a, lda: o.lda, aT: o.aT, inPlace: o.aInPlace}
+	var tile [mr * nr]float32 // a ragged tile's scratch (tiles)
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
 		load := o.acc || pc > 0
@@ -374,19 +375,19 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 				cols := min(nr, o.nb-jp*nr)
 				if o.direct != nil && cols == nr {
 					_ = o.direct[(pc+kb-1)*o.ldb+j+nr-1]
-					o.tiles(src, ap, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, o.direct[pc*o.ldb+j:], 4*o.ldb)
+					o.tiles(src, ap, &tile, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, o.direct[pc*o.ldb+j:], 4*o.ldb)
 				} else {
-					o.tiles(src, ap, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, bp(o, pc, jp, kb, npan), 4*nr)
+					o.tiles(src, ap, &tile, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, bp(o, pc, jp, kb, npan), 4*nr)
 				}
 			}
 			if o.lora != nil {
-				o.lora.down(o, src, ap, ic, ib, pc, kb)
+				o.lora.down(o, src, ap, &tile, ic, ib, pc, kb)
 			}
 		}
 	}
 	if o.lora != nil {
 		for ic := i0; ic < i1; ic += mc {
-			o.lora.up(o, ap, ic, min(mc, i1-ic), jp0, jp1)
+			o.lora.up(o, ap, &tile, ic, min(mc, i1-ic), jp0, jp1)
 		}
 	}
 }

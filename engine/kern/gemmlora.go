@@ -107,16 +107,16 @@ func gemmWithLoRA(c, a, b []float32, m, n, k int, bT, acc bool, l LoRA) {
 
 // down computes the chunk's rows [ic, ic+ib) of Z's panels over the k block at pc from
 // the A panels the base product just used.
-func (g *gemmLoRA) down(o *gemmOp, src aSrc, ap []float32, ic, ib, pc, kb int) {
+func (g *gemmLoRA) down(o *gemmOp, src aSrc, ap []float32, tile *[mr * nr]float32, ic, ib, pc, kb int) {
 	for zp := 0; zp < g.zpan; zp++ {
-		o.tiles(src, ap, ic, ib, pc, kb, g.z, g.r, zp*nr, min(nr, g.r-zp*nr), pc > 0,
+		o.tiles(src, ap, tile, ic, ib, pc, kb, g.z, g.r, zp*nr, min(nr, g.r-zp*nr), pc > 0,
 			g.zp[panelOffset(false, pc, zp, kb, g.zpan):][:kb*nr], 4*nr)
 	}
 }
 
 // up scales the chunk's finished rows of Z and adds Z·Bt to its rows of C over panels
 // [jp0, jp1), packing Z's rows into ap.
-func (g *gemmLoRA) up(o *gemmOp, ap []float32, ic, ib, jp0, jp1 int) {
+func (g *gemmLoRA) up(o *gemmOp, ap []float32, tile *[mr * nr]float32, ic, ib, jp0, jp1 int) {
 	for i := ic; i < ic+ib; i++ {
 		zr := g.z[i*g.r:][:g.r]
 		for x := range zr {
@@ -126,6 +126,6 @@ func (g *gemmLoRA) up(o *gemmOp, ap []float32, ic, ib, jp0, jp1 int) {
 	packA(ap, g.z, ic, ib, 0, g.r, g.r, false)
 	zs := aSrc{a: g.z, lda: g.r}
 	for jp := jp0; jp < jp1; jp++ {
-		o.tiles(zs, ap, ic, ib, 0, g.r, o.c, o.ldc, o.jc+jp*nr, min(nr, o.nb-jp*nr), true, g.tp[jp*g.r*nr:][:g.r*nr], 4*nr)
+		o.tiles(zs, ap, tile, ic, ib, 0, g.r, o.c, o.ldc, o.jc+jp*nr, min(nr, o.nb-jp*nr), true, g.tp[jp*g.r*nr:][:g.r*nr], 4*nr)
 	}
 }

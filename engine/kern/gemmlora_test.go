@@ -100,3 +100,31 @@ func TestGemmLoRA(t *testing.T) {
 		t.Fatal("bfloat16 weights were fused")
 	}
 }
+
+// TestGemmDoesNotAllocatePerPanel: a packed product on one goroutine, with or without a
+// LoRA term, allocates a few objects a call (closures), not a panel (a ragged tile's scratch escaping per panel once cost an allocation per panel and
+// 5 % of a training step).
+func TestGemmDoesNotAllocatePerPanel(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("the packed GEMM runs on the assembly")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	allocs := func(n int) (plain, lora float64) {
+		m, k, r := 300, 96, 16 // ragged rows
+		a, c, z := make([]float32, m*k), make([]float32, m*n), make([]float32, m*r)
+		w := NewFrozen(make([]float32, n*k), n, k, F32)
+		l := LoRA{Z: z, Bz: make([]float32, r*k), Bt: make([]float32, n*r), R: r, Scale: 1}
+		plain = testing.AllocsPerRun(20, func() { MatMulNT(c, a, w.f32, m, n, k, false) })
+		lora = testing.AllocsPerRun(20, func() {
+			if !FrozenMatMulNTLoRA(c, a, w, m, l) {
+				t.Fatal("not fused")
+			}
+		})
+		return plain, lora
+	}
+	p1, l1 := allocs(200)
+	p2, l2 := allocs(808) // four times the panels, a ragged last one
+	if p1 != p2 || l1 != l2 {
+		t.Fatalf("allocations a call: MatMulNT %v and %v, FrozenMatMulNTLoRA %v and %v (13 and 51 panels)", p1, p2, l1, l2)
+	}
+}

@@ -5,14 +5,15 @@ package kern
 
 // tiles runs the micro-kernel down rows [ic, ic+ib) of one 16-column panel of the k
 // block at pc (kb deep): C's columns [j, j+cols) with row stride ldc, B's panel b read
-// with a byte stride of bs per step of k. load adds to what C holds.
-func (o *gemmOp) tiles(src aSrc, ap []float32, ic, ib, pc, kb int, c []float32, ldc, j, cols int, load bool, b []float32, bs int) {
+// with a byte stride of bs per step of k. load adds to what C holds. A ragged tile goes
+// through tile, the caller's (one per block: it escapes to the heap through the kernel
+// call, so one per call of tiles cost an allocation per panel, 5 % of a training step).
+func (o *gemmOp) tiles(src aSrc, ap []float32, tile *[mr * nr]float32, ic, ib, pc, kb int, c []float32, ldc, j, cols int, load bool, b []float32, bs int) {
 	// Strides of A read in place (bytes): rows and steps of k.
 	ars, aps := 4*src.lda, 4
 	if src.aT {
 		ars, aps = 4, 4*src.lda
 	}
-	var tile [mr * nr]float32
 	for ir := 0; ir < ib; ir += mr {
 		i := ic + ir
 		rows := min(mr, ib-ir)
