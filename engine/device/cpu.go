@@ -292,9 +292,7 @@ func (*CPU[T]) SwiGLU(a, g, u Tensor[T]) {
 			gs := g.h[c:min(c+expChunk, hi)]
 			us, as := u.h[c:c+len(gs)], a.h[c:c+len(gs)]
 			kern.Exp(e[:len(gs)], gs, -1, 0)
-			for i, gv := range gs {
-				as[i] = gv / (1 + e[i]) * us[i]
-			}
+			kern.SwiGLU(as, gs, us, e[:len(gs)])
 		}
 	})
 }
@@ -308,12 +306,7 @@ func (*CPU[T]) SwiGLUBack(dg, du, da, g, u Tensor[T]) {
 			n := len(gs)
 			us, ds, dgs, dus := u.h[c:c+n], da.h[c:c+n], dg.h[c:c+n], du.h[c:c+n]
 			kern.Exp(e[:n], gs, -1, 0)
-			for i, gv := range gs {
-				sg := 1 / (1 + e[i])
-				d := ds[i]
-				dus[i] = d * gv * sg
-				dgs[i] = d * us[i] * sg * (1 + gv*(1-sg))
-			}
+			kern.SwiGLUBack(dgs, dus, ds, gs, us, e[:n])
 		}
 	})
 }

@@ -128,3 +128,13 @@ func exp32AVX512(dst, src *float32, n int, scale, bias float32)
 //
 //go:noescape
 func subMul32AVX(x, p *float32, n int, d, s float32)
+
+// swiglu32AVX is SwiGLU for n elements, n a positive multiple of 8.
+//
+//go:noescape
+func swiglu32AVX(a, gate, up, e *float32, n int)
+
+// swigluBack32AVX is SwiGLUBack for n elements, n a positive multiple of 8.
+//
+//go:noescape
+func swigluBack32AVX(dg, du, da, gate, up, e *float32, n int)

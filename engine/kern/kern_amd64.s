@@ -1238,3 +1238,74 @@ smloop:
 	JNE     smloop
 	VZEROUPPER
 	RET
+
+// func swiglu32AVX(a, gate, up, e *float32, n int)
+//
+// a[i] = g[i]/(1 + e[i])·u[i] for n elements (a positive multiple of 8), each operation
+// rounded on its own as the Go expression's are.
+TEXT ·swiglu32AVX(SB), NOSPLIT, $0-40
+	MOVQ         a+0(FP), DI
+	MOVQ         gate+8(FP), SI
+	MOVQ         up+16(FP), DX
+	MOVQ         e+24(FP), BX
+	MOVQ         n+32(FP), CX
+	MOVL         $0x3f800000, AX
+	MOVQ         AX, X15
+	VBROADCASTSS X15, Y15
+
+sgloop:
+	VADDPS  (BX), Y15, Y0 // 1 + e
+	VMOVUPS (SI), Y1
+	VDIVPS  Y0, Y1, Y1    // g / (1 + e)
+	VMULPS  (DX), Y1, Y1  // · u
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	SUBQ    $8, CX
+	JNE     sgloop
+	VZEROUPPER
+	RET
+
+// func swigluBack32AVX(dg, du, da, gate, up, e *float32, n int)
+//
+// With σ = 1/(1 + e[i]): du[i] = da[i]·g[i]·σ, dg[i] = da[i]·u[i]·σ·(1 + g[i]·(1 − σ)), for
+// n elements (a positive multiple of 8), each operation rounded on its own, left to right.
+TEXT ·swigluBack32AVX(SB), NOSPLIT, $0-56
+	MOVQ         dg+0(FP), DI
+	MOVQ         du+8(FP), R8
+	MOVQ         da+16(FP), SI
+	MOVQ         gate+24(FP), DX
+	MOVQ         up+32(FP), R9
+	MOVQ         e+40(FP), BX
+	MOVQ         n+48(FP), CX
+	MOVL         $0x3f800000, AX
+	MOVQ         AX, X15
+	VBROADCASTSS X15, Y15
+
+sgbloop:
+	VADDPS  (BX), Y15, Y0 // 1 + e
+	VDIVPS  Y0, Y15, Y0   // σ = 1/(1 + e)
+	VMOVUPS (SI), Y1      // d
+	VMOVUPS (DX), Y2      // g
+	VMULPS  Y2, Y1, Y3    // d·g
+	VMULPS  Y0, Y3, Y3    // ·σ
+	VMOVUPS Y3, (R8)
+	VMULPS  (R9), Y1, Y4  // d·u
+	VMULPS  Y0, Y4, Y4    // ·σ
+	VSUBPS  Y0, Y15, Y5   // 1 − σ
+	VMULPS  Y5, Y2, Y5    // g·(1 − σ)
+	VADDPS  Y5, Y15, Y5   // 1 + g·(1 − σ)
+	VMULPS  Y5, Y4, Y4
+	VMOVUPS Y4, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, R8
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, R9
+	ADDQ    $32, BX
+	SUBQ    $8, CX
+	JNE     sgbloop
+	VZEROUPPER
+	RET

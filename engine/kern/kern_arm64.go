@@ -138,3 +138,13 @@ func exp32AVX512(dst, src *float32, n int, scale, bias float32) { exp32AVX(dst, 
 func subMul32AVX(x, p *float32, n int, d, s float32) {
 	subMulGo(unsafe.Slice(x, n), unsafe.Slice(p, n), d, s)
 }
+
+// swiglu32AVX is SwiGLU's portable loop here (no NEON version yet).
+func swiglu32AVX(a, gate, up, e *float32, n int) {
+	swigluGo(unsafe.Slice(a, n), unsafe.Slice(gate, n), unsafe.Slice(up, n), unsafe.Slice(e, n))
+}
+
+// swigluBack32AVX is SwiGLUBack's portable loop here (no NEON version yet).
+func swigluBack32AVX(dg, du, da, gate, up, e *float32, n int) {
+	swigluBackGo(unsafe.Slice(dg, n), unsafe.Slice(du, n), unsafe.Slice(da, n), unsafe.Slice(gate, n), unsafe.Slice(up, n), unsafe.Slice(e, n))
+}

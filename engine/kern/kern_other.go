@@ -146,3 +146,7 @@ func max32AVX(x *float32, n int) (float32, bool) { panic("kern: no assembly") }
 func exp32AVX512(dst, src *float32, n int, scale, bias float32) { panic("kern: no assembly") }
 
 func subMul32AVX(x, p *float32, n int, d, s float32) { panic("kern: no assembly") }
+
+func swiglu32AVX(a, gate, up, e *float32, n int) { panic("kern: no assembly") }
+
+func swigluBack32AVX(dg, du, da, gate, up, e *float32, n int) { panic("kern: no assembly") }

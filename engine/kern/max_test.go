@@ -133,3 +133,50 @@ func TestSubMul(t *testing.T) {
 		}
 	}
 }
+
+// TestSwiGLU: SwiGLU and SwiGLUBack give the Go expressions' bits, each operation rounded
+// on its own, on the assembly and the portable path, over lengths with and without a
+// tail, and values whose exp overflows or underflows.
+func TestSwiGLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, n := range []int{1, 7, 8, 9, 33, 512} {
+		g, u, da := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range g {
+			g[i], u[i], da[i] = float32(rng.NormFloat64()*4), float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		g[0] = 100 // exp(−g) underflows to 0
+		if n > 1 {
+			g[1] = -100 // exp(−g) overflows to +Inf
+		}
+		e := make([]float32, n)
+		Exp(e, g, -1, 0)
+		wa, wdg, wdu := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range g {
+			den := float32(1 + e[i])
+			wa[i] = float32(float32(g[i]/den) * u[i])
+			sg := float32(1 / den)
+			wdu[i] = float32(float32(da[i]*g[i]) * sg)
+			one := float32(1 + float32(g[i]*float32(1-sg)))
+			wdg[i] = float32(float32(float32(da[i]*u[i])*sg) * one)
+		}
+		for _, path := range []string{"assembly", "portable"} {
+			run := func(f func()) { f() }
+			if path == "portable" {
+				run = withGeneric
+			}
+			a, dg, du := make([]float32, n), make([]float32, n), make([]float32, n)
+			run(func() {
+				SwiGLU(a, g, u, e)
+				SwiGLUBack(dg, du, da, g, u, e)
+			})
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"a", a, wa}, {"dg", dg, wdg}, {"du", du, wdu}} {
+				if i := firstDiff(c.got, c.want); i >= 0 {
+					t.Fatalf("%s n=%d: %s[%d] = %v, want %v", path, n, c.name, i, c.got[i], c.want[i])
+				}
+			}
+		}
+	}
+}
