@@ -52,3 +52,20 @@ func sum64[T Float](x []T) float64 {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+// sumSq64 is Σx² in float64, in four chains so the adds overlap: the one sum of squares
+// of RMSNorm and AddRMSNorm (their bits agree).
+func sumSq64[T Float](x []T) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += float64(x[i]) * float64(x[i])
+		s1 += float64(x[i+1]) * float64(x[i+1])
+		s2 += float64(x[i+2]) * float64(x[i+2])
+		s3 += float64(x[i+3]) * float64(x[i+3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i]) * float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
