@@ -16,13 +16,7 @@ import (
 func TestArenaOutputsAreWrittenWhole(t *testing.T) {
 	m := tinyModel(t)
 	c := m.Cfg
-	cfgs := []LoraConfig{
-		{Rank: 4, TrainAttn: true, TrainMLP: true, Seed: 1},
-		{Rank: 2, Alpha: 8, TrainAttn: true, Seed: 2},
-		{Rank: 8, TrainMLP: true, TrainUnembed: true, Seed: 3},
-		{Rank: 4, TrainAttn: true, TrainMLP: true, Seed: 4},
-	}
-	losses := []string{"cross_entropy", "ppo", "importance_sampling", "cross_entropy"}
+	cfgs, losses := multiLoRACfgs, multiLoRALosses
 	run := func(poison bool) ([]float32, []float64, [][]float32) {
 		rng := rand.New(rand.NewPCG(7, 8))
 		var items []BatchItem

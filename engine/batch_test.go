@@ -31,18 +31,25 @@ func TestMultiLoRABatchEqualsSeparatePasses(t *testing.T) {
 	checkMultiLoRA(t, tinyModel(t), 1e-5, 1e-4)
 }
 
-// checkMultiLoRA runs the multi-LoRA batch check on m: logprobs and losses within
-// tolOut, gradients within tolGrad (relative).
-func checkMultiLoRA(t *testing.T, m *Model, tolOut, tolGrad float64) {
-	c := m.Cfg
-	rng := rand.New(rand.NewPCG(7, 8))
-	cfgs := []LoraConfig{
+// multiLoRACfgs and multiLoRALosses are the adapters and losses of a batch of several
+// adapters (different ranks and targets, the unembedding adapted; the fourth runs
+// forward only in checkMultiLoRA and TestArenaOutputsAreWrittenWhole).
+var (
+	multiLoRACfgs = []LoraConfig{
 		{Rank: 4, TrainAttn: true, TrainMLP: true, Seed: 1},
 		{Rank: 2, Alpha: 8, TrainAttn: true, Seed: 2},
 		{Rank: 8, TrainMLP: true, TrainUnembed: true, Seed: 3},
 		{Rank: 4, TrainAttn: true, TrainMLP: true, Seed: 4},
 	}
-	losses := []string{"cross_entropy", "ppo", "importance_sampling", "cross_entropy"}
+	multiLoRALosses = []string{"cross_entropy", "ppo", "importance_sampling", "cross_entropy"}
+)
+
+// checkMultiLoRA runs the multi-LoRA batch check on m: logprobs and losses within
+// tolOut, gradients within tolGrad (relative).
+func checkMultiLoRA(t *testing.T, m *Model, tolOut, tolGrad float64) {
+	c := m.Cfg
+	rng := rand.New(rand.NewPCG(7, 8))
+	cfgs, losses := multiLoRACfgs, multiLoRALosses
 	var batched, separate []*Adapter
 	var reqs []ForwardRequest
 	for i, lc := range cfgs {
