@@ -31,7 +31,7 @@ go build -o "$work/prep" ./tests/export/prep
 tuft() { "$work/tuft" "$@"; }
 
 echo "== train two adapters (attention+MLP; attention+MLP+lm_head)"
-"$work/prep" train -work "$work" -lr "${TUFT_EXPORT_LR:-2e-2}" ${TUFT_EXPORT_MODEL:+-model "$TUFT_EXPORT_MODEL"} 2>&1 | tail -n 2
+"$work/prep" train -work "$work" -lr "${TUFT_EXPORT_LR:-1e-2}" ${TUFT_EXPORT_MODEL:+-model "$TUFT_EXPORT_MODEL"} 2>&1 | tail -n 2
 base="$(cat "$work/model_dir")"
 "$work/prep" ref -model "$base" -adapter "$work/ckpt" -out "$work/ref.json"
 "$work/prep" ref -model "$base" -adapter "$work/ckpt-lmhead" -out "$work/ref-lmhead.json"
