@@ -55,14 +55,7 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 	}
 	if af, ok := d.(device.AdamWFinite[float32]); ok {
 		// The device checks every update before it writes any: no copy of the state.
-		var ws, gs, ms, vs []device.Tensor[float32]
-		for i := range w.list {
-			ws = append(ws, w.list[i].a, w.list[i].b)
-			gs = append(gs, g.list[i].a, g.list[i].b)
-			ms = append(ms, mm.list[i].a, mm.list[i].b)
-			vs = append(vs, vv.list[i].a, vv.list[i].b)
-		}
-		if !af.AdamWIfFinite(ws, gs, ms, vs, s) {
+		if !af.AdamWIfFinite(w.tensors(), g.tensors(), mm.tensors(), vv.tensors(), s) {
 			return nil, nonFinite()
 		}
 		a.Step++
