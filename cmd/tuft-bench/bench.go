@@ -47,6 +47,9 @@ type benchOptions struct {
 	torchFlags
 	jsonOut bool
 	seed    int64
+	// interleave alternates the CPU reference's training steps with the engine's
+	// (bench_paced.go); false runs all of one side's steps, then the other's.
+	interleave bool
 	// cpuProfile is where the engine's timed training steps' CPU profile is written
 	// (--cpuprofile): where a step's time goes, without the set-up, the machine figures,
 	// sampling or the reference.
@@ -65,6 +68,13 @@ type benchTrain struct {
 	// GEMMFraction is the step's FLOPs (loraStepFLOPs) over the median step time, over the
 	// machine's measured GEMM peak (CPU runs only).
 	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
+	// GEMMBeside is the GEMM peak probe's GFLOP/s measured right after each timed step
+	// (CPU runs of the engine), and GEMMFractionBeside the median over the steps of each
+	// step's share of the probe beside it: on a shared machine whose speed moves by a
+	// quarter from minute to minute, the share of what the cores gave at that moment,
+	// where GEMMFraction divides the median step by the best probe of the whole run.
+	GEMMBeside         []float64 `json:"gemm_beside_gflops,omitempty"`
+	GEMMFractionBeside float64   `json:"gemm_fraction_beside,omitempty"`
 }
 
 // benchSample is one sampling figure (prefill of the prompt included in Seconds).
@@ -126,6 +136,8 @@ type benchReport struct {
 	Machine      *machineFigures    `json:"machine,omitempty"` // CPU runs: bandwidth and GEMM peak
 	TrainFLOPs   float64            `json:"train_step_flops,omitempty"`
 	Weights      string             `json:"weights"` // the engine's CPU weight format
+	// Interleaved: the two sides' training steps were taken in turn (bench_paced.go).
+	Interleaved bool `json:"interleaved"`
 	// RatiosRefused says why no ratio is printed: the reference ran on a crippled BLAS.
 	RatiosRefused string `json:"ratios_refused,omitempty"`
 }
@@ -161,7 +173,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.tokens, "tokens", 512, "tokens in the training datum")
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
 	fs.IntVar(&o.adapters, "adapters", 16, "adapters of the multi-adapter training figure: one step of N adapters × tokens/N against one adapter × tokens (0: skip)")
-	fs.IntVar(&o.steps, "steps", 3, "timed training steps (after one warm-up step); the median is reported")
+	fs.IntVar(&o.steps, "steps", 5, "timed training steps (after one warm-up step); the median is reported")
+	fs.BoolVar(&o.interleave, "interleave", true, "CPU: both sides loaded at once, their training steps taken in turn (engine then PyTorch, then PyTorch then engine), each timed step after an untimed one that re-warms the caches, so machine noise lands on both; false: all of the engine's steps, then all of PyTorch's, each side alone in memory")
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens to sample after a 32-token prompt")
 	batches := fs.String("batches", "1,16", "sampling batch sizes (comma-separated)")
 	fs.StringVar(&o.cudaLibDirs, "cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS (as engine.cuda_lib_dirs; separated by "+string(filepath.ListSeparator)+")")
@@ -267,7 +280,23 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		rep.GoGEMMGFlops = goGEMMGFlops()
 		logf("Go GEMM (1024×1024×1024 float32): %.1f GFLOP/s", rep.GoGEMMGFlops)
 	}
-	goSide, m, err := benchGo(context.Background(), dir, o, logf)
+	var paced *pacedRef
+	var turn func(step int)
+	if python != "" && o.interleave && !gpuDevice(o.device) {
+		logf("starting the PyTorch reference: its training steps alternate with the engine's")
+		paced, err = startPacedRef(python, append(torchArgs(script, dir, o), "--paced"), stderr)
+		if err != nil {
+			if o.torch == "on" {
+				return err
+			}
+			rep.TorchSkipped, python = "reference run failed: "+err.Error(), ""
+		} else {
+			defer paced.stop()
+			turn = paced.step
+			rep.Interleaved = true
+		}
+	}
+	goSide, m, err := benchGo(context.Background(), dir, o, logf, turn)
 	if err != nil {
 		return err
 	}
@@ -279,7 +308,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 
 	if python != "" {
 		rep.TorchPython = python
-		ts, err := benchTorch(python, script, dir, o, stderr)
+		ts, err := benchTorch(python, script, dir, o, paced, stderr)
 		if err != nil {
 			if o.torch == "on" {
 				return err
@@ -343,7 +372,11 @@ func benchTokens(n, vocab, salt int) []int32 {
 // PyTorch+PEFT script on the GPU).
 func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
 
-func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any)) (*benchSide, *engine.Model, error) {
+// benchGo loads the model and measures the engine. turn, when not nil, runs the
+// reference's training step i (0: its warm-up): after the engine's step i when i is even,
+// before it when i is odd, so each side goes first as often; each timed step after the
+// warm-up then follows an untimed one on its own side (a CPU profile includes those).
+func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any), turn func(i int)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
 	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs), CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax}
 	if o.weights != "" {
@@ -402,6 +435,20 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 			}
 			defer pprof.StopCPUProfile() // on an error return; stopped below otherwise
 		}
+		if turn != nil && step%2 == 1 {
+			turn(step)
+		}
+		if turn != nil && step > 0 {
+			// The reference's step evicted the engine's data from the caches (a step after
+			// 800 MB of other writes ran 8 % slower in-process): an untimed step first, so
+			// the timed one runs as back-to-back training steps do. The reference does the same.
+			if _, err := m.ForwardBackward(ctx, a, req); err != nil {
+				return nil, nil, err
+			}
+			if _, err := m.OptimStep(ctx, a, adam); err != nil {
+				return nil, nil, err
+			}
+		}
 		t := time.Now()
 		res, err := m.ForwardBackward(ctx, a, req)
 		if err != nil {
@@ -415,10 +462,19 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 		if step == 0 {
 			tr.FirstLoss = res.Metrics["loss:sum"] / float64(o.tokens)
 			logf("train warm-up step %.2fs, loss/token %.6f", dt, tr.FirstLoss)
-			continue
+		} else {
+			tr.StepS, fb = append(tr.StepS, dt), append(fb, tfb)
+			msg := fmt.Sprintf("train step %d/%d %.2fs", step, o.steps, dt)
+			if !gpuDevice(o.device) {
+				g := gemmGFlops(gemmPeakN, besideRepeats, true)
+				tr.GEMMBeside = append(tr.GEMMBeside, g)
+				msg += fmt.Sprintf(" (GEMM probe after it: %.1f GFLOP/s)", g)
+			}
+			logf("%s", msg)
 		}
-		tr.StepS, fb = append(tr.StepS, dt), append(fb, tfb)
-		logf("train step %d/%d %.2fs", step, o.steps, dt)
+		if turn != nil && step%2 == 0 {
+			turn(step) // a profile samples this process's CPU time: the reference's step adds none
+		}
 	}
 	if prof != nil {
 		pprof.StopCPUProfile()
@@ -471,7 +527,33 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*benchSide, error) {
+// benchTorch is the reference's figures: from paced, already running, when it is not nil,
+// else from a run of its own.
+func benchTorch(python, script, dir string, o benchOptions, paced *pacedRef, stderr io.Writer) (*benchSide, error) {
+	var ts benchSide
+	var last string
+	var err error
+	if paced != nil {
+		last, err = paced.result(&ts)
+	} else {
+		last, err = runReference(python, torchArgs(script, dir, o), stderr, &ts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ts.Train.TokensPerS <= 0 || len(ts.Train.StepS) != o.steps {
+		return nil, errors.New("reference output lacks figures: " + last)
+	}
+	for _, b := range o.batches {
+		if ts.sample(b) == nil {
+			return nil, fmt.Errorf("reference output lacks sampling at batch %d: %s", b, last)
+		}
+	}
+	return &ts, nil
+}
+
+// torchArgs is the reference's command line (after the interpreter).
+func torchArgs(script, dir string, o benchOptions) []string {
 	args := []string{script, "--model", dir, "--tokens", fmt.Sprint(o.tokens), "--rank", fmt.Sprint(o.rank),
 		"--steps", fmt.Sprint(o.steps), "--sample-tokens", fmt.Sprint(o.sampleTokens), "--prompt-tokens", fmt.Sprint(benchPromptTokens),
 		"--seed", fmt.Sprint(o.seed), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0)), "--batch"}
@@ -482,20 +564,7 @@ func benchTorch(python, script, dir string, o benchOptions, stderr io.Writer) (*
 		_, ord, _ := engine.ParseDevice(o.device)
 		args = append(args, "--device", fmt.Sprintf("cuda:%d", ord))
 	}
-	var ts benchSide
-	last, err := runReference(python, args, stderr, &ts)
-	if err != nil {
-		return nil, err
-	}
-	if ts.Train.TokensPerS <= 0 {
-		return nil, errors.New("reference output lacks figures: " + last)
-	}
-	for _, b := range o.batches {
-		if ts.sample(b) == nil {
-			return nil, fmt.Errorf("reference output lacks sampling at batch %d: %s", b, last)
-		}
-	}
-	return &ts, nil
+	return args
 }
 
 func benchRatios(g, t *benchSide) map[string]float64 {

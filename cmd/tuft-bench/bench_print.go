@@ -31,6 +31,9 @@ func printBench(w io.Writer, r *benchReport) {
 			fmt.Fprintf(w, ", on %s", t.Device)
 		}
 		fmt.Fprintln(w)
+		if r.Interleaved {
+			fmt.Fprintln(w, "training steps in turn: engine then PyTorch, then PyTorch then engine, each timed step after an untimed one (both loaded; --interleave=false runs each side alone)")
+		}
 		if b := t.BLAS; b != nil {
 			fmt.Fprintf(w, "GEMM 1024³ float32: Go %.1f GFLOP/s; PyTorch %.1f GFLOP/s on BLAS %s (%s)\n", r.GoGEMMGFlops, b.GEMMGFlops, b.describe(), b.Library)
 		}
@@ -69,6 +72,15 @@ func printBench(w io.Writer, r *benchReport) {
 	if r.Machine != nil && r.TrainFLOPs > 0 {
 		add(fmt.Sprintf("train step, share of the GEMM peak (%.1f GFLOP per step)", r.TrainFLOPs/1e9), r.Go.Train.GEMMFraction,
 			func(s *benchSide) float64 { return s.Train.GEMMFraction }, "", func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) })
+		if r.Go.Train.GEMMFractionBeside > 0 {
+			add("  each step's share of the GEMM probe run after it (median)", r.Go.Train.GEMMFractionBeside,
+				func(s *benchSide) float64 { return s.Train.GEMMFractionBeside }, "", func(x float64) string {
+					if x == 0 {
+						return "-"
+					}
+					return fmt.Sprintf("%.1f%%", 100*x)
+				})
+		}
 	}
 	add("peak RSS, MiB (lower is better)", r.Go.PeakRSSMiB, func(s *benchSide) float64 { return s.PeakRSSMiB }, "peak_rss_mib",
 		func(x float64) string { return fmt.Sprintf("%.0f", x) })

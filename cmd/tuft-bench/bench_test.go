@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -48,7 +49,8 @@ func TestBenchEngineGoOnly(t *testing.T) {
 	if r.Torch != nil || r.TorchSkipped == "" || r.Tokens != 32 || r.Rank != 16 || r.Layers != 4 {
 		t.Fatalf("report: %+v", r)
 	}
-	if r.Machine == nil || r.Machine.Passes != 2 || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 {
+	if r.Machine == nil || r.Machine.Passes != 2 || r.Machine.ReadGBs <= 0 || r.Machine.GEMMGFlops <= 0 || r.TrainFLOPs <= 0 || r.Go.Train.GEMMFraction <= 0 ||
+		len(r.Go.Train.GEMMBeside) != 2 || r.Go.Train.GEMMFractionBeside <= 0 {
 		t.Fatalf("machine figures or training's GEMM-peak fraction missing: %+v %v %v", r.Machine, r.TrainFLOPs, r.Go.Train.GEMMFraction)
 	}
 	// The multi-adapter figure: 16 adapters × 2 tokens in one step against 1 × 32.
@@ -62,18 +64,21 @@ func TestBenchEngineWithTorch(t *testing.T) {
 	if _, _, why := findTorchRef("", "", false); why != "" {
 		t.Skip("PyTorch reference unavailable: " + why)
 	}
-	r := runBenchJSON(t, "--torch", "on")
-	checkBenchSide(t, "go", &r.Go, 4)
-	if r.Torch == nil {
-		t.Fatalf("no PyTorch figures: %s", r.TorchSkipped)
-	}
-	checkBenchSide(t, "torch", r.Torch, 4)
-	if r.Ratios["train_tokens_per_s"] <= 0 || r.Ratios["peak_rss_mib"] <= 0 {
-		t.Fatalf("ratios: %v", r.Ratios)
-	}
-	// Same model, same tokens, B = 0 at the warm-up step: the losses must agree.
-	if g, p := r.Go.Train.FirstLoss, r.Torch.Train.FirstLoss; math.Abs(g-p) > 1e-4*math.Abs(p) {
-		t.Fatalf("warm-up loss/token: Go %v, PyTorch %v", g, p)
+	// Steps in turn (the default) and each side alone.
+	for _, interleave := range []bool{true, false} {
+		r := runBenchJSON(t, "--torch", "on", fmt.Sprintf("--interleave=%v", interleave))
+		checkBenchSide(t, "go", &r.Go, 4)
+		if r.Torch == nil {
+			t.Fatalf("no PyTorch figures: %s", r.TorchSkipped)
+		}
+		checkBenchSide(t, "torch", r.Torch, 4)
+		if r.Ratios["train_tokens_per_s"] <= 0 || r.Ratios["peak_rss_mib"] <= 0 || r.Interleaved != interleave {
+			t.Fatalf("interleave %v: ratios %v, interleaved %v", interleave, r.Ratios, r.Interleaved)
+		}
+		// Same model, same tokens, B = 0 at the warm-up step: the losses must agree.
+		if g, p := r.Go.Train.FirstLoss, r.Torch.Train.FirstLoss; math.Abs(g-p) > 1e-4*math.Abs(p) {
+			t.Fatalf("warm-up loss/token: Go %v, PyTorch %v", g, p)
+		}
 	}
 }
 

@@ -45,6 +45,13 @@ func gemmFraction(s *benchSide, r *benchReport) {
 	if r.Machine != nil && r.Machine.GEMMGFlops > 0 && s.Train.MedianS > 0 {
 		s.Train.GEMMFraction = r.TrainFLOPs / s.Train.MedianS / (r.Machine.GEMMGFlops * 1e9)
 	}
+	if t := s.Train; len(t.GEMMBeside) == len(t.StepS) && len(t.StepS) > 0 {
+		shares := make([]float64, len(t.StepS))
+		for i, dt := range t.StepS {
+			shares[i] = r.TrainFLOPs / dt / (t.GEMMBeside[i] * 1e9)
+		}
+		s.Train.GEMMFractionBeside = median(shares)
+	}
 }
 
 // loraStepFLOPs is the arithmetic of one LoRA training step on t tokens with rank r on

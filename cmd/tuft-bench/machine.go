@@ -62,9 +62,10 @@ const (
 // Sizes of the machine figures' work, variables so that tests measure a small machine
 // quickly (the figures are then not the machine's).
 var (
-	gemmPeakN         = 1024
-	minBufBytes int64 = 256 << 20 // per buffer: far beyond any last-level cache we meet
-	llcFactor   int64 = 4         // buffers are at least this many times the LLC
+	gemmPeakN           = 1024
+	besideRepeats       = 5         // the probe after each training step (benchTrain.GEMMBeside): ~50 ms
+	minBufBytes   int64 = 256 << 20 // per buffer: far beyond any last-level cache we meet
+	llcFactor     int64 = 4         // buffers are at least this many times the LLC
 )
 
 // measureMachine reads the CPU's description and measures bandwidth and GEMM speed with

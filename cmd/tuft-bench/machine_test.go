@@ -136,3 +136,20 @@ func TestMeasureMachineRestartsPeakRSS(t *testing.T) {
 		t.Fatalf("peak RSS %.0f MiB with the buffer held, %.0f after the probe (restarted: %v)", held, after, m.PeakRSSReset)
 	}
 }
+
+// gemmFraction: the median step against the run's best probe, and each step against the
+// probe beside it (a slow step beside a slow probe is a full share, not a low one).
+func TestGEMMFractionBeside(t *testing.T) {
+	r := &benchReport{TrainFLOPs: 100e9, Machine: &machineFigures{GEMMGFlops: 200}}
+	s := &benchSide{Train: benchTrain{StepS: []float64{1, 2, 4}, MedianS: 2, GEMMBeside: []float64{100, 50, 100}}}
+	gemmFraction(s, r)
+	// Shares beside: 100/1/100 = 1, 100/2/50 = 1, 100/4/100 = 0.25; median 1.
+	if s.Train.GEMMFraction != 0.25 || s.Train.GEMMFractionBeside != 1 {
+		t.Fatalf("fractions %v (want 0.25), beside %v (want 1)", s.Train.GEMMFraction, s.Train.GEMMFractionBeside)
+	}
+	// A side without probes (the reference) gets none.
+	s = &benchSide{Train: benchTrain{StepS: []float64{1}, MedianS: 1}}
+	if gemmFraction(s, r); s.Train.GEMMFractionBeside != 0 {
+		t.Fatalf("beside share without probes: %v", s.Train.GEMMFractionBeside)
+	}
+}

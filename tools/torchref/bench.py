@@ -17,7 +17,11 @@ are frozen. It then measures, on the CPU with --threads threads:
   blas    which BLAS torch multiplies with and its GEMM GFLOP/s (blas.py): `tuft-bench`
           refuses a ratio against Debian's unoptimised reference BLAS
 
-and prints one JSON object on stdout (progress goes to stderr). The token ids are the same
+and prints one JSON object on stdout (progress goes to stderr). With --paced it first prints
+{"ready": true}, then waits for a "step" line on stdin before each training step (printing
+{"step": i, "seconds": t} after it; each step after the warm-up is preceded by an untimed one,
+which warms the caches the caller's step used) and for a "sample" line before sampling:
+tuft-bench then alternates the two sides' steps. The token ids are the same
 formula as the Go side's, so the warm-up step's loss must agree with Go's to float32 precision.
 
 Usage (Debian's python3-torch and python3-numpy; nothing else):
@@ -223,19 +227,46 @@ def bench_tokens(n, vocab, salt):
     return [(i * 7919 + salt) % vocab for i in range(n)]
 
 
+def paced_turn(args, what):
+    """With --paced, waits for the caller's line on stdin before each training step and
+    before sampling, so the caller can alternate its own steps with these (tuft-bench runs
+    the two sides' steps in turn, and a burst of noise on a shared machine lands on both)."""
+    if not args.paced:
+        return
+    line = sys.stdin.readline().strip()
+    if line != what:
+        raise SystemExit(f"torchref: --paced: expected {what!r} on stdin, got {line!r}")
+
+
+def paced_say(args, obj):
+    """With --paced, reports a step's figure on stdout at once (one JSON object a line)."""
+    if args.paced:
+        print(json.dumps(obj), flush=True)
+
+
 def train(m, args):
     toks = bench_tokens(args.tokens + 1, m.V, 13)
     x = torch.tensor([toks[:-1]])
     y = torch.tensor(toks[1:])
     opt = torch.optim.AdamW(m.params(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
-    times, first_loss = [], None
-    for step in range(args.steps + 1):
-        t0 = time.perf_counter()
+
+    def one_step():
         h = m.forward(x)
         loss = F.cross_entropy(m.logits(h)[0], y, reduction="sum")
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return loss
+
+    times, first_loss = [], None
+    for step in range(args.steps + 1):
+        paced_turn(args, "step")
+        if args.paced and step > 0:
+            # The caller's step evicted this one's data from the caches; an untimed step
+            # first, so the timed one runs as back-to-back training steps do.
+            one_step()
+        t0 = time.perf_counter()
+        loss = one_step()
         dt = time.perf_counter() - t0
         if step == 0:
             first_loss = loss.item() / args.tokens
@@ -243,6 +274,7 @@ def train(m, args):
         else:
             times.append(dt)
             log(f"train step {step}/{args.steps} {dt:.2f}s")
+        paced_say(args, {"step": step, "seconds": dt})
     med = statistics.median(times)
     return {"tokens": args.tokens, "steps": args.steps, "step_s": times, "median_s": med,
             "tokens_per_s": args.tokens / med, "first_loss": first_loss}
@@ -287,6 +319,9 @@ def main():
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="0: the CPUs this process may run on")
+    ap.add_argument("--paced", action="store_true",
+                    help="print {\"ready\": true} after loading, then run each training step on a "
+                         "'step' line from stdin (printing its time) and sample on a 'sample' line")
     args = ap.parse_args()
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
@@ -298,7 +333,9 @@ def main():
     res = {"impl": "pytorch", "torch_version": torch.__version__, "python": sys.version.split()[0],
            "threads": torch.get_num_threads(), "load_s": load_s, "blas": blas.blas_info(threads)}
     log(f"BLAS {res['blas']['kind']} ({res['blas']['library']}): GEMM 1024^3 {res['blas']['gemm_gflops']:.1f} GFLOP/s")
+    paced_say(args, {"ready": True})
     res["train"] = train(m, args)
+    paced_turn(args, "sample")
     res["sample"] = [sample(m, args, b) for b in args.batch]
     res["peak_rss_mib"] = peak_rss_mib()
     print(json.dumps(res))
