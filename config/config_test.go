@@ -122,6 +122,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"console per tenant over all", "console:\n  max_sessions: 4\n  max_sessions_per_tenant: 5", "console.max_sessions_per_tenant: 5 must not exceed"},
 		{"unknown console key", "console:\n  ttl: 5", `unknown key "console.ttl"`},
 		{"cpu weight format", "engine:\n  cpu_weight_format: q3_k", "engine.cpu_weight_format"},
+		{"cpu prepack bytes", "engine:\n  cpu_prepack_bytes: -1", "engine.cpu_prepack_bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -329,6 +329,7 @@ func (e Engine) validate(v *validator) {
 		v.bad("device", "%q is not one of auto, cpu, cuda, cuda:N", e.Device)
 	}
 	v.notNegative("cuda_memory_limit_bytes", e.CUDAMemoryLimitBytes)
+	v.notNegative("cpu_prepack_bytes", e.CPUPrepackBytes)
 	if e.CUDAGraphs {
 		v.atLeast("cuda_graphs_max", int64(e.CUDAGraphsMax), 1)
 	}

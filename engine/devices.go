@@ -38,6 +38,9 @@ type DeviceOptions struct {
 	// CPUWeightFormat is how the CPU stores base weight matrices (the zero value, F32,
 	// keeps them as loaded, in float32).
 	CPUWeightFormat WeightFormat
+	// CPUPrepackBytes is the process's budget of packed weight panels (kern.SetPackBudget,
+	// engine.cpu_prepack_bytes); set when a CPU device opens.
+	CPUPrepackBytes int64
 }
 
 // ParseDevice checks a device name: "auto", "cpu", "cuda" or "cuda:N".
@@ -67,6 +70,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 		return nil, "", err
 	}
 	if kind == "cpu" {
+		kern.SetPackBudget(o.CPUPrepackBytes)
 		return device.NewCPUWeights[float32](o.CPUWeightFormat), "configured", nil
 	}
 	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit,
@@ -81,6 +85,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 		if errors.Is(err, cuda.ErrNotBuilt) {
 			why = "built without CUDA support (-tags cuda)"
 		}
+		kern.SetPackBudget(o.CPUPrepackBytes)
 		return device.NewCPUWeights[float32](o.CPUWeightFormat), "auto: " + why + ", using the CPU", nil
 	}
 	return nil, "", fmt.Errorf("device %s: %w", spec, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 	"github.com/tuft-go/tuft/engine/cuda"
+	"github.com/tuft-go/tuft/engine/kern"
 	"github.com/tuft-go/tuft/internal/cli"
 )
 
@@ -47,6 +48,8 @@ type benchOptions struct {
 	torchFlags
 	jsonOut bool
 	seed    int64
+	// prepackBytes is engine.cpu_prepack_bytes (--prepack-bytes).
+	prepackBytes int64
 	// interleave alternates the CPU reference's training steps with the engine's
 	// (bench_paced.go); false runs all of one side's steps, then the other's.
 	interleave bool
@@ -97,8 +100,11 @@ type benchSide struct {
 	Train        benchTrain    `json:"train"`
 	Sample       []benchSample `json:"sample"`
 	PeakRSSMiB   float64       `json:"peak_rss_mib"`
-	BLAS         *torchBLAS    `json:"blas,omitempty"`          // the reference's BLAS (CPU reference only)
-	Multi        *benchMulti   `json:"multi_adapter,omitempty"` // Go only (bench_multi.go)
+	// PackedMiB is the base weights' GEMM panels the engine kept (engine.cpu_prepack_bytes),
+	// part of its peak RSS.
+	PackedMiB float64     `json:"packed_weights_mib,omitempty"`
+	BLAS      *torchBLAS  `json:"blas,omitempty"`          // the reference's BLAS (CPU reference only)
+	Multi     *benchMulti `json:"multi_adapter,omitempty"` // Go only (bench_multi.go)
 }
 
 func (s *benchSide) sample(batch int) *benchSample {
@@ -174,6 +180,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.rank, "rank", 16, "LoRA rank (alpha = rank) on q, k, v, o, gate, up, down")
 	fs.IntVar(&o.adapters, "adapters", 16, "adapters of the multi-adapter training figure: one step of N adapters × tokens/N against one adapter × tokens (0: skip)")
 	fs.IntVar(&o.steps, "steps", 5, "timed training steps (after one warm-up step); the median is reported")
+	fs.Int64Var(&o.prepackBytes, "prepack-bytes", config.Default("").Engine.CPUPrepackBytes, "CPU: bytes of base-weight GEMM panels kept packed for training and prefill (engine.cpu_prepack_bytes; 0: every product packs its weight)")
 	fs.BoolVar(&o.interleave, "interleave", true, "CPU: both sides loaded at once, their training steps taken in turn (engine then PyTorch, then PyTorch then engine), each timed step after an untimed one that re-warms the caches, so machine noise lands on both; false: all of the engine's steps, then all of PyTorch's, each side alone in memory")
 	fs.IntVar(&o.sampleTokens, "sample-tokens", 64, "new tokens to sample after a 32-token prompt")
 	batches := fs.String("batches", "1,16", "sampling batch sizes (comma-separated)")
@@ -238,6 +245,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case o.tokens < 2 || o.rank < 1 || o.steps < 1 || o.sampleTokens < 1:
 		return fmt.Errorf("--tokens must be ≥ 2 and --rank, --steps, --sample-tokens ≥ 1")
+	case o.prepackBytes < 0:
+		return fmt.Errorf("--prepack-bytes %d: want ≥ 0", o.prepackBytes)
 	case o.adapters < 0 || o.adapters > o.tokens:
 		return fmt.Errorf("--adapters %d: want 0 (skip) to --tokens (%d)", o.adapters, o.tokens)
 	case o.checkMode() != nil:
@@ -378,7 +387,8 @@ func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
 // warm-up then follows an untimed one on its own side (a CPU profile includes those).
 func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any), turn func(i int)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
-	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs), CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax}
+	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs), CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax,
+		CPUPrepackBytes: o.prepackBytes}
 	if o.weights != "" {
 		f, err := engine.ParseWeightFormat(o.weights)
 		if err != nil {
@@ -504,6 +514,7 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 	// The peak is read before the multi-adapter figure, whose extra adapters and batch
 	// shapes the reference does not run: it compares the same work on both sides.
 	side.PeakRSSMiB = maxRSSMiB()
+	side.PackedMiB = float64(kern.PackedBytes()) / (1 << 20)
 	if s, ok := dev.(interface{ Stats() cuda.Stats }); ok {
 		side.DevicePeakMi = float64(s.Stats().Peak) / (1 << 20)
 	}

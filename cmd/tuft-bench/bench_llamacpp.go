@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
 )
 
@@ -221,7 +222,7 @@ func tuftWeightOptions(w string) ([]engine.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--weights: %w", err)
 	}
-	dev, _, err := engine.OpenDevice("cpu", engine.DeviceOptions{CPUWeightFormat: f})
+	dev, _, err := engine.OpenDevice("cpu", engine.DeviceOptions{CPUWeightFormat: f, CPUPrepackBytes: config.Default("").Engine.CPUPrepackBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -121,6 +121,9 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintln(w, "GPU: base weights bfloat16 on both sides; the reference trains with PEFT and samples with HF generate.")
 	}
 	fmt.Fprintln(w, "Peak RSS: each process's own VmHWM (PyTorch's includes importing torch)"+rssProbeNote(r.Machine)+".")
+	if r.Go.PackedMiB > 0 {
+		fmt.Fprintf(w, "Engine RSS includes %.0f MiB of base-weight GEMM panels kept packed (engine.cpu_prepack_bytes; --prepack-bytes 0: none).\n", r.Go.PackedMiB)
+	}
 }
 
 // rssProbeNote says, where the peak could not be restarted after the machine probe, that

@@ -233,7 +233,7 @@ func (r *ttftRecorder) take() []float64 {
 func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf func(string, ...any)) error {
 	ctx := context.Background()
 	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs),
-		CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax})
+		CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax, CPUPrepackBytes: config.Default("").Engine.CPUPrepackBytes})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 func runBenchJSON(t *testing.T, args ...string) benchReport {
@@ -46,6 +47,11 @@ func checkBenchSide(t *testing.T, name string, s *benchSide, sampleTokens int) {
 func TestBenchEngineGoOnly(t *testing.T) {
 	r := runBenchJSON(t, "--torch", "off")
 	checkBenchSide(t, "go", &r.Go, 4)
+	// The training step's input gradients take the packed GEMM, whose weight panels are
+	// kept (engine.cpu_prepack_bytes) where the kernels are the assembly's.
+	if kern.Path() != "go" && r.Go.PackedMiB <= 0 {
+		t.Fatalf("no weight panels kept: %v MiB", r.Go.PackedMiB)
+	}
 	if r.Torch != nil || r.TorchSkipped == "" || r.Tokens != 32 || r.Rank != 16 || r.Layers != 4 {
 		t.Fatalf("report: %+v", r)
 	}

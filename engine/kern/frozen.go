@@ -96,6 +96,9 @@ type Frozen struct {
 
 	q8once sync.Once // builds q8tab on the first integer product (frozenq8.go)
 	q8tab  []uint32
+
+	ntOnce, nnOnce sync.Once // build ntPre and nnPre on first use (gemmpre.go)
+	ntPre, nnPre   *prePanels
 }
 
 // NewFrozen stores src [rows×cols] in format f: an F32 matrix aliases src, the others

@@ -349,7 +349,7 @@ func BenchmarkFrozenTileVsPacked(b *testing.B) {
 					if f == F32 { // the general GEMM's own packing, as matMulNT32
 						gemmStrided(c, a, w.f32, m, n, k, n, k, k, false, true, false, false)
 					} else {
-						gemmPacked(c, a, w.packNT, m, n, k, false, false)
+						gemmPacked(c, a, w.packNT, nil, m, n, k, false, false)
 					}
 				}
 				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")

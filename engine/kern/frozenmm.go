@@ -79,6 +79,10 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 		return
 	}
 	if w.Format == F32 {
+		if usePacked(m, n, k) {
+			w.packedNT(c, a, m, acc)
+			return
+		}
 		matMulNT32(c, a, w.f32, m, n, k, acc)
 		return
 	}
@@ -89,7 +93,7 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	_ = a[m*k-1]
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
-		gemmPacked(c, a, w.packNT, m, n, k, false, acc)
+		w.packedNT(c, a, m, acc)
 		return
 	case m >= 2 && w.tiled():
 		split(n, m*n*k, 4, func(lo, hi int) { w.tiles(c, a, m, lo, hi, acc) })
@@ -207,6 +211,10 @@ func (w *Frozen) tile(a0, a1, a2 *float32, j int, out *float32) {
 func FrozenMatMulNN(c, a []float32, w *Frozen, m int, acc bool) {
 	n, k := w.Cols, w.Rows
 	if w.Format == F32 {
+		if usePacked(m, n, k) {
+			w.packedNN(c, a, m, acc)
+			return
+		}
 		matMulNN32(c, a, w.f32, m, n, k, acc)
 		return
 	}
@@ -216,7 +224,7 @@ func FrozenMatMulNN(c, a []float32, w *Frozen, m int, acc bool) {
 	_ = c[m*n-1]
 	_ = a[m*k-1]
 	if usePacked(m, n, k) {
-		gemmPacked(c, a, w.packNN, m, n, k, false, acc)
+		w.packedNN(c, a, m, acc)
 		return
 	}
 	// Row p of W scales into every row of C: widen it once per block of rows.

@@ -103,7 +103,7 @@ func gemmStridedMask(c, a, b []float32, m, n, k, ldc, lda, ldb int, aT, bT, acc,
 	if !bT && inPlaceB(m) {
 		direct = b
 	}
-	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, direct, m, n, k, ldc, lda, ldb, aT, acc, par, mk)
+	gemmPanels(c, a, func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }, direct, nil, m, n, k, ldc, lda, ldb, aT, acc, par, mk)
 }
 
 // inPlaceB says whether the micro-kernel reads a row-major B's full 16-column panels
@@ -142,20 +142,20 @@ func inPlaceA(m, n int) bool {
 type panelPacker func(d []float32, j, cols, pc, kb int)
 
 // gemmPacked is gemm32 with B read through pack (a Frozen matrix widened as it is
-// packed), A and C contiguous.
-func gemmPacked(c, a []float32, pack panelPacker, m, n, k int, aT, acc bool) {
+// packed), or from pre, its panels packed already, when not nil; A and C contiguous.
+func gemmPacked(c, a []float32, pack panelPacker, pre *prePanels, m, n, k int, aT, acc bool) {
 	lda := k
 	if aT {
 		lda = m
 	}
-	gemmPanels(c, a, pack, nil, m, n, k, n, lda, 0, aT, acc, true, Mask{})
+	gemmPanels(c, a, pack, nil, pre, m, n, k, n, lda, 0, aT, acc, true, Mask{})
 }
 
 // gemmPanels is the packed GEMM driver: gemmStrided with B read through pack, or, when
 // direct is not nil, a row-major B (row stride ldb) read in place where its panels are 16
 // columns wide (pack then only packs the ragged last panel). mk skips what a causal mask
 // makes zero or unwanted (GemmMasked).
-func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb int, aT, acc, par bool, mk Mask) {
+func gemmPanels(c, a []float32, pack panelPacker, direct []float32, pre *prePanels, m, n, k, ldc, lda, ldb int, aT, acc, par bool, mk Mask) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -184,7 +184,7 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				ds = direct[p0*ldb:]
 			}
 			ps := func(d []float32, j, cols, pc, kb int) { pack(d, j, cols, p0+pc, kb) }
-			gemmPanels(c, as, ps, ds, m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par, mk.from(p0))
+			gemmPanels(c, as, ps, ds, pre.from(p0), m, n, kk, ldc, lda, ldb, aT, acc || p0 > 0, par, mk.from(p0))
 		}
 		return
 	}
@@ -192,11 +192,11 @@ func gemmPanels(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		gemmSplitK(c, a, pack, direct, m, n, k, ldc, lda, ldb, aT, acc)
 		return
 	}
-	gemmBlocks(c, a, pack, direct, m, n, k, ldc, lda, ldb, kBlock(k), aT, acc, par, mk, nil)
+	gemmBlocks(c, a, pack, direct, pre, m, n, k, ldc, lda, ldb, kBlock(k), aT, acc, par, mk, nil)
 }
 
 // gemmBlocks is gemmPanels for k ≤ kSlab, in k blocks of kcb.
-func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc, lda, ldb, kcb int, aT, acc, par bool, mk Mask, lr *gemmLoRA) {
+func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, pre *prePanels, m, n, k, ldc, lda, ldb, kcb int, aT, acc, par bool, mk Mask, lr *gemmLoRA) {
 	_ = c[(m-1)*ldc+n-1]
 	if aT {
 		_ = a[(k-1)*lda+m-1]
@@ -212,6 +212,9 @@ func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 	if direct != nil {
 		bn = k * nr
 	}
+	if pre != nil {
+		bn, direct = 0, nil
+	}
 	bbuf := getScratch(bn)
 	defer putScratch(bbuf)
 	bp := *bbuf
@@ -225,6 +228,9 @@ func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 		if direct != nil {
 			plo = nb / nr
 		}
+		if pre != nil {
+			plo = npan // every panel is packed already
+		}
 		run(npan-plo, (nb-plo*nr)*k*8, 1, 1, func(lo, hi int) {
 			for jp := plo + lo; jp < plo+hi; jp++ {
 				for pc := 0; pc < k; pc += kcb {
@@ -233,7 +239,7 @@ func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				}
 			}
 		})
-		op := gemmOp{kcb: kcb, c: c, a: a, bp: bp, direct: direct, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai, mask: mk, lora: lr}
+		op := gemmOp{kcb: kcb, c: c, a: a, bp: bp, direct: direct, pre: pre, jc: jc, nb: nb, ldc: ldc, lda: lda, ldb: ldb, k: k, aT: aT, acc: acc, aInPlace: ai, mask: mk, lora: lr}
 		// Rows split when there are enough for every core; with few rows (decode, small
 		// batches) the column panels split instead so each core streams part of B.
 		if m >= rowSplitRows() {
@@ -338,6 +344,7 @@ type gemmOp struct {
 	aT, acc, aInPlace     bool
 	mask                  Mask
 	lora                  *gemmLoRA // a low-rank term the product carries (gemmlora.go)
+	pre                   *prePanels
 }
 
 // aSrc is where the micro-kernel reads A: a with row stride lda (transposed when aT),
@@ -373,7 +380,9 @@ func (o *gemmOp) block(i0, i1, jp0, jp1 int) {
 			for jp := jp0; jp < jp1; jp++ {
 				j := o.jc + jp*nr
 				cols := min(nr, o.nb-jp*nr)
-				if o.direct != nil && cols == nr {
+				if o.pre != nil {
+					o.tiles(src, ap, &tile, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, o.pre.panel(o.jc/nr+jp, pc, kb), 4*nr)
+				} else if o.direct != nil && cols == nr {
 					_ = o.direct[(pc+kb-1)*o.ldb+j+nr-1]
 					o.tiles(src, ap, &tile, ic, ib, pc, kb, o.c, o.ldc, j, cols, load, o.direct[pc*o.ldb+j:], 4*o.ldb)
 				} else {

@@ -37,7 +37,7 @@ func FrozenMatMulNTLoRA(c, a []float32, w *Frozen, m int, l LoRA) bool {
 	if !w.f32Packed(m) || !loraFused(m, n, k, l.R) {
 		return false
 	}
-	gemmWithLoRA(c, a, w.f32, m, n, k, true, false, l)
+	gemmWithLoRA(c, a, w.f32, w.preNT(), m, n, k, true, false, l)
 	return true
 }
 
@@ -49,7 +49,7 @@ func FrozenMatMulNNLoRA(c, a []float32, w *Frozen, m int, acc bool, l LoRA) bool
 	if w.Format != F32 || !loraFused(m, n, k, l.R) {
 		return false
 	}
-	gemmWithLoRA(c, a, w.f32, m, n, k, false, acc, l)
+	gemmWithLoRA(c, a, w.f32, w.preNN(), m, n, k, false, acc, l)
 	return true
 }
 
@@ -70,7 +70,7 @@ func loraFused(m, n, k, r int) bool {
 
 // gemmWithLoRA is the fused product over row-major A (m×k), B (k×n, or n×k when bT) and
 // the term's matrices in the same orientation as B.
-func gemmWithLoRA(c, a, b []float32, m, n, k int, bT, acc bool, l LoRA) {
+func gemmWithLoRA(c, a, b []float32, pre *prePanels, m, n, k int, bT, acc bool, l LoRA) {
 	r := l.R
 	_ = c[m*n-1]
 	_ = a[m*k-1]
@@ -102,7 +102,7 @@ func gemmWithLoRA(c, a, b []float32, m, n, k int, bT, acc bool, l LoRA) {
 		direct = b
 	}
 	pack := func(d []float32, j, cols, pc, kb int) { packB(d, b, j, cols, pc, kb, ldb, bT) }
-	gemmBlocks(c, a, pack, direct, m, n, k, n, k, ldb, kcb, false, acc, true, Mask{}, g)
+	gemmBlocks(c, a, pack, direct, pre, m, n, k, n, k, ldb, kcb, false, acc, true, Mask{}, g)
 }
 
 // down computes the chunk's rows [ic, ic+ib) of Z's panels over the k block at pc from

@@ -44,7 +44,7 @@ func gemmSplitK(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 			if swap {
 				bs := direct[p0*ldb:]
 				pk := func(d []float32, j, cols, pc, kb int) { packB(d, as, j, cols, pc, kb, lda, false) }
-				gemmBlocks(dst, bs, pk, nil, n, m, kk, m, ldb, lda, thinKc, true, false, false, Mask{}, nil)
+				gemmBlocks(dst, bs, pk, nil, nil, n, m, kk, m, ldb, lda, thinKc, true, false, false, Mask{}, nil)
 				continue
 			}
 			var ds []float32
@@ -52,7 +52,7 @@ func gemmSplitK(c, a []float32, pack panelPacker, direct []float32, m, n, k, ldc
 				ds = direct[p0*ldb:]
 			}
 			pk := func(d []float32, j, cols, pc, kb int) { pack(d, j, cols, p0+pc, kb) }
-			gemmBlocks(dst, as, pk, ds, m, n, kk, n, lda, ldb, thinKc, aT, false, false, Mask{}, nil)
+			gemmBlocks(dst, as, pk, ds, nil, m, n, kk, n, lda, ldb, thinKc, aT, false, false, Mask{}, nil)
 		}
 	})
 	sum := part[:m*n]
