@@ -16,5 +16,10 @@ func sgemm6x16s(k int, a *float32, ars, aps int, b *float32, bps int, c *float32
 //go:noescape
 func sgemm12x16z(k int, a0, a1 *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
 
+// sgemm6x16z is sgemm6x16s on AVX-512 (gemm_amd64.s): one zmm a row; the same bits.
+//
+//go:noescape
+func sgemm6x16z(k int, a *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+
 // wideTileAsm says sgemm12x16z is the AVX-512 assembly, which needs the CPU to have it.
 const wideTileAsm = true

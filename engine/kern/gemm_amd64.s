@@ -184,3 +184,60 @@ zstore:
 	ZROW(Z15)
 	VZEROUPPER
 	RET
+
+// func sgemm6x16z(k int, a *float32, ars, aps int, b *float32, bps int, c *float32, ldc int, load bool)
+//
+// sgemm6x16s on AVX-512: one zmm accumulator per row, A's element broadcast from memory
+// into the FMA, each element the same FMA chain as in sgemm6x16s and sgemm12x16z (the same
+// bits). Half the FMAs of the ymm kernel for the 6-row tiles the wide tile cannot pair
+// (attention's diagonal blocks, a chunk's odd tile). Rows are addressed from SI (0–2) and
+// R13 = SI + 3·ars (3–5).
+TEXT ·sgemm6x16z(SB), NOSPLIT, $0-65
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ ars+16(FP), R10
+	MOVQ aps+24(FP), R11
+	MOVQ b+32(FP), DI
+	MOVQ bps+40(FP), R12
+	MOVQ c+48(FP), R9
+	MOVQ ldc+56(FP), R8
+	SHLQ $2, R8
+	LEAQ (R10)(R10*2), R13
+	ADDQ SI, R13
+	MOVQ R9, AX
+	FETCH2ROWS
+	FETCH2ROWS
+	FETCH2ROWS
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	TESTQ CX, CX
+	JEQ   z6store
+
+z6loop:
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (SI), Z0, Z4
+	VFMADD231PS.BCST (SI)(R10*1), Z0, Z5
+	VFMADD231PS.BCST (SI)(R10*2), Z0, Z6
+	VFMADD231PS.BCST (R13), Z0, Z7
+	VFMADD231PS.BCST (R13)(R10*1), Z0, Z8
+	VFMADD231PS.BCST (R13)(R10*2), Z0, Z9
+	ADDQ             R11, SI
+	ADDQ             R11, R13
+	ADDQ             R12, DI
+	DECQ             CX
+	JNZ              z6loop
+
+z6store:
+	MOVBQZX load+64(FP), AX
+	ZROW(Z4)
+	ZROW(Z5)
+	ZROW(Z6)
+	ZROW(Z7)
+	ZROW(Z8)
+	ZROW(Z9)
+	VZEROUPPER
+	RET

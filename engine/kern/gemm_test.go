@@ -412,8 +412,8 @@ func TestGemmShareIsBitIdentical(t *testing.T) {
 	}
 }
 
-// TestGemmWideTileIsBitIdentical checks that the 12-row AVX-512 tile (sgemm12x16z) gives
-// the bits of two 6-row tiles: every product with it against the same product without,
+// TestGemmWideTileIsBitIdentical checks that the AVX-512 tiles (sgemm12x16z, and
+// sgemm6x16z for the 6-row tiles it cannot pair) give the bits of the ymm 6-row tiles: every product with it against the same product without,
 // packed and in place, transposed operands, accumulating, and under each causal mask.
 // Where the assembly cannot run it tests the portable twin.
 func TestGemmWideTileIsBitIdentical(t *testing.T) {

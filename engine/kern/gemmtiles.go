@@ -44,7 +44,10 @@ func (o *gemmOp) tiles(src aSrc, ap []float32, tile *[mr * nr]float32, ic, ib, p
 			}
 		}
 		kernel := sgemm6x16s
-		if aR == 4 && aP == 4*mr && bs == 4*nr {
+		if wideTile() {
+			// One zmm a row: half the ymm kernels' FMAs, the same bits.
+			kernel = sgemm6x16z
+		} else if aR == 4 && aP == 4*mr && bs == 4*nr {
 			// Both packed: the kernel with fixed strides.
 			kernel = func(k int, a *float32, _, _ int, b *float32, _ int, c *float32, ldc int, load bool) {
 				sgemm6x16(k, a, b, c, ldc, load)
