@@ -1,5 +1,7 @@
 package kern
 
+import "runtime"
+
 // A low-rank (LoRA) term carried by the product it adds to: C (+)= A·B + (s·A·Bz)·Bt
 // in the product's own pass over A. Each chunk of rows computes its rows of Z = s·A·Bz
 // as extra panels beside C's (from the same packed A), scales them, and adds Z·Bt while
@@ -37,7 +39,9 @@ func FrozenMatMulNTLoRA(c, a []float32, w *Frozen, m int, l LoRA) bool {
 	if !w.f32Packed(m) || !loraFused(m, n, k, l.R) {
 		return false
 	}
-	gemmWithLoRA(c, a, w.f32, w.preNT(), m, n, k, true, false, l)
+	pre := w.preNT()
+	gemmWithLoRA(c, a, w.f32, pre, m, n, k, true, false, l)
+	runtime.KeepAlive(pre) // its memory is unmapped when it is collected
 	return true
 }
 
@@ -49,7 +53,9 @@ func FrozenMatMulNNLoRA(c, a []float32, w *Frozen, m int, acc bool, l LoRA) bool
 	if w.Format != F32 || !loraFused(m, n, k, l.R) {
 		return false
 	}
-	gemmWithLoRA(c, a, w.f32, w.preNN(), m, n, k, false, acc, l)
+	pre := w.preNN()
+	gemmWithLoRA(c, a, w.f32, pre, m, n, k, false, acc, l)
+	runtime.KeepAlive(pre)
 	return true
 }
 

@@ -13,7 +13,9 @@ import (
 // use when the process's budget (SetPackBudget: engine.cpu_prepack_bytes) has room; the
 // products then read the panels in place, the same values, so the same bits.
 
-// prePanels is a fixed B packed as the GEMM's column panels: panel jp (columns [16jp,
+// prePanels is a fixed B packed as the GEMM's column panels (in memory outside the Go
+// heap, unmapped when the prePanels a matrix keeps is collected: a product keeps it alive
+// while it runs; its views, from, do not): panel jp (columns [16jp,
 // 16jp+16), zero-padded past n) holds every one of the k steps, 16 floats each, at
 // p[jp·k·16:], so any k block of it is a contiguous run, read as a panel packed for the
 // call is.
@@ -62,8 +64,12 @@ func newPrePanels(pack panelPacker, n, k int) *prePanels {
 	if !takeBudget(bytes) {
 		return nil
 	}
-	pp := &prePanels{p: make([]float32, npan*k*nr), k: k}
-	runtime.AddCleanup(pp, func(n int64) { packBudget.Add(n) }, bytes)
+	mem, free := panelMemory(npan * k * nr)
+	pp := &prePanels{p: mem, k: k}
+	runtime.AddCleanup(pp, func(free func()) {
+		free()
+		packBudget.Add(bytes)
+	}, free)
 	split(npan, npan*k*nr, 1, func(lo, hi int) {
 		for jp := lo; jp < hi; jp++ {
 			pack(pp.p[jp*k*nr:][:k*nr], jp*nr, min(nr, n-jp*nr), 0, k)
@@ -126,6 +132,7 @@ func (w *Frozen) packedNT(c, a []float32, m int, acc bool) {
 		return
 	}
 	gemmPacked(c, a, w.packerNT(), pre, m, n, k, false, acc)
+	runtime.KeepAlive(pre) // its memory is unmapped when it is collected
 }
 
 // packedNN computes C (+)= A·W as packedNT (without panels a float32 W's B may be read
@@ -138,4 +145,5 @@ func (w *Frozen) packedNN(c, a []float32, m int, acc bool) {
 		return
 	}
 	gemmPacked(c, a, w.packerNN(), pre, m, n, k, false, acc)
+	runtime.KeepAlive(pre)
 }
