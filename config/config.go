@@ -156,7 +156,7 @@ type Engine struct {
 	// forward and backward: 8 bytes a weight whatever the format, 1.08 GB for SmolLM2-135M),
 	// built on a matrix's first product of many rows, first come first served; beyond it a
 	// product packs its weight itself, as every one does at 0. A 512-token training step
-	// took 3–11 % less time with them (docs/performance.md).
+	// took 6 % less time with them (docs/performance.md, "Tenth pass").
 	CPUPrepackBytes int64 `yaml:"cpu_prepack_bytes"`
 	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
 	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`
