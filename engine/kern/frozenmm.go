@@ -80,7 +80,7 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	}
 	if w.Format == F32 {
 		if usePacked(m, n, k) {
-			w.packedNT(c, a, m, acc)
+			w.packed(c, a, m, acc, true)
 			return
 		}
 		matMulNT32(c, a, w.f32, m, n, k, acc)
@@ -93,7 +93,7 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	_ = a[m*k-1]
 	switch {
 	case m >= w.tileMaxRows() && useAVX2:
-		w.packedNT(c, a, m, acc)
+		w.packed(c, a, m, acc, true)
 		return
 	case m >= 2 && w.tiled():
 		split(n, m*n*k, 4, func(lo, hi int) { w.tiles(c, a, m, lo, hi, acc) })
@@ -212,7 +212,7 @@ func FrozenMatMulNN(c, a []float32, w *Frozen, m int, acc bool) {
 	n, k := w.Cols, w.Rows
 	if w.Format == F32 {
 		if usePacked(m, n, k) {
-			w.packedNN(c, a, m, acc)
+			w.packed(c, a, m, acc, false)
 			return
 		}
 		matMulNN32(c, a, w.f32, m, n, k, acc)
@@ -224,7 +224,7 @@ func FrozenMatMulNN(c, a []float32, w *Frozen, m int, acc bool) {
 	_ = c[m*n-1]
 	_ = a[m*k-1]
 	if usePacked(m, n, k) {
-		w.packedNN(c, a, m, acc)
+		w.packed(c, a, m, acc, false)
 		return
 	}
 	// Row p of W scales into every row of C: widen it once per block of rows.

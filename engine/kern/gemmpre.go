@@ -122,28 +122,20 @@ func (w *Frozen) preNN() *prePanels {
 	return w.nnPre
 }
 
-// packedNT computes C (+)= A·Wᵀ through the packed GEMM, on W's kept panels when it has
-// them (a float32 W without them: the plain GEMM's own choices).
-func (w *Frozen) packedNT(c, a []float32, m int, acc bool) {
-	n, k := w.Rows, w.Cols
-	pre := w.preNT()
+// packed computes C (+)= A·Wᵀ (nt) or A·W through the packed GEMM, on W's kept panels
+// when it has them; a float32 W without them takes the plain GEMM and its own choices
+// (a row-major B read in place: inPlaceB).
+func (w *Frozen) packed(c, a []float32, m int, acc, nt bool) {
+	n, k, pre, pack := w.Rows, w.Cols, (*prePanels)(nil), w.packerNT
+	if nt {
+		pre = w.preNT()
+	} else {
+		n, k, pre, pack = w.Cols, w.Rows, w.preNN(), w.packerNN
+	}
 	if pre == nil && w.Format == F32 {
-		matMulNT32(c, a, w.f32, m, n, k, acc)
+		gemm32(c, a, w.f32, m, n, k, false, nt, acc)
 		return
 	}
-	gemmPacked(c, a, w.packerNT(), pre, m, n, k, false, acc)
+	gemmPacked(c, a, pack(), pre, m, n, k, false, acc)
 	runtime.KeepAlive(pre) // its memory is unmapped when it is collected
-}
-
-// packedNN computes C (+)= A·W as packedNT (without panels a float32 W's B may be read
-// in place: inPlaceB).
-func (w *Frozen) packedNN(c, a []float32, m int, acc bool) {
-	n, k := w.Cols, w.Rows
-	pre := w.preNN()
-	if pre == nil && w.Format == F32 {
-		matMulNN32(c, a, w.f32, m, n, k, acc)
-		return
-	}
-	gemmPacked(c, a, w.packerNN(), pre, m, n, k, false, acc)
-	runtime.KeepAlive(pre)
 }
