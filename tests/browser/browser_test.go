@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -337,7 +338,8 @@ type exchange struct {
 	status      int64
 	typ         network.ResourceType
 	finished    bool
-	stream      bool   // an event stream: never finishes, its messages are in body
+	stream      bool // an event stream: never finishes, its messages are in body
+	loader      cdp.LoaderID
 	body        string // response body (fetched after it finished), or the stream's messages
 	fetched     bool
 }
@@ -347,6 +349,10 @@ type recorder struct {
 	mu  sync.Mutex
 	ex  map[network.RequestID]*exchange
 	ids []network.RequestID
+	// doc is the loader of the document shown now (its last Document request): a request
+	// the page before it made as the navigation began belongs to a torn-down document,
+	// whose end Chromium may never report.
+	doc cdp.LoaderID
 }
 
 func newRecorder() *recorder { return &recorder{ex: map[network.RequestID]*exchange{}} }
@@ -368,8 +374,11 @@ func (r *recorder) listen(ev any) {
 	switch ev := ev.(type) {
 	case *network.EventRequestWillBeSent:
 		e := r.get(ev.RequestID)
-		e.url, e.method, e.typ = ev.Request.URL, ev.Request.Method, ev.Type
+		e.url, e.method, e.typ, e.loader = ev.Request.URL, ev.Request.Method, ev.Type, ev.LoaderID
 		e.stream = ev.Type == network.ResourceTypeEventSource
+		if ev.Type == network.ResourceTypeDocument {
+			r.doc = ev.LoaderID
+		}
 	case *network.EventResponseReceived:
 		e := r.get(ev.RequestID)
 		e.status = ev.Response.Status
@@ -402,23 +411,31 @@ func (r *recorder) inFlight(from int) int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, id := range r.ids[min(from, len(r.ids)):] {
-		e := r.ex[id]
-		// The console's own static files and the favicon hold no tenant's data, and
-		// Chromium does not always report the end of one it had in its memory cache.
-		if !e.finished && !e.stream && e.url != "" && !strings.HasPrefix(e.url, "data:") && !strings.Contains(e.url, "/console/static/") && !strings.HasSuffix(e.url, "/favicon.ico") {
+		if r.waiting(r.ex[id]) {
 			n++
 		}
 	}
 	return n
 }
 
+// waiting says whether the shown page still waits for e. The console's own static files
+// and the favicon hold no tenant's data, and Chromium does not always report the end of
+// one it had in its memory cache; a request of an earlier document (a live page's
+// refresh that the navigation away cancelled) is not the shown page's.
+func (r *recorder) waiting(e *exchange) bool {
+	if e.finished || e.stream || e.url == "" || strings.HasPrefix(e.url, "data:") || strings.Contains(e.url, "/console/static/") || strings.HasSuffix(e.url, "/favicon.ico") {
+		return false
+	}
+	return e.loader == "" || r.doc == "" || e.loader == r.doc
+}
+
+// pending lists the requests from the from'th on that the shown page still waits for.
 func (r *recorder) pending(from int) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
 	for _, id := range r.ids[min(from, len(r.ids)):] {
-		e := r.ex[id]
-		if !e.finished && !e.stream {
+		if e := r.ex[id]; r.waiting(e) {
 			out = append(out, e.method+" "+e.url)
 		}
 	}

@@ -12,12 +12,20 @@ export TUFT_REQUIRE_BROWSER=1
 artifacts="${TUFT_BROWSER_ARTIFACTS:-}"
 if [ -z "$artifacts" ]; then artifacts="$(mktemp -d)"; made=1; fi
 export TUFT_BROWSER_ARTIFACTS="$artifacts"
-rc=0
-go test -count=1 -timeout 6m -v -run '^TestConsole(Firefox)?$' ./tests/browser/ "$@" || rc=$?
+log="$(mktemp)"
+set +e
+go test -count=1 -timeout 6m -v -run '^TestConsole(Firefox)?$' ./tests/browser/ "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
 if [ $rc -ne 0 ]; then
+  # The server's log, printed when a test fails, pushes the tests' own lines out of a
+  # log's tail: say them again, last.
+  echo "== the suite's own lines (failures among them), again:"
+  grep -E '^[[:space:]]+[a-z_]+_test\.go:[0-9]+: ' "$log" | tail -n 40 || true
   echo "browser suite failed: screenshots of the failed scenarios' tabs in $artifacts"
   ls -1 "$artifacts" 2>/dev/null || true
 elif [ -n "${made:-}" ]; then
   rm -rf "$artifacts"
 fi
+rm -f "$log"
 exit $rc
