@@ -204,9 +204,10 @@ func cpuTime() float64 {
 }
 
 // TestBlockedAttentionMaskIsExact checks that skipping the masked half of the diagonal
-// blocks (attnMasked) changes no bit of the outputs, the kept statistics or the
-// gradients, on sequences with and without earlier positions, in blocks of 48 and 96
-// rows, ragged, on one worker and two.
+// blocks (attnMasked) and packing each KV head's keys and values once (attnPanels)
+// change no bit of the outputs, the kept statistics or the gradients, on sequences with
+// and without earlier positions, in blocks of 48 and 96 rows, ragged, on one worker and
+// two.
 func TestBlockedAttentionMaskIsExact(t *testing.T) {
 	heads, kvh, hd := 6, 2, 64
 	qd, kvd := heads*hd, kvh*hd
@@ -228,9 +229,10 @@ func TestBlockedAttentionMaskIsExact(t *testing.T) {
 	q, k, v, dout := rnd(rows*qd), rnd(krows*kvd), rnd(krows*kvd), rnd(rows*qd)
 	run := func(masked bool, procs int) []float32 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		old := attnMasked
-		attnMasked = masked
-		defer func() { attnMasked = old }()
+		old, oldPanels := attnMasked, attnPanels
+		// The reference packs nothing ahead and computes every masked term.
+		attnMasked, attnPanels = masked, masked
+		defer func() { attnMasked, attnPanels = old, oldPanels }()
 		cpu := NewCPU[float32]()
 		a := &Attn[float32]{Q: Host(q), Out: Host(make([]float32, rows*qd)), K: Host(k), V: Host(v), Heads: heads, KVHeads: kvh,
 			HeadDim: hd, Scale: 0.125, Layout: &l, P: Host(make([]float32, l.StatsLen(heads))), Stats: true}
