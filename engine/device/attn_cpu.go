@@ -67,6 +67,9 @@ func packHeads[T Float](l *Layout, x []T, hkv, hd int) (p []kern.Panels[T], put 
 	}
 	workers(len(p), func(_, i int) {
 		s, kh := l.Seqs[i/hkv], i%hkv
+		if s.Pos+s.N == 0 {
+			return // no keys: no job reads these panels
+		}
 		var b []T
 		if buf != nil {
 			b = buf[offs[i]:offs[i+1]]
