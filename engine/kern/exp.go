@@ -26,16 +26,6 @@ func Exp[T Float](dst, src []T, scale, bias T) {
 			if n8 > n16 {
 				exp32AVX(&d32[n16], &s32[n16], n8-n16, float32(scale), float32(bias))
 			}
-			if rem := len(s32) - n8; rem > 0 {
-				// The last few through the vector kernel too, padded in a buffer: rows
-				// that end anywhere (attention's causal rows) spent 1 % of a 512-token
-				// training step's CPU time in the scalar exp.
-				var buf [8]float32
-				copy(buf[:], s32[n8:])
-				exp32AVX(&buf[0], &buf[0], 8, float32(scale), float32(bias))
-				copy(d32[n8:], buf[:rem])
-				return
-			}
 		}
 		for i := n8; i < len(s32); i++ {
 			d32[i] = exp32Go(s32[i]*float32(scale) + float32(bias))
