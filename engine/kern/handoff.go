@@ -9,7 +9,7 @@ import (
 
 // A product shared across the cores pays for waking them: on the 2-core KVM guest of
 // docs/performance.md a goroutine started while its caller keeps working runs on the
-// other core 0.1–0.5 ms later (the idle vCPU's wake-up; 140 µs the median at the start
+// other core 0.1–2 ms later (the idle vCPU's wake-up; 140 µs the median at the start
 // of a product's second share), where a caller that waits runs it itself within 20 µs. A
 // training step alternates products with serial work, so its products pay the first;
 // below a few million multiply-adds a product computes faster on the calling core than
