@@ -59,19 +59,31 @@ def arith_jsonl() -> Path:
     return path
 
 
+def _jsonl(path: Path) -> list[dict]:
+    """The whole records of a JSONL file a running recipe is appending to."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # being written
+    return out
+
+
 def _periodic_checkpoint_at_least(batch: int):
+    """Stops a run once it has a periodic checkpoint at `batch` or later and has logged the
+    step of that checkpoint's batch. The cookbook saves a batch's checkpoint before it trains
+    that batch, so stopping on the checkpoint alone raced the step's log line (a CI run was
+    killed with steps 0-7 logged and the checkpoint at 8): the resumed run must redo a step
+    the killed one had done."""
     def stop(log_path: Path) -> bool:
-        p = log_path / "checkpoints.jsonl"
-        if not p.exists():
+        marks = [rec["batch"] for rec in _jsonl(log_path / "checkpoints.jsonl")
+                 if rec.get("name") != "final" and rec.get("batch", 0) >= batch]
+        if not marks:
             return False
-        for line in p.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # being written
-            if rec.get("name") != "final" and rec.get("batch", 0) >= batch:
-                return True
-        return False
+        return any(rec.get("step", -1) >= min(marks) for rec in _jsonl(log_path / "metrics.jsonl"))
     return stop
 
 
