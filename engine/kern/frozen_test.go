@@ -59,9 +59,10 @@ func TestFrozenProducts(t *testing.T) {
 	// {m, rows, cols}: decode (m = 1: fused dots), 3×4 tiles (2 ≤ m < 16 or 32, m not a
 	// multiple of 3) and the packed GEMM (m ≥ 16 or 32) rows; rows not a multiple of the 4-row
 	// tile or the 16-column panel; cols of 1, 2 and 18 blocks, and 40 (not whole blocks:
-	// stored as bf16) and 17 (below one bf16 vector).
+	// stored as bf16) and 17 (below one bf16 vector); 256 and 512, whole super-blocks (q4_k
+	// stores other widths as q5_0).
 	shapes := [][3]int{{1, 5, 32}, {1, 33, 64}, {2, 17, 576}, {3, 70, 96}, {5, 16, 32}, {6, 21, 64}, {7, 300, 576}, {16, 47, 96},
-		{1, 9, 40}, {9, 11, 40}, {2, 3, 17}, {64, 37, 96}, {70, 20, 64}, {66, 5, 40}}
+		{1, 9, 40}, {9, 11, 40}, {2, 3, 17}, {64, 37, 96}, {70, 20, 64}, {66, 5, 40}, {20, 19, 512}, {8, 3, 256}}
 	for _, f := range allFormats {
 		for _, s := range shapes {
 			m, rows, cols := s[0], s[1], s[2]

@@ -45,8 +45,8 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	if round && m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
 		_ = c[m*n-1]
 		_ = a[m*k-1]
-		if w.Format == Q4_1 {
-			w.q4Product(c, a, m, acc)
+		if w.Format != Q8_0 {
+			w.unpackedProduct(c, a, m, acc) // weights unpacked to bytes first (frozenq8.go)
 		} else {
 			w.q8Product(c, a, m, acc) // integer arithmetic (frozenq8.go)
 		}

@@ -59,7 +59,8 @@ func TestKQuantsAreGGMLs(t *testing.T) {
 
 // TestKQuantProducts checks both products with q4_k, q6_k and q5_0 weights, at every
 // kernel level, against float64 products with the widened matrix (as
-// TestFrozenProducts does for the other formats), over shapes with whole super-blocks.
+// TestFrozenProducts does for the other formats, with the activations as the product
+// quantises them), over shapes with whole super-blocks.
 // Not parallel: atLevel sets the package's kernel switches, which the parallel tests read.
 func TestKQuantProducts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 2))
@@ -78,11 +79,13 @@ func TestKQuantProducts(t *testing.T) {
 					name := fmt.Sprintf("%s %dx%dx%d acc=%v %s", f, m, rows, cols, acc, level)
 					initNT, initNN := randSlice(rng, m*rows), randSlice(rng, m*cols)
 					nt, nn := append([]float32(nil), initNT...), append([]float32(nil), initNN...)
+					var fa []float32
 					atLevel(level, func() {
 						FrozenMatMulNT(nt, a, w, m, acc)
 						FrozenMatMulNN(nn, g, w, m, acc)
+						fa = forwardActs(w, a, m)
 					})
-					wantNT, wantNN := ref64NT(a, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
+					wantNT, wantNN := ref64NT(fa, wf, m, rows, cols), ref64NN(g, wf, m, rows, cols)
 					if acc {
 						addTo(wantNT, initNT)
 						addTo(wantNN, initNN)

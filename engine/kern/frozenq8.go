@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// Products of several rows with q8_0 weights (and q4_1, q4Product) in integer
+// Products of several rows with q8_0 weights (and q4_1, q5_0 and q4_k: unpackedProduct) in integer
 // arithmetic, on CPUs with AVX512-VNNI or (arm64) the ARMv8.2 dot product, as llama.cpp
 // does:
 // each row of A is quantised once per product to 8-bit blocks of 32 (a = d_a·q_a, d_a =
@@ -56,6 +56,17 @@ const q8IntMinRows = 4
 // tiles, at 8 and more the integer tiles lead (BenchmarkFrozenQ4Int).
 const q4IntMinRows = 8
 
+// q5IntMinRows and q4kIntMinRows are q4IntMinRows for q5_0 and q4_k, whose rows are
+// unpacked in Go (frozenq8k.go) at about 0.4 ns a weight on a core: the integer tiles
+// lead from 32 rows for q5_0 (1536×576, GFLOP/s on 2 threads: 16 rows 71 vs 76 for the
+// float tiles, 32 rows 130 vs 111, 128 rows 355 vs 177) and from 64 for q4_k (576×1536:
+// 32 rows 104 vs 116, 64 rows 141 vs 129, 128 rows 247 vs 169; BenchmarkFrozenQ4Int on
+// the Zen 4 of docs/performance.md).
+const (
+	q5IntMinRows  = 32
+	q4kIntMinRows = 64
+)
+
 // intTiles reports whether a product of m rows with W takes the integer tiles.
 func (w *Frozen) intTiles(m int) bool {
 	switch {
@@ -65,6 +76,10 @@ func (w *Frozen) intTiles(m int) bool {
 		return m >= q8IntMinRows
 	case w.Format == Q4_1:
 		return m >= q4IntMinRows
+	case w.Format == Q5_0:
+		return m >= q5IntMinRows
+	case w.Format == Q4_K:
+		return m >= q4kIntMinRows
 	}
 	return false
 }
@@ -308,22 +323,27 @@ func q8TileGo(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out *f
 // on AVX512-VNNI or arm64's dot product); elsewhere they multiply the float32 activations.
 func Q8IntActivations() bool { return useVNNI || useSDOT || forceQ8Int }
 
-// q4Product is C[m×Rows] (+)= A·Wᵀ for q4_1 weights on the integer tiles. A q4_1 weight
-// is d_w·q_w + m_w with q_w ∈ [0, 15], so a block pair's products sum to
-// d_a·d_w·Σq_a·q_w + m_w·(d_a·Σq_a): the first is the q8_0 tile on W's nibbles unpacked
-// to bytes (8 rows at a time, into L1, with their scales and corrections), the second a
-// float32 product of A's block sums [m×nb] with W's minimums [Rows×nb], added after.
-func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
+// unpackedProduct is C[m×Rows] (+)= A·Wᵀ on the integer tiles for the formats whose
+// weights the tile cannot read as stored (q4_1, q5_0, q4_k: w.unpackRow). A weight of
+// each block of 32 is d_w·q_w + m_w with q_w a small integer, so a block pair's
+// products sum to d_a·d_w·Σq_a·q_w + m_w·(d_a·Σq_a): the first is the q8_0 tile on W's
+// weights unpacked to bytes (8 rows at a time, into L1, with their scales and
+// corrections), the second, where the format has minimums, a float32 product of A's
+// block sums [m×nb] with W's minimums [Rows×nb], added after.
+func (w *Frozen) unpackedProduct(c, a []float32, m int, acc bool) {
 	n, k := w.Rows, w.Cols
 	nb := k / QBlock
-	const bb, ub = 4 + QBlock/2, 2 + QBlock
+	const ub = 2 + QBlock
 	qa := quantActs(a, m, k)
 	defer q8ActsPool.Put(qa)
 	tiles := (m + q8TileRows - 1) / q8TileRows
 	groups := (n + q8TileCols - 1) / q8TileCols
-	mbuf := getScratch(n * nb)
-	defer putScratch(mbuf)
-	mw := (*mbuf)[:n*nb]
+	var mw []float32
+	if w.Format != Q5_0 { // q5_0's offset, −16, is folded into its bytes
+		mbuf := getScratch(n * nb)
+		defer putScratch(mbuf)
+		mw = (*mbuf)[:n*nb]
+	}
 	split(groups, m*n*k, 1, func(lo, hi int) {
 		var out [q8TileRows * q8TileCols]float32
 		wb := make([]byte, q8TileCols*nb*ub)
@@ -336,7 +356,11 @@ func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
 				clear(tab)
 			}
 			for r := 0; r < cols; r++ {
-				unpackQ4(wb[r*nb*ub:][:nb*ub], w.blk[(j+r)*nb*bb:][:nb*bb], nb, tab[2*r:], mw[(j+r)*nb:][:nb])
+				var mr []float32
+				if mw != nil {
+					mr = mw[(j+r)*nb:][:nb]
+				}
+				w.unpackRow(wb[r*nb*ub:][:nb*ub], j+r, tab[2*r:], mr)
 			}
 			for t := 0; t < tiles; t++ {
 				q8Tile(&qa.q[t*nb*q8TileBytes], &qa.d[t*nb*q8TileRows], &wb[0], nb*ub, &tab[0], nb, &out[0])
@@ -344,6 +368,9 @@ func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
 			}
 		}
 	})
+	if mw == nil {
+		return
+	}
 	// The minimums' term: s_a[i, b] = d_a·Σq_a of A's block b in row i.
 	sbuf := getScratch(m * nb)
 	defer putScratch(sbuf)
@@ -360,6 +387,24 @@ func (w *Frozen) q4Product(c, a []float32, m int, acc bool) {
 		}
 	}
 	matMulNT32(c, sa, mw, m, n, nb, true)
+}
+
+// unpackRow writes row r of W as the q8_0 tile reads a row: block b's 32 weights q_w as
+// bytes at dst[34b+2:] (weight j at byte j), its scale d_w as float32 and −128·Σq_w at
+// tab[16b], tab[16b+1] (the row's entries in its group's q8Table layout), and its
+// minimum m_w at mw[b] (q5_0 has none: mw is nil).
+func (w *Frozen) unpackRow(dst []byte, r int, tab []uint32, mw []float32) {
+	nb := w.Cols / QBlock
+	bb := w.Format.blockBytes()
+	src := w.blk[r*(w.Cols/w.Format.blockLen())*bb:][:(w.Cols/w.Format.blockLen())*bb]
+	switch w.Format {
+	case Q4_1:
+		unpackQ4(dst, src, nb, tab, mw)
+	case Q5_0:
+		unpackQ5Go(dst, src, nb, tab)
+	case Q4_K:
+		unpackQ4KGo(dst, src, nb/8, tab, mw)
+	}
 }
 
 // unpackQ4 unpacks one row of nb Q4_1 blocks for the integer tile: the assembly with

@@ -278,18 +278,20 @@ func TestQuantActsBitExact(t *testing.T) {
 	}
 }
 
-// TestQ4IntPaths checks the q4_1 integer product: its unpacking in assembly (AVX or
-// NEON) bit for bit against unpackQ4Go (nibbles, scales, corrections, minimums), and the
-// whole product the same bits on the VNNI (or SDOT) and portable tiles (the minimums'
-// float32 product is common to both) at ragged shapes. Its distance from a float64
+// TestQ4IntPaths checks the integer products of unpacked weights (q4_1, q5_0, q4_k):
+// q4_1's unpacking in assembly (AVX or NEON) bit for bit against unpackQ4Go (nibbles,
+// scales, corrections, minimums), and the whole product the same bits on the VNNI (or
+// SDOT) and portable tiles (the minimums' float32 product is common to both) at ragged
+// shapes. Its distance from a float64
 // product is TestFrozenProducts'.
 func TestQ4IntPaths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, s := range [][3]int{{8, 8, 32}, {17, 13, 96}, {33, 50, 576}, {128, 9, 1536}, {300, 10, 96}} {
+	for _, s := range [][4]int{{8, 8, 32, int(Q4_1)}, {17, 13, 96, int(Q4_1)}, {33, 50, 576, int(Q4_1)}, {128, 9, 1536, int(Q4_1)},
+		{300, 10, 96, int(Q4_1)}, {8, 8, 32, int(Q4_K)}, {33, 50, 576, int(Q4_K)}, {17, 13, 256, int(Q4_K)}, {130, 9, 1536, int(Q4_K)}} {
 		m, n, k := s[0], s[1], s[2]
 		nb := k / QBlock
-		w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
-		if useVNNI || useSDOT {
+		w := NewFrozen(randSlice(rng, n*k), n, k, WeightFormat(s[3]))
+		if w.Format == Q4_1 && (useVNNI || useSDOT) {
 			for r := 0; r < n; r++ {
 				src := w.blk[r*nb*20:][:nb*20]
 				d1, d2 := make([]byte, nb*34), make([]byte, nb*34)
@@ -311,43 +313,98 @@ func TestQ4IntPaths(t *testing.T) {
 		if levels := q8Levels(); len(levels) == 2 {
 			for x := range got[0] {
 				if math.Float32bits(got[0][x]) != math.Float32bits(got[1][x]) {
-					t.Fatalf("%dx%dx%d: C[%d] = %g on %s, %g portable", m, n, k, x, got[0][x], levels[0], got[1][x])
+					t.Fatalf("%s %dx%dx%d: C[%d] = %g on %s, %g portable", w.Format, m, n, k, x, got[0][x], levels[0], got[1][x])
 				}
 			}
 		}
 	}
 }
 
-// BenchmarkFrozenQ4Int is BenchmarkFrozenQ8Int for q4_1.
+// BenchmarkFrozenQ4Int is BenchmarkFrozenQ8Int for the formats the integer tiles take
+// unpacked (q4_1; q4_k's rows of 1536 as q4_k, of 576 as q5_0).
 func BenchmarkFrozenQ4Int(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	n, k := 1536, 576
-	w := NewFrozen(randSlice(rng, n*k), n, k, Q4_1)
-	for _, m := range []int{4, 8, 16, 128, 255} {
-		a, c := randSlice(rng, m*k), make([]float32, m*n)
-		for _, path := range []string{"int", "float"} {
-			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
-				oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
-				defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
-				if path == "float" {
-					useVNNI, useSDOT, forceQ8Int = false, false, false
-				} else if !useVNNI && !useSDOT {
-					b.Skip("no VNNI or SDOT")
-				}
-				run := func() { FrozenMatMulNT(c, a, w, m, false) }
-				if path == "int" { // whatever q4IntMinRows says
-					run = func() { w.q4Product(c, a, m, false) }
-				}
-				run()
-				t0 := cpuTime()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
+	for _, s := range []struct {
+		f    WeightFormat
+		n, k int
+	}{{Q4_1, 1536, 576}, {Q4_K, 1536, 576}, {Q4_K, 576, 1536}} {
+		w := NewFrozen(randSlice(rng, s.n*s.k), s.n, s.k, s.f)
+		for _, m := range []int{4, 8, 16, 32, 64, 128, 255} {
+			a, c := randSlice(rng, m*s.k), make([]float32, m*s.n)
+			for _, path := range []string{"int", "float"} {
+				b.Run(fmt.Sprintf("%s/%dx%d/m%d/%s", w.Format, s.n, s.k, m, path), func(b *testing.B) {
+					oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
+					defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
+					if path == "float" {
+						useVNNI, useSDOT, forceQ8Int = false, false, false
+					} else if !useVNNI && !useSDOT {
+						b.Skip("no VNNI or SDOT")
+					}
+					run := func() { FrozenMatMulNT(c, a, w, m, false) }
+					if path == "int" { // whatever q4IntMinRows says
+						run = func() { w.unpackedProduct(c, a, m, false) }
+					}
 					run()
+					t0 := cpuTime()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						run()
+					}
+					flop := 2 * float64(m*s.n*s.k) * float64(b.N)
+					b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+				})
+			}
+		}
+	}
+}
+
+// TestUnpackedRowsAreTheWeights checks the unpacking of q5_0 and q4_k rows for the
+// integer tiles against the formats' one dequantiser, bit for bit: every weight is
+// float32(d_w·float32(q_w)) + m_w with the unpacked byte, scale and minimum (deqQ4K's
+// float32 steps; q5_0's offset in its bytes), and each block's correction is −128·Σq_w.
+// Weights span the formats' whole range (q5_0's 0 and 31, q4_k's six-bit scales and
+// minimums at both ends), from rows of random values and of constants.
+func TestUnpackedRowsAreTheWeights(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, s := range []struct {
+		f    WeightFormat
+		n, k int
+	}{{Q4_K, 7, 96}, {Q4_K, 9, 512}, {Q4_K, 5, 1536}} {
+		src := randSlice(rng, s.n*s.k)
+		for j := range s.k { // a constant row, a one-hot row, a ramp with an outlier
+			src[j], src[s.k+j], src[2*s.k+j] = 0.25, 0, float32(j)*1e-3
+		}
+		src[s.k+s.k/2], src[2*s.k+3] = -3, 40
+		w := NewFrozen(src, s.n, s.k, s.f)
+		nb := s.k / QBlock
+		wf := widened(w)
+		for r := 0; r < s.n; r++ {
+			dst := make([]byte, nb*(2+QBlock))
+			tab := make([]uint32, nb*q8TileCols*2)
+			var mw []float32
+			if w.Format != Q5_0 {
+				mw = make([]float32, nb)
+			}
+			w.unpackRow(dst, r, tab, mw)
+			for b := range nb {
+				scale := math.Float32frombits(tab[b*q8TileCols*2])
+				var sum int32
+				for p := range QBlock {
+					q := int8(dst[b*(2+QBlock)+2+p])
+					sum += int32(q)
+					got := float32(scale * float32(q))
+					if mw != nil {
+						got += mw[b]
+					}
+					if want := wf[r*s.k+b*QBlock+p]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%s %dx%d row %d block %d weight %d: unpacked %v, dequantised %v", w.Format, s.n, s.k, r, b, p, got, want)
+					}
 				}
-				flop := 2 * float64(m*n*k) * float64(b.N)
-				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
-			})
+				if c := int32(tab[b*q8TileCols*2+1]); c != -128*sum {
+					t.Fatalf("%s row %d block %d: correction %d, want %d", w.Format, r, b, c, -128*sum)
+				}
+			}
 		}
 	}
 }
