@@ -185,31 +185,38 @@ func BenchmarkFrozenQ8Int(b *testing.B) {
 	n, k := 1536, 576
 	w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
 	for _, m := range []int{2, 4, 8, 16, 32, 128, 255, 512, 2048} {
-		a, c := randSlice(rng, m*k), make([]float32, m*n)
-		for _, path := range []string{"int", "float"} {
-			b.Run(fmt.Sprintf("m%d/%s", m, path), func(b *testing.B) {
-				oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
-				defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
-				if path == "float" {
-					useVNNI, useSDOT, forceQ8Int = false, false, false
-				} else if !useVNNI && !useSDOT {
-					b.Skip("no VNNI or SDOT")
-				}
-				run := func() { FrozenMatMulNT(c, a, w, m, false) }
-				if path == "int" { // whatever q8IntMinRows says
-					run = func() { w.q8Product(c, a, m, false) }
-				}
+		benchIntVsFloat(b, fmt.Sprintf("m%d", m), w, m, w.q8Product) // int: whatever q8IntMinRows says
+	}
+}
+
+// benchIntVsFloat runs b's sub-benchmarks name/int and name/float: the product of m random
+// rows with w on the integer tiles (product) and on the float paths, in GFLOP/s and GFLOP
+// per CPU second.
+func benchIntVsFloat(b *testing.B, name string, w *Frozen, m int, product func(c, a []float32, m int, acc bool)) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	n, k := w.Rows, w.Cols
+	a, c := randSlice(rng, m*k), make([]float32, m*n)
+	for _, path := range []string{"int", "float"} {
+		b.Run(name+"/"+path, func(b *testing.B) {
+			oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
+			defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
+			run := func() { product(c, a, m, false) }
+			if path == "float" {
+				useVNNI, useSDOT, forceQ8Int = false, false, false
+				run = func() { FrozenMatMulNT(c, a, w, m, false) }
+			} else if !useVNNI && !useSDOT {
+				b.Skip("no VNNI or SDOT")
+			}
+			run()
+			t0 := cpuTime()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				run()
-				t0 := cpuTime()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					run()
-				}
-				flop := 2 * float64(m*n*k) * float64(b.N)
-				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
-			})
-		}
+			}
+			flop := 2 * float64(m*n*k) * float64(b.N)
+			b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
+		})
 	}
 }
 
@@ -330,31 +337,7 @@ func BenchmarkFrozenQ4Int(b *testing.B) {
 	}{{Q4_1, 1536, 576}, {Q4_K, 1536, 576}, {Q4_K, 576, 1536}} {
 		w := NewFrozen(randSlice(rng, s.n*s.k), s.n, s.k, s.f)
 		for _, m := range []int{4, 8, 16, 32, 64, 128, 255} {
-			a, c := randSlice(rng, m*s.k), make([]float32, m*s.n)
-			for _, path := range []string{"int", "float"} {
-				b.Run(fmt.Sprintf("%s/%dx%d/m%d/%s", w.Format, s.n, s.k, m, path), func(b *testing.B) {
-					oldV, oldS, oldF := useVNNI, useSDOT, forceQ8Int
-					defer func() { useVNNI, useSDOT, forceQ8Int = oldV, oldS, oldF }()
-					if path == "float" {
-						useVNNI, useSDOT, forceQ8Int = false, false, false
-					} else if !useVNNI && !useSDOT {
-						b.Skip("no VNNI or SDOT")
-					}
-					run := func() { FrozenMatMulNT(c, a, w, m, false) }
-					if path == "int" { // whatever q4IntMinRows says
-						run = func() { w.unpackedProduct(c, a, m, false) }
-					}
-					run()
-					t0 := cpuTime()
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						run()
-					}
-					flop := 2 * float64(m*s.n*s.k) * float64(b.N)
-					b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-					b.ReportMetric(flop/(cpuTime()-t0).Seconds()/1e9, "GFLOP/cpu-s")
-				})
-			}
+			benchIntVsFloat(b, fmt.Sprintf("%s/%dx%d/m%d", w.Format, s.n, s.k, m), w, m, w.unpackedProduct)
 		}
 	}
 }
