@@ -325,7 +325,7 @@ func Q8IntActivations() bool { return useVNNI || useSDOT || forceQ8Int }
 
 // unpackedProduct is C[m×Rows] (+)= A·Wᵀ on the integer tiles for the formats whose
 // weights the tile cannot read as stored (q4_1, q5_0, q4_k: w.unpackRow). A weight of
-// each block of 32 is d_w·q_w + m_w with q_w a small integer, so a block pair's
+// each block of 32 is d_w·q_w + m_w with q_w a small integer (m_w = 0 for q5_0), so a block pair's
 // products sum to d_a·d_w·Σq_a·q_w + m_w·(d_a·Σq_a): the first is the q8_0 tile on W's
 // weights unpacked to bytes (8 rows at a time, into L1, with their scales and
 // corrections), the second, where the format has minimums, a float32 product of A's
@@ -395,8 +395,8 @@ func (w *Frozen) unpackedProduct(c, a []float32, m int, acc bool) {
 // minimum m_w at mw[b] (q5_0 has none: mw is nil).
 func (w *Frozen) unpackRow(dst []byte, r int, tab []uint32, mw []float32) {
 	nb := w.Cols / QBlock
-	bb := w.Format.blockBytes()
-	src := w.blk[r*(w.Cols/w.Format.blockLen())*bb:][:(w.Cols/w.Format.blockLen())*bb]
+	rowBytes := w.Cols / w.Format.blockLen() * w.Format.blockBytes()
+	src := w.blk[r*rowBytes:][:rowBytes]
 	switch w.Format {
 	case Q4_1:
 		unpackQ4(dst, src, nb, tab, mw)
