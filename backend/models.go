@@ -38,11 +38,11 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 			}
 			d, why, err := engine.OpenDevice(e.Device, engine.DeviceOptions{CUDALibDirs: e.CUDALibDirs,
 				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes, CUDAGraphs: e.CUDAGraphs,
-				CUDAGraphsMax: e.CUDAGraphsMax, CPUWeightFormat: wf, CPUPrepackBytes: e.CPUPrepackBytes})
+				CUDAGraphsMax: e.CUDAGraphsMax, CPUWeightFormat: wf, CPUPrepackBytes: e.CPUPrepackBytes, CPUDecodeNoSpin: !e.CPUDecodeSpin})
 			if err != nil {
 				return nil, nil, fmt.Errorf("engine.device: %w", err)
 			}
-			log.Info("engine device", "device", d.Name(), "engine.device", e.Device, "reason", why, "engine.cpu_weight_format", e.CPUWeightFormat, "engine.cpu_prepack_bytes", e.CPUPrepackBytes)
+			log.Info("engine device", "device", d.Name(), "engine.device", e.Device, "reason", why, "engine.cpu_weight_format", e.CPUWeightFormat, "engine.cpu_prepack_bytes", e.CPUPrepackBytes, "engine.cpu_decode_spin", e.CPUDecodeSpin)
 			dev = d
 		}
 		dir := mc.Path

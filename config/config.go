@@ -158,6 +158,12 @@ type Engine struct {
 	// product packs its weight itself, as every one does at 0. A 512-token training step
 	// took 6 % less time with them (docs/performance.md, "Tenth pass").
 	CPUPrepackBytes int64 `yaml:"cpu_prepack_bytes"`
+	// CPUDecodeSpin keeps the CPU's other cores spinning through each decode step, so
+	// that they take a share of every product at once instead of waking for each
+	// (kern.Burst: batch-1 decode 1.4–1.7× faster on 2 cores, docs/performance.md,
+	// "Fourteenth pass"). Off, a step's products wake the cores one by one: for a machine
+	// whose cores other work needs more than decode does.
+	CPUDecodeSpin bool `yaml:"cpu_decode_spin"`
 	// CUDAMemoryLimitBytes caps the GPU memory the engine holds (0: no limit).
 	CUDAMemoryLimitBytes int64 `yaml:"cuda_memory_limit_bytes"`
 	// CUDAGraphs runs each decode step of one token per sequence as a CUDA graph, captured
@@ -469,7 +475,7 @@ func Default(home string) Config {
 		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},
 		Worker:    Worker{Listen: "127.0.0.1:10620", HeartbeatSeconds: 5},
 		Telemetry: telemetry.DefaultConfig(),
-		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", CPUPrepackBytes: 2 << 30, CUDAGraphs: true, CUDAGraphsMax: 32, Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
+		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", CPUPrepackBytes: 2 << 30, CPUDecodeSpin: true, CUDAGraphs: true, CUDAGraphsMax: 32, Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
 			KVCacheBytes: 1 << 30, PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}},
 		Home: home,
 	}

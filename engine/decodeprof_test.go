@@ -208,3 +208,12 @@ func (d *timedDevice) MatMulNTShared(a device.Tensor[float32], outs []device.Sha
 	defer d.add(name+fmt.Sprintf("×%d", k), time.Now())
 	d.Device.MatMulNTShared(a, outs, m, k)
 }
+
+// Burst keeps the wrapped device's bursts (device.Burster) under the timing wrapper.
+func (d *timedDevice) Burst(f func()) {
+	if b, ok := d.Device.(device.Burster); ok {
+		b.Burst(f)
+		return
+	}
+	f()
+}

@@ -41,6 +41,9 @@ type DeviceOptions struct {
 	// CPUPrepackBytes is the process's budget of packed weight panels (kern.SetPackBudget,
 	// engine.cpu_prepack_bytes); set when a CPU device opens.
 	CPUPrepackBytes int64
+	// CPUDecodeNoSpin turns off kern.Burst's spinning cores in decode steps
+	// (engine.cpu_decode_spin false); set when a CPU device opens.
+	CPUDecodeNoSpin bool
 }
 
 // ParseDevice checks a device name: "auto", "cpu", "cuda" or "cuda:N".
@@ -71,6 +74,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 	}
 	if kind == "cpu" {
 		kern.SetPackBudget(o.CPUPrepackBytes)
+		kern.SetBurstSpin(!o.CPUDecodeNoSpin)
 		return device.NewCPUWeights[float32](o.CPUWeightFormat), "configured", nil
 	}
 	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit,
@@ -86,6 +90,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 			why = "built without CUDA support (-tags cuda)"
 		}
 		kern.SetPackBudget(o.CPUPrepackBytes)
+		kern.SetBurstSpin(!o.CPUDecodeNoSpin)
 		return device.NewCPUWeights[float32](o.CPUWeightFormat), "auto: " + why + ", using the CPU", nil
 	}
 	return nil, "", fmt.Errorf("device %s: %w", spec, err)

@@ -115,7 +115,11 @@ func (m *Model) DecodeStep(ctx context.Context, seqs []StepSeq) ([]StepOut, erro
 		b.logits = p.forward(b.tokens, false, b.lmRows).logits
 	}
 	if g, ok := m.dev.(device.Grapher[float32]); !ok || key == "" || !g.Graph(key, run) {
-		run(m.dev)
+		if bu, ok := m.dev.(device.Burster); ok {
+			bu.Burst(func() { run(m.dev) })
+		} else {
+			run(m.dev)
+		}
 	}
 	p.d = m.dev // the graph's device view is for the graph's operations only
 	defer p.release()

@@ -141,6 +141,9 @@ func workers(n int, f func(w, j int)) int {
 	if nw <= 1 {
 		return serial(n, f)
 	}
+	if kern.BurstShare(n, 1, func(w, j, _ int) { f(w, j) }) {
+		return nw
+	}
 	var next atomic.Int64
 	work := func(w int) {
 		for {

@@ -564,6 +564,9 @@ func parallel(n int, f func(i int)) {
 		}
 		return
 	}
+	if kern.BurstShare(n, 1, func(_, i, _ int) { f(i) }) {
+		return
+	}
 	var wg sync.WaitGroup
 	next := make(chan int, n)
 	for i := 0; i < n; i++ {

@@ -42,16 +42,19 @@ func attnPaged[T Float](a *Attn[T]) {
 	group := hq / hkv
 	q, k, v, o := a.Q.h, a.K.h, a.V.h, a.Out.h
 	// A decode row (a sequence of one row) reads keys and values gathered beforehand for
-	// every KV head at once (gatherDecode) and runs as one job per query head, reading
-	// its KV head's columns of them in place: the cores share a step's heads evenly
-	// (nine jobs for SmolLM2's nine heads, not three per KV head) and the cache is read
-	// in runs of whole rows. GemmRowwise makes each row the same whichever rows share a
-	// product and whatever B's stride, so the row is the one a prompt's block computes.
-	// With decode rows enough for every core (a batch), a KV head's query heads stay one
-	// job instead, their rows stacked (HeadDim apart), copying their own keys as a
-	// prompt's jobs do: the keys are packed once for the group and fill more of the
-	// kernel's six-row tile, and the jobs already keep the cores busy. A step too small
-	// to share (attnSerialWork) runs stacked on the calling core.
+	// every KV head at once (gatherDecode: in place when the sequence's blocks are in
+	// order, else copied in runs of whole rows) and runs as one job per query head,
+	// reading its KV head's columns of them: the cores share a step's heads evenly (nine
+	// jobs for SmolLM2's nine heads, not three per KV head). GemmRowwise makes each row
+	// the same whichever rows share a product and whatever B's stride, so the row is the
+	// one a prompt's block computes. With decode rows enough for every core (a batch), a
+	// KV head's query heads stay one job instead, their rows stacked (HeadDim apart): the
+	// keys are packed once for the group and fill more of the kernel's six-row tile, and
+	// the jobs already keep the cores busy. A step too small to share (attnSerialWork)
+	// runs stacked too, on the calling core, or on a burst's partners (kern.Burst), which
+	// take a job without a hand-off's wait (SmolLM2, bf16, 129–256 positions: 3.5 ms a
+	// token serial with each job copying its keys, 1.6 on the partners reading them in
+	// place; nine unstacked jobs there took 2.5).
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
@@ -61,7 +64,7 @@ func attnPaged[T Float](a *Attn[T]) {
 	small := attnWork(l, hq, hd) < attnSerialWork
 	stackable := group <= attnBlock && (small || decodes*hkv >= 2*runtime.GOMAXPROCS(0))
 	var dec *decodeKV[T]
-	if !stackable {
+	if decodes > 0 {
 		dec = gatherDecode(a)
 		defer dec.release()
 	}
@@ -74,7 +77,7 @@ func attnPaged[T Float](a *Attn[T]) {
 	type buf struct{ s, k, v []T }
 	bufs := make([]buf, min(runtime.GOMAXPROCS(0), len(jobs)))
 	run := workers
-	if small {
+	if small && !kern.Bursting() { // a burst's partners take a job without a hand-off
 		run = serial
 	}
 	run(len(jobs), func(w, j int) {
@@ -93,7 +96,7 @@ func attnPaged[T Float](a *Attn[T]) {
 		ko := jb.h / group * hd
 		var kb, vb []T
 		ldb := hd
-		if s.N == 1 && !stack {
+		if s.N == 1 {
 			g := dec.seq[jb.s]
 			kb, vb, ldb = g.k[ko:], g.v[ko:], kvd
 		} else {
@@ -199,6 +202,10 @@ func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
 			continue
 		}
 		nk := s.Pos + 1
+		if r0, ok := contiguous(l, s, nk); ok { // read in place: nothing to copy
+			d.seq[si] = gathered[T]{k: a.K.h[r0*kvd : (r0+nk)*kvd], v: a.V.h[r0*kvd : (r0+nk)*kvd]}
+			continue
+		}
 		bk, bv := d.get(nk*kvd), d.get(nk*kvd)
 		d.seq[si] = gathered[T]{k: bk, v: bv}
 		total += nk
@@ -234,6 +241,23 @@ func gatherDecode[T Float](a *Attn[T]) *decodeKV[T] {
 	}
 	workers(len(runs), func(_, j int) { copyRun(j) })
 	return d
+}
+
+// contiguous reports whether the first nk keys of s lie in consecutive cache rows, and
+// the first's row: a sequence whose blocks the pool handed out in order (the usual case
+// for one sequence on a fresh pool) is then read where it is.
+func contiguous(l *Layout, s AttnSeq, nk int) (int, bool) {
+	if s.Blocks == 0 {
+		return s.KRow, true
+	}
+	kr := seqKeys(l, s)
+	r0 := kr.row(0)
+	for p := l.BlockLen; p < nk; p += l.BlockLen {
+		if kr.row(p) != r0+p {
+			return 0, false
+		}
+	}
+	return r0, true
 }
 
 func (d *decodeKV[T]) get(n int) []T {

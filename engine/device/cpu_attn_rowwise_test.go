@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 // TestPagedAttentionRowAlone checks that a row's attention over the paged cache is the
@@ -63,10 +65,11 @@ func TestPagedAttentionRowAlone(t *testing.T) {
 }
 
 // TestPagedAttentionDecodeBatchRowAlone: a decode step of many sequences (one row each,
-// each with its own scattered blocks of one cache; a batch runs stacked jobs that copy
-// their keys, a row alone one job per query head over the gathered keys, spread over the
-// cores for the longest, or below attnSerialWork stacked on the calling core) gives every
-// row bit for bit what the row gives alone, on either path.
+// each with its own scattered blocks of one cache; a batch runs stacked jobs, a row alone
+// one job per query head, spread over the cores for the longest, or below attnSerialWork
+// stacked on the calling core, all over the gathered keys) gives every row bit for bit
+// what the row gives alone, on either path, and what it gives over blocks in order, read
+// in place, with or without a burst's partners.
 func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 	const heads, kvh, hd, bl, seqs = 9, 3, 64, 16, 20
 	qd, kvd := heads*hd, kvh*hd
@@ -120,6 +123,41 @@ func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 			for x, w := range out[i*qd : i*qd+qd] {
 				if math.Float32bits(one[x]) != math.Float32bits(w) {
 					t.Fatalf("serial below %d: sequence %d (%d cached): element %d alone = %v, in the batch %v", sw, i, s.Pos, x, one[x], w)
+				}
+			}
+			// The same keys in consecutive blocks are read in place (contiguous), not
+			// gathered, and in a burst the jobs go to its partners: the same bits.
+			nk := s.Pos + 1
+			kc, vc := make([]float32, s.Blocks*bl*kvd), make([]float32, s.Blocks*bl*kvd)
+			kr := seqKeys(&alone, alone.Seqs[0])
+			for p := 0; p < nk; p++ {
+				r := kr.row(p)
+				copy(kc[p*kvd:p*kvd+kvd], k[r*kvd:r*kvd+kvd])
+				copy(vc[p*kvd:p*kvd+kvd], v[r*kvd:r*kvd+kvd])
+			}
+			inOrder := make([]int32, s.Blocks)
+			for b := range inOrder {
+				inOrder[b] = int32(b)
+			}
+			cl := Layout{BlockLen: bl, Tables: inOrder, Seqs: []AttnSeq{{N: 1, Pos: s.Pos, Blocks: s.Blocks}}}
+			if _, ok := contiguous(&cl, cl.Seqs[0], nk); !ok {
+				t.Fatal("blocks in order are not read in place")
+			}
+			for _, burst := range []bool{false, true} {
+				in := make([]float32, qd)
+				run := func() {
+					NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q[i*qd : i*qd+qd]), Out: Host(in), K: Host(kc), V: Host(vc),
+						Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &cl})
+				}
+				if burst {
+					kern.Burst(run)
+				} else {
+					run()
+				}
+				for x, w := range out[i*qd : i*qd+qd] {
+					if math.Float32bits(in[x]) != math.Float32bits(w) {
+						t.Fatalf("serial below %d: sequence %d (%d cached) in place (burst %v): element %d = %v, in the batch %v", sw, i, s.Pos, burst, x, in[x], w)
+					}
 				}
 			}
 		}

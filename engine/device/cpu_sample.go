@@ -121,21 +121,22 @@ func prepare[T Float](logits []T, d Draw) *candidates {
 // on the logits; a NaN lse (a NaN or infinite logit) made every comparison false there,
 // choosing token 0, and does here.
 func prepareGreedy[T Float](logits []T) *candidates {
-	mx := math.Inf(-1)
-	for _, v := range logits {
-		mx = math.Max(mx, float64(v))
+	if len(logits) == 0 {
+		return &candidates{greedyLP: math.NaN()}
 	}
+	top := kern.Max(logits)
+	mx := float64(top)
 	e := make([]T, len(logits))
-	for i, v := range logits {
-		e[i] = T(float64(v) - mx)
-	}
-	kern.Exp(e, e, 1, 0)
+	kern.Exp(e, logits, 1, -top) // v − max is exact in T where the largest terms matter
 	lse := mx + math.Log(sum64(e))
 	best := 0
 	if !math.IsNaN(lse) {
+		// The first largest logit (−0 and +0 equal), as a scan keeping strictly larger
+		// ones finds it.
 		for i, v := range logits {
-			if v > logits[best] {
+			if v == top {
 				best = i
+				break
 			}
 		}
 	}

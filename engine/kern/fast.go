@@ -16,6 +16,9 @@ func split(n, work, align int, f func(lo, hi int)) {
 		f(0, n)
 		return
 	}
+	if teamSplit(n, align, w, f) {
+		return
+	}
 	chunk := (n + w - 1) / w
 	chunk = (chunk + align - 1) / align * align
 	// The first chunk runs on the calling goroutine, which would otherwise only wait: a

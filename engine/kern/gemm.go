@@ -296,10 +296,12 @@ func serial(n, _, _, _ int, f func(lo, hi int)) { f(0, n) }
 // per core, one core sat idle through 29 % of a training step on the loaded 2-core
 // machine, waiting for the other's half of a product. Chunk boundaries are whole tiles
 // and each tile is computed the same way whichever goroutine takes it, so the result
-// does not depend on the chunking or the number of cores.
+// does not depend on the chunking or the number of cores. In a burst (team.go) the
+// chunks go to its awake partners from minParallelWork, without a hand-off to pay for.
 func share(n, work, align, least int, f func(lo, hi int)) {
 	w := runtime.GOMAXPROCS(0)
-	if w <= 1 || n < 2*align || work < minParallelWork || work < shareMinWork() {
+	burst := Bursting() // partners awake: no hand-off to pay for
+	if w <= 1 || n < 2*align || work < minParallelWork || !burst && work < shareMinWork() {
 		f(0, n)
 		return
 	}
@@ -311,6 +313,15 @@ func share(n, work, align, least int, f func(lo, hi int)) {
 	if chunks < 2 {
 		f(0, n)
 		return
+	}
+	if burst {
+		if BurstShare(n, grain, func(_, lo, hi int) { f(lo, hi) }) {
+			return
+		}
+		if work < shareMinWork() { // another split holds the partners
+			f(0, n)
+			return
+		}
 	}
 	var next atomic.Int64
 	take := func() {
