@@ -68,6 +68,12 @@ type inferFigure struct {
 	// processing) the figure reaches; filled in by tuft-bench, not by the reference.
 	BandwidthFraction float64 `json:"bandwidth_fraction,omitempty"`
 	GEMMFraction      float64 `json:"gemm_fraction,omitempty"`
+	// ReadGBs and ReadFraction (decode) are the weights' bytes read per second and their
+	// share of the read-only pass alone (mem_read_gb_s): decode only reads its weights,
+	// and on the KVM guests of docs/performance.md two cores read at most about 30 GB/s
+	// where the triad, counted as three streams, reports 40–60.
+	ReadGBs      float64 `json:"read_gb_s,omitempty"`
+	ReadFraction float64 `json:"read_fraction,omitempty"`
 }
 
 // inferSide is one implementation's inference figures (tuft's and the reference's
@@ -342,8 +348,14 @@ func fractions(s *inferSide, c engine.Config, m machineFigures) {
 	}
 	for i := range s.TG {
 		f := &s.TG[i]
-		if m.BandwidthGBs > 0 && f.Seconds > 0 {
-			f.BandwidthFraction = s.WeightBytesPerStep * float64(f.Steps) / f.Seconds / (m.BandwidthGBs * 1e9)
+		if f.Seconds > 0 {
+			f.ReadGBs = s.WeightBytesPerStep * float64(f.Steps) / f.Seconds / 1e9
+		}
+		if m.BandwidthGBs > 0 {
+			f.BandwidthFraction = f.ReadGBs / m.BandwidthGBs
+		}
+		if m.ReadGBs > 0 {
+			f.ReadFraction = f.ReadGBs / m.ReadGBs
 		}
 	}
 }
@@ -551,5 +563,12 @@ func printLlama(w io.Writer, r *llamaReport) {
 		same = "tuft on its own copy in " + r.TuftWeights + ", llama.cpp on " + fileTag(r.Weights) + " (same source)"
 	}
 	fmt.Fprintf(w, same+"; decode after a %d-token prompt, greedy, no stop; batch %d shares the prompt's cache (forked).\n", r.PromptTokens, r.Batch)
+	if g, lt := r.Go.tg(1), l.tg(1); g != nil {
+		fmt.Fprintf(w, "Batch-1 weight reads: tuft %.1f GB/s (%.1f%% of the read-only pass's %.1f GB/s)", g.ReadGBs, 100*g.ReadFraction, r.Machine.ReadGBs)
+		if lt != nil {
+			fmt.Fprintf(w, ", llama.cpp %.1f GB/s (%.1f%%)", lt.ReadGBs, 100*lt.ReadFraction)
+		}
+		fmt.Fprintln(w, ".")
+	}
 	fmt.Fprintln(w, "Bandwidth fraction: bytes of weights per forward pass × passes/s ÷ memory bandwidth. GEMM fraction: FLOPs ÷ s ÷ measured GEMM peak.")
 }

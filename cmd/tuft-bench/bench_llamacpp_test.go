@@ -108,7 +108,7 @@ func TestBenchLlamaCpp(t *testing.T) {
 		}
 		for _, b := range []int{1, 3} {
 			f := s.tg(b)
-			if f == nil || f.Tokens != 4*b || f.Steps != 4 || f.TokensPerS <= 0 || f.BandwidthFraction <= 0 {
+			if f == nil || f.Tokens != 4*b || f.Steps != 4 || f.TokensPerS <= 0 || f.BandwidthFraction <= 0 || f.ReadFraction <= 0 || f.ReadGBs <= 0 {
 				t.Fatalf("%s batch %d: %+v", s.Impl, b, f)
 			}
 		}
