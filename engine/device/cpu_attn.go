@@ -48,13 +48,15 @@ func attnPaged[T Float](a *Attn[T]) {
 	// jobs for SmolLM2's nine heads, not three per KV head). GemmRowwise makes each row
 	// the same whichever rows share a product and whatever B's stride, so the row is the
 	// one a prompt's block computes. With decode rows enough for every core (a batch), a
-	// KV head's query heads stay one job instead, their rows stacked (HeadDim apart): the
-	// keys are packed once for the group and fill more of the kernel's six-row tile, and
-	// the jobs already keep the cores busy. A step too small to share (attnSerialWork)
-	// runs stacked too, on the calling core, or on a burst's partners (kern.Burst), which
-	// take a job without a hand-off's wait (SmolLM2, bf16, 129–256 positions: 3.5 ms a
-	// token serial with each job copying its keys, 1.6 on the partners reading them in
-	// place; nine unstacked jobs there took 2.5).
+	// KV head's query heads stay one job instead, their rows stacked (HeadDim apart),
+	// reading their keys in place when the blocks are in order, else copying their own as
+	// a prompt's jobs do (nothing gathered for the whole batch at once): the keys are
+	// packed once for the group and fill more of the kernel's six-row tile, and the jobs
+	// already keep the cores busy. A step too small to share (attnSerialWork) runs
+	// stacked too, over gathered keys, on the calling core or on a burst's partners
+	// (kern.Burst), which take a job without a hand-off's wait (SmolLM2, bf16, 129–256
+	// positions: 3.5 ms a token serial with each job copying its keys, 1.6 on the
+	// partners reading them in place; nine unstacked jobs there took 2.5).
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
@@ -64,7 +66,7 @@ func attnPaged[T Float](a *Attn[T]) {
 	small := attnWork(l, hq, hd) < attnSerialWork
 	stackable := group <= attnBlock && (small || decodes*hkv >= 2*runtime.GOMAXPROCS(0))
 	var dec *decodeKV[T]
-	if decodes > 0 {
+	if decodes > 0 && (!stackable || small) { // a large batch's jobs copy their own keys
 		dec = gatherDecode(a)
 		defer dec.release()
 	}
@@ -96,10 +98,17 @@ func attnPaged[T Float](a *Attn[T]) {
 		ko := jb.h / group * hd
 		var kb, vb []T
 		ldb := hd
-		if s.N == 1 {
+		r0, inPlace := 0, false
+		if s.N == 1 && dec == nil {
+			r0, inPlace = contiguous(l, s, nk)
+		}
+		switch {
+		case s.N == 1 && dec != nil:
 			g := dec.seq[jb.s]
 			kb, vb, ldb = g.k[ko:], g.v[ko:], kvd
-		} else {
+		case inPlace:
+			kb, vb, ldb = k[r0*kvd+ko:], v[r0*kvd+ko:], kvd
+		default:
 			if cap(b.k) < nk*hd {
 				recycle(b.k)
 				recycle(b.v)

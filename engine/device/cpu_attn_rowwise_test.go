@@ -108,6 +108,35 @@ func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 	l := Layout{BlockLen: bl, Tables: tables, Seqs: ss}
 	NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q), Out: Host(out), K: Host(k), V: Host(v), Heads: heads,
 		KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &l})
+	// The batch over the same keys with every sequence's blocks in order: its stacked
+	// jobs read them in place instead of copying, with the same bits.
+	{
+		kc, vc := make([]float32, len(k)), make([]float32, len(v))
+		var inOrder []int32
+		var cs []AttnSeq
+		for i, s := range ss {
+			kr := seqKeys(&l, s)
+			base := len(inOrder) * bl
+			for p := 0; p <= s.Pos; p++ {
+				r := kr.row(p)
+				copy(kc[(base+p)*kvd:(base+p+1)*kvd], k[r*kvd:(r+1)*kvd])
+				copy(vc[(base+p)*kvd:(base+p+1)*kvd], v[r*kvd:(r+1)*kvd])
+			}
+			cs = append(cs, AttnSeq{Row: i, N: 1, Pos: s.Pos, Table: len(inOrder), Blocks: s.Blocks})
+			for b := 0; b < s.Blocks; b++ {
+				inOrder = append(inOrder, int32(len(inOrder)))
+			}
+		}
+		cl := Layout{BlockLen: bl, Tables: inOrder, Seqs: cs}
+		in := make([]float32, seqs*qd)
+		NewCPU[float32]().Attention(&Attn[float32]{Q: Host(q), Out: Host(in), K: Host(kc), V: Host(vc), Heads: heads,
+			KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: &cl})
+		for x := range out {
+			if math.Float32bits(in[x]) != math.Float32bits(out[x]) {
+				t.Fatalf("the batch over blocks in order: element %d = %v, scattered %v", x, in[x], out[x])
+			}
+		}
+	}
 	serialWork := attnSerialWork
 	defer func() { attnSerialWork = serialWork }()
 	if small := 2 * (ss[0].Pos + 1) * heads * hd; small >= serialWork {

@@ -9,7 +9,8 @@ import (
 const minParallelWork = 1 << 16
 
 // split runs f over [0, n) in contiguous chunks on up to GOMAXPROCS goroutines; align
-// keeps chunk boundaries on multiples of the micro-kernel's block.
+// keeps chunk boundaries on multiples of the micro-kernel's block. In a burst the chunks
+// go to its spinning partners instead (team.go).
 func split(n, work, align int, f func(lo, hi int)) {
 	w := runtime.GOMAXPROCS(0)
 	if work < minParallelWork || w <= 1 || n < 2*align {
