@@ -177,6 +177,23 @@ telemetry:
 	}
 }
 
+// TestCPUDecodeSpin: engine.cpu_decode_spin is on by default and a YAML false turns it
+// off (a bool whose default is true must not read an unset key as false).
+func TestCPUDecodeSpin(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want bool
+	}{{"engine: {device: cpu}", true}, {"engine: {cpu_decode_spin: false}", false}, {"engine: {cpu_decode_spin: true}", true}} {
+		cfg, err := Parse([]byte("models: [{name: m, path: /m}]\n"+c.yaml), "/h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Engine.CPUDecodeSpin != c.want {
+			t.Fatalf("%q: cpu_decode_spin = %v, want %v", c.yaml, cfg.Engine.CPUDecodeSpin, c.want)
+		}
+	}
+}
+
 func TestRedactHidesPassword(t *testing.T) {
 	t.Parallel()
 	_, err := Parse([]byte("persistence:\n  mode: redis\n  redis_url: http://user:hunter2@host"), "/h")
