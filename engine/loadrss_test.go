@@ -124,6 +124,9 @@ func TestLoadPeakRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/self/status")
 	}
+	if raceOn {
+		t.Skip("the race detector's shadow memory is in the RSS")
+	}
 	dir := rssModel(t)
 	params, largest := modelBytes(t, dir)
 	checkPeak(t, loadPeakRSS(t, dir, "cpu"), 4*params, largest, "float32 weights")
@@ -138,6 +141,9 @@ func TestLoadPeakRSS(t *testing.T) {
 func TestLoadPeakRSSNarrowCPU(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/self/status")
+	}
+	if raceOn {
+		t.Skip("the race detector's shadow memory is in the RSS")
 	}
 	dir := rssModel(t)
 	params, largest := modelBytes(t, dir)
