@@ -162,13 +162,16 @@ func (c *KVCache[T]) BlocksToAppend(n int) int {
 // Blocks is the number of pool blocks the cache holds (shared ones included).
 func (c *KVCache[T]) Blocks() int { return len(c.blocks) }
 
-// Release gives the cache's blocks back to the pool; the cache is empty afterwards.
+// Release gives the cache's blocks back to the pool; the cache is empty afterwards. They
+// go back last first, so that the next cache to take as many is handed them in the same
+// order: a sequence whose blocks are in order is read in place by decode attention
+// rather than gathered (device.contiguous).
 func (c *KVCache[T]) Release() {
 	p := c.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, b := range c.blocks {
-		p.drop(b)
+	for i := len(c.blocks) - 1; i >= 0; i-- {
+		p.drop(c.blocks[i])
 	}
 	c.blocks, c.n = nil, 0
 }

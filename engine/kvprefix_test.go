@@ -108,3 +108,26 @@ func TestKVCacheForkPrefixAndBlockPlanning(t *testing.T) {
 		t.Fatalf("%d of %d blocks free after releasing everything", pool.FreeBlocks(), pool.Blocks())
 	}
 }
+
+// A released cache's blocks come back in the order it held them, so the next cache of as
+// many positions holds them in order again (read in place by decode attention).
+func TestKVCacheReleaseKeepsBlockOrder(t *testing.T) {
+	m := tinyModel(t)
+	pool, err := m.NewKVPool(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for round := 0; round < 3; round++ {
+		c := pool.NewCache()
+		if _, err := c.reserve(5 * pool.BlockLen()); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(c.blocks); i++ {
+			if c.blocks[i] != c.blocks[i-1]+1 {
+				t.Fatalf("round %d: blocks %v are not in order", round, c.blocks)
+			}
+		}
+		c.Release()
+	}
+}

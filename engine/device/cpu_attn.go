@@ -3,6 +3,7 @@ package device
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tuft-go/tuft/engine/kern"
 )
@@ -56,7 +57,9 @@ func attnPaged[T Float](a *Attn[T]) {
 	// stacked too, over gathered keys, on the calling core or on a burst's partners
 	// (kern.Burst), which take a job without a hand-off's wait (SmolLM2, bf16, 129–256
 	// positions: 3.5 ms a token serial with each job copying its keys, 1.6 on the
-	// partners reading them in place; nine unstacked jobs there took 2.5).
+	// partners reading them in place; nine unstacked jobs there took 2.5). In a burst, a
+	// step of decode rows only, small or with too few KV heads for the cores, takes
+	// attnDecodePhased instead: the stacked products cut finer, the cache read first.
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
@@ -64,7 +67,14 @@ func attnPaged[T Float](a *Attn[T]) {
 		}
 	}
 	small := attnWork(l, hq, hd) < attnSerialWork
-	stackable := group <= attnBlock && (small || decodes*hkv >= 2*runtime.GOMAXPROCS(0))
+	few := decodes*hkv < 2*runtime.GOMAXPROCS(0) // too few KV heads to share the cores
+	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && (small || few) && kern.Bursting() {
+		dec := gatherDecode(a)
+		defer dec.release()
+		attnDecodePhased(a, dec)
+		return
+	}
+	stackable := group <= attnBlock && (small || !few)
 	var dec *decodeKV[T]
 	if decodes > 0 && (!stackable || small) { // a large batch's jobs copy their own keys
 		dec = gatherDecode(a)
@@ -155,6 +165,120 @@ func attnPaged[T Float](a *Attn[T]) {
 		recycle(b.s)
 		recycle(b.k)
 		recycle(b.v)
+	}
+}
+
+// attnPhased lets a decode step with too few KV heads to share the cores take
+// attnDecodePhased in a burst (a variable so tests can compare it with the stacked jobs).
+var attnPhased = true
+
+// attnPhaseKeys and attnPhaseCols are the keys a score job and the value columns a
+// weighted-sum job of attnDecodePhased take: whole 16-wide tiles of the micro-kernel.
+const attnPhaseKeys, attnPhaseCols = 64, 32
+
+// attnDecodePhased is attnPaged for a step of decode rows whose KV heads are too few to
+// share the cores as jobs (one sequence of SmolLM2: three KV heads on two cores left one
+// core idle a third of the time), on a burst's partners. First the cores read every
+// sequence's keys and values once, in runs of touchRun elements (touch): the products
+// then find them in cache, where the transposing pack of the keys and the strided reads
+// of a head's columns of the values otherwise waited on memory line by line. Then every
+// KV head's stacked scores, a block of keys a job; each row's exponentials on the caller;
+// and the weighted sums of values, a block of columns a job. GemmRowwise's elements do not
+// depend on how many rows or columns share a product, so every output is the bits the
+// stacked jobs and a prompt's blocks compute (TestPagedAttentionDecodePhased). One layer
+// of SmolLM2 in a burst, cache evicted (BenchmarkPagedAttention/burst): 30 layers at 192
+// positions 1.26–1.35 → 0.95–1.27 ms, at 1024 10.4–12.2 → 5.1–5.6 ms.
+func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
+	l := a.Layout
+	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
+	qd, kvd := hq*hd, hkv*hd
+	group := hq / hkv
+	q, o := a.Q.h, a.Out.h
+	// A unit is a sequence's KV head: its group stacked query rows, their scores at off.
+	type unit struct{ s, g, nk, off int }
+	units := make([]unit, 0, len(l.Seqs)*hkv)
+	total := 0
+	var spans [][]T
+	for si, s := range l.Seqs {
+		nk := s.Pos + 1
+		for g := 0; g < hkv; g++ {
+			units = append(units, unit{si, g, nk, total})
+			total += group * nk
+		}
+		kv := dec.seq[si]
+		for lo := 0; lo < nk*kvd; lo += touchRun {
+			hi := min(lo+touchRun, nk*kvd)
+			spans = append(spans, kv.k[lo:hi], kv.v[lo:hi])
+		}
+	}
+	workers(len(spans), func(_, j int) { touch(spans[j]) })
+	S := scratch[T](total)
+	defer recycle(S)
+	inv := scratch[T](len(units) * group)
+	defer recycle(inv)
+	// A phase's jobs: pieces [lo, hi) of a unit's keys or columns.
+	type piece struct{ u, lo, hi int }
+	var pieces []piece
+	cut := func(per int, n func(u unit) int) {
+		pieces = pieces[:0]
+		for ui, u := range units {
+			for lo := 0; lo < n(u); lo += per {
+				pieces = append(pieces, piece{ui, lo, min(lo+per, n(u))})
+			}
+		}
+	}
+	qoff := func(u unit) int { return l.Seqs[u.s].Row*qd + u.g*group*hd }
+	cut(attnPhaseKeys, func(u unit) int { return u.nk })
+	workers(len(pieces), func(_, j int) {
+		pc := pieces[j]
+		u := units[pc.u]
+		kb := dec.seq[u.s].k[pc.lo*kvd+u.g*hd:]
+		kern.GemmRowwiseMasked(S[u.off+pc.lo:], q[qoff(u):], kb, group, pc.hi-pc.lo, hd, u.nk, hd, kvd, true, kern.Mask{})
+	})
+	for ui, u := range units {
+		for r := 0; r < group; r++ {
+			sum, _ := expRow(S[u.off+r*u.nk:u.off+(r+1)*u.nk], a.Scale)
+			inv[ui*group+r] = T(1 / sum)
+		}
+	}
+	cut(attnPhaseCols, func(unit) int { return hd })
+	workers(len(pieces), func(_, j int) {
+		pc := pieces[j]
+		u := units[pc.u]
+		vb := dec.seq[u.s].v[u.g*hd+pc.lo:]
+		oo := qoff(u) + pc.lo
+		kern.GemmRowwiseMasked(o[oo:], S[u.off:], vb, group, pc.hi-pc.lo, u.nk, hd, u.nk, kvd, false, kern.Mask{})
+		for r := 0; r < group; r++ {
+			or := o[oo+r*hd : oo+r*hd+pc.hi-pc.lo]
+			for x := range or {
+				or[x] *= inv[pc.u*group+r]
+			}
+		}
+	})
+}
+
+// touchRun is the elements one job of attnDecodePhased's read of the cache takes.
+const touchRun = 16384
+
+// touchSink keeps touch's loads from being compiled away.
+var touchSink atomic.Int64
+
+// touch loads every 64-byte line of x (four lines in flight a step) so that what reads x
+// next finds it in cache.
+func touch[T Float](x []T) {
+	var s0, s1, s2, s3 T
+	i := 0
+	for ; i+64 <= len(x); i += 64 {
+		s0 += x[i]
+		s1 += x[i+16]
+		s2 += x[i+32]
+		s3 += x[i+48]
+	}
+	for ; i < len(x); i += 16 {
+		s0 += x[i]
+	}
+	if s0+s1+s2+s3 == 0.5 { // never in practice; cheap either way
+		touchSink.Add(1)
 	}
 }
 

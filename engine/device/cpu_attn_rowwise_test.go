@@ -1,6 +1,7 @@
 package device
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -193,6 +194,76 @@ func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 	}
 }
 
+// TestPagedAttentionDecodePhased: attnDecodePhased (every sequence's keys read first,
+// the scores a block of keys a job, the weighted sums a block of columns a job) gives
+// every output bit for bit what the stacked jobs give, for one sequence or several, keys
+// in order (read in place) or scattered (gathered), short and past the kernel's k block
+// of 256 positions, with groups of 3 and 4 query heads a KV head.
+func TestPagedAttentionDecodePhased(t *testing.T) {
+	const hd, bl = 64, 16
+	for _, c := range []struct {
+		heads, kvh int
+		pos        []int
+		scatter    bool
+	}{
+		{9, 3, []int{0}, false},
+		{9, 3, []int{40}, true},
+		{9, 3, []int{255}, false},
+		{9, 3, []int{300}, true},
+		{9, 3, []int{1100}, false},
+		{4, 1, []int{17, 256, 700}, true},
+		{4, 1, []int{63, 64, 65}, false},
+	} {
+		name := fmt.Sprintf("%dx%d/%v/scatter=%v", c.heads, c.kvh, c.pos, c.scatter)
+		qd, kvd := c.heads*hd, c.kvh*hd
+		rng := rand.New(rand.NewPCG(uint64(len(name)), 3))
+		var tables []int32
+		var ss []AttnSeq
+		for i, pos := range c.pos {
+			nb := (pos + 1 + bl - 1) / bl
+			ss = append(ss, AttnSeq{Row: i, N: 1, Pos: pos, Table: len(tables), Blocks: nb})
+			for range nb {
+				tables = append(tables, int32(len(tables)))
+			}
+		}
+		if c.scatter {
+			perm := rng.Perm(len(tables))
+			for i := range tables {
+				tables[i] = int32(perm[i])
+			}
+		}
+		rnd := func(n int) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			return v
+		}
+		q, k, v := rnd(len(c.pos)*qd), rnd(len(tables)*bl*kvd), rnd(len(tables)*bl*kvd)
+		l := Layout{BlockLen: bl, Tables: tables, Seqs: ss}
+		attn := func(out []float32) *Attn[float32] {
+			return &Attn[float32]{Q: Host(q), Out: Host(out), K: Host(k), V: Host(v), Heads: c.heads,
+				KVHeads: c.kvh, HeadDim: hd, Scale: 0.125, Layout: &l}
+		}
+		want := make([]float32, len(q))
+		attnPhased = false
+		serialWork := attnSerialWork
+		attnSerialWork = 1 << 40 // the stacked jobs, whatever the length
+		kern.Burst(func() { NewCPU[float32]().Attention(attn(want)) })
+		attnPhased, attnSerialWork = true, serialWork
+		got := make([]float32, len(q))
+		a := attn(got)
+		dec := gatherDecode(a)
+		attnDecodePhased(a, dec)
+		dec.release()
+		for x := range want {
+			if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
+				t.Fatalf("%s: element %d (row %d) = %v, the stacked jobs %v", name, x, x/qd, got[x], want[x])
+			}
+		}
+	}
+}
+
 // BenchmarkPagedAttention is one layer of SmolLM2's attention (9 heads, 3 KV heads of 64)
 // over the paged cache: a 128-token prompt, and a decode row after 128 and 1024 cached
 // positions.
@@ -229,5 +300,61 @@ func BenchmarkPagedAttention(b *testing.B) {
 			}
 			b.ReportMetric((cpuTime()-c0)/float64(b.N)*1e6, "cpu-µs/op")
 		})
+	}
+}
+
+// BenchmarkPagedAttentionBurst is a decode step's attention over SmolLM2's 30 layers (9
+// heads, 3 KV heads of 64; blocks in order, read in place) in a burst, as
+// Model.DecodeStep runs it, after 128 and 1024 cached positions, the caches evicted
+// first (a step streams the weights through the cache between two visits of a layer):
+// attnDecodePhased against the stacked jobs (attnPhased off).
+func BenchmarkPagedAttentionBurst(b *testing.B) {
+	for _, phased := range []bool{false, true} {
+		for _, pos := range []int{191, 1023} {
+			name := fmt.Sprintf("stacked/%d", pos+1)
+			if phased {
+				name = fmt.Sprintf("phased/%d", pos+1)
+			}
+			b.Run(name, func(b *testing.B) {
+				defer func(v bool) { attnPhased = v }(attnPhased)
+				attnPhased = phased
+				heads, kvh, hd, bl := 9, 3, 64, 16
+				qd, kvd := heads*hd, kvh*hd
+				nb := (pos + 1 + bl - 1) / bl
+				tab := make([]int32, nb)
+				for i := range tab {
+					tab[i] = int32(i)
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				rnd := func(m int) Tensor[float32] {
+					v := make([]float32, m)
+					for i := range v {
+						v[i] = float32(rng.NormFloat64())
+					}
+					return Host(v)
+				}
+				l := &Layout{BlockLen: bl, Tables: tab, Seqs: []AttnSeq{{N: 1, Pos: pos, Blocks: nb}}}
+				var layers []*Attn[float32]
+				for range 30 {
+					layers = append(layers, &Attn[float32]{Q: rnd(qd), Out: rnd(qd), K: rnd(nb * bl * kvd), V: rnd(nb * bl * kvd),
+						Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: l})
+				}
+				evict := make([]float32, 16<<20) // 64 MiB, twice the L3 of the Zen 4 of docs/performance.md
+				cpu := NewCPU[float32]()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					for j := range evict {
+						evict[j]++
+					}
+					b.StartTimer()
+					kern.Burst(func() {
+						for _, a := range layers {
+							cpu.Attention(a)
+						}
+					})
+				}
+			})
+		}
 	}
 }
