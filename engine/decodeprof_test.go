@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,13 +92,22 @@ func processCPU() time.Duration {
 // TestDecodeProfile times batch-1 decode steps of the real model (TUFT_SMOLLM2_GGUF) in
 // each format of TUFT_DECODE_PROFILE (comma-separated, e.g. "bf16,q4_1"): tokens/s, the
 // wall time of each device operation per token, and, with TUFT_DECODE_PPROF=dir, a CPU
-// profile per format. It reports; it fails only on errors.
+// profile per format; TUFT_DECODE_PROMPT sets the prompt's length (default 128). It
+// reports; it fails only on errors.
 func TestDecodeProfile(t *testing.T) {
 	formats, path := os.Getenv("TUFT_DECODE_PROFILE"), os.Getenv("TUFT_SMOLLM2_GGUF")
 	if formats == "" || path == "" {
 		t.Skip("TUFT_DECODE_PROFILE and TUFT_SMOLLM2_GGUF are not both set")
 	}
 	const steps, reps = 128, 3
+	promptLen := 128 // TUFT_DECODE_PROMPT: a longer context weighs attention more
+	if v := os.Getenv("TUFT_DECODE_PROMPT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("TUFT_DECODE_PROMPT=%q: want a positive number of tokens", v)
+		}
+		promptLen = n
+	}
 	ctx := context.Background()
 	for _, name := range strings.Split(formats, ",") {
 		f, err := ParseWeightFormat(name)
@@ -112,13 +122,13 @@ func TestDecodeProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pool, err := m.NewKVPool(64)
+		pool, err := m.NewKVPool((promptLen+steps)/KVBlockLen + 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// As tuft-bench's decode: a 128-token prompt, then 128 steps of one token; the
+		// A 128-token prompt (or TUFT_DECODE_PROMPT's), then 128 steps of one token; the
 		// wall time of the steps is what counts.
-		prompt := make([]int32, 128)
+		prompt := make([]int32, promptLen)
 		for i := range prompt {
 			prompt[i] = int32(100 + i*37%4000)
 		}

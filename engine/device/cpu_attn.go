@@ -172,10 +172,6 @@ func attnPaged[T Float](a *Attn[T]) {
 // attnDecodePhased in a burst (a variable so tests can compare it with the stacked jobs).
 var attnPhased = true
 
-// attnPhaseKeys and attnPhaseCols are the keys a score job and the value columns a
-// weighted-sum job of attnDecodePhased take: whole 16-wide tiles of the micro-kernel.
-const attnPhaseKeys, attnPhaseCols = 64, 32
-
 // attnDecodePhased is attnPaged for a step of decode rows whose KV heads are too few to
 // share the cores as jobs (one sequence of SmolLM2: three KV heads on two cores left one
 // core idle a third of the time), on a burst's partners. First the cores read every
@@ -216,19 +212,23 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 	defer recycle(S)
 	inv := scratch[T](len(units) * group)
 	defer recycle(inv)
-	// A phase's jobs: pieces [lo, hi) of a unit's keys or columns.
+	// A phase's jobs: pieces [lo, hi) of a unit's keys or columns, each unit in as many
+	// as give every core two: fewer, larger products than pieces of a few tiles each,
+	// whose packing and set-up cost more than the imbalance.
+	per := (2*runtime.GOMAXPROCS(0) + len(units) - 1) / len(units)
 	type piece struct{ u, lo, hi int }
 	var pieces []piece
-	cut := func(per int, n func(u unit) int) {
+	cut := func(n func(u unit) int) {
 		pieces = pieces[:0]
 		for ui, u := range units {
-			for lo := 0; lo < n(u); lo += per {
-				pieces = append(pieces, piece{ui, lo, min(lo+per, n(u))})
+			step := max(16, (n(u)+16*per-1)/(16*per)*16) // whole tiles of 16
+			for lo := 0; lo < n(u); lo += step {
+				pieces = append(pieces, piece{ui, lo, min(lo+step, n(u))})
 			}
 		}
 	}
 	qoff := func(u unit) int { return l.Seqs[u.s].Row*qd + u.g*group*hd }
-	cut(attnPhaseKeys, func(u unit) int { return u.nk })
+	cut(func(u unit) int { return u.nk })
 	workers(len(pieces), func(_, j int) {
 		pc := pieces[j]
 		u := units[pc.u]
@@ -241,7 +241,7 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 			inv[ui*group+r] = T(1 / sum)
 		}
 	}
-	cut(attnPhaseCols, func(unit) int { return hd })
+	cut(func(unit) int { return hd })
 	workers(len(pieces), func(_, j int) {
 		pc := pieces[j]
 		u := units[pc.u]

@@ -470,15 +470,27 @@ func packA(dst, a []float32, ic, ib, pc, kb, lda int, aT bool) {
 				t := d[p*mr : p*mr+mr : p*mr+mr]
 				t[0], t[1], t[2], t[3], t[4], t[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
 			}
+		case !aT:
+			// A ragged panel (decode attention's three stacked rows): each row's k-range
+			// strided into its lane, the padding lanes zero.
+			for r := 0; r < mr; r++ {
+				if r >= rows {
+					for p := 0; p < kb; p++ {
+						d[p*mr+r] = 0
+					}
+					continue
+				}
+				src := a[(i+r)*lda+pc:][:kb]
+				_ = d[(kb-1)*mr+r]
+				for p, x := range src {
+					d[p*mr+r] = x
+				}
+			}
 		default:
 			clear(d)
 			for r := 0; r < rows; r++ {
 				for p := 0; p < kb; p++ {
-					if aT {
-						d[p*mr+r] = a[(pc+p)*lda+i+r]
-					} else {
-						d[p*mr+r] = a[(i+r)*lda+pc+p]
-					}
+					d[p*mr+r] = a[(pc+p)*lda+i+r]
 				}
 			}
 		}
