@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tuft-go/tuft/engine/kern"
 )
@@ -58,8 +59,9 @@ func attnPaged[T Float](a *Attn[T]) {
 	// (kern.Burst), which take a job without a hand-off's wait (SmolLM2, bf16, 129–256
 	// positions: 3.5 ms a token serial with each job copying its keys, 1.6 on the
 	// partners reading them in place; nine unstacked jobs there took 2.5). In a burst, a
-	// step of decode rows only, small or with too few KV heads for the cores, takes
-	// attnDecodePhased instead: the stacked products cut finer, the cache read first.
+	// step of decode rows only, small, with too few KV heads for the cores or with keys
+	// that fit attnTouchBytes, takes attnDecodePhased instead: the stacked products cut
+	// finer, the keys and values read first.
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
@@ -68,7 +70,7 @@ func attnPaged[T Float](a *Attn[T]) {
 	}
 	small := attnWork(l, hq, hd) < attnSerialWork
 	few := decodes*hkv < 2*runtime.GOMAXPROCS(0) // too few KV heads to share the cores
-	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && (small || few) && kern.Bursting() {
+	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && (small || few || cached(a)) && kern.Bursting() {
 		dec := gatherDecode(a)
 		defer dec.release()
 		attnDecodePhased(a, dec)
@@ -172,18 +174,19 @@ func attnPaged[T Float](a *Attn[T]) {
 // attnDecodePhased in a burst (a variable so tests can compare it with the stacked jobs).
 var attnPhased = true
 
-// attnDecodePhased is attnPaged for a step of decode rows whose KV heads are too few to
-// share the cores as jobs (one sequence of SmolLM2: three KV heads on two cores left one
-// core idle a third of the time), on a burst's partners. First the cores read every
-// sequence's keys and values once, in runs of touchRun elements (touch): the products
-// then find them in cache, where the transposing pack of the keys and the strided reads
-// of a head's columns of the values otherwise waited on memory line by line. Then every
-// KV head's stacked scores, a block of keys a job; each row's exponentials on the caller;
-// and the weighted sums of values, a block of columns a job. GemmRowwise's elements do not
-// depend on how many rows or columns share a product, so every output is the bits the
-// stacked jobs and a prompt's blocks compute (TestPagedAttentionDecodePhased). One layer
-// of SmolLM2 in a burst, cache evicted (BenchmarkPagedAttention/burst): 30 layers at 192
-// positions 1.26–1.35 → 0.95–1.27 ms, at 1024 10.4–12.2 → 5.1–5.6 ms.
+// attnDecodePhased is attnPaged for a step of decode rows in a burst whose KV heads are
+// too few to share the cores as jobs (one sequence of SmolLM2: three KV heads on two
+// cores left one core idle a third of the time), or whose keys and values fit
+// attnTouchBytes. First the cores read those keys and values once (touch), when they fit:
+// the products then find them in cache, where the transposing pack of the keys and the
+// strided reads of a head's columns of the values otherwise waited on memory line by
+// line. Then every KV head's stacked scores, a block of keys a job; each row's
+// exponentials on the caller; and the weighted sums of values, a block of columns a job.
+// GemmRowwise's elements do not depend on how many rows or columns share a product, so
+// every output is the bits the stacked jobs and a prompt's blocks compute
+// (TestPagedAttentionDecodePhased). BenchmarkPagedAttentionBurst (30 layers of SmolLM2,
+// stacked → phased, ms): one sequence at 192 positions 1.24–1.26 → 0.89–0.90, at 1024
+// 10.0–10.7 → 4.9–5.7; two at 1024 10.5 → 8.9–9.1; sixteen at 192 17.3 → 16.1–16.5.
 func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
@@ -207,7 +210,9 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 			spans = append(spans, kv.k[lo:hi], kv.v[lo:hi])
 		}
 	}
-	workers(len(spans), func(_, j int) { touch(spans[j]) })
+	if cached(a) {
+		workers(len(spans), func(_, j int) { touch(spans[j]) })
+	}
 	S := scratch[T](total)
 	defer recycle(S)
 	inv := scratch[T](len(units) * group)
@@ -255,6 +260,21 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 			}
 		}
 	})
+}
+
+// attnTouchBytes is the most keys and values (bytes) attnDecodePhased reads ahead of its
+// products: what stays in the cores' caches and a share of a last-level cache until the
+// products get to it. A larger step's would be evicted before use and read twice.
+const attnTouchBytes = 8 << 20
+
+// cached reports whether a decode step's keys and values fit attnTouchBytes.
+func cached[T Float](a *Attn[T]) bool {
+	var e T
+	n := 0
+	for _, s := range a.Layout.Seqs {
+		n += (s.Pos + s.N) * a.KVHeads * a.HeadDim * 2
+	}
+	return n*int(unsafe.Sizeof(e)) <= attnTouchBytes
 }
 
 // touchRun is the elements one job of attnDecodePhased's read of the cache takes.

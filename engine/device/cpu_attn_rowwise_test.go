@@ -198,7 +198,7 @@ func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 // the scores a block of keys a job, the weighted sums a block of columns a job) gives
 // every output bit for bit what the stacked jobs give, for one sequence or several, keys
 // in order (read in place) or scattered (gathered), short and past the kernel's k block
-// of 256 positions, with groups of 3 and 4 query heads a KV head.
+// of 256 positions, with groups of 3 and 4 query heads a KV head, read ahead or not.
 func TestPagedAttentionDecodePhased(t *testing.T) {
 	const hd, bl = 64, 16
 	for _, c := range []struct {
@@ -213,6 +213,8 @@ func TestPagedAttentionDecodePhased(t *testing.T) {
 		{9, 3, []int{1100}, false},
 		{4, 1, []int{17, 256, 700}, true},
 		{4, 1, []int{63, 64, 65}, false},
+		{9, 3, []int{6000}, false},      // past attnTouchBytes: not read ahead
+		{9, 3, []int{3, 200, 90}, true}, // a batch whose keys fit
 	} {
 		name := fmt.Sprintf("%dx%d/%v/scatter=%v", c.heads, c.kvh, c.pos, c.scatter)
 		qd, kvd := c.heads*hd, c.kvh*hd
@@ -304,26 +306,31 @@ func BenchmarkPagedAttention(b *testing.B) {
 }
 
 // BenchmarkPagedAttentionBurst is a decode step's attention over SmolLM2's 30 layers (9
-// heads, 3 KV heads of 64; blocks in order, read in place) in a burst, as
-// Model.DecodeStep runs it, after 128 and 1024 cached positions, the caches evicted
-// first (a step streams the weights through the cache between two visits of a layer):
-// attnDecodePhased against the stacked jobs (attnPhased off).
+// heads, 3 KV heads of 64; each sequence's blocks in order, read in place) in a burst, as
+// Model.DecodeStep runs it: one sequence after 191 and 1023 cached positions, two after
+// 1023, sixteen after 191; the caches evicted first (a step streams the weights through
+// the cache between two visits of a layer). attnDecodePhased against the stacked jobs
+// (attnPhased off).
 func BenchmarkPagedAttentionBurst(b *testing.B) {
 	for _, phased := range []bool{false, true} {
-		for _, pos := range []int{191, 1023} {
-			name := fmt.Sprintf("stacked/%d", pos+1)
+		for _, c := range []struct{ seqs, pos int }{{1, 191}, {1, 1023}, {2, 1023}, {16, 191}} {
+			name := fmt.Sprintf("stacked/%dx%d", c.seqs, c.pos+1)
 			if phased {
-				name = fmt.Sprintf("phased/%d", pos+1)
+				name = fmt.Sprintf("phased/%dx%d", c.seqs, c.pos+1)
 			}
 			b.Run(name, func(b *testing.B) {
 				defer func(v bool) { attnPhased = v }(attnPhased)
 				attnPhased = phased
 				heads, kvh, hd, bl := 9, 3, 64, 16
 				qd, kvd := heads*hd, kvh*hd
-				nb := (pos + 1 + bl - 1) / bl
-				tab := make([]int32, nb)
+				nb := (c.pos + 1 + bl - 1) / bl
+				tab := make([]int32, c.seqs*nb)
 				for i := range tab {
 					tab[i] = int32(i)
+				}
+				var ss []AttnSeq
+				for i := 0; i < c.seqs; i++ {
+					ss = append(ss, AttnSeq{Row: i, N: 1, Pos: c.pos, Table: i * nb, Blocks: nb})
 				}
 				rng := rand.New(rand.NewPCG(1, 2))
 				rnd := func(m int) Tensor[float32] {
@@ -333,20 +340,20 @@ func BenchmarkPagedAttentionBurst(b *testing.B) {
 					}
 					return Host(v)
 				}
-				l := &Layout{BlockLen: bl, Tables: tab, Seqs: []AttnSeq{{N: 1, Pos: pos, Blocks: nb}}}
+				l := &Layout{BlockLen: bl, Tables: tab, Seqs: ss}
 				var layers []*Attn[float32]
 				for range 30 {
-					layers = append(layers, &Attn[float32]{Q: rnd(qd), Out: rnd(qd), K: rnd(nb * bl * kvd), V: rnd(nb * bl * kvd),
-						Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: l})
+					layers = append(layers, &Attn[float32]{Q: rnd(c.seqs * qd), Out: rnd(c.seqs * qd), K: rnd(len(tab) * bl * kvd),
+						V: rnd(len(tab) * bl * kvd), Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: l})
 				}
-				evict := make([]float32, 16<<20) // 64 MiB, twice the L3 of the Zen 4 of docs/performance.md
+				// 64 MiB, twice the L3 of the Zen 4 of docs/performance.md, read as a step
+				// reads its weights (clean lines: nothing to write back).
+				evict := rnd(16 << 20).h
 				cpu := NewCPU[float32]()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					for j := range evict {
-						evict[j]++
-					}
+					touch(evict)
 					b.StartTimer()
 					kern.Burst(func() {
 						for _, a := range layers {
