@@ -186,7 +186,8 @@ var attnPhased = true
 // every output is the bits the stacked jobs and a prompt's blocks compute
 // (TestPagedAttentionDecodePhased). BenchmarkPagedAttentionBurst (30 layers of SmolLM2,
 // stacked → phased, ms): one sequence at 192 positions 1.24–1.26 → 0.89–0.90, at 1024
-// 10.0–10.7 → 4.9–5.7; two at 1024 10.5 → 8.9–9.1; sixteen at 192 17.3 → 16.1–16.5.
+// 10.0–10.7 → 4.9–5.7; two at 1024 10.5 → 8.9–9.1; sixteen at 192 17.3–18.1 →
+// 15.5–17.0, at 72 8.1 → 7.3–7.6.
 func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim

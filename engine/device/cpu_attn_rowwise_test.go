@@ -308,12 +308,12 @@ func BenchmarkPagedAttention(b *testing.B) {
 // BenchmarkPagedAttentionBurst is a decode step's attention over SmolLM2's 30 layers (9
 // heads, 3 KV heads of 64; each sequence's blocks in order, read in place) in a burst, as
 // Model.DecodeStep runs it: one sequence after 191 and 1023 cached positions, two after
-// 1023, sixteen after 191; the caches evicted first (a step streams the weights through
+// 1023, sixteen after 191 and 71; the caches evicted first (a step streams the weights through
 // the cache between two visits of a layer). attnDecodePhased against the stacked jobs
 // (attnPhased off).
 func BenchmarkPagedAttentionBurst(b *testing.B) {
 	for _, phased := range []bool{false, true} {
-		for _, c := range []struct{ seqs, pos int }{{1, 191}, {1, 1023}, {2, 1023}, {16, 191}} {
+		for _, c := range []struct{ seqs, pos int }{{1, 191}, {1, 1023}, {2, 1023}, {16, 191}, {16, 71}} {
 			name := fmt.Sprintf("stacked/%dx%d", c.seqs, c.pos+1)
 			if phased {
 				name = fmt.Sprintf("phased/%dx%d", c.seqs, c.pos+1)
