@@ -169,13 +169,7 @@ func BenchmarkAttention(b *testing.B) {
 			qd, kvd := heads*hd, kvh*hd
 			l := &Layout{Seqs: []AttnSeq{{N: n}}}
 			rng := rand.New(rand.NewPCG(1, 2))
-			rnd := func(m int) Tensor[float32] {
-				v := make([]float32, m)
-				for i := range v {
-					v[i] = float32(rng.NormFloat64())
-				}
-				return Host(v)
-			}
+			rnd := func(m int) Tensor[float32] { return Host(randNorm(rng, m)) }
 			a := &Attn[float32]{Q: rnd(n * qd), Out: rnd(n * qd), K: rnd(n * kvd), V: rnd(n * kvd), Heads: heads, KVHeads: kvh,
 				HeadDim: hd, Scale: 0.125, Layout: l, P: rnd(l.StatsLen(heads)), Stats: true}
 			dq, dk, dv, dout := rnd(n*qd), rnd(n*kvd), rnd(n*kvd), rnd(n*qd)

@@ -284,13 +284,7 @@ func BenchmarkPagedAttention(b *testing.B) {
 			for i := range tab {
 				tab[i] = int32(perm[i])
 			}
-			rnd := func(m int) Tensor[float32] {
-				v := make([]float32, m)
-				for i := range v {
-					v[i] = float32(rng.NormFloat64())
-				}
-				return Host(v)
-			}
+			rnd := func(m int) Tensor[float32] { return Host(randNorm(rng, m)) }
 			l := &Layout{BlockLen: bl, Tables: tab, Seqs: []AttnSeq{{N: c.n, Pos: c.pos, Blocks: nb}}}
 			a := &Attn[float32]{Q: rnd(c.n * qd), Out: rnd(c.n * qd), K: rnd(nb * bl * kvd), V: rnd(nb * bl * kvd),
 				Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125, Layout: l}
@@ -333,13 +327,7 @@ func BenchmarkPagedAttentionBurst(b *testing.B) {
 					ss = append(ss, AttnSeq{Row: i, N: 1, Pos: c.pos, Table: i * nb, Blocks: nb})
 				}
 				rng := rand.New(rand.NewPCG(1, 2))
-				rnd := func(m int) Tensor[float32] {
-					v := make([]float32, m)
-					for i := range v {
-						v[i] = float32(rng.NormFloat64())
-					}
-					return Host(v)
-				}
+				rnd := func(m int) Tensor[float32] { return Host(randNorm(rng, m)) }
 				l := &Layout{BlockLen: bl, Tables: tab, Seqs: ss}
 				var layers []*Attn[float32]
 				for range 30 {
@@ -364,4 +352,13 @@ func BenchmarkPagedAttentionBurst(b *testing.B) {
 			})
 		}
 	}
+}
+
+// randNorm is n standard normal float32 values from rng.
+func randNorm(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
 }
