@@ -73,7 +73,7 @@ func attnPaged[T Float](a *Attn[T]) {
 	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && (small || few || cached(a)) && kern.Bursting() {
 		dec := gatherDecode(a)
 		defer dec.release()
-		attnDecodePhased(a, dec)
+		attnDecodePhased(a, dec, cached(a))
 		return
 	}
 	stackable := group <= attnBlock && (small || !few)
@@ -170,14 +170,15 @@ func attnPaged[T Float](a *Attn[T]) {
 	}
 }
 
-// attnPhased lets a decode step with too few KV heads to share the cores take
-// attnDecodePhased in a burst (a variable so tests can compare it with the stacked jobs).
+// attnPhased lets a decode step in a burst take attnDecodePhased (a variable so tests
+// can compare it with the stacked jobs).
 var attnPhased = true
 
 // attnDecodePhased is attnPaged for a step of decode rows in a burst whose KV heads are
 // too few to share the cores as jobs (one sequence of SmolLM2: three KV heads on two
 // cores left one core idle a third of the time), or whose keys and values fit
-// attnTouchBytes. First the cores read those keys and values once (touch), when they fit:
+// attnTouchBytes. First the cores read those keys and values once (touch) when they fit
+// (ahead):
 // the products then find them in cache, where the transposing pack of the keys and the
 // strided reads of a head's columns of the values otherwise waited on memory line by
 // line. Then every KV head's stacked scores, a block of keys a job; each row's
@@ -188,7 +189,7 @@ var attnPhased = true
 // stacked → phased, ms): one sequence at 192 positions 1.24–1.26 → 0.89–0.90, at 1024
 // 10.0–10.7 → 4.9–5.7; two at 1024 10.5 → 8.9–9.1; sixteen at 192 17.3–18.1 →
 // 15.5–17.0, at 72 8.1 → 7.3–7.6.
-func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
+func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T], ahead bool) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd
@@ -206,14 +207,12 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 			total += group * nk
 		}
 		kv := dec.seq[si]
-		for lo := 0; lo < nk*kvd; lo += touchRun {
+		for lo := 0; ahead && lo < nk*kvd; lo += touchRun {
 			hi := min(lo+touchRun, nk*kvd)
 			spans = append(spans, kv.k[lo:hi], kv.v[lo:hi])
 		}
 	}
-	if cached(a) {
-		workers(len(spans), func(_, j int) { touch(spans[j]) })
-	}
+	workers(len(spans), func(_, j int) { touch(spans[j]) })
 	S := scratch[T](total)
 	defer recycle(S)
 	inv := scratch[T](len(units) * group)
@@ -288,14 +287,15 @@ var touchSink atomic.Int64
 // next finds it in cache.
 func touch[T Float](x []T) {
 	var s0, s1, s2, s3 T
+	line := 64 / int(unsafe.Sizeof(s0)) // elements
 	i := 0
-	for ; i+64 <= len(x); i += 64 {
+	for ; i+4*line <= len(x); i += 4 * line {
 		s0 += x[i]
-		s1 += x[i+16]
-		s2 += x[i+32]
-		s3 += x[i+48]
+		s1 += x[i+line]
+		s2 += x[i+2*line]
+		s3 += x[i+3*line]
 	}
-	for ; i < len(x); i += 16 {
+	for ; i < len(x); i += line {
 		s0 += x[i]
 	}
 	if s0+s1+s2+s3 == 0.5 { // never in practice; cheap either way

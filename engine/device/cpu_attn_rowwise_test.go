@@ -213,7 +213,7 @@ func TestPagedAttentionDecodePhased(t *testing.T) {
 		{9, 3, []int{1100}, false},
 		{4, 1, []int{17, 256, 700}, true},
 		{4, 1, []int{63, 64, 65}, false},
-		{9, 3, []int{6000}, false},      // past attnTouchBytes: not read ahead
+		{9, 3, []int{6000}, false},      // past attnTouchBytes
 		{9, 3, []int{3, 200, 90}, true}, // a batch whose keys fit
 	} {
 		name := fmt.Sprintf("%dx%d/%v/scatter=%v", c.heads, c.kvh, c.pos, c.scatter)
@@ -234,14 +234,7 @@ func TestPagedAttentionDecodePhased(t *testing.T) {
 				tables[i] = int32(perm[i])
 			}
 		}
-		rnd := func(n int) []float32 {
-			v := make([]float32, n)
-			for i := range v {
-				v[i] = float32(rng.NormFloat64())
-			}
-			return v
-		}
-		q, k, v := rnd(len(c.pos)*qd), rnd(len(tables)*bl*kvd), rnd(len(tables)*bl*kvd)
+		q, k, v := randNorm(rng, len(c.pos)*qd), randNorm(rng, len(tables)*bl*kvd), randNorm(rng, len(tables)*bl*kvd)
 		l := Layout{BlockLen: bl, Tables: tables, Seqs: ss}
 		attn := func(out []float32) *Attn[float32] {
 			return &Attn[float32]{Q: Host(q), Out: Host(out), K: Host(k), V: Host(v), Heads: c.heads,
@@ -253,14 +246,16 @@ func TestPagedAttentionDecodePhased(t *testing.T) {
 		attnSerialWork = 1 << 40 // the stacked jobs, whatever the length
 		kern.Burst(func() { NewCPU[float32]().Attention(attn(want)) })
 		attnPhased, attnSerialWork = true, serialWork
-		got := make([]float32, len(q))
-		a := attn(got)
-		dec := gatherDecode(a)
-		attnDecodePhased(a, dec)
-		dec.release()
-		for x := range want {
-			if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
-				t.Fatalf("%s: element %d (row %d) = %v, the stacked jobs %v", name, x, x/qd, got[x], want[x])
+		for _, ahead := range []bool{false, true} {
+			got := make([]float32, len(q))
+			a := attn(got)
+			dec := gatherDecode(a)
+			attnDecodePhased(a, dec, ahead)
+			dec.release()
+			for x := range want {
+				if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
+					t.Fatalf("%s (read ahead %v): element %d (row %d) = %v, the stacked jobs %v", name, ahead, x, x/qd, got[x], want[x])
+				}
 			}
 		}
 	}
