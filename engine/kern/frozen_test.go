@@ -97,9 +97,10 @@ func TestFrozenProducts(t *testing.T) {
 
 // forwardActs is A [m×Cols] as a forward product with W multiplies it: rounded to
 // bfloat16 when W is bfloat16 (frozenbf16.go), quantised to 8-bit blocks when the
-// product takes the q8_0 integer tiles (frozenq8.go), else as given.
+// product takes the q8_0 integer tiles (frozenq8.go) or dots (frozenq8dot.go), else as
+// given.
 func forwardActs(w *Frozen, a []float32, m int) []float32 {
-	if w.intTiles(m) {
+	if w.intTiles(m) || w.q8Dottable(m, true) {
 		out := make([]float32, len(a))
 		for p := 0; p < len(a); p += QBlock {
 			var qs [QBlock]byte
@@ -315,6 +316,13 @@ func BenchmarkFrozenGEMV(b *testing.B) {
 	for _, f := range allFormats {
 		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 1, 32*1536, 576) })
 	}
+	if useVNNI { // q8_0 as before the integer dots (frozenq8dot.go)
+		b.Run("q8_0-float", func(b *testing.B) {
+			defer func(v bool) { useVNNI = v }(useVNNI)
+			useVNNI = false
+			benchFrozen(b, Q8_0, 1, 32*1536, 576)
+		})
+	}
 }
 
 func BenchmarkFrozenBatch16(b *testing.B) {
@@ -380,6 +388,20 @@ func BenchmarkFrozenDotCompute(b *testing.B) {
 			_ = s
 		})
 	}
+	if !useVNNI {
+		return
+	}
+	// q8_0 on the one-row integer dots (frozenq8dot.go), the row quantised once.
+	w := NewFrozen(src, n, k, Q8_0)
+	row, out := make([]float32, q8RowLen(k)), make([]float32, n)
+	quantRow(row, x)
+	b.Run("q8_0-int", func(b *testing.B) {
+		t0 := cpuTime()
+		for i := 0; i < b.N; i++ {
+			w.q8Dots(out, row, 0, n, false)
+		}
+		b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
+	})
 }
 
 // BenchmarkFrozenPrompt is a 128-row product (prompt processing) with the MLP's up

@@ -29,18 +29,24 @@ func FrozenMatMulNTWide(c, a []float32, w *Frozen, m int, acc bool) {
 func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 	n, k := w.Rows, w.Cols
 	if m == 1 && n > 0 {
-		if f, rounds := w.oneRow(round); f != nil {
+		if f, prep := w.oneRow(round); f != nil {
 			_ = c[n-1]
 			_ = a[k-1]
-			if rounds {
-				buf := getScratch(k)
+			if prep != prepNone {
+				buf := getScratch(prep.prepLen(k))
 				defer putScratch(buf)
-				roundBF16(nil, *buf, a[:k])
+				prep.prepare(*buf, a, k)
 				a = *buf
 			}
 			split(n, n*k, oneRowAlign, func(lo, hi int) { f(c, a, lo, hi, acc) })
 			return
 		}
+	}
+	if n > 0 && w.q8Dottable(m, round) { // two or three rows: the one-row dots, row by row
+		_ = c[m*n-1]
+		_ = a[m*k-1]
+		w.q8RowsProduct(c, a, m, acc)
+		return
 	}
 	if round && m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows
 		_ = c[m*n-1]

@@ -28,6 +28,16 @@ func q8TileVNNI(a *byte, d *float32, w *byte, ldw int, tab *uint32, nb int, out 
 //go:noescape
 func quantActsAVX512(q *byte, d *float32, x *float32, nb int)
 
+// quantRowAVX512 is quantRow's quantisation in assembly (q8Row's layout), bit for bit.
+//
+//go:noescape
+func quantRowAVX512(q *byte, c *int32, d *float32, x *float32, nb int)
+
+// dotsQ8VNNI is dotsQ8Go in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nb ≥ 1).
+//
+//go:noescape
+func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
+
 // unpackQ4AVX is unpackQ4Go in assembly (AVX, F16C), bit for bit.
 //
 //go:noescape

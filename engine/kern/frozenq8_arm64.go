@@ -33,3 +33,13 @@ func quantActsAVX512(q *byte, d *float32, x *float32, nb int) {
 //
 //go:noescape
 func unpackQ4AVX(dst *byte, src *byte, nb int, tab *uint32, mw *float32)
+
+// quantRowAVX512 is never dispatched to without VNNI.
+func quantRowAVX512(q *byte, c *int32, d *float32, x *float32, nb int) {
+	panic("kern: quantRowAVX512 without the assembly")
+}
+
+// dotsQ8VNNI is never dispatched to without VNNI.
+func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
+	panic("kern: dotsQ8VNNI without the assembly")
+}

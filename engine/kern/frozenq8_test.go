@@ -66,12 +66,13 @@ func atQ8Level(level string, f func()) {
 }
 
 // TestQ8IntBitExact checks the integer product at every path bit for bit against
-// q8RefNT: rows of A not a multiple of the 16-row tile (and fewer than one), rows of W
+// q8RefNT: one to three rows of A (the one-row dots, frozenq8dot.go), rows of A not a multiple of the 16-row tile (and fewer than one), rows of W
 // not a multiple of the 8-row group (and fewer than one), 1 to 48 blocks; activations
 // with zero blocks, large and tiny magnitudes; C overwritten and accumulated.
 func TestQ8IntBitExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 2))
-	shapes := [][3]int{{4, 8, 32}, {8, 8, 32}, {16, 8, 64}, {17, 13, 96}, {9, 1, 32}, {33, 50, 576}, {128, 24, 1536}, {40, 7, 160}, {255, 9, 64}, {300, 10, 96}}
+	shapes := [][3]int{{1, 8, 32}, {1, 13, 576}, {2, 7, 96}, {3, 33, 160}, {1, 1, 1536}, {2, 50, 224}, {3, 17, 64},
+		{4, 8, 32}, {8, 8, 32}, {16, 8, 64}, {17, 13, 96}, {9, 1, 32}, {33, 50, 576}, {128, 24, 1536}, {40, 7, 160}, {255, 9, 64}, {300, 10, 96}}
 	for _, s := range shapes {
 		m, n, k := s[0], s[1], s[2]
 		w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)

@@ -33,25 +33,56 @@ func dotRows(c []float32, lo, hi, most int, acc bool, f func(j int, out []float3
 	}
 }
 
+// rowPrep is what a one-row product does to the row of A before its dots.
+type rowPrep int
+
+const (
+	prepNone rowPrep = iota
+	prepBF16         // rounded to bfloat16 and widened back (roundBF16)
+	prepQ8           // quantised to 8-bit blocks (quantRow, q8Row's layout)
+)
+
+// prepLen is the float32 words the prepared row of k elements takes.
+func (p rowPrep) prepLen(k int) int {
+	if p == prepQ8 {
+		return q8RowLen(k)
+	}
+	return k
+}
+
+// prepare writes the row a[:k] prepared as p says to dst (prepLen(k) long).
+func (p rowPrep) prepare(dst, a []float32, k int) {
+	switch p {
+	case prepBF16:
+		roundBF16(nil, dst, a[:k])
+	case prepQ8:
+		quantRow(dst, a[:k])
+	}
+}
+
 // oneRow is how a one-row product with W is computed: f sets (or adds, acc) outputs
-// [lo, hi) of c = a·Wᵀ, each output from one row of W alone, and rounds says that a is
-// rounded to bfloat16 (and widened back) first. f is nil where the product takes
-// another path (float32 weights without the dot kernels, the integer tiles).
-func (w *Frozen) oneRow(round bool) (f func(c, a []float32, lo, hi int, acc bool), rounds bool) {
+// [lo, hi) of c = a·Wᵀ, each output from one row of W alone, a being the row prepared
+// as prep says. f is nil where the product takes another path (float32 weights without
+// the dot kernels, the integer tiles).
+func (w *Frozen) oneRow(round bool) (f func(c, a []float32, lo, hi int, acc bool), prep rowPrep) {
 	k := w.Cols
 	switch {
 	case w.f32Dottable():
-		return w.f32Dots, false
+		return w.f32Dots, prepNone
+	case w.q8Dottable(1, round):
+		return w.q8Dots, prepQ8
 	case w.Format == F32 || round && w.intTiles(1) || round && w.dpTileable(1):
-		return nil, false
+		return nil, prepNone
 	case w.Format == Q5_0 && useAVX512:
-		return w.q5Dots, false
+		return w.q5Dots, prepNone
 	case (w.Format == Q4_K || w.Format == Q6_K) && useAVX512:
-		return w.kDots, false
+		return w.kDots, prepNone
 	}
-	rounds = w.Format == BF16 && round
-	if rounds && useAVX2 && hasRowDots && k%16 == 0 {
-		return w.bf16Dots, true
+	if w.Format == BF16 && round {
+		prep = prepBF16
+	}
+	if prep == prepBF16 && useAVX2 && hasRowDots && k%16 == 0 {
+		return w.bf16Dots, prep
 	}
 	return func(c, a []float32, lo, hi int, acc bool) {
 		x := a[:k]
@@ -63,7 +94,7 @@ func (w *Frozen) oneRow(round bool) (f func(c, a []float32, lo, hi int, acc bool
 				c[j] = s
 			}
 		}
-	}, rounds
+	}, prep
 }
 
 // FrozenOut is one product of FrozenMatMulNTShared: C[m×W.Rows] = A·Wᵀ, Wide as
@@ -86,23 +117,23 @@ func FrozenMatMulNTShared(a []float32, outs []FrozenOut, m int) {
 		}
 	}
 	type part struct {
-		f       func(c, a []float32, lo, hi int, acc bool)
-		a, c    []float32
-		lo, n   int // its rows in the union
-		rounded bool
+		f     func(c, a []float32, lo, hi int, acc bool)
+		a, c  []float32
+		lo, n int // its rows in the union
+		prep  rowPrep
 	}
 	parts := make([]part, 0, len(outs))
 	total, work := 0, 0
 	if m == 1 {
 		for _, o := range outs {
-			f, rounds := o.W.oneRow(!o.Wide)
+			f, prep := o.W.oneRow(!o.Wide)
 			if f == nil || o.W.Rows == 0 {
 				parts = nil
 				break
 			}
 			_ = o.C[o.W.Rows-1]
 			_ = a[o.W.Cols-1]
-			parts = append(parts, part{f: f, a: a, c: o.C, lo: total, n: o.W.Rows, rounded: rounds})
+			parts = append(parts, part{f: f, a: a, c: o.C, lo: total, n: o.W.Rows, prep: prep})
 			total += o.W.Rows
 			work += o.W.Rows * o.W.Cols
 		}
@@ -113,17 +144,21 @@ func FrozenMatMulNTShared(a []float32, outs []FrozenOut, m int) {
 		}
 		return
 	}
-	var rb *[]float32 // A rounded to bfloat16, once for every product that rounds it
+	// Each preparation of A once, for every product that takes it.
+	var prepared [prepQ8 + 1]*[]float32
 	for i := range parts {
-		if p := &parts[i]; p.rounded {
-			if rb == nil {
-				k := outs[0].W.Cols
-				rb = getScratch(k)
-				defer putScratch(rb)
-				roundBF16(nil, *rb, a[:k])
-			}
-			p.a = *rb
+		p := &parts[i]
+		if p.prep == prepNone {
+			continue
 		}
+		if prepared[p.prep] == nil {
+			k := outs[0].W.Cols
+			buf := getScratch(p.prep.prepLen(k))
+			defer putScratch(buf)
+			p.prep.prepare(*buf, a, k)
+			prepared[p.prep] = buf
+		}
+		p.a = *prepared[p.prep]
 	}
 	split(total, work, oneRowAlign, func(lo, hi int) {
 		for _, p := range parts {
