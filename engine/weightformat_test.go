@@ -108,8 +108,8 @@ func widenedWeights(t *testing.T, m *Model, w *Weights[float32], f kern.WeightFo
 // which moves log-probs by about bf16's precision (2⁻⁸ relative): their bound is wider
 // (tolBF16), and so is a prompt's where q8_0 and q4_1 products of several rows quantise
 // the activations to 8 bits (tolInt8Acts; kern.Q8IntActivations, kern/frozenq8.go), and
-// a q8_0 decode step's where one row is quantised as well (kern.Q8IntDecode,
-// kern/frozenq8dot.go).
+// a decode step's in q8_0, q5_0 and q4_k where one row is quantised as well
+// (kern.Q8IntDecode, kern/frozenq8dot.go).
 // Training keeps float32 activations in every format, so its loss and gradients meet the
 // float32 bounds (a bf16-rounded forward product misses them by 100×: loss 2.2e-3,
 // gradients 0.094 relative on these models). How
@@ -155,7 +155,7 @@ func TestCPUWeightFormatsComputeWithTheWidenedBase(t *testing.T) {
 					tolLogp, tolDecode = tolBF16.logp, tolBF16.logp
 				case kern.Q8IntActivations(): // prompts; training keeps float32 activations
 					tolLogp = tolInt8Acts.logp
-					if f == kern.Q8_0 && kern.Q8IntDecode() { // and q8_0's decode steps
+					if kern.Q8IntDecode(f) { // and decode steps in some formats
 						tolDecode = tolInt8Acts.logp
 					}
 				}
@@ -235,7 +235,7 @@ var tolBF16 = struct{ logp float64 }{2}
 // quantise the activations to 8-bit blocks (kern.Q8IntActivations): about twice what the
 // quantisation moved prompt log-probs by on these models (2.57 at most). Training keeps
 // float32 activations and its 1e-4 bounds, and so does decoding one row in the formats
-// other than q8_0.
+// kern.Q8IntDecode does not name.
 var tolInt8Acts = struct{ logp float64 }{5}
 
 // The CPU device's weight format is what engine.cpu_weight_format names, and f32 keeps

@@ -60,9 +60,10 @@ func TestFrozenProducts(t *testing.T) {
 	// multiple of 3) and the packed GEMM (m ≥ 16 or 32) rows; rows not a multiple of the 4-row
 	// tile or the 16-column panel; cols of 1, 2 and 18 blocks, and 40 (not whole blocks:
 	// stored as bf16) and 17 (below one bf16 vector); 256 and 512, whole super-blocks (q4_k
-	// stores other widths as q5_0).
+	// stores other widths as q5_0), for prompts and (m ≤ 3) decode steps.
 	shapes := [][3]int{{1, 5, 32}, {1, 33, 64}, {2, 17, 576}, {3, 70, 96}, {5, 16, 32}, {6, 21, 64}, {7, 300, 576}, {16, 47, 96},
-		{1, 9, 40}, {9, 11, 40}, {2, 3, 17}, {64, 37, 96}, {70, 20, 64}, {66, 5, 40}, {20, 19, 512}, {8, 3, 256}}
+		{1, 9, 40}, {9, 11, 40}, {2, 3, 17}, {64, 37, 96}, {70, 20, 64}, {66, 5, 40}, {20, 19, 512}, {8, 3, 256},
+		{1, 7, 512}, {2, 5, 256}, {3, 9, 768}}
 	for _, f := range allFormats {
 		for _, s := range shapes {
 			m, rows, cols := s[0], s[1], s[2]
@@ -100,7 +101,7 @@ func TestFrozenProducts(t *testing.T) {
 // product takes the q8_0 integer tiles (frozenq8.go) or dots (frozenq8dot.go), else as
 // given.
 func forwardActs(w *Frozen, a []float32, m int) []float32 {
-	if w.intTiles(m) || w.q8Dottable(m, true) {
+	if w.intTiles(m) || w.intDottable(m, true) {
 		out := make([]float32, len(a))
 		for p := 0; p < len(a); p += QBlock {
 			var qs [QBlock]byte
@@ -316,11 +317,14 @@ func BenchmarkFrozenGEMV(b *testing.B) {
 	for _, f := range allFormats {
 		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 1, 32*1536, 576) })
 	}
-	if useVNNI { // q8_0 as before the integer dots (frozenq8dot.go)
-		b.Run("q8_0-float", func(b *testing.B) {
+	if !useVNNI {
+		return
+	}
+	for _, f := range []WeightFormat{Q8_0, Q4_K} { // as before the integer dots (frozenq8dot.go; q4_k's rows of 576 are q5_0)
+		b.Run(f.String()+"-float", func(b *testing.B) {
 			defer func(v bool) { useVNNI = v }(useVNNI)
 			useVNNI = false
-			benchFrozen(b, Q8_0, 1, 32*1536, 576)
+			benchFrozen(b, f, 1, 32*1536, 576)
 		})
 	}
 }
@@ -398,7 +402,7 @@ func BenchmarkFrozenDotCompute(b *testing.B) {
 	b.Run("q8_0-int", func(b *testing.B) {
 		t0 := cpuTime()
 		for i := 0; i < b.N; i++ {
-			w.q8Dots(out, row, 0, n, false)
+			w.intDots(out, row, 0, n, false)
 		}
 		b.ReportMetric(float64(n*k)*float64(b.N)/float64((cpuTime()-t0).Nanoseconds()), "weights/cpu-ns")
 	})

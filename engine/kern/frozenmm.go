@@ -42,10 +42,10 @@ func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
 			return
 		}
 	}
-	if n > 0 && w.q8Dottable(m, round) { // two or three rows: the one-row dots, row by row
+	if n > 0 && w.intDottable(m, round) { // two or three rows: the one-row dots, row by row
 		_ = c[m*n-1]
 		_ = a[m*k-1]
-		w.q8RowsProduct(c, a, m, acc)
+		w.intRowsProduct(c, a, m, acc)
 		return
 	}
 	if round && m > 0 && n > 0 && w.intTiles(m) { // every size: 286 vs 83 GFLOP/cpu-s at 512 rows

@@ -182,8 +182,22 @@ func TestKQuantFormats(t *testing.T) {
 // ffn_down shape (576 rows of 1536), W in L2: compare with BenchmarkFrozenDotCompute.
 func BenchmarkKQuantDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, f := range []WeightFormat{Q4_1, Q4_K, Q5_0, Q8_0} {
-		b.Run(f.String(), func(b *testing.B) {
+	for _, r := range []struct {
+		f     WeightFormat
+		float bool // the float dots the integer ones replaced (frozenq8dot.go)
+	}{{Q4_1, false}, {Q4_K, false}, {Q6_K, false}, {Q5_0, false}, {Q8_0, false}, {Q4_K, true}, {Q5_0, true}, {Q8_0, true}} {
+		f, name := r.f, r.f.String()
+		if r.float {
+			name += "-float"
+		}
+		b.Run(name, func(b *testing.B) {
+			if r.float {
+				if !useVNNI {
+					b.Skip("no integer dots here")
+				}
+				defer func(v bool) { useVNNI = v }(useVNNI)
+				useVNNI = false
+			}
 			w := NewFrozen(randSlice(rng, 576*1536), 576, 1536, f)
 			x, c := randSlice(rng, 1536), make([]float32, 576)
 			b.ResetTimer()

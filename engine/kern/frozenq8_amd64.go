@@ -38,6 +38,16 @@ func quantRowAVX512(q *byte, c *int32, d *float32, x *float32, nb int)
 //go:noescape
 func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
 
+// dotsQ5VNNI is dotsQ5Go in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nb ≥ 1).
+//
+//go:noescape
+func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
+
+// dotsQ4KVNNI is dotsQ4KGo in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nsb ≥ 1).
+//
+//go:noescape
+func dotsQ4KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32)
+
 // unpackQ4AVX is unpackQ4Go in assembly (AVX, F16C), bit for bit.
 //
 //go:noescape

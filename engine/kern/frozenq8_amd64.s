@@ -299,14 +299,15 @@ ublock:
 	VPADDD x1, x0, x0 \
 	VPSUBD (R11)(R13*1), x0, x0
 
-// Q8ADD4 adds the four blocks' terms (S in x0, d_w at row + 34j) to sum, in order.
-#define Q8ADD4(row, x0, sum) \
+// Q8ADD4 adds the four blocks' terms (S in x0, d_w at row, row+o1, +o2, +o3) to sum, in
+// order.
+#define Q8ADD4(row, o1, o2, o3, x0, sum) \
 	VCVTDQ2PS x0, x0 \
 	MOVWLZX 0(row), AX \
 	VMOVD AX, X8 \
-	VPINSRW $1, 34(row), X8, X8 \
-	VPINSRW $2, 68(row), X8, X8 \
-	VPINSRW $3, 102(row), X8, X8 \
+	VPINSRW $1, o1(row), X8, X8 \
+	VPINSRW $2, o2(row), X8, X8 \
+	VPINSRW $3, o3(row), X8, X8 \
 	VCVTPH2PS X8, X8 \
 	VMULPS (R12)(R13*1), X8, X8 \
 	VMULPS X8, x0, x0 \
@@ -318,19 +319,17 @@ ublock:
 	VPSHUFD $0xff, x0, X9 \
 	VADDSS X9, sum, sum
 
-// Q8ONE adds one block of row to sum.
-#define Q8ONE(row, y0, x0, x1, sum) \
-	VPXOR 2(row), Y15, Y8 \
-	VPXOR y0, y0, y0 \
-	VPDPBUSD (SI), Y8, y0 \
+// HSUM8 adds the eight int32 lanes of y0 (x0 its low half) into x0's first.
+#define HSUM8(y0, x0, x1) \
 	VEXTRACTI128 $1, y0, x1 \
 	VPADDD x1, x0, x0 \
 	VPSHUFD $0x4e, x0, x1 \
 	VPADDD x1, x0, x0 \
 	VPSHUFD $0xb1, x0, x1 \
-	VPADDD x1, x0, x0 \
-	VMOVD (R11)(R13*1), x1 \
-	VPSUBD x1, x0, x0 \
+	VPADDD x1, x0, x0
+
+// ADD1 adds one block's term (S in x0, d_w at row) to sum.
+#define ADD1(row, x0, sum) \
 	VCVTDQ2PS x0, x0 \
 	MOVWLZX 0(row), AX \
 	VMOVD AX, X8 \
@@ -338,6 +337,16 @@ ublock:
 	VMULSS (R12)(R13*1), X8, X8 \
 	VMULSS X8, x0, x0 \
 	VADDSS x0, sum, sum
+
+// Q8ONE adds one block of row to sum.
+#define Q8ONE(row, y0, x0, x1, sum) \
+	VPXOR 2(row), Y15, Y8 \
+	VPXOR y0, y0, y0 \
+	VPDPBUSD (SI), Y8, y0 \
+	HSUM8(y0, x0, x1) \
+	VMOVD (R11)(R13*1), x1 \
+	VPSUBD x1, x0, x0 \
+	ADD1(row, x0, sum)
 
 // func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
 TEXT ·dotsQ8VNNI(SB), NOSPLIT, $0-56
@@ -362,7 +371,7 @@ q8row:
 q8group:
 	Q8DP4(DI, Y0, Y1, Y2, Y3)
 	Q8SUM4(Y0, Y1, Y2, Y3, X0, X1)
-	Q8ADD4(DI, X0, X14)
+	Q8ADD4(DI, 34, 68, 102, X0, X14)
 	ADDQ $136, DI
 	ADDQ $128, SI
 	ADDQ $16, R13
@@ -387,5 +396,224 @@ q8store:
 	ADDQ $4, BX
 	DECQ DX
 	JNZ q8row
+	VZEROUPPER
+	RET
+
+// The one-row integer dots of q5_0 weights: as dotsQ8VNNI, each block's 32 five-bit q
+// (0–31) unpacked to unsigned bytes first (the low nibbles, then the high ones, and 16
+// added where qh has the weight's bit: a byte-masked add, the mask loaded from qh), and
+// A's 16·Σq_a (its correction shifted) taken off for the −16 of q−16. Y12 holds 0x0F
+// bytes, Y13 0x10 bytes; blocks are 22 bytes.
+
+// Q5UNPACK leaves in Y8 the 32 unsigned q of the block at off(row).
+#define Q5UNPACK(row, off) \
+	KMOVD off+2(row), K1 \
+	VMOVDQU off+6(row), X8 \
+	VPSRLW $4, X8, X9 \
+	VPAND X12, X8, X8 \
+	VPAND X12, X9, X9 \
+	VINSERTI128 $1, X9, Y8, Y8 \
+	VPADDB Y13, Y8, K1, Y8
+
+// Q5DP4 sets y0–y3 to the int32 lanes of the four blocks at row times A's blocks at SI.
+#define Q5DP4(row, y0, y1, y2, y3) \
+	Q5UNPACK(row, 0) \
+	VPXOR y0, y0, y0 \
+	VPDPBUSD (SI), Y8, y0 \
+	Q5UNPACK(row, 22) \
+	VPXOR y1, y1, y1 \
+	VPDPBUSD 32(SI), Y8, y1 \
+	Q5UNPACK(row, 44) \
+	VPXOR y2, y2, y2 \
+	VPDPBUSD 64(SI), Y8, y2 \
+	Q5UNPACK(row, 66) \
+	VPXOR y3, y3, y3 \
+	VPDPBUSD 96(SI), Y8, y3
+
+// Q5SUM4 leaves the four blocks' Σ(q_w−16)·q_a in x0.
+#define Q5SUM4(y0, y1, y2, y3, x0, x1) \
+	VPHADDD y1, y0, y0 \
+	VPHADDD y3, y2, y2 \
+	VPHADDD y2, y0, y0 \
+	VEXTRACTI128 $1, y0, x1 \
+	VPADDD x1, x0, x0 \
+	VPSRAD $3, (R11)(R13*1), X9 \
+	VPSUBD X9, x0, x0
+
+// func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
+TEXT ·dotsQ5VNNI(SB), NOSPLIT, $0-56
+	MOVQ q+0(FP), R10
+	MOVQ c+8(FP), R11
+	MOVQ d+16(FP), R12
+	MOVQ w+24(FP), DI
+	MOVQ rows+40(FP), DX
+	MOVQ out+48(FP), BX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x10101010, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+
+q5row:
+	VXORPS X14, X14, X14
+	MOVQ R10, SI
+	XORQ R13, R13
+	MOVQ nb+32(FP), CX
+	SHRQ $2, CX
+	JZ q5tail
+
+q5group:
+	Q5DP4(DI, Y0, Y1, Y2, Y3)
+	Q5SUM4(Y0, Y1, Y2, Y3, X0, X1)
+	Q8ADD4(DI, 22, 44, 66, X0, X14)
+	ADDQ $88, DI
+	ADDQ $128, SI
+	ADDQ $16, R13
+	DECQ CX
+	JNZ q5group
+
+q5tail:
+	MOVQ nb+32(FP), CX
+	ANDQ $3, CX
+	JZ q5store
+
+q5one:
+	Q5UNPACK(DI, 0)
+	VPXOR Y0, Y0, Y0
+	VPDPBUSD (SI), Y8, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVD (R11)(R13*1), X1
+	VPSRAD $3, X1, X1
+	VPSUBD X1, X0, X0
+	ADD1(DI, X0, X14)
+	ADDQ $22, DI
+	ADDQ $32, SI
+	ADDQ $4, R13
+	DECQ CX
+	JNZ q5one
+
+q5store:
+	VMOVSS X14, (BX)
+	ADDQ $4, BX
+	DECQ DX
+	JNZ q5row
+	VZEROUPPER
+	RET
+
+// The one-row integer dots of q4_k weights (frozenq8dot.go): a super-block's eight
+// sub-blocks of 32 four-bit q (0–15, unsigned) against A's eight blocks of bytes, one
+// VPDPBUSD each, their lanes added by sub-block into one vector of eight exact Σq·q_a;
+// the 6-bit scales and minimums unpacked to eight int32 each (VPSHUFB gathers each
+// one's bytes, masks and shifts cut its bits); then per sub-block, in float32 without
+// fused multiply-adds, t = d·float32(sc·Σq·q_a) − dmin·float32(m·Σq_a) and acc += t·d_a
+// in eight lanes, summed at the row's end (dotsQ4KGo's order).
+//
+// Registers: SI A's bytes, R13 the offset of A's block in its corrections (R11) and
+// scales (R12), DI the super-block, Y12 0x0F bytes, Y10 the row's eight sums.
+
+DATA q4kShufA<>+0(SB)/8, $0x0b0a090803020100
+DATA q4kShufA<>+8(SB)/8, $0x0b0a090807060504
+GLOBL q4kShufA<>(SB), RODATA|NOPTR, $16
+DATA q4kShufB<>+0(SB)/8, $0x0302010080808080
+DATA q4kShufB<>+8(SB)/8, $0x0706050480808080
+GLOBL q4kShufB<>(SB), RODATA|NOPTR, $16
+DATA q4kMaskLo<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA q4kMaskLo<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL q4kMaskLo<>(SB), RODATA|NOPTR, $16
+DATA q4kMask30<>+0(SB)/8, $0x3030303030303030
+DATA q4kMask30<>+8(SB)/8, $0x3030303030303030
+GLOBL q4kMask30<>(SB), RODATA|NOPTR, $16
+
+// Q4KPAIR sets ya and yb to the lanes of the sub-blocks in the 32 bytes at off(DI) (the
+// low nibbles, then the high) times A's blocks at aoff(SI) and aoff+32(SI).
+#define Q4KPAIR(off, aoff, ya, yb) \
+	VMOVDQU off(DI), Y8 \
+	VPAND Y12, Y8, Y9 \
+	VPSRLW $4, Y8, Y8 \
+	VPAND Y12, Y8, Y8 \
+	VPXOR ya, ya, ya \
+	VPDPBUSD aoff(SI), Y9, ya \
+	VPXOR yb, yb, yb \
+	VPDPBUSD aoff+32(SI), Y8, yb
+
+// func dotsQ4KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32)
+TEXT ·dotsQ4KVNNI(SB), NOSPLIT, $0-56
+	MOVQ q+0(FP), R10
+	MOVQ c+8(FP), R11
+	MOVQ d+16(FP), R12
+	MOVQ w+24(FP), DI
+	MOVQ rows+40(FP), DX
+	MOVQ out+48(FP), BX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+
+q4krow:
+	VXORPS Y10, Y10, Y10
+	MOVQ R10, SI
+	XORQ R13, R13
+	MOVQ nsb+32(FP), CX
+
+q4ksb:
+	Q4KPAIR(16, 0, Y0, Y1)
+	Q4KPAIR(48, 64, Y2, Y3)
+	Q4KPAIR(80, 128, Y4, Y5)
+	Q4KPAIR(112, 192, Y6, Y7)
+	VPHADDD Y1, Y0, Y0
+	VPHADDD Y3, Y2, Y2
+	VPHADDD Y5, Y4, Y4
+	VPHADDD Y7, Y6, Y6
+	VPHADDD Y2, Y0, Y0
+	VPHADDD Y6, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y0, Y1
+	VPERM2I128 $0x31, Y4, Y0, Y2
+	VPADDD Y2, Y1, Y1 // Σq·q_a of sub-blocks 0–7
+
+	VMOVDQU 4(DI), X3
+	VPSHUFB q4kShufA<>(SB), X3, X4
+	VPSHUFB q4kShufB<>(SB), X3, X5
+	VPSRLW $2, X5, X5
+	VPAND q4kMask30<>(SB), X5, X5
+	VPSRLW $4, X4, X6
+	VPBLENDD $8, X6, X4, X4
+	VPAND q4kMaskLo<>(SB), X4, X4
+	VPOR X5, X4, X4 // sc_0–7, m_0–7 as bytes
+	VPMOVZXBD X4, Y5
+	VPSRLDQ $8, X4, X4
+	VPMOVZXBD X4, Y6
+
+	VPMULLD Y5, Y1, Y1
+	VMOVDQU (R11)(R13*1), Y7
+	VPSRAD $7, Y7, Y7
+	VPMULLD Y6, Y7, Y7
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y7, Y7
+	VPBROADCASTW 0(DI), X8
+	VCVTPH2PS X8, Y8
+	VPBROADCASTW 2(DI), X9
+	VCVTPH2PS X9, Y9
+	VMULPS Y8, Y1, Y1
+	VMULPS Y9, Y7, Y7
+	VSUBPS Y7, Y1, Y1
+	VMULPS (R12)(R13*1), Y1, Y1
+	VADDPS Y1, Y10, Y10
+
+	ADDQ $144, DI
+	ADDQ $256, SI
+	ADDQ $32, R13
+	DECQ CX
+	JNZ q4ksb
+
+	VEXTRACTF128 $1, Y10, X1
+	VADDPS X1, X10, X10
+	VMOVHLPS X10, X1, X1
+	VADDPS X1, X10, X10
+	VMOVSHDUP X10, X1
+	VADDSS X1, X10, X10
+	VMOVSS X10, (BX)
+	ADDQ $4, BX
+	DECQ DX
+	JNZ q4krow
 	VZEROUPPER
 	RET

@@ -37,3 +37,13 @@ func quantRowAVX512(q *byte, c *int32, d *float32, x *float32, nb int) {
 func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
 	panic("kern: dotsQ8VNNI without the assembly")
 }
+
+// dotsQ5VNNI is never dispatched to without VNNI.
+func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
+	panic("kern: dotsQ5VNNI without the assembly")
+}
+
+// dotsQ4KVNNI is never dispatched to without VNNI.
+func dotsQ4KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32) {
+	panic("kern: dotsQ4KVNNI without the assembly")
+}

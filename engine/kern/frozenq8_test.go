@@ -11,12 +11,12 @@ import (
 
 // q8RefNT is the integer product written plainly from the definition, with none of the
 // kernels' layout: each block of a row of A quantised by quantActBlock, its int32 dot
-// with the Q8_0 block summed directly (no offset, no correction), then the fixed
-// float32 steps. Every path of q8Product must give exactly these bits.
+// with the weights' block (q8_0's bytes, q5_0's q−16) summed directly (no offset, no
+// correction), then the fixed float32 steps. Every integer path (the tiles, the one-row
+// dots) must give exactly these bits.
 func q8RefNT(a []float32, w *Frozen, m int) []float32 {
 	n, k := w.Rows, w.Cols
 	nb := k / QBlock
-	const bb = 2 + QBlock
 	out := make([]float32, m*n)
 	for i := 0; i < m; i++ {
 		qs := make([][QBlock]byte, nb)
@@ -25,20 +25,45 @@ func q8RefNT(a []float32, w *Frozen, m int) []float32 {
 			ds[b] = quantActBlock(&qs[b], a[i*k+b*QBlock:][:QBlock])
 		}
 		for j := 0; j < n; j++ {
+			wq, wd := refBlocks(w, j)
 			var sum float32
 			for b := range nb {
-				blk := w.blk[(j*nb+b)*bb:][:bb]
 				var s int32
 				for p := range QBlock {
-					s += int32(int8(qs[b][p]^0x80)) * int32(int8(blk[2+p]))
+					s += int32(int8(qs[b][p]^0x80)) * int32(wq[b*QBlock+p])
 				}
-				scale := ds[b] * FromF16(binary.LittleEndian.Uint16(blk))
+				scale := ds[b] * wd[b]
 				sum = float32(sum + float32(scale*float32(s)))
 			}
 			out[i*n+j] = sum
 		}
 	}
 	return out
+}
+
+// refBlocks is row j of a q8_0 or q5_0 W as integers and a float32 scale a block: q8_0's
+// bytes as stored, q5_0's q−16 from its one dequantiser (the block's scale set to 1).
+func refBlocks(w *Frozen, j int) (q []int8, d []float32) {
+	nb := w.Cols / QBlock
+	bb := w.Format.blockBytes()
+	q, d = make([]int8, nb*QBlock), make([]float32, nb)
+	for b := range nb {
+		blk := w.blk[(j*nb+b)*bb:][:bb]
+		d[b] = FromF16(binary.LittleEndian.Uint16(blk))
+		if w.Format == Q8_0 {
+			for p := range QBlock {
+				q[b*QBlock+p] = int8(blk[2+p])
+			}
+			continue
+		}
+		one := append([]byte{0x00, 0x3c}, blk[2:]...) // the block with its scale set to 1
+		var y [QBlock]float32
+		deqQ5(y[:], one)
+		for p, v := range y {
+			q[b*QBlock+p] = int8(v)
+		}
+	}
+	return q, d
 }
 
 // q8Levels are the integer kernels a test runs: the assembly where the machine has

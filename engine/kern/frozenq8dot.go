@@ -5,34 +5,38 @@ import (
 	"unsafe"
 )
 
-// The one-row integer dots of q8_0 weights: a decode step's product (one to three rows
-// of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
+// The one-row integer dots of q8_0, q5_0 and q4_k weights: a decode step's product (one
+// to three rows of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
 // a block of 32 on 16-wide vectors, BenchmarkFrozenDotCompute: about 17 weights per
 // core-nanosecond on the Zen 4 of docs/performance.md), which two cores need nearly all
-// of the memory's time for; llama.cpp multiplies bytes instead, and so does this.
+// of the memory's time for; q5_0's (15 weights a core-nanosecond, 0.69 bytes each) was
+// slower than the memory. llama.cpp multiplies bytes instead, and so does this.
 //
 // A row of A is quantised as the integer tiles quantise it (quantActBlock: blocks of 32,
 // d_a = max|a|/127), and each output is the tile's sum in the tile's order: per block
 // the exact Σq_a·q_w in int32, t = (d_a·d_w)·float32(Σ), sum += t, block after block,
 // no fused multiply-add. So a row of A gets the same bits alone (decode) as in a prompt
 // of many rows (the tiles, q8IntMinRows and more): what a token scores does not depend
-// on the batch it is computed in. dotsQ8Go is the reference the assembly is tested
-// against, and the path of tests that force the integer products without VNNI.
+// on the batch it is computed in (q5_0's tiles, from q5IntMinRows, unpack its weights to
+// q−16 in bytes: the same sums). dotsQ8Go and dotsQ5Go are the references the assembly
+// is tested against, and the paths of tests that force the integer products without
+// VNNI.
 
-// Q8IntDecode reports whether sampling products of one to three rows with q8_0 weights
-// (decode steps) quantise their activations to 8-bit blocks on this machine (the
-// integer dots, on AVX512-VNNI); elsewhere they multiply the float32 activations. Other
-// formats' decode products multiply float32 activations everywhere.
-func Q8IntDecode() bool { return useVNNI || forceQ8Int }
+// Q8IntDecode reports whether sampling products of one to three rows (decode steps) with
+// weights in format f quantise their activations to 8-bit blocks on this machine: q8_0,
+// q5_0 and q4_k on AVX512-VNNI (the integer dots). Elsewhere, and in the other formats,
+// they multiply the float32 activations.
+func Q8IntDecode(f WeightFormat) bool {
+	return (f == Q8_0 || f == Q5_0 || f == Q4_K) && (useVNNI || forceQ8Int)
+}
 
-// q8DotMaxRows is the most rows of A the dots take: from q8IntMinRows the tiles do.
-const q8DotMaxRows = q8IntMinRows - 1
+// intDotMaxRows is the most rows of A the dots take: from q8IntMinRows the tiles do.
+const intDotMaxRows = q8IntMinRows - 1
 
-// q8Dottable reports whether a product of m rows with W, rounding A (round: not a
+// intDottable reports whether a product of m rows with W, rounding A (round: not a
 // training product), takes the one-row integer dots.
-func (w *Frozen) q8Dottable(m int, round bool) bool {
-	return round && w.Format == Q8_0 && m >= 1 && m <= q8DotMaxRows && w.Cols%QBlock == 0 &&
-		(useVNNI || forceQ8Int)
+func (w *Frozen) intDottable(m int, round bool) bool {
+	return round && Q8IntDecode(w.Format) && m >= 1 && m <= intDotMaxRows && w.Cols%QBlock == 0
 }
 
 // q8RowLen is the float32 words of one row of A quantised for the dots (q8Row).
@@ -69,15 +73,21 @@ func quantRow(dst, x []float32) {
 	}
 }
 
-// q8Dots sets (or adds, acc) outputs [lo, hi) of c = a·Wᵀ, a one row quantised by
-// quantRow: oneRow's function for q8_0 on the integer path.
-func (w *Frozen) q8Dots(c, a []float32, lo, hi int, acc bool) {
-	const bb = 2 + QBlock
-	nb := w.Cols / QBlock
-	d, cs, q := q8Row(a, nb)
-	_ = w.blk[hi*nb*bb-1]
+// intDots sets (or adds, acc) outputs [lo, hi) of c = a·Wᵀ, a one row quantised by
+// quantRow: oneRow's function for q8_0, q5_0 and q4_k on the integer path.
+func (w *Frozen) intDots(c, a []float32, lo, hi int, acc bool) {
+	bb, nw := w.Format.blockBytes(), w.Cols/w.Format.blockLen()
+	d, cs, q := q8Row(a, w.Cols/QBlock)
+	_ = w.blk[hi*nw*bb-1]
+	dots := dotsQ8
+	switch w.Format {
+	case Q5_0:
+		dots = dotsQ5
+	case Q4_K:
+		dots = dotsQ4K
+	}
 	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) {
-		dotsQ8(q, cs, d, w.blk[j*nb*bb:], nb, out)
+		dots(q, cs, d, w.blk[j*nw*bb:], nw, out)
 	})
 }
 
@@ -113,10 +123,86 @@ func dotsQ8Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32)
 	}
 }
 
-// q8RowsProduct is C[m×Rows] (+)= A·Wᵀ for the few rows of A the dots take: each row
+// dotsQ5 is dotsQ8 for rows of nb Q5_0 blocks.
+func dotsQ5(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	if useVNNI {
+		_ = w[len(out)*nb*Q5_0.blockBytes()-1]
+		_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
+		dotsQ5VNNI(&q[0], &c[0], &d[0], &w[0], nb, len(out), &out[0])
+		return
+	}
+	dotsQ5Go(q, c, d, w, nb, out)
+}
+
+// dotsQ5Go is dotsQ5 in Go, the reference of the assembly: Σ(q_w−16)·q_a summed directly.
+func dotsQ5Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	bb := Q5_0.blockBytes()
+	for r := range out {
+		row := w[r*nb*bb:][:nb*bb]
+		var sum float32
+		for b := 0; b < nb; b++ {
+			blk := row[b*bb:][:bb]
+			qh := binary.LittleEndian.Uint32(blk[2:])
+			var s int32
+			for j := 0; j < QBlock/2; j++ {
+				lo := int32(blk[6+j]&0xF) | int32(qh>>j&1)<<4
+				hi := int32(blk[6+j]>>4) | int32(qh>>(j+16)&1)<<4
+				s += (lo-16)*int32(int8(q[b*QBlock+j])) + (hi-16)*int32(int8(q[b*QBlock+QBlock/2+j]))
+			}
+			scale := d[b] * FromF16(binary.LittleEndian.Uint16(blk))
+			sum = float32(sum + float32(scale*float32(s)))
+		}
+		out[r] = sum
+	}
+}
+
+// dotsQ4K is dotsQ8 for rows of nsb Q4_K super-blocks. Unlike the other dots it does not
+// give the integer tiles' bits (theirs add the minimums' term in a float32 product
+// after, from q4kIntMinRows rows): eight sub-blocks' sums are kept in eight lanes and
+// added at the end, dotsQ4KGo's order.
+func dotsQ4K(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
+	if useVNNI {
+		_ = w[len(out)*nsb*Q4_K.blockBytes()-1]
+		_, _, _ = q[nsb*QKBlock-1], c[8*nsb-1], d[8*nsb-1]
+		dotsQ4KVNNI(&q[0], &c[0], &d[0], &w[0], nsb, len(out), &out[0])
+		return
+	}
+	dotsQ4KGo(q, c, d, w, nsb, out)
+}
+
+// dotsQ4KGo is dotsQ4K in Go, the reference of the assembly: per sub-block s of 32
+// weights (A's block b), the exact S = Σq_w·q_a and A = Σq_a, t = d·float32(sc·S) −
+// dmin·float32(m·A) (both products exact in float32: at most 63·32·15·127), acc[s] +=
+// t·d_a; the eight accumulators summed as a tree at the row's end.
+func dotsQ4KGo(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
+	const bb = 144
+	for r := range out {
+		row := w[r*nsb*bb:][:nsb*bb]
+		var acc [8]float32
+		for sb := 0; sb < nsb; sb++ {
+			blk := row[sb*bb:][:bb]
+			dd, dmin := FromF16(binary.LittleEndian.Uint16(blk)), FromF16(binary.LittleEndian.Uint16(blk[2:]))
+			for s := 0; s < 8; s++ {
+				b := sb*8 + s
+				sc, m := scaleMinK4(s, blk[4:16])
+				qs := blk[16+32*(s/2):][:32]
+				var sum int32
+				for j, v := range qs {
+					sum += int32(v>>(4*(s%2))&0xF) * int32(int8(q[b*QBlock+j]))
+				}
+				t := float32(float32(float32(int32(sc)*sum)*dd) - float32(float32(int32(m)*(c[b]>>7))*dmin))
+				acc[s] = float32(acc[s] + float32(t*d[b]))
+			}
+		}
+		lo := [4]float32{acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]}
+		out[r] = float32(lo[0]+lo[2]) + float32(lo[1]+lo[3])
+	}
+}
+
+// intRowsProduct is C[m×Rows] (+)= A·Wᵀ for the few rows of A the dots take: each row
 // quantised once, the rows of W split across the cores, and every row of A run past a
 // core's rows of W in groups that stay in L1.
-func (w *Frozen) q8RowsProduct(c, a []float32, m int, acc bool) {
+func (w *Frozen) intRowsProduct(c, a []float32, m int, acc bool) {
 	n, k := w.Rows, w.Cols
 	rl := q8RowLen(k)
 	buf := getScratch(m * rl)
@@ -130,7 +216,7 @@ func (w *Frozen) q8RowsProduct(c, a []float32, m int, acc bool) {
 		for j0 := lo; j0 < hi; j0 += group {
 			j1 := min(j0+group, hi)
 			for i := 0; i < m; i++ {
-				w.q8Dots(c[i*n:][:n], qa[i*rl:][:rl], j0, j1, acc)
+				w.intDots(c[i*n:][:n], qa[i*rl:][:rl], j0, j1, acc)
 			}
 		}
 	})

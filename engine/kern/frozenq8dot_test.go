@@ -6,48 +6,62 @@ import (
 	"testing"
 )
 
-// TestQ8DotsEdges checks the one-row dots at every level bit for bit against q8RefNT
-// where the inputs are at their limits: weights of −128 and 127 (the offset to unsigned
-// must not overflow), activations that quantise to ±127 and to −128 (NaN, an infinity),
-// all-zero blocks, 1 to 9 blocks (the assembly's groups of four and the single blocks
-// after them), odd and even rows of W; and through FrozenMatMulNTShared beside a bf16
-// product, which prepares the same row its own way.
+// TestQ8DotsEdges checks the one-row dots (q8_0, q5_0) at every level bit for bit
+// against q8RefNT where the inputs are at their limits: weights of −128 and 127 (q8_0:
+// the offset to unsigned must not overflow), q of 0 and 31 (q5_0: −16 and 15), activations
+// that quantise to ±127 and to −128 (NaN, an infinity), all-zero blocks, 1 to 9 blocks
+// (the assembly's groups of four and the single blocks after them), odd and even rows
+// of W; and through FrozenMatMulNTShared beside a bf16 product, which prepares the same
+// row its own way.
 func TestQ8DotsEdges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 7))
-	for nb := 1; nb <= 9; nb++ {
-		for _, n := range []int{1, 2, 5, 16} {
-			k := nb * QBlock
-			w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
-			for j := 0; j < n; j++ { // extreme bytes in every row's first block
-				blk := w.blk[j*nb*(2+QBlock):]
-				blk[2], blk[3], blk[4] = 0x80, 0x7f, 0x80
-			}
-			a := randSlice(rng, k)
-			a[1] = -a[0] * 50 // this block's max, quantised to −127
-			if nb > 1 {
-				clear(a[QBlock : 2*QBlock])
-			}
-			want := q8RefNT(a, w, 1)
-			for _, level := range q8Levels() {
-				c := make([]float32, n)
-				atQ8Level(level, func() { FrozenMatMulNT(c, a, w, 1, false) })
-				for j := range c {
-					if math.Float32bits(c[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("%s nb=%d n=%d: C[%d] = %g, want %g", level, nb, n, j, c[j], want[j])
-					}
-				}
-				if n < 2 {
+	for _, f := range []WeightFormat{Q8_0, Q5_0} {
+		for nb := 1; nb <= 9; nb++ {
+			for _, n := range []int{1, 2, 5, 16} {
+				k := nb * QBlock
+				w := newFrozenAs(t, f, randSlice(rng, n*k), n, k)
+				if w == nil {
 					continue
 				}
-				bw := NewFrozen(randSlice(rng, n*k), n, k, BF16)
-				cq, cb, cb1 := make([]float32, n), make([]float32, n), make([]float32, n)
-				atQ8Level(level, func() {
-					FrozenMatMulNTShared(a, []FrozenOut{{C: cq, W: w}, {C: cb, W: bw}}, 1)
-					FrozenMatMulNT(cb1, a, bw, 1, false)
-				})
-				for j := range cq {
-					if math.Float32bits(cq[j]) != math.Float32bits(want[j]) || math.Float32bits(cb[j]) != math.Float32bits(cb1[j]) {
-						t.Fatalf("%s nb=%d n=%d shared: C[%d] = %g, %g; want %g, %g", level, nb, n, j, cq[j], cb[j], want[j], cb1[j])
+				bb := f.blockBytes()
+				for j := 0; j < n; j++ { // extreme weights in every row's first block
+					blk := w.blk[j*nb*bb:]
+					if f == Q8_0 {
+						blk[2], blk[3], blk[4] = 0x80, 0x7f, 0x80
+					} else {
+						blk[6] = 0xF0 // weight 0's low bits 0, weight 16's 15
+						blk[2] &^= 1  // weight 0's fifth bit clear: q = 0
+						blk[4] |= 3   // weight 16's set: q = 31, and weight 17's
+						blk[7] = 0xFF // weight 17: 31; weight 1: 15 or 31
+					}
+				}
+				a := randSlice(rng, k)
+				a[1] = -a[0] * 50 // this block's max, quantised to −127
+				if nb > 1 {
+					clear(a[QBlock : 2*QBlock])
+				}
+				want := q8RefNT(a, w, 1)
+				for _, level := range q8Levels() {
+					c := make([]float32, n)
+					atQ8Level(level, func() { FrozenMatMulNT(c, a, w, 1, false) })
+					for j := range c {
+						if math.Float32bits(c[j]) != math.Float32bits(want[j]) {
+							t.Fatalf("%s %s nb=%d n=%d: C[%d] = %g, want %g", f, level, nb, n, j, c[j], want[j])
+						}
+					}
+					if n < 2 {
+						continue
+					}
+					bw := NewFrozen(randSlice(rng, n*k), n, k, BF16)
+					cq, cb, cb1 := make([]float32, n), make([]float32, n), make([]float32, n)
+					atQ8Level(level, func() {
+						FrozenMatMulNTShared(a, []FrozenOut{{C: cq, W: w}, {C: cb, W: bw}}, 1)
+						FrozenMatMulNT(cb1, a, bw, 1, false)
+					})
+					for j := range cq {
+						if math.Float32bits(cq[j]) != math.Float32bits(want[j]) || math.Float32bits(cb[j]) != math.Float32bits(cb1[j]) {
+							t.Fatalf("%s %s nb=%d n=%d shared: C[%d] = %g, %g; want %g, %g", f, level, nb, n, j, cq[j], cb[j], want[j], cb1[j])
+						}
 					}
 				}
 			}
@@ -55,22 +69,39 @@ func TestQ8DotsEdges(t *testing.T) {
 	}
 	// A NaN and an infinity in A: their blocks' scales are NaN and +Inf, the outputs NaN
 	// as q8RefNT's (and every float path's).
-	const n, k = 3, 4 * QBlock
-	w := NewFrozen(randSlice(rng, n*k), n, k, Q8_0)
-	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
-		a := randSlice(rng, k)
-		a[70] = v
-		want := q8RefNT(a, w, 1)
-		for _, level := range q8Levels() {
-			c := make([]float32, n)
-			atQ8Level(level, func() { FrozenMatMulNT(c, a, w, 1, false) })
-			for j := range c {
-				if math.Float32bits(c[j]) != math.Float32bits(want[j]) && !(c[j] != c[j] && want[j] != want[j]) {
-					t.Fatalf("%s A holding %g: C[%d] = %g, want %g", level, v, j, c[j], want[j])
+	const n, k = 3, 5 * QBlock
+	for _, f := range []WeightFormat{Q8_0, Q5_0} {
+		w := newFrozenAs(t, f, randSlice(rng, n*k), n, k)
+		for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+			a := randSlice(rng, k)
+			a[70] = v
+			want := q8RefNT(a, w, 1)
+			for _, level := range q8Levels() {
+				c := make([]float32, n)
+				atQ8Level(level, func() { FrozenMatMulNT(c, a, w, 1, false) })
+				for j := range c {
+					if math.Float32bits(c[j]) != math.Float32bits(want[j]) && !(c[j] != c[j] && want[j] != want[j]) {
+						t.Fatalf("%s %s A holding %g: C[%d] = %g, want %g", f, level, v, j, c[j], want[j])
+					}
 				}
 			}
 		}
 	}
+}
+
+// newFrozenAs is W in q8_0 or q5_0 (asked for as q4_k, which stores rows that are not
+// whole super-blocks as q5_0); nil where q5_0 is asked for and the rows are whole
+// super-blocks.
+func newFrozenAs(t *testing.T, f WeightFormat, src []float32, n, k int) *Frozen {
+	t.Helper()
+	if f != Q5_0 {
+		return NewFrozen(src, n, k, f)
+	}
+	w := NewFrozen(src, n, k, Q4_K)
+	if w.Format != Q5_0 {
+		return nil
+	}
+	return w
 }
 
 // TestQuantRowLevels checks the assembly's quantisation of a row against the portable
@@ -101,48 +132,104 @@ func TestQuantRowLevels(t *testing.T) {
 }
 
 // TestQ8DotsMutations checks that the comparisons above can fail: a change to any
-// input the dots read (a byte of A, A's scale, a correction, a weight, a weight's
-// scale) changes the output at every level that reads it (the portable dots sum
-// Σq_a·q_w directly and read no correction).
+// input the dots read (a byte of A, A's scale, a correction, a weight — for q5_0 its low
+// bits and its fifth —, a weight's scale, q4_k's minimums' scale and six-bit scales and
+// minimums) changes the output at every level that reads it (the portable q8_0 and q5_0
+// dots sum Σq_a·q_w directly and read no correction).
 func TestQ8DotsMutations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
 	const n, nb = 3, 6
-	w := NewFrozen(randSlice(rng, n*nb*QBlock), n, nb*QBlock, Q8_0)
-	row := make([]float32, q8RowLen(nb*QBlock))
-	quantRow(row, randSlice(rng, nb*QBlock))
-	run := func(level string, row []float32, blk []byte) []float32 {
-		out := make([]float32, n)
-		d, c, q := q8Row(row, nb)
-		atQ8Level(level, func() { dotsQ8(q, c, d, blk, nb, out) })
-		return out
-	}
 	type mutation struct {
 		name       string
 		correction bool
 		f          func(row []float32, blk []byte)
 	}
-	muts := []mutation{
-		{"A byte", false, func(row []float32, _ []byte) { _, _, q := q8Row(row, nb); q[5*QBlock+31]++ }},
-		{"A scale", false, func(row []float32, _ []byte) { d, _, _ := q8Row(row, nb); d[4] *= 1.5 }},
-		{"correction", true, func(row []float32, _ []byte) { _, c, _ := q8Row(row, nb); c[1] += 128 }},
-		{"weight", false, func(_ []float32, blk []byte) { blk[(2*nb+5)*(2+QBlock)+2+17]++ }},
-		{"weight scale", false, func(_ []float32, blk []byte) { blk[(nb+3)*(2+QBlock)+1] ^= 0x04 }},
+	for _, f := range []WeightFormat{Q8_0, Q5_0, Q4_K} {
+		nb := nb
+		if f == Q4_K {
+			nb = 16 // two super-blocks
+		}
+		w := newFrozenAs(t, f, randSlice(rng, n*nb*QBlock), n, nb*QBlock)
+		bb, nw := f.blockBytes(), nb*QBlock/f.blockLen()
+		row := make([]float32, q8RowLen(nb*QBlock))
+		quantRow(row, randSlice(rng, nb*QBlock))
+		run := func(level string, row []float32, blk []byte) []float32 {
+			out := make([]float32, n)
+			d, c, q := q8Row(row, nb)
+			dots := map[WeightFormat]func([]byte, []int32, []float32, []byte, int, []float32){Q8_0: dotsQ8, Q5_0: dotsQ5, Q4_K: dotsQ4K}[f]
+			atQ8Level(level, func() { dots(q, c, d, blk, nw, out) })
+			return out
+		}
+		muts := []mutation{
+			{"A byte", false, func(row []float32, _ []byte) { _, _, q := q8Row(row, nb); q[5*QBlock+31]++ }},
+			{"A scale", false, func(row []float32, _ []byte) { d, _, _ := q8Row(row, nb); d[4] *= 1.5 }},
+			{"correction", true, func(row []float32, _ []byte) { _, c, _ := q8Row(row, nb); c[1] += 128 }},
+			{"weight", false, func(_ []float32, blk []byte) { blk[(2*nw+nw-1)*bb+bb-3] ^= 0x11 }},
+			{"weight scale", false, func(_ []float32, blk []byte) { blk[(nw+nw/2)*bb+1] ^= 0x04 }},
+		}
+		switch f {
+		case Q5_0:
+			muts = append(muts, mutation{"fifth bit", false, func(_ []float32, blk []byte) { blk[(nb+2)*bb+3] ^= 0x20 }})
+		case Q4_K: // the minimum's scale, a sub-block's scale and minimum (six bits in two places)
+			muts = append(muts,
+				mutation{"dmin", false, func(_ []float32, blk []byte) { blk[nw*bb+3] ^= 0x04 }},
+				mutation{"scale 1", false, func(_ []float32, blk []byte) { blk[4+1] ^= 0x02 }},
+				mutation{"scale 6's high bits", false, func(_ []float32, blk []byte) { blk[bb+4+2] ^= 0x80 }},
+				mutation{"minimum 5", false, func(_ []float32, blk []byte) { blk[2*bb+4+9] ^= 0x10 }})
+		}
+		for _, level := range q8Levels() {
+			base := run(level, row, w.blk)
+			for _, mu := range muts {
+				if mu.correction && level == "portable" && f != Q4_K {
+					continue
+				}
+				r2, b2 := append([]float32(nil), row...), append([]byte(nil), w.blk...)
+				mu.f(r2, b2)
+				got := run(level, r2, b2)
+				same := true
+				for j := range got {
+					same = same && math.Float32bits(got[j]) == math.Float32bits(base[j])
+				}
+				if same {
+					t.Errorf("%s %s: changing the %s left every output as it was", f, level, mu.name)
+				}
+			}
+		}
 	}
-	for _, level := range q8Levels() {
-		base := run(level, row, w.blk)
-		for _, mu := range muts {
-			if mu.correction && level == "portable" {
-				continue
-			}
-			r2, b2 := append([]float32(nil), row...), append([]byte(nil), w.blk...)
-			mu.f(r2, b2)
-			got := run(level, r2, b2)
-			same := true
-			for j := range got {
-				same = same && math.Float32bits(got[j]) == math.Float32bits(base[j])
-			}
-			if same {
-				t.Errorf("%s: changing the %s left every output as it was", level, mu.name)
+}
+
+// TestQ4KDotsLevels checks q4_k's one-row dots, assembly against dotsQ4KGo bit for bit
+// (TestFrozenProducts has their distance from a float64 product): 1 to 5 super-blocks,
+// odd and even rows, sub-block scales and minimums at 0 and 63, an all-zero block and a
+// NaN in A.
+func TestQ4KDotsLevels(t *testing.T) {
+	if !useVNNI {
+		t.Skip("no AVX512-VNNI: the portable dots are the only level here")
+	}
+	rng := rand.New(rand.NewPCG(17, 4))
+	for nsb := 1; nsb <= 5; nsb++ {
+		for _, n := range []int{1, 2, 7} {
+			k := nsb * QKBlock
+			w := NewFrozen(randSlice(rng, n*k), n, k, Q4_K)
+			blk := w.blk[:144]
+			blk[4], blk[8], blk[12] = 0xFF, 0x00, 0xFF // sc0 = 63, m0 = 0, sc4/m4 from their top bits
+			for _, nan := range []bool{false, true} {
+				a := randSlice(rng, k)
+				clear(a[QBlock : 2*QBlock])
+				if nan {
+					a[k-1] = float32(math.NaN())
+				}
+				var got [2][]float32
+				for x, level := range []string{"vnni", "portable"} {
+					got[x] = make([]float32, n)
+					atQ8Level(level, func() { FrozenMatMulNT(got[x], a, w, 1, false) })
+				}
+				for j := range got[0] {
+					g, p := got[0][j], got[1][j]
+					if math.Float32bits(g) != math.Float32bits(p) && !(g != g && p != p) {
+						t.Fatalf("nsb=%d n=%d nan=%v: C[%d] = %g on VNNI, %g portable", nsb, n, nan, j, g, p)
+					}
+				}
 			}
 		}
 	}

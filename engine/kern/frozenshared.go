@@ -69,8 +69,8 @@ func (w *Frozen) oneRow(round bool) (f func(c, a []float32, lo, hi int, acc bool
 	switch {
 	case w.f32Dottable():
 		return w.f32Dots, prepNone
-	case w.q8Dottable(1, round):
-		return w.q8Dots, prepQ8
+	case w.intDottable(1, round):
+		return w.intDots, prepQ8
 	case w.Format == F32 || round && w.intTiles(1) || round && w.dpTileable(1):
 		return nil, prepNone
 	case w.Format == Q5_0 && useAVX512:
