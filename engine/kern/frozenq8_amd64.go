@@ -48,6 +48,11 @@ func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 //go:noescape
 func dotsQ4KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32)
 
+// dotsQ6KVNNI is dotsQ6KGo in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nsb ≥ 1).
+//
+//go:noescape
+func dotsQ6KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32)
+
 // unpackQ4AVX is unpackQ4Go in assembly (AVX, F16C), bit for bit.
 //
 //go:noescape

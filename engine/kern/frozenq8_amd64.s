@@ -408,11 +408,9 @@ q8store:
 // Q5UNPACK leaves in Y8 the 32 unsigned q of the block at off(row).
 #define Q5UNPACK(row, off) \
 	KMOVD off+2(row), K1 \
-	VMOVDQU off+6(row), X8 \
-	VPSRLW $4, X8, X9 \
-	VPAND X12, X8, X8 \
-	VPAND X12, X9, X9 \
-	VINSERTI128 $1, X9, Y8, Y8 \
+	VBROADCASTI128 off+6(row), Y8 \
+	VPSRLVW Y11, Y8, Y8 \
+	VPAND Y12, Y8, Y8 \
 	VPADDB Y13, Y8, K1, Y8
 
 // Q5DP4 sets y0–y3 to the int32 lanes of the four blocks at row times A's blocks at SI.
@@ -454,6 +452,11 @@ TEXT ·dotsQ5VNNI(SB), NOSPLIT, $0-56
 	MOVL $0x10101010, AX
 	VMOVD AX, X13
 	VPBROADCASTD X13, Y13
+	VPXOR X11, X11, X11
+	MOVL $0x00040004, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, X9
+	VINSERTI128 $1, X9, Y11, Y11 // word shifts: 0 in the low half, 4 in the high
 
 q5row:
 	VXORPS X14, X14, X14
@@ -615,5 +618,123 @@ q4ksb:
 	ADDQ $4, BX
 	DECQ DX
 	JNZ q4krow
+	VZEROUPPER
+	RET
+
+// The one-row integer dots of q6_k weights (frozenq8dot.go): each half super-block's
+// four blocks of 32 six-bit q rebuilt as bytes from ql's nibbles and qh's pairs
+// (deqQ6K's order), offset to q−32 (signed, −32…31), multiplied with A's block by the
+// sign trick (VPDPBUSD of |q_a| by (q−32)·sign(q_a): no overflow, q−32 is never −128);
+// each int32 lane (four weights) times its group's scale (sixteen weights a scale, so
+// lanes 0–3 and 4–7 of a block have one each, gathered by VPSHUFB), then in float32
+// acc += float32(lane)·(d_a·d) in eight lanes, summed at the row's end as dotsQ6KGo does.
+//
+// Registers: SI A's bytes, R13 the offset of A's block in its scales (R12), DI the
+// super-block, Y12 0x0F bytes, Y13 0x30, Y14 0x20 (32), X15 the half's eight scales,
+// Y11 d, Y10 the row's eight sums.
+
+DATA q6kSc0<>+0(SB)/8, $0x0101010100000000
+DATA q6kSc0<>+8(SB)/8, $0x8080808080808080
+GLOBL q6kSc0<>(SB), RODATA|NOPTR, $16
+DATA q6kSc1<>+0(SB)/8, $0x0303030302020202
+DATA q6kSc1<>+8(SB)/8, $0x8080808080808080
+GLOBL q6kSc1<>(SB), RODATA|NOPTR, $16
+DATA q6kSc2<>+0(SB)/8, $0x0505050504040404
+DATA q6kSc2<>+8(SB)/8, $0x8080808080808080
+GLOBL q6kSc2<>(SB), RODATA|NOPTR, $16
+DATA q6kSc3<>+0(SB)/8, $0x0707070706060606
+DATA q6kSc3<>+8(SB)/8, $0x8080808080808080
+GLOBL q6kSc3<>(SB), RODATA|NOPTR, $16
+
+// Q6KBLK adds the block of q in yu (0–63 as bytes) times A's block at aoff(SI), with
+// its scales picked by mask and d_a at doff(R12)(R13*1), to the eight sums.
+#define Q6KBLK(yu, aoff, mask, doff) \
+	VPSUBB Y14, yu, yu \
+	VPSIGNB aoff(SI), yu, yu \
+	VPABSB aoff(SI), Y7 \
+	VPXOR Y8, Y8, Y8 \
+	VPDPBUSD yu, Y7, Y8 \
+	VPSHUFB mask, X15, X9 \
+	VPMOVSXBD X9, Y9 \
+	VPMULLD Y9, Y8, Y8 \
+	VCVTDQ2PS Y8, Y8 \
+	VBROADCASTSS doff(R12)(R13*1), Y9 \
+	VMULPS Y11, Y9, Y9 \
+	VMULPS Y9, Y8, Y8 \
+	VADDPS Y8, Y10, Y10
+
+// Q6KHALF runs half a super-block: ql at lo(DI), qh at hi(DI), scales at sc(DI), A's
+// four blocks from aoff(SI), their d_a from doff(R12)(R13*1).
+#define Q6KHALF(lo, hi, sc, aoff, doff) \
+	VMOVQ sc(DI), X15 \
+	VMOVDQU lo(DI), Y0 \
+	VMOVDQU lo+32(DI), Y1 \
+	VMOVDQU hi(DI), Y2 \
+	VPAND Y12, Y0, Y3 \
+	VPSLLW $4, Y2, Y4 \
+	VPAND Y13, Y4, Y4 \
+	VPOR Y4, Y3, Y3 \
+	VPAND Y12, Y1, Y4 \
+	VPSLLW $2, Y2, Y5 \
+	VPAND Y13, Y5, Y5 \
+	VPOR Y5, Y4, Y4 \
+	VPSRLW $4, Y0, Y0 \
+	VPAND Y12, Y0, Y0 \
+	VPAND Y13, Y2, Y5 \
+	VPOR Y5, Y0, Y0 \
+	VPSRLW $4, Y1, Y1 \
+	VPAND Y12, Y1, Y1 \
+	VPSRLW $2, Y2, Y2 \
+	VPAND Y13, Y2, Y2 \
+	VPOR Y2, Y1, Y1 \
+	Q6KBLK(Y3, aoff, q6kSc0<>(SB), doff) \
+	Q6KBLK(Y4, aoff+32, q6kSc1<>(SB), doff+4) \
+	Q6KBLK(Y0, aoff+64, q6kSc2<>(SB), doff+8) \
+	Q6KBLK(Y1, aoff+96, q6kSc3<>(SB), doff+12)
+
+// func dotsQ6KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32)
+TEXT ·dotsQ6KVNNI(SB), NOSPLIT, $0-56
+	MOVQ q+0(FP), R10
+	MOVQ d+16(FP), R12
+	MOVQ w+24(FP), DI
+	MOVQ rows+40(FP), DX
+	MOVQ out+48(FP), BX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x20202020, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+
+q6krow:
+	VXORPS Y10, Y10, Y10
+	MOVQ R10, SI
+	XORQ R13, R13
+	MOVQ nsb+32(FP), CX
+
+q6ksb:
+	VPBROADCASTW 208(DI), X11
+	VCVTPH2PS X11, Y11
+	Q6KHALF(0, 128, 192, 0, 0)
+	Q6KHALF(64, 160, 200, 128, 16)
+	ADDQ $210, DI
+	ADDQ $256, SI
+	ADDQ $32, R13
+	DECQ CX
+	JNZ q6ksb
+
+	VEXTRACTF128 $1, Y10, X1
+	VADDPS X1, X10, X10
+	VMOVHLPS X10, X1, X1
+	VADDPS X1, X10, X10
+	VMOVSHDUP X10, X1
+	VADDSS X1, X10, X10
+	VMOVSS X10, (BX)
+	ADDQ $4, BX
+	DECQ DX
+	JNZ q6krow
 	VZEROUPPER
 	RET

@@ -47,3 +47,8 @@ func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 func dotsQ4KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32) {
 	panic("kern: dotsQ4KVNNI without the assembly")
 }
+
+// dotsQ6KVNNI is never dispatched to without VNNI.
+func dotsQ6KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32) {
+	panic("kern: dotsQ6KVNNI without the assembly")
+}

@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// The one-row integer dots of q8_0, q5_0 and q4_k weights: a decode step's product (one
-// to three rows of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
+// The one-row integer dots of q8_0, q5_0, q4_k and q6_k weights: a decode step's
+// product (one to three rows of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
 // a block of 32 on 16-wide vectors, BenchmarkFrozenDotCompute: about 17 weights per
 // core-nanosecond on the Zen 4 of docs/performance.md), which two cores need nearly all
 // of the memory's time for; q5_0's (15 weights a core-nanosecond, 0.69 bytes each) was
@@ -24,10 +24,10 @@ import (
 
 // Q8IntDecode reports whether sampling products of one to three rows (decode steps) with
 // weights in format f quantise their activations to 8-bit blocks on this machine: q8_0,
-// q5_0 and q4_k on AVX512-VNNI (the integer dots). Elsewhere, and in the other formats,
+// q5_0, q4_k and q6_k on AVX512-VNNI (the integer dots). Elsewhere, and in the other formats,
 // they multiply the float32 activations.
 func Q8IntDecode(f WeightFormat) bool {
-	return (f == Q8_0 || f == Q5_0 || f == Q4_K) && (useVNNI || forceQ8Int)
+	return (f == Q8_0 || f == Q5_0 || f == Q4_K || f == Q6_K) && (useVNNI || forceQ8Int)
 }
 
 // intDotMaxRows is the most rows of A the dots take: from q8IntMinRows the tiles do.
@@ -74,7 +74,7 @@ func quantRow(dst, x []float32) {
 }
 
 // intDots sets (or adds, acc) outputs [lo, hi) of c = a·Wᵀ, a one row quantised by
-// quantRow: oneRow's function for q8_0, q5_0 and q4_k on the integer path.
+// quantRow: oneRow's function for q8_0, q5_0, q4_k and q6_k on the integer path.
 func (w *Frozen) intDots(c, a []float32, lo, hi int, acc bool) {
 	bb, nw := w.Format.blockBytes(), w.Cols/w.Format.blockLen()
 	d, cs, q := q8Row(a, w.Cols/QBlock)
@@ -85,6 +85,8 @@ func (w *Frozen) intDots(c, a []float32, lo, hi int, acc bool) {
 		dots = dotsQ5
 	case Q4_K:
 		dots = dotsQ4K
+	case Q6_K:
+		dots = dotsQ6K
 	}
 	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) {
 		dots(q, cs, d, w.blk[j*nw*bb:], nw, out)
@@ -192,6 +194,53 @@ func dotsQ4KGo(q []byte, c []int32, d []float32, w []byte, nsb int, out []float3
 				}
 				t := float32(float32(float32(int32(sc)*sum)*dd) - float32(float32(int32(m)*(c[b]>>7))*dmin))
 				acc[s] = float32(acc[s] + float32(t*d[b]))
+			}
+		}
+		lo := [4]float32{acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]}
+		out[r] = float32(lo[0]+lo[2]) + float32(lo[1]+lo[3])
+	}
+}
+
+// dotsQ6K is dotsQ8 for rows of nsb Q6_K super-blocks (c unused: q−32 is multiplied
+// signed). As dotsQ4K's, its sums are kept in eight lanes, dotsQ6KGo's order.
+func dotsQ6K(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
+	if useVNNI {
+		_ = w[len(out)*nsb*Q6_K.blockBytes()-1]
+		_, _ = q[nsb*QKBlock-1], d[8*nsb-1]
+		dotsQ6KVNNI(&q[0], &c[0], &d[0], &w[0], nsb, len(out), &out[0])
+		return
+	}
+	dotsQ6KGo(q, c, d, w, nsb, out)
+}
+
+// dotsQ6KGo is dotsQ6K in Go, the reference of the assembly: for block k of half n of a
+// super-block (A's block b) and lane L (its weights 4L…4L+3, deqQ6K's q), v = sc·Σ(q−32)·q_a
+// exact in int32 with sc the scale of weights 16·(L/4)…, then acc[L] += float32(v)·(d_a·d);
+// the eight accumulators summed as a tree at the row's end.
+func dotsQ6KGo(q []byte, _ []int32, d []float32, w []byte, nsb int, out []float32) {
+	const bb = 210
+	for r := range out {
+		row := w[r*nsb*bb:][:nsb*bb]
+		var acc [8]float32
+		for sb := 0; sb < nsb; sb++ {
+			blk := row[sb*bb:][:bb]
+			dd := FromF16(binary.LittleEndian.Uint16(blk[208:]))
+			for n := 0; n < 2; n++ {
+				ql, qh, sc := blk[64*n:][:64], blk[128+32*n:][:32], blk[192+8*n:][:8]
+				for k := 0; k < 4; k++ {
+					b := sb*8 + 4*n + k
+					s := float32(d[b] * dd)
+					for lane := 0; lane < 8; lane++ {
+						var v int32
+						for l := 4 * lane; l < 4*lane+4; l++ {
+							lo := ql[l+32*(k&1)] >> (4 * (k / 2)) & 0xF
+							u := int32(lo | (qh[l]>>(2*k)&3)<<4)
+							v += (u - 32) * int32(int8(q[b*QBlock+l]))
+						}
+						v *= int32(int8(sc[2*k+lane/4]))
+						acc[lane] = float32(acc[lane] + float32(float32(v)*s))
+					}
+				}
 			}
 		}
 		lo := [4]float32{acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]}

@@ -1,6 +1,7 @@
 package kern
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -134,8 +135,8 @@ func TestQuantRowLevels(t *testing.T) {
 // TestQ8DotsMutations checks that the comparisons above can fail: a change to any
 // input the dots read (a byte of A, A's scale, a correction, a weight — for q5_0 its low
 // bits and its fifth —, a weight's scale, q4_k's minimums' scale and six-bit scales and
-// minimums) changes the output at every level that reads it (the portable q8_0 and q5_0
-// dots sum Σq_a·q_w directly and read no correction).
+// minimums) changes the output at every level that reads it (the Go q8_0 and q5_0 dots
+// sum Σq_a·q_w directly and read no correction, nor do q6_k's).
 func TestQ8DotsMutations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
 	const n, nb = 3, 6
@@ -144,9 +145,9 @@ func TestQ8DotsMutations(t *testing.T) {
 		correction bool
 		f          func(row []float32, blk []byte)
 	}
-	for _, f := range []WeightFormat{Q8_0, Q5_0, Q4_K} {
+	for _, f := range []WeightFormat{Q8_0, Q5_0, Q4_K, Q6_K} {
 		nb := nb
-		if f == Q4_K {
+		if f == Q4_K || f == Q6_K {
 			nb = 16 // two super-blocks
 		}
 		w := newFrozenAs(t, f, randSlice(rng, n*nb*QBlock), n, nb*QBlock)
@@ -156,7 +157,7 @@ func TestQ8DotsMutations(t *testing.T) {
 		run := func(level string, row []float32, blk []byte) []float32 {
 			out := make([]float32, n)
 			d, c, q := q8Row(row, nb)
-			dots := map[WeightFormat]func([]byte, []int32, []float32, []byte, int, []float32){Q8_0: dotsQ8, Q5_0: dotsQ5, Q4_K: dotsQ4K}[f]
+			dots := map[WeightFormat]func([]byte, []int32, []float32, []byte, int, []float32){Q8_0: dotsQ8, Q5_0: dotsQ5, Q4_K: dotsQ4K, Q6_K: dotsQ6K}[f]
 			atQ8Level(level, func() { dots(q, c, d, blk, nw, out) })
 			return out
 		}
@@ -167,7 +168,14 @@ func TestQ8DotsMutations(t *testing.T) {
 			{"weight", false, func(_ []float32, blk []byte) { blk[(2*nw+nw-1)*bb+bb-3] ^= 0x11 }},
 			{"weight scale", false, func(_ []float32, blk []byte) { blk[(nw+nw/2)*bb+1] ^= 0x04 }},
 		}
+		if f == Q6_K { // d is the last two bytes
+			muts[4] = mutation{"weight scale", false, func(_ []float32, blk []byte) { blk[nw*bb+bb-1] ^= 0x04 }}
+		}
 		switch f {
+		case Q6_K:
+			muts = append(muts,
+				mutation{"high bits", false, func(_ []float32, blk []byte) { blk[bb+128+40] ^= 0x40 }},
+				mutation{"group scale", false, func(_ []float32, blk []byte) { blk[192+13] ^= 0x08 }})
 		case Q5_0:
 			muts = append(muts, mutation{"fifth bit", false, func(_ []float32, blk []byte) { blk[(nb+2)*bb+3] ^= 0x20 }})
 		case Q4_K: // the minimum's scale, a sub-block's scale and minimum (six bits in two places)
@@ -180,7 +188,8 @@ func TestQ8DotsMutations(t *testing.T) {
 		for _, level := range q8Levels() {
 			base := run(level, row, w.blk)
 			for _, mu := range muts {
-				if mu.correction && level == "portable" && f != Q4_K {
+				// Corrections are read by q4_k's dots and by q8_0's and q5_0's assembly.
+				if reads := f == Q4_K || level == "vnni" && f != Q6_K; mu.correction && !reads {
 					continue
 				}
 				r2, b2 := append([]float32(nil), row...), append([]byte(nil), w.blk...)
@@ -198,39 +207,66 @@ func TestQ8DotsMutations(t *testing.T) {
 	}
 }
 
-// TestQ4KDotsLevels checks q4_k's one-row dots, assembly against dotsQ4KGo bit for bit
-// (TestFrozenProducts has their distance from a float64 product): 1 to 5 super-blocks,
-// odd and even rows, sub-block scales and minimums at 0 and 63, an all-zero block and a
-// NaN in A.
-func TestQ4KDotsLevels(t *testing.T) {
-	if !useVNNI {
-		t.Skip("no AVX512-VNNI: the portable dots are the only level here")
-	}
+// TestKDotsLevels checks q4_k's and q6_k's one-row dots: the assembly against the Go
+// (dotsQ4KGo, dotsQ6KGo) bit for bit, and the Go against a float64 product of the
+// dequantised weights with the quantised row (the float32 tolerance of every kernel's
+// test): 1 to 5 super-blocks, odd and even rows, q4_k's sub-block scales and minimums at
+// 0 and 63, q6_k's scales at −128 and 127, an all-zero block, and a NaN in A (bits
+// only).
+func TestKDotsLevels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 4))
-	for nsb := 1; nsb <= 5; nsb++ {
-		for _, n := range []int{1, 2, 7} {
-			k := nsb * QKBlock
-			w := NewFrozen(randSlice(rng, n*k), n, k, Q4_K)
-			blk := w.blk[:144]
-			blk[4], blk[8], blk[12] = 0xFF, 0x00, 0xFF // sc0 = 63, m0 = 0, sc4/m4 from their top bits
-			for _, nan := range []bool{false, true} {
-				a := randSlice(rng, k)
-				clear(a[QBlock : 2*QBlock])
-				if nan {
-					a[k-1] = float32(math.NaN())
+	levels := []string{"portable"}
+	if useVNNI {
+		levels = []string{"vnni", "portable"}
+	}
+	for _, f := range []WeightFormat{Q4_K, Q6_K} {
+		for nsb := 1; nsb <= 5; nsb++ {
+			for _, n := range []int{1, 2, 7} {
+				k := nsb * QKBlock
+				w := NewFrozen(randSlice(rng, n*k), n, k, f)
+				if f == Q4_K {
+					blk := w.blk[:144]
+					blk[4], blk[8], blk[12] = 0xFF, 0x00, 0xFF // sc0 = 63, m0 = 0, sc4/m4 from their top bits
+				} else {
+					w.blk[192], w.blk[193+8] = 0x80, 0x7F // the first half's first scale, the second's second
 				}
-				var got [2][]float32
-				for x, level := range []string{"vnni", "portable"} {
-					got[x] = make([]float32, n)
-					atQ8Level(level, func() { FrozenMatMulNT(got[x], a, w, 1, false) })
-				}
-				for j := range got[0] {
-					g, p := got[0][j], got[1][j]
-					if math.Float32bits(g) != math.Float32bits(p) && !(g != g && p != p) {
-						t.Fatalf("nsb=%d n=%d nan=%v: C[%d] = %g on VNNI, %g portable", nsb, n, nan, j, g, p)
+				for _, nan := range []bool{false, true} {
+					a := randSlice(rng, k)
+					clear(a[QBlock : 2*QBlock])
+					if nan {
+						a[k-1] = float32(math.NaN())
+					}
+					got := make([][]float32, len(levels))
+					for x, level := range levels {
+						got[x] = make([]float32, n)
+						atQ8Level(level, func() { FrozenMatMulNT(got[x], a, w, 1, false) })
+					}
+					name := fmt.Sprintf("%s nsb=%d n=%d nan=%v", f, nsb, n, nan)
+					for j := range got[0] {
+						g, p := got[0][j], got[len(got)-1][j]
+						if math.Float32bits(g) != math.Float32bits(p) && !(g != g && p != p) {
+							t.Fatalf("%s: C[%d] = %g on %s, %g portable", name, j, g, levels[0], p)
+						}
+					}
+					if !nan {
+						close32(t, name, got[len(got)-1], ref64NT(quantised(a), widened(w), 1, n, k), k)
 					}
 				}
 			}
 		}
 	}
+}
+
+// quantised is a as the integer products see it: each block of 32 quantised by
+// quantActBlock and dequantised (d_a·q_a).
+func quantised(a []float32) []float32 {
+	out := make([]float32, len(a))
+	for p := 0; p+QBlock <= len(a); p += QBlock {
+		var qs [QBlock]byte
+		d := quantActBlock(&qs, a[p:p+QBlock])
+		for j, q := range qs {
+			out[p+j] = d * float32(int8(q^0x80))
+		}
+	}
+	return out
 }
