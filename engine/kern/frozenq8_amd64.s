@@ -263,6 +263,17 @@ ublock:
 	VZEROUPPER
 	RET
 
+// STORESUM8 stores the sum of Y10's eight float32 lanes at (BX): ((0+4)+(2+6)) +
+// ((1+5)+(3+7)), the Go twins' order.
+#define STORESUM8 \
+	VEXTRACTF128 $1, Y10, X1 \
+	VADDPS X1, X10, X10 \
+	VMOVHLPS X10, X1, X1 \
+	VADDPS X1, X10, X10 \
+	VMOVSHDUP X10, X1 \
+	VADDSS X1, X10, X10 \
+	VMOVSS X10, (BX)
+
 // The one-row integer dots (frozenq8dot.go): rows of W one after the other against one
 // row of A quantised (q8Row). Each block's 32 weights are offset to unsigned (XOR 0x80: q_w +
 // 128) and VPDPBUSD multiplies them by A's signed bytes into 8 int32 lanes; four blocks'
@@ -608,13 +619,7 @@ q4ksb:
 	DECQ CX
 	JNZ q4ksb
 
-	VEXTRACTF128 $1, Y10, X1
-	VADDPS X1, X10, X10
-	VMOVHLPS X10, X1, X1
-	VADDPS X1, X10, X10
-	VMOVSHDUP X10, X1
-	VADDSS X1, X10, X10
-	VMOVSS X10, (BX)
+	STORESUM8
 	ADDQ $4, BX
 	DECQ DX
 	JNZ q4krow
@@ -726,13 +731,7 @@ q6ksb:
 	DECQ CX
 	JNZ q6ksb
 
-	VEXTRACTF128 $1, Y10, X1
-	VADDPS X1, X10, X10
-	VMOVHLPS X10, X1, X1
-	VADDPS X1, X10, X10
-	VMOVSHDUP X10, X1
-	VADDSS X1, X10, X10
-	VMOVSS X10, (BX)
+	STORESUM8
 	ADDQ $4, BX
 	DECQ DX
 	JNZ q6krow

@@ -1,0 +1,26 @@
+//go:build !amd64 || purego
+
+package kern
+
+// The one-row integer dots' assembly is amd64's (AVX512-VNNI); elsewhere useVNNI is false
+// and these are never called: dotsQ8 and the others take their Go twins.
+
+func quantRowAVX512(q *byte, c *int32, d *float32, x *float32, nb int) {
+	panic("kern: quantRowAVX512 without the assembly")
+}
+
+func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
+	panic("kern: dotsQ8VNNI without the assembly")
+}
+
+func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
+	panic("kern: dotsQ5VNNI without the assembly")
+}
+
+func dotsQ4KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32) {
+	panic("kern: dotsQ4KVNNI without the assembly")
+}
+
+func dotsQ6KVNNI(q *byte, c *int32, d *float32, w *byte, nsb, rows int, out *float32) {
+	panic("kern: dotsQ6KVNNI without the assembly")
+}
