@@ -185,7 +185,7 @@ func BenchmarkKQuantDot(b *testing.B) {
 	for _, r := range []struct {
 		f     WeightFormat
 		float bool // the float dots the integer ones replaced (frozenq8dot.go)
-	}{{Q4_1, false}, {Q4_K, false}, {Q6_K, false}, {Q5_0, false}, {Q8_0, false}, {Q4_K, true}, {Q6_K, true}, {Q5_0, true}, {Q8_0, true}} {
+	}{{Q4_1, false}, {Q4_K, false}, {Q6_K, false}, {Q5_0, false}, {Q8_0, false}, {Q4_1, true}, {Q4_K, true}, {Q6_K, true}, {Q5_0, true}, {Q8_0, true}} {
 		f, name := r.f, r.f.String()
 		if r.float {
 			name += "-float"

@@ -38,6 +38,11 @@ func quantRowAVX512(q *byte, c *int32, d *float32, x *float32, nb int)
 //go:noescape
 func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
 
+// dotsQ4VNNI is dotsQ4Go in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nb ≥ 1).
+//
+//go:noescape
+func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
+
 // dotsQ5VNNI is dotsQ5Go in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nb ≥ 1).
 //
 //go:noescape

@@ -737,3 +737,130 @@ q6ksb:
 	JNZ q6krow
 	VZEROUPPER
 	RET
+
+// The one-row integer dots of q4_1 weights (frozenq8dot.go): a block's 32 four-bit q (0–15)
+// unpacked as q5_0's are without the fifth bits, one VPDPBUSD a block, four blocks' exact
+// S = Σq·q_a at a time; then in float32, no fused multiply-adds, t = (d_w·d_a)·float32(S) +
+// m_w·(d_a·float32(Σq_a)) and acc += t in four lanes, a block left over into the first,
+// summed at the row's end as dotsQ4Go does. Blocks are 20 bytes: d, m, 16 bytes of q.
+
+// Q4UNPACK leaves in Y8 the 32 q of the block at off(row).
+#define Q4UNPACK(row, off) \
+	VBROADCASTI128 off+4(row), Y8 \
+	VPSRLVW Y11, Y8, Y8 \
+	VPAND Y12, Y8, Y8
+
+// GATHER4H widens the halves at off(row), off+20, off+40, off+60 to four float32 in xd.
+#define GATHER4H(row, off, xd) \
+	MOVWLZX off(row), AX \
+	VMOVD AX, xd \
+	VPINSRW $1, off+20(row), xd, xd \
+	VPINSRW $2, off+40(row), xd, xd \
+	VPINSRW $3, off+60(row), xd, xd \
+	VCVTPH2PS xd, xd
+
+// func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
+TEXT ·dotsQ4VNNI(SB), NOSPLIT, $0-56
+	MOVQ q+0(FP), R10
+	MOVQ c+8(FP), R11
+	MOVQ d+16(FP), R12
+	MOVQ w+24(FP), DI
+	MOVQ rows+40(FP), DX
+	MOVQ out+48(FP), BX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	VPXOR X11, X11, X11
+	MOVL $0x00040004, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, X9
+	VINSERTI128 $1, X9, Y11, Y11 // word shifts: 0 in the low half, 4 in the high
+
+q4row:
+	VXORPS X14, X14, X14
+	MOVQ R10, SI
+	XORQ R13, R13
+	MOVQ nb+32(FP), CX
+	SHRQ $2, CX
+	JZ q4tail
+
+q4group:
+	Q4UNPACK(DI, 0)
+	VPXOR Y0, Y0, Y0
+	VPDPBUSD (SI), Y8, Y0
+	Q4UNPACK(DI, 20)
+	VPXOR Y1, Y1, Y1
+	VPDPBUSD 32(SI), Y8, Y1
+	Q4UNPACK(DI, 40)
+	VPXOR Y2, Y2, Y2
+	VPDPBUSD 64(SI), Y8, Y2
+	Q4UNPACK(DI, 60)
+	VPXOR Y3, Y3, Y3
+	VPDPBUSD 96(SI), Y8, Y3
+	VPHADDD Y1, Y0, Y0
+	VPHADDD Y3, Y2, Y2
+	VPHADDD Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0 // S of the four blocks
+	VCVTDQ2PS X0, X0
+	GATHER4H(DI, 0, X8) // d_w
+	GATHER4H(DI, 2, X9) // m_w
+	VMOVUPS (R12)(R13*1), X10 // d_a
+	VPSRAD $7, (R11)(R13*1), X7 // Σq_a
+	VCVTDQ2PS X7, X7
+	VMULPS X10, X8, X8
+	VMULPS X8, X0, X0
+	VMULPS X10, X7, X7
+	VMULPS X9, X7, X7
+	VADDPS X7, X0, X0
+	VADDPS X0, X14, X14
+	ADDQ $80, DI
+	ADDQ $128, SI
+	ADDQ $16, R13
+	DECQ CX
+	JNZ q4group
+
+q4tail:
+	MOVQ nb+32(FP), CX
+	ANDQ $3, CX
+	JZ q4store
+
+q4one:
+	Q4UNPACK(DI, 0)
+	VPXOR Y0, Y0, Y0
+	VPDPBUSD (SI), Y8, Y0
+	HSUM8(Y0, X0, X1)
+	VCVTDQ2PS X0, X0
+	MOVWLZX 0(DI), AX
+	VMOVD AX, X8
+	VCVTPH2PS X8, X8
+	MOVWLZX 2(DI), AX
+	VMOVD AX, X9
+	VCVTPH2PS X9, X9
+	VMOVSS (R12)(R13*1), X10
+	VMOVD (R11)(R13*1), X7
+	VPSRAD $7, X7, X7
+	VCVTDQ2PS X7, X7
+	VMULSS X10, X8, X8
+	VMULSS X8, X0, X0
+	VMULSS X10, X7, X7
+	VMULSS X9, X7, X7
+	VADDSS X7, X0, X0
+	VADDSS X0, X14, X14
+	ADDQ $20, DI
+	ADDQ $32, SI
+	ADDQ $4, R13
+	DECQ CX
+	JNZ q4one
+
+q4store:
+	VMOVHLPS X14, X1, X1
+	VADDPS X1, X14, X14
+	VMOVSHDUP X14, X1
+	VADDSS X1, X14, X14
+	VMOVSS X14, (BX)
+	ADDQ $4, BX
+	DECQ DX
+	JNZ q4row
+	VZEROUPPER
+	RET

@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// The one-row integer dots of q8_0, q5_0, q4_k and q6_k weights: a decode step's
-// product (one to three rows of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
+// The one-row integer dots of the block formats (q8_0, q4_1, q5_0, q4_k, q6_k): a decode
+// step's product (one to three rows of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
 // a block of 32 on 16-wide vectors, BenchmarkFrozenDotCompute: about 17 weights per
 // core-nanosecond on the Zen 4 of docs/performance.md), which two cores need nearly all
 // of the memory's time for; q5_0's (15 weights a core-nanosecond, 0.69 bytes each) was
@@ -24,10 +24,10 @@ import (
 
 // Q8IntDecode reports whether sampling products of one to three rows (decode steps) with
 // weights in format f quantise their activations to 8-bit blocks on this machine: q8_0,
-// q5_0, q4_k and q6_k on AVX512-VNNI (the integer dots). Elsewhere, and in the other formats,
+// q4_1, q5_0, q4_k and q6_k on AVX512-VNNI (the integer dots). Elsewhere, and in the other formats,
 // they multiply the float32 activations.
 func Q8IntDecode(f WeightFormat) bool {
-	return (f == Q8_0 || f == Q5_0 || f == Q4_K || f == Q6_K) && (useVNNI || forceQ8Int)
+	return (f == Q8_0 || f == Q4_1 || f == Q5_0 || f == Q4_K || f == Q6_K) && (useVNNI || forceQ8Int)
 }
 
 // intDotMaxRows is the most rows of A the dots take: from q8IntMinRows the tiles do.
@@ -74,13 +74,15 @@ func quantRow(dst, x []float32) {
 }
 
 // intDots sets (or adds, acc) outputs [lo, hi) of c = a·Wᵀ, a one row quantised by
-// quantRow: oneRow's function for q8_0, q5_0, q4_k and q6_k on the integer path.
+// quantRow: oneRow's function for the block formats on the integer path.
 func (w *Frozen) intDots(c, a []float32, lo, hi int, acc bool) {
 	bb, nw := w.Format.blockBytes(), w.Cols/w.Format.blockLen()
 	d, cs, q := q8Row(a, w.Cols/QBlock)
 	_ = w.blk[hi*nw*bb-1]
 	dots := dotsQ8
 	switch w.Format {
+	case Q4_1:
+		dots = dotsQ4
 	case Q5_0:
 		dots = dotsQ5
 	case Q4_K:
@@ -155,6 +157,46 @@ func dotsQ5Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32)
 			sum = float32(sum + float32(scale*float32(s)))
 		}
 		out[r] = sum
+	}
+}
+
+// dotsQ4 is dotsQ8 for rows of nb Q4_1 blocks. Its blocks add a minimum's term, which the
+// tiles add in a float32 product after (from q4IntMinRows rows), so it gives its own
+// bits: four blocks' sums in four lanes, dotsQ4Go's order.
+func dotsQ4(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	if useVNNI {
+		_ = w[len(out)*nb*Q4_1.blockBytes()-1]
+		_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
+		dotsQ4VNNI(&q[0], &c[0], &d[0], &w[0], nb, len(out), &out[0])
+		return
+	}
+	dotsQ4Go(q, c, d, w, nb, out)
+}
+
+// dotsQ4Go is dotsQ4 in Go, the reference of the assembly: per block b the exact S =
+// Σq_w·q_a and A = Σq_a, t = (d_w·d_a)·float32(S) + m_w·(d_a·float32(A)), acc[b%4] += t for
+// the row's whole groups of four blocks and acc[0] += t for the blocks after them; then
+// (acc[0]+acc[2]) + (acc[1]+acc[3]).
+func dotsQ4Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	bb := Q4_1.blockBytes()
+	for r := range out {
+		row := w[r*nb*bb:][:nb*bb]
+		var acc [4]float32
+		for b := 0; b < nb; b++ {
+			blk := row[b*bb:][:bb]
+			var s int32
+			for j := 0; j < QBlock/2; j++ {
+				s += int32(blk[4+j]&0xF)*int32(int8(q[b*QBlock+j])) + int32(blk[4+j]>>4)*int32(int8(q[b*QBlock+QBlock/2+j]))
+			}
+			dw, mw := FromF16(binary.LittleEndian.Uint16(blk)), FromF16(binary.LittleEndian.Uint16(blk[2:]))
+			t := float32(float32(float32(dw*d[b])*float32(s)) + float32(mw*float32(d[b]*float32(c[b]>>7))))
+			lane := b % 4
+			if b >= nb&^3 {
+				lane = 0
+			}
+			acc[lane] = float32(acc[lane] + t)
+		}
+		out[r] = float32(acc[0]+acc[2]) + float32(acc[1]+acc[3])
 	}
 }
 

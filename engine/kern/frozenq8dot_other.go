@@ -13,6 +13,10 @@ func dotsQ8VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 	panic("kern: dotsQ8VNNI without the assembly")
 }
 
+func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
+	panic("kern: dotsQ4VNNI without the assembly")
+}
+
 func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
 	panic("kern: dotsQ5VNNI without the assembly")
 }

@@ -145,7 +145,7 @@ func TestQ8DotsMutations(t *testing.T) {
 		correction bool
 		f          func(row []float32, blk []byte)
 	}
-	for _, f := range []WeightFormat{Q8_0, Q5_0, Q4_K, Q6_K} {
+	for _, f := range []WeightFormat{Q8_0, Q4_1, Q5_0, Q4_K, Q6_K} {
 		nb := nb
 		if f == Q4_K || f == Q6_K {
 			nb = 16 // two super-blocks
@@ -157,7 +157,7 @@ func TestQ8DotsMutations(t *testing.T) {
 		run := func(level string, row []float32, blk []byte) []float32 {
 			out := make([]float32, n)
 			d, c, q := q8Row(row, nb)
-			dots := map[WeightFormat]func([]byte, []int32, []float32, []byte, int, []float32){Q8_0: dotsQ8, Q5_0: dotsQ5, Q4_K: dotsQ4K, Q6_K: dotsQ6K}[f]
+			dots := map[WeightFormat]func([]byte, []int32, []float32, []byte, int, []float32){Q8_0: dotsQ8, Q4_1: dotsQ4, Q5_0: dotsQ5, Q4_K: dotsQ4K, Q6_K: dotsQ6K}[f]
 			atQ8Level(level, func() { dots(q, c, d, blk, nw, out) })
 			return out
 		}
@@ -172,6 +172,8 @@ func TestQ8DotsMutations(t *testing.T) {
 			muts[4] = mutation{"weight scale", false, func(_ []float32, blk []byte) { blk[nw*bb+bb-1] ^= 0x04 }}
 		}
 		switch f {
+		case Q4_1:
+			muts = append(muts, mutation{"minimum", false, func(_ []float32, blk []byte) { blk[(nb+4)*bb+3] ^= 0x04 }})
 		case Q6_K:
 			muts = append(muts,
 				mutation{"high bits", false, func(_ []float32, blk []byte) { blk[bb+128+40] ^= 0x40 }},
@@ -188,8 +190,8 @@ func TestQ8DotsMutations(t *testing.T) {
 		for _, level := range q8Levels() {
 			base := run(level, row, w.blk)
 			for _, mu := range muts {
-				// Corrections are read by q4_k's dots and by q8_0's and q5_0's assembly.
-				if reads := f == Q4_K || level == "vnni" && f != Q6_K; mu.correction && !reads {
+				// Corrections are read by q4_1's and q4_k's dots and by q8_0's and q5_0's assembly.
+				if reads := f == Q4_1 || f == Q4_K || level == "vnni" && f != Q6_K; mu.correction && !reads {
 					continue
 				}
 				r2, b2 := append([]float32(nil), row...), append([]byte(nil), w.blk...)
@@ -207,32 +209,41 @@ func TestQ8DotsMutations(t *testing.T) {
 	}
 }
 
-// TestKDotsLevels checks q4_k's and q6_k's one-row dots: the assembly against the Go
-// (dotsQ4KGo, dotsQ6KGo) bit for bit, and the Go against a float64 product of the
-// dequantised weights with the quantised row (the float32 tolerance of every kernel's
-// test): 1 to 5 super-blocks, odd and even rows, q4_k's sub-block scales and minimums at
-// 0 and 63, q6_k's scales at −128 and 127, an all-zero block, and a NaN in A (bits
-// only).
+// TestKDotsLevels checks the one-row dots that do not give the tiles' bits (q4_1, q4_k,
+// q6_k): the assembly against the Go (dotsQ4Go, dotsQ4KGo, dotsQ6KGo) bit for bit, and
+// the Go against a float64 product of the dequantised weights with the quantised row
+// (the float32 tolerance of every kernel's test): 1 to 9 blocks of q4_1 (whole groups of
+// four and the blocks after them), 1 to 5 super-blocks, odd and even rows, q4_1's q at 0
+// and 15, q4_k's sub-block scales and minimums at 0 and 63, q6_k's scales at −128 and
+// 127, an all-zero block, and a NaN in A (bits only).
 func TestKDotsLevels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 4))
 	levels := []string{"portable"}
 	if useVNNI {
 		levels = []string{"vnni", "portable"}
 	}
-	for _, f := range []WeightFormat{Q4_K, Q6_K} {
+	for _, f := range []WeightFormat{Q4_1, Q4_K, Q6_K} {
 		for nsb := 1; nsb <= 5; nsb++ {
 			for _, n := range []int{1, 2, 7} {
 				k := nsb * QKBlock
+				if f == Q4_1 {
+					k = (2*nsb - 1) * QBlock // 1 to 9 blocks: whole groups of four and blocks after them
+				}
 				w := NewFrozen(randSlice(rng, n*k), n, k, f)
-				if f == Q4_K {
+				switch f {
+				case Q4_1:
+					w.blk[4], w.blk[5] = 0xF0, 0x0F // q of 0 and 15
+				case Q4_K:
 					blk := w.blk[:144]
 					blk[4], blk[8], blk[12] = 0xFF, 0x00, 0xFF // sc0 = 63, m0 = 0, sc4/m4 from their top bits
-				} else {
+				default:
 					w.blk[192], w.blk[193+8] = 0x80, 0x7F // the first half's first scale, the second's second
 				}
 				for _, nan := range []bool{false, true} {
 					a := randSlice(rng, k)
-					clear(a[QBlock : 2*QBlock])
+					if k > QBlock {
+						clear(a[QBlock : 2*QBlock])
+					}
 					if nan {
 						a[k-1] = float32(math.NaN())
 					}
