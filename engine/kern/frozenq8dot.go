@@ -6,26 +6,28 @@ import (
 )
 
 // The one-row integer dots of the block formats (q8_0, q4_1, q5_0, q4_k, q6_k): a decode
-// step's product (one to three rows of A) on AVX512-VNNI. The float dots widen every weight to float32 (six instructions
-// a block of 32 on 16-wide vectors, BenchmarkFrozenDotCompute: about 17 weights per
-// core-nanosecond on the Zen 4 of docs/performance.md), which two cores need nearly all
-// of the memory's time for; q5_0's (15 weights a core-nanosecond, 0.69 bytes each) was
-// slower than the memory. llama.cpp multiplies bytes instead, and so does this.
+// step's product (one to three rows of A) on AVX512-VNNI. The float dots widen every
+// weight to float32 (six instructions a block of 32 on 16-wide vectors,
+// BenchmarkFrozenDotCompute: about 17 weights per core-nanosecond on the Zen 4 of
+// docs/performance.md), which two cores need nearly all of the memory's time for; q5_0's,
+// q4_1's, q4_k's and q6_k's (7–15 weights a core-nanosecond) were slower than the memory.
+// llama.cpp multiplies bytes instead, and so does this.
 //
 // A row of A is quantised as the integer tiles quantise it (quantActBlock: blocks of 32,
-// d_a = max|a|/127), and each output is the tile's sum in the tile's order: per block
-// the exact Σq_a·q_w in int32, t = (d_a·d_w)·float32(Σ), sum += t, block after block,
-// no fused multiply-add. So a row of A gets the same bits alone (decode) as in a prompt
-// of many rows (the tiles, q8IntMinRows and more): what a token scores does not depend
-// on the batch it is computed in (q5_0's tiles, from q5IntMinRows, unpack its weights to
-// q−16 in bytes: the same sums). dotsQ8Go and dotsQ5Go are the references the assembly
-// is tested against, and the paths of tests that force the integer products without
-// VNNI.
+// d_a = max|a|/127), once per product. q8_0's and q5_0's outputs are the tiles' sums in
+// the tiles' order: per block the exact Σq_a·q_w in int32, t = (d_a·d_w)·float32(Σ),
+// sum += t, block after block, no fused multiply-add. So a row of A gets the same bits
+// alone (decode) as in a prompt of many rows (from q8IntMinRows and q5IntMinRows): what a
+// token scores does not depend on the batch it is computed in. q4_1's minimums and the
+// K-quants' sub-block scales are added by the tiles in other ways, so those dots keep
+// their block sums in four or eight float32 lanes instead, summed at the row's end. Each
+// assembly kernel has a Go twin it is tested against bit for bit (dotsQ8Go and the
+// others), which tests that force the integer products without VNNI run.
 
 // Q8IntDecode reports whether sampling products of one to three rows (decode steps) with
-// weights in format f quantise their activations to 8-bit blocks on this machine: q8_0,
-// q4_1, q5_0, q4_k and q6_k on AVX512-VNNI (the integer dots). Elsewhere, and in the other formats,
-// they multiply the float32 activations.
+// weights in format f quantise their activations to 8-bit blocks on this machine: the
+// block formats on AVX512-VNNI (the integer dots). Elsewhere, and in bf16 and f32, they
+// multiply the float32 activations.
 func Q8IntDecode(f WeightFormat) bool {
 	return (f == Q8_0 || f == Q4_1 || f == Q5_0 || f == Q4_K || f == Q6_K) && (useVNNI || forceQ8Int)
 }
@@ -200,10 +202,10 @@ func dotsQ4Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32)
 	}
 }
 
-// dotsQ4K is dotsQ8 for rows of nsb Q4_K super-blocks. Unlike the other dots it does not
-// give the integer tiles' bits (theirs add the minimums' term in a float32 product
-// after, from q4kIntMinRows rows): eight sub-blocks' sums are kept in eight lanes and
-// added at the end, dotsQ4KGo's order.
+// dotsQ4K is dotsQ8 for rows of nsb Q4_K super-blocks. As dotsQ4's, its bits are not the
+// integer tiles' (theirs add the minimums' term in a float32 product after, from
+// q4kIntMinRows rows): eight sub-blocks' sums are kept in eight lanes and added at the
+// end, dotsQ4KGo's order.
 func dotsQ4K(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
 	if useVNNI {
 		_ = w[len(out)*nsb*Q4_K.blockBytes()-1]

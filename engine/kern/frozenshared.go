@@ -107,9 +107,9 @@ type FrozenOut struct {
 
 // FrozenMatMulNTShared sets every out's C = A[m×k]·Wᵀ (k every W's Cols), bit for bit
 // what FrozenMatMulNT (FrozenMatMulNTWide where Wide) computes for each out alone. A row
-// of A (m = 1) is rounded to bfloat16 once for the products that round it, and the
-// outputs' rows go to the cores in one split; more rows run the products one after the
-// other, each already split across the cores.
+// of A (m = 1) is rounded to bfloat16 once for the products that round it and quantised
+// once for those on the integer dots, and the outputs' rows go to the cores in one split;
+// more rows run the products one after the other, each already split across the cores.
 func FrozenMatMulNTShared(a []float32, outs []FrozenOut, m int) {
 	for _, o := range outs[min(1, len(outs)):] {
 		if o.W.Cols != outs[0].W.Cols {
