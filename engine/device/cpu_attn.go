@@ -70,11 +70,13 @@ func attnPaged[T Float](a *Attn[T]) {
 	}
 	small := attnWork(l, hq, hd) < attnSerialWork
 	few := decodes*hkv < 2*runtime.GOMAXPROCS(0) // too few KV heads to share the cores
-	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && (small || few || cached(a)) && kern.Bursting() {
-		dec := gatherDecode(a)
-		defer dec.release()
-		attnDecodePhased(a, dec, cached(a))
-		return
+	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && kern.Bursting() {
+		if ahead := cached(a); small || few || ahead {
+			dec := gatherDecode(a)
+			defer dec.release()
+			attnDecodePhased(a, dec, ahead)
+			return
+		}
 	}
 	stackable := group <= attnBlock && (small || !few)
 	var dec *decodeKV[T]
@@ -178,10 +180,9 @@ var attnPhased = true
 // too few to share the cores as jobs (one sequence of SmolLM2: three KV heads on two
 // cores left one core idle a third of the time), or whose keys and values fit
 // attnTouchBytes. First the cores read those keys and values once (touch) when they fit
-// (ahead):
-// the products then find them in cache, where the transposing pack of the keys and the
-// strided reads of a head's columns of the values otherwise waited on memory line by
-// line. Then every KV head's stacked scores, a block of keys a job; each row's
+// (ahead): the products then find them in cache, where the transposing pack of the keys
+// and the strided reads of a head's columns of the values otherwise waited on memory line
+// by line. Then every KV head's stacked scores, a block of keys a job; each row's
 // exponentials on the caller; and the weighted sums of values, a block of columns a job.
 // GemmRowwise's elements do not depend on how many rows or columns share a product, so
 // every output is the bits the stacked jobs and a prompt's blocks compute

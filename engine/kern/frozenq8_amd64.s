@@ -301,25 +301,34 @@ ublock:
 	VPXOR y3, y3, y3 \
 	VPDPBUSD 96(SI), Y11, y3
 
-// Q8SUM4 leaves the four blocks' Σq_w·q_a in x0 (the low half of y0; x1 that of y1).
-#define Q8SUM4(y0, y1, y2, y3, x0, x1) \
+// HADD4 leaves in x0 (the low half of y0; x1 that of y1) the sums of the eight int32
+// lanes of each of y0–y3.
+#define HADD4(y0, y1, y2, y3, x0, x1) \
 	VPHADDD y1, y0, y0 \
 	VPHADDD y3, y2, y2 \
 	VPHADDD y2, y0, y0 \
 	VEXTRACTI128 $1, y0, x1 \
-	VPADDD x1, x0, x0 \
+	VPADDD x1, x0, x0
+
+// Q8SUM4 leaves the four blocks' Σq_w·q_a in x0 (the low half of y0; x1 that of y1).
+#define Q8SUM4(y0, y1, y2, y3, x0, x1) \
+	HADD4(y0, y1, y2, y3, x0, x1) \
 	VPSUBD (R11)(R13*1), x0, x0
+
+// GATHER4H widens the halves at o0(row), o1, o2, o3 to four float32 in xd (AX clobbered).
+#define GATHER4H(row, o0, o1, o2, o3, xd) \
+	MOVWLZX o0(row), AX \
+	VMOVD AX, xd \
+	VPINSRW $1, o1(row), xd, xd \
+	VPINSRW $2, o2(row), xd, xd \
+	VPINSRW $3, o3(row), xd, xd \
+	VCVTPH2PS xd, xd
 
 // Q8ADD4 adds the four blocks' terms (S in x0, d_w at row, row+o1, +o2, +o3) to sum, in
 // order.
 #define Q8ADD4(row, o1, o2, o3, x0, sum) \
 	VCVTDQ2PS x0, x0 \
-	MOVWLZX 0(row), AX \
-	VMOVD AX, X8 \
-	VPINSRW $1, o1(row), X8, X8 \
-	VPINSRW $2, o2(row), X8, X8 \
-	VPINSRW $3, o3(row), X8, X8 \
-	VCVTPH2PS X8, X8 \
+	GATHER4H(row, 0, o1, o2, o3, X8) \
 	VMULPS (R12)(R13*1), X8, X8 \
 	VMULPS X8, x0, x0 \
 	VADDSS x0, sum, sum \
@@ -416,12 +425,26 @@ q8store:
 // A's 16·Σq_a (its correction shifted) taken off for the −16 of q−16. Y12 holds 0x0F
 // bytes, Y13 0x10 bytes; blocks are 22 bytes.
 
+// NIBBLESHIFTS sets Y11 to the word shifts that take a block's 16 bytes of nibbles,
+// broadcast to both halves, to its low nibbles (low half: 0) and high ones (high: 4).
+#define NIBBLESHIFTS \
+	VPXOR X11, X11, X11 \
+	MOVL $0x00040004, AX \
+	VMOVD AX, X9 \
+	VPBROADCASTD X9, X9 \
+	VINSERTI128 $1, X9, Y11, Y11
+
+// Q4UNPACK leaves in Y8 the 32 four-bit q of a block whose 16 bytes of nibbles are at
+// off+4(row) (q4_1's; q5_0's at off+6).
+#define Q4UNPACK(row, off) \
+	VBROADCASTI128 off+4(row), Y8 \
+	VPSRLVW Y11, Y8, Y8 \
+	VPAND Y12, Y8, Y8
+
 // Q5UNPACK leaves in Y8 the 32 unsigned q of the block at off(row).
 #define Q5UNPACK(row, off) \
 	KMOVD off+2(row), K1 \
-	VBROADCASTI128 off+6(row), Y8 \
-	VPSRLVW Y11, Y8, Y8 \
-	VPAND Y12, Y8, Y8 \
+	Q4UNPACK(row, off+2) \
 	VPADDB Y13, Y8, K1, Y8
 
 // Q5DP4 sets y0–y3 to the int32 lanes of the four blocks at row times A's blocks at SI.
@@ -441,11 +464,7 @@ q8store:
 
 // Q5SUM4 leaves the four blocks' Σ(q_w−16)·q_a in x0.
 #define Q5SUM4(y0, y1, y2, y3, x0, x1) \
-	VPHADDD y1, y0, y0 \
-	VPHADDD y3, y2, y2 \
-	VPHADDD y2, y0, y0 \
-	VEXTRACTI128 $1, y0, x1 \
-	VPADDD x1, x0, x0 \
+	HADD4(y0, y1, y2, y3, x0, x1) \
 	VPSRAD $3, (R11)(R13*1), X9 \
 	VPSUBD X9, x0, x0
 
@@ -463,11 +482,7 @@ TEXT ·dotsQ5VNNI(SB), NOSPLIT, $0-56
 	MOVL $0x10101010, AX
 	VMOVD AX, X13
 	VPBROADCASTD X13, Y13
-	VPXOR X11, X11, X11
-	MOVL $0x00040004, AX
-	VMOVD AX, X9
-	VPBROADCASTD X9, X9
-	VINSERTI128 $1, X9, Y11, Y11 // word shifts: 0 in the low half, 4 in the high
+	NIBBLESHIFTS
 
 q5row:
 	VXORPS X14, X14, X14
@@ -738,26 +753,12 @@ q6ksb:
 	VZEROUPPER
 	RET
 
-// The one-row integer dots of q4_1 weights (frozenq8dot.go): a block's 32 four-bit q (0–15)
-// unpacked as q5_0's are without the fifth bits, one VPDPBUSD a block, four blocks' exact
-// S = Σq·q_a at a time; then in float32, no fused multiply-adds, t = (d_w·d_a)·float32(S) +
-// m_w·(d_a·float32(Σq_a)) and acc += t in four lanes, a block left over into the first,
-// summed at the row's end as dotsQ4Go does. Blocks are 20 bytes: d, m, 16 bytes of q.
-
-// Q4UNPACK leaves in Y8 the 32 q of the block at off(row).
-#define Q4UNPACK(row, off) \
-	VBROADCASTI128 off+4(row), Y8 \
-	VPSRLVW Y11, Y8, Y8 \
-	VPAND Y12, Y8, Y8
-
-// GATHER4H widens the halves at off(row), off+20, off+40, off+60 to four float32 in xd.
-#define GATHER4H(row, off, xd) \
-	MOVWLZX off(row), AX \
-	VMOVD AX, xd \
-	VPINSRW $1, off+20(row), xd, xd \
-	VPINSRW $2, off+40(row), xd, xd \
-	VPINSRW $3, off+60(row), xd, xd \
-	VCVTPH2PS xd, xd
+// The one-row integer dots of q4_1 weights (frozenq8dot.go): a block's 32 four-bit q
+// (0–15) unpacked as q5_0's are without the fifth bits (Q4UNPACK), one VPDPBUSD a block,
+// four blocks' exact S = Σq·q_a at a time; then in float32, no fused multiply-adds, t =
+// (d_w·d_a)·float32(S) + m_w·(d_a·float32(Σq_a)) and acc += t in four lanes, a block left
+// over into the first, summed at the row's end as dotsQ4Go does. Blocks are 20 bytes: d,
+// m, 16 bytes of q.
 
 // func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
 TEXT ·dotsQ4VNNI(SB), NOSPLIT, $0-56
@@ -770,11 +771,7 @@ TEXT ·dotsQ4VNNI(SB), NOSPLIT, $0-56
 	MOVL $0x0f0f0f0f, AX
 	VMOVD AX, X12
 	VPBROADCASTD X12, Y12
-	VPXOR X11, X11, X11
-	MOVL $0x00040004, AX
-	VMOVD AX, X9
-	VPBROADCASTD X9, X9
-	VINSERTI128 $1, X9, Y11, Y11 // word shifts: 0 in the low half, 4 in the high
+	NIBBLESHIFTS
 
 q4row:
 	VXORPS X14, X14, X14
@@ -797,14 +794,10 @@ q4group:
 	Q4UNPACK(DI, 60)
 	VPXOR Y3, Y3, Y3
 	VPDPBUSD 96(SI), Y8, Y3
-	VPHADDD Y1, Y0, Y0
-	VPHADDD Y3, Y2, Y2
-	VPHADDD Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0 // S of the four blocks
+	HADD4(Y0, Y1, Y2, Y3, X0, X1) // S of the four blocks
 	VCVTDQ2PS X0, X0
-	GATHER4H(DI, 0, X8) // d_w
-	GATHER4H(DI, 2, X9) // m_w
+	GATHER4H(DI, 0, 20, 40, 60, X8) // d_w
+	GATHER4H(DI, 2, 22, 42, 62, X9) // m_w
 	VMOVUPS (R12)(R13*1), X10 // d_a
 	VPSRAD $7, (R11)(R13*1), X7 // Σq_a
 	VCVTDQ2PS X7, X7

@@ -97,16 +97,32 @@ func (w *Frozen) intDots(c, a []float32, lo, hi int, acc bool) {
 	})
 }
 
-// dotsQ8 sets out[r] to the dot of the quantised row (q, c, d) with the len(out) rows
-// of nb Q8_0 blocks at w.
-func dotsQ8(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
-	if useVNNI {
-		_ = w[len(out)*nb*(2+QBlock)-1]
-		_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
-		dotsQ8VNNI(&q[0], &c[0], &d[0], &w[0], nb, len(out), &out[0])
-		return
+// A format's dots: dots(q, c, d, w, n, out) sets out[r] to the dot of the quantised row
+// (q, c, d: q8Row) with the len(out) rows of n blocks (super-blocks for q4_k and q6_k) at
+// w, through the assembly with VNNI, else the Go twin. q8_0 and q5_0 give the tiles' bits;
+// q4_1, q4_k and q6_k, whose minimums and sub-block scales the tiles add otherwise, keep
+// their block sums in four or eight float32 lanes, summed at the row's end.
+var (
+	dotsQ8  = intDotsOf(Q8_0, dotsQ8VNNI, dotsQ8Go)
+	dotsQ4  = intDotsOf(Q4_1, dotsQ4VNNI, dotsQ4Go)
+	dotsQ5  = intDotsOf(Q5_0, dotsQ5VNNI, dotsQ5Go)
+	dotsQ4K = intDotsOf(Q4_K, dotsQ4KVNNI, dotsQ4KGo)
+	dotsQ6K = intDotsOf(Q6_K, dotsQ6KVNNI, dotsQ6KGo)
+)
+
+// intDotsOf is format f's dots from its assembly and its Go twin.
+func intDotsOf(f WeightFormat, vnni func(q *byte, c *int32, d *float32, w *byte, n, rows int, out *float32),
+	twin func(q []byte, c []int32, d []float32, w []byte, n int, out []float32)) func(q []byte, c []int32, d []float32, w []byte, n int, out []float32) {
+	per := f.blockLen() / QBlock // A's blocks to one of W's
+	return func(q []byte, c []int32, d []float32, w []byte, n int, out []float32) {
+		if !useVNNI {
+			twin(q, c, d, w, n, out)
+			return
+		}
+		_ = w[len(out)*n*f.blockBytes()-1]
+		_, _, _ = q[n*per*QBlock-1], c[n*per-1], d[n*per-1]
+		vnni(&q[0], &c[0], &d[0], &w[0], n, len(out), &out[0])
 	}
-	dotsQ8Go(q, c, d, w, nb, out)
 }
 
 // dotsQ8Go is dotsQ8 in Go, the reference of the assembly. c is unused: Σq_a·q_w is
@@ -129,50 +145,21 @@ func dotsQ8Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32)
 	}
 }
 
-// dotsQ5 is dotsQ8 for rows of nb Q5_0 blocks.
-func dotsQ5(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
-	if useVNNI {
-		_ = w[len(out)*nb*Q5_0.blockBytes()-1]
-		_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
-		dotsQ5VNNI(&q[0], &c[0], &d[0], &w[0], nb, len(out), &out[0])
-		return
-	}
-	dotsQ5Go(q, c, d, w, nb, out)
-}
-
-// dotsQ5Go is dotsQ5 in Go, the reference of the assembly: Σ(q_w−16)·q_a summed directly.
+// dotsQ5Go is dotsQ5 in Go, the reference of the assembly: each row unpacked to q−16 in
+// bytes as the tiles unpack it (unpackQ5Go), its scales beside them, then dotsQ8Go.
 func dotsQ5Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	const ub = 2 + QBlock
 	bb := Q5_0.blockBytes()
+	row := make([]byte, nb*ub)
+	tab := make([]uint32, nb*q8TileCols*2)
 	for r := range out {
-		row := w[r*nb*bb:][:nb*bb]
-		var sum float32
+		src := w[r*nb*bb:][:nb*bb]
+		unpackQ5Go(row, src, nb, tab)
 		for b := 0; b < nb; b++ {
-			blk := row[b*bb:][:bb]
-			qh := binary.LittleEndian.Uint32(blk[2:])
-			var s int32
-			for j := 0; j < QBlock/2; j++ {
-				lo := int32(blk[6+j]&0xF) | int32(qh>>j&1)<<4
-				hi := int32(blk[6+j]>>4) | int32(qh>>(j+16)&1)<<4
-				s += (lo-16)*int32(int8(q[b*QBlock+j])) + (hi-16)*int32(int8(q[b*QBlock+QBlock/2+j]))
-			}
-			scale := d[b] * FromF16(binary.LittleEndian.Uint16(blk))
-			sum = float32(sum + float32(scale*float32(s)))
+			copy(row[b*ub:][:2], src[b*bb:][:2]) // the half scale, as a Q8_0 block holds it
 		}
-		out[r] = sum
+		dotsQ8Go(q, c, d, row, nb, out[r:r+1])
 	}
-}
-
-// dotsQ4 is dotsQ8 for rows of nb Q4_1 blocks. Its blocks add a minimum's term, which the
-// tiles add in a float32 product after (from q4IntMinRows rows), so it gives its own
-// bits: four blocks' sums in four lanes, dotsQ4Go's order.
-func dotsQ4(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
-	if useVNNI {
-		_ = w[len(out)*nb*Q4_1.blockBytes()-1]
-		_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
-		dotsQ4VNNI(&q[0], &c[0], &d[0], &w[0], nb, len(out), &out[0])
-		return
-	}
-	dotsQ4Go(q, c, d, w, nb, out)
 }
 
 // dotsQ4Go is dotsQ4 in Go, the reference of the assembly: per block b the exact S =
@@ -202,20 +189,6 @@ func dotsQ4Go(q []byte, c []int32, d []float32, w []byte, nb int, out []float32)
 	}
 }
 
-// dotsQ4K is dotsQ8 for rows of nsb Q4_K super-blocks. As dotsQ4's, its bits are not the
-// integer tiles' (theirs add the minimums' term in a float32 product after, from
-// q4kIntMinRows rows): eight sub-blocks' sums are kept in eight lanes and added at the
-// end, dotsQ4KGo's order.
-func dotsQ4K(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
-	if useVNNI {
-		_ = w[len(out)*nsb*Q4_K.blockBytes()-1]
-		_, _, _ = q[nsb*QKBlock-1], c[8*nsb-1], d[8*nsb-1]
-		dotsQ4KVNNI(&q[0], &c[0], &d[0], &w[0], nsb, len(out), &out[0])
-		return
-	}
-	dotsQ4KGo(q, c, d, w, nsb, out)
-}
-
 // dotsQ4KGo is dotsQ4K in Go, the reference of the assembly: per sub-block s of 32
 // weights (A's block b), the exact S = Σq_w·q_a and A = Σq_a, t = d·float32(sc·S) −
 // dmin·float32(m·A) (both products exact in float32: at most 63·32·15·127), acc[s] +=
@@ -243,18 +216,6 @@ func dotsQ4KGo(q []byte, c []int32, d []float32, w []byte, nsb int, out []float3
 		lo := [4]float32{acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]}
 		out[r] = float32(lo[0]+lo[2]) + float32(lo[1]+lo[3])
 	}
-}
-
-// dotsQ6K is dotsQ8 for rows of nsb Q6_K super-blocks (c unused: q−32 is multiplied
-// signed). As dotsQ4K's, its sums are kept in eight lanes, dotsQ6KGo's order.
-func dotsQ6K(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
-	if useVNNI {
-		_ = w[len(out)*nsb*Q6_K.blockBytes()-1]
-		_, _ = q[nsb*QKBlock-1], d[8*nsb-1]
-		dotsQ6KVNNI(&q[0], &c[0], &d[0], &w[0], nsb, len(out), &out[0])
-		return
-	}
-	dotsQ6KGo(q, c, d, w, nsb, out)
 }
 
 // dotsQ6KGo is dotsQ6K in Go, the reference of the assembly: for block k of half n of a
