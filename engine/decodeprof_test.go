@@ -45,6 +45,16 @@ func (d *timedDevice) RMSNorm(y, rstd, x, w device.Tensor[float32], rows, dim in
 	d.Device.RMSNorm(y, rstd, x, w, rows, dim, eps)
 }
 
+func (d *timedDevice) AddRMSNorm(sum, y, rstd, a, b, w device.Tensor[float32], rows, dim int, eps float64) {
+	defer d.add("AddRMSNorm", time.Now())
+	d.Device.AddRMSNorm(sum, y, rstd, a, b, w, rows, dim, eps)
+}
+
+func (d *timedDevice) RopeQKV(q, k, v, kc, vc device.Tensor[float32], pos, slots device.Tensor[int32], qHeads, kHeads int, r *device.Rope) {
+	defer d.add("RopeQKV", time.Now())
+	d.Device.RopeQKV(q, k, v, kc, vc, pos, slots, qHeads, kHeads, r)
+}
+
 func (d *timedDevice) Rope(x device.Tensor[float32], pos device.Tensor[int32], heads int, r *device.Rope, inverse bool) {
 	defer d.add("Rope", time.Now())
 	d.Device.Rope(x, pos, heads, r, inverse)

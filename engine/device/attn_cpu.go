@@ -2,7 +2,6 @@ package device
 
 import (
 	"math"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,7 +110,11 @@ type attnJob struct{ s, h, i0, i1 int }
 
 // attnJobs lists a layout's jobs, the largest first so the last ones to start are short.
 func attnJobs(l *Layout, heads int) []attnJob {
-	var jobs []attnJob
+	n := 0
+	for _, s := range l.Seqs {
+		n += heads * (s.N/blockRows(s.N) + 1)
+	}
+	jobs := make([]attnJob, 0, n)
 	for si, s := range l.Seqs {
 		for h := 0; h < heads; h++ {
 			// A ragged block comes first, where its rows see the fewest keys: last, its
@@ -137,7 +140,7 @@ func attnJobs(l *Layout, heads int) []attnJob {
 // workers runs f(w, j) for every job j in [0, n), handed out in order to up to GOMAXPROCS
 // workers numbered w; it returns how many ran.
 func workers(n int, f func(w, j int)) int {
-	nw := min(runtime.GOMAXPROCS(0), n)
+	nw := min(kern.Procs(), n)
 	if nw <= 1 {
 		return serial(n, f)
 	}
@@ -195,7 +198,7 @@ func attnForward[T Float](a *Attn[T]) {
 	jobs := attnJobs(l, hq)
 	kps, put := packHeads(l, k, hkv, hd)
 	defer put()
-	bufs := make([][]T, runtime.GOMAXPROCS(0))
+	bufs := make([][]T, kern.Procs())
 	workers(len(jobs), func(w, j int) {
 		jb := jobs[j]
 		s := l.Seqs[jb.s]
@@ -235,10 +238,16 @@ func attnForward[T Float](a *Attn[T]) {
 // expRow replaces scores by exp(scale·score − m), m the largest scaled score, and
 // returns their sum (in float64) and the log-sum-exp of the scaled scores.
 func expRow[T Float](row []T, scale T) (sum, lse float64) {
-	m := kern.Max(row) * scale // scale > 0
-	kern.Exp(row, row, scale, -m)
-	sum = sum64(row)
+	sum, m := expSum(row, scale)
 	return sum, float64(m) + math.Log(sum)
+}
+
+// expSum is expRow without the log-sum-exp (inference keeps no statistics): it returns
+// the sum and m. The logarithm was a tenth of a decode step's attention at short context.
+func expSum[T Float](row []T, scale T) (sum float64, m T) {
+	m = kern.Max(row) * scale // scale > 0
+	kern.Exp(row, row, scale, -m)
+	return sum64(row), m
 }
 
 // attnMasked makes the blocked attention's products skip the masked upper half of each
@@ -315,7 +324,7 @@ func attnBackward[T Float](a *Attn[T], dq, dk, dv, dout Tensor[T]) {
 		}
 		defer attnParts.Put(&parts)
 	}
-	nw := min(runtime.GOMAXPROCS(0), len(units))
+	nw := min(kern.Procs(), len(units))
 	type scratch struct{ s, dp []T }
 	ws := make([]scratch, nw)
 	// dKᵀ and dVᵀ from the pool too: fresh, their pages faulted in as the sums first

@@ -3,7 +3,6 @@ package device
 import (
 	"math"
 	"math/bits"
-	"runtime"
 	"sync"
 
 	"github.com/tuft-go/tuft/engine/kern"
@@ -554,7 +553,7 @@ func (*CPU[T]) SumSquares(xs []Tensor[T]) float64 {
 
 // parallel runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines.
 func parallel(n int, f func(i int)) {
-	w := runtime.GOMAXPROCS(0)
+	w := kern.Procs()
 	if w > n {
 		w = n
 	}

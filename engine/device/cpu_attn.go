@@ -1,7 +1,6 @@
 package device
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -59,39 +58,37 @@ func attnPaged[T Float](a *Attn[T]) {
 	// (kern.Burst), which take a job without a hand-off's wait (SmolLM2, bf16, 129–256
 	// positions: 3.5 ms a token serial with each job copying its keys, 1.6 on the
 	// partners reading them in place; nine unstacked jobs there took 2.5). In a burst, a
-	// step of decode rows only, small, with too few KV heads for the cores or with keys
-	// that fit attnTouchBytes, takes attnDecodePhased instead: the stacked products cut
-	// finer, the keys and values read first.
+	// step of decode rows only takes attnDecodePhased instead: the stacked products cut
+	// by keys and columns, each job's keys and values read first.
 	decodes := 0
 	for _, s := range l.Seqs {
 		if s.N == 1 {
 			decodes++
 		}
 	}
-	small := attnWork(l, hq, hd) < attnSerialWork
-	few := decodes*hkv < 2*runtime.GOMAXPROCS(0) // too few KV heads to share the cores
 	if attnPhased && decodes == len(l.Seqs) && group <= attnBlock && kern.Bursting() {
-		if ahead := cached(a); small || few || ahead {
-			dec := gatherDecode(a)
-			defer dec.release()
-			attnDecodePhased(a, dec, ahead)
-			return
-		}
+		dec := gatherDecode(a)
+		defer dec.release()
+		attnDecodePhased(a, dec)
+		return
 	}
+	small := attnWork(l, hq, hd) < attnSerialWork
+	few := decodes*hkv < 2*kern.Procs() // too few KV heads to share the cores
 	stackable := group <= attnBlock && (small || !few)
 	var dec *decodeKV[T]
 	if decodes > 0 && (!stackable || small) { // a large batch's jobs copy their own keys
 		dec = gatherDecode(a)
 		defer dec.release()
 	}
-	var jobs []attnJob
-	for _, jb := range attnJobs(l, hq) {
+	all := attnJobs(l, hq)
+	jobs := all[:0] // filtered in place
+	for _, jb := range all {
 		if !stackable || l.Seqs[jb.s].N != 1 || jb.h%group == 0 {
 			jobs = append(jobs, jb)
 		}
 	}
-	type buf struct{ s, k, v []T }
-	bufs := make([]buf, min(runtime.GOMAXPROCS(0), len(jobs)))
+	type buf struct{ s, k, v *[]T }
+	bufs := make([]buf, min(kern.Procs(), len(jobs)))
 	run := workers
 	if small && !kern.Bursting() { // a burst's partners take a job without a hand-off
 		run = serial
@@ -105,7 +102,7 @@ func attnPaged[T Float](a *Attn[T]) {
 			rows, ld = group, hd
 		}
 		b := &bufs[w]
-		if cap(b.s) < rows*nk {
+		if b.s == nil || cap(*b.s) < rows*nk {
 			recycle(b.s)
 			b.s = scratch[T](max(rows, blockRows(s.N)) * (s.Pos + s.N))
 		}
@@ -123,12 +120,12 @@ func attnPaged[T Float](a *Attn[T]) {
 		case inPlace:
 			kb, vb, ldb = k[r0*kvd+ko:], v[r0*kvd+ko:], kvd
 		default:
-			if cap(b.k) < nk*hd {
+			if b.k == nil || cap(*b.k) < nk*hd {
 				recycle(b.k)
 				recycle(b.v)
 				b.k, b.v = scratch[T]((s.Pos+s.N)*hd), scratch[T]((s.Pos+s.N)*hd)
 			}
-			kb, vb = b.k[:nk*hd], b.v[:nk*hd]
+			kb, vb = (*b.k)[:nk*hd], (*b.v)[:nk*hd]
 			kr := seqKeys(l, s)
 			for p := 0; p < nk; p++ {
 				r := kr.row(p)*kvd + ko
@@ -136,7 +133,7 @@ func attnPaged[T Float](a *Attn[T]) {
 				copy(vb[p*hd:p*hd+hd], v[r:r+hd])
 			}
 		}
-		S := b.s[:rows*nk]
+		S := (*b.s)[:rows*nk]
 		qoff := (s.Row+jb.i0)*qd + jb.h*hd
 		// A prompt's rows skip the masked half of their diagonal block (the wanted scores
 		// and every output are the same bits: kern.GemmRowwiseMasked); stacked decode rows
@@ -153,7 +150,7 @@ func attnPaged[T Float](a *Attn[T]) {
 				valid = nk
 			}
 			row := S[r*nk : r*nk+nk]
-			sum, _ := expRow(row[:valid], a.Scale)
+			sum, _ := expSum(row[:valid], a.Scale)
 			clear(row[valid:])
 			inv[r] = T(1 / sum)
 		}
@@ -176,84 +173,117 @@ func attnPaged[T Float](a *Attn[T]) {
 // can compare it with the stacked jobs).
 var attnPhased = true
 
-// attnDecodePhased is attnPaged for a step of decode rows in a burst whose KV heads are
-// too few to share the cores as jobs (one sequence of SmolLM2: three KV heads on two
-// cores left one core idle a third of the time), or whose keys and values fit
-// attnTouchBytes. First the cores read those keys and values once (touch) when they fit
-// (ahead): the products then find them in cache, where the transposing pack of the keys
-// and the strided reads of a head's columns of the values otherwise waited on memory line
-// by line. Then every KV head's stacked scores, a block of keys a job; each row's
-// exponentials on the caller; and the weighted sums of values, a block of columns a job.
-// GemmRowwise's elements do not depend on how many rows or columns share a product, so
-// every output is the bits the stacked jobs and a prompt's blocks compute
-// (TestPagedAttentionDecodePhased). BenchmarkPagedAttentionBurst (30 layers of SmolLM2,
-// stacked → phased, ms): one sequence at 192 positions 1.24–1.26 → 0.89–0.90, at 1024
-// 10.0–10.7 → 4.9–5.7; two at 1024 10.5 → 8.9–9.1; sixteen at 192 17.3–18.1 →
-// 15.5–17.0, at 72 8.1 → 7.3–7.6.
-func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T], ahead bool) {
+// attnDecodePhased is attnPaged for a step of decode rows in a burst, in two phases of
+// jobs the cores claim, each job reading its keys or values first and whole (touch), so
+// that its products find them in its own core's cache: a step's keys and values come
+// from memory (the weights streamed since evicted them), and the transposing pack of the
+// keys and the strided reads of a head's columns of the values otherwise waited on it
+// line by line. First the scores: a sequence's keys [lo, hi) a job, every KV head's
+// stacked query rows against those keys' rows (contiguous, one stream). Then each row's
+// exponentials on the caller. Then the weighted sums: for a sequence of one k block
+// (kern.RowwiseK keys) a block of a unit's columns a job; past it a block of keys a job,
+// every KV head, into partial sums the caller adds in order, which is how GemmRowwise
+// sums its k blocks. GemmRowwise's elements do not depend on how many rows or columns
+// share a product, so every output is the bits the stacked jobs and a prompt's blocks
+// compute (TestPagedAttentionDecodePhased). BenchmarkPagedAttentionBurst (30 layers of
+// SmolLM2, the keys and values out of cache; see docs/performance.md's seventeenth pass).
+func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 	l := a.Layout
 	hq, hkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	qd, kvd := hq*hd, hkv*hd
 	group := hq / hkv
 	q, o := a.Q.h, a.Out.h
-	// A unit is a sequence's KV head: its group stacked query rows, their scores at off.
-	type unit struct{ s, g, nk, off int }
+	kb := kern.RowwiseK
+	// A unit is a sequence's KV head: its group stacked query rows, their scores at off
+	// and, for a sequence past one block of keys, its blocks' weighted sums at part.
+	type unit struct{ s, g, nk, off, part int }
 	units := make([]unit, 0, len(l.Seqs)*hkv)
-	total := 0
-	var spans [][]T
+	total, parts := 0, 0
 	for si, s := range l.Seqs {
 		nk := s.Pos + 1
+		nb := 0
+		if nk > kb {
+			nb = (nk + kb - 1) / kb
+		}
 		for g := 0; g < hkv; g++ {
-			units = append(units, unit{si, g, nk, total})
+			units = append(units, unit{si, g, nk, total, parts})
 			total += group * nk
-		}
-		kv := dec.seq[si]
-		for lo := 0; ahead && lo < nk*kvd; lo += touchRun {
-			hi := min(lo+touchRun, nk*kvd)
-			spans = append(spans, kv.k[lo:hi], kv.v[lo:hi])
+			parts += nb * group * hd
 		}
 	}
-	workers(len(spans), func(_, j int) { touch(spans[j]) })
-	S := scratch[T](total)
-	defer recycle(S)
-	inv := scratch[T](len(units) * group)
-	defer recycle(inv)
-	// A phase's jobs: pieces [lo, hi) of a unit's keys or columns, each unit in as many
-	// as give every core two: fewer, larger products than pieces of a few tiles each,
-	// whose packing and set-up cost more than the imbalance.
-	per := (2*runtime.GOMAXPROCS(0) + len(units) - 1) / len(units)
-	type piece struct{ u, lo, hi int }
-	var pieces []piece
-	cut := func(n func(u unit) int) {
-		pieces = pieces[:0]
-		for ui, u := range units {
-			step := max(16, (n(u)+16*per-1)/(16*per)*16) // whole tiles of 16
-			for lo := 0; lo < n(u); lo += step {
-				pieces = append(pieces, piece{ui, lo, min(lo+step, n(u))})
-			}
-		}
-	}
+	sp, ip, pp := scratch[T](total), scratch[T](len(units)*group), scratch[T](parts)
+	defer recycle(sp)
+	defer recycle(ip)
+	defer recycle(pp)
+	S, inv, P := *sp, *ip, *pp
 	qoff := func(u unit) int { return l.Seqs[u.s].Row*qd + u.g*group*hd }
-	cut(func(u unit) int { return u.nk })
-	workers(len(pieces), func(_, j int) {
-		pc := pieces[j]
-		u := units[pc.u]
-		kb := dec.seq[u.s].k[pc.lo*kvd+u.g*hd:]
-		kern.GemmRowwiseMasked(S[u.off+pc.lo:], q[qoff(u):], kb, group, pc.hi-pc.lo, hd, u.nk, hd, kvd, true, kern.Mask{})
+	cores := kern.Procs()
+	// The scores: a sequence's keys [lo, hi) a job, every KV head's stacked rows, the
+	// keys' rows (and, for a sequence of one block, the values', which the columns' jobs
+	// read next) read first and whole.
+	type keys struct{ s, lo, hi int }
+	var jobs []keys
+	per := max(1, (2*cores+len(l.Seqs)-1)/len(l.Seqs))
+	most := max(16, attnJobBytes/(kvd*int(unsafe.Sizeof(T(0))))/16*16)
+	for si, s := range l.Seqs {
+		nk := s.Pos + 1
+		step := min(most, max(16, (nk+16*per-1)/(16*per)*16))
+		for lo := 0; lo < nk; lo += step {
+			jobs = append(jobs, keys{si, lo, min(lo+step, nk)})
+		}
+	}
+	workers(len(jobs), func(_, j int) {
+		jb := jobs[j]
+		kv := dec.seq[jb.s]
+		touch(kv.k[jb.lo*kvd : jb.hi*kvd])
+		if l.Seqs[jb.s].Pos < kb {
+			touch(kv.v[jb.lo*kvd : jb.hi*kvd])
+		}
+		for g := 0; g < hkv; g++ {
+			u := units[jb.s*hkv+g]
+			kern.GemmRowwiseMasked(S[u.off+jb.lo:], q[qoff(u):], kv.k[jb.lo*kvd+g*hd:], group, jb.hi-jb.lo, hd, u.nk, hd, kvd, true, kern.Mask{})
+		}
 	})
 	for ui, u := range units {
 		for r := 0; r < group; r++ {
-			sum, _ := expRow(S[u.off+r*u.nk:u.off+(r+1)*u.nk], a.Scale)
+			sum, _ := expSum(S[u.off+r*u.nk:u.off+(r+1)*u.nk], a.Scale)
 			inv[ui*group+r] = T(1 / sum)
 		}
 	}
-	cut(func(unit) int { return hd })
+	// The weighted sums. A sequence of one block of keys: a block of a unit's columns a
+	// job, the output scaled there. Longer: a block of keys a job (its values' rows read
+	// first and whole), every KV head, into the block's partial sums; GemmRowwise sums a
+	// product's k in blocks of kern.RowwiseK, each from zero, and adds them in order, so
+	// the partial sums added in order below are its bits.
+	type piece struct{ u, lo, hi, blk int } // blk < 0: columns [lo, hi) of unit u
+	var pieces []piece
+	cols := max(16, (hd+16*per-1)/(16*per)*16)
+	for ui, u := range units {
+		switch {
+		case u.nk <= kb:
+			for lo := 0; lo < hd; lo += cols {
+				pieces = append(pieces, piece{ui, lo, min(lo+cols, hd), -1})
+			}
+		case u.g == 0: // the sequence's first unit stands for all its KV heads
+			for b := 0; b*kb < u.nk; b++ {
+				pieces = append(pieces, piece{ui, b * kb, min(b*kb+kb, u.nk), b})
+			}
+		}
+	}
 	workers(len(pieces), func(_, j int) {
 		pc := pieces[j]
 		u := units[pc.u]
-		vb := dec.seq[u.s].v[u.g*hd+pc.lo:]
+		v := dec.seq[u.s].v
+		if pc.blk >= 0 {
+			touch(v[pc.lo*kvd : pc.hi*kvd])
+			for g := 0; g < hkv; g++ {
+				ug := units[pc.u+g]
+				kern.GemmRowwiseMasked(P[ug.part+pc.blk*group*hd:], S[ug.off+pc.lo:], v[pc.lo*kvd+g*hd:], group, hd, pc.hi-pc.lo, hd, ug.nk, kvd, false, kern.Mask{})
+			}
+			return
+		}
 		oo := qoff(u) + pc.lo
-		kern.GemmRowwiseMasked(o[oo:], S[u.off:], vb, group, pc.hi-pc.lo, u.nk, hd, u.nk, kvd, false, kern.Mask{})
+		kern.GemmRowwiseMasked(o[oo:], S[u.off:], v[u.g*hd+pc.lo:], group, pc.hi-pc.lo, u.nk, hd, u.nk, kvd, false, kern.Mask{})
 		for r := 0; r < group; r++ {
 			or := o[oo+r*hd : oo+r*hd+pc.hi-pc.lo]
 			for x := range or {
@@ -261,25 +291,30 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T], ahead bool) {
 			}
 		}
 	})
-}
-
-// attnTouchBytes is the most keys and values (bytes) attnDecodePhased reads ahead of its
-// products: what stays in the cores' caches and a share of a last-level cache until the
-// products get to it. A larger step's would be evicted before use and read twice.
-const attnTouchBytes = 8 << 20
-
-// cached reports whether a decode step's keys and values fit attnTouchBytes.
-func cached[T Float](a *Attn[T]) bool {
-	var e T
-	n := 0
-	for _, s := range a.Layout.Seqs {
-		n += (s.Pos + s.N) * a.KVHeads * a.HeadDim * 2
+	for ui, u := range units {
+		if u.nk <= kb {
+			continue
+		}
+		nb := (u.nk + kb - 1) / kb
+		for r := 0; r < group; r++ {
+			or := o[qoff(u)+r*hd:][:hd]
+			copy(or, P[u.part+r*hd:][:hd])
+			for b := 1; b < nb; b++ {
+				pr := P[u.part+b*group*hd+r*hd:][:hd]
+				for x := range or {
+					or[x] += pr[x]
+				}
+			}
+			for x := range or {
+				or[x] *= inv[ui*group+r]
+			}
+		}
 	}
-	return n*int(unsafe.Sizeof(e)) <= attnTouchBytes
 }
 
-// touchRun is the elements one job of attnDecodePhased's read of the cache takes.
-const touchRun = 16384
+// attnJobBytes bounds the keys one job of attnDecodePhased's scores reads first (bytes):
+// they stay in the core's L2 until its products have read them.
+const attnJobBytes = 256 << 10
 
 // touchSink keeps touch's loads from being compiled away.
 var touchSink atomic.Int64
@@ -304,21 +339,25 @@ func touch[T Float](x []T) {
 	}
 }
 
-// scratch is n elements from decodePool (not zeroed), or new ones.
-func scratch[T Float](n int) []T {
+// scratch is n elements from decodePool (not zeroed), or new ones. The pool holds the
+// slices' pointers, which go back as they came: putting a slice's address instead
+// allocated its header on every call.
+func scratch[T Float](n int) *[]T {
 	if p, ok := decodePool.Get().(*[]T); ok {
 		if cap(*p) >= n {
-			return (*p)[:n]
+			*p = (*p)[:n]
+			return p
 		}
 		decodePool.Put(p)
 	}
-	return make([]T, n)
+	s := make([]T, n)
+	return &s
 }
 
 // recycle gives a scratch buffer back to decodePool (nil: nothing).
-func recycle[T Float](s []T) {
-	if cap(s) > 0 {
-		decodePool.Put(&s)
+func recycle[T Float](p *[]T) {
+	if p != nil {
+		decodePool.Put(p)
 	}
 }
 

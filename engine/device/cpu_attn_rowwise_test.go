@@ -198,7 +198,8 @@ func TestPagedAttentionDecodeBatchRowAlone(t *testing.T) {
 // the scores a block of keys a job, the weighted sums a block of columns a job) gives
 // every output bit for bit what the stacked jobs give, for one sequence or several, keys
 // in order (read in place) or scattered (gathered), short and past the kernel's k block
-// of 256 positions, with groups of 3 and 4 query heads a KV head, read ahead or not.
+// of 256 positions (the weighted sums then a block of keys a job, added in order), with
+// groups of 3 and 4 query heads a KV head.
 func TestPagedAttentionDecodePhased(t *testing.T) {
 	const hd, bl = 64, 16
 	for _, c := range []struct {
@@ -213,8 +214,9 @@ func TestPagedAttentionDecodePhased(t *testing.T) {
 		{9, 3, []int{1100}, false},
 		{4, 1, []int{17, 256, 700}, true},
 		{4, 1, []int{63, 64, 65}, false},
-		{9, 3, []int{6000}, false},      // past attnTouchBytes
-		{9, 3, []int{3, 200, 90}, true}, // a batch whose keys fit
+		{9, 3, []int{6000}, false},              // many blocks of keys, more than one job's bytes
+		{9, 3, []int{3, 200, 90}, true},         // a batch of short sequences
+		{9, 3, []int{300, 17, 1030, 256}, true}, // of short and long ones
 	} {
 		name := fmt.Sprintf("%dx%d/%v/scatter=%v", c.heads, c.kvh, c.pos, c.scatter)
 		qd, kvd := c.heads*hd, c.kvh*hd
@@ -246,16 +248,14 @@ func TestPagedAttentionDecodePhased(t *testing.T) {
 		attnSerialWork = 1 << 40 // the stacked jobs, whatever the length
 		kern.Burst(func() { NewCPU[float32]().Attention(attn(want)) })
 		attnPhased, attnSerialWork = true, serialWork
-		for _, ahead := range []bool{false, true} {
-			got := make([]float32, len(q))
-			a := attn(got)
-			dec := gatherDecode(a)
-			attnDecodePhased(a, dec, ahead)
-			dec.release()
-			for x := range want {
-				if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
-					t.Fatalf("%s (read ahead %v): element %d (row %d) = %v, the stacked jobs %v", name, ahead, x, x/qd, got[x], want[x])
-				}
+		got := make([]float32, len(q))
+		a := attn(got)
+		dec := gatherDecode(a)
+		attnDecodePhased(a, dec)
+		dec.release()
+		for x := range want {
+			if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
+				t.Fatalf("%s: element %d (row %d) = %v, the stacked jobs %v", name, x, x/qd, got[x], want[x])
 			}
 		}
 	}
@@ -302,7 +302,7 @@ func BenchmarkPagedAttention(b *testing.B) {
 // (attnPhased off).
 func BenchmarkPagedAttentionBurst(b *testing.B) {
 	for _, phased := range []bool{false, true} {
-		for _, c := range []struct{ seqs, pos int }{{1, 191}, {1, 1023}, {2, 1023}, {16, 191}, {16, 71}} {
+		for _, c := range []struct{ seqs, pos int }{{1, 15}, {1, 71}, {1, 191}, {1, 1023}, {2, 1023}, {16, 191}, {16, 71}, {16, 1023}, {8, 2047}} {
 			name := fmt.Sprintf("stacked/%dx%d", c.seqs, c.pos+1)
 			if phased {
 				name = fmt.Sprintf("phased/%dx%d", c.seqs, c.pos+1)

@@ -1,8 +1,9 @@
 package device
 
 import (
-	"runtime"
 	"sync"
+
+	"github.com/tuft-go/tuft/engine/kern"
 )
 
 // The CPU's helpers for splitting elementwise and row-wise work over the cores.
@@ -20,7 +21,7 @@ func rowGrain(d int) int { return max(1, elemGrain/max(d, 1)) }
 // spread runs f over [0, n) in one contiguous chunk per GOMAXPROCS goroutine, or on the
 // caller's alone when n < 2·grain.
 func spread(n, grain int, f func(lo, hi int)) {
-	w := min(runtime.GOMAXPROCS(0), n/max(grain, 1))
+	w := min(kern.Procs(), n/max(grain, 1))
 	if w <= 1 {
 		f(0, n)
 		return

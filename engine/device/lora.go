@@ -1,7 +1,6 @@
 package device
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -107,7 +106,7 @@ const loraParallelWork = 1 << 16
 // index as they finish one (runs are ragged). Each f must write only its own outputs, so
 // the results do not depend on the number of goroutines.
 func eachRun(n, work int, f func(i int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
+	w := min(kern.Procs(), n)
 	if w <= 1 || work < loraParallelWork {
 		for i := 0; i < n; i++ {
 			f(i)

@@ -1,7 +1,6 @@
 package kern
 
 import (
-	"runtime"
 	"sync"
 )
 
@@ -12,7 +11,7 @@ const minParallelWork = 1 << 16
 // keeps chunk boundaries on multiples of the micro-kernel's block. In a burst the chunks
 // go to its spinning partners instead (team.go).
 func split(n, work, align int, f func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
+	w := Procs()
 	if work < minParallelWork || w <= 1 || n < 2*align {
 		f(0, n)
 		return

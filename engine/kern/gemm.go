@@ -1,7 +1,6 @@
 package kern
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -254,7 +253,7 @@ func gemmBlocks(c, a []float32, pack panelPacker, direct []float32, pre *prePane
 }
 
 // rowSplitRows is the fewest rows of A for which gemmBlocks splits a product by rows.
-func rowSplitRows() int { return 8 * mr * runtime.GOMAXPROCS(0) }
+func rowSplitRows() int { return 8 * mr * Procs() }
 
 // kBlock is the k per packed block for a product of depth k: at most kc, and the blocks
 // equal (to a multiple of 32), so k = 576 runs as 3×192 rather than 256+256+64, whose
@@ -299,7 +298,7 @@ func serial(n, _, _, _ int, f func(lo, hi int)) { f(0, n) }
 // does not depend on the chunking or the number of cores. In a burst (team.go) the
 // chunks go to its awake partners from minParallelWork, without a hand-off to pay for.
 func share(n, work, align, least int, f func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
+	w := Procs()
 	burst := Bursting() // partners awake: no hand-off to pay for
 	if w <= 1 || n < 2*align || work < minParallelWork || !burst && work < shareMinWork() {
 		f(0, n)
@@ -470,9 +469,24 @@ func packA(dst, a []float32, ic, ib, pc, kb, lda int, aT bool) {
 				t := d[p*mr : p*mr+mr : p*mr+mr]
 				t[0], t[1], t[2], t[3], t[4], t[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
 			}
+		case !aT && useAVX2 && kb >= 8:
+			// A ragged panel (decode attention's three stacked rows): the rows and zero
+			// rows copied to a full panel's six, packed as one (the transposing assembly
+			// instead of a store per element: a third of a short decode step's attention).
+			buf := getScratch(mr * kb)
+			t := *buf
+			for r := 0; r < mr; r++ {
+				if r < rows {
+					copy(t[r*kb:(r+1)*kb], a[(i+r)*lda+pc:][:kb])
+				} else {
+					clear(t[r*kb : (r+1)*kb])
+				}
+			}
+			packA(d, t, 0, mr, 0, kb, kb, false)
+			putScratch(buf)
 		case !aT:
-			// A ragged panel (decode attention's three stacked rows): each row's k-range
-			// strided into its lane, the padding lanes zero.
+			// A ragged panel: each row's k-range strided into its lane, the padding lanes
+			// zero.
 			for r := 0; r < mr; r++ {
 				if r >= rows {
 					for p := 0; p < kb; p++ {

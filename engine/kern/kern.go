@@ -199,7 +199,7 @@ func GemmRowwiseMasked[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool
 		return
 	}
 	if k <= kc {
-		gemmStridedMask(c32, a32, b32, m, n, k, ldc, lda, ldb, false, bT, false, false, mk)
+		rowwiseBlock(c32, a32, b32, m, n, k, ldc, lda, ldb, bT, mk)
 		return
 	}
 	tb := getScratch(m * n)
@@ -215,10 +215,10 @@ func GemmRowwiseMasked[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool
 		}
 		ms := mk.from(p0) // this block's k starts at p0
 		if p0 == 0 {
-			gemmStridedMask(c32, a32, bs, m, n, kb, ldc, lda, ldb, false, bT, false, false, ms)
+			rowwiseBlock(c32, a32, bs, m, n, kb, ldc, lda, ldb, bT, ms)
 			continue
 		}
-		gemmStridedMask(t, a32[p0:], bs, m, n, kb, n, lda, ldb, false, bT, false, false, ms)
+		rowwiseBlock(t, a32[p0:], bs, m, n, kb, n, lda, ldb, bT, ms)
 		for i := 0; i < m; i++ {
 			cr, tr := c32[i*ldc:i*ldc+n], t[i*n:i*n+n]
 			for j, x := range tr {
@@ -226,4 +226,18 @@ func GemmRowwiseMasked[T Float](c, a, b []T, m, n, k, ldc, lda, ldb int, bT bool
 			}
 		}
 	}
+}
+
+// RowwiseK is the k block of GemmRowwise: a product's k runs in blocks of RowwiseK from
+// p = 0, each summed from zero, the blocks' sums added to C in order (a caller that splits
+// a product's k at these boundaries and adds the parts in order gets its bits).
+const RowwiseK = kc
+
+// rowwiseBlock is one k block (k ≤ kc) of GemmRowwiseMasked, C overwritten.
+func rowwiseBlock(c, a, b []float32, m, n, k, ldc, lda, ldb int, bT bool, mk Mask) {
+	if smallRowwise(m, k, mk) {
+		gemmSmall(c, a, b, m, n, k, ldc, lda, ldb, bT)
+		return
+	}
+	gemmStridedMask(c, a, b, m, n, k, ldc, lda, ldb, false, bT, false, false, mk)
 }

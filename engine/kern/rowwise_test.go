@@ -9,13 +9,22 @@ import (
 // TestGemmRowwise checks that GemmRowwise's C[i,j] equals, bit for bit, the same element
 // computed as a 1-row product over its own columns and, with B not transposed (attention's
 // P·V), only its first kk terms (the rest of its A row zero), with and without the assembly, B transposed or not, k below and
-// above the 256-deep block; and that it agrees with Gemm to rounding.
+// above the 256-deep block, with the AVX-512 tile and without; and that it agrees with
+// Gemm to rounding. Products of at most six rows take gemmSmall, larger ones gemmBlocks'
+// tiles: the 9-, 13-, 48- and 96-row products against their rows alone check that both
+// give the same bits.
 func TestGemmRowwise(t *testing.T) {
-	for _, avx := range []bool{true, false} {
+	defer func(v int) { wideForce = v }(wideForce)
+	for _, level := range []struct {
+		avx  bool
+		wide int
+	}{{true, 1}, {true, -1}, {false, 0}} {
+		avx := level.avx
+		wideForce = level.wide
 		old := useAVX2
 		useAVX2 = useAVX2 && avx
 		for _, bT := range []bool{true, false} {
-			for _, sh := range []struct{ m, n, k int }{{1, 7, 64}, {9, 40, 64}, {48, 33, 300}, {13, 64, 530}, {96, 17, 256}} {
+			for _, sh := range []struct{ m, n, k int }{{1, 7, 64}, {3, 40, 64}, {6, 48, 300}, {9, 40, 64}, {48, 33, 300}, {13, 64, 530}, {96, 17, 256}} {
 				rng := rand.New(rand.NewPCG(uint64(sh.m), uint64(sh.k)))
 				a := make([]float32, sh.m*sh.k)
 				b := make([]float32, sh.k*sh.n)
@@ -49,7 +58,7 @@ func TestGemmRowwise(t *testing.T) {
 						// terms), the first j+1 columns.
 						GemmRowwise(one, a[i*sh.k:], b, 1, j+1, ki, j+1, sh.k, ldb, bT)
 						if math.Float32bits(one[j]) != math.Float32bits(c[i*sh.n+j]) {
-							t.Fatalf("avx %v bT %v %v: C[%d,%d] = %v in the product, %v alone", avx, bT, sh, i, j, c[i*sh.n+j], one[j])
+							t.Fatalf("avx %v wide %d bT %v %v: C[%d,%d] = %v in the product, %v alone", avx, level.wide, bT, sh, i, j, c[i*sh.n+j], one[j])
 						}
 						if d := math.Abs(float64(c[i*sh.n+j] - ref[i*sh.n+j])); d > 1e-4*(1+math.Abs(float64(ref[i*sh.n+j]))) {
 							t.Fatalf("avx %v bT %v %v: C[%d,%d] = %v, Gemm %v", avx, bT, sh, i, j, c[i*sh.n+j], ref[i*sh.n+j])

@@ -154,6 +154,20 @@ func teamSplit(n, align, w int, f func(lo, hi int)) bool {
 	return BurstShare(n, grain, func(_, lo, hi int) { f(lo, hi) })
 }
 
+// Procs is the goroutines a product may share its work among: GOMAXPROCS, read once
+// per burst. Inside a burst it is the burst's width, which also bounds its partners'
+// worker numbers; outside, runtime.GOMAXPROCS(0), which takes the scheduler's lock: a
+// decode step asked it a few hundred times while the spinning partners' yields took the
+// same lock.
+func Procs() int {
+	if team.active.Load() != 0 {
+		if w := team.width.Load(); w > 0 {
+			return int(w)
+		}
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 // Bursting reports whether a burst runs with partners awake: work that stays on one
 // core because a hand-off would cost more than it saves can share it then.
 func Bursting() bool { return team.active.Load() != 0 && team.partners.Load() != 0 }
