@@ -257,6 +257,7 @@ func attnDecodePhased[T Float](a *Attn[T], dec *decodeKV[T]) {
 	// the partial sums added in order below are its bits.
 	type piece struct{ u, lo, hi, blk int } // blk < 0: columns [lo, hi) of unit u
 	var pieces []piece
+	per = (2*cores + len(units) - 1) / len(units) // pieces a unit, for every core two
 	cols := max(16, (hd+16*per-1)/(16*per)*16)
 	for ui, u := range units {
 		switch {
