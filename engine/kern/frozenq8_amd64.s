@@ -102,15 +102,19 @@ block:
 	VZEROUPPER
 	RET
 
+// SPLATD sets every dword of y (x its low half) to imm (AX clobbered).
+#define SPLATD(imm, x, y) \
+	MOVL imm, AX \
+	VMOVD AX, x \
+	VPBROADCASTD x, y
+
 // QUANTINIT loads quantActBlock's constants: Z6 the mask of |x|, X7 127.0, Y8 0x80 bytes.
 #define QUANTINIT \
 	MOVL $0x7fffffff, AX \
 	VPBROADCASTD AX, Z6 \
 	MOVL $0x42fe0000, AX \
 	VMOVD AX, X7 \
-	MOVL $0x80808080, AX \
-	VMOVD AX, X8 \
-	VPBROADCASTD X8, Y8
+	SPLATD($0x80808080, X8, Y8)
 
 // QUANT32 quantises the block of 32 float32 at SI: d_a to (DX), the 32 signed bytes q_a
 // to Y0 (quantActBlock's bytes before their offset).
@@ -376,9 +380,7 @@ TEXT ·dotsQ8VNNI(SB), NOSPLIT, $0-56
 	MOVQ w+24(FP), DI
 	MOVQ rows+40(FP), DX
 	MOVQ out+48(FP), BX
-	MOVL $0x80808080, AX
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
+	SPLATD($0x80808080, X15, Y15)
 
 q8row:
 	VXORPS X14, X14, X14
@@ -476,12 +478,8 @@ TEXT ·dotsQ5VNNI(SB), NOSPLIT, $0-56
 	MOVQ w+24(FP), DI
 	MOVQ rows+40(FP), DX
 	MOVQ out+48(FP), BX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL $0x10101010, AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
+	SPLATD($0x0f0f0f0f, X12, Y12)
+	SPLATD($0x10101010, X13, Y13)
 	NIBBLESHIFTS
 
 q5row:
@@ -574,9 +572,7 @@ TEXT ·dotsQ4KVNNI(SB), NOSPLIT, $0-56
 	MOVQ w+24(FP), DI
 	MOVQ rows+40(FP), DX
 	MOVQ out+48(FP), BX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
+	SPLATD($0x0f0f0f0f, X12, Y12)
 
 q4krow:
 	VXORPS Y10, Y10, Y10
@@ -719,15 +715,9 @@ TEXT ·dotsQ6KVNNI(SB), NOSPLIT, $0-56
 	MOVQ w+24(FP), DI
 	MOVQ rows+40(FP), DX
 	MOVQ out+48(FP), BX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL $0x30303030, AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL $0x20202020, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
+	SPLATD($0x0f0f0f0f, X12, Y12)
+	SPLATD($0x30303030, X13, Y13)
+	SPLATD($0x20202020, X14, Y14)
 
 q6krow:
 	VXORPS Y10, Y10, Y10
@@ -768,9 +758,7 @@ TEXT ·dotsQ4VNNI(SB), NOSPLIT, $0-56
 	MOVQ w+24(FP), DI
 	MOVQ rows+40(FP), DX
 	MOVQ out+48(FP), BX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
+	SPLATD($0x0f0f0f0f, X12, Y12)
 	NIBBLESHIFTS
 
 q4row:

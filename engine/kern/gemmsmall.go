@@ -46,8 +46,8 @@ func gemmSmall(c, a, b []float32, m, n, k, ldc, lda, ldb int, bT bool) {
 	}
 }
 
-// smallRowwise says whether GemmRowwiseMasked's product (or k block of it) takes
-// gemmSmall.
+// smallRowwise says whether GemmRowwiseMasked's product (or k block of it), on the
+// assembly path, takes gemmSmall.
 func smallRowwise(m, k int, mk Mask) bool {
-	return m <= mr && k <= kc && mk.Kind == NoMask && useAVX2
+	return m <= mr && k <= kc && mk.Kind == NoMask
 }
