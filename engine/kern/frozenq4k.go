@@ -64,13 +64,18 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 	n := len(dst)
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
 	nb := w.Cols / bl
-	row := w.blk[r*nb*bb : (r+1)*nb*bb]
 	var tmp [QKBlock]float32
+	var q5 [22]byte
 	for i := 0; i < n; {
 		c := c0 + i
 		b, j := c/bl, c%bl
 		cnt := min(bl-j, n-i)
-		blk := row[b*bb : b*bb+bb]
+		var blk []byte
+		if w.Format == Q5_0 {
+			blk = w.q5Block(&q5, r, b)
+		} else {
+			blk = w.blk[(r*nb+b)*bb:][:bb]
+		}
 		switch {
 		case j == 0 && cnt == bl:
 			w.Format.deqBlock(dst[i:i+bl], blk)
@@ -99,7 +104,14 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 func (w *Frozen) dotRowK(x []float32, r int) float32 {
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
 	nb := w.Cols / bl
-	row := w.blk[r*nb*bb : (r+1)*nb*bb]
+	var row []byte
+	if w.Format == Q5_0 {
+		buf := q5RowsPool.Get().(*[]byte)
+		defer q5RowsPool.Put(buf)
+		row = w.q5Rows(buf, r, r+1, 0, nb)
+	} else {
+		row = w.blk[r*nb*bb : (r+1)*nb*bb]
+	}
 	fast := useAVX2 && useF16C
 	switch {
 	case w.Format == Q4_K && fast:
@@ -125,10 +137,18 @@ func (w *Frozen) dotRowK(x []float32, r int) float32 {
 // of a model whose widths are not multiples of 256 (SmolLM2-135M: 576) holds most of its
 // matrices as Q5_0, so this is most of such a model's decode step.
 func (w *Frozen) q5Dots(c, a []float32, lo, hi int, acc bool) {
-	nb, bb := w.Cols/QBlock, Q5_0.blockBytes()
+	nb := w.Cols / QBlock
 	_ = a[w.Cols-1]
-	_ = w.blk[hi*nb*bb-1]
-	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) { dotsQ5x512(&a[0], &w.blk[j*nb*bb], nb, len(out), &out[0]) })
+	buf := q5RowsPool.Get().(*[]byte)
+	defer q5RowsPool.Put(buf)
+	most := hi - lo
+	if w.q5i != nil {
+		most = q5Group // rows put back together a group at a time
+	}
+	dotRows(c, lo, hi, most, acc, func(j int, out []float32) {
+		rows := w.q5Rows(buf, j, j+len(out), 0, nb)
+		dotsQ5x512(&a[0], &rows[0], nb, len(out), &out[0])
+	})
 }
 
 // q4kChunk is the super-blocks whose scales the assembly takes unpacked at a time.
@@ -250,15 +270,20 @@ func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
 func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	n := len(dst)
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
-	if !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 {
+	if !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 || w.q5i != nil && !q5IAsm {
 		w.rowSegK(dst, r, c0)
 		return
 	}
-	off := (r*w.Cols + c0) / bl * bb
-	if w.Format == Q5_0 {
-		widenQ5AVX(&dst[0], &w.blk[off], n/bl)
+	if w.Format == Q5_0 && w.q5i == nil {
+		widenQ5AVX(&dst[0], &w.blk[(r*w.Cols+c0)/bl*bb], n/bl)
 		return
 	}
+	if w.Format == Q5_0 {
+		nb := w.Cols / QBlock
+		widenQ5IAVX(&dst[0], &w.q5i[(r/q5Group*nb+c0/bl)*q5GroupBytes], r%q5Group, n/bl)
+		return
+	}
+	off := (r*w.Cols + c0) / bl * bb
 	var sc [q4kChunk * 16]float32
 	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
 		k := min(q4kChunk, n/bl-b0)

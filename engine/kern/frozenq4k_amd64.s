@@ -277,6 +277,71 @@ w5done:
 	VZEROUPPER
 	RET
 
+// func widenQ5IAVX(dst *float32, o *byte, l, nb int)
+//
+// widenQ5AVX for lane l of nb group-blocks of an interleaved Q5_0 matrix (frozenq5i.go)
+// from o: the lane's fifth bits at 288+4l, its nibbles' bytes 0–3, 4–7, 8–11 and 12–15
+// at 32+4l, 96+4l, 160+4l and 224+4l, its scale at 2l.
+TEXT ·widenQ5IAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), SI
+	MOVQ o+8(FP), DI
+	MOVQ l+16(FP), AX
+	MOVQ nb+24(FP), CX
+	LEAQ (DI)(AX*4), R8
+	LEAQ (DI)(AX*2), R9
+	MOVL $15, AX
+	MOVQ AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $16, AX
+	MOVQ AX, X12
+	VPBROADCASTD X12, Y12
+	TESTQ CX, CX
+	JEQ   w5idone
+
+w5iloop:
+	VPBROADCASTD 288(R8), Y9
+	VMOVD        32(R8), X4
+	VPINSRD      $1, 96(R8), X4, X4
+	VMOVD        160(R8), X5
+	VPINSRD      $1, 224(R8), X5, X5
+	VPMOVZXBD    X4, Y4
+	VPMOVZXBD    X5, Y5
+	VPSRLD       $4, Y4, Y6
+	VPSRLD       $4, Y5, Y7
+	VPAND        Y11, Y4, Y4
+	VPAND        Y11, Y5, Y5
+	Q5BITS(0, Y4)
+	Q5BITS(32, Y5)
+	Q5BITS(64, Y6)
+	Q5BITS(96, Y7)
+	VPSUBD       Y12, Y4, Y4
+	VPSUBD       Y12, Y5, Y5
+	VPSUBD       Y12, Y6, Y6
+	VPSUBD       Y12, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (R9), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $128, SI
+	ADDQ         $352, R8
+	ADDQ         $352, R9
+	DECQ         CX
+	JNE          w5iloop
+
+w5idone:
+	VZEROUPPER
+	RET
+
 // func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
 //
 // Writes the 256·nb weights of nb Q4_K super-blocks to dst, their scales and mins

@@ -396,14 +396,17 @@ func (w *Frozen) unpackedProduct(c, a []float32, m int, acc bool) {
 func (w *Frozen) unpackRow(dst []byte, r int, tab []uint32, mw []float32) {
 	nb := w.Cols / QBlock
 	rowBytes := w.Cols / w.Format.blockLen() * w.Format.blockBytes()
-	src := w.blk[r*rowBytes:][:rowBytes]
 	switch w.Format {
 	case Q4_1:
-		unpackQ4(dst, src, nb, tab, mw)
+		unpackQ4(dst, w.blk[r*rowBytes:][:rowBytes], nb, tab, mw)
 	case Q5_0:
-		unpackQ5Go(dst, src, nb, tab)
+		if w.q5i != nil {
+			unpackQ5IGo(dst, w.q5i[r/q5Group*nb*q5GroupBytes:][:nb*q5GroupBytes], r%q5Group, nb, tab)
+			return
+		}
+		unpackQ5Go(dst, w.blk[r*rowBytes:][:rowBytes], nb, tab)
 	case Q4_K:
-		unpackQ4KGo(dst, src, nb/8, tab, mw)
+		unpackQ4KGo(dst, w.blk[r*rowBytes:][:rowBytes], nb/8, tab, mw)
 	}
 }
 

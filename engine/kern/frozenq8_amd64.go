@@ -48,6 +48,21 @@ func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 //go:noescape
 func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32)
 
+// dotsQ5IVNNI is dotsQ5IGo in AVX-512 VNNI assembly, bit for bit (groups ≥ 1, nb ≥ 1):
+// sixteen outputs a group.
+//
+//go:noescape
+func dotsQ5IVNNI(q *byte, c *int32, d *float32, w *byte, nb, groups int, out *float32)
+
+// q5IAsm says widenQ5IAVX is the assembly (AVX2, F16C).
+const q5IAsm = true
+
+// widenQ5IAVX writes the weights of lane l of nb group-blocks of an interleaved Q5_0
+// matrix at o to dst, bit for bit deqQ5's (frozenq4k_amd64.s).
+//
+//go:noescape
+func widenQ5IAVX(dst *float32, o *byte, l, nb int)
+
 // dotsQ4KVNNI is dotsQ4KGo in AVX-512 VNNI assembly, bit for bit (rows ≥ 1, nsb ≥ 1).
 //
 //go:noescape

@@ -845,3 +845,111 @@ q4store:
 	JNZ q4row
 	VZEROUPPER
 	RET
+
+// The integer dots of q5_0 rows interleaved by sixteen (frozenq5i.go): a vector's
+// sixteen lanes are sixteen rows of W, so a block needs no horizontal sums. Per block a
+// quad i of 64 bytes gives two vectors of four bytes a lane, its low nibbles (weights
+// 4i…4i+3 of every row) and its high ones (16+4i…), each with 16 added under a byte mask
+// of fifth bits: VPSHUFB copies byte t/2 of each row's 32 bits to its lane's four bytes
+// and VPTESTMB picks bits 4t…4t+3 of it (weights 4t…, t = i for the low nibbles, i+4 for
+// the high). VPDPBUSD multiplies them by four of A's signed bytes broadcast to every
+// lane. Four accumulators, the first starting at −16·Σq_a (A's correction shifted), are
+// added (exact), then per lane t = (d_a·d_w)·float32(S) and sum += t, block after block:
+// dotsQ5Go's order, lane by lane.
+//
+// Registers: SI A's bytes, R8 its corrections, R9 its scales, DI the group-block, Z15
+// 0x0F bytes, Z14 0x10 bytes, Z13 zero, Z20–Z23 the shuffles that copy byte 0–3 of a
+// lane to all four, Z24 and Z25 the bits of an even and an odd t, Z0 the sixteen sums.
+
+DATA q5iShuf<>+0(SB)/8, $0x0404040400000000
+DATA q5iShuf<>+8(SB)/8, $0x0c0c0c0c08080808
+GLOBL q5iShuf<>(SB), RODATA|NOPTR, $16
+
+// Q5IQUAD adds quad qo's two vectors (fifth bits in K1 and K2, A's bytes at alo and ahi)
+// to acc.
+#define Q5IQUAD(qo, alo, ahi, zl, zh, acc) \
+	VPANDD qo(DI), Z15, zl \
+	VPSRLW $4, qo(DI), zh \
+	VPANDD Z15, zh, zh \
+	VPADDB Z14, zl, K1, zl \
+	VPADDB Z14, zh, K2, zh \
+	VPDPBUSD.BCST alo(SI), zl, acc \
+	VPDPBUSD.BCST ahi(SI), zh, acc
+
+// func dotsQ5IVNNI(q *byte, c *int32, d *float32, w *byte, nb, groups int, out *float32)
+TEXT ·dotsQ5IVNNI(SB), NOSPLIT, $0-56
+	MOVQ q+0(FP), R10
+	MOVQ c+8(FP), R11
+	MOVQ d+16(FP), R12
+	MOVQ w+24(FP), DI
+	MOVQ groups+40(FP), DX
+	MOVQ out+48(FP), BX
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z15
+	MOVL $0x10101010, AX
+	VPBROADCASTD AX, Z14
+	VPXORD Z13, Z13, Z13
+	// Byte b of each dword copied to its four bytes: indices 4d+b, d the dword.
+	VBROADCASTI32X4 q5iShuf<>(SB), Z20
+	MOVL $0x01010101, AX
+	VPBROADCASTD AX, Z26
+	VPADDB Z26, Z20, Z21
+	VPADDB Z26, Z21, Z22
+	VPADDB Z26, Z22, Z23
+	MOVL $0x08040201, AX
+	VPBROADCASTD AX, Z24
+	MOVL $0x80402010, AX
+	VPBROADCASTD AX, Z25
+
+q5igroup:
+	VPXORD Z0, Z0, Z0
+	MOVQ R10, SI
+	MOVQ R11, R8
+	MOVQ R12, R9
+	MOVQ nb+32(FP), CX
+
+q5iblock:
+	VCVTPH2PS (DI), Z1
+	VMULPS.BCST (R9), Z1, Z1
+	VPBROADCASTD (R8), Z2
+	VPSRAD $3, Z2, Z2
+	VPSUBD Z2, Z13, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VMOVDQU32 288(DI), Z18
+	VPSHUFB Z20, Z18, Z19
+	VPSHUFB Z22, Z18, Z26
+	VPTESTMB Z24, Z19, K1
+	VPTESTMB Z24, Z26, K2
+	Q5IQUAD(32, 0, 16, Z7, Z8, Z3)
+	VPTESTMB Z25, Z19, K1
+	VPTESTMB Z25, Z26, K2
+	Q5IQUAD(96, 4, 20, Z9, Z10, Z4)
+	VPSHUFB Z21, Z18, Z19
+	VPSHUFB Z23, Z18, Z26
+	VPTESTMB Z24, Z19, K1
+	VPTESTMB Z24, Z26, K2
+	Q5IQUAD(160, 8, 24, Z11, Z12, Z5)
+	VPTESTMB Z25, Z19, K1
+	VPTESTMB Z25, Z26, K2
+	Q5IQUAD(224, 12, 28, Z16, Z17, Z6)
+	VPADDD Z4, Z3, Z3
+	VPADDD Z6, Z5, Z5
+	VPADDD Z5, Z3, Z3
+	VCVTDQ2PS Z3, Z3
+	VMULPS Z1, Z3, Z3
+	VADDPS Z3, Z0, Z0
+	ADDQ $352, DI
+	ADDQ $32, SI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ q5iblock
+
+	VMOVUPS Z0, (BX)
+	ADDQ $64, BX
+	DECQ DX
+	JNZ q5igroup
+	VZEROUPPER
+	RET

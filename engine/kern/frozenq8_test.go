@@ -48,7 +48,13 @@ func refBlocks(w *Frozen, j int) (q []int8, d []float32) {
 	bb := w.Format.blockBytes()
 	q, d = make([]int8, nb*QBlock), make([]float32, nb)
 	for b := range nb {
-		blk := w.blk[(j*nb+b)*bb:][:bb]
+		var q5 [22]byte
+		blk := w.blk
+		if w.Format == Q5_0 {
+			blk = w.q5Block(&q5, j, b)
+		} else {
+			blk = blk[(j*nb+b)*bb:][:bb]
+		}
 		d[b] = FromF16(binary.LittleEndian.Uint16(blk))
 		if w.Format == Q8_0 {
 			for p := range QBlock {

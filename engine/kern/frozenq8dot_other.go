@@ -17,6 +17,18 @@ func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 	panic("kern: dotsQ4VNNI without the assembly")
 }
 
+// q5IAsm says widenQ5IAVX is the assembly: not here (interleaved Q5_0 is widened by
+// rowSeg; only tests interleave where the dots have no assembly).
+const q5IAsm = false
+
+func widenQ5IAVX(dst *float32, o *byte, l, nb int) {
+	panic("kern: widenQ5IAVX without the assembly")
+}
+
+func dotsQ5IVNNI(q *byte, c *int32, d *float32, w *byte, nb, groups int, out *float32) {
+	panic("kern: dotsQ5IVNNI without the assembly")
+}
+
 func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float32) {
 	panic("kern: dotsQ5VNNI without the assembly")
 }

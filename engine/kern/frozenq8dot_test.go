@@ -18,24 +18,26 @@ func TestQ8DotsEdges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 7))
 	for _, f := range []WeightFormat{Q8_0, Q5_0} {
 		for nb := 1; nb <= 9; nb++ {
-			for _, n := range []int{1, 2, 5, 16} {
+			for _, n := range []int{1, 2, 5, 16, 48} {
 				k := nb * QBlock
 				w := newFrozenAs(t, f, randSlice(rng, n*k), n, k)
 				if w == nil {
 					continue
 				}
 				bb := f.blockBytes()
-				for j := 0; j < n; j++ { // extreme weights in every row's first block
-					blk := w.blk[j*nb*bb:]
-					if f == Q8_0 {
-						blk[2], blk[3], blk[4] = 0x80, 0x7f, 0x80
-					} else {
-						blk[6] = 0xF0 // weight 0's low bits 0, weight 16's 15
-						blk[2] &^= 1  // weight 0's fifth bit clear: q = 0
-						blk[4] |= 3   // weight 16's set: q = 31, and weight 17's
-						blk[7] = 0xFF // weight 17: 31; weight 1: 15 or 31
+				editBlocks(w, func(all []byte) {
+					for j := 0; j < n; j++ { // extreme weights in every row's first block
+						blk := all[j*nb*bb:]
+						if f == Q8_0 {
+							blk[2], blk[3], blk[4] = 0x80, 0x7f, 0x80
+						} else {
+							blk[6] = 0xF0 // weight 0's low bits 0, weight 16's 15
+							blk[2] &^= 1  // weight 0's fifth bit clear: q = 0
+							blk[4] |= 3   // weight 16's set: q = 31, and weight 17's
+							blk[7] = 0xFF // weight 17: 31; weight 1: 15 or 31
+						}
 					}
-				}
+				})
 				a := randSlice(rng, k)
 				a[1] = -a[0] * 50 // this block's max, quantised to −127
 				if nb > 1 {

@@ -49,6 +49,28 @@ func unpackQ5Go(dst, src []byte, nb int, tab []uint32) {
 	}
 }
 
+// unpackQ5IGo is unpackQ5Go for lane l of a group of an interleaved Q5_0 matrix
+// (frozenq5i.go), grp the group's nb group-blocks: the same words, read where the layout
+// keeps them.
+func unpackQ5IGo(dst, grp []byte, l, nb int, tab []uint32) {
+	const ub = 2 + QBlock
+	le := binary.LittleEndian
+	for b := 0; b < nb; b++ {
+		o := grp[b*q5GroupBytes:][:q5GroupBytes]
+		q := o[4*l:][:292] // the lane's words at 32, 96, 160, 224 (nibbles) and 288 (fifth bits)
+		out := dst[b*ub:][:ub]
+		qh := le.Uint32(q[288:])
+		x0 := uint64(le.Uint32(q[32:])) | uint64(le.Uint32(q[96:]))<<32
+		x1 := uint64(le.Uint32(q[160:])) | uint64(le.Uint32(q[224:]))<<32
+		le.PutUint64(out[2:], x0&nibbles|q5High[qh&0xFF])
+		le.PutUint64(out[10:], x1&nibbles|q5High[qh>>8&0xFF])
+		le.PutUint64(out[18:], x0>>4&nibbles|q5High[qh>>16&0xFF])
+		le.PutUint64(out[26:], x1>>4&nibbles|q5High[qh>>24])
+		tab[b*q8TileCols*2] = math.Float32bits(FromF16(le.Uint16(o[2*l:])))
+		tab[b*q8TileCols*2+1] = uint32(-128 * sumInt8(out[2:]))
+	}
+}
+
 // unpackQ4KGo writes the nsb super-blocks of a Q4_K row as 8·nsb blocks of 32 for the
 // q8_0 tile: sub-block s's four-bit weights q as bytes at dst[34(8·sb+s)+2:], its scale
 // d·sc_s as float32 and −128·Σq in tab, and its minimum −dmin·m_s in mw: the values

@@ -1,0 +1,181 @@
+package kern
+
+import (
+	"encoding/binary"
+	"sync"
+)
+
+// Q5_0 rows interleaved by sixteen for the one-row integer dots. A Q4_K_M file of a model
+// whose widths are not multiples of 256 (SmolLM2-135M: 576) holds most of its matrices as
+// Q5_0, and the row-at-a-time dots (dotsQ5VNNI) spend about thirteen instructions a block:
+// unpacking its fifth bits, adding its eight lanes and its scale's product into one
+// float32 chain. That is 14 weights a core-nanosecond with W in L2
+// (BenchmarkFrozenDotCompute), under what the memory gives two cores. Stored so that a
+// vector's sixteen lanes are sixteen rows, a block of sixteen rows is a handful of
+// instructions with no horizontal sums: each lane adds its row's t = (d_a·d_w)·float32(Σ)
+// block after block, the order the row-at-a-time dots and the tiles keep, so every
+// output keeps its bits.
+//
+// A group of sixteen rows is nb group-blocks of q5GroupBytes, group-block b holding
+// block b of each of the rows:
+//
+//	[0, 32)     the sixteen half scales d_w, row r's at 2r;
+//	[32, 288)   four quads of 64 bytes: quad i, lane r (bytes 32+64i+4r…) holds bytes
+//	            4i…4i+3 of row r's sixteen bytes of nibbles, so a quad's low nibbles are
+//	            weights 4i…4i+3 of every row and its high nibbles weights 16+4i…;
+//	[288, 352)  the sixteen rows' fifth bits as the file holds them, row r's 32-bit
+//	            word at 288+4r (the assembly turns them into byte masks, VPTESTMB).
+//
+// The same bytes as the file's blocks, moved. Matrices are stored so where the dots run
+// (AVX512-VNNI) and their rows are whole groups; everything else that reads a row
+// (widening for the GEMMs, the prompt's integer tiles, Blocks) puts its blocks back
+// together first (q5Block, q5Rows).
+const (
+	q5Group      = 16
+	q5GroupBytes = q5Group * 22
+)
+
+// q5Interleave reports whether a Q5_0 matrix of rows rows is stored interleaved here.
+func q5Interleave(rows int) bool { return useVNNI && rows%q5Group == 0 && rows > 0 }
+
+// interleaveQ5 writes the file-ordered Q5_0 rows src ([rows][nb] blocks) to dst
+// interleaved (rows a multiple of q5Group).
+func interleaveQ5(dst, src []byte, rows, nb int) {
+	for r := 0; r < rows; r++ {
+		g, l := r/q5Group, r%q5Group
+		for b := 0; b < nb; b++ {
+			blk := src[(r*nb+b)*22:][:22]
+			o := dst[(g*nb+b)*q5GroupBytes:][:q5GroupBytes]
+			copy(o[2*l:], blk[:2])
+			for i := 0; i < 4; i++ {
+				copy(o[32+64*i+4*l:][:4], blk[6+4*i:][:4])
+			}
+			copy(o[288+4*l:][:4], blk[2:6])
+		}
+	}
+}
+
+// q5Block writes block b of row r of an interleaved Q5_0 matrix to dst as the file holds
+// it and returns it; for a matrix stored as the file's rows, the block where it lies.
+func (w *Frozen) q5Block(dst *[22]byte, r, b int) []byte {
+	nb := w.Cols / QBlock
+	if w.q5i == nil {
+		return w.blk[(r*nb+b)*22:][:22]
+	}
+	putQ5Block(dst[:], w.q5i[(r/q5Group*nb+b)*q5GroupBytes:][:q5GroupBytes], r%q5Group)
+	return dst[:]
+}
+
+// putQ5Block writes lane l's block of the group-block o to dst[:22] as the file holds it.
+func putQ5Block(dst, o []byte, l int) {
+	_ = dst[21]
+	le := binary.LittleEndian
+	d, qh, x0, x1 := q5Parts(o, l)
+	le.PutUint16(dst, d)
+	le.PutUint32(dst[2:], qh)
+	le.PutUint64(dst[6:], x0)
+	le.PutUint64(dst[14:], x1)
+}
+
+// q5Parts is lane l's block of the group-block o: its half scale, its 32 fifth bits and
+// its sixteen bytes of nibbles as two words (the file's bytes 6–13 and 14–21).
+func q5Parts(o []byte, l int) (d uint16, qh uint32, x0, x1 uint64) {
+	_ = o[q5GroupBytes-1]
+	le := binary.LittleEndian
+	d = le.Uint16(o[2*l:])
+	x0 = uint64(le.Uint32(o[32+4*l:])) | uint64(le.Uint32(o[96+4*l:]))<<32
+	x1 = uint64(le.Uint32(o[160+4*l:])) | uint64(le.Uint32(o[224+4*l:]))<<32
+	return d, le.Uint32(o[288+4*l:]), x0, x1
+}
+
+// q5Rows is blocks [b0, b1) of rows [r0, r1) as the file holds them ([row][block]): a
+// slice of the stored bytes when they are in that order (b0 = 0 and b1 = nb, or one
+// row), else put together in buf, grown as needed.
+func (w *Frozen) q5Rows(buf *[]byte, r0, r1, b0, b1 int) []byte {
+	nb := w.Cols / QBlock
+	if w.q5i == nil && (r1-r0 == 1 || b0 == 0 && b1 == nb) {
+		return w.blk[(r0*nb+b0)*22 : ((r1-1)*nb+b1)*22]
+	}
+	n := (r1 - r0) * (b1 - b0) * 22
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	dst := (*buf)[:n]
+	for r := r0; r < r1; r++ {
+		grp := w.q5i[r/q5Group*nb*q5GroupBytes:]
+		for b := b0; b < b1; b++ {
+			putQ5Block(dst[((r-r0)*(b1-b0)+b-b0)*22:], grp[b*q5GroupBytes:], r%q5Group)
+		}
+	}
+	return dst
+}
+
+// q5RowsPool recycles q5Rows' buffers.
+var q5RowsPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// q5IDots is intDots for an interleaved Q5_0 matrix: outputs [lo, hi) of c = a·Wᵀ, a one
+// row quantised by quantRow. Whole groups go straight to c; a group cut by lo or hi (a
+// split is aligned to oneRowAlign, so only outside a decode step) through a buffer.
+func (w *Frozen) q5IDots(c, a []float32, lo, hi int, acc bool) {
+	nb := w.Cols / QBlock
+	d, cs, q := q8Row(a, nb)
+	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) {
+		for len(out) > 0 {
+			g := j / q5Group
+			if j%q5Group == 0 && len(out) >= q5Group {
+				n := len(out) / q5Group
+				dotsQ5I(q, cs, d, w.q5i[g*nb*q5GroupBytes:], nb, out[:n*q5Group])
+				j, out = j+n*q5Group, out[n*q5Group:]
+				continue
+			}
+			var all [q5Group]float32
+			dotsQ5I(q, cs, d, w.q5i[g*nb*q5GroupBytes:], nb, all[:])
+			n := copy(out, all[j%q5Group:])
+			j, out = j+n, out[n:]
+		}
+	})
+}
+
+// dotsQ5I sets out (whole groups of q5Group) to the dots of the quantised row (q, c, d:
+// q8Row) with the len(out)/q5Group groups of nb group-blocks at w: the assembly with
+// VNNI, else dotsQ5IGo, bit for bit dotsQ5Go's over the same rows.
+func dotsQ5I(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	groups := len(out) / q5Group
+	if !useVNNI {
+		dotsQ5IGo(q, c, d, w, nb, out)
+		return
+	}
+	_ = w[groups*nb*q5GroupBytes-1]
+	_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
+	dotsQ5IVNNI(&q[0], &c[0], &d[0], &w[0], nb, groups, &out[0])
+}
+
+// dotsQ5IGo is dotsQ5I in Go, the reference of the assembly: per lane (row) and block the
+// exact S = Σq·q_a − 16·Σq_a (q the unsigned five bits), t = (d_a·d_w)·float32(S), sum +=
+// t, as dotsQ5Go.
+func dotsQ5IGo(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
+	for g := 0; g < len(out)/q5Group; g++ {
+		for l := 0; l < q5Group; l++ {
+			var sum float32
+			for b := 0; b < nb; b++ {
+				o := w[(g*nb+b)*q5GroupBytes:][:q5GroupBytes]
+				var s int32
+				for i := 0; i < 4; i++ {
+					for j := 0; j < 4; j++ {
+						nib := o[32+64*i+4*l+j]
+						for half := 0; half < 2; half++ {
+							t := i + 4*half // the mask and the weight's quad
+							u := int32(nib >> (4 * half) & 0xF)
+							u |= int32(binary.LittleEndian.Uint32(o[288+4*l:])>>(4*t+j)&1) << 4
+							s += u * int32(int8(q[b*QBlock+4*t+j]))
+						}
+					}
+				}
+				s -= c[b] >> 3 // 16·Σq_a
+				scale := d[b] * FromF16(binary.LittleEndian.Uint16(o[2*l:]))
+				sum = float32(sum + float32(scale*float32(s)))
+			}
+			out[g*q5Group+l] = sum
+		}
+	}
+}
