@@ -22,7 +22,7 @@ func smallMachine(t *testing.T) {
 func TestMeasureMachine(t *testing.T) {
 	smallMachine(t)
 	m := measureMachine()
-	if m.ReadGBs <= 0 || m.TriadGBs <= 0 || m.BandwidthGBs != max(m.ReadGBs, m.TriadGBs) || m.GEMMGFlops <= 0 || m.Threads != runtime.GOMAXPROCS(0) || m.BufferMiB != 8 || m.CPUModel == "" {
+	if m.Read1GBs <= 0 || m.Read2GBs <= 0 || m.ReadGBs != max(m.Read1GBs, m.Read2GBs) || m.TriadGBs <= 0 || m.BandwidthGBs != max(m.ReadGBs, m.TriadGBs) || m.GEMMGFlops <= 0 || m.Threads != runtime.GOMAXPROCS(0) || m.BufferMiB != 8 || m.CPUModel == "" {
 		t.Fatalf("figures %+v", m)
 	}
 	if runtime.GOARCH == "amd64" {
