@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -311,20 +312,44 @@ func benchFrozen(b *testing.B, f WeightFormat, m, n, k int) {
 	b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
 
-// The MLP's up projection of SmolLM2-135M (1536×576), 8 of them so W leaves the cache,
-// as in a decode step.
+// The MLP's up projection of SmolLM2-135M (1536×576), stacked until W is at least
+// 128 MB so that it comes from memory, as in a decode step (q4_k's rows of 576 are
+// q5_0); "read" is a read-only pass over as many bytes on every core (kern.Dot of a
+// buffer with itself, one stream a core), the rate the products are bounded by.
 func BenchmarkFrozenGEMV(b *testing.B) {
-	for _, f := range allFormats {
-		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 1, 32*1536, 576) })
+	rows := func(f WeightFormat) int {
+		return max(32, (128<<20)/(1536*NewFrozen(make([]float32, 576), 1, 576, f).Bytes())) * 1536
 	}
+	for _, f := range allFormats {
+		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 1, rows(f), 576) })
+	}
+	b.Run("read", func(b *testing.B) {
+		x := make([]float32, 32<<20)
+		for i := range x {
+			x[i] = 1
+		}
+		var mu sync.Mutex
+		var sink float32
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			split(len(x), len(x), 4096, func(lo, hi int) {
+				s := Dot(x[lo:hi], x[lo:hi])
+				mu.Lock()
+				sink += s
+				mu.Unlock()
+			})
+		}
+		b.ReportMetric(4*float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		_ = sink
+	})
 	if !useVNNI {
 		return
 	}
-	for _, f := range []WeightFormat{Q8_0, Q4_K} { // as before the integer dots (frozenq8dot.go; q4_k's rows of 576 are q5_0)
+	for _, f := range []WeightFormat{Q8_0, Q4_K} { // as before the integer dots (frozenq8dot.go)
 		b.Run(f.String()+"-float", func(b *testing.B) {
 			defer func(v bool) { useVNNI = v }(useVNNI)
 			useVNNI = false
-			benchFrozen(b, f, 1, 32*1536, 576)
+			benchFrozen(b, f, 1, rows(f), 576)
 		})
 	}
 }
