@@ -92,8 +92,8 @@ type Frozen struct {
 	Rows, Cols int
 	f32        []float32 // F32 (aliases the source)
 	bf         []uint16  // BF16
-	blk        []byte    // block formats: Cols/blockLen blocks a row (nil where q5i holds them)
-	q5i        []byte    // Q5_0 rows interleaved by sixteen for the integer dots (frozenq5i.go)
+	blk        []byte    // block formats: Cols/blockLen blocks a row (nil where ilv holds them)
+	ilv        []byte    // Q5_0 and Q4_K rows interleaved by sixteen for the integer dots (frozenilv.go)
 
 	q8once sync.Once // builds q8tab on the first integer product (frozenq8.go)
 	q8tab  []uint32
@@ -173,19 +173,19 @@ func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int
 	return w
 }
 
-// interleave stores a Q5_0 matrix's blocks as the integer dots read them where they run
-// (frozenq5i.go); the file-ordered bytes are then no longer held.
+// interleave stores a Q5_0 or Q4_K matrix's blocks as the integer dots read them where
+// they run (frozenilv.go); the file-ordered bytes are then no longer held.
 func (w *Frozen) interleave() {
-	if w.Format != Q5_0 || !q5Interleave(w.Rows) {
+	if !ilvFormat(w.Format) || !ilvRows(w.Rows) {
 		return
 	}
-	w.q5i = make([]byte, len(w.blk))
-	interleaveQ5(w.q5i, w.blk, w.Rows, w.Cols/QBlock)
+	w.ilv = make([]byte, len(w.blk))
+	interleaveRows(w.Format, w.ilv, w.blk, w.Rows, w.Cols/w.Format.blockLen())
 	w.blk = nil
 }
 
 // FrozenBlocks wraps GGUF Q8_0, Q4_1, Q4_K, Q6_K or Q5_0 data for a [rows×cols] matrix
-// without copying it (but Q5_0 where the kernels keep it interleaved: a copy).
+// without copying it (but Q5_0 and Q4_K where the kernels keep them interleaved: a copy).
 func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) {
 	if f.blockBytes() == 0 {
 		return nil, fmt.Errorf("kern: FrozenBlocks: %s is not a block format", f)
@@ -205,18 +205,18 @@ func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) 
 func (w *Frozen) F32() []float32 { return w.f32 }
 
 // Blocks is a block format's bytes in llama.cpp's layout, rows in order (nil in f32 and
-// bf16): the stored bytes, or a copy put back together where Q5_0 is kept interleaved.
+// bf16): the stored bytes, or a copy put back together where they are kept interleaved.
 func (w *Frozen) Blocks() []byte {
-	if w.q5i != nil {
+	if w.ilv != nil {
 		var buf []byte
-		return w.q5Rows(&buf, 0, w.Rows, 0, w.Cols/QBlock)
+		return w.kRows(&buf, 0, w.Rows, 0, w.Cols/w.Format.blockLen())
 	}
 	return w.blk
 }
 
 // Bytes is the memory the stored weights take.
 func (w *Frozen) Bytes() int {
-	return 4*len(w.f32) + 2*len(w.bf) + len(w.blk) + len(w.q5i)
+	return 4*len(w.f32) + 2*len(w.bf) + len(w.blk) + len(w.ilv)
 }
 
 // Row writes row r, widened to float32, to dst[:Cols].

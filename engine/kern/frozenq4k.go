@@ -65,14 +65,14 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
 	nb := w.Cols / bl
 	var tmp [QKBlock]float32
-	var q5 [22]byte
+	var kb [144]byte // a block put back together (Q4_K's are the largest of these formats' kept interleaved)
 	for i := 0; i < n; {
 		c := c0 + i
 		b, j := c/bl, c%bl
 		cnt := min(bl-j, n-i)
 		var blk []byte
-		if w.Format == Q5_0 {
-			blk = w.q5Block(&q5, r, b)
+		if w.ilv != nil {
+			blk = w.kBlock(kb[:], r, b)
 		} else {
 			blk = w.blk[(r*nb+b)*bb:][:bb]
 		}
@@ -104,13 +104,13 @@ func (w *Frozen) rowSegK(dst []float32, r, c0 int) {
 func (w *Frozen) dotRowK(x []float32, r int) float32 {
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
 	nb := w.Cols / bl
-	var row []byte
-	if w.Format == Q5_0 {
-		buf := q5RowsPool.Get().(*[]byte)
-		defer q5RowsPool.Put(buf)
-		row = w.q5Rows(buf, r, r+1, 0, nb)
+	row := w.blk
+	if w.ilv != nil {
+		buf := kRowsPool.Get().(*[]byte)
+		defer kRowsPool.Put(buf)
+		row = w.kRows(buf, r, r+1, 0, nb)
 	} else {
-		row = w.blk[r*nb*bb : (r+1)*nb*bb]
+		row = row[r*nb*bb : (r+1)*nb*bb]
 	}
 	fast := useAVX2 && useF16C
 	switch {
@@ -139,14 +139,14 @@ func (w *Frozen) dotRowK(x []float32, r int) float32 {
 func (w *Frozen) q5Dots(c, a []float32, lo, hi int, acc bool) {
 	nb := w.Cols / QBlock
 	_ = a[w.Cols-1]
-	buf := q5RowsPool.Get().(*[]byte)
-	defer q5RowsPool.Put(buf)
+	buf := kRowsPool.Get().(*[]byte)
+	defer kRowsPool.Put(buf)
 	most := hi - lo
-	if w.q5i != nil {
-		most = q5Group // rows put back together a group at a time
+	if w.ilv != nil {
+		most = ilvGroup // rows put back together a group at a time
 	}
 	dotRows(c, lo, hi, most, acc, func(j int, out []float32) {
-		rows := w.q5Rows(buf, j, j+len(out), 0, nb)
+		rows := w.kRows(buf, j, j+len(out), 0, nb)
 		dotsQ5x512(&a[0], &rows[0], nb, len(out), &out[0])
 	})
 }
@@ -171,6 +171,22 @@ func unpackQ4KScales(sc []float32, blk []byte, n int) {
 			o[8+2*j] = d * float32(q[j+8]&0xF|(q[j]>>6)<<4)
 			o[9+2*j] = dmin * float32(q[j+8]>>4|(q[j+4]>>6)<<4)
 		}
+	}
+}
+
+// unpackQ4KIScales is unpackQ4KScales for lane l of the n group-blocks grp of an
+// interleaved Q4_K matrix (frozenq4ki.go).
+func unpackQ4KIScales(sc []float32, grp []byte, l, n int) {
+	var blk [16]byte
+	le := binary.LittleEndian
+	for b := 0; b < n; b++ {
+		o := grp[b*q4kGroupBytes:][:q4kGroupBytes]
+		le.PutUint16(blk[:], le.Uint16(o[2*l:]))
+		le.PutUint16(blk[2:], le.Uint16(o[32+2*l:]))
+		for j := 0; j < 3; j++ {
+			le.PutUint32(blk[4+4*j:], le.Uint32(o[64+64*j+4*l:]))
+		}
+		unpackQ4KScales(sc[16*b:], blk[:], 1)
 	}
 }
 
@@ -244,7 +260,7 @@ const kDotRows = 32
 // of dotsQ4Kx512 or dotsQ6Kx512 (16 weights a vector; the AVX2 dots, 8 a vector with
 // their scales unpacked per row, took 4–5× as long).
 func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
-	nb, bb := w.Cols/QKBlock, w.Format.blockBytes()
+	nb := w.Cols / QKBlock
 	per := 16
 	if w.Format == Q6_K {
 		per = 32
@@ -252,9 +268,11 @@ func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
 	_ = a[w.Cols-1]
 	buf := getScratch(kDotRows * nb * per)
 	defer putScratch(buf)
+	rows := kRowsPool.Get().(*[]byte)
+	defer kRowsPool.Put(rows)
 	dotRows(c, lo, hi, kDotRows, acc, func(j int, out []float32) {
 		r := len(out)
-		blk, sc := w.blk[j*nb*bb:(j+r)*nb*bb], (*buf)[:r*nb*per]
+		blk, sc := w.kRows(rows, j, j+r, 0, nb), (*buf)[:r*nb*per]
 		if w.Format == Q6_K {
 			unpackQ6KPairs(sc, blk, r*nb)
 			dotsQ6Kx512(&a[0], &blk[0], &sc[0], nb, r, &out[0])
@@ -270,23 +288,30 @@ func (w *Frozen) kDots(c, a []float32, lo, hi int, acc bool) {
 func (w *Frozen) widenK(dst []float32, r, c0 int) {
 	n := len(dst)
 	bl, bb := w.Format.blockLen(), w.Format.blockBytes()
-	if !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 || w.q5i != nil && !q5IAsm {
+	if !useAVX2 || !useF16C || n == 0 || c0%bl != 0 || n%bl != 0 || w.ilv != nil && !q5IAsm {
 		w.rowSegK(dst, r, c0)
 		return
 	}
-	if w.Format == Q5_0 && w.q5i == nil {
+	if w.Format == Q5_0 && w.ilv == nil {
 		widenQ5AVX(&dst[0], &w.blk[(r*w.Cols+c0)/bl*bb], n/bl)
 		return
 	}
 	if w.Format == Q5_0 {
 		nb := w.Cols / QBlock
-		widenQ5IAVX(&dst[0], &w.q5i[(r/q5Group*nb+c0/bl)*q5GroupBytes], r%q5Group, n/bl)
+		widenQ5IAVX(&dst[0], &w.ilv[(r/ilvGroup*nb+c0/bl)*q5GroupBytes], r%ilvGroup, n/bl)
 		return
 	}
 	off := (r*w.Cols + c0) / bl * bb
 	var sc [q4kChunk * 16]float32
 	for b0 := 0; b0 < n/bl; b0 += q4kChunk {
 		k := min(q4kChunk, n/bl-b0)
+		if w.ilv != nil { // Q4_K interleaved: the lane's words where the layout keeps them
+			nb := w.Cols / QKBlock
+			grp := w.ilv[(r/ilvGroup*nb+c0/bl+b0)*q4kGroupBytes:][:k*q4kGroupBytes]
+			unpackQ4KIScales(sc[:], grp, r%ilvGroup, k)
+			widenQ4KIAVX(&dst[b0*bl], &grp[0], r%ilvGroup, &sc[0], k)
+			continue
+		}
 		if w.Format == Q6_K {
 			unpackQ6KScales(sc[:], w.blk[off+b0*bb:], k)
 			widenQ6KAVX(&dst[b0*bl], &w.blk[off+b0*bb], &sc[0], k)

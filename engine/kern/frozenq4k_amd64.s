@@ -342,6 +342,97 @@ w5idone:
 	VZEROUPPER
 	RET
 
+// func widenQ4KIAVX(dst *float32, o *byte, l int, sc *float32, nb int)
+//
+// widenQ4KAVX for lane l of nb group-blocks of an interleaved Q4_K matrix (frozenq4ki.go)
+// from o, the scales unpacked in sc (unpackQ4KIScales): the lane's bytes of nibbles
+// 4p…4p+3 at 256+64p+4l, two words to a VPMOVZXBD.
+TEXT ·widenQ4KIAVX(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), SI
+	MOVQ o+8(FP), DI
+	MOVQ l+16(FP), AX
+	MOVQ sc+24(FP), R8
+	MOVQ nb+32(FP), CX
+	LEAQ 256(DI)(AX*4), DI
+	MOVL $15, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ CX, CX
+	JEQ   w4kidone
+
+w4kiblock:
+	MOVQ $4, BX
+
+w4kigroup:
+	VMOVD        (DI), X4
+	VPINSRD      $1, 64(DI), X4, X4
+	VMOVD        128(DI), X5
+	VPINSRD      $1, 192(DI), X5, X5
+	VMOVD        256(DI), X6
+	VPINSRD      $1, 320(DI), X6, X6
+	VMOVD        384(DI), X7
+	VPINSRD      $1, 448(DI), X7, X7
+	VPMOVZXBD    X4, Y4
+	VPMOVZXBD    X5, Y5
+	VPMOVZXBD    X6, Y6
+	VPMOVZXBD    X7, Y7
+	VPSRLD       $4, Y4, Y10
+	VPSRLD       $4, Y5, Y11
+	VPSRLD       $4, Y6, Y12
+	VPSRLD       $4, Y7, Y13
+	VPAND        Y15, Y4, Y4
+	VPAND        Y15, Y5, Y5
+	VPAND        Y15, Y6, Y6
+	VPAND        Y15, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS (R8), Y8
+	VBROADCASTSS 4(R8), Y9
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       Y9, Y5, Y5
+	VSUBPS       Y9, Y6, Y6
+	VSUBPS       Y9, Y7, Y7
+	VBROADCASTSS 8(R8), Y8
+	VBROADCASTSS 12(R8), Y9
+	VMULPS       Y8, Y10, Y10
+	VMULPS       Y8, Y11, Y11
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y8, Y13, Y13
+	VSUBPS       Y9, Y10, Y10
+	VSUBPS       Y9, Y11, Y11
+	VSUBPS       Y9, Y12, Y12
+	VSUBPS       Y9, Y13, Y13
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	VMOVUPS      Y10, 128(SI)
+	VMOVUPS      Y11, 160(SI)
+	VMOVUPS      Y12, 192(SI)
+	VMOVUPS      Y13, 224(SI)
+	ADDQ         $512, DI
+	ADDQ         $16, R8
+	ADDQ         $256, SI
+	DECQ         BX
+	JNE          w4kigroup
+	ADDQ         $256, DI
+	DECQ         CX
+	JNE          w4kiblock
+
+w4kidone:
+	VZEROUPPER
+	RET
+
 // func widenQ4KAVX(dst *float32, blk *byte, sc *float32, nb int)
 //
 // Writes the 256·nb weights of nb Q4_K super-blocks to dst, their scales and mins

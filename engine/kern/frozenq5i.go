@@ -2,7 +2,6 @@ package kern
 
 import (
 	"encoding/binary"
-	"sync"
 )
 
 // Q5_0 rows interleaved by sixteen for the one-row integer dots. A Q4_K_M file of a model
@@ -26,44 +25,16 @@ import (
 //	[288, 352)  the sixteen rows' fifth bits as the file holds them, row r's 32-bit
 //	            word at 288+4r (the assembly turns them into byte masks, VPTESTMB).
 //
-// The same bytes as the file's blocks, moved. Matrices are stored so where the dots run
-// (AVX512-VNNI) and their rows are whole groups; everything else that reads a row
-// (widening for the GEMMs, the prompt's integer tiles, Blocks) puts its blocks back
-// together first (q5Block, q5Rows).
-const (
-	q5Group      = 16
-	q5GroupBytes = q5Group * 22
-)
+// The same bytes as the file's blocks, moved (frozenilv.go).
+const q5GroupBytes = ilvGroup * 22
 
-// q5Interleave reports whether a Q5_0 matrix of rows rows is stored interleaved here.
-func q5Interleave(rows int) bool { return useVNNI && rows%q5Group == 0 && rows > 0 }
-
-// interleaveQ5 writes the file-ordered Q5_0 rows src ([rows][nb] blocks) to dst
-// interleaved (rows a multiple of q5Group).
-func interleaveQ5(dst, src []byte, rows, nb int) {
-	for r := 0; r < rows; r++ {
-		g, l := r/q5Group, r%q5Group
-		for b := 0; b < nb; b++ {
-			blk := src[(r*nb+b)*22:][:22]
-			o := dst[(g*nb+b)*q5GroupBytes:][:q5GroupBytes]
-			copy(o[2*l:], blk[:2])
-			for i := 0; i < 4; i++ {
-				copy(o[32+64*i+4*l:][:4], blk[6+4*i:][:4])
-			}
-			copy(o[288+4*l:][:4], blk[2:6])
-		}
+// placeQ5 writes the file's block blk as lane l of the group-block o.
+func placeQ5(o, blk []byte, l int) {
+	copy(o[2*l:], blk[:2])
+	for i := 0; i < 4; i++ {
+		copy(o[32+64*i+4*l:][:4], blk[6+4*i:][:4])
 	}
-}
-
-// q5Block writes block b of row r of an interleaved Q5_0 matrix to dst as the file holds
-// it and returns it; for a matrix stored as the file's rows, the block where it lies.
-func (w *Frozen) q5Block(dst *[22]byte, r, b int) []byte {
-	nb := w.Cols / QBlock
-	if w.q5i == nil {
-		return w.blk[(r*nb+b)*22:][:22]
-	}
-	putQ5Block(dst[:], w.q5i[(r/q5Group*nb+b)*q5GroupBytes:][:q5GroupBytes], r%q5Group)
-	return dst[:]
+	copy(o[288+4*l:][:4], blk[2:6])
 }
 
 // putQ5Block writes lane l's block of the group-block o to dst[:22] as the file holds it.
@@ -88,59 +59,11 @@ func q5Parts(o []byte, l int) (d uint16, qh uint32, x0, x1 uint64) {
 	return d, le.Uint32(o[288+4*l:]), x0, x1
 }
 
-// q5Rows is blocks [b0, b1) of rows [r0, r1) as the file holds them ([row][block]): a
-// slice of the stored bytes when they are in that order (b0 = 0 and b1 = nb, or one
-// row), else put together in buf, grown as needed.
-func (w *Frozen) q5Rows(buf *[]byte, r0, r1, b0, b1 int) []byte {
-	nb := w.Cols / QBlock
-	if w.q5i == nil && (r1-r0 == 1 || b0 == 0 && b1 == nb) {
-		return w.blk[(r0*nb+b0)*22 : ((r1-1)*nb+b1)*22]
-	}
-	n := (r1 - r0) * (b1 - b0) * 22
-	if cap(*buf) < n {
-		*buf = make([]byte, n)
-	}
-	dst := (*buf)[:n]
-	for r := r0; r < r1; r++ {
-		grp := w.q5i[r/q5Group*nb*q5GroupBytes:]
-		for b := b0; b < b1; b++ {
-			putQ5Block(dst[((r-r0)*(b1-b0)+b-b0)*22:], grp[b*q5GroupBytes:], r%q5Group)
-		}
-	}
-	return dst
-}
-
-// q5RowsPool recycles q5Rows' buffers.
-var q5RowsPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// q5IDots is intDots for an interleaved Q5_0 matrix: outputs [lo, hi) of c = a·Wᵀ, a one
-// row quantised by quantRow. Whole groups go straight to c; a group cut by lo or hi (a
-// split is aligned to oneRowAlign, so only outside a decode step) through a buffer.
-func (w *Frozen) q5IDots(c, a []float32, lo, hi int, acc bool) {
-	nb := w.Cols / QBlock
-	d, cs, q := q8Row(a, nb)
-	dotRows(c, lo, hi, hi-lo, acc, func(j int, out []float32) {
-		for len(out) > 0 {
-			g := j / q5Group
-			if j%q5Group == 0 && len(out) >= q5Group {
-				n := len(out) / q5Group
-				dotsQ5I(q, cs, d, w.q5i[g*nb*q5GroupBytes:], nb, out[:n*q5Group])
-				j, out = j+n*q5Group, out[n*q5Group:]
-				continue
-			}
-			var all [q5Group]float32
-			dotsQ5I(q, cs, d, w.q5i[g*nb*q5GroupBytes:], nb, all[:])
-			n := copy(out, all[j%q5Group:])
-			j, out = j+n, out[n:]
-		}
-	})
-}
-
-// dotsQ5I sets out (whole groups of q5Group) to the dots of the quantised row (q, c, d:
-// q8Row) with the len(out)/q5Group groups of nb group-blocks at w: the assembly with
+// dotsQ5I sets out (whole groups of ilvGroup) to the dots of the quantised row (q, c, d:
+// q8Row) with the len(out)/ilvGroup groups of nb group-blocks at w: the assembly with
 // VNNI, else dotsQ5IGo, bit for bit dotsQ5Go's over the same rows.
 func dotsQ5I(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
-	groups := len(out) / q5Group
+	groups := len(out) / ilvGroup
 	if !useVNNI {
 		dotsQ5IGo(q, c, d, w, nb, out)
 		return
@@ -154,8 +77,8 @@ func dotsQ5I(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) 
 // exact S = Σq·q_a − 16·Σq_a (q the unsigned five bits), t = (d_a·d_w)·float32(S), sum +=
 // t, as dotsQ5Go.
 func dotsQ5IGo(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
-	for g := 0; g < len(out)/q5Group; g++ {
-		for l := 0; l < q5Group; l++ {
+	for g := 0; g < len(out)/ilvGroup; g++ {
+		for l := 0; l < ilvGroup; l++ {
 			var sum float32
 			for b := 0; b < nb; b++ {
 				o := w[(g*nb+b)*q5GroupBytes:][:q5GroupBytes]
@@ -175,7 +98,7 @@ func dotsQ5IGo(q []byte, c []int32, d []float32, w []byte, nb int, out []float32
 				scale := d[b] * FromF16(binary.LittleEndian.Uint16(o[2*l:]))
 				sum = float32(sum + float32(scale*float32(s)))
 			}
-			out[g*q5Group+l] = sum
+			out[g*ilvGroup+l] = sum
 		}
 	}
 }

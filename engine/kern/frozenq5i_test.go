@@ -11,13 +11,13 @@ import (
 // editBlocks runs f on w's blocks in the file's layout and keeps what it leaves there (a
 // Q5_0 matrix kept interleaved is put back together, edited and interleaved again).
 func editBlocks(w *Frozen, f func(blk []byte)) {
-	if w.q5i == nil {
+	if w.ilv == nil {
 		f(w.blk)
 		return
 	}
 	blk := w.Blocks()
 	f(blk)
-	interleaveQ5(w.q5i, blk, w.Rows, w.Cols/QBlock)
+	interleaveRows(w.Format, w.ilv, blk, w.Rows, w.Cols/w.Format.blockLen())
 }
 
 // interleavedQ5 is a Q5_0 matrix of rows×k stored interleaved whatever the machine (the
@@ -29,9 +29,9 @@ func interleavedQ5(t *testing.T, rng *rand.Rand, rows, k int) (*Frozen, []byte) 
 		t.Fatalf("%d×%d asked as q4_k is %s, want q5_0", rows, k, w.Format)
 	}
 	file := append([]byte(nil), w.Blocks()...)
-	if w.q5i == nil {
-		w.q5i = make([]byte, len(file))
-		interleaveQ5(w.q5i, file, rows, k/QBlock)
+	if w.ilv == nil {
+		w.ilv = make([]byte, len(file))
+		interleaveRows(Q5_0, w.ilv, file, rows, k/QBlock)
 		w.blk = nil
 	}
 	return w, file
@@ -50,7 +50,7 @@ func TestQ5Interleave(t *testing.T) {
 			t.Fatalf("%d×%d: Blocks differs from the file's bytes", s.rows, k)
 		}
 		var buf []byte
-		if got := w.q5Rows(&buf, 3, 7, 1, s.nb); !bytes.Equal(got, rowsOf(file, 3, 7, 1, s.nb, s.nb)) {
+		if got := w.kRows(&buf, 3, 7, 1, s.nb); !bytes.Equal(got, rowsOf(file, 3, 7, 1, s.nb, s.nb)) {
 			t.Fatalf("%d×%d: rows 3–7, blocks 1–%d differ", s.rows, k, s.nb)
 		}
 		a := randSlice(rng, k)
@@ -63,7 +63,7 @@ func TestQ5Interleave(t *testing.T) {
 		for _, level := range q8Levels() {
 			name := fmt.Sprintf("%d×%d %s", s.rows, k, level)
 			got := make([]float32, s.rows)
-			atQ8Level(level, func() { dotsQ5I(q, c, d, w.q5i, s.nb, got) })
+			atQ8Level(level, func() { dotsQ5I(q, c, d, w.ilv, s.nb, got) })
 			sameBits(t, name, got, want)
 			for _, r := range [][2]int{{0, s.rows}, {5, s.rows - 3}, {17, 18}, {16, 32}} {
 				if r[1] > s.rows || r[0] >= r[1] {
@@ -73,7 +73,7 @@ func TestQ5Interleave(t *testing.T) {
 				for j := range part {
 					part[j] = 1
 				}
-				atQ8Level(level, func() { w.q5IDots(part, row, r[0], r[1], true) })
+				atQ8Level(level, func() { w.ilvDots(part, row, r[0], r[1], true) })
 				for j := range part {
 					wj := float32(1)
 					if j >= r[0] && j < r[1] {
@@ -104,14 +104,14 @@ func TestQ5InterleaveMutations(t *testing.T) {
 			atQ8Level(level, func() { dotsQ5I(q, c, d, blk, nb, out) })
 			return out
 		}
-		base := run(w.q5i)
+		base := run(w.ilv)
 		var offs []int
 		for _, g := range []int{0, nb*q5GroupBytes + 2*q5GroupBytes} { // group 0 block 0, group 1 block 2
 			offs = append(offs, g+1, g+31, g+32, g+32+64*3+63, g+288, g+288+8*7+7)
 		}
 		for _, off := range offs {
 			for _, bit := range []byte{0x01, 0x10, 0x80} {
-				b2 := append([]byte(nil), w.q5i...)
+				b2 := append([]byte(nil), w.ilv...)
 				b2[off] ^= bit
 				got := run(b2)
 				same := true
@@ -128,9 +128,14 @@ func TestQ5InterleaveMutations(t *testing.T) {
 
 // rowsOf is blocks [b0, b1) of rows [r0, r1) of file-ordered blocks, nb a row.
 func rowsOf(file []byte, r0, r1, b0, b1, nb int) []byte {
+	return rowsOfSize(file, r0, r1, b0, b1, nb, 22)
+}
+
+// rowsOfSize is rowsOf for blocks of bb bytes.
+func rowsOfSize(file []byte, r0, r1, b0, b1, nb, bb int) []byte {
 	var out []byte
 	for r := r0; r < r1; r++ {
-		out = append(out, file[(r*nb+b0)*22:(r*nb+b1)*22]...)
+		out = append(out, file[(r*nb+b0)*bb:(r*nb+b1)*bb]...)
 	}
 	return out
 }
@@ -148,8 +153,8 @@ func TestQ5InterleaveRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.q5i != nil { // stored as the file's rows, whatever this machine would do
-		plain.blk, plain.q5i = plain.Blocks(), nil
+	if plain.ilv != nil { // stored as the file's rows, whatever this machine would do
+		plain.blk, plain.ilv = plain.Blocks(), nil
 	}
 	for _, r := range []int{0, 7, 15, 16, 31} {
 		want := make([]float32, k)

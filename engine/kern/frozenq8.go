@@ -355,13 +355,7 @@ func (w *Frozen) unpackedProduct(c, a []float32, m int, acc bool) {
 				clear(wb)
 				clear(tab)
 			}
-			for r := 0; r < cols; r++ {
-				var mr []float32
-				if mw != nil {
-					mr = mw[(j+r)*nb:][:nb]
-				}
-				w.unpackRow(wb[r*nb*ub:][:nb*ub], j+r, tab[2*r:], mr)
-			}
+			w.unpackRows(wb, tab, mw, j, cols)
 			for t := 0; t < tiles; t++ {
 				q8Tile(&qa.q[t*nb*q8TileBytes], &qa.d[t*nb*q8TileRows], &wb[0], nb*ub, &tab[0], nb, &out[0])
 				storeIntTile(c, &out, t*q8TileRows, j, min(q8TileRows, m-t*q8TileRows), cols, n, acc)
@@ -389,6 +383,31 @@ func (w *Frozen) unpackedProduct(c, a []float32, m int, acc bool) {
 	matMulNT32(c, sa, mw, m, n, nb, true)
 }
 
+// unpackRows unpacks rows [j, j+cols) of W (unpackRow) into wb, tab and (where the
+// format has minimums) mw: an interleaved Q4_K matrix's a super-block of every row at a
+// time, which reads each group-block's lines while they are in L1.
+func (w *Frozen) unpackRows(wb []byte, tab []uint32, mw []float32, j, cols int) {
+	const ub = 2 + QBlock
+	nb := w.Cols / QBlock
+	if w.ilv != nil && w.Format == Q4_K {
+		nsb := nb / 8
+		for sb := 0; sb < nsb; sb++ {
+			for r := j; r < j+cols; r++ {
+				grp := w.ilv[r/ilvGroup*nsb*q4kGroupBytes:][:nsb*q4kGroupBytes]
+				unpackQ4KIGo(wb[(r-j)*nb*ub:][:nb*ub], grp, r%ilvGroup, sb, tab[2*(r-j):], mw[r*nb:][:nb])
+			}
+		}
+		return
+	}
+	for r := 0; r < cols; r++ {
+		var mr []float32
+		if mw != nil {
+			mr = mw[(j+r)*nb:][:nb]
+		}
+		w.unpackRow(wb[r*nb*ub:][:nb*ub], j+r, tab[2*r:], mr)
+	}
+}
+
 // unpackRow writes row r of W as the q8_0 tile reads a row: block b's 32 weights q_w as
 // bytes at dst[34b+2:] (weight j at byte j), its scale d_w as float32 and −128·Σq_w at
 // tab[16b], tab[16b+1] (the row's entries in its group's q8Table layout), and its
@@ -400,12 +419,19 @@ func (w *Frozen) unpackRow(dst []byte, r int, tab []uint32, mw []float32) {
 	case Q4_1:
 		unpackQ4(dst, w.blk[r*rowBytes:][:rowBytes], nb, tab, mw)
 	case Q5_0:
-		if w.q5i != nil {
-			unpackQ5IGo(dst, w.q5i[r/q5Group*nb*q5GroupBytes:][:nb*q5GroupBytes], r%q5Group, nb, tab)
+		if w.ilv != nil {
+			unpackQ5IGo(dst, w.ilv[r/ilvGroup*nb*q5GroupBytes:][:nb*q5GroupBytes], r%ilvGroup, nb, tab)
 			return
 		}
 		unpackQ5Go(dst, w.blk[r*rowBytes:][:rowBytes], nb, tab)
 	case Q4_K:
+		if w.ilv != nil {
+			grp := w.ilv[r/ilvGroup*nb/8*q4kGroupBytes:][:nb/8*q4kGroupBytes]
+			for sb := 0; sb < nb/8; sb++ {
+				unpackQ4KIGo(dst, grp, r%ilvGroup, sb, tab, mw)
+			}
+			return
+		}
 		unpackQ4KGo(dst, w.blk[r*rowBytes:][:rowBytes], nb/8, tab, mw)
 	}
 }

@@ -54,7 +54,20 @@ func dotsQ5VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 //go:noescape
 func dotsQ5IVNNI(q *byte, c *int32, d *float32, w *byte, nb, groups int, out *float32)
 
-// q5IAsm says widenQ5IAVX is the assembly (AVX2, F16C).
+// dotsQ4KIVNNI is dotsQ4KIGo in AVX-512 VNNI assembly, bit for bit (groups ≥ 1, nsb ≥
+// 1): sixteen outputs a group.
+//
+//go:noescape
+func dotsQ4KIVNNI(q *byte, c *int32, d *float32, w *byte, nsb, groups int, out *float32)
+
+// widenQ4KIAVX writes the weights of lane l of nb group-blocks of an interleaved Q4_K
+// matrix at o to dst, their scales unpacked in sc, bit for bit deqQ4K's
+// (frozenq4k_amd64.s).
+//
+//go:noescape
+func widenQ4KIAVX(dst *float32, o *byte, l int, sc *float32, nb int)
+
+// q5IAsm says widenQ5IAVX and widenQ4KIAVX are the assembly (AVX2, F16C).
 const q5IAsm = true
 
 // widenQ5IAVX writes the weights of lane l of nb group-blocks of an interleaved Q5_0

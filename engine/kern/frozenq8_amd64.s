@@ -953,3 +953,193 @@ q5iblock:
 	JNZ q5igroup
 	VZEROUPPER
 	RET
+
+// The integer dots of q4_k rows interleaved by sixteen (frozenq4ki.go): lanes are rows.
+// Per super-block the 32 words of nibbles give 64 vectors of four bytes a lane (low
+// nibbles: sub-block 2(p/8), high: 2(p/8)+1), multiplied by four of A's signed bytes
+// broadcast (VPDPBUSD) into one int32 accumulator a sub-block, the words taken four
+// sub-block pairs apart so that no accumulator waits on the one before. The 6-bit scales
+// and minimums come out of the three words of scale bytes by shifts and masks (VPTERNLOGD
+// joins the two parts of those of sub-blocks 4–7), then per sub-block and lane, as
+// dotsQ4KGo: t = d·float32(sc·S) − dmin·float32(m·Σq_a), acc[s] += t·d_a, and at the group's
+// end its tree of the eight accumulators.
+//
+// Registers: SI A's bytes, R8 its corrections, R9 its scales, DI the group-block; Z0–Z7
+// the sums of sub-blocks 0–7, Z8–Z15 their int32 lanes, Z16 d, Z17 dmin, Z18–Z20 the
+// scale words, Z21 0x0F bytes, Z22–Z24 the dwords 63, 15 and 0x30.
+
+// Q4KIDW adds word qoff's low nibbles times A's bytes at alo to ilo and its high ones
+// times those at ahi to ihi.
+#define Q4KIDW(qoff, alo, ahi, ilo, ihi, zl, zh) \
+	VPANDD qoff(DI), Z21, zl \
+	VPSRLW $4, qoff(DI), zh \
+	VPANDD Z21, zh, zh \
+	VPDPBUSD.BCST alo(SI), zl, ilo \
+	VPDPBUSD.BCST ahi(SI), zh, ihi
+
+// Q4KISUB adds sub-block s's terms (its scale in Z27, its minimum in Z28, its lanes in
+// i, A's correction at coff(R8) and scale at doff(R9)) to f.
+#define Q4KISUB(i, f, coff, doff) \
+	VPMULLD Z27, i, i \
+	VCVTDQ2PS i, i \
+	VMULPS Z16, i, i \
+	VPBROADCASTD coff(R8), Z29 \
+	VPSRAD $7, Z29, Z29 \
+	VPMULLD Z28, Z29, Z29 \
+	VCVTDQ2PS Z29, Z29 \
+	VMULPS Z17, Z29, Z29 \
+	VSUBPS Z29, i, i \
+	VMULPS.BCST doff(R9), i, i \
+	VADDPS i, f, f
+
+// func dotsQ4KIVNNI(q *byte, c *int32, d *float32, w *byte, nsb, groups int, out *float32)
+TEXT ·dotsQ4KIVNNI(SB), NOSPLIT, $0-56
+	MOVQ q+0(FP), R10
+	MOVQ c+8(FP), R11
+	MOVQ d+16(FP), R12
+	MOVQ w+24(FP), DI
+	MOVQ groups+40(FP), DX
+	MOVQ out+48(FP), BX
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z21
+	MOVL $63, AX
+	VPBROADCASTD AX, Z22
+	MOVL $15, AX
+	VPBROADCASTD AX, Z23
+	MOVL $0x30, AX
+	VPBROADCASTD AX, Z24
+
+q4kigroup:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ R10, SI
+	MOVQ R11, R8
+	MOVQ R12, R9
+	MOVQ nsb+32(FP), CX
+
+q4kisb:
+	VCVTPH2PS (DI), Z16
+	VCVTPH2PS 32(DI), Z17
+	VMOVDQU32 64(DI), Z18
+	VMOVDQU32 128(DI), Z19
+	VMOVDQU32 192(DI), Z20
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	Q4KIDW(256, 0, 32, Z8, Z9, Z25, Z26)
+	Q4KIDW(768, 64, 96, Z10, Z11, Z27, Z28)
+	Q4KIDW(1280, 128, 160, Z12, Z13, Z25, Z26)
+	Q4KIDW(1792, 192, 224, Z14, Z15, Z27, Z28)
+	Q4KIDW(320, 4, 36, Z8, Z9, Z25, Z26)
+	Q4KIDW(832, 68, 100, Z10, Z11, Z27, Z28)
+	Q4KIDW(1344, 132, 164, Z12, Z13, Z25, Z26)
+	Q4KIDW(1856, 196, 228, Z14, Z15, Z27, Z28)
+	Q4KIDW(384, 8, 40, Z8, Z9, Z25, Z26)
+	Q4KIDW(896, 72, 104, Z10, Z11, Z27, Z28)
+	Q4KIDW(1408, 136, 168, Z12, Z13, Z25, Z26)
+	Q4KIDW(1920, 200, 232, Z14, Z15, Z27, Z28)
+	Q4KIDW(448, 12, 44, Z8, Z9, Z25, Z26)
+	Q4KIDW(960, 76, 108, Z10, Z11, Z27, Z28)
+	Q4KIDW(1472, 140, 172, Z12, Z13, Z25, Z26)
+	Q4KIDW(1984, 204, 236, Z14, Z15, Z27, Z28)
+	Q4KIDW(512, 16, 48, Z8, Z9, Z25, Z26)
+	Q4KIDW(1024, 80, 112, Z10, Z11, Z27, Z28)
+	Q4KIDW(1536, 144, 176, Z12, Z13, Z25, Z26)
+	Q4KIDW(2048, 208, 240, Z14, Z15, Z27, Z28)
+	Q4KIDW(576, 20, 52, Z8, Z9, Z25, Z26)
+	Q4KIDW(1088, 84, 116, Z10, Z11, Z27, Z28)
+	Q4KIDW(1600, 148, 180, Z12, Z13, Z25, Z26)
+	Q4KIDW(2112, 212, 244, Z14, Z15, Z27, Z28)
+	Q4KIDW(640, 24, 56, Z8, Z9, Z25, Z26)
+	Q4KIDW(1152, 88, 120, Z10, Z11, Z27, Z28)
+	Q4KIDW(1664, 152, 184, Z12, Z13, Z25, Z26)
+	Q4KIDW(2176, 216, 248, Z14, Z15, Z27, Z28)
+	Q4KIDW(704, 28, 60, Z8, Z9, Z25, Z26)
+	Q4KIDW(1216, 92, 124, Z10, Z11, Z27, Z28)
+	Q4KIDW(1728, 156, 188, Z12, Z13, Z25, Z26)
+	Q4KIDW(2240, 220, 252, Z14, Z15, Z27, Z28)
+	VPANDD Z22, Z18, Z27
+	VPANDD Z22, Z19, Z28
+	Q4KISUB(Z8, Z0, 0, 0)
+	VPSRLD $8, Z18, Z27
+	VPANDD Z22, Z27, Z27
+	VPSRLD $8, Z19, Z28
+	VPANDD Z22, Z28, Z28
+	Q4KISUB(Z9, Z1, 4, 4)
+	VPSRLD $16, Z18, Z27
+	VPANDD Z22, Z27, Z27
+	VPSRLD $16, Z19, Z28
+	VPANDD Z22, Z28, Z28
+	Q4KISUB(Z10, Z2, 8, 8)
+	VPSRLD $24, Z18, Z27
+	VPANDD Z22, Z27, Z27
+	VPSRLD $24, Z19, Z28
+	VPANDD Z22, Z28, Z28
+	Q4KISUB(Z11, Z3, 12, 12)
+	VPSRLD $0, Z20, Z27
+	VPSRLD $2, Z18, Z30
+	VPANDD Z24, Z30, Z30
+	VPTERNLOGD $0xEC, Z23, Z30, Z27
+	VPSRLD $4, Z20, Z28
+	VPSRLD $2, Z19, Z31
+	VPANDD Z24, Z31, Z31
+	VPTERNLOGD $0xEC, Z23, Z31, Z28
+	Q4KISUB(Z12, Z4, 16, 16)
+	VPSRLD $8, Z20, Z27
+	VPSRLD $10, Z18, Z30
+	VPANDD Z24, Z30, Z30
+	VPTERNLOGD $0xEC, Z23, Z30, Z27
+	VPSRLD $12, Z20, Z28
+	VPSRLD $10, Z19, Z31
+	VPANDD Z24, Z31, Z31
+	VPTERNLOGD $0xEC, Z23, Z31, Z28
+	Q4KISUB(Z13, Z5, 20, 20)
+	VPSRLD $16, Z20, Z27
+	VPSRLD $18, Z18, Z30
+	VPANDD Z24, Z30, Z30
+	VPTERNLOGD $0xEC, Z23, Z30, Z27
+	VPSRLD $20, Z20, Z28
+	VPSRLD $18, Z19, Z31
+	VPANDD Z24, Z31, Z31
+	VPTERNLOGD $0xEC, Z23, Z31, Z28
+	Q4KISUB(Z14, Z6, 24, 24)
+	VPSRLD $24, Z20, Z27
+	VPSRLD $26, Z18, Z30
+	VPANDD Z24, Z30, Z30
+	VPTERNLOGD $0xEC, Z23, Z30, Z27
+	VPSRLD $28, Z20, Z28
+	VPSRLD $26, Z19, Z31
+	VPANDD Z24, Z31, Z31
+	VPTERNLOGD $0xEC, Z23, Z31, Z28
+	Q4KISUB(Z15, Z7, 28, 28)
+	ADDQ $2304, DI
+	ADDQ $256, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ q4kisb
+
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	VADDPS Z2, Z0, Z0
+	VADDPS Z3, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS Z0, (BX)
+	ADDQ $64, BX
+	DECQ DX
+	JNZ q4kigroup
+	VZEROUPPER
+	RET

@@ -45,16 +45,10 @@ func q8RefNT(a []float32, w *Frozen, m int) []float32 {
 // bytes as stored, q5_0's q−16 from its one dequantiser (the block's scale set to 1).
 func refBlocks(w *Frozen, j int) (q []int8, d []float32) {
 	nb := w.Cols / QBlock
-	bb := w.Format.blockBytes()
 	q, d = make([]int8, nb*QBlock), make([]float32, nb)
 	for b := range nb {
-		var q5 [22]byte
-		blk := w.blk
-		if w.Format == Q5_0 {
-			blk = w.q5Block(&q5, j, b)
-		} else {
-			blk = blk[(j*nb+b)*bb:][:bb]
-		}
+		var kb [144]byte
+		blk := w.kBlock(kb[:], j, b)
 		d[b] = FromF16(binary.LittleEndian.Uint16(blk))
 		if w.Format == Q8_0 {
 			for p := range QBlock {

@@ -78,8 +78,8 @@ func quantRow(dst, x []float32) {
 // intDots sets (or adds, acc) outputs [lo, hi) of c = a·Wᵀ, a one row quantised by
 // quantRow: oneRow's function for the block formats on the integer path.
 func (w *Frozen) intDots(c, a []float32, lo, hi int, acc bool) {
-	if w.q5i != nil {
-		w.q5IDots(c, a, lo, hi, acc)
+	if w.ilv != nil {
+		w.ilvDots(c, a, lo, hi, acc)
 		return
 	}
 	bb, nw := w.Format.blockBytes(), w.Cols/w.Format.blockLen()

@@ -21,8 +21,16 @@ func dotsQ4VNNI(q *byte, c *int32, d *float32, w *byte, nb, rows int, out *float
 // rowSeg; only tests interleave where the dots have no assembly).
 const q5IAsm = false
 
+func widenQ4KIAVX(dst *float32, o *byte, l int, sc *float32, nb int) {
+	panic("kern: widenQ4KIAVX without the assembly")
+}
+
 func widenQ5IAVX(dst *float32, o *byte, l, nb int) {
 	panic("kern: widenQ5IAVX without the assembly")
+}
+
+func dotsQ4KIVNNI(q *byte, c *int32, d *float32, w *byte, nsb, groups int, out *float32) {
+	panic("kern: dotsQ4KIVNNI without the assembly")
 }
 
 func dotsQ5IVNNI(q *byte, c *int32, d *float32, w *byte, nb, groups int, out *float32) {

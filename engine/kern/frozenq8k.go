@@ -95,3 +95,40 @@ func unpackQ4KGo(dst, src []byte, nsb int, tab []uint32, mw []float32) {
 		}
 	}
 }
+
+// unpackQ4KIGo is unpackQ4KGo for super-block sb of lane l of a group of an interleaved
+// Q4_K matrix (frozenq4ki.go), grp the group's group-blocks: the same words, read where
+// the layout keeps them. The caller runs a group-block's lanes one after the other
+// (unpackRows), so that its lines stay in L1 for all of them.
+func unpackQ4KIGo(dst, grp []byte, l, sb int, tab []uint32, mw []float32) {
+	const ub = 2 + QBlock
+	le := binary.LittleEndian
+	var sc [12]byte
+	o := grp[sb*q4kGroupBytes:][:q4kGroupBytes]
+	d, dmin := FromF16(le.Uint16(o[2*l:])), FromF16(le.Uint16(o[32+2*l:]))
+	for j := 0; j < 3; j++ {
+		le.PutUint32(sc[4*j:], le.Uint32(o[64+64*j+4*l:]))
+	}
+	qs := o[256+4*l:]
+	for u := 0; u < 4; u++ { // a pair of sub-blocks: the low nibbles of 32 bytes, then the high
+		q := qs[64*8*u:][:64*7+4]
+		x0 := uint64(le.Uint32(q[0:])) | uint64(le.Uint32(q[64:]))<<32
+		x1 := uint64(le.Uint32(q[128:])) | uint64(le.Uint32(q[192:]))<<32
+		x2 := uint64(le.Uint32(q[256:])) | uint64(le.Uint32(q[320:]))<<32
+		x3 := uint64(le.Uint32(q[384:])) | uint64(le.Uint32(q[448:]))<<32
+		for h := 0; h < 2; h++ {
+			s := 2*u + h
+			scale, m := scaleMinK4(s, sc[:])
+			b := sb*8 + s
+			out := dst[b*ub:][:ub]
+			sh := 4 * uint(h)
+			le.PutUint64(out[2:], x0>>sh&nibbles)
+			le.PutUint64(out[10:], x1>>sh&nibbles)
+			le.PutUint64(out[18:], x2>>sh&nibbles)
+			le.PutUint64(out[26:], x3>>sh&nibbles)
+			tab[b*q8TileCols*2] = math.Float32bits(d * float32(scale))
+			tab[b*q8TileCols*2+1] = uint32(-128 * sumInt8(out[2:]))
+			mw[b] = -(dmin * float32(m))
+		}
+	}
+}
