@@ -323,6 +323,8 @@ func BenchmarkFrozenGEMV(b *testing.B) {
 	for _, f := range allFormats {
 		b.Run(f.String(), func(b *testing.B) { benchFrozen(b, f, 1, rows(f), 576) })
 	}
+	// Rows of whole super-blocks: Q4_K itself (the bulk of a 7B model's Q4_K_M file).
+	b.Run("q4_k-k1536", func(b *testing.B) { benchFrozen(b, Q4_K, 1, 128<<20/(1536/256*144), 1536) })
 	b.Run("read", func(b *testing.B) {
 		x := make([]float32, 32<<20)
 		for i := range x {

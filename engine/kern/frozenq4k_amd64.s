@@ -346,7 +346,7 @@ w5idone:
 //
 // widenQ4KAVX for lane l of nb group-blocks of an interleaved Q4_K matrix (frozenq4ki.go)
 // from o, the scales unpacked in sc (unpackQ4KIScales): the lane's bytes of nibbles
-// 4p…4p+3 at 256+64p+4l, two words to a VPMOVZXBD.
+// 32u+4j…32u+4j+3 at 256+64(4j+u)+4l, two words to a VPMOVZXBD.
 TEXT ·widenQ4KIAVX(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), SI
 	MOVQ o+8(FP), DI
@@ -365,13 +365,13 @@ w4kiblock:
 
 w4kigroup:
 	VMOVD        (DI), X4
-	VPINSRD      $1, 64(DI), X4, X4
-	VMOVD        128(DI), X5
-	VPINSRD      $1, 192(DI), X5, X5
-	VMOVD        256(DI), X6
-	VPINSRD      $1, 320(DI), X6, X6
-	VMOVD        384(DI), X7
-	VPINSRD      $1, 448(DI), X7, X7
+	VPINSRD      $1, 256(DI), X4, X4
+	VMOVD        512(DI), X5
+	VPINSRD      $1, 768(DI), X5, X5
+	VMOVD        1024(DI), X6
+	VPINSRD      $1, 1280(DI), X6, X6
+	VMOVD        1536(DI), X7
+	VPINSRD      $1, 1792(DI), X7, X7
 	VPMOVZXBD    X4, Y4
 	VPMOVZXBD    X5, Y5
 	VPMOVZXBD    X6, Y6
@@ -420,12 +420,12 @@ w4kigroup:
 	VMOVUPS      Y11, 160(SI)
 	VMOVUPS      Y12, 192(SI)
 	VMOVUPS      Y13, 224(SI)
-	ADDQ         $512, DI
+	ADDQ         $64, DI
 	ADDQ         $16, R8
 	ADDQ         $256, SI
 	DECQ         BX
 	JNE          w4kigroup
-	ADDQ         $256, DI
+	ADDQ         $2048, DI
 	DECQ         CX
 	JNE          w4kiblock
 

@@ -955,10 +955,10 @@ q5iblock:
 	RET
 
 // The integer dots of q4_k rows interleaved by sixteen (frozenq4ki.go): lanes are rows.
-// Per super-block the 32 words of nibbles give 64 vectors of four bytes a lane (low
-// nibbles: sub-block 2(p/8), high: 2(p/8)+1), multiplied by four of A's signed bytes
-// broadcast (VPDPBUSD) into one int32 accumulator a sub-block, the words taken four
-// sub-block pairs apart so that no accumulator waits on the one before. The 6-bit scales
+// Per super-block the 32 words of nibbles, front to back, give 64 vectors of four bytes a
+// lane (word 4i+u: low nibbles of sub-block 2u, high of 2u+1), multiplied by four of A's
+// signed bytes broadcast (VPDPBUSD) into one int32 accumulator a sub-block, consecutive
+// words four sub-block pairs apart so that no accumulator waits on the one before. The 6-bit scales
 // and minimums come out of the three words of scale bytes by shifts and masks (VPTERNLOGD
 // joins the two parts of those of sub-blocks 4–7), then per sub-block and lane, as
 // dotsQ4KGo: t = d·float32(sc·S) − dmin·float32(m·Σq_a), acc[s] += t·d_a, and at the group's
@@ -1038,36 +1038,36 @@ q4kisb:
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
 	Q4KIDW(256, 0, 32, Z8, Z9, Z25, Z26)
-	Q4KIDW(768, 64, 96, Z10, Z11, Z27, Z28)
-	Q4KIDW(1280, 128, 160, Z12, Z13, Z25, Z26)
-	Q4KIDW(1792, 192, 224, Z14, Z15, Z27, Z28)
-	Q4KIDW(320, 4, 36, Z8, Z9, Z25, Z26)
-	Q4KIDW(832, 68, 100, Z10, Z11, Z27, Z28)
-	Q4KIDW(1344, 132, 164, Z12, Z13, Z25, Z26)
-	Q4KIDW(1856, 196, 228, Z14, Z15, Z27, Z28)
-	Q4KIDW(384, 8, 40, Z8, Z9, Z25, Z26)
-	Q4KIDW(896, 72, 104, Z10, Z11, Z27, Z28)
-	Q4KIDW(1408, 136, 168, Z12, Z13, Z25, Z26)
-	Q4KIDW(1920, 200, 232, Z14, Z15, Z27, Z28)
-	Q4KIDW(448, 12, 44, Z8, Z9, Z25, Z26)
-	Q4KIDW(960, 76, 108, Z10, Z11, Z27, Z28)
-	Q4KIDW(1472, 140, 172, Z12, Z13, Z25, Z26)
-	Q4KIDW(1984, 204, 236, Z14, Z15, Z27, Z28)
-	Q4KIDW(512, 16, 48, Z8, Z9, Z25, Z26)
-	Q4KIDW(1024, 80, 112, Z10, Z11, Z27, Z28)
-	Q4KIDW(1536, 144, 176, Z12, Z13, Z25, Z26)
-	Q4KIDW(2048, 208, 240, Z14, Z15, Z27, Z28)
-	Q4KIDW(576, 20, 52, Z8, Z9, Z25, Z26)
-	Q4KIDW(1088, 84, 116, Z10, Z11, Z27, Z28)
-	Q4KIDW(1600, 148, 180, Z12, Z13, Z25, Z26)
-	Q4KIDW(2112, 212, 244, Z14, Z15, Z27, Z28)
-	Q4KIDW(640, 24, 56, Z8, Z9, Z25, Z26)
-	Q4KIDW(1152, 88, 120, Z10, Z11, Z27, Z28)
-	Q4KIDW(1664, 152, 184, Z12, Z13, Z25, Z26)
-	Q4KIDW(2176, 216, 248, Z14, Z15, Z27, Z28)
-	Q4KIDW(704, 28, 60, Z8, Z9, Z25, Z26)
-	Q4KIDW(1216, 92, 124, Z10, Z11, Z27, Z28)
-	Q4KIDW(1728, 156, 188, Z12, Z13, Z25, Z26)
+	Q4KIDW(320, 64, 96, Z10, Z11, Z27, Z28)
+	Q4KIDW(384, 128, 160, Z12, Z13, Z25, Z26)
+	Q4KIDW(448, 192, 224, Z14, Z15, Z27, Z28)
+	Q4KIDW(512, 4, 36, Z8, Z9, Z25, Z26)
+	Q4KIDW(576, 68, 100, Z10, Z11, Z27, Z28)
+	Q4KIDW(640, 132, 164, Z12, Z13, Z25, Z26)
+	Q4KIDW(704, 196, 228, Z14, Z15, Z27, Z28)
+	Q4KIDW(768, 8, 40, Z8, Z9, Z25, Z26)
+	Q4KIDW(832, 72, 104, Z10, Z11, Z27, Z28)
+	Q4KIDW(896, 136, 168, Z12, Z13, Z25, Z26)
+	Q4KIDW(960, 200, 232, Z14, Z15, Z27, Z28)
+	Q4KIDW(1024, 12, 44, Z8, Z9, Z25, Z26)
+	Q4KIDW(1088, 76, 108, Z10, Z11, Z27, Z28)
+	Q4KIDW(1152, 140, 172, Z12, Z13, Z25, Z26)
+	Q4KIDW(1216, 204, 236, Z14, Z15, Z27, Z28)
+	Q4KIDW(1280, 16, 48, Z8, Z9, Z25, Z26)
+	Q4KIDW(1344, 80, 112, Z10, Z11, Z27, Z28)
+	Q4KIDW(1408, 144, 176, Z12, Z13, Z25, Z26)
+	Q4KIDW(1472, 208, 240, Z14, Z15, Z27, Z28)
+	Q4KIDW(1536, 20, 52, Z8, Z9, Z25, Z26)
+	Q4KIDW(1600, 84, 116, Z10, Z11, Z27, Z28)
+	Q4KIDW(1664, 148, 180, Z12, Z13, Z25, Z26)
+	Q4KIDW(1728, 212, 244, Z14, Z15, Z27, Z28)
+	Q4KIDW(1792, 24, 56, Z8, Z9, Z25, Z26)
+	Q4KIDW(1856, 88, 120, Z10, Z11, Z27, Z28)
+	Q4KIDW(1920, 152, 184, Z12, Z13, Z25, Z26)
+	Q4KIDW(1984, 216, 248, Z14, Z15, Z27, Z28)
+	Q4KIDW(2048, 28, 60, Z8, Z9, Z25, Z26)
+	Q4KIDW(2112, 92, 124, Z10, Z11, Z27, Z28)
+	Q4KIDW(2176, 156, 188, Z12, Z13, Z25, Z26)
 	Q4KIDW(2240, 220, 252, Z14, Z15, Z27, Z28)
 	VPANDD Z22, Z18, Z27
 	VPANDD Z22, Z19, Z28

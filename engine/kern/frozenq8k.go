@@ -111,11 +111,11 @@ func unpackQ4KIGo(dst, grp []byte, l, sb int, tab []uint32, mw []float32) {
 	}
 	qs := o[256+4*l:]
 	for u := 0; u < 4; u++ { // a pair of sub-blocks: the low nibbles of 32 bytes, then the high
-		q := qs[64*8*u:][:64*7+4]
-		x0 := uint64(le.Uint32(q[0:])) | uint64(le.Uint32(q[64:]))<<32
-		x1 := uint64(le.Uint32(q[128:])) | uint64(le.Uint32(q[192:]))<<32
-		x2 := uint64(le.Uint32(q[256:])) | uint64(le.Uint32(q[320:]))<<32
-		x3 := uint64(le.Uint32(q[384:])) | uint64(le.Uint32(q[448:]))<<32
+		q := qs[64*u:][:64*28+4] // the pair's words 8u+j lie at 4j+u (q4kWord)
+		x0 := uint64(le.Uint32(q[0:])) | uint64(le.Uint32(q[256:]))<<32
+		x1 := uint64(le.Uint32(q[512:])) | uint64(le.Uint32(q[768:]))<<32
+		x2 := uint64(le.Uint32(q[1024:])) | uint64(le.Uint32(q[1280:]))<<32
+		x3 := uint64(le.Uint32(q[1536:])) | uint64(le.Uint32(q[1792:]))<<32
 		for h := 0; h < 2; h++ {
 			s := 2*u + h
 			scale, m := scaleMinK4(s, sc[:])
