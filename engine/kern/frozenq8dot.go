@@ -22,7 +22,9 @@ import (
 // K-quants' sub-block scales are added by the tiles in other ways, so those dots keep
 // their block sums in four or eight float32 lanes instead, summed at the row's end. Each
 // assembly kernel has a Go twin it is tested against bit for bit (dotsQ8Go and the
-// others), which tests that force the integer products without VNNI run.
+// others), which tests that force the integer products without VNNI run. Q5_0 and Q4_K
+// matrices kept interleaved by sixteen rows take sixteen rows a vector instead, with the
+// same bits (frozenilv.go).
 
 // Q8IntDecode reports whether sampling products of one to three rows (decode steps) with
 // weights in format f quantise their activations to 8-bit blocks on this machine: the
