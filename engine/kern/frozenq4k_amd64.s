@@ -222,6 +222,36 @@ q5done:
 	MOVSS X0, ret+24(FP)
 	RET
 
+// W5BLOCK writes to (SI) the 32 weights d·(q − 16) of the block whose 16 bytes of nibbles
+// are in Y4–Y5 (as dwords), its fifth bits in Y9 and its half scale at d.
+#define W5BLOCK(d) \
+	VPSRLD $4, Y4, Y6 \
+	VPSRLD $4, Y5, Y7 \
+	VPAND Y11, Y4, Y4 \
+	VPAND Y11, Y5, Y5 \
+	Q5BITS(0, Y4) \
+	Q5BITS(32, Y5) \
+	Q5BITS(64, Y6) \
+	Q5BITS(96, Y7) \
+	VPSUBD Y12, Y4, Y4 \
+	VPSUBD Y12, Y5, Y5 \
+	VPSUBD Y12, Y6, Y6 \
+	VPSUBD Y12, Y7, Y7 \
+	VCVTDQ2PS Y4, Y4 \
+	VCVTDQ2PS Y5, Y5 \
+	VCVTDQ2PS Y6, Y6 \
+	VCVTDQ2PS Y7, Y7 \
+	VPBROADCASTW d, X8 \
+	VCVTPH2PS X8, Y8 \
+	VMULPS Y8, Y4, Y4 \
+	VMULPS Y8, Y5, Y5 \
+	VMULPS Y8, Y6, Y6 \
+	VMULPS Y8, Y7, Y7 \
+	VMOVUPS Y4, (SI) \
+	VMOVUPS Y5, 32(SI) \
+	VMOVUPS Y6, 64(SI) \
+	VMOVUPS Y7, 96(SI)
+
 // func widenQ5AVX(dst *float32, blk *byte, nb int)
 //
 // Writes the 32·nb weights of nb Q5_0 blocks to dst: d·(q − 16), as deqQ5.
@@ -242,32 +272,7 @@ w5loop:
 	VPBROADCASTD 2(DI), Y9
 	VPMOVZXBD    6(DI), Y4
 	VPMOVZXBD    14(DI), Y5
-	VPSRLD       $4, Y4, Y6
-	VPSRLD       $4, Y5, Y7
-	VPAND        Y11, Y4, Y4
-	VPAND        Y11, Y5, Y5
-	Q5BITS(0, Y4)
-	Q5BITS(32, Y5)
-	Q5BITS(64, Y6)
-	Q5BITS(96, Y7)
-	VPSUBD       Y12, Y4, Y4
-	VPSUBD       Y12, Y5, Y5
-	VPSUBD       Y12, Y6, Y6
-	VPSUBD       Y12, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VPBROADCASTW (DI), X8
-	VCVTPH2PS    X8, Y8
-	VMULPS       Y8, Y4, Y4
-	VMULPS       Y8, Y5, Y5
-	VMULPS       Y8, Y6, Y6
-	VMULPS       Y8, Y7, Y7
-	VMOVUPS      Y4, (SI)
-	VMOVUPS      Y5, 32(SI)
-	VMOVUPS      Y6, 64(SI)
-	VMOVUPS      Y7, 96(SI)
+	W5BLOCK((DI))
 	ADDQ         $128, SI
 	ADDQ         $22, DI
 	DECQ         CX
@@ -306,32 +311,7 @@ w5iloop:
 	VPINSRD      $1, 224(R8), X5, X5
 	VPMOVZXBD    X4, Y4
 	VPMOVZXBD    X5, Y5
-	VPSRLD       $4, Y4, Y6
-	VPSRLD       $4, Y5, Y7
-	VPAND        Y11, Y4, Y4
-	VPAND        Y11, Y5, Y5
-	Q5BITS(0, Y4)
-	Q5BITS(32, Y5)
-	Q5BITS(64, Y6)
-	Q5BITS(96, Y7)
-	VPSUBD       Y12, Y4, Y4
-	VPSUBD       Y12, Y5, Y5
-	VPSUBD       Y12, Y6, Y6
-	VPSUBD       Y12, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VPBROADCASTW (R9), X8
-	VCVTPH2PS    X8, Y8
-	VMULPS       Y8, Y4, Y4
-	VMULPS       Y8, Y5, Y5
-	VMULPS       Y8, Y6, Y6
-	VMULPS       Y8, Y7, Y7
-	VMOVUPS      Y4, (SI)
-	VMOVUPS      Y5, 32(SI)
-	VMOVUPS      Y6, 64(SI)
-	VMOVUPS      Y7, 96(SI)
+	W5BLOCK((R9))
 	ADDQ         $128, SI
 	ADDQ         $352, R8
 	ADDQ         $352, R9
@@ -341,6 +321,54 @@ w5iloop:
 w5idone:
 	VZEROUPPER
 	RET
+
+// W4KGROUP widens the 32 bytes of nibbles in Y4–Y7 (as dwords) to 64 weights at (SI): the
+// low nibbles times d·sc at (R8) less dmin·m at 4(R8), the high ones with 8(R8) and 12(R8).
+#define W4KGROUP \
+	VPSRLD $4, Y4, Y10 \
+	VPSRLD $4, Y5, Y11 \
+	VPSRLD $4, Y6, Y12 \
+	VPSRLD $4, Y7, Y13 \
+	VPAND  Y15, Y4, Y4 \
+	VPAND  Y15, Y5, Y5 \
+	VPAND  Y15, Y6, Y6 \
+	VPAND  Y15, Y7, Y7 \
+	VCVTDQ2PS Y4, Y4 \
+	VCVTDQ2PS Y5, Y5 \
+	VCVTDQ2PS Y6, Y6 \
+	VCVTDQ2PS Y7, Y7 \
+	VCVTDQ2PS Y10, Y10 \
+	VCVTDQ2PS Y11, Y11 \
+	VCVTDQ2PS Y12, Y12 \
+	VCVTDQ2PS Y13, Y13 \
+	VBROADCASTSS (R8), Y8 \
+	VBROADCASTSS 4(R8), Y9 \
+	VMULPS Y8, Y4, Y4 \
+	VMULPS Y8, Y5, Y5 \
+	VMULPS Y8, Y6, Y6 \
+	VMULPS Y8, Y7, Y7 \
+	VSUBPS Y9, Y4, Y4 \
+	VSUBPS Y9, Y5, Y5 \
+	VSUBPS Y9, Y6, Y6 \
+	VSUBPS Y9, Y7, Y7 \
+	VBROADCASTSS 8(R8), Y8 \
+	VBROADCASTSS 12(R8), Y9 \
+	VMULPS Y8, Y10, Y10 \
+	VMULPS Y8, Y11, Y11 \
+	VMULPS Y8, Y12, Y12 \
+	VMULPS Y8, Y13, Y13 \
+	VSUBPS Y9, Y10, Y10 \
+	VSUBPS Y9, Y11, Y11 \
+	VSUBPS Y9, Y12, Y12 \
+	VSUBPS Y9, Y13, Y13 \
+	VMOVUPS Y4, (SI) \
+	VMOVUPS Y5, 32(SI) \
+	VMOVUPS Y6, 64(SI) \
+	VMOVUPS Y7, 96(SI) \
+	VMOVUPS Y10, 128(SI) \
+	VMOVUPS Y11, 160(SI) \
+	VMOVUPS Y12, 192(SI) \
+	VMOVUPS Y13, 224(SI)
 
 // func widenQ4KIAVX(dst *float32, o *byte, l int, sc *float32, nb int)
 //
@@ -376,50 +404,7 @@ w4kigroup:
 	VPMOVZXBD    X5, Y5
 	VPMOVZXBD    X6, Y6
 	VPMOVZXBD    X7, Y7
-	VPSRLD       $4, Y4, Y10
-	VPSRLD       $4, Y5, Y11
-	VPSRLD       $4, Y6, Y12
-	VPSRLD       $4, Y7, Y13
-	VPAND        Y15, Y4, Y4
-	VPAND        Y15, Y5, Y5
-	VPAND        Y15, Y6, Y6
-	VPAND        Y15, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VCVTDQ2PS    Y10, Y10
-	VCVTDQ2PS    Y11, Y11
-	VCVTDQ2PS    Y12, Y12
-	VCVTDQ2PS    Y13, Y13
-	VBROADCASTSS (R8), Y8
-	VBROADCASTSS 4(R8), Y9
-	VMULPS       Y8, Y4, Y4
-	VMULPS       Y8, Y5, Y5
-	VMULPS       Y8, Y6, Y6
-	VMULPS       Y8, Y7, Y7
-	VSUBPS       Y9, Y4, Y4
-	VSUBPS       Y9, Y5, Y5
-	VSUBPS       Y9, Y6, Y6
-	VSUBPS       Y9, Y7, Y7
-	VBROADCASTSS 8(R8), Y8
-	VBROADCASTSS 12(R8), Y9
-	VMULPS       Y8, Y10, Y10
-	VMULPS       Y8, Y11, Y11
-	VMULPS       Y8, Y12, Y12
-	VMULPS       Y8, Y13, Y13
-	VSUBPS       Y9, Y10, Y10
-	VSUBPS       Y9, Y11, Y11
-	VSUBPS       Y9, Y12, Y12
-	VSUBPS       Y9, Y13, Y13
-	VMOVUPS      Y4, (SI)
-	VMOVUPS      Y5, 32(SI)
-	VMOVUPS      Y6, 64(SI)
-	VMOVUPS      Y7, 96(SI)
-	VMOVUPS      Y10, 128(SI)
-	VMOVUPS      Y11, 160(SI)
-	VMOVUPS      Y12, 192(SI)
-	VMOVUPS      Y13, 224(SI)
+	W4KGROUP
 	ADDQ         $64, DI
 	ADDQ         $16, R8
 	ADDQ         $256, SI
@@ -458,50 +443,7 @@ w4kgroup:
 	VPMOVZXBD    8(DI), Y5
 	VPMOVZXBD    16(DI), Y6
 	VPMOVZXBD    24(DI), Y7
-	VPSRLD       $4, Y4, Y10
-	VPSRLD       $4, Y5, Y11
-	VPSRLD       $4, Y6, Y12
-	VPSRLD       $4, Y7, Y13
-	VPAND        Y15, Y4, Y4
-	VPAND        Y15, Y5, Y5
-	VPAND        Y15, Y6, Y6
-	VPAND        Y15, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VCVTDQ2PS    Y10, Y10
-	VCVTDQ2PS    Y11, Y11
-	VCVTDQ2PS    Y12, Y12
-	VCVTDQ2PS    Y13, Y13
-	VBROADCASTSS (R8), Y8
-	VBROADCASTSS 4(R8), Y9
-	VMULPS       Y8, Y4, Y4
-	VMULPS       Y8, Y5, Y5
-	VMULPS       Y8, Y6, Y6
-	VMULPS       Y8, Y7, Y7
-	VSUBPS       Y9, Y4, Y4
-	VSUBPS       Y9, Y5, Y5
-	VSUBPS       Y9, Y6, Y6
-	VSUBPS       Y9, Y7, Y7
-	VBROADCASTSS 8(R8), Y8
-	VBROADCASTSS 12(R8), Y9
-	VMULPS       Y8, Y10, Y10
-	VMULPS       Y8, Y11, Y11
-	VMULPS       Y8, Y12, Y12
-	VMULPS       Y8, Y13, Y13
-	VSUBPS       Y9, Y10, Y10
-	VSUBPS       Y9, Y11, Y11
-	VSUBPS       Y9, Y12, Y12
-	VSUBPS       Y9, Y13, Y13
-	VMOVUPS      Y4, (SI)
-	VMOVUPS      Y5, 32(SI)
-	VMOVUPS      Y6, 64(SI)
-	VMOVUPS      Y7, 96(SI)
-	VMOVUPS      Y10, 128(SI)
-	VMOVUPS      Y11, 160(SI)
-	VMOVUPS      Y12, 192(SI)
-	VMOVUPS      Y13, 224(SI)
+	W4KGROUP
 	ADDQ         $32, DI
 	ADDQ         $16, R8
 	ADDQ         $256, SI
