@@ -109,3 +109,29 @@ func (w *Frozen) ilvDots(c, a []float32, lo, hi int, acc bool) {
 		}
 	})
 }
+
+// A format's interleaved dots: dots(q, c, d, w, n, out) sets out (whole groups of
+// ilvGroup) to the dots of the quantised row (q, c, d: q8Row) with the len(out)/ilvGroup
+// groups of n group-blocks at w, through the assembly with VNNI, else the Go twin; bit for
+// bit the row-at-a-time dots' (dotsQ5Go, dotsQ4KGo) over the same rows.
+var (
+	dotsQ5I  = ilvDotsOf(Q5_0, dotsQ5IVNNI, dotsQ5IGo)
+	dotsQ4KI = ilvDotsOf(Q4_K, dotsQ4KIVNNI, dotsQ4KIGo)
+)
+
+// ilvDotsOf is format f's interleaved dots from its assembly and its Go twin (intDotsOf's
+// counterpart).
+func ilvDotsOf(f WeightFormat, vnni func(q *byte, c *int32, d *float32, w *byte, n, groups int, out *float32),
+	twin func(q []byte, c []int32, d []float32, w []byte, n int, out []float32)) func(q []byte, c []int32, d []float32, w []byte, n int, out []float32) {
+	per, gb := f.blockLen()/QBlock, ilvGroup*f.blockBytes() // A's blocks to one of W's; a group-block's bytes
+	return func(q []byte, c []int32, d []float32, w []byte, n int, out []float32) {
+		if !useVNNI {
+			twin(q, c, d, w, n, out)
+			return
+		}
+		groups := len(out) / ilvGroup
+		_ = w[groups*n*gb-1]
+		_, _, _ = q[n*per*QBlock-1], c[n*per-1], d[n*per-1]
+		vnni(&q[0], &c[0], &d[0], &w[0], n, groups, &out[0])
+	}
+}

@@ -56,20 +56,6 @@ func putQ4KBlock(dst, o []byte, l int) {
 // p/8, weights 4(p%8)…) lies among a group-block's 32 words.
 func q4kWord(p int) int { return 4*(p%8) + p/8 }
 
-// dotsQ4KI sets out (whole groups of ilvGroup) to the dots of the quantised row (q, c, d:
-// q8Row) with the len(out)/ilvGroup groups of nsb group-blocks at w: the assembly with
-// VNNI, else dotsQ4KIGo, bit for bit dotsQ4KGo's over the same rows.
-func dotsQ4KI(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {
-	groups := len(out) / ilvGroup
-	if !useVNNI {
-		dotsQ4KIGo(q, c, d, w, nsb, out)
-		return
-	}
-	_ = w[groups*nsb*q4kGroupBytes-1]
-	_, _, _ = q[nsb*QKBlock-1], c[nsb*8-1], d[nsb*8-1]
-	dotsQ4KIVNNI(&q[0], &c[0], &d[0], &w[0], nsb, groups, &out[0])
-}
-
 // dotsQ4KIGo is dotsQ4KI in Go, the reference of the assembly: each lane's super-block put
 // back together and dotsQ4KGo's arithmetic on it.
 func dotsQ4KIGo(q []byte, c []int32, d []float32, w []byte, nsb int, out []float32) {

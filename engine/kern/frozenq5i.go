@@ -59,20 +59,6 @@ func q5Parts(o []byte, l int) (d uint16, qh uint32, x0, x1 uint64) {
 	return d, le.Uint32(o[288+4*l:]), x0, x1
 }
 
-// dotsQ5I sets out (whole groups of ilvGroup) to the dots of the quantised row (q, c, d:
-// q8Row) with the len(out)/ilvGroup groups of nb group-blocks at w: the assembly with
-// VNNI, else dotsQ5IGo, bit for bit dotsQ5Go's over the same rows.
-func dotsQ5I(q []byte, c []int32, d []float32, w []byte, nb int, out []float32) {
-	groups := len(out) / ilvGroup
-	if !useVNNI {
-		dotsQ5IGo(q, c, d, w, nb, out)
-		return
-	}
-	_ = w[groups*nb*q5GroupBytes-1]
-	_, _, _ = q[nb*QBlock-1], c[nb-1], d[nb-1]
-	dotsQ5IVNNI(&q[0], &c[0], &d[0], &w[0], nb, groups, &out[0])
-}
-
 // dotsQ5IGo is dotsQ5I in Go, the reference of the assembly: per lane (row) and block the
 // exact S = Σq·q_a − 16·Σq_a (q the unsigned five bits), t = (d_a·d_w)·float32(S), sum +=
 // t, as dotsQ5Go.
