@@ -215,9 +215,15 @@ func BenchmarkGPUDecodeGraphs(b *testing.B) {
 	if err != nil || tokens < 1 {
 		b.Fatalf("TUFT_DECODE_BENCH_TOKENS: %q", os.Getenv("TUFT_DECODE_BENCH_TOKENS"))
 	}
-	dir := b.TempDir()
-	if err := WritePreset(name, dir); err != nil {
-		b.Fatal(err)
+	// TUFT_DECODE_BENCH_MODEL: a model directory to decode instead (gpu-check.sh's 7B).
+	dir := os.Getenv("TUFT_DECODE_BENCH_MODEL")
+	if dir == "" {
+		dir = b.TempDir()
+		if err := WritePreset(name, dir); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		name = filepath.Base(dir)
 	}
 	for _, graphs := range []bool{false, true} {
 		b.Run(fmt.Sprintf("%s/batch1/graphs=%v", name, graphs), func(b *testing.B) {

@@ -56,6 +56,9 @@ func (m *Model) OptimStep(ctx context.Context, a *Adapter, p AdamParams) (map[st
 	if af, ok := d.(device.AdamWFinite[float32]); ok {
 		// The device checks every update before it writes any: no copy of the state.
 		if !af.AdamWIfFinite(w.tensors(), g.tensors(), mm.tensors(), vv.tensors(), s) {
+			if err := d.Err(); err != nil {
+				return nil, fmt.Errorf("optim_step on %s: %w", d.Name(), err)
+			}
 			return nil, nonFinite()
 		}
 		a.Step++

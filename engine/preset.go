@@ -36,9 +36,10 @@ var presets = map[string]preset{
 		theta: 100000, eps: 1e-5, tied: true, maxPos: 8192, merges: 2000, bf16: true},
 	"qwen2.5-0.5b-shape": {arch: "qwen2", hidden: 896, inter: 4864, layers: 24, heads: 14, kv: 2, headDim: 64, vocab: 151936,
 		theta: 1e6, eps: 1e-6, tied: true, bias: true, maxPos: 32768, merges: 2000, bf16: true},
-	// Llama-2-7B's shape (6.7B parameters, 13.5 GB in bfloat16), for GPU benchmarks.
+	// Llama-2-7B's shape (6.7B parameters, 13.5 GB in bfloat16), for GPU benchmarks; 8192
+	// positions (Llama 2 has 4096), since issue 25 measures steps of 8192 tokens.
 	"llama2-7b-shape": {arch: "llama", hidden: 4096, inter: 11008, layers: 32, heads: 32, kv: 32, headDim: 128, vocab: 32000,
-		theta: 10000, eps: 1e-5, maxPos: 4096, merges: 2000, bf16: true},
+		theta: 10000, eps: 1e-5, maxPos: 8192, merges: 2000, bf16: true},
 }
 
 // Presets lists the built-in model presets.

@@ -16,9 +16,10 @@
 #      one adapter × 512); then tuft-bench sampling: 16 one-sample requests over 16 adapters
 #      and 16 tenants against one 16-sample request (the grouped LoRA products, issue 25);
 #   3. llama2-7b-shape: model init (timed), tuft-bench load (load time, host peak RSS),
-#      tuft-bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16;
+#      tuft-bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16, and train
+#      8192 tokens; batch-1 decoding of it with CUDA graphs and without;
 #   4. the server on the GPU (tuft launch) with the Go SDK's SFT example;
-#   5. one profile of a 7B training step (nsys, else ncu, else none).
+#   5. profiles (ncu, each kernel's time): a 7B training step, and 7B decoding steps.
 # Where a PyTorch with CUDA, transformers and peft import (python3, or $PYTHON), the
 # benches compare against them; the GPU machine has torch 2.11, transformers and peft.
 set -uo pipefail
@@ -59,6 +60,7 @@ if [ "$dry" = 1 ]; then
   device=cpu small=tiny big=smollm2-135m-shape big_tokens=64 torch=off
 fi
 python=${PYTHON:-python3}
+PATH=$PATH:/usr/local/cuda/bin # where the CUDA image keeps ncu
 
 
 {
@@ -124,6 +126,12 @@ step init-big 90 "$bin/tuft" model init --preset "$big" --out "$models/big"
 step load-big 60 "$bin/tuft-bench" load --model "$models/big" --device "$device" --json
 step bench-big 150 "$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 2 \
   --adapters 0 --sample-tokens 32 --batches 1,16 --torch "$torch" --python "$python" --json
+# Steps of 8192 tokens (issue 25 item 1; 256 in the dry run), sampling left to bench-big.
+step bench-big-8k 120 "$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens $(( big_tokens * 4 )) --steps 2 \
+  --adapters 0 --sample-tokens 1 --batches 1 --torch "$torch" --python "$python" --json
+# Batch-1 decoding of the big model, base weights only, with and without CUDA graphs.
+(cd engine && TUFT_DECODE_BENCH_MODEL="$models/big" TUFT_DECODE_BENCH_TOKENS=$( [ "$dry" = 1 ] && echo 2 || echo 32 ) \
+  step decode-big 90 "$bin/engine-cuda.test" -test.run '^$' -test.bench BenchmarkGPUDecodeGraphs -test.benchtime 2x)
 
 # 4. The server on the GPU with the Go SDK's SFT example (the built-in tiny model).
 port=$(( 20000 + RANDOM % 20000 ))
@@ -141,16 +149,21 @@ kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
 grep -m1 -i "device" "$out/server.log" >>"$out/sdk-sft.log"
 unset TUFT_HOME TUFT_PORT TUFT_DEVICE TUFT_URL
 
-# 5. One profile of a 7B training step (one timed step after the warm-up).
+# 5. Profiles: each kernel's time (ncu, one metric: one pass, no replay; the clocks as the
+# card has them) over the first 7B training step (its kernels from the first: ~3,600
+# launches, adamw_multi last), and over a prompt step and two decoding steps of the 7B at
+# batch 1 without graphs. Sum them by kernel: tools/ncu_summary.py OUT/profile-*.csv.
 prof=("$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens "$big_tokens" --steps 1 --adapters 0 --sample-tokens 1 --batches 1 --torch off --json)
+ncu=(ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw)
 if [ "$dry" = 1 ]; then
   note "profile                skipped (dry run)"
-elif command -v nsys >/dev/null; then
-  step profile-big 120 nsys profile --force-overwrite=true --stats=true -o "$out/profile-big" "${prof[@]}"
 elif command -v ncu >/dev/null; then
-  step profile-big 120 ncu --launch-skip 2000 --launch-count 40 --section SpeedOfLight -o "$out/profile-big" "${prof[@]}"
+  step profile-big 120 "${ncu[@]}" --launch-count 3800 --log-file "$out/profile-big.csv" "${prof[@]}"
+  (cd engine && TUFT_DECODE_BENCH_MODEL="$models/big" TUFT_DECODE_BENCH_TOKENS=2 step profile-decode 90 "${ncu[@]}" \
+    --launch-count 1500 --log-file "$out/profile-decode.csv" "$bin/engine-cuda.test" -test.run '^$' \
+    -test.bench 'BenchmarkGPUDecodeGraphs/.*/graphs=false' -test.benchtime 1x)
 else
-  note "profile                skipped: neither nsys nor ncu on PATH"
+  note "profile                skipped: ncu not on PATH"
 fi
 
 note "total $(( $(date +%s) - start ))s"

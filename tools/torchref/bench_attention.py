@@ -53,7 +53,9 @@ def check(dev):
     dout = torch.randn(1, h, t, hd, dtype=torch.float64, device=dev)
     out = {}
     for name, dt in (("ref", torch.float64), ("bf16", torch.bfloat16)):
-        q, k, v = (x.to(dt).requires_grad_() for x in (q64, k64, v64))
+        # A fresh leaf per precision: .to() of a float64 tensor to float64 is the tensor itself,
+        # which would make the bfloat16 copies non-leaves (no .grad).
+        q, k, v = (x.detach().to(dt).clone().requires_grad_() for x in (q64, k64, v64))
         o = sdpa(q, k, v)
         o.backward(dout.to(dt))
         out[name] = (o, q.grad, k.grad, v.grad)

@@ -44,6 +44,14 @@ static thread_local dim3 threadIdx; // set per coroutine by the scheduler (see s
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
@@ -137,6 +145,24 @@ static void emu_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
     for (int x = 0; x < 4; x++) d[x] += r[x];
 }
 
+// emu_ldsm_x4 is ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 as a warp collective:
+// every lane posts the row address it gives (row l%8 of matrix l/8), then takes its
+// elements of each of the four 8×8 matrices (see ldsm_x4 in kernels.cu).
+static const uint16_t* ldsm_rows[32][32];
+
+static void emu_ldsm_x4(unsigned* r, const void* p, bool trans) {
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    ldsm_rows[w][lane] = static_cast<const uint16_t*>(p);
+    arrive(warp_barriers[w]);
+    int g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        const uint16_t* const* m = ldsm_rows[w] + 8 * i;
+        unsigned lo = trans ? m[2 * t][g] : m[g][2 * t], hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
+        r[i] = lo | (hi << 16);
+    }
+    arrive(warp_barriers[w]);
+}
+
 static void thread_entry() {
     threadIdx = threads[current].idx;
     kernel_body();
@@ -199,7 +225,7 @@ static std::function<void()> bind(void (*f)(A...), void** p) {
     X(add_rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope_qk) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
     X(flash_fwd_64) X(flash_bwd_dq_64) X(flash_bwd_kv_64) X(flash_fwd_128) X(flash_bwd_dq_128) X(flash_bwd_kv_128) \
     X(flash_fwd_256) X(flash_bwd_dq_256) X(flash_bwd_kv_256) X(gather) X(xent_fill) X(scatter_add) \
-    X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq) X(adamw) X(sample) X(topk) \
+    X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq) X(adamw) X(sumsq_multi) X(adamw_multi) X(sample) X(topk) \
     X(lora_shrink) X(lora_expand) X(lora_back_dz) X(lora_back_dx) X(lora_grad)
 
 struct Kernel {

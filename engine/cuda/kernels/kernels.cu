@@ -433,12 +433,26 @@ extern "C" __global__ void attn_back_kv(float* dk, float* dv, const float* DS, c
 #define FA_BM 64  // rows of a block's tile: 16 per warp
 #define FA_BN 32  // keys (queries in flash_bwd_kv) per staged tile
 #define FA_PAD 8  // bfloat16 elements of padding per shared row
+#define FA_LOG2E 1.4426950408889634f // the softmaxes run in base 2 (exp2f: one MUFU.EX2)
+#define FA_LN2 0.6931471805599453f
 
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    return (unsigned)f32_to_bf16(lo) | ((unsigned)f32_to_bf16(hi) << 16);
+// fa_vec: whether stage_rows may move rows of a and b (row stride ld, hd used) four
+// elements at a time.
+__device__ __forceinline__ bool fa_vec(const float* a, const float* b, i64 ld, int hd) {
+    return ((hd | (int)(ld & 3)) & 3) == 0 && (((unsigned long long)a | (unsigned long long)b) & 15) == 0;
 }
 
-__device__ __forceinline__ unsigned pack2(bf16_t lo, bf16_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+// pack_bf16 rounds lo and hi to bfloat16 (nearest even) into one register, lo in the low
+// half: one cvt on compute capability 8.0 and later (NaN becomes the canonical NaN there).
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (unsigned)f32_to_bf16(lo) | ((unsigned)f32_to_bf16(hi) << 16);
+#endif
+}
 
 // mma_bf16: d += a·b for one warp's 16×8 tile (see the layouts above). The compute_70
 // PTX has no such instruction and the device never launches these kernels from it (see
@@ -486,10 +500,47 @@ __device__ __forceinline__ void load_afrag(unsigned (*f)[4], const float* pa, co
     }
 }
 
+// ldsm_x4 is ldmatrix .x4 (.trans with T): lane l gives the address of row l%8 of 8×8
+// matrix l/8 (8 bfloat16, 16-byte aligned, in shared memory); register i of lane l gets
+// elements (l/4, 2(l%4)) and (l/4, 2(l%4)+1) of matrix i, or with T, (2(l%4), l/4) and
+// (2(l%4)+1, l/4): an mma operand fragment (the layouts above) in one instruction.
+template <bool T>
+__device__ __forceinline__ void ldsm_x4(unsigned* r, const bf16_t* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned long long g;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(g) : "l"(p));
+    unsigned a = (unsigned)g;
+    if (T)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+#elif !defined(__CUDA_ARCH__)
+    emu_ldsm_x4(r, p, T); // the CPU emulation's warp-collective load (emu/emu.cpp)
+#endif
+}
+
 // stage_rows writes FA_BN rows of one head (row j of the tile from rowp(j), or zeros
-// where rowp gives null) to shared memory as bfloat16.
+// where rowp gives null) to shared memory as bfloat16. With vec (hd and the row strides
+// multiples of 4, the bases 16-byte aligned) a thread moves four elements at a time: one
+// 16-byte load, one 8-byte store.
 template <int HDP, typename F>
-__device__ __forceinline__ void stage_rows(bf16_t (*dst)[HDP + FA_PAD], int hd, F rowp) {
+__device__ __forceinline__ void stage_rows(bf16_t (*dst)[HDP + FA_PAD], int hd, bool vec, F rowp) {
+    if (vec) {
+        for (int x = threadIdx.x; x < FA_BN * (HDP / 4); x += blockDim.x) {
+            int jj = x / (HDP / 4), e = (x % (HDP / 4)) * 4;
+            const float* p = e < hd ? rowp(jj) : (const float*)0;
+            uint2 v = {0u, 0u};
+            if (p) {
+                float4 f = *(const float4*)(p + e);
+                v.x = pack_bf16(f.x, f.y);
+                v.y = pack_bf16(f.z, f.w);
+            }
+            *(uint2*)&dst[jj][e] = v;
+        }
+        return;
+    }
     for (int x = threadIdx.x; x < FA_BN * (HDP / 2); x += blockDim.x) {
         int jj = x / (HDP / 2), e = (x % (HDP / 2)) * 2;
         const float* p = rowp(jj);
@@ -501,31 +552,37 @@ __device__ __forceinline__ void stage_rows(bf16_t (*dst)[HDP + FA_PAD], int hd, 
 
 // mma_rows: c[nb] += A·B where B[k][n] = rows[n][k] (B is a staged tile transposed: the
 // products with Kᵀ, Vᵀ, Qᵀ, dOᵀ), over HDP/16 k-steps, FA_BN/8 column tiles.
+// Two column tiles' B fragments come from one ldmatrix: matrices (nb, k), (nb, k+8),
+// (nb+1, k), (nb+1, k+8) of rows × columns.
 template <int HDP>
 __device__ __forceinline__ void mma_rows(float (*c)[4], const unsigned (*a)[4], const bf16_t (*rows)[HDP + FA_PAD]) {
-    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int ks = 0; ks < HDP / 16; ks++)
 #pragma unroll
-        for (int nb = 0; nb < FA_BN / 8; nb++) {
-            const bf16_t* r = rows[nb * 8 + g] + ks * 16 + 2 * t;
-            unsigned b[2] = {pack2(r[0], r[1]), pack2(r[8], r[9])};
+        for (int nb = 0; nb < FA_BN / 8; nb += 2) {
+            unsigned b[4];
+            ldsm_x4<false>(b, rows[(nb + (m >> 1)) * 8 + r] + ks * 16 + (m & 1) * 8);
             mma_bf16(c[nb], a[ks], b);
+            mma_bf16(c[nb + 1], a[ks], b + 2);
         }
 }
 
 // mma_cols: o[nb] += A·B where B[k][n] = rows[k][n] (a staged tile as is: the products
 // with V, K, dO, Q), over FA_BN/16 k-steps, HDP/8 column tiles.
+// Two column tiles' B fragments come from one transposing ldmatrix: matrices (k, nb),
+// (k+8, nb), (k, nb+1), (k+8, nb+1) of rows × columns.
 template <int HDP>
 __device__ __forceinline__ void mma_cols(float (*o)[4], const unsigned (*a)[4], const bf16_t (*rows)[HDP + FA_PAD]) {
-    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < FA_BN / 16; kk++)
 #pragma unroll
-        for (int nb = 0; nb < HDP / 8; nb++) {
-            int k = kk * 16 + 2 * t, n = nb * 8 + g;
-            unsigned b[2] = {pack2(rows[k][n], rows[k + 1][n]), pack2(rows[k + 8][n], rows[k + 9][n])};
+        for (int nb = 0; nb < HDP / 8; nb += 2) {
+            unsigned b[4];
+            ldsm_x4<true>(b, rows[kk * 16 + (m & 1) * 8 + r] + (nb + (m >> 1)) * 8);
             mma_bf16(o[nb], a[kk], b);
+            mma_bf16(o[nb + 1], a[kk], b + 2);
         }
 }
 
@@ -555,8 +612,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 template <int HDP>
 __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse, const float* K, const float* V, const int* desc, int nseq,
                             const int* tables, int shift, int heads, int kvheads, int hd, float scale) {
-    __shared__ bf16_t Ks[FA_BN][HDP + FA_PAD];
-    __shared__ bf16_t Vs[FA_BN][HDP + FA_PAD];
+    __shared__ __align__(16) bf16_t Ks[FA_BN][HDP + FA_PAD];
+    __shared__ __align__(16) bf16_t Vs[FA_BN][HDP + FA_PAD];
     int i0;
     const int* sd = fa_tile(desc, nseq, blockIdx.x, &i0);
     if (!sd) return;
@@ -573,13 +630,15 @@ __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse
     for (int nb = 0; nb < HDP / 8; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
     float ma = -f_inf(), mb = -f_inf(), la = 0.f, lb = 0.f;
     int kend = pos + min(i0 + FA_BM, N);
+    bool vec = fa_vec(K, V, kvd, hd);
+    float sl2 = scale * FA_LOG2E; // scores in base 2: exp(x·scale) = exp2(x·scale·log2 e)
     for (int j0 = 0; j0 < kend; j0 += FA_BN) {
         __syncthreads();
-        stage_rows<HDP>(Ks, hd, [&](int jj) -> const float* {
+        stage_rows<HDP>(Ks, hd, vec, [&](int jj) -> const float* {
             int j = j0 + jj;
             return j < kend ? K + key_row(sd, tables, shift, j) * kvd + kh * hd : (const float*)0;
         });
-        stage_rows<HDP>(Vs, hd, [&](int jj) -> const float* {
+        stage_rows<HDP>(Vs, hd, vec, [&](int jj) -> const float* {
             int j = j0 + jj;
             return j < kend ? V + key_row(sd, tables, shift, j) * kvd + kh * hd : (const float*)0;
         });
@@ -593,24 +652,24 @@ __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse
         for (int nb = 0; nb < FA_BN / 8; nb++)
             for (int c = 0; c < 2; c++) {
                 int j = j0 + nb * 8 + 2 * t + c;
-                s[nb][c] = j <= lima ? s[nb][c] * scale : -f_inf();
-                s[nb][2 + c] = j <= limb ? s[nb][2 + c] * scale : -f_inf();
+                s[nb][c] = j <= lima ? s[nb][c] * sl2 : -f_inf();
+                s[nb][2 + c] = j <= limb ? s[nb][2 + c] * sl2 : -f_inf();
                 mxa = fmaxf(mxa, s[nb][c]);
                 mxb = fmaxf(mxb, s[nb][2 + c]);
             }
         // Key 0 is in the first tile and every row sees it, so the maxima are finite.
         mxa = quad_max(mxa);
         mxb = quad_max(mxb);
-        float ca = expf(ma - mxa), cb = expf(mb - mxb);
+        float ca = exp2f(ma - mxa), cb = exp2f(mb - mxb);
         ma = mxa;
         mb = mxb;
         float suma = 0.f, sumb = 0.f;
 #pragma unroll
         for (int nb = 0; nb < FA_BN / 8; nb++) {
-            s[nb][0] = expf(s[nb][0] - ma);
-            s[nb][1] = expf(s[nb][1] - ma);
-            s[nb][2] = expf(s[nb][2] - mb);
-            s[nb][3] = expf(s[nb][3] - mb);
+            s[nb][0] = exp2f(s[nb][0] - ma);
+            s[nb][1] = exp2f(s[nb][1] - ma);
+            s[nb][2] = exp2f(s[nb][2] - mb);
+            s[nb][3] = exp2f(s[nb][3] - mb);
             suma += s[nb][0] + s[nb][1];
             sumb += s[nb][2] + s[nb][3];
         }
@@ -630,7 +689,7 @@ __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse
     la = quad_sum(la);
     lb = quad_sum(lb);
     int rows[2] = {i0 + w * 16 + g, i0 + w * 16 + g + 8};
-    float inv[2] = {1.f / la, 1.f / lb}, lses[2] = {ma + logf(la), mb + logf(lb)};
+    float inv[2] = {1.f / la, 1.f / lb}, lses[2] = {(ma + log2f(la)) * FA_LN2, (mb + log2f(lb)) * FA_LN2};
 #pragma unroll
     for (int x = 0; x < 2; x++) {
         if (rows[x] >= N) continue;
@@ -657,8 +716,8 @@ __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse
 template <int HDP>
 __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const float* q, const float* K, const float* V, const float* lse,
                                const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
-    __shared__ bf16_t Ks[FA_BN][HDP + FA_PAD];
-    __shared__ bf16_t Vs[FA_BN][HDP + FA_PAD];
+    __shared__ __align__(16) bf16_t Ks[FA_BN][HDP + FA_PAD];
+    __shared__ __align__(16) bf16_t Vs[FA_BN][HDP + FA_PAD];
     int i0;
     const int* sd = fa_tile(desc, nseq, blockIdx.x, &i0);
     if (!sd) return;
@@ -670,7 +729,10 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
     unsigned qa[HDP / 16][4], da[HDP / 16][4];
     load_afrag<HDP>(qa, q + qra, q + qrb, hd);
     load_afrag<HDP>(da, dout + qra, dout + qrb, hd);
-    float lsa = lse[((i64)sd[0] + ra) * heads + h], lsb = lse[((i64)sd[0] + rb) * heads + h];
+    // Base 2, as the forward pass: P = exp2(S·scale·log2 e − lse·log2 e).
+    float lsa = lse[((i64)sd[0] + ra) * heads + h] * FA_LOG2E, lsb = lse[((i64)sd[0] + rb) * heads + h] * FA_LOG2E;
+    float sl2 = scale * FA_LOG2E;
+    bool vec = fa_vec(K, V, kvd, hd);
     float Da = 0.f, Db = 0.f;
     float dqa[HDP / 8][4];
 #pragma unroll
@@ -679,11 +741,11 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
     for (int sweep = 0; sweep < 2; sweep++) {
         for (int j0 = 0; j0 < kend; j0 += FA_BN) {
             __syncthreads();
-            stage_rows<HDP>(Ks, hd, [&](int jj) -> const float* {
+            stage_rows<HDP>(Ks, hd, vec, [&](int jj) -> const float* {
                 int j = j0 + jj;
                 return j < kend ? K + ((i64)sd[3] + j) * kvd + kh * hd : (const float*)0;
             });
-            stage_rows<HDP>(Vs, hd, [&](int jj) -> const float* {
+            stage_rows<HDP>(Vs, hd, vec, [&](int jj) -> const float* {
                 int j = j0 + jj;
                 return j < kend ? V + ((i64)sd[3] + j) * kvd + kh * hd : (const float*)0;
             });
@@ -698,8 +760,8 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
             for (int nb = 0; nb < FA_BN / 8; nb++)
                 for (int c = 0; c < 2; c++) {
                     int j = j0 + nb * 8 + 2 * t + c;
-                    float pa = j <= ra ? expf(s[nb][c] * scale - lsa) : 0.f;
-                    float pb = j <= rb ? expf(s[nb][2 + c] * scale - lsb) : 0.f;
+                    float pa = j <= ra ? exp2f(s[nb][c] * sl2 - lsa) : 0.f;
+                    float pb = j <= rb ? exp2f(s[nb][2 + c] * sl2 - lsb) : 0.f;
                     if (sweep == 0) {
                         Da += pa * dp[nb][c];
                         Db += pb * dp[nb][2 + c];
@@ -742,8 +804,8 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
 template <int HDP>
 __device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D, const float* dout, const float* q, const float* K, const float* V,
                                const float* lse, const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
-    __shared__ bf16_t Qs[FA_BN][HDP + FA_PAD];
-    __shared__ bf16_t Os[FA_BN][HDP + FA_PAD];
+    __shared__ __align__(16) bf16_t Qs[FA_BN][HDP + FA_PAD];
+    __shared__ __align__(16) bf16_t Os[FA_BN][HDP + FA_PAD];
     __shared__ float Ls[FA_BN], Dsh[FA_BN];
     int i0;
     const int* sd = fa_tile(desc, nseq, blockIdx.x, &i0);
@@ -760,20 +822,22 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D
 #pragma unroll
     for (int nb = 0; nb < HDP / 8; nb++)
         for (int c = 0; c < 4; c++) dka[nb][c] = dva[nb][c] = 0.f;
+    bool vec = fa_vec(q, dout, qd, hd);
+    float sl2 = scale * FA_LOG2E; // base 2, as the forward pass
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int q0 = i0; q0 < N; q0 += FA_BN) {
             __syncthreads();
-            stage_rows<HDP>(Qs, hd, [&](int ii) -> const float* {
+            stage_rows<HDP>(Qs, hd, vec, [&](int ii) -> const float* {
                 int i = q0 + ii;
                 return i < N ? q + ((i64)sd[0] + i) * qd + h * hd : (const float*)0;
             });
-            stage_rows<HDP>(Os, hd, [&](int ii) -> const float* {
+            stage_rows<HDP>(Os, hd, vec, [&](int ii) -> const float* {
                 int i = q0 + ii;
                 return i < N ? dout + ((i64)sd[0] + i) * qd + h * hd : (const float*)0;
             });
             for (int ii = threadIdx.x; ii < FA_BN; ii += blockDim.x) {
                 int i = q0 + ii;
-                Ls[ii] = i < N ? lse[((i64)sd[0] + i) * heads + h] : 0.f;
+                Ls[ii] = i < N ? lse[((i64)sd[0] + i) * heads + h] * FA_LOG2E : 0.f;
                 Dsh[ii] = i < N ? D[((i64)sd[0] + i) * heads + h] : 0.f;
             }
             __syncthreads();
@@ -788,8 +852,8 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D
                 for (int c = 0; c < 2; c++) {
                     int ii = nb * 8 + 2 * t + c, i = q0 + ii;
                     bool in = i < N;
-                    float pa = in && i >= ja ? expf(s[nb][c] * scale - Ls[ii]) : 0.f;
-                    float pb = in && i >= jb ? expf(s[nb][2 + c] * scale - Ls[ii]) : 0.f;
+                    float pa = in && i >= ja ? exp2f(s[nb][c] * sl2 - Ls[ii]) : 0.f;
+                    float pb = in && i >= jb ? exp2f(s[nb][2 + c] * sl2 - Ls[ii]) : 0.f;
                     s[nb][c] = pa;
                     s[nb][2 + c] = pb;
                     dp[nb][c] = pa * (dp[nb][c] - Dsh[ii]) * scale;
@@ -963,18 +1027,68 @@ extern "C" __global__ void sumsq(const float* x, i64 n, double* out) {
     if (threadIdx.x == 0) atomicAdd(out, s);
 }
 
+// adam_step is AdamW's update of one element (device.AdamStep): the new weight and
+// moments. Every AdamW kernel goes through it, so all give the same bits.
+__device__ __forceinline__ void adam_step(float w, float g, float m, float v, float clip, float decay, float b1, float b2,
+                                          float stepSize, float bc2Sqrt, float eps, float* nw, float* nm, float* nv) {
+    float gi = g * clip;
+    float wk = w * decay;
+    float mk = b1 * m + (1.f - b1) * gi;
+    float vk = b2 * v + (1.f - b2) * gi * gi;
+    float denom = sqrtf(vk) / bc2Sqrt + eps;
+    *nw = wk - stepSize * mk / denom;
+    *nm = mk;
+    *nv = vk;
+}
+
 extern "C" __global__ void adamw(float* w, float* g, float* m, float* v, i64 n, float clip, float decay, float b1, float b2,
                                  float stepSize, float bc2Sqrt, float eps) {
     for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
-        float gi = g[k] * clip;
-        float wk = w[k] * decay;
-        float mk = b1 * m[k] + (1.f - b1) * gi;
-        float vk = b2 * v[k] + (1.f - b2) * gi * gi;
-        float denom = sqrtf(vk) / bc2Sqrt + eps;
-        w[k] = wk - stepSize * mk / denom;
-        m[k] = mk;
-        v[k] = vk;
+        adam_step(w[k], g[k], m[k], v[k], clip, decay, b1, b2, stepSize, bc2Sqrt, eps, &w[k], &m[k], &v[k]);
         g[k] = 0.f;
+    }
+}
+
+// Many tensors in one launch (an adapter's hundreds): tab holds, per tensor, its length
+// and the addresses of w, g, m, v (five i64); blockIdx.y walks the tensors, blockIdx.x
+// and the threads each one's elements.
+
+// sumsq_multi adds Σw² (in double) over every tensor of tab to *out.
+extern "C" __global__ void sumsq_multi(const i64* tab, int ntens, double* out) {
+    __shared__ double sh[MAX_WARPS];
+    double s = 0;
+    for (int t = blockIdx.y; t < ntens; t += gridDim.y) {
+        i64 n = tab[5 * t];
+        const float* x = (const float*)tab[5 * t + 1];
+        for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+            s += (double)x[k] * x[k];
+    }
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+__device__ __forceinline__ bool finite_f(float x) { return fabsf(x) <= 3.402823466e38f; } // false for NaN too
+
+// adamw_multi applies AdamW to every tensor of tab; with check it writes nothing but a 1
+// to *bad where some new weight or moment would not be finite.
+extern "C" __global__ void adamw_multi(const i64* tab, int ntens, float clip, float decay, float b1, float b2, float stepSize,
+                                       float bc2Sqrt, float eps, int check, int* bad) {
+    for (int t = blockIdx.y; t < ntens; t += gridDim.y) {
+        const i64* e = tab + 5 * t;
+        i64 n = e[0];
+        float *w = (float*)e[1], *g = (float*)e[2], *m = (float*)e[3], *v = (float*)e[4];
+        for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
+            float nw, nm, nv;
+            adam_step(w[k], g[k], m[k], v[k], clip, decay, b1, b2, stepSize, bc2Sqrt, eps, &nw, &nm, &nv);
+            if (check) {
+                if (!finite_f(nw) || !finite_f(nm) || !finite_f(nv)) *bad = 1;
+            } else {
+                w[k] = nw;
+                m[k] = nm;
+                v[k] = nv;
+                g[k] = 0.f;
+            }
+        }
     }
 }
 
