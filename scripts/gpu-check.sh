@@ -161,7 +161,7 @@ elif command -v ncu >/dev/null; then
   step profile-big 120 "${ncu[@]}" --launch-count 3800 --log-file "$out/profile-big.csv" "${prof[@]}"
   (cd engine && TUFT_DECODE_BENCH_MODEL="$models/big" TUFT_DECODE_BENCH_TOKENS=2 step profile-decode 90 "${ncu[@]}" \
     --launch-count 1500 --log-file "$out/profile-decode.csv" "$bin/engine-cuda.test" -test.run '^$' \
-    -test.bench 'BenchmarkGPUDecodeGraphs/.*/graphs=false' -test.benchtime 1x)
+    -test.bench 'BenchmarkGPUDecodeGraphs/.*/.*/graphs=false' -test.benchtime 1x)
 else
   note "profile                skipped: ncu not on PATH"
 fi
