@@ -105,6 +105,21 @@ func (a *allocator) trim() {
 	}
 }
 
+// releaseAll gives every block, cached or handed out, back to the device: the device is
+// closing. Closing the context would not do it: cuBLAS's runtime keeps the primary context
+// retained, so its memory outlives our release of it (a reference run on the same card
+// then found the engine's 86 GiB still taken).
+func (a *allocator) releaseAll() {
+	a.trim()
+	for p, size := range a.live {
+		if a.release(p) == nil {
+			a.reserved -= int64(size)
+		}
+		delete(a.live, p)
+	}
+	a.inUse = 0
+}
+
 // Stats are the allocator's figures (bytes) and the decode-step graphs' counts.
 type Stats struct {
 	InUse, Reserved, Peak int64 // bytes

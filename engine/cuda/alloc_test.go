@@ -117,3 +117,27 @@ func TestAllocatorLimit(t *testing.T) {
 		t.Fatalf("a cached block within the limit was refused: %v", err)
 	}
 }
+
+// Closing gives the device back everything: blocks handed out and cached alike.
+func TestAllocatorReleaseAll(t *testing.T) {
+	f := &fakeMemory{capacity: 1 << 30, blocks: map[uintptr]uintptr{}}
+	a := newAllocator(f.raw, f.release, 0)
+	var ps []uintptr
+	for _, n := range []uintptr{1000, 5000, 1 << 20} {
+		p, err := a.get(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := a.put(ps[1]); err != nil {
+		t.Fatal(err)
+	}
+	a.releaseAll()
+	if f.used != 0 || len(f.blocks) != 0 || f.frees != 3 {
+		t.Fatalf("after releaseAll the device still holds %d bytes in %d blocks (%d frees)", f.used, len(f.blocks), f.frees)
+	}
+	if s := a.stats(); s.InUse != 0 || s.Reserved != 0 {
+		t.Fatalf("stats after releaseAll %+v", s)
+	}
+}

@@ -360,6 +360,7 @@ func (d *Device) Close() {
 		d.closed = true
 		d.dropGraphs()
 		d.closeStreams()
+		d.mem.releaseAll()
 		call(d.blas.destroy, d.handle)
 		call(d.drv.cuDevicePrimaryCtxRelease, uintptr(d.ord))
 	}
