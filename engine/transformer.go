@@ -490,6 +490,9 @@ func (p *pass[T]) backward(act *acts[T], dhf device.Tensor[T]) {
 		p.linearBack(do, dx2, a.o, L.Wo, lp(l, ProjO), a.zo, qd, D, false)
 		dq, dk, dv := grad(p.tempOut(n*qd), gr, 0, qd), grad(p.tempOut(n*kvd), gr, al(n*qd), kvd), grad(p.tempOut(n*kvd), gr, al(al(n*qd)+n*kvd), kvd)
 		at := device.Attn[T]{Q: a.q, K: a.k, V: a.v, Heads: hq, KVHeads: hkv, HeadDim: hd, Scale: attScale, Layout: &p.lay, P: a.p, Stats: p.stats}
+		if p.adapts(ProjO) {
+			at.Out = a.o // kept in float32 for o's LoRA term: Σ dO∘O spares a sweep (AttentionBack)
+		}
 		d.AttentionBack(&at, dq, dk, dv, do)
 		d.RopeQK(dq, dk, p.pos, hq, hkv, p.rope, true)
 		// Embeddings are frozen: below layer 0's projections nothing needs dx.

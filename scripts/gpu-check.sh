@@ -19,7 +19,8 @@
 #      tuft-bench engine against PyTorch+PEFT, train 2048 tokens, sample 1/16, and train
 #      8192 tokens; batch-1 decoding of it with CUDA graphs and without;
 #   4. the server on the GPU (tuft launch) with the Go SDK's SFT example;
-#   5. profiles (ncu, each kernel's time): a 7B training step, and 7B decoding steps.
+#   5. profiles (ncu, each kernel's time): a 7B training step, and 7B decoding steps;
+#      and the attention kernels' stall reasons and throughputs (ncu sections).
 # Where a PyTorch with CUDA, transformers and peft import (python3, or $PYTHON), the
 # benches compare against them; the GPU machine has torch 2.11, transformers and peft.
 set -uo pipefail
@@ -162,6 +163,12 @@ elif command -v ncu >/dev/null; then
   (cd engine && TUFT_DECODE_BENCH_MODEL="$models/big" TUFT_DECODE_BENCH_TOKENS=2 step profile-decode 90 "${ncu[@]}" \
     --launch-count 1500 --log-file "$out/profile-decode.csv" "$bin/engine-cuda.test" -test.run '^$' \
     -test.bench 'BenchmarkGPUDecodeGraphs/.*/.*/graphs=false' -test.benchtime 1x)
+  # Why the tiled attention runs far below the tensor cores' rate: stall reasons, issue
+  # and memory figures of one forward, dQ and dK/dV kernel at the 7B layer's shape.
+  (cd engine/cuda && step profile-attn 90 ncu --clock-control none --kernel-name regex:flash_ --launch-count 3 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+    --section MemoryWorkloadAnalysis --section LaunchStats "$bin/cuda.test" -test.run '^$' \
+    -test.bench 'BenchmarkAttention/llama7b-T2048/fwd\+bwd' -test.benchtime 1x)
 else
   note "profile                skipped: ncu not on PATH"
 fi

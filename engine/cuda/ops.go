@@ -416,12 +416,19 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		if tw := dv.BF16Twin(); tw != 0 {
 			d.memset(tw, uintptr(dv.Len())*2)
 		}
-		// D holds each row's Σ P∘dP per head, from flash_bwd_dq for flash_bwd_kv.
+		// D holds each row's Σ P∘dP per head, for flash_bwd_kv: Σ dO∘O from attn_rowdot
+		// where the forward's output is given, else flash_bwd_dq's first sweep over the
+		// keys (recomputing P and dP: about 40 % of its work).
 		dsum := d.get(uintptr(a.P.Len())*4, false)
 		defer d.put(dsum)
+		haveD := 0
+		if rows := a.Q.Len() / (a.Heads * a.HeadDim); !a.Out.Empty() && !a.Out.BF16() && a.Out.Ptr() != 0 && a.Out.Len() == a.Q.Len() {
+			d.launch("attn_rowdot", rows, a.Heads, 32, uint64(dsum), pArg(dout), pArg(a.Out), iArg(a.Heads), iArg(a.HeadDim))
+			haveD = 1
+		}
 		v, tiles := flashVariant(a.HeadDim), flashTiles(a.Layout)
 		d.launch("flash_bwd_dq_"+v, tiles, a.Heads, 128, pArg(dq), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
-			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
+			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale), iArg(haveD))
 		d.launch("flash_bwd_kv_"+v, tiles, a.KVHeads, 128, pArg(dk), pArg(dv), uint64(dv.BF16Twin()), uint64(dsum), pArg(dout), pArg(a.Q), pArg(a.K), pArg(a.V),
 			pArg(a.P), pArg(a.Layout.Desc), iArg(len(a.Layout.Seqs)), iArg(a.Heads), iArg(a.KVHeads), iArg(a.HeadDim), fArg(a.Scale))
 		return

@@ -215,7 +215,8 @@ type Device[T Float] interface {
 	// see Attn.
 	Attention(a *Attn[T])
 	// AttentionBack computes dq, dk and dv (overwriting them) from dout for an Attention
-	// call that kept its probabilities and read contiguous keys.
+	// call that kept its probabilities and read contiguous keys. a.Out, when given (not
+	// empty), is that call's output, which a device may read (Σ dO∘O = Σ P∘dP per row).
 	AttentionBack(a *Attn[T], dq, dk, dv, dout Tensor[T])
 	// KVWrite copies row i of rows[·×width] into slot slots[i] of cache[·×width].
 	KVWrite(cache, rows Tensor[T], slots Tensor[int32], width int)

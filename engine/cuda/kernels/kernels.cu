@@ -709,13 +709,25 @@ __device__ void flash_fwd_t(const float* q, float* out, bf16_t* outb, float* lse
     }
 }
 
+// attn_rowdot: grid (rows, heads), 32 threads. D[r·heads + h] = Σ dO∘O over head h of
+// row r: Σ_j P∘dP of the backward pass without recomputing P and dP (FlashAttention-2's
+// Drow), from the forward's float32 output.
+extern "C" __global__ void attn_rowdot(float* D, const float* dout, const float* out, int heads, int hd) {
+    i64 r = blockIdx.x, h = blockIdx.y, o = (r * heads + h) * hd;
+    float s = 0.f;
+    for (int e = threadIdx.x; e < hd; e += 32) s += dout[o + e] * out[o + e];
+    s = warp_sum(s);
+    if (threadIdx.x == 0) D[r * heads + h] = s;
+}
+
 // flash_bwd_dq: grid (tiles, heads), 128 threads; training layouts (each sequence's own
 // keys from position 0). Recomputes P = exp(S·scale − lse) and dP = dO·Vᵀ per key tile:
-// a first sweep sums Drow = Σ P∘dP (written to D for flash_bwd_kv), a second forms
-// dS = P∘(dP − Drow)·scale and dQ = dS·K, which overwrites dq.
+// unless haveD (D already holds each row's Drow, from attn_rowdot), a first sweep sums
+// Drow = Σ P∘dP (written to D for flash_bwd_kv); a second forms dS = P∘(dP − Drow)·scale
+// and dQ = dS·K, which overwrites dq.
 template <int HDP>
 __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const float* q, const float* K, const float* V, const float* lse,
-                               const int* desc, int nseq, int heads, int kvheads, int hd, float scale) {
+                               const int* desc, int nseq, int heads, int kvheads, int hd, float scale, int haveD) {
     __shared__ __align__(16) bf16_t Ks[FA_BN][HDP + FA_PAD];
     __shared__ __align__(16) bf16_t Vs[FA_BN][HDP + FA_PAD];
     int i0;
@@ -734,11 +746,15 @@ __device__ void flash_bwd_dq_t(float* dq, float* D, const float* dout, const flo
     float sl2 = scale * FA_LOG2E;
     bool vec = fa_vec(K, V, kvd, hd);
     float Da = 0.f, Db = 0.f;
+    if (haveD) {
+        Da = D[((i64)sd[0] + ra) * heads + h];
+        Db = D[((i64)sd[0] + rb) * heads + h];
+    }
     float dqa[HDP / 8][4];
 #pragma unroll
     for (int nb = 0; nb < HDP / 8; nb++) dqa[nb][0] = dqa[nb][1] = dqa[nb][2] = dqa[nb][3] = 0.f;
     int kend = min(i0 + FA_BM, N);
-    for (int sweep = 0; sweep < 2; sweep++) {
+    for (int sweep = haveD ? 1 : 0; sweep < 2; sweep++) {
         for (int j0 = 0; j0 < kend; j0 += FA_BN) {
             __syncthreads();
             stage_rows<HDP>(Ks, hd, vec, [&](int jj) -> const float* {
@@ -909,8 +925,8 @@ __device__ void flash_bwd_kv_t(float* dk, float* dv, bf16_t* dvb, const float* D
     }                                                                                                                           \
     extern "C" __global__ void flash_bwd_dq_##HDP(float* dq, float* D, const float* dout, const float* q, const float* K,       \
                                                   const float* V, const float* lse, const int* desc, int nseq, int heads,       \
-                                                  int kvheads, int hd, float scale) {                                          \
-        FA_BODY(flash_bwd_dq_t<HDP>(dq, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale));                                \
+                                                  int kvheads, int hd, float scale, int haveD) {                               \
+        FA_BODY(flash_bwd_dq_t<HDP>(dq, D, dout, q, K, V, lse, desc, nseq, heads, kvheads, hd, scale, haveD));                         \
     }                                                                                                                           \
     extern "C" __global__ void flash_bwd_kv_##HDP(float* dk, float* dv, bf16_t* dvb, const float* D, const float* dout,      \
                                                   const float* q, const float* K, const float* V, const float* lse,             \

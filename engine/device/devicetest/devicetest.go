@@ -434,6 +434,14 @@ func (c *checker) attentionStats(heads, kvh, hd int, lens []int) {
 	c.near(name+": dq", c.down(gdq), wdq, c.tol.Attention)
 	c.near(name+": dk", c.down(gdk), wdk, c.tol.Attention)
 	c.near(name+": dv", c.down(gdv), wdv, c.tol.Attention)
+	// Without the forward's output (a device may read it), the same gradients.
+	nb := *da
+	nb.Out = device.Tensor[float32]{}
+	c.d.AttentionBack(&nb, gdq, gdk, gdv, c.up(dout))
+	c.err(name + " backward without the output")
+	c.near(name+": dq without the output", c.down(gdq), wdq, c.tol.Attention)
+	c.near(name+": dk without the output", c.down(gdk), wdk, c.tol.Attention)
+	c.near(name+": dv without the output", c.down(gdv), wdv, c.tol.Attention)
 }
 
 // kvBefore is the pool as it was before rows were written to slots (the written slots
