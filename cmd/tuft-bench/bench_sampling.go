@@ -19,6 +19,7 @@ import (
 	"github.com/tuft-go/tuft/backend"
 	"github.com/tuft-go/tuft/config"
 	"github.com/tuft-go/tuft/engine"
+	"github.com/tuft-go/tuft/engine/cuda"
 	"github.com/tuft-go/tuft/internal/cli"
 	"github.com/tuft-go/tuft/telemetry"
 )
@@ -60,6 +61,37 @@ type samplingPhase struct {
 	Steps         int64              `json:"decode_steps,omitempty"`
 	Preemptions   int64              `json:"preemptions,omitempty"`
 	PrefixHitToks int64              `json:"prefix_cache_hit_tokens,omitempty"`
+	// On a GPU: kernel launches and cuBLAS products queued, and the decode steps' CUDA
+	// graphs (captures, launches, steps that asked for one and ran eagerly) in the phase.
+	DeviceLaunches uint64 `json:"device_launches,omitempty"`
+	GraphCaptures  int64  `json:"graph_captures,omitempty"`
+	GraphLaunches  int64  `json:"graph_launches,omitempty"`
+	GraphFallbacks int64  `json:"graph_fallbacks,omitempty"`
+}
+
+// gpuCounts is what a GPU device has queued so far (zero elsewhere).
+type gpuCounts struct {
+	launches                    uint64
+	captures, graphs, fallbacks int64
+}
+
+func countsOf(dev engine.Device) gpuCounts {
+	var c gpuCounts
+	if l, ok := dev.(interface{ Launches() uint64 }); ok {
+		c.launches = l.Launches()
+	}
+	if s, ok := dev.(interface{ Stats() cuda.Stats }); ok {
+		st := s.Stats()
+		c.captures, c.graphs, c.fallbacks = st.GraphCaptures, st.GraphLaunches, st.GraphFallbacks
+	}
+	return c
+}
+
+// since sets p's device figures to what was queued after c0.
+func (p *samplingPhase) since(dev engine.Device, c0 gpuCounts) {
+	c := countsOf(dev)
+	p.DeviceLaunches, p.GraphCaptures = c.launches-c0.launches, c.captures-c0.captures
+	p.GraphLaunches, p.GraphFallbacks = c.graphs-c0.graphs, c.fallbacks-c0.fallbacks
 }
 
 type samplingReport struct {
@@ -282,13 +314,16 @@ func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf fu
 	// even ones), each with prompts of its own (no prefix-cache hits), so that a busy
 	// machine slows both alike; the ratio reported is the median of the rounds' ratios.
 	single := func(round int) (samplingPhase, error) {
+		c0 := countsOf(dev)
 		t0 := time.Now()
 		res, err := local.Sample(backend.WithTenant(ctx, "tenant0"), "bench", names[0], req(10000*(round+1)+999, o.requests))
 		if err != nil {
 			return samplingPhase{}, err
 		}
 		dt := time.Since(t0).Seconds()
-		return samplingPhase{Requests: 1, Samples: o.requests, OutputTokens: res.OutputTokens, Seconds: dt, TokensPerS: float64(res.OutputTokens) / dt}, nil
+		p := samplingPhase{Requests: 1, Samples: o.requests, OutputTokens: res.OutputTokens, Seconds: dt, TokensPerS: float64(res.OutputTokens) / dt}
+		p.since(dev, c0)
+		return p, nil
 	}
 	type done struct {
 		tenant string
@@ -299,7 +334,7 @@ func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf fu
 	tenantTokens := map[string]int{}
 	tenantTime := map[string]time.Duration{}
 	concurrent := func(round int) (samplingPhase, error) {
-		stats0 := backendStats(local)
+		stats0, c0 := backendStats(local), countsOf(dev)
 		out := make(chan done, o.requests)
 		t0 := time.Now()
 		for i := 0; i < o.requests; i++ {
@@ -329,9 +364,11 @@ func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf fu
 		}
 		dt := time.Since(t0).Seconds()
 		st := backendStats(local)
-		return samplingPhase{Requests: o.requests, Samples: 1, OutputTokens: tokens, Seconds: dt, TokensPerS: float64(tokens) / dt,
+		p := samplingPhase{Requests: o.requests, Samples: 1, OutputTokens: tokens, Seconds: dt, TokensPerS: float64(tokens) / dt,
 			MaxBatch: st.MaxRows, Steps: st.Steps - stats0.Steps, Preemptions: st.Preemptions - stats0.Preemptions,
-			PrefixHitToks: st.PrefixHitTokens - stats0.PrefixHitTokens}, nil
+			PrefixHitToks: st.PrefixHitTokens - stats0.PrefixHitTokens}
+		p.since(dev, c0)
+		return p, nil
 	}
 	var singles, concs []samplingPhase
 	var ratios, ttftSingle, ttftConc []float64

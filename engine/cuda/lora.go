@@ -17,6 +17,7 @@ import (
 const (
 	loraFields = 10
 	loraTile   = 32
+	loraSplit  = 256 // kernels.cu's LORA_SPLIT
 )
 
 // loraPlan is what one grouped call uploads: the runs (loraFields int64 each), then the
@@ -102,7 +103,7 @@ func (d *Device) LoraForward(y, x device.Tensor[float32], runs []device.LoraRun[
 	}
 	buf := uploadSlice(d, p.buf)
 	tiles := uint64(buf) + uint64(len(runs)*loraFields*8)
-	d.launch("lora_shrink", p.tiles, ceilDiv(p.maxRank, loraTile), 256, uint64(buf), tiles, pArg(x), iArg(in))
+	d.splitLaunch("lora_shrink", 5, p, buf, tiles, pArg(x), in)
 	d.launch("lora_expand", p.tiles, ceilDiv(out, loraTile), 256, uint64(buf), tiles, pArg(y), iArg(out))
 	d.put(buf)
 }
@@ -135,7 +136,7 @@ func (d *Device) LoraBackward(dx, dy, x, dz device.Tensor[float32], runs []devic
 	}
 	buf := uploadSlice(d, p.buf)
 	tiles := uint64(buf) + uint64(len(runs)*loraFields*8)
-	d.launch("lora_back_dz", p.tiles, ceilDiv(p.maxRank, loraTile), 256, uint64(buf), tiles, pArg(dy), iArg(out))
+	d.splitLaunch("lora_back_dz", 8, p, buf, tiles, pArg(dy), out)
 	if !dx.Empty() {
 		d.launch("lora_back_dx", p.tiles, ceilDiv(in, loraTile), 256, uint64(buf), tiles, pArg(dx), iArg(in))
 	}
@@ -145,4 +146,20 @@ func (d *Device) LoraBackward(dx, dy, x, dz device.Tensor[float32], runs []devic
 		d.launch("lora_grad", p.counts[w], gy, 256, uint64(buf), uint64(buf)+uint64(off*8), pArg(x), pArg(dy), iArg(in), iArg(out))
 	}
 	d.put(buf)
+}
+
+// splitLaunch launches lora_shrink or lora_back_dz (kernel), whose inner dimension is k
+// (in or out), over the plan's row tiles and rank tiles: in one pass where k ≤ loraSplit,
+// else in ⌈k/loraSplit⌉ parts whose sums lora_split_sum adds in order into the runs'
+// field (5: Z, 8: dZ).
+func (d *Device) splitLaunch(kernel string, field int, p *loraPlan, buf uintptr, tiles, src uint64, k int) {
+	rt, parts := ceilDiv(p.maxRank, loraTile), ceilDiv(k, loraSplit)
+	if parts <= 1 {
+		d.launch(kernel, p.tiles, rt, 256, uint64(buf), tiles, src, iArg(k), 0, iArg(1))
+		return
+	}
+	part := d.get(uintptr(parts*p.tiles*rt*loraTile*loraTile*4), false)
+	d.launch(kernel, p.tiles, rt*parts, 256, uint64(buf), tiles, src, iArg(k), uint64(part), iArg(parts))
+	d.launch("lora_split_sum", p.tiles, rt, 256, uint64(buf), tiles, uint64(part), iArg(parts), iArg(field))
+	d.put(part)
 }

@@ -26,7 +26,7 @@ var Kernels = []string{
 	"flash_fwd_256", "flash_bwd_dq_256", "flash_bwd_kv_256",
 	"kv_write", "attn_rowdot", "gather", "xent_fill", "scatter_add", "head_softmax", "head_dlogits", "head_back_f32", "head_back_bf16", "sumsq", "adamw", "sumsq_multi", "adamw_multi", "sample", "topk",
 	// grouped LoRA products (lora.go)
-	"lora_shrink", "lora_expand", "lora_back_dz", "lora_back_dx", "lora_grad",
+	"lora_shrink", "lora_expand", "lora_back_dz", "lora_back_dx", "lora_grad", "lora_split_sum",
 }
 
 var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)

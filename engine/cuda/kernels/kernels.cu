@@ -1259,18 +1259,24 @@ extern "C" __global__ void topk(const float* logp, int cols, const int* rows, in
 
 #define LORA_FIELDS 10
 #define LORA_TILE 32
+// LORA_SPLIT: the inner dimension a block of lora_shrink or lora_back_dz sums when it is
+// longer (in, or out). One block summing all of it was a chain of ⌈k/32⌉ dependent loads
+// and barriers (152 for k = 4864), and with one row per run (a decoding step over many
+// adapters) the whole step's LoRA time. Split, each block writes its part's sums to a
+// scratch and lora_split_sum adds the parts in order: still deterministic.
+#define LORA_SPLIT 256
 
 // lora_tile computes the tile c[i·ldc + j] (i < rows, j < cols, both ≤ LORA_TILE)
-// (+)= alpha·Σ_k P(i,k)·Q(j,k) with P(i,k) = p[i·psi + k·psk], Q(j,k) = q[j·qsj + k·qsk]:
-// every form a LoRA product takes (X·Aᵀ, Z·Bᵀ, dY·B, dZ·A, dYᵀ·Z, dZᵀ·X) by strides. A
-// block of 256 threads; each thread owns four rows of one column; k is staged in shared
-// memory LORA_TILE at a time and summed in order.
+// (+)= alpha·Σ_k P(i,k)·Q(j,k) over kb ≤ k < K with P(i,k) = p[i·psi + k·psk],
+// Q(j,k) = q[j·qsj + k·qsk]: every form a LoRA product takes (X·Aᵀ, Z·Bᵀ, dY·B, dZ·A,
+// dYᵀ·Z, dZᵀ·X) by strides. A block of 256 threads; each thread owns four rows of one
+// column; k is staged in shared memory LORA_TILE at a time and summed in order.
 __device__ void lora_tile(float* c, i64 ldc, const float* p, i64 psi, i64 psk, const float* q, i64 qsj, i64 qsk,
-                          int rows, int cols, int K, float alpha, bool acc) {
+                          int rows, int cols, int kb, int K, float alpha, bool acc) {
     __shared__ float sp[LORA_TILE][LORA_TILE + 1], sq[LORA_TILE][LORA_TILE + 1];
     int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     float s[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < K; k0 += LORA_TILE) {
+    for (int k0 = kb; k0 < K; k0 += LORA_TILE) {
         for (int u = 0; u < 4; u++) {
             int e = threadIdx.x + 256 * u, i = e >> 5, k = e & 31;
             bool kin = k0 + k < K;
@@ -1295,13 +1301,45 @@ __device__ void lora_tile(float* c, i64 ldc, const float* p, i64 psi, i64 psk, c
 
 __device__ __forceinline__ float* lora_ptr(const i64* r, int f) { return (float*)r[f]; }
 
-// lora_shrink: grid (row tiles, ⌈max rank/32⌉); Z = scale·X_r·Aᵀ.
-extern "C" __global__ void lora_shrink(const i64* runs, const i64* tiles, const float* x, int in) {
+// lora_part is where block (row tile bx, rank tile jt, part z) of a split product puts its
+// LORA_TILE² sums: part z of the grid's tiles, tile by tile, row-major.
+__device__ __forceinline__ float* lora_part(float* part, int z, int bx, int jt, int rt) {
+    return part + (((i64)z * gridDim.x + bx) * rt + jt) * (LORA_TILE * LORA_TILE);
+}
+
+// lora_shrink: grid (row tiles, ⌈max rank/32⌉ × parts); Z = scale·X_r·Aᵀ. With one part
+// straight to Z; else part z of k (LORA_SPLIT long) to lora_part, for lora_split_sum.
+extern "C" __global__ void lora_shrink(const i64* runs, const i64* tiles, const float* x, int in, float* part, int parts) {
     const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
-    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = blockIdx.y * LORA_TILE;
+    int rt = gridDim.y / parts, jt = blockIdx.y % rt, z = blockIdx.y / rt;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = jt * LORA_TILE;
     if (j0 >= rank) return;
-    lora_tile(lora_ptr(r, 5) + (i64)r0 * rank + j0, rank, x + (r[0] + r0) * in, in, 1, lora_ptr(r, 3) + (i64)j0 * in, in, 1,
-              min(LORA_TILE, n - r0), min(LORA_TILE, rank - j0), in, __int_as_float((int)r[9]), false);
+    const float *p = x + (r[0] + r0) * in, *q = lora_ptr(r, 3) + (i64)j0 * in;
+    int rows = min(LORA_TILE, n - r0), cols = min(LORA_TILE, rank - j0);
+    if (parts == 1)
+        lora_tile(lora_ptr(r, 5) + (i64)r0 * rank + j0, rank, p, in, 1, q, in, 1, rows, cols, 0, in, __int_as_float((int)r[9]), false);
+    else
+        lora_tile(lora_part(part, z, blockIdx.x, jt, rt), LORA_TILE, p, in, 1, q, in, 1, rows, cols, z * LORA_SPLIT,
+                  min(in, (z + 1) * LORA_SPLIT), 1.f, false);
+}
+
+// lora_split_sum: grid (row tiles, ⌈max rank/32⌉), after a split lora_shrink (field 5:
+// Z) or lora_back_dz (field 8: dZ) of parts parts: the field's tile = scale·Σ_z part z,
+// summed in z order.
+extern "C" __global__ void lora_split_sum(const i64* runs, const i64* tiles, const float* part, int parts, int field) {
+    const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
+    int rt = gridDim.y, jt = blockIdx.y;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = jt * LORA_TILE;
+    if (j0 >= rank) return;
+    int rows = min(LORA_TILE, n - r0), cols = min(LORA_TILE, rank - j0);
+    float scale = __int_as_float((int)r[9]);
+    for (int e = threadIdx.x; e < LORA_TILE * LORA_TILE; e += blockDim.x) {
+        int i = e / LORA_TILE, j = e % LORA_TILE;
+        if (i >= rows || j >= cols) continue;
+        float s = 0.f;
+        for (int z = 0; z < parts; z++) s += part[(((i64)z * gridDim.x + blockIdx.x) * rt + jt) * (LORA_TILE * LORA_TILE) + e];
+        lora_ptr(r, field)[(i64)(r0 + i) * rank + j0 + j] = scale * s;
+    }
 }
 
 // lora_expand: grid (row tiles, ⌈out/32⌉); Y_r += Z·Bᵀ.
@@ -1309,16 +1347,23 @@ extern "C" __global__ void lora_expand(const i64* runs, const i64* tiles, float*
     const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
     int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], o0 = blockIdx.y * LORA_TILE;
     lora_tile(y + (r[0] + r0) * out + o0, out, lora_ptr(r, 5) + (i64)r0 * rank, rank, 1, lora_ptr(r, 4) + (i64)o0 * rank, rank, 1,
-              min(LORA_TILE, n - r0), min(LORA_TILE, out - o0), rank, 1.f, true);
+              min(LORA_TILE, n - r0), min(LORA_TILE, out - o0), 0, rank, 1.f, true);
 }
 
-// lora_back_dz: grid (row tiles, ⌈max rank/32⌉); dZ = scale·dY_r·B.
-extern "C" __global__ void lora_back_dz(const i64* runs, const i64* tiles, const float* dy, int out) {
+// lora_back_dz: grid (row tiles, ⌈max rank/32⌉ × parts); dZ = scale·dY_r·B, split over
+// out as lora_shrink over in.
+extern "C" __global__ void lora_back_dz(const i64* runs, const i64* tiles, const float* dy, int out, float* part, int parts) {
     const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
-    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = blockIdx.y * LORA_TILE;
+    int rt = gridDim.y / parts, jt = blockIdx.y % rt, z = blockIdx.y / rt;
+    int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], j0 = jt * LORA_TILE;
     if (j0 >= rank) return;
-    lora_tile(lora_ptr(r, 8) + (i64)r0 * rank + j0, rank, dy + (r[0] + r0) * out, out, 1, lora_ptr(r, 4) + j0, 1, rank,
-              min(LORA_TILE, n - r0), min(LORA_TILE, rank - j0), out, __int_as_float((int)r[9]), false);
+    const float *p = dy + (r[0] + r0) * out, *q = lora_ptr(r, 4) + j0;
+    int rows = min(LORA_TILE, n - r0), cols = min(LORA_TILE, rank - j0);
+    if (parts == 1)
+        lora_tile(lora_ptr(r, 8) + (i64)r0 * rank + j0, rank, p, out, 1, q, 1, rank, rows, cols, 0, out, __int_as_float((int)r[9]), false);
+    else
+        lora_tile(lora_part(part, z, blockIdx.x, jt, rt), LORA_TILE, p, out, 1, q, 1, rank, rows, cols, z * LORA_SPLIT,
+                  min(out, (z + 1) * LORA_SPLIT), 1.f, false);
 }
 
 // lora_back_dx: grid (row tiles, ⌈in/32⌉); dX_r += dZ·A.
@@ -1326,7 +1371,7 @@ extern "C" __global__ void lora_back_dx(const i64* runs, const i64* tiles, float
     const i64* r = runs + tiles[2 * blockIdx.x] * LORA_FIELDS;
     int r0 = (int)tiles[2 * blockIdx.x + 1], n = (int)r[1], rank = (int)r[2], i0 = blockIdx.y * LORA_TILE;
     lora_tile(dx + (r[0] + r0) * in + i0, in, lora_ptr(r, 8) + (i64)r0 * rank, rank, 1, lora_ptr(r, 3) + i0, 1, in,
-              min(LORA_TILE, n - r0), min(LORA_TILE, in - i0), rank, 1.f, true);
+              min(LORA_TILE, n - r0), min(LORA_TILE, in - i0), 0, rank, 1.f, true);
 }
 
 // lora_grad: grid (listed runs, tiles of GB then tiles of GA); GB += dY_rᵀ·Z and
@@ -1340,12 +1385,12 @@ extern "C" __global__ void lora_grad(const i64* runs, const i64* list, const flo
     if (t < ot * rt) { // GB[o][j] += Σ_i dY[i][o]·Z[i][j]
         int o0 = (t / rt) * LORA_TILE, j0 = (t % rt) * LORA_TILE;
         lora_tile(lora_ptr(r, 7) + (i64)o0 * rank + j0, rank, dy + r[0] * out + o0, 1, out, lora_ptr(r, 5) + j0, 1, rank,
-                  min(LORA_TILE, out - o0), min(LORA_TILE, rank - j0), n, 1.f, true);
+                  min(LORA_TILE, out - o0), min(LORA_TILE, rank - j0), 0, n, 1.f, true);
         return;
     }
     t -= ot * rt;
     if (t >= rt * it) return;
     int j0 = (t / it) * LORA_TILE, i0 = (t % it) * LORA_TILE; // GA[j][k] += Σ_i dZ[i][j]·X[i][k]
     lora_tile(lora_ptr(r, 6) + (i64)j0 * in + i0, in, lora_ptr(r, 8) + j0, 1, rank, x + r[0] * in + i0, 1, in,
-              min(LORA_TILE, rank - j0), min(LORA_TILE, in - i0), n, 1.f, true);
+              min(LORA_TILE, rank - j0), min(LORA_TILE, in - i0), 0, n, 1.f, true);
 }
