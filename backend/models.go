@@ -38,7 +38,7 @@ func LoadModels(cfg config.Config, log *slog.Logger) ([]*engine.Model, []ModelIn
 			}
 			d, why, err := engine.OpenDevice(e.Device, engine.DeviceOptions{CUDALibDirs: e.CUDALibDirs,
 				CUDAFP32Weights: e.CUDAFP32Weights, CUDAMemoryLimit: e.CUDAMemoryLimitBytes, CUDAGraphs: e.CUDAGraphs,
-				CUDAGraphsMax: e.CUDAGraphsMax, CPUWeightFormat: wf, CPUPrepackBytes: e.CPUPrepackBytes, CPUDecodeNoSpin: !e.CPUDecodeSpin})
+				CUDAGraphsMax: e.CUDAGraphsMax, CUDANoGEMV: !e.CUDAGEMV, CPUWeightFormat: wf, CPUPrepackBytes: e.CPUPrepackBytes, CPUDecodeNoSpin: !e.CPUDecodeSpin})
 			if err != nil {
 				return nil, nil, fmt.Errorf("engine.device: %w", err)
 			}

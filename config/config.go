@@ -173,6 +173,9 @@ type Engine struct {
 	// CUDAGraphsMax bounds the decode-step graphs kept per device (least recently used
 	// dropped first); each holds its step's activations and logits.
 	CUDAGraphsMax int `yaml:"cuda_graphs_max"`
+	// CUDAGEMV runs one-row products with bfloat16 weights (batch-1 decoding) by the
+	// engine's own kernel, which streams the weights at full width; false: cuBLAS.
+	CUDAGEMV bool `yaml:"cuda_gemv"`
 	// Scheduler configures each model's iteration-level scheduler (docs/scheduling.md).
 	Scheduler Scheduler `yaml:"scheduler"`
 }
@@ -475,7 +478,7 @@ func Default(home string) Config {
 		Workers:   Workers{CallTimeoutSeconds: 600, StartTimeoutSeconds: 120, CheckSeconds: 5},
 		Worker:    Worker{Listen: "127.0.0.1:10620", HeartbeatSeconds: 5},
 		Telemetry: telemetry.DefaultConfig(),
-		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", CPUPrepackBytes: 2 << 30, CPUDecodeSpin: true, CUDAGraphs: true, CUDAGraphsMax: 32, Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
+		Engine: Engine{Device: "auto", CPUWeightFormat: "bf16", CPUPrepackBytes: 2 << 30, CPUDecodeSpin: true, CUDAGraphs: true, CUDAGraphsMax: 32, CUDAGEMV: true, Scheduler: Scheduler{MaxBatchSize: 128, StepTokenBudget: 256, PrefillChunkTokens: 128,
 			KVCacheBytes: 1 << 30, PrefixCacheEntries: 1024, TrainPackTokens: 512, TrainShare: 0.5}},
 		Home: home,
 	}

@@ -35,6 +35,7 @@ type DeviceOptions struct {
 	CUDAMemoryLimit int64    // bytes of GPU memory the engine may hold (0: no limit)
 	CUDAGraphs      bool     // decode steps as CUDA graphs (engine.cuda_graphs)
 	CUDAGraphsMax   int      // graphs kept per device (engine.cuda_graphs_max)
+	CUDANoGEMV      bool     // one-row products on cuBLAS, not gemv_bf16 (engine.cuda_gemv false)
 	// CPUWeightFormat is how the CPU stores base weight matrices (the zero value, F32,
 	// keeps them as loaded, in float32).
 	CPUWeightFormat WeightFormat
@@ -78,7 +79,7 @@ func OpenDevice(spec string, o DeviceOptions) (Device, string, error) {
 		return device.NewCPUWeights[float32](o.CPUWeightFormat), "configured", nil
 	}
 	d, err := cuda.OpenDevice(cuda.Options{Ordinal: ord, LibDirs: o.CUDALibDirs, FP32Weights: o.CUDAFP32Weights, MemoryLimit: o.CUDAMemoryLimit,
-		Graphs: o.CUDAGraphs, GraphLimit: o.CUDAGraphsMax})
+		Graphs: o.CUDAGraphs, GraphLimit: o.CUDAGraphsMax, NoGEMV: o.CUDANoGEMV})
 	switch {
 	case err == nil && kind == "auto":
 		return d, "auto: found a usable GPU", nil

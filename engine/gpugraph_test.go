@@ -225,9 +225,11 @@ func BenchmarkGPUDecodeGraphs(b *testing.B) {
 	} else {
 		name = filepath.Base(dir)
 	}
-	for _, graphs := range []bool{false, true} {
-		b.Run(fmt.Sprintf("%s/batch1/graphs=%v", name, graphs), func(b *testing.B) {
-			dev, err := cuda.OpenDevice(cuda.Options{LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")), Graphs: graphs, GraphLimit: 4})
+	for _, v := range []struct{ graphs, gemv bool }{{false, true}, {true, true}, {true, false}} {
+		graphs := v.graphs
+		b.Run(fmt.Sprintf("%s/batch1/graphs=%v/gemv=%v", name, graphs, v.gemv), func(b *testing.B) {
+			dev, err := cuda.OpenDevice(cuda.Options{LibDirs: filepath.SplitList(os.Getenv("TUFT_CUDA_LIB_DIRS")), Graphs: graphs, GraphLimit: 4,
+				NoGEMV: !v.gemv})
 			if err != nil {
 				b.Skipf("no GPU: %v", err)
 			}

@@ -130,7 +130,8 @@ step bench-big 150 "$bin/tuft-bench" engine --device "$device" --model "$models/
 # Steps of 8192 tokens (issue 25 item 1; 256 in the dry run), sampling left to bench-big.
 step bench-big-8k 120 "$bin/tuft-bench" engine --device "$device" --model "$models/big" --tokens $(( big_tokens * 4 )) --steps 2 \
   --adapters 0 --sample-tokens 1 --batches 1 --torch "$torch" --python "$python" --json
-# Batch-1 decoding of the big model, base weights only, with and without CUDA graphs.
+# Batch-1 decoding of the big model, base weights only: graphs off, on, and on with
+# cuBLAS for the one-row products instead of gemv_bf16 (engine.cuda_gemv).
 (cd engine && TUFT_DECODE_BENCH_MODEL="$models/big" TUFT_DECODE_BENCH_TOKENS=$( [ "$dry" = 1 ] && echo 2 || echo 32 ) \
   step decode-big 90 "$bin/engine-cuda.test" -test.run '^$' -test.bench BenchmarkGPUDecodeGraphs -test.benchtime 2x)
 
@@ -162,7 +163,7 @@ elif command -v ncu >/dev/null; then
   step profile-big 120 "${ncu[@]}" --launch-count 3800 --log-file "$out/profile-big.csv" "${prof[@]}"
   (cd engine && TUFT_DECODE_BENCH_MODEL="$models/big" TUFT_DECODE_BENCH_TOKENS=2 step profile-decode 90 "${ncu[@]}" \
     --launch-count 1500 --log-file "$out/profile-decode.csv" "$bin/engine-cuda.test" -test.run '^$' \
-    -test.bench 'BenchmarkGPUDecodeGraphs/.*/.*/graphs=false' -test.benchtime 1x)
+    -test.bench 'BenchmarkGPUDecodeGraphs/.*/.*/graphs=false/gemv=true' -test.benchtime 1x)
   # Why the tiled attention runs far below the tensor cores' rate: stall reasons, issue
   # and memory figures of one forward, dQ and dK/dV kernel at the 7B layer's shape.
   (cd engine/cuda && step profile-attn 90 ncu --clock-control none --kernel-name regex:flash_ --launch-count 3 \

@@ -41,6 +41,7 @@ type benchOptions struct {
 	device              string
 	cudaLibDirs         string
 	cudaGraphs          bool // engine.cuda_graphs
+	cudaGEMV            bool // engine.cuda_gemv
 	// weights is the engine's CPU weight format (--weights): QLoRA's speed and memory on
 	// a quantised base; PyTorch is compared only in f32.
 	weights string
@@ -188,6 +189,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	o.torchFlags.register(fs, "tools/torchref/bench.py, or bench_peft.py with --device cuda")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the LoRA initialisation and of sampling")
 	fs.BoolVar(&o.cudaGraphs, "cuda-graphs", config.Default("").Engine.CUDAGraphs, "decode steps as CUDA graphs (engine.cuda_graphs)")
+	fs.BoolVar(&o.cudaGEMV, "cuda-gemv", config.Default("").Engine.CUDAGEMV, "batch-1 products with bfloat16 weights by the engine's kernel, not cuBLAS (engine.cuda_gemv)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the engine's timed training steps to this file (go tool pprof -top FILE)")
 	if err := fs.ParseArgs(args); err != nil {
@@ -386,7 +388,7 @@ func gpuDevice(d string) bool { return strings.HasPrefix(d, "cuda") }
 // warm-up then follows an untimed one on its own side (a CPU profile includes those).
 func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, ...any), turn func(i int)) (*benchSide, *engine.Model, error) {
 	side := &benchSide{Impl: "go", Threads: runtime.GOMAXPROCS(0)}
-	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs), CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax,
+	dopts := engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs), CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax, CUDANoGEMV: !o.cudaGEMV,
 		CPUPrepackBytes: o.prepackBytes}
 	if o.weights != "" {
 		f, err := engine.ParseWeightFormat(o.weights)

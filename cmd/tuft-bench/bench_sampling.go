@@ -44,6 +44,7 @@ type samplingOptions struct {
 	// device and cudaLibDirs are as tuft-bench engine's (--device, --cuda-lib-dirs).
 	device, cudaLibDirs string
 	cudaGraphs          bool // engine.cuda_graphs
+	cudaGEMV            bool // engine.cuda_gemv
 }
 
 // samplingPhase is one measured run.
@@ -171,6 +172,7 @@ func runBenchSampling(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.device, "device", "cpu", "device of the Go engine: cpu, cuda, cuda:N or auto (the PyTorch reference stays on the CPU: use --torch off with a GPU)")
 	fs.StringVar(&o.cudaLibDirs, "cuda-lib-dirs", "", "directories searched first for libcuda and cuBLAS (as engine.cuda_lib_dirs)")
 	fs.BoolVar(&o.cudaGraphs, "cuda-graphs", config.Default("").Engine.CUDAGraphs, "decode steps as CUDA graphs (engine.cuda_graphs)")
+	fs.BoolVar(&o.cudaGEMV, "cuda-gemv", config.Default("").Engine.CUDAGEMV, "batch-1 products with bfloat16 weights by the engine's kernel, not cuBLAS (engine.cuda_gemv)")
 	if err := fs.ParseArgs(args); err != nil {
 		return err
 	}
@@ -265,7 +267,7 @@ func (r *ttftRecorder) take() []float64 {
 func benchSamplingGo(dir string, o samplingOptions, rep *samplingReport, logf func(string, ...any)) error {
 	ctx := context.Background()
 	dev, why, err := engine.OpenDevice(o.device, engine.DeviceOptions{CUDALibDirs: filepath.SplitList(o.cudaLibDirs),
-		CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax, CPUPrepackBytes: config.Default("").Engine.CPUPrepackBytes})
+		CUDAGraphs: o.cudaGraphs, CUDAGraphsMax: config.Default("").Engine.CUDAGraphsMax, CUDANoGEMV: !o.cudaGEMV, CPUPrepackBytes: config.Default("").Engine.CPUPrepackBytes})
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ type core struct {
 
 	// CUDA graphs of decode steps (graph.go).
 	graphsOn  bool
+	gemv      bool // one-row products with bfloat16 weights by gemv_bf16 (Options.NoGEMV)
 	graphMax  int
 	graphs    map[string]*graph
 	seen      map[string]uint64 // shapes asked for once, not captured yet
@@ -108,7 +109,7 @@ func Open(o Options) (*Device, error) {
 		return nil, fmt.Errorf("cuda:%d requested, but the driver sees %d GPU(s)", o.Ordinal, n)
 	}
 	d := &Device{core: &core{drv: drv, fn: map[string]uintptr{}, ropes: map[*device.Rope][2]uintptr{},
-		graphsOn: o.Graphs, graphMax: o.GraphLimit, graphs: map[string]*graph{}, seen: map[string]uint64{}, owned: map[uintptr]bool{}}}
+		graphsOn: o.Graphs, graphMax: o.GraphLimit, gemv: !o.NoGEMV, graphs: map[string]*graph{}, seen: map[string]uint64{}, owned: map[uintptr]bool{}}}
 	r = call(drv.cuDeviceGet, out.reset().at(0), uintptr(o.Ordinal))
 	out.keep()
 	if err := drv.check("cuDeviceGet", r); err != nil {

@@ -119,3 +119,47 @@ func TestFlashAttentionIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// One row of activations by a bfloat16 weight runs gemv_bf16 (unless Options.NoGEMV):
+// the products agree with cuBLAS's within float32 rounding of the sums, accumulating or
+// not, for output counts that do not fill a block and depths with a tail after the
+// unrolled loads; a depth that is not a multiple of 8 stays on cuBLAS.
+func TestGEMVMatchesCuBLAS(t *testing.T) {
+	gv, cb := openOrSkip(t, Options{}), openOrSkip(t, Options{NoGEMV: true})
+	if !gv.bf16 {
+		t.Skip("no bfloat16 weights on this device")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	vals := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for _, c := range []struct{ n, k int }{{37, 64}, {8, 1032}, {3, 1824}, {300, 4096}, {5, 4104}, {9, 100}} {
+		w, x, c0 := vals(c.n*c.k), vals(c.k), vals(c.n)
+		for _, acc := range []bool{false, true} {
+			var got [2][]float32
+			for i, d := range []*Device{gv, cb} {
+				dw, dx, dc := d.Weight(w), d.Alloc(c.k), d.Alloc(c.n)
+				d.Upload(dx, x)
+				d.Upload(dc, c0)
+				d.MatMulNT(dc, dx, dw, 1, c.n, c.k, acc)
+				got[i] = make([]float32, c.n)
+				d.Download(got[i], dc)
+				if err := d.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var diff, norm float64
+			for j := range got[0] {
+				e := float64(got[0][j]) - float64(got[1][j])
+				diff, norm = diff+e*e, norm+float64(got[1][j])*float64(got[1][j])
+			}
+			if r := math.Sqrt(diff / norm); !(r <= 1e-5) {
+				t.Errorf("n %d, k %d, acc %v: gemv_bf16 against cuBLAS: relative error %.3g", c.n, c.k, acc, r)
+			}
+		}
+	}
+}

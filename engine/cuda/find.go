@@ -20,6 +20,9 @@ type Options struct {
 	// kept (engine.cuda_graphs, engine.cuda_graphs_max).
 	Graphs     bool
 	GraphLimit int
+	// NoGEMV keeps one-row products with bfloat16 weights on cuBLAS instead of the
+	// gemv_bf16 kernel (engine.cuda_gemv false).
+	NoGEMV bool
 }
 
 // driverNames are the driver library's names.

@@ -67,6 +67,9 @@ func (d *Device) castBF16(b device.Tensor[float32]) uintptr {
 	return d.cast
 }
 
+// gemvWarps is kernels.cu's GEMV_WARPS.
+const gemvWarps = 8
+
 // gemmCast is gemm with b already cast to bfloat16 at cast when a is a bfloat16 weight.
 func (d *Device) gemmCast(ta, tb int, m, n, k int, a device.Tensor[float32], lda int, b device.Tensor[float32], ldb int, c device.Tensor[float32], ldc int, acc bool, cast uintptr) {
 	if d.err != nil || m == 0 || n == 0 {
@@ -80,6 +83,16 @@ func (d *Device) gemmCast(ta, tb int, m, n, k int, a device.Tensor[float32], lda
 	}
 	if b.BF16() && !a.BF16() {
 		d.fail(errors.New("cuda: a product of a bfloat16 activation with a float32 matrix (bfloat16 activations go with bfloat16 weights)"))
+		return
+	}
+	// One row of activations (a batch-1 decoding step) by a bfloat16 weight: gemv_bf16,
+	// where the rows and the operand allow 16-byte loads.
+	if d.gemv && a.BF16() && ta == cublasOpT && tb == cublasOpN && n == 1 && k%8 == 0 && lda == k && (a.Ptr()|cast)%16 == 0 {
+		accArg := 0
+		if acc {
+			accArg = 1
+		}
+		d.launch("gemv_bf16", (m+gemvWarps-1)/gemvWarps, 1, 32*gemvWarps, pArg(c), pArg(a), uint64(cast), iArg(m), iArg(k), iArg(accArg))
 		return
 	}
 	at, bt, bp := uintptr(cudaR32F), uintptr(cudaR32F), b.Ptr()

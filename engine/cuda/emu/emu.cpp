@@ -52,6 +52,9 @@ struct alignas(16) float4 {
 struct alignas(8) uint2 {
     unsigned x, y;
 };
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
@@ -226,7 +229,7 @@ static std::function<void()> bind(void (*f)(A...), void** p) {
     X(flash_fwd_64) X(flash_bwd_dq_64) X(flash_bwd_kv_64) X(flash_fwd_128) X(flash_bwd_dq_128) X(flash_bwd_kv_128) \
     X(flash_fwd_256) X(flash_bwd_dq_256) X(flash_bwd_kv_256) X(gather) X(xent_fill) X(scatter_add) \
     X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq) X(adamw) X(sumsq_multi) X(adamw_multi) X(sample) X(topk) \
-    X(attn_rowdot) X(lora_shrink) X(lora_expand) X(lora_back_dz) X(lora_back_dx) X(lora_grad) X(lora_split_sum)
+    X(attn_rowdot) X(gemv_bf16) X(lora_shrink) X(lora_expand) X(lora_back_dz) X(lora_back_dx) X(lora_grad) X(lora_split_sum)
 
 struct Kernel {
     const char* name;
