@@ -435,8 +435,8 @@ func (d *Device) AttentionBack(a *device.Attn[float32], dq, dk, dv, dout device.
 		dsum := d.get(uintptr(a.P.Len())*4, false)
 		defer d.put(dsum)
 		haveD := 0
-		if rows := a.Q.Len() / (a.Heads * a.HeadDim); !a.Out.Empty() && !a.Out.BF16() && a.Out.Ptr() != 0 && a.Out.Len() == a.Q.Len() {
-			d.launch("attn_rowdot", rows, a.Heads, 32, uint64(dsum), pArg(dout), pArg(a.Out), iArg(a.Heads), iArg(a.HeadDim))
+		if o := a.Out; o.Ptr() != 0 && !o.BF16() && o.Len() == a.Q.Len() {
+			d.launch("attn_rowdot", a.Q.Len()/(a.Heads*a.HeadDim), a.Heads, 32, uint64(dsum), pArg(dout), pArg(o), iArg(a.Heads), iArg(a.HeadDim))
 			haveD = 1
 		}
 		v, tiles := flashVariant(a.HeadDim), flashTiles(a.Layout)

@@ -433,7 +433,7 @@ extern "C" __global__ void attn_back_kv(float* dk, float* dv, const float* DS, c
 #define FA_BM 64  // rows of a block's tile: 16 per warp
 #define FA_BN 32  // keys (queries in flash_bwd_kv) per staged tile
 #define FA_PAD 8  // bfloat16 elements of padding per shared row
-#define FA_LOG2E 1.4426950408889634f // the softmaxes run in base 2 (exp2f: one MUFU.EX2)
+#define FA_LOG2E 1.4426950408889634f // the softmaxes run in base 2 (exp2f: the hardware exponential, no range reduction)
 #define FA_LN2 0.6931471805599453f
 
 // fa_vec: whether stage_rows may move rows of a and b (row stride ld, hd used) four
