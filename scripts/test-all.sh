@@ -48,6 +48,7 @@ go vet -tags cuda ./engine/... ./backend/ ./server/ ./cmd/...
 emu="$(mktemp -d)"
 bash engine/cuda/emu/build.sh "$emu"
 TUFT_CUDA_LIB_DIRS="$emu" go test -count=1 -tags cuda -timeout 20m ./engine/ ./engine/cuda/... ./backend/
+TUFT_CUDA_LIB_DIRS="$emu" go test -count=1 -tags cuda -run DeviceGEMMPeak ./cmd/tuft-bench/
 rm -rf "$emu"
 
 echo "== go test -race (control plane, telemetry, stores, client, CLI, restart and end-to-end tests)"

@@ -90,16 +90,19 @@ type benchSample struct {
 
 // benchSide is everything one implementation reports (Go or PyTorch: same JSON shape).
 type benchSide struct {
-	Impl         string        `json:"impl"`
-	Device       string        `json:"device,omitempty"`          // where it computed
-	DevicePeakMi float64       `json:"device_peak_mib,omitempty"` // GPU memory high-water mark
-	TorchVersion string        `json:"torch_version,omitempty"`
-	Python       string        `json:"python,omitempty"`
-	Threads      int           `json:"threads"`
-	LoadS        float64       `json:"load_s"`
-	Train        benchTrain    `json:"train"`
-	Sample       []benchSample `json:"sample"`
-	PeakRSSMiB   float64       `json:"peak_rss_mib"`
+	Impl         string  `json:"impl"`
+	Device       string  `json:"device,omitempty"`          // where it computed
+	DevicePeakMi float64 `json:"device_peak_mib,omitempty"` // GPU memory high-water mark
+	// DeviceGEMMTFlops is the GPU's bfloat16 product rate measured in the engine's process
+	// after its figures (deviceGEMMPeak): the ceiling both sides' GEMMFraction (MFU) divide by.
+	DeviceGEMMTFlops float64       `json:"device_gemm_tflops,omitempty"`
+	TorchVersion     string        `json:"torch_version,omitempty"`
+	Python           string        `json:"python,omitempty"`
+	Threads          int           `json:"threads"`
+	LoadS            float64       `json:"load_s"`
+	Train            benchTrain    `json:"train"`
+	Sample           []benchSample `json:"sample"`
+	PeakRSSMiB       float64       `json:"peak_rss_mib"`
 	// PackedMiB is the base weights' GEMM panels the engine kept (engine.cpu_prepack_bytes),
 	// part of its peak RSS.
 	PackedMiB float64     `json:"packed_weights_mib,omitempty"`
@@ -347,6 +350,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if rep.Machine != nil {
 		logf("measuring the machine again (the best of both measurements is kept)")
 		rep.Machine.remeasure()
+	}
+	if rep.Machine != nil || rep.Go.DeviceGEMMTFlops > 0 {
 		gemmFraction(&rep.Go, &rep)
 		if rep.Torch != nil {
 			gemmFraction(rep.Torch, &rep)
@@ -523,6 +528,12 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 		if side.Multi, err = benchMultiTrain(ctx, m, o, tr, logf); err != nil {
 			return nil, nil, err
 		}
+	}
+	if gpuDevice(o.device) {
+		if side.DeviceGEMMTFlops, err = deviceGEMMPeak(dev, deviceGEMMSize); err != nil {
+			return nil, nil, err
+		}
+		logf("the card's bfloat16 product (%d³): %.1f TFLOP/s", deviceGEMMSize, side.DeviceGEMMTFlops)
 	}
 	// A GPU's memory goes back before the reference runs on the same card (at 8192
 	// tokens of the 7B shape the two do not fit together); the caller keeps m.Cfg only.

@@ -70,6 +70,10 @@ func printBench(w io.Writer, r *benchReport) {
 				}, fmt.Sprintf("sample_b%d_tokens_per_s", b), f1)
 		}
 	}
+	if r.Go.DeviceGEMMTFlops > 0 && r.Machine == nil && r.TrainFLOPs > 0 {
+		add(fmt.Sprintf("train step, share of the card's bf16 GEMM, %.0f TFLOP/s (MFU; %.1f TFLOP per step)", r.Go.DeviceGEMMTFlops, r.TrainFLOPs/1e12),
+			r.Go.Train.GEMMFraction, func(s *benchSide) float64 { return s.Train.GEMMFraction }, "", func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) })
+	}
 	if r.Machine != nil && r.TrainFLOPs > 0 {
 		add(fmt.Sprintf("train step, share of the GEMM peak (%.1f GFLOP per step)", r.TrainFLOPs/1e9), r.Go.Train.GEMMFraction,
 			func(s *benchSide) float64 { return s.Train.GEMMFraction }, "", func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) })

@@ -1,6 +1,11 @@
 package main
 
-import "github.com/tuft-go/tuft/engine"
+import (
+	"fmt"
+	"time"
+
+	"github.com/tuft-go/tuft/engine"
+)
 
 // The arithmetic and memory traffic of the benchmarked work, from the model's shape: what
 // the figures are divided by to read them as fractions of the machine.
@@ -40,10 +45,15 @@ func ppFLOPs(c engine.Config, t int) float64 {
 	return 2*T*float64(c.Layers)*layerParams(c) + 2*float64(c.VocabSize*c.Hidden) + attn
 }
 
-// gemmFraction fills a side's training share of the machine's measured GEMM peak.
+// gemmFraction fills a side's training share of the machine's measured GEMM peak: the
+// CPU's (Machine), or on a GPU the card's bfloat16 products (the engine side's
+// DeviceGEMMTFlops, the ceiling of both sides: their MFU against what the card measured).
 func gemmFraction(s *benchSide, r *benchReport) {
 	if r.Machine != nil && r.Machine.GEMMGFlops > 0 && s.Train.MedianS > 0 {
 		s.Train.GEMMFraction = r.TrainFLOPs / s.Train.MedianS / (r.Machine.GEMMGFlops * 1e9)
+	}
+	if r.Machine == nil && r.Go.DeviceGEMMTFlops > 0 && s.Train.MedianS > 0 {
+		s.Train.GEMMFraction = r.TrainFLOPs / s.Train.MedianS / (r.Go.DeviceGEMMTFlops * 1e12)
 	}
 	if t := s.Train; len(t.GEMMBeside) == len(t.StepS) && len(t.StepS) > 0 {
 		shares := make([]float64, len(t.StepS))
@@ -76,4 +86,41 @@ func loraStepFLOPs(c engine.Config, t, r int) float64 {
 	Pr := float64(c.Layers * r * io)
 	attn := 12 * float64(c.Layers) * (T * (T + 1) / 2) * float64(q)
 	return 4*T*P + 6*T*Pr + attn
+}
+
+// deviceGEMMSize is the side of deviceGEMMPeak's products on a GPU (1.1 TFLOP each).
+const deviceGEMMSize = 8192
+
+// deviceGEMMPeak is a GPU's bfloat16 product rate in TFLOP/s: W·Wᵀ for one n×n device
+// weight W (bfloat16 on both sides, so no cast runs), float32 output, 20 products back to back then one
+// download, the best of 3 such rounds after 2 warm-up products. Random values (a product
+// of zeros runs faster on these cards).
+func deviceGEMMPeak(d engine.Device, n int) (float64, error) {
+	v := make([]float32, n*n)
+	for i := range v {
+		v[i] = float32(int32(uint32(i)*2654435761)>>8) / (1 << 23)
+	}
+	w := d.Weight(v) // both operands: W·Wᵀ
+	c := d.Alloc(n * n)
+	defer func() { d.Free(w); d.Free(c) }()
+	one := make([]float32, 1)
+	best := 0.0
+	for round := -1; round < 3; round++ {
+		reps := 20
+		if round < 0 {
+			reps = 2
+		}
+		t0 := time.Now()
+		for range reps {
+			d.MatMulNT(c, w, w, n, n, n, false)
+		}
+		d.Download(one, c.Slice(0, 1))
+		if err := d.Err(); err != nil {
+			return 0, fmt.Errorf("the card's GEMM probe: %w", err)
+		}
+		if round >= 0 {
+			best = max(best, 2*float64(n)*float64(n)*float64(n)*float64(reps)/time.Since(t0).Seconds()/1e12)
+		}
+	}
+	return best, nil
 }
