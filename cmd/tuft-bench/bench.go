@@ -529,16 +529,8 @@ func benchGo(ctx context.Context, dir string, o benchOptions, logf func(string, 
 			return nil, nil, err
 		}
 	}
-	if gpuDevice(o.device) {
-		if side.DeviceGEMMTFlops, err = deviceGEMMPeak(dev, deviceGEMMSize); err != nil {
-			return nil, nil, err
-		}
-		logf("the card's bfloat16 product (%d³): %.1f TFLOP/s", deviceGEMMSize, side.DeviceGEMMTFlops)
-	}
-	// A GPU's memory goes back before the reference runs on the same card (at 8192
-	// tokens of the 7B shape the two do not fit together); the caller keeps m.Cfg only.
-	if c, ok := dev.(interface{ Close() }); ok {
-		c.Close()
+	if err := finishDevice(dev, o, side, logf); err != nil {
+		return nil, nil, err
 	}
 	return side, m, nil
 }

@@ -124,3 +124,22 @@ func deviceGEMMPeak(d engine.Device, n int) (float64, error) {
 	}
 	return best, nil
 }
+
+// finishDevice ends the engine side's use of its device: on a GPU the card's product rate
+// (deviceGEMMPeak) first, then the device closed, so that its memory goes back before the
+// reference runs on the same card (at 8192 tokens of the 7B shape the two do not fit
+// together); the caller keeps the model's configuration only.
+func finishDevice(dev engine.Device, o benchOptions, side *benchSide, logf func(string, ...any)) error {
+	if gpuDevice(o.device) {
+		tf, err := deviceGEMMPeak(dev, deviceGEMMSize)
+		if err != nil {
+			return err
+		}
+		side.DeviceGEMMTFlops = tf
+		logf("the card's bfloat16 product (%d³): %.1f TFLOP/s", deviceGEMMSize, tf)
+	}
+	if c, ok := dev.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return nil
+}
