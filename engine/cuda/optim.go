@@ -10,19 +10,19 @@ import (
 
 // The optimizer's operations: sums of squares and AdamW, one tensor or many at once.
 
-// SumSquares implements device.Device.
+// SumSquares implements device.Device: one sumsq_multi launch over every tensor.
 func (d *Device) SumSquares(xs []device.Tensor[float32]) float64 {
 	defer d.exit()
 	if !d.enter() {
 		return 0
 	}
 	acc := d.get(8, true)
-	if len(xs) > 1 {
-		d.sumSquaresMulti(xs, acc)
-	} else {
-		for _, x := range xs {
-			d.launch("sumsq", d.stride(x.Len()), 1, 256, pArg(x), lArg(x.Len()), uint64(acc))
-		}
+	if len(xs) > 0 {
+		tab, longest := tensorTable(xs)
+		tp := uploadSlice(d, tab)
+		gx, gy := multiGrid(len(xs), longest)
+		d.launch("sumsq_multi", gx, gy, 256, uint64(tp), iArg(len(xs)), uint64(acc))
+		d.put(tp)
 	}
 	out := make([]float64, 1)
 	downloadSlice(d, out, acc)
@@ -54,20 +54,10 @@ func multiGrid(n, longest int) (int, int) {
 	return max(1, min((longest+255)/256, 64)), min(n, 65535)
 }
 
-// sumSquaresMulti adds Σx² over every tensor of xs to acc in one launch.
-func (d *Device) sumSquaresMulti(xs []device.Tensor[float32], acc uintptr) {
-	tab, longest := tensorTable(xs)
-	tp := uploadSlice(d, tab)
-	gx, gy := multiGrid(len(xs), longest)
-	d.launch("sumsq_multi", gx, gy, 256, uint64(tp), iArg(len(xs)), uint64(acc))
-	d.put(tp)
-}
-
 // AdamWIfFinite implements device.AdamWFinite: one launch computes every tensor's update
 // and only flags a non-finite result, one download reads the flag, one launch applies the
-// updates (adam_step's bits, as AdamW's). An adapter's hundreds of tensors are three
-// operations, where AdamW is a launch per tensor and the engine would keep a copy of the
-// state to put back.
+// updates. An adapter's hundreds of tensors are three operations, where the engine would
+// otherwise keep a copy of the state to put back.
 func (d *Device) AdamWIfFinite(ws, gs, ms, vs []device.Tensor[float32], s *device.AdamStep) bool {
 	defer d.exit()
 	if !d.enter() {
@@ -76,31 +66,37 @@ func (d *Device) AdamWIfFinite(ws, gs, ms, vs []device.Tensor[float32], s *devic
 	if len(ws) == 0 {
 		return true
 	}
-	tab, longest := tensorTable(ws, gs, ms, vs)
-	tp := uploadSlice(d, tab)
-	defer d.put(tp)
 	bad := d.get(4, true)
 	defer d.put(bad)
-	gx, gy := multiGrid(len(ws), longest)
-	args := func(check int) []uint64 {
-		return []uint64{uint64(tp), iArg(len(ws)), fArg(s.Clip), fArg(s.Decay), fArg(s.B1), fArg(s.B2), fArg(s.StepSize),
-			fArg(s.BC2Sqrt), fArg(s.Eps), iArg(check), uint64(bad)}
-	}
-	d.launch("adamw_multi", gx, gy, 256, args(1)...)
+	d.adamw(ws, gs, ms, vs, s, bad)
 	flag := make([]int32, 1)
 	downloadSlice(d, flag, bad)
 	if d.err != nil || flag[0] != 0 {
 		return false
 	}
-	d.launch("adamw_multi", gx, gy, 256, args(0)...)
+	d.adamw(ws, gs, ms, vs, s, 0)
 	return d.err == nil
 }
 
-// AdamW implements device.Device.
+// AdamW implements device.Device: adamw_multi over one tensor.
 func (d *Device) AdamW(w, g, m, v device.Tensor[float32], s *device.AdamStep) {
 	defer d.exit()
 	if d.enter() {
-		d.launch("adamw", d.stride(w.Len()), 1, 256, pArg(w), pArg(g), pArg(m), pArg(v), lArg(w.Len()),
-			fArg(s.Clip), fArg(s.Decay), fArg(s.B1), fArg(s.B2), fArg(s.StepSize), fArg(s.BC2Sqrt), fArg(s.Eps))
+		d.adamw([]device.Tensor[float32]{w}, []device.Tensor[float32]{g}, []device.Tensor[float32]{m}, []device.Tensor[float32]{v}, s, 0)
 	}
+}
+
+// adamw launches adamw_multi over the tensors: with a flag address (bad ≠ 0) it only checks,
+// setting the flag where a result would not be finite; with none it applies the updates.
+func (d *Device) adamw(ws, gs, ms, vs []device.Tensor[float32], s *device.AdamStep, bad uintptr) {
+	tab, longest := tensorTable(ws, gs, ms, vs)
+	tp := uploadSlice(d, tab)
+	gx, gy := multiGrid(len(ws), longest)
+	check := 0
+	if bad != 0 {
+		check = 1
+	}
+	d.launch("adamw_multi", gx, gy, 256, uint64(tp), iArg(len(ws)), fArg(s.Clip), fArg(s.Decay), fArg(s.B1), fArg(s.B2),
+		fArg(s.StepSize), fArg(s.BC2Sqrt), fArg(s.Eps), iArg(check), uint64(bad))
+	d.put(tp)
 }

@@ -24,7 +24,7 @@ var Kernels = []string{
 	"add_rmsnorm", "rmsnorm_back", "log_softmax", "rope_qk", "attention", "attn_back_q", "attn_back_kv",
 	"flash_fwd_64", "flash_bwd_dq_64", "flash_bwd_kv_64", "flash_fwd_128", "flash_bwd_dq_128", "flash_bwd_kv_128",
 	"flash_fwd_256", "flash_bwd_dq_256", "flash_bwd_kv_256",
-	"kv_write", "attn_rowdot", "gemv_bf16", "gather", "xent_fill", "scatter_add", "head_softmax", "head_dlogits", "head_back_f32", "head_back_bf16", "sumsq", "adamw", "sumsq_multi", "adamw_multi", "sample", "topk",
+	"kv_write", "attn_rowdot", "gemv_bf16", "gather", "xent_fill", "scatter_add", "head_softmax", "head_dlogits", "head_back_f32", "head_back_bf16", "sumsq_multi", "adamw_multi", "sample", "topk",
 	// grouped LoRA products (lora.go)
 	"lora_shrink", "lora_expand", "lora_back_dz", "lora_back_dx", "lora_grad", "lora_split_sum",
 }

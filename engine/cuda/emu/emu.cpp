@@ -228,7 +228,7 @@ static std::function<void()> bind(void (*f)(A...), void** p) {
     X(add_rmsnorm) X(rmsnorm_back) X(log_softmax) X(rope_qk) X(attention) X(attn_back_q) X(attn_back_kv) X(kv_write) \
     X(flash_fwd_64) X(flash_bwd_dq_64) X(flash_bwd_kv_64) X(flash_fwd_128) X(flash_bwd_dq_128) X(flash_bwd_kv_128) \
     X(flash_fwd_256) X(flash_bwd_dq_256) X(flash_bwd_kv_256) X(gather) X(xent_fill) X(scatter_add) \
-    X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq) X(adamw) X(sumsq_multi) X(adamw_multi) X(sample) X(topk) \
+    X(head_softmax) X(head_dlogits) X(head_back_f32) X(head_back_bf16) X(sumsq_multi) X(adamw_multi) X(sample) X(topk) \
     X(attn_rowdot) X(gemv_bf16) X(lora_shrink) X(lora_expand) X(lora_back_dz) X(lora_back_dx) X(lora_grad) X(lora_split_sum)
 
 struct Kernel {

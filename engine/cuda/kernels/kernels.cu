@@ -1071,18 +1071,8 @@ extern "C" __global__ void head_back_bf16(float* dh, const float* E, const bf16_
 
 // ---- optimizer ----
 
-// sumsq adds Σx² (in double) to *out.
-extern "C" __global__ void sumsq(const float* x, i64 n, double* out) {
-    __shared__ double sh[MAX_WARPS];
-    double s = 0;
-    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
-        s += (double)x[k] * x[k];
-    s = block_sum_d(s, sh);
-    if (threadIdx.x == 0) atomicAdd(out, s);
-}
-
 // adam_step is AdamW's update of one element (device.AdamStep): the new weight and
-// moments. Every AdamW kernel goes through it, so all give the same bits.
+// moments.
 __device__ __forceinline__ void adam_step(float w, float g, float m, float v, float clip, float decay, float b1, float b2,
                                           float stepSize, float bc2Sqrt, float eps, float* nw, float* nm, float* nv) {
     float gi = g * clip;
@@ -1095,17 +1085,10 @@ __device__ __forceinline__ void adam_step(float w, float g, float m, float v, fl
     *nv = vk;
 }
 
-extern "C" __global__ void adamw(float* w, float* g, float* m, float* v, i64 n, float clip, float decay, float b1, float b2,
-                                 float stepSize, float bc2Sqrt, float eps) {
-    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
-        adam_step(w[k], g[k], m[k], v[k], clip, decay, b1, b2, stepSize, bc2Sqrt, eps, &w[k], &m[k], &v[k]);
-        g[k] = 0.f;
-    }
-}
-
-// Many tensors in one launch (an adapter's hundreds): tab holds, per tensor, its length
-// and the addresses of w, g, m, v (five i64); blockIdx.y walks the tensors, blockIdx.x
-// and the threads each one's elements.
+// The optimizer's kernels take many tensors in one launch (an adapter's hundreds; one
+// tensor is a table of one): tab holds, per tensor, its length and the addresses of w, g,
+// m, v (five i64); blockIdx.y walks the tensors, blockIdx.x and the threads each one's
+// elements.
 
 // sumsq_multi adds Σw² (in double) over every tensor of tab to *out.
 extern "C" __global__ void sumsq_multi(const i64* tab, int ntens, double* out) {
