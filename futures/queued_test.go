@@ -91,6 +91,13 @@ func TestLostAcceptanceIsReportedAsRestarted(t *testing.T) {
 	done, _ := m1.Submit(context.Background(), Task{Tenant: "a", Pool: "p", Run: ok(`"kept"`)})
 	wait(t, m1, "a", done)
 	st.Close()
+	// Ids carry milliseconds, and one made in the millisecond a process started counts as
+	// that process's (lostFuture). A real restart takes far longer than a millisecond;
+	// this one may not, so it starts the next process in a later millisecond.
+	created, _ := idTime(done)
+	for !time.Now().Truncate(time.Millisecond).After(created) {
+		time.Sleep(time.Millisecond)
+	}
 
 	st2 := openStore(t, path)
 	defer st2.Close()
