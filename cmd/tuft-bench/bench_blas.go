@@ -38,22 +38,48 @@ func goGEMMGFlops() float64 {
 	return 2 * n * n * n / median(times) / 1e9
 }
 
-// referenceEnv is the environment of a PyTorch reference run: OpenMP threads that
-// sleep when idle (OMP_WAIT_POLICY=PASSIVE) unless the caller chose otherwise. libgomp's
-// threads otherwise spin between parallel regions, and beside OpenBLAS's own threads on
-// a machine with few cores they starve each other: on 2 busy cores a decode step of the
-// reference took 2 s spinning and 0.3 s passive, its prefill 24 s and 2 s. And OpenBLAS
-// runs the kernels the CPU's flags allow (openBLASCore). The reference must not be slowed
-// by its threading or its kernel choice.
-func referenceEnv(python string) []string {
+// referenceEnv is the environment of a reference run: OpenMP threads that wait by
+// policy (OMP_WAIT_POLICY=policy; "" leaves libgomp's own spin-then-sleep), unless the
+// caller set OMP_WAIT_POLICY, which is kept. And OpenBLAS runs the kernels the CPU's
+// flags allow (openBLASCore). The reference must not be slowed by its threading or its
+// kernel choice: which policy is faster depends on the machine's load (waitPolicies).
+func referenceEnv(python, policy string) []string {
 	env := os.Environ()
-	if os.Getenv("OMP_WAIT_POLICY") == "" {
-		env = append(env, "OMP_WAIT_POLICY=PASSIVE")
+	if os.Getenv("OMP_WAIT_POLICY") == "" && policy != "" {
+		env = append(env, "OMP_WAIT_POLICY="+policy)
 	}
 	if core, _ := openBLASCore(python); core != "" {
 		env = append(env, "OPENBLAS_CORETYPE="+core)
 	}
 	return env
+}
+
+// passiveWait is the OpenMP wait policy of the PyTorch reference. libgomp's threads
+// otherwise spin between parallel regions, and beside OpenBLAS's own threads on a
+// machine with few cores they starve each other: on 2 busy cores a decode step of the
+// reference took 2 s spinning and 0.3 s passive, its prefill 24 s and 2 s.
+const passiveWait = "PASSIVE"
+
+// waitPolicies are the OpenMP wait policies a reference whose speed depends on them
+// runs under, each figure kept from the faster run: sleeping threads (PASSIVE) are
+// faster on a loaded machine, where llama.cpp's F32 batch-1 decode ran at 6.0 tokens/s
+// passive and 0.3 spinning, and spinning ones on a quiet machine, where its Q4_K_M
+// batch-1 decode ran at 99–113 tokens/s with libgomp's default and 41–43 passive (ggml's
+// barriers between operations are OpenMP barriers, and a sleeping thread's wake-up at
+// each costs a small operation more than its work). A policy the caller set is the only one.
+func waitPolicies() []string {
+	if p := os.Getenv("OMP_WAIT_POLICY"); p != "" {
+		return []string{p}
+	}
+	return []string{passiveWait, ""}
+}
+
+// waitPolicyName is how a report names policy ("" is libgomp's default).
+func waitPolicyName(policy string) string {
+	if policy == "" {
+		return "default"
+	}
+	return policy
 }
 
 var openBLASProbe struct {
@@ -180,8 +206,13 @@ func benchSamplingTorch(python, script, dir string, o samplingOptions, stderr io
 // runReference runs the PyTorch reference (args[0] is its script) and decodes the JSON
 // of the last line it prints into v.
 func runReference(python string, args []string, stderr io.Writer, v any) (last string, _ error) {
+	return runReferenceWith(python, passiveWait, args, stderr, v)
+}
+
+// runReferenceWith is runReference under the OpenMP wait policy given (referenceEnv).
+func runReferenceWith(python, policy string, args []string, stderr io.Writer, v any) (last string, _ error) {
 	cmd := exec.Command(python, args...)
-	cmd.Env = referenceEnv(python)
+	cmd.Env = referenceEnv(python, policy)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Run(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -113,6 +114,12 @@ func TestBenchLlamaCpp(t *testing.T) {
 			}
 		}
 	}
+	policies := mapSlice(waitPolicies(), waitPolicyName)
+	for _, f := range append([]inferFigure{r.Llama.PP}, r.Llama.TG...) {
+		if !slices.Contains(policies, f.WaitPolicy) {
+			t.Fatalf("llama.cpp figure %+v: policy not one of %v", f, policies)
+		}
+	}
 	if runtime.GOARCH == "amd64" && !strings.Contains(r.Llama.SystemInfo, "AVX2 = 1") && slices.Contains(r.Machine.SIMD, "avx2") {
 		t.Fatalf("llama.cpp system info %q", r.Llama.SystemInfo)
 	}
@@ -127,6 +134,27 @@ func TestBenchLlamaCpp(t *testing.T) {
 		t.Fatalf("refused: %s", r.Refused)
 	default:
 		t.Logf("the reference was refused on this machine's load: %s", r.Refused)
+	}
+}
+
+// Each of the reference's figures is the faster run's, with the policy it ran under.
+func TestLlamaReferenceKeepsFaster(t *testing.T) {
+	fig := func(batch int, tps float64, policy string) inferFigure {
+		return inferFigure{Batch: batch, TokensPerS: tps, WaitPolicy: policy}
+	}
+	passive := &inferSide{PeakRSSMiB: 300, PP: fig(0, 700, "PASSIVE"), TG: []inferFigure{fig(1, 42, "PASSIVE"), fig(16, 260, "PASSIVE")}}
+	spin := &inferSide{PeakRSSMiB: 310, PP: fig(0, 650, "default"), TG: []inferFigure{fig(16, 250, "default"), fig(1, 110, "default")}}
+	passive.keepFaster(spin)
+	want := &inferSide{PeakRSSMiB: 310, PP: fig(0, 700, "PASSIVE"), TG: []inferFigure{fig(1, 110, "default"), fig(16, 260, "PASSIVE")}}
+	if !reflect.DeepEqual(passive, want) {
+		t.Fatalf("kept %+v, want %+v", passive, want)
+	}
+	t.Setenv("OMP_WAIT_POLICY", "ACTIVE")
+	if got := waitPolicies(); !slices.Equal(got, []string{"ACTIVE"}) {
+		t.Fatalf("with the caller's OMP_WAIT_POLICY: policies %v, want only it", got)
+	}
+	if env := referenceEnv("", "PASSIVE"); slices.Contains(env, "OMP_WAIT_POLICY=PASSIVE") {
+		t.Fatal("referenceEnv overrode the caller's OMP_WAIT_POLICY")
 	}
 }
 

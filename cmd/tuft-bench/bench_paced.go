@@ -31,7 +31,7 @@ type pacedRef struct {
 // and waits until it has loaded the model and measured its BLAS.
 func startPacedRef(python string, args []string, stderr io.Writer) (*pacedRef, error) {
 	cmd := exec.Command(python, args...)
-	cmd.Env = referenceEnv(python)
+	cmd.Env = referenceEnv(python, passiveWait)
 	cmd.Stderr = stderr
 	p := &pacedRef{cmd: cmd, name: filepath.Base(python) + " " + filepath.Base(args[0])}
 	var err error
