@@ -296,9 +296,9 @@ func tuftHasWeights(w string) error {
 }
 
 // benchGoInfer loads the GGUF on the CPU and measures prompt processing (best of
-// o.repeats) and decode at batch 1 and o.batch, through Model.SampleWithHooks: the
-// prefill phase is prompt processing, the decode phase (o.newTokens steps after the
-// token drawn from the prefill) is decode. Greedy (temperature 0), no stop at EOS.
+// o.repeats for each run of the reference) and decode at batch 1 and o.batch, through
+// Model.SampleWithHooks: the prefill phase is prompt processing, the decode phase
+// (o.newTokens steps after the token drawn from the prefill) is decode. Greedy (temperature 0), no stop at EOS.
 func benchGoInfer(ctx context.Context, path string, o llamaOptions, logf func(string, ...any)) (*inferSide, engine.Config, error) {
 	side := &inferSide{Impl: "go", Threads: runtime.GOMAXPROCS(0), Model: path}
 	t0 := time.Now()
@@ -351,7 +351,8 @@ func benchGoInfer(ctx context.Context, path string, o llamaOptions, logf func(st
 			return nil, cfg, err
 		}
 	}
-	for r := 0; r < o.repeats; r++ {
+	// As many tries as the reference gets: o.repeats in each of its runs (runLlamaRef).
+	for r := 0; r < o.repeats*len(waitPolicies()); r++ {
 		ph, _, err := phases(pp, 1, 1)
 		if err != nil {
 			return nil, cfg, err
