@@ -5,8 +5,8 @@
 # Only the llama and ggml libraries are built (no examples, tools, tests or server).
 # The cache key includes the CPU flags: GGML_NATIVE code is specific to the machine.
 # TUFT_LLAMACPP_SIMD=avx2 builds for AVX2/FMA alone instead (its own venv), the reference
-# for the engine's AVX2 kernels on a CPU that also has AVX-512 (docs/performance.md,
-# "AVX2 alone"): run tuft-bench under GODEBUG=cpu.avx512f=off,… with --llamacpp-python.
+# for the engine's AVX2 kernels on a CPU that also has AVX-512 (docs/performance.md, the
+# nineteenth pass): run tuft-bench under GODEBUG=cpu.avx512f=off,… with --llamacpp-python.
 set -euo pipefail
 version=0.3.36
 native="-DGGML_NATIVE=ON"

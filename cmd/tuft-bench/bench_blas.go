@@ -66,7 +66,8 @@ const passiveWait = "PASSIVE"
 // passive and 0.3 spinning, and spinning ones on a quiet machine, where its Q4_K_M
 // batch-1 decode ran at 99–113 tokens/s with libgomp's default and 41–43 passive (ggml's
 // barriers between operations are OpenMP barriers, and a sleeping thread's wake-up at
-// each costs a small operation more than its work). A policy the caller set is the only one.
+// each costs a small operation more than its work). A policy the caller set is the only
+// one.
 func waitPolicies() []string {
 	if p := os.Getenv("OMP_WAIT_POLICY"); p != "" {
 		return []string{p}
