@@ -36,8 +36,9 @@ import (
 // it, so its int32 sums are the same numbers without the correction. Decode (one row) keeps the
 // float dots, whose speed is the weights' bytes; machines without VNNI keep the float
 // tiles (in registers on the Zen 4, VPMADDUBSW's sign trick ran 1.34× an FMA's
-// multiply-adds, VPMADDWD on int16 pairs 1.70×: an AVX2 tile on int16 panels of W is the
-// one worth writing; docs/performance.md, nineteenth pass).
+// multiply-adds, VPMADDWD on int16 pairs 1.70×, but with loads, broadcasts and each
+// block's scaling an AVX2 tile counts fewer multiply-adds an instruction than the float
+// tile; docs/performance.md, nineteenth pass).
 
 // The integer tile's shape: rows of A (int32 lanes of a zmm) and rows of W.
 const (
