@@ -2,7 +2,6 @@ package kern
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // Packed float32 GEMM, in the style of GotoBLAS/BLIS: B is copied into k×16 column
@@ -286,64 +285,6 @@ func rowTile() int {
 
 // serial is share on the calling goroutine.
 func serial(n, _, _, _ int, f func(lo, hi int)) { f(0, n) }
-
-// share runs f over [0, n) in chunks that up to GOMAXPROCS goroutines, the caller among
-// them, take in turn until none is left: about four chunks per goroutine, each a
-// multiple of align and at least least (when n allows), at most mc when align is a multiple of mr. A
-// core slowed by other work (a shared machine, a busy hypervisor) then takes fewer
-// chunks instead of holding the whole product back: with split's one contiguous half
-// per core, one core sat idle through 29 % of a training step on the loaded 2-core
-// machine, waiting for the other's half of a product. Chunk boundaries are whole tiles
-// and each tile is computed the same way whichever goroutine takes it, so the result
-// does not depend on the chunking or the number of cores. In a burst (team.go) the
-// chunks go to its awake partners from minParallelWork, without a hand-off to pay for.
-func share(n, work, align, least int, f func(lo, hi int)) {
-	w := Procs()
-	burst := Bursting() // partners awake: no hand-off to pay for
-	if w <= 1 || n < 2*align || work < minParallelWork || !burst && work < shareMinWork() {
-		f(0, n)
-		return
-	}
-	grain := roundUp(max((n+4*w-1)/(4*w), least), align)
-	if align%mr == 0 {
-		grain = min(grain, mc) // a chunk's rows of A stay one packed block
-	}
-	chunks := (n + grain - 1) / grain
-	if chunks < 2 {
-		f(0, n)
-		return
-	}
-	if burst {
-		if BurstShare(n, grain, func(_, lo, hi int) { f(lo, hi) }) {
-			return
-		}
-		if work < shareMinWork() { // another split holds the partners
-			f(0, n)
-			return
-		}
-	}
-	var next atomic.Int64
-	take := func() {
-		for {
-			c := int(next.Add(1)) - 1
-			if c >= chunks {
-				return
-			}
-			lo := c * grain
-			f(lo, min(lo+grain, n))
-		}
-	}
-	var wg sync.WaitGroup
-	for g := 1; g < min(w, chunks); g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			take()
-		}()
-	}
-	take()
-	wg.Wait()
-}
 
 // gemmOp is one block of columns [jc, jc+nb) of a product in gemmPanels: bp holds its
 // packed B panels (only the ragged last one when B is read in place from direct).
