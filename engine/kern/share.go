@@ -67,7 +67,7 @@ func share(n, work, align, least int, f func(lo, hi int)) {
 // A stay one packed block). Among that and the chunks that make the count a multiple of
 // w, it takes the one whose busiest goroutine, taking chunks in turn, has the fewest
 // indices (ties: the larger chunk). A 128-row prompt in 48-row chunks made three, and a
-// core sat idle through a third of each product (docs/performance.md, nineteenth pass).
+// core sat idle through a fifth of each product (docs/performance.md, nineteenth pass).
 func shareGrain(n, w, align, least int) int {
 	limit := func(g int) int {
 		if align%mr == 0 {
