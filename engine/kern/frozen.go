@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 )
 
@@ -136,11 +137,15 @@ func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int
 	var quant func(dst []byte, x []float32)
 	switch f {
 	case F32:
-		w.f32 = make([]float32, rows*cols)
+		w.f32 = w.heldFloats(rows * cols)
 	case BF16:
-		w.bf = make([]uint16, rows*cols)
+		w.bf = w.heldUint16s(rows * cols)
 	case Q8_0, Q4_1, Q4_K, Q6_K, Q5_0:
-		w.blk = make([]byte, rows*nb*bb)
+		if w.interleaves() {
+			w.blk = make([]byte, rows*nb*bb) // interleave copies it into weight memory
+		} else {
+			w.blk = w.held(rows * nb * bb)
+		}
 		quant = map[WeightFormat]func([]byte, []float32){Q8_0: quantQ8, Q4_1: quantQ4, Q4_K: quantQ4K, Q6_K: quantQ6K, Q5_0: quantQ5}[f]
 	default:
 		panic(fmt.Sprintf("kern: NewFrozenRows: unknown format %d", f))
@@ -176,16 +181,20 @@ func NewFrozenRows(rows, cols int, f WeightFormat, row func(dst []float32, r int
 // interleave stores a Q5_0 or Q4_K matrix's blocks as the integer dots read them where
 // they run (frozenilv.go); the file-ordered bytes are then no longer held.
 func (w *Frozen) interleave() {
-	if !ilvFormat(w.Format) || !ilvRows(w.Rows) {
+	if !w.interleaves() {
 		return
 	}
-	w.ilv = make([]byte, len(w.blk))
+	w.ilv = w.held(len(w.blk))
 	interleaveRows(w.Format, w.ilv, w.blk, w.Rows, w.Cols/w.Format.blockLen())
 	w.blk = nil
 }
 
-// FrozenBlocks wraps GGUF Q8_0, Q4_1, Q4_K, Q6_K or Q5_0 data for a [rows×cols] matrix
-// without copying it (but Q5_0 and Q4_K where the kernels keep them interleaved: a copy).
+// interleaves reports whether w's blocks are kept interleaved (interleave).
+func (w *Frozen) interleaves() bool { return ilvFormat(w.Format) && ilvRows(w.Rows) }
+
+// FrozenBlocks stores GGUF Q8_0, Q4_1, Q4_K, Q6_K or Q5_0 data for a [rows×cols] matrix:
+// a copy in weight memory (weightmem.go), interleaved for the kernels where they read
+// Q5_0 and Q4_K so; data is not kept.
 func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) {
 	if f.blockBytes() == 0 {
 		return nil, fmt.Errorf("kern: FrozenBlocks: %s is not a block format", f)
@@ -197,15 +206,21 @@ func FrozenBlocks(f WeightFormat, data []byte, rows, cols int) (*Frozen, error) 
 		return nil, fmt.Errorf("kern: FrozenBlocks: %d bytes for %d×%d %s, want %d", len(data), rows, cols, f, want)
 	}
 	w := &Frozen{Format: f, Rows: rows, Cols: cols, blk: data}
+	if !w.interleaves() {
+		w.blk = w.held(len(data))
+		copy(w.blk, data)
+	}
 	w.interleave()
 	return w, nil
 }
 
-// F32 is the float32 matrix an F32 Frozen aliases (nil for the other formats).
+// F32 is an F32 Frozen's float32 matrix (nil for the other formats). Outside the heap
+// when w holds its own copy (weightmem.go): valid while w is reachable.
 func (w *Frozen) F32() []float32 { return w.f32 }
 
 // Blocks is a block format's bytes in llama.cpp's layout, rows in order (nil in f32 and
-// bf16): the stored bytes, or a copy put back together where they are kept interleaved.
+// bf16): the stored bytes (valid while w is reachable: weightmem.go), or a copy put back
+// together where they are kept interleaved.
 func (w *Frozen) Blocks() []byte {
 	if w.ilv != nil {
 		var buf []byte
@@ -220,7 +235,10 @@ func (w *Frozen) Bytes() int {
 }
 
 // Row writes row r, widened to float32, to dst[:Cols].
-func (w *Frozen) Row(dst []float32, r int) { w.rowSeg(dst[:w.Cols], r, 0) }
+func (w *Frozen) Row(dst []float32, r int) {
+	w.rowSeg(dst[:w.Cols], r, 0)
+	runtime.KeepAlive(w) // its memory is unmapped when it is collected (weightmem.go)
+}
 
 // rowSeg writes elements [c0, c0+len(dst)) of row r to dst.
 func (w *Frozen) rowSeg(dst []float32, r, c0 int) {

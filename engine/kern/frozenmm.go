@@ -1,6 +1,9 @@
 package kern
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"runtime"
+)
 
 // Products with a Frozen matrix W [Rows×Cols] as the weight operand. Few rows of A (a
 // decode step) take one fused dot product per output, widening W in registers as it
@@ -27,6 +30,7 @@ func FrozenMatMulNTWide(c, a []float32, w *Frozen, m int, acc bool) {
 // frozenMatMulNT is FrozenMatMulNT; when round it may lower A's precision as the
 // weight format's fast path does (bf16 rounding, 8-bit quantisation), else never.
 func frozenMatMulNT(c, a []float32, w *Frozen, m int, acc, round bool) {
+	defer runtime.KeepAlive(w) // its memory is unmapped when it is collected (weightmem.go)
 	n, k := w.Rows, w.Cols
 	if m == 1 && n > 0 {
 		if f, prep := w.oneRow(round); f != nil {
@@ -215,6 +219,7 @@ func (w *Frozen) tile(a0, a1, a2 *float32, j int, out *float32) {
 // FrozenMatMulNN computes C[m×Cols] (+)= A[m×Rows]·W: a Linear's input gradient
 // dX = dY·W.
 func FrozenMatMulNN(c, a []float32, w *Frozen, m int, acc bool) {
+	defer runtime.KeepAlive(w)
 	n, k := w.Cols, w.Rows
 	if w.Format == F32 {
 		if usePacked(m, n, k) {

@@ -1,5 +1,7 @@
 package kern
 
+import "runtime"
+
 // Products that share one activation row. A decode step multiplies one row by a layer's
 // Q, K and V weights (and by gate and up): each product alone is a hand-off of its rows
 // to the cores and a wait for them, which at 135M parameters costs about as much as the
@@ -111,6 +113,7 @@ type FrozenOut struct {
 // once for those on the integer dots, and the outputs' rows go to the cores in one split;
 // more rows run the products one after the other, each already split across the cores.
 func FrozenMatMulNTShared(a []float32, outs []FrozenOut, m int) {
+	defer runtime.KeepAlive(outs) // and so every W (weightmem.go)
 	for _, o := range outs[min(1, len(outs)):] {
 		if o.W.Cols != outs[0].W.Cols {
 			panic("kern: FrozenMatMulNTShared: weights of different widths do not share an activation")

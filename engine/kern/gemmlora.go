@@ -42,6 +42,7 @@ func FrozenMatMulNTLoRA(c, a []float32, w *Frozen, m int, l LoRA) bool {
 	pre := w.preNT()
 	gemmWithLoRA(c, a, w.f32, pre, m, n, k, true, false, l)
 	runtime.KeepAlive(pre) // its memory is unmapped when it is collected
+	runtime.KeepAlive(w)   // and so is w's (weightmem.go)
 	return true
 }
 
@@ -56,6 +57,7 @@ func FrozenMatMulNNLoRA(c, a []float32, w *Frozen, m int, acc bool, l LoRA) bool
 	pre := w.preNN()
 	gemmWithLoRA(c, a, w.f32, pre, m, n, k, false, acc, l)
 	runtime.KeepAlive(pre)
+	runtime.KeepAlive(w)
 	return true
 }
 
