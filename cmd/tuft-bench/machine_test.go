@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -32,6 +33,15 @@ func TestMeasureMachine(t *testing.T) {
 	}
 	if m.PeakBasis == "" {
 		t.Fatalf("the theoretical peak neither given nor explained: %+v", m)
+	}
+	// The bandwidth is read over weight memory, and the line says how it was paged.
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil && !strings.Contains(string(b), "["+m.HugePages+"]") {
+		t.Errorf("THP mode %q, the kernel says %q", m.HugePages, b)
+	}
+	var out strings.Builder
+	printMachine(&out, m)
+	if !strings.Contains(out.String(), "MiB of weight memory") || m.HugePages != "" && !strings.Contains(out.String(), "THP "+m.HugePages) {
+		t.Errorf("machine lines do not say what memory the bandwidth was read over:\n%s", out.String())
 	}
 }
 
