@@ -56,7 +56,8 @@ func weightBytes(n int) ([]byte, func()) {
 	}
 	if n > slabBytes/4 {
 		mem, unmap := mapHuge(n)
-		return mem[:n:n], unmap
+		var once sync.Once // a second munmap could hit a mapping made since
+		return mem[:n:n], func() { once.Do(unmap) }
 	}
 	slabs.Lock()
 	defer slabs.Unlock()
